@@ -1,0 +1,280 @@
+import Foundation
+
+/// Everything the toolkit needs to know about one entity type: where it is stored, what its fields
+/// are, which records it depends on, how it syncs and how its conflicts are settled by default.
+public struct EntityDescription: Sendable {
+    /// A domain rule that spans fields; nil when the record keeps it.
+    typealias Rule = @Sendable (Record) -> ModelError?
+
+    /// The entity type described.
+    public let type: EntityType
+    /// The local table's name.
+    public let table: String
+    /// The typed model.
+    public let modelType: any Syncable.Type
+    /// The domain fields, in the order tables and bundles list them.
+    public let fields: [FieldDescription]
+    /// References to other records; a child's create is sent only after its parents'.
+    public let parents: [ParentRelation]
+    /// Whether the record's payload is structured data or media.
+    public let syncClass: SyncClass
+    /// The conflict strategy used unless the app chooses another.
+    public let defaultPolicy: ConflictPolicyName
+    let rules: [Rule]
+
+    /// The field called `name`, if the entity has one.
+    public func field(named name: String) -> FieldDescription? {
+        fields.first { $0.name == name }
+    }
+
+    /// The parent entity types, each once, in declaration order.
+    public var parentEntities: [EntityType] {
+        var seen: Set<EntityType> = []
+        return parents.map(\.entity).filter { seen.insert($0).inserted }
+    }
+}
+
+/// The one table of every entity type. `all` lists parents before children, which is the order
+/// creates sync in and bundles import in.
+public enum EntityCatalog {
+    /// Every entity, parents before children.
+    public static let all: [EntityDescription] = [
+        entity(.opportunity, "opportunities", Opportunity.self, policy: .fieldMerge, fields: [
+            FieldDescription("name", .text, required: true),
+            FieldDescription("customerName", .text, required: true),
+            FieldDescription("address", .text),
+            FieldDescription("stage", .choice(names(Opportunity.Stage.self))),
+            FieldDescription("estimatedValueCents", .money),
+        ]),
+        entity(.project, "projects", Project.self, policy: .fieldMerge, fields: [
+            FieldDescription("opportunityID", .uuid, optional: true),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("number", .text, optional: true),
+            FieldDescription("address", .text),
+            FieldDescription("status", .choice(names(Project.Status.self))),
+            FieldDescription("startDay", .day, optional: true),
+        ], parents: [ParentRelation("opportunityID", .opportunity, required: false)]),
+        entity(.member, "members", Member.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("userID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("email", .text),
+            FieldDescription("role", .choice(names(Member.Role.self))),
+        ], parents: [ParentRelation("projectID", .project)]),
+        entity(.scope, "scopes", Scope.self, policy: .fieldMerge, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("notes", .text),
+            FieldDescription("sortOrder", .count),
+        ], parents: [ParentRelation("projectID", .project)]),
+        entity(.measureSheet, "measure_sheets", MeasureSheet.self, policy: .fieldMerge, fields: [
+            FieldDescription("scopeID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("notes", .text),
+        ], parents: [ParentRelation("scopeID", .scope)]),
+        entity(.measure, "measures", Measure.self, policy: .fieldMerge, fields: [
+            FieldDescription("measureSheetID", .uuid),
+            FieldDescription("label", .text, required: true),
+            FieldDescription("quantity", .quantity),
+            FieldDescription("unit", .text, required: true),
+            FieldDescription("sortOrder", .count),
+        ], parents: [ParentRelation("measureSheetID", .measureSheet)]),
+        entity(.scopeItem, "scope_items", ScopeItem.self, policy: .fieldMerge, fields: [
+            FieldDescription("scopeID", .uuid),
+            FieldDescription("measureID", .uuid, optional: true),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("quantity", .quantity),
+            FieldDescription("unit", .text, required: true),
+            FieldDescription("unitPriceCents", .money),
+            FieldDescription("sortOrder", .count),
+        ], parents: [ParentRelation("scopeID", .scope), ParentRelation("measureID", .measure, required: false)]),
+        entity(.discount, "discounts", Discount.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("kind", .choice(names(Discount.Kind.self))),
+            FieldDescription("value", .count),
+        ], parents: [ParentRelation("projectID", .project)], rules: [Rules.percentageAtMostWhole]),
+        entity(.financeOption, "finance_options", FinanceOption.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("lender", .text, required: true),
+            FieldDescription("termMonths", .count),
+            FieldDescription("aprBasisPoints", .count),
+            FieldDescription("downPaymentCents", .money),
+        ], parents: [ParentRelation("projectID", .project)], rules: [Rules.termAtLeastOneMonth]),
+        entity(.fee, "fees", Fee.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("amountCents", .money),
+            FieldDescription("isTaxable", .bool),
+        ], parents: [ParentRelation("projectID", .project)]),
+        entity(.asset, "assets", Asset.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("name", .text, required: true),
+            FieldDescription("qrCode", .text, required: true),
+            FieldDescription("category", .text),
+            FieldDescription("location", .text),
+        ], parents: [ParentRelation("projectID", .project)]),
+        entity(.referenceDocument, "reference_documents", ReferenceDocument.self, policy: .serverWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("title", .text, required: true),
+            FieldDescription("kind", .choice(names(ReferenceDocument.Kind.self))),
+            FieldDescription("revision", .text),
+            FieldDescription("fileName", .text, required: true),
+            FieldDescription("byteSize", .count),
+            FieldDescription("sha256", .sha256),
+        ], parents: [ParentRelation("projectID", .project)]),
+        entity(.issue, "issues", Issue.self, policy: .fieldMerge, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("title", .text, required: true),
+            FieldDescription("details", .text),
+            FieldDescription("status", .choice(names(Issue.Status.self))),
+            FieldDescription("priority", .choice(names(Issue.Priority.self))),
+            FieldDescription("assigneeID", .uuid, optional: true),
+            FieldDescription("latitude", .real, optional: true),
+            FieldDescription("longitude", .real, optional: true),
+            FieldDescription("assetID", .uuid, optional: true),
+            FieldDescription("modelElementID", .text, optional: true),
+        ], parents: [
+            ParentRelation("projectID", .project),
+            ParentRelation("assigneeID", .member, required: false),
+            ParentRelation("assetID", .asset, required: false),
+        ], rules: [Rules.coordinates]),
+        entity(.comment, "comments", Comment.self, policy: .appendOnly, fields: [
+            FieldDescription("issueID", .uuid),
+            FieldDescription("authorID", .uuid),
+            FieldDescription("body", .text, required: true),
+        ], parents: [ParentRelation("issueID", .issue), ParentRelation("authorID", .member)]),
+        entity(.dailyLog, "daily_logs", DailyLog.self, policy: .fieldMerge, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("authorID", .uuid),
+            FieldDescription("day", .day),
+            FieldDescription("notes", .text),
+            FieldDescription("weather", .text),
+            FieldDescription("crew", .text),
+            FieldDescription("crewSize", .count),
+            FieldDescription("hours", .quantity),
+        ], parents: [ParentRelation("projectID", .project), ParentRelation("authorID", .member)]),
+        entity(.timeEntry, "time_entries", TimeEntry.self, policy: .clientWins, fields: [
+            FieldDescription("projectID", .uuid),
+            FieldDescription("memberID", .uuid),
+            FieldDescription("kind", .choice(names(TimeEntry.Kind.self))),
+            FieldDescription("recordedAt", .date),
+            FieldDescription("clockInID", .uuid, optional: true),
+            FieldDescription("latitude", .real, optional: true),
+            FieldDescription("longitude", .real, optional: true),
+            FieldDescription("note", .text),
+        ], parents: [
+            ParentRelation("projectID", .project),
+            ParentRelation("memberID", .member),
+            ParentRelation("clockInID", .timeEntry, required: false),
+        ], rules: [Rules.clockOutPairing, Rules.coordinates]),
+        entity(.mediaAttachment, "media_attachments", MediaAttachment.self, syncClass: .media, policy: .appendOnly,
+            fields: [
+                FieldDescription("issueID", .uuid, optional: true),
+                FieldDescription("dailyLogID", .uuid, optional: true),
+                FieldDescription("kind", .choice(names(MediaAttachment.Kind.self))),
+                FieldDescription("fileName", .text, required: true),
+                FieldDescription("contentType", .text, required: true),
+                FieldDescription("byteSize", .count),
+                FieldDescription("sha256", .sha256),
+                FieldDescription("thumbnail", .blob, optional: true),
+                FieldDescription("capturedAt", .date),
+                FieldDescription("durationSeconds", .quantity, optional: true),
+            ],
+            parents: [
+                ParentRelation("issueID", .issue, required: false),
+                ParentRelation("dailyLogID", .dailyLog, required: false),
+            ], rules: [Rules.exactlyOneOwner, Rules.thumbnailSize]),
+    ]
+
+    /// The description of `type`.
+    public static func description(of type: EntityType) -> EntityDescription {
+        guard let description = byType[type] else {
+            preconditionFailure("EntityCatalog.all has no entry for \(type.rawValue)")
+        }
+        return description
+    }
+
+    /// The entity stored in `table`, if any.
+    public static func entity(forTable table: String) -> EntityType? {
+        all.first { $0.table == table }?.type
+    }
+
+    private static let byType: [EntityType: EntityDescription] = Dictionary(
+        uniqueKeysWithValues: all.map { ($0.type, $0) })
+
+    private static func entity(
+        _ type: EntityType, _ table: String, _ model: any Syncable.Type, syncClass: SyncClass = .structured,
+        policy: ConflictPolicyName, fields: [FieldDescription], parents: [ParentRelation] = [],
+        rules: [EntityDescription.Rule] = []
+    ) -> EntityDescription {
+        EntityDescription(
+            type: type, table: table, modelType: model, fields: fields, parents: parents, syncClass: syncClass,
+            defaultPolicy: policy, rules: rules)
+    }
+
+    private static func names<Choice: CaseIterable & RawRepresentable>(_: Choice.Type) -> [String]
+    where Choice.RawValue == String {
+        Choice.allCases.map(\.rawValue)
+    }
+}
+
+/// Rules that span several fields of one record.
+enum Rules {
+    static let coordinates: EntityDescription.Rule = { record in
+        switch (record["latitude"], record["longitude"]) {
+        case (.null, .null):
+            return nil
+        case (.real(let latitude), .real(let longitude)):
+            if !(-90...90).contains(latitude) {
+                return record.error(.outOfRange, "latitude", "is \(latitude), must lie within -90…90")
+            }
+            if !(-180...180).contains(longitude) {
+                return record.error(.outOfRange, "longitude", "is \(longitude), must lie within -180…180")
+            }
+            return nil
+        default:
+            return record.error(.inconsistentFields, "latitude", "latitude and longitude are given together or not at all")
+        }
+    }
+
+    static let clockOutPairing: EntityDescription.Rule = { record in
+        switch (record["kind"], record["clockInID"]) {
+        case (.text(TimeEntry.Kind.clockOut.rawValue), .null):
+            return record.error(.inconsistentFields, "clockInID", "a clock-out names the clock-in it closes")
+        case (.text(TimeEntry.Kind.clockIn.rawValue), .uuid):
+            return record.error(.inconsistentFields, "clockInID", "only a clock-out names a clock-in")
+        case (_, .uuid(let clockIn)) where clockIn == record.id:
+            return record.error(.inconsistentFields, "clockInID", "a clock-out cannot close itself")
+        default:
+            return nil
+        }
+    }
+
+    static let percentageAtMostWhole: EntityDescription.Rule = { record in
+        guard case .text(Discount.Kind.percentage.rawValue) = record["kind"], case .integer(let points) = record["value"],
+            points > 10_000
+        else { return nil }
+        return record.error(.outOfRange, "value", "is \(points) basis points, a percentage is at most 10,000 (100 %)")
+    }
+
+    static let termAtLeastOneMonth: EntityDescription.Rule = { record in
+        guard case .integer(let months) = record["termMonths"], months < 1 else { return nil }
+        return record.error(.outOfRange, "termMonths", "is \(months), a loan runs at least one month")
+    }
+
+    static let exactlyOneOwner: EntityDescription.Rule = { record in
+        let owners = [record["issueID"], record["dailyLogID"]].filter { !$0.isNull }.count
+        guard owners != 1 else { return nil }
+        return record.error(.inconsistentFields, "issueID", "an attachment belongs to exactly one issue or daily log")
+    }
+
+    static let thumbnailSize: EntityDescription.Rule = { record in
+        guard case .blob(let data) = record["thumbnail"], data.count > MediaAttachment.maximumThumbnailBytes else {
+            return nil
+        }
+        return record.error(
+            .outOfRange, "thumbnail",
+            "is \(data.count) bytes, inline thumbnails are at most \(MediaAttachment.maximumThumbnailBytes)")
+    }
+}

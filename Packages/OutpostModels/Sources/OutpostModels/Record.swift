@@ -1,0 +1,118 @@
+import Foundation
+
+/// The generic form of any entity: what the store, the queue, the wire and the conflict strategies
+/// work on, so none of them needs a case per type.
+public struct Record: Sendable, Hashable, Codable {
+    /// Which entity this is.
+    public var entity: EntityType
+    /// The client-generated id.
+    public var id: UUID
+    /// The domain fields by name; a field absent here reads as `.null`.
+    public var fields: [String: FieldValue]
+    /// Sync bookkeeping.
+    public var sync: SyncMetadata
+
+    /// Creates a record; `fields` should hold the catalog's fields for `entity`.
+    public init(entity: EntityType, id: UUID, fields: [String: FieldValue], sync: SyncMetadata) {
+        self.entity = entity
+        self.id = id
+        self.fields = fields
+        self.sync = sync
+    }
+
+    /// The value of `field`, `.null` when absent.
+    public subscript(field: String) -> FieldValue {
+        get { fields[field] ?? .null }
+        set { fields[field] = newValue }
+    }
+
+    /// Every rule the record breaks: shape first (missing, unknown or mistyped fields, unknown choices),
+    /// then field rules (empty text, negative amounts, formats), then the entity's own rules.
+    public var validationErrors: [ModelError] {
+        let shape = shapeErrors()
+        if !shape.isEmpty { return shape }
+        let description = entity.description
+        return description.fields.compactMap { fieldError($0) } + description.rules.compactMap { $0(self) }
+    }
+
+    /// Throws the first rule the record breaks.
+    public func validate() throws(ModelError) {
+        if let first = validationErrors.first { throw first }
+    }
+
+    /// Errors that make a typed conversion impossible.
+    func shapeErrors() -> [ModelError] {
+        let description = entity.description
+        var errors: [ModelError] = []
+        for name in fields.keys.sorted() where description.field(named: name) == nil {
+            errors.append(error(.unknownField, name, "is not a field of \(entity.rawValue)"))
+        }
+        for field in description.fields {
+            let value = self[field.name]
+            if value.isNull {
+                if !field.isOptional { errors.append(error(.missingField, field.name, "is required")) }
+                continue
+            }
+            guard value.kindName == field.kind.storageKind else {
+                errors.append(error(
+                    .typeMismatch, field.name, "holds \(value.kindName), expected \(field.kind.storageKind)"))
+                continue
+            }
+            if case .choice(let allowed) = field.kind, case .text(let text) = value, !allowed.contains(text) {
+                errors.append(error(
+                    .unknownEnumValue, field.name,
+                    "'\(text)' is not one of \(allowed.joined(separator: ", "))"))
+            }
+        }
+        return errors
+    }
+
+    private func fieldError(_ field: FieldDescription) -> ModelError? {
+        switch (field.kind, self[field.name]) {
+        case (_, .text(let text)) where field.isRequiredText
+            && text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty:
+            return error(.emptyRequiredField, field.name, "must not be empty")
+        case (.money, .integer(let amount)), (.count, .integer(let amount)):
+            return amount < 0 ? error(.negativeAmount, field.name, "is \(amount), must not be negative") : nil
+        case (.quantity, .real(let amount)):
+            guard amount.isFinite else { return error(.outOfRange, field.name, "is \(amount), must be finite") }
+            return amount < 0 ? error(.negativeAmount, field.name, "is \(amount), must not be negative") : nil
+        case (.real, .real(let number)):
+            return number.isFinite ? nil : error(.outOfRange, field.name, "is \(number), must be finite")
+        case (.day, .text(let day)):
+            return Day.isValid(day) ? nil : error(.invalidFormat, field.name, "'\(day)' is not a day (YYYY-MM-DD)")
+        case (.sha256, .text(let digest)):
+            return Digest.isSHA256Hex(digest)
+                ? nil : error(.invalidFormat, field.name, "is not 64 lowercase hex digits")
+        default:
+            return nil
+        }
+    }
+
+    /// An error about this record.
+    func error(_ code: ModelError.Code, _ field: String?, _ message: String) -> ModelError {
+        ModelError(code, entity: entity, id: id, field: field, message: message)
+    }
+}
+
+/// Checks for the `day` field kind.
+enum Day {
+    static func isValid(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard text.utf8.count == 10, parts.count == 3,
+            parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
+            (1...12).contains(month), day >= 1
+        else { return false }
+        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        return day <= lengths[month - 1]
+    }
+}
+
+/// Checks for the `sha256` field kind.
+enum Digest {
+    static func isSHA256Hex(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// A typed model of one entity, convertible to and from the generic `Record` form.
+///
+/// Conformers are plain structs whose stored properties are exactly `id`, `sync` and the fields the
+/// catalog lists for `entityType`; the conversion reads them by name, so no per-type glue is written.
+public protocol Syncable: Codable, Sendable, Hashable, Identifiable where ID == UUID {
+    /// The entity this type models.
+    static var entityType: EntityType { get }
+    /// The client-generated id, stable for the record's whole life.
+    var id: UUID { get }
+    /// Sync bookkeeping: server id, version, timestamps, tombstone, status.
+    var sync: SyncMetadata { get set }
+}
+
+extension Syncable {
+    /// The record form of this value, with every catalog field present (null where optional and absent).
+    public var record: Record {
+        Record(entity: Self.entityType, id: id, fields: RecordEncoding.fields(of: self), sync: sync)
+    }
+
+    /// Converts a record back to the typed model, refusing a record of another entity, with missing,
+    /// unknown or mistyped fields, or with a value outside a choice field's list.
+    public init(record: Record) throws(ModelError) {
+        guard record.entity == Self.entityType else {
+            throw ModelError(
+                .wrongEntity, entity: Self.entityType, id: record.id,
+                message: "expected a \(Self.entityType.rawValue) record, got a \(record.entity.rawValue) record")
+        }
+        if let shapeError = record.shapeErrors().first { throw shapeError }
+        do {
+            self = try Self(from: RecordDecoder(record: record))
+        } catch {
+            throw ModelError(.typeMismatch, entity: record.entity, id: record.id, message: "\(error)")
+        }
+    }
+
+    /// Every rule this value breaks, in catalog order; empty when it is valid.
+    public var validationErrors: [ModelError] { record.validationErrors }
+
+    /// Throws the first rule this value breaks.
+    public func validate() throws(ModelError) {
+        try record.validate()
+    }
+}
