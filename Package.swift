@@ -1,0 +1,50 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+// The workspace: joins every package under Packages/ into one build graph, so GRDB and the other
+// shared dependencies build once, and runs every package's tests plus the cross-package tests in
+// Tests/. Each package stays a real SwiftPM package of its own that teams can depend on alone.
+let package = Package(
+    name: "OutpostWorkspace",
+    products: [
+        .executable(name: "outpost", targets: ["OutpostCLI"])
+    ],
+    dependencies: [
+        .package(path: "Packages/OutpostModels"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "OutpostCLI",
+            dependencies: [
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/outpost"
+        ),
+        // Each package's own tests, compiled here against the shared graph (see Workspace.md).
+        .testTarget(
+            name: "OutpostModelsTests",
+            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")],
+            path: "Packages/OutpostModels/Tests/OutpostModelsTests"
+        ),
+        // Cross-package and end-to-end tests.
+        .testTarget(
+            name: "WorkspaceTests",
+            dependencies: [
+                "OutpostCLI",
+                .product(name: "OutpostModels", package: "OutpostModels"),
+            ],
+            path: "Tests/WorkspaceTests"
+        ),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

@@ -1,0 +1,91 @@
+import Foundation
+import OutpostModels
+import Testing
+
+/// Runs the built `outpost` executable, as a user would, and reads what it prints.
+@Suite struct CommandLineTests {
+    @Test func entitiesAsJSONListsEveryEntityWithItsParents() throws {
+        let result = try Outpost.run(["entities", "--json"])
+        #expect(result.status == 0)
+        let rows = try JSONDecoder().decode([Row].self, from: Data(result.output.utf8))
+        #expect(Set(rows.map(\.name)) == Set(EntityType.allCases.map(\.rawValue)))
+        let byName = Dictionary(uniqueKeysWithValues: rows.map { ($0.name, $0) })
+        #expect(byName["scope"]?.parents == ["project"])
+        #expect(byName["project"]?.parents == ["opportunity"])
+        #expect(byName["scopeItem"]?.parents.first == "scope")
+        #expect(byName["measure"]?.parents == ["measureSheet"])
+        #expect(byName["measureSheet"]?.parents == ["scope"])
+        #expect(byName["fee"]?.policy == "serverWins")
+        #expect(byName["mediaAttachment"]?.syncClass == "media")
+        #expect(byName["timeEntry"]?.table == "time_entries")
+    }
+
+    @Test func entitiesAsATableHasAHeaderAndARowPerEntity() throws {
+        let result = try Outpost.run(["entities"])
+        #expect(result.status == 0)
+        let lines = result.output.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("entity") == true)
+        #expect(lines.count == 2 + EntityType.allCases.count)
+        #expect(lines.contains { $0.hasPrefix("scopeItem ") && $0.contains("scope_items") })
+    }
+
+    @Test func everyCommandHasHelpAndTheToolHasAVersion() throws {
+        let version = try Outpost.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").count == 3)
+        for command in [[], ["entities"]] {
+            let help = try Outpost.run(command + ["--help"])
+            #expect(help.status == 0)
+            #expect(help.output.contains("USAGE: outpost"))
+        }
+    }
+
+    @Test func anUnknownCommandFailsWithAMessage() throws {
+        let result = try Outpost.run(["teleport"])
+        #expect(result.status != 0)
+        #expect(result.errorOutput.contains("teleport"))
+    }
+
+    struct Row: Decodable {
+        let name: String
+        let table: String
+        let parents: [String]
+        let syncClass: String
+        let policy: String
+    }
+}
+
+/// The built `outpost` binary, found beside the test bundle in the build products folder.
+enum Outpost {
+    struct Result {
+        let status: Int32
+        let output: String
+        let errorOutput: String
+    }
+
+    static var executable: URL {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("outpost").path),
+            directory.pathComponents.count > 1
+        {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("outpost")
+    }
+
+    static func run(_ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, output: String(decoding: out, as: UTF8.self),
+            errorOutput: String(decoding: err, as: UTF8.self))
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import OutpostModels
+
+/// `outpost entities`: the entity catalog, as a table for people or JSON for scripts.
+struct EntitiesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "entities",
+        abstract: "List every entity type: its table, parents, sync class and default conflict policy.",
+        discussion: "Entities are listed parents first, the order in which creates sync and bundles import."
+    )
+
+    @Flag(help: "Print a JSON array instead of a table.")
+    var json = false
+
+    func run() throws {
+        let rows = EntityCatalog.all.map(EntityRow.init)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+        } else {
+            print(TextTable(
+                headers: ["entity", "table", "parents", "sync class", "policy", "fields"],
+                rows: rows.map { row in
+                    [row.name, row.table, row.parents.isEmpty ? "—" : row.parents.joined(separator: ", "),
+                     row.syncClass, row.policy, String(row.fields.count)]
+                }
+            ).rendered)
+        }
+    }
+}
+
+/// One entity as `outpost entities --json` prints it.
+struct EntityRow: Encodable {
+    let name: String
+    let table: String
+    let parents: [String]
+    let syncClass: String
+    let policy: String
+    let fields: [String]
+
+    init(_ description: EntityDescription) {
+        name = description.type.rawValue
+        table = description.table
+        parents = description.parentEntities.map(\.rawValue)
+        syncClass = description.syncClass.rawValue
+        policy = description.defaultPolicy.rawValue
+        fields = description.fields.map(\.name)
+    }
+}
