@@ -1,0 +1,55 @@
+# Outpost workspace. On a fresh machine `make demo` and `make test` are all a newcomer needs:
+# both run `setup` first, which installs the system libraries that are missing.
+
+SWIFT ?= swift
+APT_PACKAGES := libsqlite3-dev libxml2-dev
+PACKAGES := $(notdir $(wildcard Packages/*))
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup build test demo bench packages clean
+
+## setup: install the Debian packages Outpost builds against, only those that are missing
+setup:
+	@command -v $(SWIFT) >/dev/null || { echo "error: '$(SWIFT)' not found; install Swift 6.2 or later" >&2; exit 1; }
+	@if command -v dpkg >/dev/null 2>&1; then \
+	  missing=""; \
+	  for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "setup: installing$$missing"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  fi; \
+	else \
+	  echo "setup: no dpkg here; make sure SQLite 3 and libxml2 development files are installed"; \
+	fi
+
+## build: compile every package and the outpost tool in one build graph
+build: setup
+	$(SWIFT) build
+
+## test: every package's tests and the workspace tests, in one build graph
+test: setup
+	@for p in $(PACKAGES); do \
+	  $(SWIFT) package --package-path Packages/$$p dump-package >/dev/null || { echo "Packages/$$p: manifest does not load" >&2; exit 1; }; \
+	done
+	$(SWIFT) test
+
+## demo: the main job (for now: the entity catalog through the CLI)
+demo: setup
+	$(SWIFT) build --product outpost
+	$(SWIFT) run outpost entities
+
+## bench: performance figures, each against a peer measured in the same run
+bench: setup
+	@echo "no benchmarks yet"
+
+## packages: build and test each package on its own, as a team depending on one package would
+packages: setup
+	@for p in $(PACKAGES); do \
+	  echo "== Packages/$$p"; \
+	  $(SWIFT) test --package-path Packages/$$p --scratch-path .build-packages/$$p || exit 1; \
+	done
+
+## clean: remove every build folder
+clean:
+	rm -rf .build .build-* Packages/*/.build
