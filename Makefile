@@ -39,9 +39,10 @@ demo: setup
 	$(SWIFT) build --product outpost
 	$(SWIFT) run outpost entities
 
-## bench: performance figures, each against a peer measured in the same run
+## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
 bench: setup
-	@echo "no benchmarks yet"
+	$(SWIFT) build -c release --product outpost-bench
+	$(SWIFT) run -c release outpost-bench $(SUITE)
 
 ## packages: build and test each package on its own, as a team depending on one package would
 packages: setup

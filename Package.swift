@@ -7,7 +7,8 @@ import PackageDescription
 let package = Package(
     name: "OutpostWorkspace",
     products: [
-        .executable(name: "outpost", targets: ["OutpostCLI"])
+        .executable(name: "outpost", targets: ["OutpostCLI"]),
+        .executable(name: "outpost-bench", targets: ["OutpostBench"]),
     ],
     dependencies: [
         .package(path: "Packages/OutpostModels"),
@@ -21,6 +22,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"
+        ),
+        // `make bench`: performance figures next to peers measured in the same run.
+        .executableTarget(
+            name: "OutpostBench",
+            dependencies: [
+                .product(name: "OutpostModels", package: "OutpostModels")
+            ],
+            path: "Tools/outpost-bench"
         ),
         // Each package's own tests, compiled here against the shared graph (see Workspace.md).
         .testTarget(
