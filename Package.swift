@@ -12,6 +12,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "Packages/OutpostModels"),
+        .package(path: "Packages/OutpostMigrator"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
@@ -36,6 +37,11 @@ let package = Package(
             name: "OutpostModelsTests",
             dependencies: [.product(name: "OutpostModels", package: "OutpostModels")],
             path: "Packages/OutpostModels/Tests/OutpostModelsTests"
+        ),
+        .testTarget(
+            name: "OutpostMigratorTests",
+            dependencies: [.product(name: "OutpostMigrator", package: "OutpostMigrator")],
+            path: "Packages/OutpostMigrator/Tests/OutpostMigratorTests"
         ),
         // Cross-package and end-to-end tests.
         .testTarget(

@@ -1,0 +1,34 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// A versioned SQLite migrator on GRDB that only lets a schema grow: every step is checked against
+/// SQLite's own view of the schema, so an app on any old version upgrades safely to the newest.
+let package = Package(
+    name: "OutpostMigrator",
+    products: [
+        .library(name: "OutpostMigrator", targets: ["OutpostMigrator"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        .target(
+            name: "OutpostMigrator",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(name: "OutpostMigratorTests", dependencies: ["OutpostMigrator"]),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

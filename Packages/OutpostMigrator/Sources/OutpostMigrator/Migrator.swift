@@ -1,0 +1,206 @@
+import Foundation
+import GRDB
+
+/// Applies numbered steps to a SQLite database, forward only, refusing any step that would remove or
+/// redefine what an older app version relies on.
+///
+/// Each step runs in its own immediate transaction together with its ledger entry, so a process
+/// killed mid-step leaves the database at the last completed version and the next run completes it.
+///
+/// ## Topics
+/// - ``migrate(_:)``, ``migrate(_:to:)``
+/// - ``pendingSteps(in:)``, ``appliedVersions(in:)``, ``schemaSQL(of:)``
+public struct Migrator: Sendable {
+    /// The table that records each applied step with its checksum and time.
+    public static let ledgerTable = "migrator_ledger"
+
+    /// Every step, in version order.
+    public let steps: [MigrationStep]
+    /// Tables whose rows are synced: a new UNIQUE constraint on them is refused, since a replayed
+    /// or merged record would then fail to insert.
+    public let syncedTables: Set<String>
+
+    /// The versions a migration went from and to, and the steps it applied.
+    public struct Outcome: Sendable, Hashable {
+        /// The version before.
+        public let from: Int
+        /// The version after.
+        public let to: Int
+        /// The versions applied by this call, in order; empty when there was nothing to do.
+        public let applied: [Int]
+    }
+
+    /// Creates a migrator. Steps must be numbered 1, 2, 3… without gaps: that is a programming error.
+    public init(steps: [MigrationStep], syncedTables: Set<String> = []) {
+        for (offset, step) in steps.enumerated() {
+            precondition(step.version == offset + 1, "Migration steps must be numbered 1…N in order; found \(step.version) at position \(offset + 1)")
+        }
+        self.steps = steps
+        self.syncedTables = syncedTables
+    }
+
+    /// The version the last step brings a database to.
+    public var latestVersion: Int { steps.count }
+
+    /// Applies every pending step.
+    @discardableResult
+    public func migrate(_ writer: any DatabaseWriter) throws(MigrationError) -> Outcome {
+        try migrate(writer, to: latestVersion)
+    }
+
+    /// Applies pending steps up to and including `target` (for tests and staged rollouts).
+    @discardableResult
+    public func migrate(_ writer: any DatabaseWriter, to target: Int) throws(MigrationError) -> Outcome {
+        guard (0...latestVersion).contains(target) else {
+            throw MigrationError(
+                .targetOutOfRange, path: writer.path, message: "version \(target) does not exist; the last step is \(latestVersion)")
+        }
+        return try attempt(path: writer.path) {
+            try writer.writeWithoutTransaction { db in
+                let current = try checkedVersion(db, path: writer.path)
+                guard target >= current else {
+                    throw MigrationError(
+                        .targetOutOfRange, path: writer.path,
+                        message: "the database is at version \(current); migrations only go forward, not to \(target)")
+                }
+                var applied: [Int] = []
+                for step in steps[current..<target] {
+                    try apply(step, db, path: writer.path)
+                    applied.append(step.version)
+                }
+                return Outcome(from: current, to: target, applied: applied)
+            }
+        }
+    }
+
+    /// Steps not applied yet, after checking the ledger against the code.
+    public func pendingSteps(in reader: any DatabaseReader) throws(MigrationError) -> [MigrationStep] {
+        let current = try attempt(path: reader.path) { try reader.read { try checkedVersion($0, path: reader.path) } }
+        return Array(steps[current...])
+    }
+
+    /// Versions recorded in the ledger, in order (they may run past the code's last step).
+    public func appliedVersions(in reader: any DatabaseReader) throws(MigrationError) -> [Int] {
+        try attempt(path: reader.path) { try reader.read { try Ledger.entries($0).map(\.version) } }
+    }
+
+    /// The schema as normalized SQL: every table, index, view and trigger, sorted by kind and name, one
+    /// statement per line with white space collapsed, without SQLite's and the migrator's own tables.
+    /// Two databases with the same schema print the same text, whatever path brought them there.
+    public static func schemaSQL(of reader: any DatabaseReader) throws(MigrationError) -> String {
+        try attempt(path: reader.path) {
+            try reader.read { db in
+                let statements = try String.fetchAll(db, sql: """
+                    SELECT sql FROM sqlite_schema
+                    WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND tbl_name != ?
+                    ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, name
+                    """, arguments: [ledgerTable])
+                return statements.map { normalize($0) + ";\n" }.joined()
+            }
+        }
+    }
+
+    // MARK: - Internals
+
+    /// The database's version, after refusing a ledger the code cannot vouch for.
+    func checkedVersion(_ db: Database, path: String) throws -> Int {
+        let entries = try Ledger.entries(db)
+        if let newest = entries.last?.version, newest > latestVersion {
+            throw MigrationError(
+                .databaseNewerThanCode, version: newest, stepName: entries.last?.name, path: path,
+                message: "the database is at version \(newest) but this code knows steps up to \(latestVersion); update the app, the database was left untouched")
+        }
+        for (offset, entry) in entries.enumerated() {
+            guard entry.version == offset + 1 else {
+                throw MigrationError(
+                    .ledgerDamaged, version: entry.version, path: path,
+                    message: "the ledger skips from version \(offset) to \(entry.version)")
+            }
+            let step = steps[offset]
+            guard entry.checksum == step.checksum else {
+                throw MigrationError(
+                    .checksumChanged, version: step.version, stepName: step.name, path: path,
+                    message: "this step was edited after the database ran it (checksum \(entry.checksum.prefix(12))… is now \(step.checksum.prefix(12))…); shipped steps must never change, add a new step instead")
+            }
+        }
+        return entries.count
+    }
+
+    private func apply(_ step: MigrationStep, _ db: Database, path: String) throws {
+        func refuse(_ code: MigrationError.Code, _ findings: [String]) -> MigrationError {
+            MigrationError(code, version: step.version, stepName: step.name, path: path, message: findings.joined(separator: "; "))
+        }
+        try db.inTransaction(.immediate) {
+            try Ledger.create(db)
+            let ignored: Set<String> = [Self.ledgerTable]
+            let before = try SchemaSnapshot.capture(db, excluding: ignored)
+            do {
+                try step.run(db)
+            } catch {
+                throw refuse(.stepFailed, ["\(error)"])
+            }
+            let after = try SchemaSnapshot.capture(db, excluding: ignored)
+            let check = SchemaChangeCheck(before: before, after: after, syncedTables: syncedTables)
+            if !check.destructiveChanges.isEmpty { throw refuse(.destructiveStep, check.destructiveChanges) }
+            if !check.unsafeNewColumns.isEmpty { throw refuse(.unsafeColumn, check.unsafeNewColumns) }
+            if !check.newUniqueConstraintsOnSyncedTables.isEmpty {
+                throw refuse(.uniqueOnSyncedTable, check.newUniqueConstraintsOnSyncedTables)
+            }
+            let violations = try Row.fetchAll(db, sql: "SELECT * FROM pragma_foreign_key_check")
+            if !violations.isEmpty {
+                throw refuse(.foreignKeyViolation, violations.prefix(5).map { row in
+                    "a row of \(row["table"] as String) (rowid \(row["rowid"] as Int64? ?? -1)) references a missing row of \(row["parent"] as String)"
+                } + (violations.count > 5 ? ["and \(violations.count - 5) more"] : []))
+            }
+            try Ledger.record(step, db)
+            return .commit
+        }
+    }
+
+    private static func normalize(_ sql: String) -> String {
+        sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+    }
+}
+
+/// Runs `body`, turning any failure that is not already a `MigrationError` into one.
+func attempt<T>(path: String?, _ body: () throws -> T) throws(MigrationError) -> T {
+    do {
+        return try body()
+    } catch let error as MigrationError {
+        throw error
+    } catch {
+        throw MigrationError(.databaseUnreadable, path: path, message: "\(error)")
+    }
+}
+
+/// The ledger: one row per applied step, written in the step's own transaction.
+enum Ledger {
+    struct Entry {
+        let version: Int
+        let name: String
+        let checksum: String
+    }
+
+    static func create(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS \(Migrator.ledgerTable) (
+                version INTEGER PRIMARY KEY,
+                name TEXT NOT NULL,
+                checksum TEXT NOT NULL,
+                applied_at TEXT NOT NULL
+            )
+            """)
+    }
+
+    static func entries(_ db: Database) throws -> [Entry] {
+        guard try db.tableExists(Migrator.ledgerTable) else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT version, name, checksum FROM \(Migrator.ledgerTable) ORDER BY version")
+            .map { Entry(version: $0["version"], name: $0["name"], checksum: $0["checksum"]) }
+    }
+
+    static func record(_ step: MigrationStep, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO \(Migrator.ledgerTable) (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+            arguments: [step.version, step.name, step.checksum, ISO8601DateFormatter().string(from: Date())])
+    }
+}

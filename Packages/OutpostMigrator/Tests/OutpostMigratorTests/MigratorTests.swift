@@ -1,0 +1,241 @@
+import Foundation
+import GRDB
+import Testing
+@testable import OutpostMigrator
+
+/// A small schema a team might have: crews, their jobs, and a view, grown over three steps.
+enum CrewSchema {
+    static let v1 = MigrationStep(version: 1, name: "crews and jobs", sql: """
+        CREATE TABLE crews (id TEXT PRIMARY KEY, name TEXT NOT NULL, size INTEGER);
+        CREATE TABLE jobs (id TEXT PRIMARY KEY, crew_id TEXT REFERENCES crews(id), title TEXT NOT NULL, description TEXT);
+        CREATE INDEX jobs_crew ON jobs(crew_id);
+        CREATE VIEW big_crews AS SELECT * FROM crews WHERE size > 5;
+        CREATE TRIGGER crews_touch AFTER UPDATE ON crews BEGIN SELECT 1; END;
+        INSERT INTO crews VALUES ('c1', 'Framing', 6), ('c2', 'Électricité ⚡️', NULL);
+        INSERT INTO jobs VALUES ('j1', 'c1', 'Walls', 'North side'), ('j2', 'c2', 'Panel', NULL);
+        """)
+    static let v2 = MigrationStep(version: 2, name: "job status", sql: """
+        ALTER TABLE jobs ADD COLUMN status TEXT NOT NULL DEFAULT 'open';
+        CREATE INDEX jobs_status ON jobs(status);
+        """)
+    static let v3 = MigrationStep(
+        version: 3, name: "rename description to notes", fingerprint: "notes = description, v1"
+    ) { db in
+        try db.execute(sql: "ALTER TABLE jobs ADD COLUMN notes TEXT")
+        try db.execute(sql: "UPDATE jobs SET notes = description")
+    }
+    static let migrator = Migrator(steps: [v1, v2, v3], syncedTables: ["crews", "jobs"])
+
+    /// The rebuild SQLite's documentation describes for changes ALTER TABLE cannot make.
+    static func rebuildCrews(
+        _ columns: String, select: String = "*", view: String = "SELECT * FROM crews WHERE size > 5"
+    ) -> String {
+        """
+        PRAGMA defer_foreign_keys = ON;
+        DROP VIEW big_crews;
+        CREATE TABLE crews_new (\(columns));
+        INSERT INTO crews_new SELECT \(select) FROM crews;
+        DROP TABLE crews;
+        ALTER TABLE crews_new RENAME TO crews;
+        CREATE VIEW big_crews AS \(view);
+        CREATE TRIGGER crews_touch AFTER UPDATE ON crews BEGIN SELECT 1; END;
+        """
+    }
+
+    static func with(_ step: MigrationStep) -> Migrator {
+        Migrator(steps: [v1, v2, v3, step], syncedTables: ["crews", "jobs"])
+    }
+}
+
+@Suite struct MigratorTests {
+    @Test func appliesEveryStepOnceAndRecordsIt() throws {
+        let database = try TemporaryDatabase()
+        let outcome = try CrewSchema.migrator.migrate(database.queue)
+        #expect(outcome == Migrator.Outcome(from: 0, to: 3, applied: [1, 2, 3]))
+        #expect(try CrewSchema.migrator.appliedVersions(in: database.queue) == [1, 2, 3])
+        #expect(try CrewSchema.migrator.pendingSteps(in: database.queue).isEmpty)
+        let notes = try database.queue.read { try String.fetchAll($0, sql: "SELECT notes FROM jobs WHERE notes IS NOT NULL") }
+        #expect(notes == ["North side"])
+        let checksums = try database.queue.read { try String.fetchAll($0, sql: "SELECT checksum FROM migrator_ledger ORDER BY version") }
+        #expect(checksums == CrewSchema.migrator.steps.map(\.checksum))
+
+        let again = try CrewSchema.migrator.migrate(database.queue)
+        #expect(again == Migrator.Outcome(from: 3, to: 3, applied: []))
+    }
+
+    @Test func migratesInStagesToATarget() throws {
+        let database = try TemporaryDatabase()
+        #expect(try CrewSchema.migrator.migrate(database.queue, to: 1).applied == [1])
+        #expect(try CrewSchema.migrator.pendingSteps(in: database.queue).map(\.version) == [2, 3])
+        #expect(try CrewSchema.migrator.migrate(database.queue).applied == [2, 3])
+        #expect(throws: MigrationError.self) { try CrewSchema.migrator.migrate(database.queue, to: 2) }
+        #expect(throws: MigrationError.self) { try CrewSchema.migrator.migrate(database.queue, to: 9) }
+    }
+
+    /// Each of these would lose data or break an older app; each is refused and changes nothing.
+    @Test(arguments: [
+        ("drop table", "DROP TABLE jobs", "removed table jobs"),
+        ("drop column", "ALTER TABLE jobs DROP COLUMN description", "removed column jobs.description"),
+        ("rename column", "ALTER TABLE jobs RENAME COLUMN title TO name", "removed column jobs.title"),
+        ("rename table", "ALTER TABLE crews RENAME TO teams", "removed table crews"),
+        ("rebuild losing a column", CrewSchema.rebuildCrews(
+            "id TEXT PRIMARY KEY, name TEXT NOT NULL", select: "id, name", view: "SELECT * FROM crews"),
+         "removed column crews.size"),
+        ("rebuild changing a type", CrewSchema.rebuildCrews("id TEXT PRIMARY KEY, name TEXT NOT NULL, size TEXT"),
+         "changed the declared type of crews.size from 'INTEGER' to 'TEXT'"),
+        ("drop index", "DROP INDEX jobs_status", "removed index jobs_status"),
+        ("redefine view", "DROP VIEW big_crews; CREATE VIEW big_crews AS SELECT * FROM crews", "redefined view big_crews"),
+        ("drop trigger", "DROP TRIGGER crews_touch", "removed trigger crews_touch"),
+        ("delete rows", "DELETE FROM jobs WHERE id = 'j2'", "deleted 1 row from jobs"),
+    ])
+    func destructiveStepsAreRefusedAndChangeNothing(name: String, sql: String, finding: String) throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let rows = try database.dump(), schema = try Migrator.schemaSQL(of: database.queue)
+
+        let migrator = CrewSchema.with(MigrationStep(version: 4, name: name, sql: sql))
+        do {
+            try migrator.migrate(database.queue)
+            Issue.record("\(name) was applied")
+        } catch {
+            #expect(error.code == .destructiveStep)
+            #expect(error.version == 4)
+            #expect(error.stepName == name)
+            #expect(error.message.contains(finding), "\(error.message)")
+            #expect(error.description.contains("step 4 (\(name))"))
+        }
+        #expect(try migrator.appliedVersions(in: database.queue) == [1, 2, 3])
+        #expect(try database.dump() == rows)
+        #expect(try Migrator.schemaSQL(of: database.queue) == schema)
+    }
+
+    @Test func aClosureStepIsCheckedTheSameWay() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let sneaky = MigrationStep(version: 4, name: "tidy", fingerprint: "tidy v1") { db in
+            try db.execute(sql: "ALTER TABLE crews DROP COLUMN size")
+        }
+        #expect(throws: MigrationError.self) { try CrewSchema.with(sneaky).migrate(database.queue) }
+        #expect(try database.queue.read { try $0.columns(in: "crews").map(\.name) } == ["id", "name", "size"])
+    }
+
+    @Test func aNotNullColumnWithoutDefaultIsRefused() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let step = MigrationStep(version: 4, name: "require a foreman", sql: CrewSchema.rebuildCrews(
+            "id TEXT PRIMARY KEY, name TEXT NOT NULL, size INTEGER, foreman TEXT NOT NULL", select: "*, ''"))
+        do {
+            try CrewSchema.with(step).migrate(database.queue)
+            Issue.record("applied")
+        } catch {
+            #expect(error.code == .unsafeColumn)
+            #expect(error.message.contains("crews.foreman"))
+        }
+        let allowed = MigrationStep(version: 4, name: "foreman", sql: "ALTER TABLE crews ADD COLUMN foreman TEXT NOT NULL DEFAULT ''")
+        #expect(try CrewSchema.with(allowed).migrate(database.queue).applied == [4])
+    }
+
+    @Test func aUniqueConstraintOnASyncedTableIsRefused() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let unique = MigrationStep(version: 4, name: "unique titles", sql: "CREATE UNIQUE INDEX jobs_title ON jobs(title)")
+        do {
+            try CrewSchema.with(unique).migrate(database.queue)
+            Issue.record("applied")
+        } catch {
+            #expect(error.code == .uniqueOnSyncedTable)
+            #expect(error.message.contains("jobs_title makes (title) unique on synced table jobs"))
+        }
+        let local = MigrationStep(version: 4, name: "local settings", sql: "CREATE TABLE settings (key TEXT UNIQUE, value TEXT)")
+        #expect(try CrewSchema.with(local).migrate(database.queue).applied == [4])
+    }
+
+    @Test func foreignKeysAreCheckedAfterEachStep() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let orphan = MigrationStep(version: 4, name: "orphan job", sql: """
+            PRAGMA defer_foreign_keys = ON;
+            INSERT INTO jobs (id, crew_id, title) VALUES ('j3', 'nobody', 'Roof');
+            """)
+        do {
+            try CrewSchema.with(orphan).migrate(database.queue)
+            Issue.record("applied")
+        } catch {
+            #expect([MigrationError.Code.foreignKeyViolation, .stepFailed].contains(error.code))
+        }
+        #expect(try database.queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM jobs") } == 2)
+        #expect(try CrewSchema.migrator.appliedVersions(in: database.queue) == [1, 2, 3])
+    }
+
+    @Test func aFailingStepLeavesThePreviousVersion() throws {
+        let database = try TemporaryDatabase()
+        let broken = Migrator(steps: [CrewSchema.v1, MigrationStep(version: 2, name: "typo", sql: """
+            ALTER TABLE jobs ADD COLUMN status TEXT;
+            ALTER TABLE jobz ADD COLUMN priority INTEGER;
+            """)])
+        do {
+            try broken.migrate(database.queue)
+            Issue.record("applied")
+        } catch {
+            #expect(error.code == .stepFailed)
+            #expect(error.message.contains("jobz"))
+        }
+        #expect(try broken.appliedVersions(in: database.queue) == [1])
+        #expect(try database.queue.read { try $0.columns(in: "jobs").map(\.name) }.contains("status") == false)
+    }
+
+    @Test func aNewerDatabaseIsRefusedAndLeftUntouched() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
+        let oldApp = Migrator(steps: [CrewSchema.v1, CrewSchema.v2])
+        do {
+            try oldApp.migrate(database.queue)
+            Issue.record("an old app migrated a newer database")
+        } catch {
+            #expect(error.code == .databaseNewerThanCode)
+            #expect(error.message.contains("version 3"))
+        }
+        #expect(throws: MigrationError.self) { try oldApp.pendingSteps(in: database.queue) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes)
+    }
+
+    @Test func anEditedShippedStepIsRefused() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue, to: 2)
+        let edited = Migrator(steps: [
+            CrewSchema.v1,
+            MigrationStep(version: 2, name: "job status", sql: "ALTER TABLE jobs ADD COLUMN status TEXT DEFAULT 'new'"),
+            CrewSchema.v3,
+        ])
+        do {
+            try edited.migrate(database.queue)
+            Issue.record("applied")
+        } catch {
+            #expect(error.code == .checksumChanged)
+            #expect(error.version == 2)
+        }
+        #expect(try CrewSchema.migrator.appliedVersions(in: database.queue) == [1, 2])
+    }
+
+    @Test func schemaSQLIsNormalizedAndPathIndependent() throws {
+        let stepwise = try TemporaryDatabase(), direct = try TemporaryDatabase()
+        for version in 1...3 { try CrewSchema.migrator.migrate(stepwise.queue, to: version) }
+        try CrewSchema.migrator.migrate(direct.queue)
+        let schema = try Migrator.schemaSQL(of: direct.queue)
+        #expect(try Migrator.schemaSQL(of: stepwise.queue) == schema)
+        #expect(!schema.contains("migrator_ledger"))
+        #expect(!schema.contains("  "))
+        #expect(schema.split(separator: "\n").first?.hasPrefix("CREATE TABLE crews") == true)
+        #expect(schema.contains("CREATE VIEW big_crews"))
+    }
+
+    @Test func checksumsDependOnContent() {
+        let a = MigrationStep(version: 1, name: "x", sql: "CREATE TABLE t (a)")
+        let b = MigrationStep(version: 1, name: "x", sql: "  CREATE TABLE t (a)\n")
+        let c = MigrationStep(version: 1, name: "x", sql: "CREATE TABLE t (b)")
+        #expect(a.checksum == b.checksum)
+        #expect(a.checksum != c.checksum)
+        #expect(a.checksum.count == 64)
+    }
+}
