@@ -13,6 +13,8 @@ let package = Package(
     dependencies: [
         .package(path: "Packages/OutpostModels"),
         .package(path: "Packages/OutpostMigrator"),
+        .package(path: "Packages/OutpostStore"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
@@ -20,6 +22,8 @@ let package = Package(
             name: "OutpostCLI",
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"
@@ -28,7 +32,10 @@ let package = Package(
         .executableTarget(
             name: "OutpostBench",
             dependencies: [
-                .product(name: "OutpostModels", package: "OutpostModels")
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tools/outpost-bench"
         ),
@@ -43,12 +50,19 @@ let package = Package(
             dependencies: [.product(name: "OutpostMigrator", package: "OutpostMigrator")],
             path: "Packages/OutpostMigrator/Tests/OutpostMigratorTests"
         ),
+        .testTarget(
+            name: "OutpostStoreTests",
+            dependencies: [.product(name: "OutpostStore", package: "OutpostStore")],
+            path: "Packages/OutpostStore/Tests/OutpostStoreTests"
+        ),
         // Cross-package and end-to-end tests.
         .testTarget(
             name: "WorkspaceTests",
             dependencies: [
                 "OutpostCLI",
                 .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/WorkspaceTests"
         ),

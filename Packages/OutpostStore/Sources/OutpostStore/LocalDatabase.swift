@@ -1,0 +1,93 @@
+import Foundation
+import GRDB
+import OutpostMigrator
+
+/// Maintenance of a local database file: upgrading it and describing it. Used by `outpost migrate`
+/// and `outpost info`, and by the store when it opens a file.
+public enum LocalDatabase {
+    /// Upgrades (or creates) the database at `path` to `version`, or to the latest when nil.
+    @discardableResult
+    public static func migrate(at path: String, to version: Int? = nil) throws(StoreError) -> Migrator.Outcome {
+        let queue = try open(path, readOnly: false)
+        do {
+            return try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
+        } catch {
+            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error)
+        }
+    }
+
+    /// Describes the database at `path` without changing it: version, applied steps, rows per table.
+    public static func inspect(at path: String) throws(StoreError) -> DatabaseSummary {
+        let queue = try open(path, readOnly: true)
+        do {
+            let versions = try LocalSchema.migrator.appliedVersions(in: queue)
+            let counts = try queue.read { db in
+                let tables = try String.fetchAll(db, sql: """
+                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+                    ORDER BY name
+                    """)
+                return try tables.map { table in
+                    // Table names come from the file's own schema and are quoted, never spliced raw.
+                    (table, try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.quotedDatabaseIdentifier)") ?? 0)
+                }
+            }
+            return DatabaseSummary(
+                schemaVersion: versions.last ?? 0,
+                latestKnownVersion: LocalSchema.latestVersion,
+                steps: versions.map { version in
+                    DatabaseSummary.Step(
+                        version: version,
+                        name: version <= LocalSchema.steps.count
+                            ? LocalSchema.steps[version - 1].name : "unknown to this version of Outpost")
+                },
+                tables: Dictionary(uniqueKeysWithValues: counts))
+        } catch let error as MigrationError {
+            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error)
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+
+    /// The normalized schema of the database at `path` (see `Migrator.schemaSQL(of:)`).
+    public static func schemaSQL(at path: String) throws(StoreError) -> String {
+        let queue = try open(path, readOnly: true)
+        do {
+            return try Migrator.schemaSQL(of: queue)
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: error.message, migrationError: error)
+        }
+    }
+
+    static func open(_ path: String, readOnly: Bool) throws(StoreError) -> DatabaseQueue {
+        if readOnly, !FileManager.default.fileExists(atPath: path) {
+            throw StoreError(.databaseNotFound, path: path, message: "no database file here")
+        }
+        var configuration = Configuration()
+        configuration.readonly = readOnly
+        do {
+            return try DatabaseQueue(path: path, configuration: configuration)
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+}
+
+/// What `LocalDatabase.inspect(at:)` reports; its JSON form is what `outpost info --json` prints.
+public struct DatabaseSummary: Sendable, Hashable, Codable {
+    /// One applied step.
+    public struct Step: Sendable, Hashable, Codable {
+        /// The step's version.
+        public let version: Int
+        /// The step's name, or a note that this build does not know it.
+        public let name: String
+    }
+
+    /// The version the database is at.
+    public let schemaVersion: Int
+    /// The newest version this build of Outpost knows.
+    public let latestKnownVersion: Int
+    /// Applied steps, in order.
+    public let steps: [Step]
+    /// Row count of every table, by name.
+    public let tables: [String: Int]
+}

@@ -1,0 +1,301 @@
+import OutpostMigrator
+import OutpostModels
+
+/// The local database's history, one step per released version. Shipped steps are frozen (their
+/// checksums are in `schemas/local/steps.txt`, their resulting schemas in `schemas/local/vN.sql`);
+/// a change is always a new step. Entity tables have no foreign keys on purpose: a record whose
+/// parent is missing is kept and flagged orphaned, never refused (see Workspace.md).
+public enum LocalSchema {
+    /// The migrator for the local database; entity tables are the synced tables.
+    public static let migrator = Migrator(steps: steps, syncedTables: Set(EntityCatalog.all.map(\.table)))
+
+    /// The version a new or upgraded database ends at.
+    public static var latestVersion: Int { migrator.latestVersion }
+
+    /// Every step, v1 to v5.
+    public static let steps: [MigrationStep] = [
+        MigrationStep(version: 1, name: "field app 1.0: time tracking, daily logs, issues", sql: version1),
+        MigrationStep(version: 2, name: "1.1: assets with QR tags, photos, reference documents", sql: version2),
+        MigrationStep(version: 3, name: "2.0: estimates, crew size on daily logs", sql: version3),
+        MigrationStep(version: 4, name: "2.1: server ids, cursors, conflicts, field clocks, orphans, issue details", sql: version4),
+        MigrationStep(version: 5, name: "2.2: audit trail and list indexes", sql: version5),
+    ]
+
+    /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
+    /// 1970 (compact, and they sort); ids are lowercase UUID text.
+    static func entityTable(_ name: String, _ columns: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            id TEXT PRIMARY KEY NOT NULL,
+            server_id TEXT,
+            version INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            deleted_at INTEGER,
+            sync_status TEXT NOT NULL DEFAULT 'pending',
+            \(columns)
+        ) WITHOUT ROWID;
+        """
+    }
+
+    static let version1 = [
+        entityTable("projects", """
+            name TEXT NOT NULL,
+                number TEXT,
+                address TEXT NOT NULL DEFAULT '',
+                status TEXT NOT NULL DEFAULT 'planned'
+            """),
+        entityTable("members", """
+            project_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                email TEXT NOT NULL DEFAULT '',
+                role TEXT NOT NULL
+            """),
+        entityTable("time_entries", """
+            project_id TEXT NOT NULL,
+                member_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                recorded_at INTEGER NOT NULL,
+                clock_in_id TEXT,
+                latitude REAL,
+                longitude REAL,
+                note TEXT NOT NULL DEFAULT ''
+            """),
+        entityTable("daily_logs", """
+            project_id TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                day TEXT NOT NULL,
+                notes TEXT NOT NULL DEFAULT '',
+                weather TEXT NOT NULL DEFAULT '',
+                crew TEXT NOT NULL DEFAULT '',
+                hours REAL NOT NULL DEFAULT 0
+            """),
+        entityTable("issues", """
+            project_id TEXT NOT NULL,
+                title TEXT NOT NULL,
+                description TEXT NOT NULL DEFAULT '',
+                status TEXT NOT NULL DEFAULT 'open',
+                priority TEXT NOT NULL DEFAULT 'medium',
+                assignee_id TEXT,
+                latitude REAL,
+                longitude REAL
+            """),
+        entityTable("comments", """
+            issue_id TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                body TEXT NOT NULL
+            """),
+        """
+        CREATE TABLE mutation_queue (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE sync_state (
+            key TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        );
+        CREATE INDEX members_by_project ON members(project_id);
+        CREATE INDEX time_entries_by_project ON time_entries(project_id);
+        CREATE INDEX daily_logs_by_project_day ON daily_logs(project_id, day);
+        CREATE INDEX issues_by_project ON issues(project_id);
+        CREATE INDEX comments_by_issue ON comments(issue_id);
+        CREATE INDEX mutation_queue_by_status ON mutation_queue(status);
+        """,
+    ].joined(separator: "\n")
+
+    static let version2 = [
+        entityTable("assets", """
+            project_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                qr_code TEXT NOT NULL,
+                category TEXT NOT NULL DEFAULT '',
+                location TEXT NOT NULL DEFAULT ''
+            """),
+        entityTable("media_attachments", """
+            issue_id TEXT,
+                daily_log_id TEXT,
+                kind TEXT NOT NULL,
+                file_name TEXT NOT NULL,
+                content_type TEXT NOT NULL,
+                byte_size INTEGER NOT NULL,
+                sha256 TEXT NOT NULL,
+                thumbnail BLOB,
+                captured_at INTEGER NOT NULL,
+                duration_seconds REAL,
+                local_path TEXT
+            """),
+        entityTable("reference_documents", """
+            project_id TEXT NOT NULL,
+                title TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                revision TEXT NOT NULL DEFAULT '',
+                file_name TEXT NOT NULL,
+                byte_size INTEGER NOT NULL,
+                sha256 TEXT NOT NULL
+            """),
+        """
+        ALTER TABLE issues ADD COLUMN asset_id TEXT;
+        ALTER TABLE issues ADD COLUMN model_element_id TEXT;
+        ALTER TABLE mutation_queue ADD COLUMN sync_class TEXT NOT NULL DEFAULT 'structured';
+        CREATE INDEX assets_by_qr_code ON assets(qr_code);
+        CREATE INDEX media_attachments_by_issue ON media_attachments(issue_id);
+        CREATE INDEX media_attachments_by_daily_log ON media_attachments(daily_log_id);
+        CREATE INDEX reference_documents_by_project ON reference_documents(project_id);
+        """,
+    ].joined(separator: "\n")
+
+    static let version3 = [
+        entityTable("opportunities", """
+            name TEXT NOT NULL,
+                customer_name TEXT NOT NULL,
+                address TEXT NOT NULL DEFAULT '',
+                stage TEXT NOT NULL DEFAULT 'lead',
+                estimated_value_cents INTEGER NOT NULL DEFAULT 0
+            """),
+        entityTable("scopes", """
+            project_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                notes TEXT NOT NULL DEFAULT '',
+                sort_order INTEGER NOT NULL DEFAULT 0
+            """),
+        entityTable("measure_sheets", """
+            scope_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                notes TEXT NOT NULL DEFAULT ''
+            """),
+        entityTable("measures", """
+            measure_sheet_id TEXT NOT NULL,
+                label TEXT NOT NULL,
+                quantity REAL NOT NULL,
+                unit TEXT NOT NULL,
+                sort_order INTEGER NOT NULL DEFAULT 0
+            """),
+        entityTable("scope_items", """
+            scope_id TEXT NOT NULL,
+                measure_id TEXT,
+                name TEXT NOT NULL,
+                quantity REAL NOT NULL,
+                unit TEXT NOT NULL,
+                unit_price_cents INTEGER NOT NULL,
+                sort_order INTEGER NOT NULL DEFAULT 0
+            """),
+        entityTable("discounts", """
+            project_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                value INTEGER NOT NULL
+            """),
+        entityTable("finance_options", """
+            project_id TEXT NOT NULL,
+                lender TEXT NOT NULL,
+                term_months INTEGER NOT NULL,
+                apr_basis_points INTEGER NOT NULL,
+                down_payment_cents INTEGER NOT NULL DEFAULT 0
+            """),
+        entityTable("fees", """
+            project_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                amount_cents INTEGER NOT NULL,
+                is_taxable INTEGER NOT NULL DEFAULT 0
+            """),
+        """
+        ALTER TABLE projects ADD COLUMN opportunity_id TEXT;
+        ALTER TABLE projects ADD COLUMN start_day TEXT;
+        CREATE INDEX projects_by_opportunity ON projects(opportunity_id);
+        CREATE INDEX scopes_by_project ON scopes(project_id);
+        CREATE INDEX measure_sheets_by_scope ON measure_sheets(scope_id);
+        CREATE INDEX measures_by_sheet ON measures(measure_sheet_id);
+        CREATE INDEX scope_items_by_scope ON scope_items(scope_id);
+        CREATE INDEX discounts_by_project ON discounts(project_id);
+        CREATE INDEX finance_options_by_project ON finance_options(project_id);
+        CREATE INDEX fees_by_project ON fees(project_id);
+        -- Estimates price labour by crew size; 1.x only kept the crew's names, comma-separated.
+        ALTER TABLE daily_logs ADD COLUMN crew_size INTEGER NOT NULL DEFAULT 0;
+        UPDATE daily_logs SET crew_size =
+            CASE WHEN trim(crew) = '' THEN 0 ELSE length(crew) - length(replace(crew, ',', '')) + 1 END;
+        """,
+    ].joined(separator: "\n")
+
+    /// Every entity table, for the orphan flag that v4 adds to all of them.
+    static let version4Tables = [
+        "projects", "members", "time_entries", "daily_logs", "issues", "comments", "assets", "media_attachments",
+        "reference_documents", "opportunities", "scopes", "measure_sheets", "measures", "scope_items", "discounts",
+        "finance_options", "fees",
+    ]
+
+    static let version4 =
+        version4Tables.map { "ALTER TABLE \($0) ADD COLUMN is_orphaned INTEGER NOT NULL DEFAULT 0;" }
+        .joined(separator: "\n") + "\n" + """
+        CREATE TABLE server_id_map (
+            entity TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            server_id TEXT NOT NULL,
+            mapped_at INTEGER NOT NULL,
+            PRIMARY KEY (entity, client_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX server_id_map_by_server_id ON server_id_map(entity, server_id);
+        CREATE TABLE sync_cursors (
+            stream TEXT PRIMARY KEY NOT NULL,
+            cursor TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        -- 1.x kept one pull cursor in sync_state; it becomes the structured stream's cursor.
+        INSERT INTO sync_cursors (stream, cursor, updated_at)
+            SELECT 'structured', value, 0 FROM sync_state WHERE key = 'last_pull_cursor';
+        CREATE TABLE conflicts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            field TEXT,
+            strategy TEXT NOT NULL,
+            local_value TEXT,
+            remote_value TEXT,
+            local_clock TEXT,
+            remote_clock TEXT,
+            status TEXT NOT NULL DEFAULT 'open',
+            resolution TEXT,
+            created_at INTEGER NOT NULL,
+            resolved_at INTEGER
+        );
+        CREATE INDEX conflicts_by_status ON conflicts(status, entity, record_id);
+        CREATE TABLE field_clocks (
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            clocks TEXT NOT NULL,
+            PRIMARY KEY (entity, record_id)
+        ) WITHOUT ROWID;
+        ALTER TABLE mutation_queue ADD COLUMN base_version INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE mutation_queue ADD COLUMN depends_on TEXT;
+        ALTER TABLE mutation_queue ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE mutation_queue ADD COLUMN last_error TEXT;
+        -- "description" becomes "details" the additive way: new column, backfill, old one left in place.
+        ALTER TABLE issues ADD COLUMN details TEXT NOT NULL DEFAULT '';
+        UPDATE issues SET details = description;
+        """
+
+    static let version5 = """
+        CREATE TABLE audit_log (
+            seq INTEGER PRIMARY KEY,
+            at INTEGER NOT NULL,
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            previous_hash BLOB NOT NULL,
+            hash BLOB NOT NULL
+        );
+        ALTER TABLE mutation_queue ADD COLUMN audit_seq INTEGER;
+        CREATE INDEX issues_by_project_status ON issues(project_id, status);
+        CREATE INDEX time_entries_by_project_time ON time_entries(project_id, recorded_at);
+        CREATE INDEX mutation_queue_by_status_next ON mutation_queue(status, next_attempt_at);
+        CREATE INDEX assets_by_project ON assets(project_id);
+        """
+}

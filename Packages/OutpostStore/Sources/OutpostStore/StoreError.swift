@@ -1,0 +1,47 @@
+import OutpostMigrator
+
+/// Why the store could not do what was asked, with the database file and, for a refused migration,
+/// the migrator's own error.
+///
+/// A struct with a code rather than an enum, so new kinds of failure never break a client's `switch`.
+public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong; compare with the static members.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Wrapped: String, Sendable, Hashable {
+            case databaseNotFound, migrationRefused, databaseFailure
+        }
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// No database file at the given path (reads never create one).
+        public static let databaseNotFound = Code(.databaseNotFound)
+        /// The migrator refused or failed; see `migrationError`.
+        public static let migrationRefused = Code(.migrationRefused)
+        /// SQLite could not open or read the file.
+        public static let databaseFailure = Code(.databaseFailure)
+
+        public var description: String { wrapped.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The database file.
+    public var path: String
+    /// What happened, in plain words.
+    public var message: String
+    /// The migrator's error, when the failure came from a migration.
+    public var migrationError: MigrationError?
+
+    /// Creates an error.
+    public init(_ code: Code, path: String, message: String, migrationError: MigrationError? = nil) {
+        self.code = code
+        self.path = path
+        self.message = message
+        self.migrationError = migrationError
+    }
+
+    public var description: String {
+        if let migrationError { return migrationError.description }
+        return "\(path): \(message) [\(code)]"
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import GRDB
+import OutpostMigrator
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+@Suite struct LocalSchemaTests {
+    /// A new database migrated to N has exactly the frozen schema of version N.
+    @Test(arguments: 1...5)
+    func aNewDatabaseMatchesTheFrozenSchema(version: Int) throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue, to: version)
+        let schema = try Migrator.schemaSQL(of: database.queue)
+        let frozen = try FrozenSchemas.text("v\(version).sql", recording: schema)
+        #expect(frozen != nil, "schemas/local/v\(version).sql did not exist and was recorded; commit it")
+        #expect(schema == frozen, "v\(version) differs from schemas/local/v\(version).sql: shipped versions never change")
+    }
+
+    @Test func shippedStepsAreNeverEdited() throws {
+        let current = LocalSchema.steps.map { "\($0.version) \($0.checksum) \($0.name)\n" }.joined()
+        let frozen = try FrozenSchemas.text("steps.txt", recording: current)
+        #expect(frozen != nil, "schemas/local/steps.txt did not exist and was recorded; commit it")
+        #expect(current == frozen, "a shipped step changed; add a new step instead")
+    }
+
+    @Test func upgradingFromV1EqualsStartingFresh() throws {
+        let fresh = try TemporaryDatabase(), upgraded = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(fresh.queue)
+        try LocalSchema.migrator.migrate(upgraded.queue, to: 1)
+        try upgraded.queue.write { try Fixture.fill($0, rowsPerTable: 20, seed: 1) }
+        try LocalSchema.migrator.migrate(upgraded.queue)
+        #expect(try Migrator.schemaSQL(of: upgraded.queue) == Migrator.schemaSQL(of: fresh.queue))
+    }
+
+    /// Version 5 stores every entity of the catalog: one table each, a column per field, sync columns.
+    @Test func version5HoldsEveryEntityOfTheCatalog() throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue)
+        try database.queue.read { db in
+            for entity in EntityCatalog.all {
+                let columns = Set(try db.columns(in: entity.table).map(\.name))
+                let expected = Set(entity.fields.map { ColumnName.forField($0.name) }).union([
+                    "id", "server_id", "version", "created_at", "updated_at", "deleted_at", "sync_status", "is_orphaned",
+                ])
+                #expect(expected.subtracting(columns).isEmpty, "\(entity.table) lacks \(expected.subtracting(columns).sorted())")
+            }
+            for table in ["mutation_queue", "server_id_map", "sync_cursors", "conflicts", "field_clocks", "audit_log"] {
+                #expect(try db.tableExists(table), "\(table) is missing")
+            }
+        }
+    }
+
+    @Test func fieldNamesMapToSnakeCaseColumns() {
+        #expect(ColumnName.forField("projectID") == "project_id")
+        #expect(ColumnName.forField("clockInID") == "clock_in_id")
+        #expect(ColumnName.forField("aprBasisPoints") == "apr_basis_points")
+        #expect(ColumnName.forField("sha256") == "sha256")
+        #expect(ColumnName.forField("isTaxable") == "is_taxable")
+    }
+
+    /// All ten upgrade paths: every row survives with every value, and backfills are right.
+    @Test(arguments: [(1, 2), (1, 3), (1, 4), (1, 5), (2, 3), (2, 4), (2, 5), (3, 4), (3, 5), (4, 5)])
+    func upgradePathKeepsEveryRowAndBackfills(from: Int, to: Int) throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue, to: from)
+        try database.queue.write { try Fixture.fill($0, rowsPerTable: 300, seed: UInt64(from * 10 + to)) }
+        let before = try database.queue.read { try Fixture.contents($0) }
+
+        let outcome = try LocalSchema.migrator.migrate(database.queue, to: to)
+        #expect(outcome.applied == Array((from + 1)...to))
+        let after = try database.queue.read { try Fixture.contents($0) }
+        let defaults = try database.queue.read { try columnDefaults($0) }
+
+        for (table, rows) in before {
+            let upgraded = try #require(after[table], "\(table) vanished")
+            #expect(upgraded.count == rows.count, "\(table) lost rows")
+            for (old, new) in zip(rows, upgraded) {
+                for (column, value) in old {
+                    #expect(new[column] == value, "\(table).\(column) changed")
+                }
+                for (column, value) in new where old[column] == nil {
+                    #expect(value == expectedNewValue(table, column, old: old, defaults: defaults), "\(table).\(column) = \(value)")
+                }
+            }
+        }
+        if from < 4, to >= 4 {
+            let cursor = before["sync_state"]?.first { $0["key"] == "last_pull_cursor".databaseValue }?["value"]
+            let cursors = try #require(after["sync_cursors"])
+            #expect(cursors.count == 1)
+            #expect(cursors.first?["cursor"] == cursor)
+        }
+        let integrity = try database.queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+        #expect(integrity == ["ok"])
+    }
+
+    /// A column a step added to an old table: its backfilled value, or its default.
+    private func expectedNewValue(
+        _ table: String, _ column: String, old: [String: DatabaseValue], defaults: [String: DatabaseValue]
+    ) -> DatabaseValue {
+        switch (table, column) {
+        case ("daily_logs", "crew_size"):
+            let crew = String.fromDatabaseValue(old["crew"]!)!
+            let names = crew.trimmingCharacters(in: .whitespaces).isEmpty ? 0 : crew.split(separator: ",", omittingEmptySubsequences: false).count
+            return Int64(names).databaseValue
+        case ("issues", "details"):
+            return old["description"]!
+        default:
+            return defaults["\(table).\(column)"] ?? .null
+        }
+    }
+
+    /// Every column's default value, evaluated by SQLite, keyed `table.column`.
+    private func columnDefaults(_ db: Database) throws -> [String: DatabaseValue] {
+        var defaults: [String: DatabaseValue] = [:]
+        let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_schema WHERE type = 'table'")
+        for table in tables {
+            for column in try Row.fetchAll(db, sql: "SELECT name, dflt_value FROM pragma_table_xinfo(?)", arguments: [table]) {
+                guard let expression = column["dflt_value"] as String? else { continue }
+                // The expression comes from the schema this test just migrated, not from input.
+                defaults["\(table).\(column["name"] as String)"] = try DatabaseValue.fetchOne(db, sql: "SELECT \(expression)")
+            }
+        }
+        return defaults
+    }
+}
