@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
+import OutpostConflicts
 import OutpostModels
 
 /// `outpost entities`: the entity catalog, as a table for people or JSON for scripts.
 struct EntitiesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "entities",
-        abstract: "List every entity type: its table, parents, sync class and default conflict policy.",
+        abstract: "List every entity type: its table, parents, sync class and conflict strategy.",
         discussion: "Entities are listed parents first, the order in which creates sync and bundles import."
     )
 
@@ -14,7 +15,8 @@ struct EntitiesCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let rows = EntityCatalog.all.map(EntityRow.init)
+        let policy = ConflictPolicy()
+        let rows = EntityCatalog.all.map { EntityRow($0, strategy: policy[$0.type]) }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -40,12 +42,12 @@ struct EntityRow: Encodable {
     let policy: String
     let fields: [String]
 
-    init(_ description: EntityDescription) {
+    init(_ description: EntityDescription, strategy: ConflictStrategy) {
         name = description.type.rawValue
         table = description.table
         parents = description.parentEntities.map(\.rawValue)
         syncClass = description.syncClass.rawValue
-        policy = description.defaultPolicy.rawValue
+        policy = strategy.name.rawValue
         fields = description.fields.map(\.name)
     }
 }

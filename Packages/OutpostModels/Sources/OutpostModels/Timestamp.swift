@@ -32,13 +32,14 @@ public enum Timestamp {
         return Date(timeIntervalSince1970: Double(Int64(seconds.timeIntervalSince1970) * 1000 + milliseconds) / 1000)
     }
 
-    /// Rounds `date` down to whole milliseconds, the precision every stored and sent instant keeps.
-    public static func truncatedToMilliseconds(_ date: Date) -> Date {
-        Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+    /// Rounds `date` to the nearest millisecond, the precision every stored and sent instant keeps.
+    /// (Rounding down would let binary floating point land some instants one millisecond low.)
+    public static func roundedToMilliseconds(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
     }
 
     /// The current instant at millisecond precision.
-    public static func now() -> Date { truncatedToMilliseconds(Date()) }
+    public static func now() -> Date { roundedToMilliseconds(Date()) }
 
     private static let wholeSeconds = Date.ISO8601FormatStyle(timeZone: .gmt)
 }

@@ -1,0 +1,36 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// Hybrid logical clocks and per-entity conflict strategies. Pure Swift on top of OutpostModels,
+/// with no database and no I/O, so the device and the server settle conflicts with the same code.
+let package = Package(
+    name: "OutpostConflicts",
+    products: [
+        .library(name: "OutpostConflicts", targets: ["OutpostConflicts"])
+    ],
+    dependencies: [
+        .package(path: "../OutpostModels")
+    ],
+    targets: [
+        .target(
+            name: "OutpostConflicts",
+            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")]
+        ),
+        .testTarget(
+            name: "OutpostConflictsTests",
+            dependencies: [
+                "OutpostConflicts",
+                .product(name: "OutpostModels", package: "OutpostModels"),
+            ]
+        ),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

@@ -1,0 +1,25 @@
+import OutpostModels
+
+/// Which strategy settles each entity type: the catalog's defaults (what `outpost entities` prints),
+/// with an app's overrides on top, so a team changes one entity's rule without restating the rest.
+public struct ConflictPolicy: Sendable, Hashable {
+    private var strategies: [EntityType: ConflictStrategy]
+
+    /// The catalog's default strategy for every entity, with `overrides` replacing some of them.
+    public init(overriding overrides: [EntityType: ConflictStrategy] = [:]) {
+        strategies = Dictionary(
+            uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, ConflictStrategy($0.defaultPolicy)) })
+        strategies.merge(overrides) { _, override in override }
+    }
+
+    /// The strategy for `entity`; set it to override one entity.
+    public subscript(entity: EntityType) -> ConflictStrategy {
+        get { strategies[entity] ?? ConflictStrategy(entity.description.defaultPolicy) }
+        set { strategies[entity] = newValue }
+    }
+
+    /// Settles two versions of one record with the strategy of its entity.
+    public func resolve(client: VersionedRecord, server: VersionedRecord) throws(ConflictError) -> ConflictResolution {
+        try self[server.record.entity].resolve(client: client, server: server)
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import OutpostConflicts
+import Testing
+
+@Suite struct HybridLogicalClockTests {
+    let start = Fixtures.epoch
+
+    @Test func ticksStayMonotonicWhenTheWallClockJumpsBack() {
+        var clock = HybridLogicalClock(node: Fixtures.deviceA)
+        let first = clock.tick(now: Fixtures.date(start + 1_000))
+        let second = clock.tick(now: Fixtures.date(start))  // wall clock jumped back a second
+        let third = clock.tick(now: Fixtures.date(start - 3_600_000))  // and an hour
+        #expect(first < second && second < third)
+        #expect(third.physicalMilliseconds == start + 1_000 && third.counter == 2)
+        let later = clock.tick(now: Fixtures.date(start + 2_000))
+        #expect(later.physicalMilliseconds == start + 2_000 && later.counter == 0)
+    }
+
+    @Test func aFullCounterMovesToTheNextMillisecond() {
+        let full = HybridTimestamp(physicalMilliseconds: start, counter: .max, node: Fixtures.deviceA)
+        var clock = HybridLogicalClock(node: Fixtures.deviceA, last: full)
+        let next = clock.tick(now: Fixtures.date(start))
+        #expect(next > full && next.physicalMilliseconds == start + 1 && next.counter == 0)
+    }
+
+    @Test func receiveOrdersTheNextLocalWriteAfterTheRemoteOne() throws {
+        var clock = HybridLogicalClock(node: Fixtures.deviceA)
+        _ = clock.tick(now: Fixtures.date(start))
+        let remote = HybridTimestamp(physicalMilliseconds: start + 60_000, counter: 7, node: Fixtures.deviceB)
+        let received = try clock.receive(remote, now: Fixtures.date(start + 10))
+        #expect(received > remote && received.physicalMilliseconds == remote.physicalMilliseconds && received.counter == 8)
+        #expect(clock.tick(now: Fixtures.date(start + 20)) > remote)
+
+        let older = HybridTimestamp(physicalMilliseconds: start, counter: 3, node: Fixtures.deviceB)
+        let afterOlder = try clock.receive(older, now: Fixtures.date(start + 30))
+        #expect(afterOlder > received, "an older remote clock never moves the local clock back")
+    }
+
+    @Test func receiveWithEqualPhysicalTimesTakesTheLargerCounter() throws {
+        var clock = HybridLogicalClock(
+            node: Fixtures.deviceA, last: HybridTimestamp(physicalMilliseconds: start, counter: 2, node: Fixtures.deviceA))
+        let remote = HybridTimestamp(physicalMilliseconds: start, counter: 5, node: Fixtures.deviceB)
+        let received = try clock.receive(remote, now: Fixtures.date(start - 5))
+        #expect(received.physicalMilliseconds == start && received.counter == 6 && received.node == Fixtures.deviceA)
+    }
+
+    @Test func aClockTooFarAheadIsRefusedAndLeavesTheLocalClockAlone() throws {
+        var clock = HybridLogicalClock(node: Fixtures.server)
+        let before = clock.tick(now: Fixtures.date(start))
+        let yearAhead = HybridTimestamp(
+            physicalMilliseconds: start + 365 * 86_400_000, counter: 0, node: Fixtures.deviceB)
+        let error = #expect(throws: ConflictError.self) { try clock.receive(yearAhead, now: Fixtures.date(start)) }
+        #expect(error?.code == .clockDrift)
+        #expect(error?.description.contains("365.0 days ahead") == true, "\(String(describing: error))")
+        #expect(clock.last == before)
+        #expect(clock.tick(now: Fixtures.date(start + 1)).physicalMilliseconds == start + 1)
+    }
+
+    @Test func theDriftBoundIsInclusive() throws {
+        let bound: Int64 = 5 * 60 * 1000
+        var clock = HybridLogicalClock(node: Fixtures.server)
+        #expect(HybridLogicalClock.defaultMaximumDrift == .seconds(300))
+        let atBound = HybridTimestamp(physicalMilliseconds: start + bound, counter: 9, node: Fixtures.deviceB)
+        #expect(try clock.receive(atBound, now: Fixtures.date(start)) > atBound)
+        var fresh = HybridLogicalClock(node: Fixtures.server, maximumDrift: .seconds(1))
+        let past = HybridTimestamp(physicalMilliseconds: start + 1_001, counter: 0, node: Fixtures.deviceB)
+        #expect(throws: ConflictError.self) { try fresh.receive(past, now: Fixtures.date(start)) }
+    }
+
+    @Test func aClockRestoredFromItsLastStampCarriesOn() {
+        var clock = HybridLogicalClock(node: Fixtures.deviceA)
+        let stamp = clock.tick(now: Fixtures.date(start + 500))
+        var restored = HybridLogicalClock(node: Fixtures.deviceA, last: clock.last)
+        #expect(restored.tick(now: Fixtures.date(start)) > stamp)
+    }
+}
+
+@Suite struct HybridTimestampTests {
+    @Test func encodingIsFixedWidthAndParsesBackExactly() throws {
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_123, counter: 42, node: NodeID(0xBEEF))
+        #expect(stamp.encoded == "01a1ee565e7b-002a-000000000000beef")
+        #expect(try HybridTimestamp(encoded: stamp.encoded) == stamp)
+        let json = try JSONEncoder().encode([stamp])
+        #expect(String(decoding: json, as: UTF8.self) == "[\"01a1ee565e7b-002a-000000000000beef\"]")
+        #expect(try JSONDecoder().decode([HybridTimestamp].self, from: json) == [stamp])
+    }
+
+    @Test func encodingOrderEqualsClockOrder() throws {
+        for seed in UInt64(0)..<1_000 {
+            var random = SeededGenerator(seed: seed)
+            func stamp() -> HybridTimestamp {
+                HybridTimestamp(
+                    physicalMilliseconds: [0, 1, Int64.random(in: 0...HybridTimestamp.maximumPhysicalMilliseconds, using: &random)]
+                        .randomElement(using: &random)!,
+                    counter: [0, .max, UInt16.random(in: 0...UInt16.max, using: &random)].randomElement(using: &random)!,
+                    node: NodeID([0, .max, UInt64.random(in: 0...UInt64.max, using: &random)].randomElement(using: &random)!))
+            }
+            let (a, b) = (stamp(), stamp())
+            #expect((a < b) == (a.encoded < b.encoded), "seed \(seed): \(a) vs \(b)")
+            #expect((a == b) == (a.encoded == b.encoded), "seed \(seed)")
+            #expect(try HybridTimestamp(encoded: a.encoded) == a, "seed \(seed)")
+        }
+    }
+
+    @Test func equalTimesOrderByNode() {
+        let a = HybridTimestamp(physicalMilliseconds: 10, counter: 1, node: NodeID(1))
+        let b = HybridTimestamp(physicalMilliseconds: 10, counter: 1, node: NodeID(2))
+        #expect(a < b && !(b < a))
+    }
+
+    @Test(arguments: [
+        "", "01a1ee565e7b-002a-000000000000beef0", "01A1F0B7D67B-002A-000000000000BEEF",
+        "01a1f0b7d67b_002a-000000000000beef", "01a1f0b7d67b-002g-000000000000beef", "01a1ee565e7b-002a-00000000000 beef",
+        "ünicode-text-that-is-thirty4bytes",
+    ])
+    func invalidTextIsATypedError(_ text: String) {
+        let error = #expect(throws: ConflictError.self) { try HybridTimestamp(encoded: text) }
+        #expect(error?.code == .invalidClockEncoding)
+    }
+
+    @Test func nodeFromUUIDTakesItsFirst64Bits() {
+        let node = NodeID(uuid: UUID(uuidString: "01234567-89AB-CDEF-0000-000000000000")!)
+        #expect(node == NodeID(0x0123_4567_89AB_CDEF))
+        #expect(node.description == "0123456789abcdef")
+    }
+}
