@@ -8,7 +8,7 @@ public enum LocalDatabase {
     /// Upgrades (or creates) the database at `path` to `version`, or to the latest when nil.
     @discardableResult
     public static func migrate(at path: String, to version: Int? = nil) throws(StoreError) -> Migrator.Outcome {
-        let queue = try open(path, readOnly: false)
+        let queue = try open(path, mustExist: false)
         do {
             return try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
         } catch {
@@ -18,7 +18,7 @@ public enum LocalDatabase {
 
     /// Describes the database at `path` without changing it: version, applied steps, rows per table.
     public static func inspect(at path: String) throws(StoreError) -> DatabaseSummary {
-        let queue = try open(path, readOnly: true)
+        let queue = try open(path, mustExist: true)
         do {
             let versions = try LocalSchema.migrator.appliedVersions(in: queue)
             let counts = try queue.read { db in
@@ -50,7 +50,7 @@ public enum LocalDatabase {
 
     /// The normalized schema of the database at `path` (see `Migrator.schemaSQL(of:)`).
     public static func schemaSQL(at path: String) throws(StoreError) -> String {
-        let queue = try open(path, readOnly: true)
+        let queue = try open(path, mustExist: true)
         do {
             return try Migrator.schemaSQL(of: queue)
         } catch {
@@ -58,14 +58,15 @@ public enum LocalDatabase {
         }
     }
 
-    static func open(_ path: String, readOnly: Bool) throws(StoreError) -> DatabaseQueue {
-        if readOnly, !FileManager.default.fileExists(atPath: path) {
+    /// Opens the file; with `mustExist`, a missing file is an error instead of a new database. Reads
+    /// open read-write all the same: after a crash SQLite must be able to roll back the interrupted
+    /// transaction's journal before anyone reads, and a read-only connection cannot.
+    static func open(_ path: String, mustExist: Bool) throws(StoreError) -> DatabaseQueue {
+        if mustExist, !FileManager.default.fileExists(atPath: path) {
             throw StoreError(.databaseNotFound, path: path, message: "no database file here")
         }
-        var configuration = Configuration()
-        configuration.readonly = readOnly
         do {
-            return try DatabaseQueue(path: path, configuration: configuration)
+            return try DatabaseQueue(path: path)
         } catch {
             throw StoreError(.databaseFailure, path: path, message: "\(error)")
         }
