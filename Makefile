@@ -3,17 +3,23 @@
 
 SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev libxml2-dev
+# The peers `make bench` measures against (the sqlite3 CLI, xmllint).
+BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup build test demo bench packages clean
+.PHONY: setup apt-install build test demo bench packages clean
 
 ## setup: install the Debian packages Outpost builds against, only those that are missing
 setup:
 	@command -v $(SWIFT) >/dev/null || { echo "error: '$(SWIFT)' not found; install Swift 6.2 or later" >&2; exit 1; }
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(APT_PACKAGES)"
+
+# apt-install: install PACKAGES_WANTED with apt-get, only those dpkg does not know yet
+apt-install:
 	@if command -v dpkg >/dev/null 2>&1; then \
 	  missing=""; \
-	  for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  for p in $(PACKAGES_WANTED); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then \
 	    echo "setup: installing$$missing"; \
 	    $(SUDO) apt-get update -qq && \
@@ -41,6 +47,7 @@ demo: setup
 
 ## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
 bench: setup
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES)"
 	$(SWIFT) build -c release --product outpost-bench
 	$(SWIFT) run -c release outpost-bench $(SUITE)
 

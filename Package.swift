@@ -13,6 +13,7 @@ let package = Package(
     dependencies: [
         .package(path: "Packages/OutpostModels"),
         .package(path: "Packages/OutpostMigrator"),
+        .package(path: "Packages/OutpostConflicts"),
         .package(path: "Packages/OutpostStore"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -23,6 +24,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -34,6 +36,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -49,6 +52,11 @@ let package = Package(
             name: "OutpostMigratorTests",
             dependencies: [.product(name: "OutpostMigrator", package: "OutpostMigrator")],
             path: "Packages/OutpostMigrator/Tests/OutpostMigratorTests"
+        ),
+        .testTarget(
+            name: "OutpostConflictsTests",
+            dependencies: [.product(name: "OutpostConflicts", package: "OutpostConflicts")],
+            path: "Packages/OutpostConflicts/Tests/OutpostConflictsTests"
         ),
         .testTarget(
             name: "OutpostStoreTests",
