@@ -67,7 +67,7 @@ struct ConflictMergeBenchmark: BenchmarkSuite {
                 physicalMilliseconds: 1_795_000_000_000 + Int64(roll % 1_000), counter: UInt16(roll >> 60),
                 node: NodeID(node))
         }
-        let record = Record(entity: .dailyLog, id: id, fields: fields, sync: sync)
+        let record = EntityRecord(entity: .dailyLog, id: id, fields: fields, sync: sync)
         return try! VersionedRecord(record: record, clocks: clocks)
     }
 }

@@ -168,7 +168,7 @@ enum Merge {
         _ clocks: [String: HybridTimestamp], _ deletion: HybridTimestamp?
     ) -> VersionedRecord {
         let sync = SyncMetadata.merged(client.record.sync, server.record.sync, deletion: deletion)
-        let record = Record(entity: server.record.entity, id: server.record.id, fields: fields, sync: sync)
+        let record = EntityRecord(entity: server.record.entity, id: server.record.id, fields: fields, sync: sync)
         return VersionedRecord(unchecked: record, clocks: clocks, deletion: deletion)
     }
 

@@ -8,7 +8,7 @@ import OutpostModels
 /// write touched). A field is present exactly when it has a clock.
 public struct VersionedRecord: Sendable, Hashable {
     /// The record; `sync.deletedAt` always mirrors `deletion`.
-    public private(set) var record: Record
+    public private(set) var record: EntityRecord
     /// When each field carried in `record.fields` was last written.
     public private(set) var clocks: [String: HybridTimestamp]
     /// When the record was deleted; nil while it is live. A later write clears it (the record is re-created).
@@ -16,7 +16,7 @@ public struct VersionedRecord: Sendable, Hashable {
 
     /// Pairs a record with its clocks, as loaded from the store or the wire; every field needs a clock
     /// and every clock a field, since a value of unknown age cannot be merged.
-    public init(record: Record, clocks: [String: HybridTimestamp], deletion: HybridTimestamp? = nil)
+    public init(record: EntityRecord, clocks: [String: HybridTimestamp], deletion: HybridTimestamp? = nil)
         throws(ConflictError)
     {
         if let field = record.fields.keys.sorted().first(where: { clocks[$0] == nil }) {
@@ -33,13 +33,13 @@ public struct VersionedRecord: Sendable, Hashable {
     }
 
     /// A record written whole at `clock`, as a create is; a tombstone in `record.sync` is stamped at `clock` too.
-    public init(record: Record, stampedAt clock: HybridTimestamp) {
+    public init(record: EntityRecord, stampedAt clock: HybridTimestamp) {
         self.init(
             unchecked: record, clocks: record.fields.mapValues { _ in clock },
             deletion: record.sync.isDeleted ? clock : nil)
     }
 
-    init(unchecked record: Record, clocks: [String: HybridTimestamp], deletion: HybridTimestamp?) {
+    init(unchecked record: EntityRecord, clocks: [String: HybridTimestamp], deletion: HybridTimestamp?) {
         self.record = record
         self.clocks = clocks
         self.deletion = deletion

@@ -42,7 +42,7 @@ enum Fixtures {
         _ fields: [String: FieldValue], at clock: HybridTimestamp, version: Int64 = 1, entity: EntityType = .dailyLog
     ) -> VersionedRecord {
         VersionedRecord(
-            record: Record(entity: entity, id: id, fields: fields, sync: sync(version: version)), stampedAt: clock)
+            record: EntityRecord(entity: entity, id: id, fields: fields, sync: sync(version: version)), stampedAt: clock)
     }
 
     static func randomClock(_ random: inout SeededGenerator) -> HybridTimestamp {
@@ -81,7 +81,7 @@ enum Fixtures {
                 physicalMilliseconds: newest.physicalMilliseconds + Int64.random(in: 1...3, using: &random),
                 counter: 0, node: NodeID(UInt64.random(in: 1...3, using: &random)))
         }
-        let record = Record(entity: .dailyLog, id: id, fields: fields, sync: sync)
+        let record = EntityRecord(entity: .dailyLog, id: id, fields: fields, sync: sync)
         return try! VersionedRecord(record: record, clocks: clocks, deletion: deletion)
     }
 }

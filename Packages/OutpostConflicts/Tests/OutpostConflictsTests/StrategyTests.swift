@@ -111,14 +111,14 @@ import Testing
     @Test func versionsOfDifferentRecordsAreATypedError() {
         let a = F.version(base, at: F.clock(0))
         let other = try! VersionedRecord(
-            record: Record(entity: .dailyLog, id: UUID(), fields: [:], sync: F.sync()), clocks: [:])
+            record: EntityRecord(entity: .dailyLog, id: UUID(), fields: [:], sync: F.sync()), clocks: [:])
         let error = #expect(throws: ConflictError.self) { try ConflictStrategy.fieldMerge.resolve(client: other, server: a) }
         #expect(error?.code == .mismatchedRecords && error?.id == F.id && error?.entity == .dailyLog)
         #expect(error?.description.hasPrefix("dailyLog 0c0f11c7-0000-4000-8000-000000000005: cannot merge") == true)
     }
 
     @Test func aValueWithoutAClockIsATypedError() {
-        let record = Record(entity: .dailyLog, id: F.id, fields: ["notes": .text("x")], sync: F.sync())
+        let record = EntityRecord(entity: .dailyLog, id: F.id, fields: ["notes": .text("x")], sync: F.sync())
         let error = #expect(throws: ConflictError.self) { try VersionedRecord(record: record, clocks: [:]) }
         #expect(error?.code == .missingClock && error?.field == "notes")
         let orphanClock = #expect(throws: ConflictError.self) {

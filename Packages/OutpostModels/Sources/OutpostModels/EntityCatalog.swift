@@ -4,7 +4,7 @@ import Foundation
 /// are, which records it depends on, how it syncs and how its conflicts are settled by default.
 public struct EntityDescription: Sendable {
     /// A domain rule that spans fields; nil when the record keeps it.
-    typealias Rule = @Sendable (Record) -> ModelError?
+    typealias Rule = @Sendable (EntityRecord) -> ModelError?
 
     /// The entity type described.
     public let type: EntityType

@@ -1,10 +1,10 @@
 import Foundation
 
-/// Record → typed model, through the model's own `Decodable` conformance. The record's shape has
+/// EntityRecord → typed model, through the model's own `Decodable` conformance. The record's shape has
 /// been checked against the catalog before this runs, so a failure here is a programming error
 /// surfaced as a thrown `DecodingError`, never a crash.
 struct RecordDecoder: Decoder {
-    let record: Record
+    let record: EntityRecord
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -22,7 +22,7 @@ struct RecordDecoder: Decoder {
 }
 
 private struct FieldsContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let record: Record
+    let record: EntityRecord
     var codingPath: [any CodingKey] { [] }
     var allKeys: [Key] { (Array(record.fields.keys) + ["id", "sync"]).compactMap(Key.init(stringValue:)) }
 

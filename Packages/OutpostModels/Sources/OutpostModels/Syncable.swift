@@ -1,6 +1,6 @@
 import Foundation
 
-/// A typed model of one entity, convertible to and from the generic `Record` form.
+/// A typed model of one entity, convertible to and from the generic `EntityRecord` form.
 ///
 /// Conformers are plain structs whose stored properties are exactly `id`, `sync` and the fields the
 /// catalog lists for `entityType`; the conversion reads them by name, so no per-type glue is written.
@@ -15,13 +15,13 @@ public protocol Syncable: Codable, Sendable, Hashable, Identifiable where ID == 
 
 extension Syncable {
     /// The record form of this value, with every catalog field present (null where optional and absent).
-    public var record: Record {
-        Record(entity: Self.entityType, id: id, fields: RecordEncoding.fields(of: self), sync: sync)
+    public var record: EntityRecord {
+        EntityRecord(entity: Self.entityType, id: id, fields: RecordEncoding.fields(of: self), sync: sync)
     }
 
     /// Converts a record back to the typed model, refusing a record of another entity, with missing,
     /// unknown or mistyped fields, or with a value outside a choice field's list.
-    public init(record: Record) throws(ModelError) {
+    public init(record: EntityRecord) throws(ModelError) {
         guard record.entity == Self.entityType else {
             throw ModelError(
                 .wrongEntity, entity: Self.entityType, id: record.id,

@@ -17,7 +17,7 @@ import Testing
         for sample in Samples.all(full: full) {
             #expect(try survivesJSON(sample), "\(type(of: sample).entityType) changed through JSON")
             let record = sample.record
-            let decoded = try JSONDecoder().decode(Record.self, from: JSONEncoder().encode(record))
+            let decoded = try JSONDecoder().decode(EntityRecord.self, from: JSONEncoder().encode(record))
             #expect(decoded == record, "\(record.entity) record changed through JSON")
         }
     }
@@ -48,7 +48,7 @@ import Testing
                 let record = RandomRecords.make(description, using: &random)
                 let typed = try description.modelType.init(record: record)
                 #expect(typed.record == record, "seed \(0xC0FFEE + batch): \(description.type) changed")
-                let json = try JSONDecoder().decode(Record.self, from: JSONEncoder().encode(record))
+                let json = try JSONDecoder().decode(EntityRecord.self, from: JSONEncoder().encode(record))
                 #expect(json == record, "seed \(0xC0FFEE + batch): \(description.type) changed through JSON")
             }
         }
@@ -65,7 +65,7 @@ import Testing
 
 /// Random records of any entity, valid in shape (kinds and choices), drawn from the catalog.
 enum RandomRecords {
-    static func make(_ description: EntityDescription, using random: inout SeededGenerator) -> Record {
+    static func make(_ description: EntityDescription, using random: inout SeededGenerator) -> EntityRecord {
         var fields: [String: FieldValue] = [:]
         for field in description.fields {
             fields[field.name] =
@@ -78,7 +78,7 @@ enum RandomRecords {
             deletedAt: Bool.random(using: &random) ? date(using: &random) : nil,
             syncStatus: SyncStatus.allCases.randomElement(using: &random)!,
             isOrphaned: Bool.random(using: &random))
-        return Record(entity: description.type, id: uuid(using: &random), fields: fields, sync: sync)
+        return EntityRecord(entity: description.type, id: uuid(using: &random), fields: fields, sync: sync)
     }
 
     static func value(_ kind: FieldKind, using random: inout SeededGenerator) -> FieldValue {

@@ -2,7 +2,7 @@ import Foundation
 
 /// The generic form of any entity: what the store, the queue, the wire and the conflict strategies
 /// work on, so none of them needs a case per type.
-public struct Record: Sendable, Hashable, Codable {
+public struct EntityRecord: Sendable, Hashable, Codable {
     /// Which entity this is.
     public var entity: EntityType
     /// The client-generated id.
