@@ -1,0 +1,143 @@
+import Foundation
+import GRDB
+import OutpostModels
+
+/// Records as rows of the entity tables, driven by the catalog: the one place that knows how a
+/// `EntityRecord` is laid out in SQL. The store, the bundle importer and the sync engine all go through it,
+/// inside transactions they own. Table and column names come from the catalog, never from input.
+public enum EntityTables {
+    /// The record `id` of `entity`, or nil when the table has no such row (tombstones included).
+    public static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {
+        let layout = TableLayout.of(entity)
+        let statement = try db.cachedStatement(sql: layout.selectByID)
+        guard let row = try Row.fetchOne(statement, arguments: [id.storageText]) else { return nil }
+        return try layout.record(from: row)
+    }
+
+    /// Every record of `entity` in primary-key order, tombstones included.
+    public static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
+        let layout = TableLayout.of(entity)
+        return try Row.fetchAll(db.cachedStatement(sql: layout.selectAll)).map(layout.record(from:))
+    }
+
+    /// Inserts the record, or replaces every column of the row with the same id.
+    public static func save(_ record: EntityRecord, in db: Database) throws {
+        let layout = TableLayout.of(record.entity)
+        let statement = try db.cachedStatement(sql: layout.upsert)
+        try statement.execute(arguments: layout.arguments(for: record))
+    }
+
+    /// The column holding `field` of any entity (`projectID` → `project_id`).
+    public static func column(for field: String) -> String {
+        ColumnName.forField(field)
+    }
+}
+
+/// The SQL and value conversions of one entity table, built once from the catalog.
+struct TableLayout: Sendable {
+    static let syncColumns = [
+        "id", "server_id", "version", "created_at", "updated_at", "deleted_at", "sync_status", "is_orphaned",
+    ]
+
+    let description: EntityDescription
+    let columns: [String]
+    let selectByID: String
+    let selectAll: String
+    let upsert: String
+
+    private static let layouts: [EntityType: TableLayout] = Dictionary(
+        uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, TableLayout($0)) })
+
+    static func of(_ entity: EntityType) -> TableLayout {
+        guard let layout = layouts[entity] else { preconditionFailure("no table layout for \(entity)") }
+        return layout
+    }
+
+    private init(_ description: EntityDescription) {
+        self.description = description
+        let table = description.table.quotedDatabaseIdentifier
+        columns = Self.syncColumns + description.fields.map { ColumnName.forField($0.name) }
+        let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
+        selectAll = "SELECT \(list) FROM \(table) ORDER BY id"
+        let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        let updates = columns.dropFirst().map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+            .joined(separator: ", ")
+        upsert = "INSERT INTO \(table) (\(list)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
+    }
+
+    func arguments(for record: EntityRecord) -> StatementArguments {
+        let sync = record.sync
+        var values: [(any DatabaseValueConvertible)?] = [
+            record.id.storageText, sync.serverID, sync.version, sync.createdAt.storageMilliseconds,
+            sync.updatedAt.storageMilliseconds, sync.deletedAt?.storageMilliseconds, sync.syncStatus.rawValue,
+            sync.isOrphaned,
+        ]
+        values.reserveCapacity(columns.count)
+        for field in description.fields {
+            values.append(record[field.name].storageValue)
+        }
+        return StatementArguments(values)
+    }
+
+    func record(from row: Row) throws -> EntityRecord {
+        guard let id = UUID(uuidString: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
+            throw StoreError(.databaseFailure, path: "", message: "\(description.table) has a row with an unreadable id or sync status")
+        }
+        let sync = SyncMetadata(
+            serverID: row[1], version: row[2], createdAt: Date(storageMilliseconds: row[3]),
+            updatedAt: Date(storageMilliseconds: row[4]), deletedAt: (row[5] as Int64?).map(Date.init(storageMilliseconds:)),
+            syncStatus: status, isOrphaned: row[7])
+        var fields: [String: FieldValue] = [:]
+        fields.reserveCapacity(description.fields.count)
+        for (offset, field) in description.fields.enumerated() {
+            fields[field.name] = FieldValue(row[offset + Self.syncColumns.count] as DatabaseValue, kind: field.kind)
+        }
+        return EntityRecord(entity: description.type, id: id, fields: fields, sync: sync)
+    }
+}
+
+extension FieldValue {
+    /// The SQLite value: booleans as 0/1, instants as integer milliseconds, UUIDs as lowercase text.
+    var storageValue: (any DatabaseValueConvertible)? {
+        switch self {
+        case .null: nil
+        case .bool(let value): value
+        case .integer(let value): value
+        case .real(let value): value
+        case .text(let value): value
+        case .date(let value): value.storageMilliseconds
+        case .uuid(let value): value.storageText
+        case .blob(let value): value
+        }
+    }
+
+    /// Reads a stored value back as the kind the catalog declares for its field.
+    init(_ value: DatabaseValue, kind: FieldKind) {
+        switch (value.storage, kind.storageKind) {
+        case (.null, _): self = .null
+        case (.int64(let number), "bool"): self = .bool(number != 0)
+        case (.int64(let number), "date"): self = .date(Date(storageMilliseconds: number))
+        case (.int64(let number), "real"): self = .real(Double(number))
+        case (.int64(let number), _): self = .integer(number)
+        case (.double(let number), _): self = .real(number)
+        case (.string(let text), "uuid"): self = UUID(uuidString: text).map(FieldValue.uuid) ?? .text(text)
+        case (.string(let text), _): self = .text(text)
+        case (.blob(let data), _): self = .blob(data)
+        }
+    }
+}
+
+extension UUID {
+    /// The stored form of an id: lowercase, as UUIDs are written on the wire and in bundles.
+    var storageText: String { uuidString.lowercased() }
+}
+
+extension Date {
+    /// Milliseconds since 1970, the stored form of an instant.
+    var storageMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    init(storageMilliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(storageMilliseconds) / 1000)
+    }
+}
