@@ -11,7 +11,9 @@ let package = Package(
     dependencies: [
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostMigrator"),
+        .package(path: "../OutpostConflicts"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         .target(
@@ -19,7 +21,9 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(name: "OutpostStoreTests", dependencies: ["OutpostStore"]),

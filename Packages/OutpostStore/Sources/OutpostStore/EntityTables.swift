@@ -20,6 +20,16 @@ public enum EntityTables {
         return try Row.fetchAll(db.cachedStatement(sql: layout.selectAll)).map(layout.record(from:))
     }
 
+    /// Live (not deleted) records of `entity` whose `field` holds `value`, in creation order.
+    public static func fetchLive(
+        _ entity: EntityType, where field: String, equals value: FieldValue, in db: Database
+    ) throws -> [EntityRecord] {
+        let layout = TableLayout.of(entity)
+        precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(entity)")
+        let sql = layout.selectLive(where: ColumnName.forField(field))
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [value.storageValue]).map(layout.record(from:))
+    }
+
     /// Inserts the record, or replaces every column of the row with the same id.
     public static func save(_ record: EntityRecord, in db: Database) throws {
         let layout = TableLayout.of(record.entity)
@@ -64,6 +74,12 @@ struct TableLayout: Sendable {
         let updates = columns.dropFirst().map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
             .joined(separator: ", ")
         upsert = "INSERT INTO \(table) (\(list)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
+    }
+
+    /// Live rows whose `column` (a catalog column, never input) equals a bound value.
+    func selectLive(where column: String) -> String {
+        let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        return "SELECT \(list) FROM \(description.table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ? AND deleted_at IS NULL ORDER BY created_at, id"
     }
 
     func arguments(for record: EntityRecord) -> StatementArguments {

@@ -1,4 +1,5 @@
 import OutpostMigrator
+import OutpostModels
 
 /// Why the store could not do what was asked, with the database file and, for a refused migration,
 /// the migrator's own error.
@@ -8,7 +9,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong; compare with the static members.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
-            case databaseNotFound, migrationRefused, databaseFailure
+            case databaseNotFound, migrationRefused, databaseFailure, invalidRecord
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -19,6 +20,8 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let migrationRefused = Code(.migrationRefused)
         /// SQLite could not open or read the file.
         public static let databaseFailure = Code(.databaseFailure)
+        /// A write broke a rule of the domain; see `modelError`. Nothing was written.
+        public static let invalidRecord = Code(.invalidRecord)
 
         public var description: String { wrapped.rawValue }
     }
@@ -31,13 +34,18 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String
     /// The migrator's error, when the failure came from a migration.
     public var migrationError: MigrationError?
+    /// The broken rule, when a write was refused as invalid.
+    public var modelError: ModelError?
 
     /// Creates an error.
-    public init(_ code: Code, path: String, message: String, migrationError: MigrationError? = nil) {
+    public init(
+        _ code: Code, path: String, message: String, migrationError: MigrationError? = nil, modelError: ModelError? = nil
+    ) {
         self.code = code
         self.path = path
         self.message = message
         self.migrationError = migrationError
+        self.modelError = modelError
     }
 
     public var description: String {

@@ -1,0 +1,147 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// The device's database, the source of truth. Every read is local and never touches the network;
+/// every write is one transaction holding the row, its field clocks, one queued mutation and one
+/// audit entry, so either all of them land or none does.
+///
+/// Reads run concurrently on the WAL pool; writes are serialized by one writer that also owns the
+/// device's hybrid logical clock, so clocks stay monotonic across writes and restarts.
+public final class LocalStore: Sendable {
+    /// The database file.
+    public let path: String
+    /// This device's node id in every clock it issues, created on first open and kept in the file.
+    public let node: NodeID
+    let pool: DatabasePool
+    let writer: StoreWriter
+    let observers = StoreObservers()
+
+    /// Opens (creating and migrating as needed) the store at `path`. WAL with `synchronous = NORMAL`:
+    /// a committed write survives a crash of the app; a power loss may lose the last few commits but
+    /// never corrupts the file (see Workspace.md).
+    public static func open(at path: String, synchronous: SynchronousMode = .normal) throws(StoreError) -> LocalStore {
+        try LocalDatabase.migrate(at: path)
+        var configuration = Configuration()
+        let pragma = synchronous.rawValue
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+        }
+        do {
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            let (node, last) = try pool.write { db in try StoreWriter.loadClockState(db) }
+            return LocalStore(path: path, pool: pool, node: node, last: last)
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+
+    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
+        self.path = path
+        self.pool = pool
+        self.node = node
+        self.writer = StoreWriter(clock: HybridLogicalClock(node: node, last: last))
+    }
+
+    /// SQLite's durability setting for the store's connections.
+    public enum SynchronousMode: String, Sendable {
+        /// Fsync at checkpoints only: fast; a power loss may undo the latest commits.
+        case normal = "NORMAL"
+        /// Fsync on every commit: a committed write survives power loss, at a cost in write speed.
+        case full = "FULL"
+    }
+
+    // MARK: Reads
+
+    /// The record `id` of `entity`, tombstones included; nil when the device has never seen it.
+    public func record(_ entity: EntityType, id: UUID) throws(StoreError) -> EntityRecord? {
+        try read { try EntityTables.fetchRecord(entity, id: id, in: $0) }
+    }
+
+    /// The typed value `id`, tombstones included.
+    public func fetch<Model: Syncable>(_ type: Model.Type, id: UUID) throws(StoreError) -> Model? {
+        guard let record = try record(Model.entityType, id: id) else { return nil }
+        do { return try Model(record: record) } catch { throw StoreError(.databaseFailure, path: path, message: "\(error)") }
+    }
+
+    /// Live (not deleted) values whose `field` holds `value`, such as the issues of a project
+    /// (`field: "projectID"`), in creation order. `field` must be one of the model's catalog fields.
+    public func fetchAll<Model: Syncable>(
+        _ type: Model.Type, where field: String, equals value: FieldValue
+    ) throws(StoreError) -> [Model] {
+        let description = Model.entityType.description
+        precondition(description.field(named: field) != nil, "\(field) is not a field of \(Model.entityType)")
+        let records = try read { db in
+            try EntityTables.fetchLive(Model.entityType, where: field, equals: value, in: db)
+        }
+        do { return try records.map(Model.init(record:)) } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+
+    /// The asset whose QR tag reads `code`, if the device has it: what a scan looks up.
+    public func asset(withQRCode code: String) throws(StoreError) -> Asset? {
+        try fetchAll(Asset.self, where: "qrCode", equals: .text(code)).first
+    }
+
+    /// Walks the audit chain and reports the first entry that was edited, removed or reordered.
+    public func verifyAudit() throws(StoreError) -> AuditReport {
+        try read { try AuditTrail.verify($0) }
+    }
+
+    /// Queued mutations in queue order, optionally only those with `status`.
+    public func mutations(status: MutationStatus? = nil) throws(StoreError) -> [Mutation] {
+        try read { try MutationQueue.all(status: status, in: $0) }
+    }
+
+    /// What the app shows as sync status: pending and failed changes, open conflicts, last sync.
+    public func status() throws(StoreError) -> StoreStatus {
+        try read { try StoreStatus.read($0) }
+    }
+
+    /// Changes committed from now on, for a UI that refreshes what it shows.
+    public func changes() -> AsyncStream<StoreChange> {
+        observers.subscribe()
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+}
+
+/// One committed write, as observers see it.
+public struct StoreChange: Sendable, Hashable {
+    public let entity: EntityType
+    public let recordID: UUID
+    public let operation: MutationOperation
+}
+
+/// Fans committed changes out to every subscriber's stream. A lock rather than `Mutex`, which needs
+/// iOS 18 / macOS 15; every access to `continuations` goes through `lock`, hence `@unchecked Sendable`.
+final class StoreObservers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuations: [UUID: AsyncStream<StoreChange>.Continuation] = [:]
+
+    func subscribe() -> AsyncStream<StoreChange> {
+        let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
+        let id = UUID()
+        lock.withLock { continuations[id] = continuation }
+        continuation.onTermination = { [weak self] _ in self?.remove(id) }
+        return stream
+    }
+
+    func publish(_ change: StoreChange) {
+        for continuation in lock.withLock({ Array(continuations.values) }) { continuation.yield(change) }
+    }
+
+    private func remove(_ id: UUID) {
+        _ = lock.withLock { continuations.removeValue(forKey: id) }
+    }
+}

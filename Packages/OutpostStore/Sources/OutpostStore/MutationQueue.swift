@@ -1,0 +1,110 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// The durable queue in `mutation_queue`: written in the same transaction as the row it describes.
+enum MutationQueue {
+    /// The part of a mutation kept as JSON in the `payload` column.
+    struct Payload: Codable {
+        var fields: [String: FieldValue]
+        var clocks: [String: HybridTimestamp]
+        var deletion: HybridTimestamp?
+    }
+
+    /// Queues a write. An update of a record whose earlier create or update is still pending (not in
+    /// flight) is folded into that mutation: the server has seen neither, so sending the union once,
+    /// with each field's newest value and clock, is the same as sending both in order.
+    static func enqueue(
+        entity: EntityType, recordID: UUID, operation: MutationOperation, baseVersion: Int64,
+        payload: Payload, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64, now: Date, in db: Database
+    ) throws {
+        let id = recordID.storageText
+        if operation == .update,
+            let pending = try Row.fetchOne(db, sql: """
+                SELECT seq, payload FROM mutation_queue
+                WHERE entity = ? AND record_id = ? AND status = 'pending' AND operation IN ('create', 'update')
+                ORDER BY seq DESC LIMIT 1
+                """, arguments: [entity.rawValue, id])
+        {
+            var merged = try JSONDecoder().decode(Payload.self, from: Data((pending["payload"] as String).utf8))
+            merged.fields.merge(payload.fields) { _, new in new }
+            merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
+            try db.execute(
+                sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ? WHERE seq = ?",
+                arguments: [try encode(merged), auditSequence, pending["seq"] as Int64])
+            return
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
+                    created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
+                VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 0, ?)
+                """,
+            arguments: [
+                UUID().storageText, entity.rawValue, id, operation.rawValue, try encode(payload),
+                now.storageMilliseconds, syncClass.rawValue, baseVersion,
+                dependsOn.isEmpty ? nil : try encode(dependsOn.map(\.storageText)), auditSequence,
+            ])
+    }
+
+    /// Every mutation in queue order, optionally only those with `status`.
+    static func all(status: MutationStatus? = nil, in db: Database) throws -> [Mutation] {
+        let rows =
+            if let status {
+                try Row.fetchAll(db, sql: "SELECT * FROM mutation_queue WHERE status = ? ORDER BY seq", arguments: [status.rawValue])
+            } else {
+                try Row.fetchAll(db, sql: "SELECT * FROM mutation_queue ORDER BY seq")
+            }
+        return try rows.map(mutation(from:))
+    }
+
+    static func count(status: MutationStatus, in db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status = ?", arguments: [status.rawValue]) ?? 0
+    }
+
+    private static func mutation(from row: Row) throws -> Mutation {
+        let payload = try JSONDecoder().decode(Payload.self, from: Data((row["payload"] as String).utf8))
+        let dependsOn = try (row["depends_on"] as String?).map {
+            try JSONDecoder().decode([String].self, from: Data($0.utf8)).compactMap(UUID.init(uuidString:))
+        } ?? []
+        guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
+            let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
+            let status = MutationStatus(rawValue: row["status"]), let syncClass = SyncClass(rawValue: row["sync_class"])
+        else {
+            throw StoreError(.databaseFailure, path: "", message: "mutation \(row["seq"] as Int64) is unreadable")
+        }
+        return Mutation(
+            sequence: row["seq"], idempotencyKey: key, entity: entity, recordID: recordID, operation: operation,
+            baseVersion: row["base_version"], fields: payload.fields, clocks: payload.clocks, deletion: payload.deletion,
+            dependsOn: dependsOn, syncClass: syncClass, status: status, attempts: row["attempts"],
+            nextAttemptAt: Date(storageMilliseconds: row["next_attempt_at"]), lastError: row["last_error"],
+            auditSequence: row["audit_seq"])
+    }
+
+    private static func encode(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    }
+}
+
+/// Per-field clocks of every record, one compact JSON row per record in `field_clocks`.
+enum FieldClocks {
+    struct Stored: Codable {
+        var fields: [String: HybridTimestamp]
+        var deletion: HybridTimestamp?
+    }
+
+    static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
+        guard let text = try String.fetchOne(
+            db, sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?",
+            arguments: [entity.rawValue, id.storageText])
+        else { return nil }
+        return try JSONDecoder().decode(Stored.self, from: Data(text.utf8))
+    }
+
+    static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)",
+            arguments: [entity.rawValue, id.storageText, String(decoding: try JSONEncoder().encode(clocks), as: UTF8.self)])
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// The one owner of local writes: it stamps each with the device's clock and commits the row, its
+/// field clocks, the queued mutation and the audit entry in one transaction.
+actor StoreWriter {
+    private var clock: HybridLogicalClock
+
+    init(clock: HybridLogicalClock) {
+        self.clock = clock
+    }
+
+    /// Reads (or creates) the node id and the clock's last value, persisted in `sync_state`.
+    static func loadClockState(_ db: Database) throws -> (NodeID, HybridTimestamp?) {
+        let node: NodeID
+        if let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'node_id'"),
+            let value = UInt64(text, radix: 16)
+        {
+            node = NodeID(value)
+        } else {
+            node = NodeID(uuid: UUID())
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('node_id', ?)",
+                arguments: [String(node.rawValue, radix: 16)])
+        }
+        let last = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'clock_last'")
+            .flatMap { try? HybridTimestamp(encoded: $0) }
+        return (node, last)
+    }
+
+    /// Writes `record` (create or update, decided by what the table holds) and returns it as stored.
+    func save(_ record: EntityRecord, in pool: DatabasePool, now: Date) throws -> (EntityRecord, MutationOperation) {
+        let stamp = clock.tick(now: now)
+        return try pool.write { db in
+            let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
+            let isCreate = stored == nil || stored?.sync.isDeleted == true
+            let changed = record.entity.description.fields.map(\.name).filter { name in
+                isCreate || stored?[name] != record[name]
+            }
+            var written = record
+            written.sync = SyncMetadata(
+                serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
+                createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,
+                syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
+            let operation: MutationOperation = stored == nil ? .create : (isCreate ? .create : .update)
+            try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
+            return (written, operation)
+        }
+    }
+
+    /// Soft-deletes the record: a tombstone that syncs, never a missing row.
+    func delete(_ entity: EntityType, id: UUID, in pool: DatabasePool, now: Date) throws -> EntityRecord? {
+        let stamp = clock.tick(now: now)
+        return try pool.write { db in
+            guard var record = try EntityTables.fetchRecord(entity, id: id, in: db), !record.sync.isDeleted else {
+                return nil
+            }
+            record.sync.deletedAt = now
+            record.sync.updatedAt = now
+            record.sync.syncStatus = .pending
+            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, db: db, now: now)
+            return record
+        }
+    }
+
+    private func commit(
+        _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
+        stamp: HybridTimestamp, db: Database, now: Date
+    ) throws {
+        try EntityTables.save(record, in: db)
+
+        var clocks = try FieldClocks.read(record.entity, record.id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil)
+        for field in changed { clocks.fields[field] = stamp }
+        clocks.deletion = deletion
+        try FieldClocks.write(clocks, record.entity, record.id, in: db)
+
+        let fields = Dictionary(uniqueKeysWithValues: changed.map { ($0, record[$0]) })
+        let audit = try AuditTrail.append(
+            entity: record.entity, recordID: record.id, operation: operation, fields: fields, at: now, in: db)
+        try MutationQueue.enqueue(
+            entity: record.entity, recordID: record.id, operation: operation, baseVersion: record.sync.version,
+            payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
+            dependsOn: parents(of: record), syncClass: record.entity.description.syncClass, auditSequence: audit,
+            now: now, in: db)
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)", arguments: [stamp.encoded])
+    }
+
+    /// The records this one references; the queue sends it only after their creates are acknowledged.
+    private func parents(of record: EntityRecord) -> [UUID] {
+        record.entity.description.parents.compactMap { relation in
+            if case .uuid(let id) = record[relation.field] { id } else { nil }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+@Suite struct LocalStoreTests {
+    let project = UUID()
+    let member = UUID()
+
+    func counts(_ path: String) throws -> [String: Int] {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var counts: [String: Int] = [:]
+            for table in ["issues", "fees", "field_clocks", "mutation_queue", "audit_log"] {
+                counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)")
+            }
+            return counts
+        }
+    }
+
+    @Test func aWriteStoresRowClocksMutationAndAuditTogether() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: project, title: "Cracked tile", assigneeID: member))
+        #expect(issue.sync.syncStatus == .pending)
+        #expect(try store.fetch(Issue.self, id: issue.id) == issue)
+        #expect(try counts(folder.path) == ["issues": 1, "fees": 0, "field_clocks": 1, "mutation_queue": 1, "audit_log": 1])
+
+        let mutation = try #require(try store.mutations().first)
+        #expect(mutation.operation == .create)
+        #expect(mutation.entity == .issue)
+        #expect(mutation.fields["title"] == .text("Cracked tile"))
+        #expect(Set(mutation.clocks.keys) == Set(EntityType.issue.description.fields.map(\.name)))
+        #expect(Set(mutation.dependsOn) == [project, member])
+        #expect(mutation.auditSequence == 1)
+        #expect(try store.verifyAudit().isIntact)
+    }
+
+    @Test func aFailureInAnyPartLeavesNothingWritten() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        try await store.save(Fee(projectID: project, name: "Permit", amountCents: 100))
+        // Make the audit insert fail for fees only, as a full disk or a bug would.
+        try await folder.queue.write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER fail_fee_audit BEFORE INSERT ON audit_log WHEN NEW.entity = 'fee'
+                BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                """)
+        }
+        let before = try counts(folder.path)
+        await #expect(throws: StoreError.self) {
+            try await store.save(Fee(projectID: project, name: "Disposal", amountCents: 250))
+        }
+        #expect(try counts(folder.path) == before)
+        try await store.save(Issue(projectID: project, title: "Still works"))
+        #expect(try counts(folder.path)["issues"] == 1)
+    }
+
+    @Test func anInvalidRecordIsRefusedWithItsRule() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        do {
+            try await store.save(Fee(projectID: project, name: "Permit", amountCents: -5))
+            Issue.record("a negative fee was stored")
+        } catch {
+            #expect(error.code == .invalidRecord)
+            #expect(error.modelError?.code == .negativeAmount)
+        }
+        #expect(try counts(folder.path)["mutation_queue"] == 0)
+    }
+
+    @Test func updatesQueueOnlyChangedFieldsAndFoldIntoAPendingMutation() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var log = try await store.save(DailyLog(projectID: project, authorID: member, day: "2026-11-22", notes: "Rain"))
+        log.notes = "Rain, then sun"
+        log.hours = 16
+        log = try await store.save(log)
+        let queued = try store.mutations()
+        #expect(queued.count == 1, "the update folds into the unsent create")
+        #expect(queued.first?.operation == .create)
+        #expect(queued.first?.fields["notes"] == .text("Rain, then sun"))
+        #expect(queued.first?.fields["hours"] == .real(16))
+
+        // Once the create is in flight, a further edit is a mutation of its own with only what changed.
+        try await folder.queue.write { try $0.execute(sql: "UPDATE mutation_queue SET status = 'inFlight'") }
+        log.weather = "Windy"
+        try await store.save(log)
+        let update = try #require(try store.mutations(status: .pending).first)
+        #expect(update.operation == .update)
+        #expect(update.fields == ["weather": .text("Windy")])
+        #expect(try counts(folder.path)["audit_log"] == 3)
+    }
+
+    @Test func deletesAreTombstonesThatSync() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: project, title: "Leak"))
+        #expect(try await store.delete(.issue, id: issue.id))
+        #expect(try await !store.delete(.issue, id: issue.id))
+        let tombstone = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(tombstone.sync.isDeleted)
+        #expect(try store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).isEmpty)
+        #expect(try store.mutations().map(\.operation) == [.create, .delete])
+        #expect(try store.mutations().last?.deletion != nil)
+    }
+
+    @Test func readsAreLocalAndScoped() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let other = UUID()
+        for index in 0..<5 { try await store.save(Issue(projectID: project, title: "Issue \(index)")) }
+        try await store.save(Issue(projectID: other, title: "Elsewhere"))
+        try await store.save(Asset(projectID: project, name: "Water heater", qrCode: "OUTPOST:ASSET:77"))
+        #expect(try store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).map(\.title)
+            == (0..<5).map { "Issue \($0)" })
+        #expect(try store.asset(withQRCode: "OUTPOST:ASSET:77")?.name == "Water heater")
+        #expect(try store.asset(withQRCode: "nope") == nil)
+        #expect(try store.status().pendingChanges == 7)
+    }
+
+    @Test func theClockStaysMonotonicAcrossRestartsAndAWallClockJumpingBack() async throws {
+        let folder = try TemporaryDatabase()
+        let late = Date(timeIntervalSince1970: 1_800_000_000)
+        let issue = try await LocalStore.open(at: folder.path).save(Issue(projectID: project, title: "A"), now: late)
+        let reopened = try LocalStore.open(at: folder.path)
+        var edited = issue
+        edited.title = "B"
+        try await folder.queue.write { try $0.execute(sql: "UPDATE mutation_queue SET status = 'done'") }
+        try await reopened.save(edited, now: late.addingTimeInterval(-3_600))
+        let clocks = try reopened.mutations().map { $0.clocks["title"]! }
+        #expect(clocks.count == 2)
+        #expect(clocks[1] > clocks[0])
+        #expect(clocks[0].node == clocks[1].node)
+    }
+
+    @Test func observersSeeCommittedChanges() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let changes = store.changes()
+        let issue = try await store.save(Issue(projectID: project, title: "Leak"))
+        var iterator = changes.makeAsyncIterator()
+        let change = await iterator.next()
+        #expect(change == StoreChange(entity: .issue, recordID: issue.id, operation: .create))
+    }
+
+    /// The verifier names the first entry that was edited, removed or swapped.
+    @Test(arguments: ["edit", "delete", "swap"])
+    func theAuditVerifierCatchesTampering(kind: String) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        for index in 0..<6 { try await store.save(Issue(projectID: project, title: "Issue \(index)")) }
+        #expect(try store.verifyAudit() == AuditReport(entriesChecked: 6, firstBrokenEntry: nil, problem: nil))
+        try await folder.queue.write { db in
+            switch kind {
+            case "edit":
+                try db.execute(sql: "UPDATE audit_log SET payload = replace(payload, 'Issue 3', 'Issue X') WHERE seq = 4")
+            case "delete":
+                try db.execute(sql: "DELETE FROM audit_log WHERE seq = 4")
+            default:
+                try db.execute(sql: "UPDATE audit_log SET seq = -4 WHERE seq = 4")
+                try db.execute(sql: "UPDATE audit_log SET seq = 4 WHERE seq = 5")
+                try db.execute(sql: "UPDATE audit_log SET seq = 5 WHERE seq = -4")
+            }
+        }
+        let report = try store.verifyAudit()
+        #expect(!report.isIntact)
+        #expect(report.firstBrokenEntry == (kind == "delete" ? 5 : 4), "\(report)")
+        #expect(report.entriesChecked == 3)
+    }
+}

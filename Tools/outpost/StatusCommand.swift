@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import OutpostStore
+
+/// `outpost status`: what a sync status bar would show for a local database.
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show pending and failed changes, open conflicts and the last successful sync of a local database.",
+        discussion: "The file is upgraded to the latest schema first, as the app would on open."
+    )
+
+    @Option(help: "The database file.")
+    var db: String
+
+    @Flag(help: "Print JSON: pendingChanges, failedChanges, openConflicts, lastSuccessfulSync.")
+    var json = false
+
+    func run() throws {
+        let status = try openExistingStore(db).status()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            encoder.dateEncodingStrategy = .iso8601
+            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+        } else {
+            print("pending changes:      \(status.pendingChanges)")
+            print("failed changes:       \(status.failedChanges)")
+            print("open conflicts:       \(status.openConflicts)")
+            print("last successful sync: \(status.lastSuccessfulSync.map { $0.formatted(.iso8601) } ?? "never")")
+        }
+    }
+}
+
+/// `outpost audit`: checks on the local audit trail.
+struct AuditCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Check the hash-chained audit trail of a local database.",
+        subcommands: [Verify.self]
+    )
+
+    /// `outpost audit verify`: walk the chain and name the first broken entry.
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Walk the audit chain end to end; exit 1 and name the first entry that was edited, removed or reordered."
+        )
+
+        @Option(help: "The database file.")
+        var db: String
+
+        func run() throws {
+            let report = try openExistingStore(db).verifyAudit()
+            guard let broken = report.firstBrokenEntry else {
+                print("audit chain intact: \(report.entriesChecked) entries")
+                return
+            }
+            throw CommandFailure(
+                "audit chain broken at entry \(broken): \(report.problem ?? "") (\(report.entriesChecked) entries before it hold)")
+        }
+    }
+}
+
+/// Opens a store that must already exist: the CLI never creates an empty one by accident.
+func openExistingStore(_ path: String) throws -> LocalStore {
+    guard FileManager.default.fileExists(atPath: path) else {
+        throw CommandFailure("\(path): no database file here")
+    }
+    do {
+        return try LocalStore.open(at: path)
+    } catch {
+        throw CommandFailure("\(error)")
+    }
+}
