@@ -18,21 +18,22 @@ import Darwin
         #expect(first.status == 0)
         #expect(first.output.split(separator: "\n").first == "v0 -> v2")
         let second = try Outpost.run(["migrate", "--db", path])
-        #expect(second.output.split(separator: "\n").first == "v2 -> v5")
-        #expect(try Outpost.run(["migrate", "--db", path]).output == "v5 -> v5\n")
+        let latest = LocalSchema.latestVersion
+        #expect(second.output.split(separator: "\n").first == "v2 -> v\(latest)")
+        #expect(try Outpost.run(["migrate", "--db", path]).output == "v\(latest) -> v\(latest)\n")
 
         let info = try Outpost.run(["info", "--db", path, "--json"])
         #expect(info.status == 0)
         let summary = try JSONDecoder().decode(DatabaseSummary.self, from: Data(info.output.utf8))
-        #expect(summary.schemaVersion == 5)
-        #expect(summary.steps.map(\.version) == [1, 2, 3, 4, 5])
+        #expect(summary.schemaVersion == latest)
+        #expect(summary.steps.map(\.version) == Array(1...latest))
         #expect(summary.tables["issues"] == 0)
         #expect(summary.tables.count > 20)
         let json = try JSONSerialization.jsonObject(with: Data(info.output.utf8)) as? [String: Any]
         #expect(json?["schemaVersion"] is Int)
 
         let text = try Outpost.run(["info", "--db", path])
-        #expect(text.output.contains("schema version: v5"))
+        #expect(text.output.contains("schema version: v\(latest)"))
         let schema = try Outpost.run(["info", "--db", path, "--schema"])
         #expect(schema.output.hasPrefix("CREATE TABLE assets"))
     }
@@ -43,14 +44,16 @@ import Darwin
         try LocalDatabase.migrate(at: path)
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in
-            try db.execute(sql: "INSERT INTO migrator_ledger VALUES (6, 'from the future', 'abc', '2027-01-01')")
+            try db.execute(
+                sql: "INSERT INTO migrator_ledger VALUES (?, 'from the future', 'abc', '2027-01-01')",
+                arguments: [LocalSchema.latestVersion + 1])
         }
         try queue.close()
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
 
         let result = try Outpost.run(["migrate", "--db", path])
         #expect(result.status != 0)
-        #expect(result.errorOutput.contains("version 6"))
+        #expect(result.errorOutput.contains("version \(LocalSchema.latestVersion + 1)"))
         #expect(result.errorOutput.contains("databaseNewerThanCode"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
     }
@@ -98,7 +101,7 @@ import Darwin
         }
         let finish = try Outpost.run(["migrate", "--db", path])
         #expect(finish.status == 0)
-        #expect(finish.output.hasSuffix("-> v5\n") || finish.output.contains("-> v5\n"))
+        #expect(finish.output.contains("-> v\(LocalSchema.latestVersion)\n"))
         let done = try DatabaseQueue(path: path)
         let wrongSizes = try done.read { db in
             try Int.fetchOne(db, sql: """
@@ -108,7 +111,7 @@ import Darwin
         #expect(wrongSizes == 0)
         #expect(try done.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") } == ["ok"])
         // The kills must have interrupted the migration at least once, or this test proved nothing.
-        #expect(versionsSeen.contains { $0 < 5 }, "versions seen after kills: \(versionsSeen.sorted())")
+        #expect(versionsSeen.contains { $0 < LocalSchema.latestVersion }, "versions seen after kills: \(versionsSeen.sorted())")
     }
 }
 

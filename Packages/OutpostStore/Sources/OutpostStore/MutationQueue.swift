@@ -27,7 +27,7 @@ enum MutationQueue {
                 ORDER BY seq DESC LIMIT 1
                 """, arguments: [entity.rawValue, id])
         {
-            var merged = try JSONDecoder().decode(Payload.self, from: Data((pending["payload"] as String).utf8))
+            var merged = try decoder.decode(Payload.self, from: Data((pending["payload"] as String).utf8))
             merged.fields.merge(payload.fields) { _, new in new }
             merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
             try db.execute(
@@ -64,9 +64,9 @@ enum MutationQueue {
     }
 
     private static func mutation(from row: Row) throws -> Mutation {
-        let payload = try JSONDecoder().decode(Payload.self, from: Data((row["payload"] as String).utf8))
+        let payload = try decoder.decode(Payload.self, from: Data((row["payload"] as String).utf8))
         let dependsOn = try (row["depends_on"] as String?).map {
-            try JSONDecoder().decode([String].self, from: Data($0.utf8)).compactMap(UUID.init(uuidString:))
+            try decoder.decode([String].self, from: Data($0.utf8)).compactMap(UUID.init(uuidString:))
         } ?? []
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
@@ -82,8 +82,11 @@ enum MutationQueue {
             auditSequence: row["audit_seq"])
     }
 
+    static let encoder = JSONEncoder()
+    static let decoder = JSONDecoder()
+
     private static func encode(_ value: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+        String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }
 
@@ -99,12 +102,12 @@ enum FieldClocks {
             db, sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?",
             arguments: [entity.rawValue, id.storageText])
         else { return nil }
-        return try JSONDecoder().decode(Stored.self, from: Data(text.utf8))
+        return try MutationQueue.decoder.decode(Stored.self, from: Data(text.utf8))
     }
 
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
         try db.execute(
             sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)",
-            arguments: [entity.rawValue, id.storageText, String(decoding: try JSONEncoder().encode(clocks), as: UTF8.self)])
+            arguments: [entity.rawValue, id.storageText, String(decoding: try MutationQueue.encoder.encode(clocks), as: UTF8.self)])
     }
 }
