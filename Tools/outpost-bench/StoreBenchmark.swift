@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostStore
+
+/// Issue 7's local figures: write throughput (row + clocks + queue + audit, one transaction each) with
+/// synchronous NORMAL and FULL, listing 10,000 issues, size per 1,000 issues, and a cold open to first list.
+/// Peers, measured in the same run: the same number of bare single-row INSERT transactions through the
+/// `sqlite3` CLI (what SQLite itself costs), and the field's quoted figures as targets.
+struct StoreBenchmark: BenchmarkSuite {
+    let name = "store"
+    let writes = 5_000
+    let listSize = 10_000
+    let coldRecords = 100_000
+
+    func run() async throws -> [BenchmarkRow] {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var rows: [BenchmarkRow] = []
+
+        for mode in [LocalStore.SynchronousMode.normal, .full] {
+            let path = folder.appendingPathComponent("writes-\(mode.rawValue).sqlite").path
+            let store = try LocalStore.open(at: path, synchronous: mode)
+            let project = UUID()
+            let issues = (0..<writes).map { Issue(projectID: project, title: "Cracked tile #\($0)", details: "Hairline crack near the sink, 30 cm") }
+            let clock = ContinuousClock()
+            let start = clock.now
+            for issue in issues { try await store.save(issue) }
+            let seconds = (clock.now - start).seconds
+            let peer = try sqlite3InsertRate(folder: folder, mode: mode, count: writes)
+            rows.append(BenchmarkRow(
+                metric: "local writes, synchronous=\(mode.rawValue) (row+clocks+queue+audit, 1 txn each)",
+                value: Double(writes) / seconds, unit: "writes/s", peer: "sqlite3 CLI, bare 1-row INSERT txns",
+                peerValue: peer, target: "≥ 5,000 writes/s", met: Double(writes) / seconds >= 5_000))
+        }
+
+        // Size and listing: 10,000 issues of one project with their queue and audit rows.
+        let listPath = folder.appendingPathComponent("list.sqlite").path
+        let project = UUID()
+        try await fill(listPath, project: project, count: listSize)
+        let store = try LocalStore.open(at: listPath)
+        _ = try store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project))
+        let listSeconds = median((0..<5).map { _ in
+            (try? measureSeconds { _ = try store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)) }) ?? .infinity
+        })
+        let peerList = try sqlite3Seconds(listPath, "SELECT * FROM issues WHERE project_id = '\(project.uuidString.lowercased())' AND deleted_at IS NULL ORDER BY created_at, id;")
+        rows.append(BenchmarkRow(
+            metric: "list 10,000 issues of a project (typed)", value: listSeconds * 1000, unit: "ms",
+            peer: "sqlite3 CLI, same query (incl. process start)", peerValue: peerList * 1000, target: "< 5 ms (field: 50 ms)",
+            met: listSeconds * 1000 < 5))
+        let bytes = try checkpointedSize(listPath)
+        rows.append(BenchmarkRow(
+            metric: "database size per 1,000 issues (with queue and audit rows)", value: Double(bytes) / Double(listSize / 1000) / 1024,
+            unit: "KB", peer: "field figure", peerValue: 500, target: "< 300 KB", met: Double(bytes) / Double(listSize / 1000) / 1024 < 300))
+
+        // Cold open of a 100,000-record store, to the first list of one project's issues.
+        let coldPath = folder.appendingPathComponent("cold.sqlite").path
+        try await fill(coldPath, project: project, count: coldRecords, projects: 10)
+        let coldSeconds = try measureSeconds {
+            let cold = try LocalStore.open(at: coldPath)
+            _ = try cold.fetchAll(Issue.self, where: "projectID", equals: .uuid(project))
+        }
+        rows.append(BenchmarkRow(
+            metric: "cold open of a 100,000-record store to first list", value: coldSeconds * 1000, unit: "ms",
+            peer: "field figure (cold start to content)", peerValue: 500, target: "< 20 ms", met: coldSeconds * 1000 < 20))
+        return rows
+    }
+
+    /// Writes `count` issues through the store, spread over `projects` projects (the first is `project`).
+    private func fill(_ path: String, project: UUID, count: Int, projects: Int = 1) async throws {
+        let store = try LocalStore.open(at: path)
+        let others = [project] + (1..<max(projects, 1)).map { _ in UUID() }
+        for index in 0..<count {
+            try await store.save(Issue(
+                projectID: others[index % others.count], title: "Issue \(index)", details: "Noted on the site walk",
+                priority: .medium))
+        }
+    }
+
+    private func checkpointedSize(_ path: String) throws -> Int {
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        try queue.close()
+        return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+    }
+
+    private func sqlite3InsertRate(folder: URL, mode: LocalStore.SynchronousMode, count: Int) throws -> Double {
+        let path = folder.appendingPathComponent("peer-\(mode.rawValue).sqlite").path
+        var script = "PRAGMA journal_mode=WAL;\nPRAGMA synchronous=\(mode.rawValue);\nCREATE TABLE t (id TEXT PRIMARY KEY, title TEXT, details TEXT);\n"
+        for index in 0..<count {
+            script += "INSERT INTO t VALUES ('\(UUID().uuidString.lowercased())', 'Cracked tile #\(index)', 'Hairline crack near the sink, 30 cm');\n"
+        }
+        return Double(count) / (try sqlite3Seconds(path, script))
+    }
+
+    private func sqlite3Seconds(_ path: String, _ script: String) throws -> Double {
+        let file = URL(fileURLWithPath: path + ".sql")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["sqlite3", "-bail", path]
+        process.standardInput = try FileHandle(forReadingFrom: file)
+        process.standardOutput = FileHandle.nullDevice
+        return try measureSeconds {
+            try process.run()
+            process.waitUntilExit()
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a floating-point number.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
