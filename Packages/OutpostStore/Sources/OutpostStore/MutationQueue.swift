@@ -59,6 +59,26 @@ enum MutationQueue {
         return try rows.map(mutation(from:))
     }
 
+    /// The fields written by the record's mutations the server has not acknowledged (a delete counts
+    /// as no field), or nil when nothing of the record is waiting.
+    static func unfinishedFields(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Set<String>? {
+        let payloads = try String.fetchAll(
+            db, sql: "SELECT payload FROM mutation_queue WHERE record_id = ? AND entity = ? AND status != 'done'",
+            arguments: [id.storageText, entity.rawValue])
+        guard !payloads.isEmpty else { return nil }
+        return try payloads.reduce(into: Set<String>()) { fields, payload in
+            fields.formUnion(try decoder.decode(Payload.self, from: Data(payload.utf8)).fields.keys)
+        }
+    }
+
+    /// The mutations with the given sequence numbers, in queue order.
+    static func all(sequences: [Int64], in db: Database) throws -> [Mutation] {
+        let marks = Array(repeating: "?", count: sequences.count).joined(separator: ", ")
+        return try Row.fetchAll(
+            db, sql: "SELECT * FROM mutation_queue WHERE seq IN (\(marks)) ORDER BY seq", arguments: StatementArguments(sequences)
+        ).map(mutation(from:))
+    }
+
     static func count(status: MutationStatus, in db: Database) throws -> Int {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status = ?", arguments: [status.rawValue]) ?? 0
     }
@@ -95,6 +115,10 @@ enum FieldClocks {
     struct Stored: Codable {
         var fields: [String: HybridTimestamp]
         var deletion: HybridTimestamp?
+        /// The server's clocks as this device last pulled them: a server value that loses to a local
+        /// change is a conflict only if the server changed it since (otherwise the device saw it and
+        /// deliberately wrote over it).
+        var server: [String: HybridTimestamp]?
     }
 
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {

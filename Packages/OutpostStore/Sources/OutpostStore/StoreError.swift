@@ -9,7 +9,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong; compare with the static members.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
-            case databaseNotFound, migrationRefused, databaseFailure, invalidRecord
+            case databaseNotFound, migrationRefused, databaseFailure, invalidRecord, conflictNotFound
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -22,6 +22,8 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let databaseFailure = Code(.databaseFailure)
         /// A write broke a rule of the domain; see `modelError`. Nothing was written.
         public static let invalidRecord = Code(.invalidRecord)
+        /// No open conflict has the given number.
+        public static let conflictNotFound = Code(.conflictNotFound)
 
         public var description: String { wrapped.rawValue }
     }

@@ -6,7 +6,7 @@ import OutpostModels
 /// The one owner of local writes: it stamps each with the device's clock and commits the row, its
 /// field clocks, the queued mutation and the audit entry in one transaction.
 actor StoreWriter {
-    private var clock: HybridLogicalClock
+    var clock: HybridLogicalClock
 
     init(clock: HybridLogicalClock) {
         self.clock = clock
@@ -71,7 +71,7 @@ actor StoreWriter {
     ) throws {
         try EntityTables.save(record, in: db)
 
-        var clocks = try FieldClocks.read(record.entity, record.id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil)
+        var clocks = try FieldClocks.read(record.entity, record.id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
         for field in changed { clocks.fields[field] = stamp }
         clocks.deletion = deletion
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
@@ -82,11 +82,14 @@ actor StoreWriter {
         try MutationQueue.enqueue(
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: record.sync.version,
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
-            dependsOn: parents(of: record), syncClass: record.entity.description.syncClass, auditSequence: audit,
+            dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
         try db.execute(
             sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)", arguments: [stamp.encoded])
     }
+
+    /// Record mutations are always structured data, an attachment's too (its thumbnail travels inline so
+    /// teammates see something first); the original file of an attachment is uploaded separately as media.
 
     /// The records this one references; the queue sends it only after their creates are acknowledged.
     private func parents(of record: EntityRecord) -> [UUID] {

@@ -1,0 +1,75 @@
+import Foundation
+import GRDB
+import OutpostModels
+
+/// A value or delete that lost a conflict, kept until the user overrides or discards it.
+public struct OpenConflict: Sendable, Hashable, Codable {
+    /// The conflict's number, for `resolveConflict`.
+    public let id: Int64
+    public let entity: EntityType
+    public let recordID: UUID
+    /// The field that lost; nil when a delete lost (or, under `manual`, the record as a whole).
+    public let field: String?
+    /// The strategy that decided.
+    public let strategy: ConflictPolicyName
+    /// This device's value, and the server's.
+    public let localValue: FieldValue?
+    public let remoteValue: FieldValue?
+    /// When the conflict was found.
+    public let createdAt: Date
+}
+
+/// What the user chose for a surfaced conflict.
+public enum ConflictChoice: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Bring the losing value (or delete) back, as a new local change with a fresh clock.
+    case override
+    /// Keep the winner; the losing value is let go.
+    case discard
+}
+
+extension LocalStore {
+    /// Conflicts waiting for the user, oldest first.
+    public func openConflicts() throws(StoreError) -> [OpenConflict] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM conflicts WHERE status = 'open' ORDER BY id").compactMap(Self.conflict(from:))
+        }
+    }
+
+    /// Settles conflict `id`: `override` writes the losing value back (or deletes the record, when a
+    /// delete lost) as an ordinary local change that syncs; `discard` only closes the conflict.
+    public func resolveConflict(_ id: Int64, choice: ConflictChoice, now: Date = Timestamp.now()) async throws(StoreError) {
+        guard let conflict = try openConflicts().first(where: { $0.id == id }) else {
+            throw StoreError(.conflictNotFound, path: path, message: "no open conflict \(id)")
+        }
+        if choice == .override, let current = try record(conflict.entity, id: conflict.recordID) {
+            if let field = conflict.field {
+                let losing = current[field] == conflict.localValue ? conflict.remoteValue : conflict.localValue
+                if let losing, losing != current[field] {
+                    var changed = current
+                    changed[field] = losing
+                    try await save(changed, now: now)
+                }
+            } else if !current.sync.isDeleted {
+                try await delete(conflict.entity, id: conflict.recordID, now: now)
+            }
+        }
+        try write { db in
+            try db.execute(
+                sql: "UPDATE conflicts SET status = 'resolved', resolution = ?, resolved_at = ? WHERE id = ?",
+                arguments: [choice.rawValue, now.storageMilliseconds, id])
+        }
+    }
+
+    private static func conflict(from row: Row) -> OpenConflict? {
+        func value(_ column: String) -> FieldValue? {
+            (row[column] as String?).flatMap { try? MutationQueue.decoder.decode(FieldValue.self, from: Data($0.utf8)) }
+        }
+        guard let entity = EntityType(rawValue: row["entity"]), let recordID = UUID(uuidString: row["record_id"]),
+            let strategy = ConflictPolicyName(rawValue: row["strategy"])
+        else { return nil }
+        return OpenConflict(
+            id: row["id"], entity: entity, recordID: recordID, field: row["field"], strategy: strategy,
+            localValue: value("local_value"), remoteValue: value("remote_value"),
+            createdAt: Date(storageMilliseconds: row["created_at"]))
+    }
+}

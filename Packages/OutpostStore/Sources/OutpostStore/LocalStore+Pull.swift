@@ -1,0 +1,191 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// One page of remote changes, as the sync engine hands it over: the server's version of each record
+/// (with its server id, version, tombstone and per-field clocks) and the cursor that follows the page.
+public struct PulledPage: Sendable {
+    /// The server's versions, in the server's change order.
+    public let changes: [VersionedRecord]
+    /// Where the next pull starts; saved in the same transaction as the page.
+    public let cursor: String
+    /// Which cursor this page advances.
+    public let stream: String
+
+    /// Creates a page of the `structured` stream unless told otherwise.
+    public init(changes: [VersionedRecord], cursor: String, stream: String = "structured") {
+        self.changes = changes
+        self.cursor = cursor
+        self.stream = stream
+    }
+}
+
+/// What applying one page did.
+public struct PullReport: Sendable, Hashable {
+    /// Records written as the server has them (new, or with no local change waiting).
+    public var applied = 0
+    /// Records with a local change waiting, settled by the entity's conflict strategy.
+    public var merged = 0
+    /// Conflicts written to the conflicts table for the user (each losing value or delete is one).
+    public var conflictsSurfaced = 0
+    /// Records flagged orphaned because their parent is missing or was deleted.
+    public var orphaned = 0
+}
+
+extension LocalStore {
+    /// Applies a page of remote changes and saves its cursor in one transaction: a crash between pages
+    /// leaves the previous cursor and none of this page. A record with a local change waiting goes
+    /// through `policy`; every value that loses, on either side, lands in the conflicts table.
+    @discardableResult
+    public func applyPulledPage(
+        _ page: PulledPage, policy: ConflictPolicy = ConflictPolicy(), now: Date = Timestamp.now()
+    ) async throws(StoreError) -> PullReport {
+        let report: PullReport
+        do {
+            report = try await writer.applyPulled(page, policy: policy, in: pool, now: now)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+        for change in page.changes {
+            observers.publish(StoreChange(
+                entity: change.record.entity, recordID: change.record.id, operation: change.isDeleted ? .delete : .update))
+        }
+        return report
+    }
+
+    /// The saved cursor of `stream`, nil before the first pull.
+    public func pullCursor(stream: String = "structured") throws(StoreError) -> String? {
+        try read { try String.fetchOne($0, sql: "SELECT cursor FROM sync_cursors WHERE stream = ?", arguments: [stream]) }
+    }
+}
+
+extension StoreWriter {
+    func applyPulled(_ page: PulledPage, policy: ConflictPolicy, in pool: DatabasePool, now: Date) throws -> PullReport {
+        // Merge the server's clocks into ours, so a local write after a pull is stamped after what it saw.
+        // A stamp too far ahead of this device's time is not merged (the device's own clock may be wrong);
+        // the change itself still applies, since the server's stamps are the server's business.
+        for change in page.changes {
+            if let newest = change.newestClock { _ = try? receive(newest, now: now) }
+        }
+        return try pool.write { db in
+            var report = PullReport()
+            let pageIDs = Set(page.changes.map(\.record.id))
+            for remote in page.changes {
+                try apply(remote, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
+            }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)",
+                arguments: [page.stream, page.cursor, now.storageMilliseconds])
+            return report
+        }
+    }
+
+    private func apply(
+        _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, report: inout PullReport, db: Database,
+        now: Date
+    ) throws {
+        let entity = remote.record.entity, id = remote.record.id
+        let local = try EntityTables.fetchRecord(entity, id: id, in: db)
+        let waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
+        var written: EntityRecord
+        var clocks: FieldClocks.Stored
+        if let local, let waiting {
+            let stored = try FieldClocks.read(entity, id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+            let client = try VersionedRecord(
+                record: local,
+                clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
+                deletion: local.sync.isDeleted ? (stored.deletion ?? .origin) : nil
+            ).change(of: waiting)
+            let resolution = try policy.resolve(client: client, server: remote)
+            written = resolution.merged.record
+            written.sync = SyncMetadata(
+                serverID: remote.record.sync.serverID ?? local.sync.serverID, version: remote.record.sync.version,
+                createdAt: local.sync.createdAt, updatedAt: max(local.sync.updatedAt, remote.record.sync.updatedAt),
+                deletedAt: resolution.merged.record.sync.deletedAt, syncStatus: .pending,
+                isOrphaned: local.sync.isOrphaned)
+            clocks = FieldClocks.Stored(
+                fields: resolution.merged.clocks, deletion: resolution.merged.deletion, server: remote.clocks)
+            report.merged += 1
+            // A server value this device already had when it wrote over it is not a conflict.
+            let seen = stored.server ?? [:]
+            report.conflictsSurfaced += try Conflicts.record(
+                resolution, strategy: policy[entity], in: db, now: now,
+                surfacing: { $0.side == .client || seen[$0.field] != $0.clock })
+        } else {
+            written = remote.record
+            written.sync.syncStatus = .synced
+            clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
+            report.applied += 1
+        }
+        if !written.sync.isDeleted {
+            written.sync.isOrphaned = try EntityTables.hasMissingParent(written, besides: pageIDs, in: db)
+            if written.sync.isOrphaned { report.orphaned += 1 }
+        }
+        try EntityTables.save(written, in: db)
+        try FieldClocks.write(clocks, entity, id, in: db)
+        if remote.isDeleted {
+            report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
+        }
+    }
+
+    private func receive(_ stamp: HybridTimestamp, now: Date) throws -> HybridTimestamp {
+        try clock.receive(stamp, now: now)
+    }
+}
+
+extension HybridTimestamp {
+    /// Older than any real write: the clock of a value whose write time the device never learned.
+    static let origin = HybridTimestamp(physicalMilliseconds: 0, counter: 0, node: NodeID(0))
+}
+
+/// The conflicts table: every value or delete that lost, kept for the user to override or discard.
+enum Conflicts {
+    /// Writes one open conflict per losing value and losing delete; returns how many.
+    static func record(
+        _ resolution: ConflictResolution, strategy: ConflictStrategy, in db: Database, now: Date,
+        surfacing isConflict: (LosingValue) -> Bool = { _ in true }
+    ) throws -> Int {
+        let record = resolution.merged.record
+        var count = 0
+        for losing in resolution.losingValues where isConflict(losing) {
+            let winner = record[losing.field]
+            let (local, remote) = losing.side == .client ? (losing.value, winner) : (winner, losing.value)
+            let winnerClock = resolution.merged.clocks[losing.field]
+            let (localClock, remoteClock) = losing.side == .client ? (losing.clock, winnerClock) : (winnerClock, losing.clock)
+            try insert(
+                record, field: losing.field, strategy: strategy, local: local, remote: remote,
+                localClock: localClock, remoteClock: remoteClock, db: db, now: now)
+            count += 1
+        }
+        if let deletion = resolution.losingDeletion {
+            try insert(
+                record, field: nil, strategy: strategy, local: nil, remote: nil,
+                localClock: deletion.side == .client ? deletion.clock : nil,
+                remoteClock: deletion.side == .server ? deletion.clock : nil, db: db, now: now)
+            count += 1
+        }
+        return count
+    }
+
+    private static func insert(
+        _ record: EntityRecord, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
+        localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, db: Database, now: Date
+    ) throws {
+        func json(_ value: FieldValue?) throws -> String? {
+            try value.map { String(decoding: try MutationQueue.encoder.encode($0), as: UTF8.self) }
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO conflicts (entity, record_id, field, strategy, local_value, remote_value, local_clock,
+                    remote_clock, status, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)
+                """,
+            arguments: [
+                record.entity.rawValue, record.id.storageText, field, strategy.name.rawValue, try json(local),
+                try json(remote), localClock?.encoded, remoteClock?.encoded, now.storageMilliseconds,
+            ])
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import GRDB
+import OutpostModels
+
+/// The durable queue as the sync engine drives it. Every transition is one transaction, so a crash
+/// at any point leaves each mutation pending, in flight (resent on restart: the idempotency key makes
+/// that safe), done or failed, never in between.
+extension LocalStore {
+    /// The mutations to send now, first in first out, marked in flight in the same transaction: pending,
+    /// of `syncClass`, due, not behind an unfinished earlier mutation of the same record, and not
+    /// waiting on the unacknowledged create of a record they reference. Unrelated mutations never
+    /// wait on each other, so one that keeps failing holds back only what depends on it.
+    public func claimMutations(syncClass: SyncClass = .structured, limit: Int, now: Date) throws(StoreError) -> [Mutation] {
+        try write { db in
+            let seqs = try Int64.fetchAll(db, sql: """
+                SELECT m.seq FROM mutation_queue AS m
+                WHERE m.status = 'pending' AND m.sync_class = ? AND m.next_attempt_at <= ?
+                  AND NOT EXISTS (
+                    SELECT 1 FROM mutation_queue AS e
+                    WHERE e.record_id = m.record_id AND e.seq < m.seq AND e.status != 'done')
+                  AND NOT EXISTS (
+                    SELECT 1 FROM json_each(coalesce(m.depends_on, '[]')) AS d
+                    JOIN mutation_queue AS p ON p.record_id = d.value
+                    WHERE p.operation = 'create' AND p.status != 'done')
+                ORDER BY m.seq LIMIT ?
+                """, arguments: [syncClass.rawValue, now.storageMilliseconds, limit])
+            guard !seqs.isEmpty else { return [] }
+            let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'inFlight' WHERE seq IN (\(marks))", arguments: StatementArguments(seqs))
+            return try MutationQueue.all(sequences: seqs, in: db)
+        }
+    }
+
+    /// Puts mutations found in flight (the app stopped before the server answered) back in line.
+    @discardableResult
+    public func requeueInFlightMutations() throws(StoreError) -> Int {
+        try write { db in
+            try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status = 'inFlight'")
+            return db.changesCount
+        }
+    }
+
+    /// The server applied the mutation, or answered that it already had: done. The record takes the
+    /// server's version (and id, when the server assigns its own) and is synced unless more is queued for it.
+    public func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ?", arguments: [mutation.sequence])
+            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
+            record.sync.version = max(record.sync.version, serverVersion)
+            if let serverID {
+                record.sync.serverID = serverID
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)",
+                    arguments: [mutation.entity.rawValue, mutation.recordID.storageText, serverID, now.storageMilliseconds])
+            }
+            let unfinished = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM mutation_queue WHERE record_id = ? AND status != 'done'",
+                arguments: [mutation.recordID.storageText]) ?? 0
+            if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
+            try EntityTables.save(record, in: db)
+        }
+    }
+
+    /// A transient failure: back in line with one more attempt counted, not before `retryAt`.
+    public func scheduleRetry(_ mutation: Mutation, reason: String, retryAt: Date) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?
+                    WHERE seq = ?
+                    """,
+                arguments: [reason, retryAt.storageMilliseconds, mutation.sequence])
+        }
+    }
+
+    /// A permanent refusal, or retries used up: failed, with the reason, and the record marked failed so
+    /// the user sees it. Returns the mutations that can no longer go because they wait on this one.
+    @discardableResult
+    public func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                arguments: [reason, mutation.sequence])
+            if var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) {
+                record.sync.syncStatus = .failed
+                try EntityTables.save(record, in: db)
+            }
+        }
+        return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)
+    }
+
+    /// Mutations that cannot be sent because a mutation they wait on (directly or through others) failed.
+    public func blockedMutations() throws(StoreError) -> [(mutation: Mutation, blockedBy: [Int64])] {
+        try read { db in
+            let queue = try MutationQueue.all(in: db).filter { $0.status != .done }
+            var blockers: [Int64: Set<Int64>] = [:]
+            for mutation in queue where mutation.status == .failed { blockers[mutation.sequence] = [mutation.sequence] }
+            // Queue order is dependency order (a dependency is always queued first), so one pass suffices.
+            for mutation in queue where mutation.status != .failed {
+                var found: Set<Int64> = []
+                for earlier in queue where earlier.sequence < mutation.sequence {
+                    guard let roots = blockers[earlier.sequence] else { continue }
+                    let sameRecord = earlier.recordID == mutation.recordID
+                    let parentCreate = earlier.operation == .create && mutation.dependsOn.contains(earlier.recordID)
+                    if sameRecord || parentCreate { found.formUnion(roots) }
+                }
+                if !found.isEmpty { blockers[mutation.sequence] = found }
+            }
+            return queue.filter { $0.status != .failed && blockers[$0.sequence] != nil }
+                .map { ($0, blockers[$0.sequence]!.sorted()) }
+        }
+    }
+
+    /// The id the server gave the record, when the server assigns its own.
+    public func serverID(of entity: EntityType, clientID: UUID) throws(StoreError) -> String? {
+        try read { db in
+            try String.fetchOne(
+                db, sql: "SELECT server_id FROM server_id_map WHERE entity = ? AND client_id = ?",
+                arguments: [entity.rawValue, clientID.storageText])
+        }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.write(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+}

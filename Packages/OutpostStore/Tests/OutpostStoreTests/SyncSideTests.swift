@@ -1,0 +1,213 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+/// The store as the sync engine drives it: claiming the queue in dependency order, acknowledging,
+/// failing and retrying, applying pulled pages with the conflict policy, and surfacing conflicts.
+@Suite struct SyncSideTests {
+    let now = Date(timeIntervalSince1970: 1_795_000_000)
+    let server = NodeID(0xFEED)
+
+    func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64, deleted: Bool = false) -> VersionedRecord {
+        var record = model.record
+        record.sync.version = version
+        record.sync.serverID = nil
+        if deleted { record.sync.deletedAt = Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+        return VersionedRecord(record: record, stampedAt: stamp(milliseconds))
+    }
+
+    func stamp(_ milliseconds: Int64) -> HybridTimestamp {
+        HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server)
+    }
+
+    @Test func anEstimateGraphIsClaimedParentsFirst() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let opportunity = try await store.save(Opportunity(name: "Kitchen", customerName: "Zoë"), now: now)
+        let project = try await store.save(Project(opportunityID: opportunity.id, name: "Müller kitchen"), now: now)
+        let scope = try await store.save(Scope(projectID: project.id, name: "Cabinets"), now: now)
+        try await store.save(ScopeItem(scopeID: scope.id, name: "Base 36\"", quantity: 4, unit: "ea", unitPriceCents: 48_900), now: now)
+        try await store.save(Fee(projectID: project.id, name: "Permit", amountCents: 35_000), now: now)
+
+        var rounds: [[EntityType]] = []
+        while true {
+            let batch = try store.claimMutations(limit: 50, now: now)
+            if batch.isEmpty { break }
+            rounds.append(batch.map(\.entity))
+            for mutation in batch { try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: now) }
+        }
+        #expect(rounds == [[.opportunity], [.project], [.scope, .fee], [.scopeItem]])
+        #expect(try store.fetch(Scope.self, id: scope.id)?.sync.syncStatus == .synced)
+        #expect(try store.status().pendingChanges == 0)
+    }
+
+    @Test func aPoisonedMutationBlocksOnlyItsDependents() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = try await store.save(Project(name: "Doomed"), now: now)
+        let scope = try await store.save(Scope(projectID: project.id, name: "Roof"), now: now)
+        let unrelated = try await store.save(Issue(projectID: UUID(), title: "Elsewhere"), now: now)
+
+        let first = try store.claimMutations(limit: 10, now: now)
+        #expect(Set(first.map(\.recordID)) == [project.id, unrelated.id])
+        let poisoned = try #require(first.first { $0.recordID == project.id })
+        let blocked = try store.fail(poisoned, reason: "422 invalid project")
+        #expect(blocked.map(\.recordID) == [scope.id])
+        #expect(try store.blockedMutations().map { $0.blockedBy } == [[poisoned.sequence]])
+        #expect(try store.fetch(Project.self, id: project.id)?.sync.syncStatus == .failed)
+        try store.acknowledge(try #require(first.first { $0.recordID == unrelated.id }), serverVersion: 1, serverID: nil, now: now)
+        #expect(try store.claimMutations(limit: 10, now: now).isEmpty, "the scope waits on its failed parent")
+        #expect(try store.status().failedChanges == 1)
+    }
+
+    @Test func retriesWaitTheirTurnAndInFlightWorkSurvivesACrash() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let mutation = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.scheduleRetry(mutation, reason: "503", retryAt: now.addingTimeInterval(4))
+        #expect(try store.claimMutations(limit: 1, now: now.addingTimeInterval(3.9)).isEmpty)
+        let retried = try #require(try store.claimMutations(limit: 1, now: now.addingTimeInterval(4)).first)
+        #expect(retried.idempotencyKey == mutation.idempotencyKey)
+        #expect(retried.attempts == 1)
+        #expect(retried.lastError == "503")
+
+        // The app dies with the mutation in flight; on the next start it is sent again, same key.
+        let reopened = try LocalStore.open(at: folder.path)
+        #expect(try reopened.claimMutations(limit: 1, now: now.addingTimeInterval(10)).isEmpty)
+        #expect(try reopened.requeueInFlightMutations() == 1)
+        #expect(try reopened.claimMutations(limit: 1, now: now.addingTimeInterval(10)).first?.idempotencyKey == mutation.idempotencyKey)
+    }
+
+    @Test func aServerAssignedIdIsRecorded() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let clockIn = try await store.save(
+            TimeEntry(projectID: UUID(), memberID: UUID(), kind: .clockIn, recordedAt: now), now: now)
+        try await store.save(
+            TimeEntry(projectID: clockIn.projectID, memberID: clockIn.memberID, kind: .clockOut,
+                      recordedAt: now.addingTimeInterval(3600), clockInID: clockIn.id), now: now)
+        let first = try store.claimMutations(limit: 10, now: now)
+        #expect(first.map(\.recordID) == [clockIn.id], "the clock-out waits for its clock-in")
+        try store.acknowledge(first[0], serverVersion: 1, serverID: "4711", now: now)
+        #expect(try store.serverID(of: .timeEntry, clientID: clockIn.id) == "4711")
+        #expect(try store.fetch(TimeEntry.self, id: clockIn.id)?.sync.serverID == "4711")
+        #expect(try store.claimMutations(limit: 10, now: now).first?.fields["clockInID"] == .uuid(clockIn.id))
+    }
+
+    @Test func pulledPagesApplyWithTheirCursorOrNotAtAll() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Remote job")
+        let issues = (0..<3).map { Issue(projectID: project.id, title: "Remote \($0)") }
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [remote(project, version: 1, at: 1_000)] + issues.map { remote($0, version: 1, at: 1_001) },
+            cursor: "c-4"))
+        #expect(report.applied == 4)
+        #expect(report.orphaned == 0)
+        #expect(try store.pullCursor() == "c-4")
+        #expect(try store.fetch(Issue.self, id: issues[0].id)?.sync.syncStatus == .synced)
+
+        // The next page fails half-way (a disk error, say): neither its records nor its cursor land.
+        try await folder.queue.write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER fail_fee BEFORE INSERT ON fees BEGIN SELECT RAISE(ABORT, 'injected'); END
+                """)
+        }
+        let late = Issue(projectID: project.id, title: "Late")
+        await #expect(throws: StoreError.self) {
+            try await store.applyPulledPage(PulledPage(
+                changes: [remote(late, version: 1, at: 2_000), remote(Fee(projectID: project.id, name: "Permit", amountCents: 1), version: 1, at: 2_001)],
+                cursor: "c-6"))
+        }
+        #expect(try store.pullCursor() == "c-4")
+        #expect(try store.fetch(Issue.self, id: late.id) == nil)
+    }
+
+    @Test func aLocalChangeMeetsTheServersByFieldAndTheLoserIsSurfaced() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let log = DailyLog(projectID: UUID(), authorID: UUID(), day: "2026-11-22", notes: "Rain", weather: "Wet")
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(log, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+
+        // Offline, this device edits notes and weather (its clock reads 2,000,000 ms).
+        var mine = try #require(try store.fetch(DailyLog.self, id: log.id))
+        mine.notes = "Rain until noon"
+        mine.weather = "Clearing"
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2_000))
+        // Meanwhile the office changed notes later, and hours.
+        var theirs = log
+        theirs.notes = "Rain all day, site closed at 3"
+        theirs.hours = 12
+        var office = remote(theirs, version: 2, at: 1_000)
+        office = try VersionedRecord(
+            record: office.record,
+            clocks: office.clocks.merging(["notes": stamp(3_000_000), "hours": stamp(3_000_000)]) { _, new in new })
+        let report = try await store.applyPulledPage(
+            PulledPage(changes: [office], cursor: "c-2"), now: Date(timeIntervalSince1970: 3_001))
+        #expect(report.merged == 1)
+
+        let merged = try #require(try store.fetch(DailyLog.self, id: log.id))
+        #expect(merged.notes == "Rain all day, site closed at 3", "the newer write wins the field")
+        #expect(merged.weather == "Clearing", "a field changed on one side only never conflicts")
+        #expect(merged.hours == 12)
+        #expect(merged.sync.version == 2)
+        #expect(merged.sync.syncStatus == .pending, "this device's weather still has to reach the server")
+
+        let conflicts = try store.openConflicts()
+        #expect(conflicts.count == 1)
+        #expect(conflicts.first?.field == "notes")
+        #expect(conflicts.first?.localValue == .text("Rain until noon"))
+        #expect(conflicts.first?.remoteValue == .text("Rain all day, site closed at 3"))
+        #expect(try store.status().openConflicts == 1)
+
+        // The user overrides: their notes come back as a new change with a fresh clock.
+        try await store.resolveConflict(try #require(conflicts.first?.id), choice: .override, now: Date(timeIntervalSince1970: 3_100))
+        #expect(try store.fetch(DailyLog.self, id: log.id)?.notes == "Rain until noon")
+        #expect(try store.openConflicts().isEmpty)
+        #expect(try store.mutations(status: .pending).last?.fields["notes"] == .text("Rain until noon"))
+    }
+
+    @Test func aDiscardedConflictKeepsTheWinner() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+        var mine = issue
+        mine.status = .inProgress
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        var theirs = issue
+        theirs.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        let conflict = try #require(try store.openConflicts().first)
+        try await store.resolveConflict(conflict.id, choice: .discard)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved)
+        #expect(try store.openConflicts().isEmpty)
+        await #expect(throws: StoreError.self) { try await store.resolveConflict(conflict.id, choice: .discard) }
+    }
+
+    @Test func childrenOfARemotelyDeletedParentAreKeptAndFlaggedOrphaned() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Cancelled job")
+        try await store.applyPulledPage(PulledPage(changes: [remote(project, version: 1, at: 1_000)], cursor: "c-1"))
+        let issue = try await store.save(Issue(projectID: project.id, title: "Raised offline"), now: now)
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [remote(project, version: 2, at: 9_000, deleted: true)], cursor: "c-2"))
+        #expect(report.orphaned == 1)
+        let kept = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(kept.isOrphaned)
+        #expect(!kept.sync.isDeleted)
+
+        let stray = Comment(issueID: UUID(), authorID: UUID(), body: "Parent never seen")
+        let strayReport = try await store.applyPulledPage(PulledPage(changes: [remote(stray, version: 1, at: 9_500)], cursor: "c-3"))
+        #expect(strayReport.orphaned == 1)
+        #expect(try store.fetch(Comment.self, id: stray.id)?.sync.isOrphaned == true)
+    }
+}
