@@ -21,10 +21,27 @@ public struct EntityDescription: Sendable {
     /// The conflict strategy used unless the app chooses another.
     public let defaultPolicy: ConflictPolicyName
     let rules: [Rule]
+    /// `fields` by name: conversions and validation look fields up once per value.
+    private let fieldsByName: [String: FieldDescription]
+
+    init(
+        type: EntityType, table: String, modelType: any Syncable.Type, fields: [FieldDescription],
+        parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, rules: [Rule]
+    ) {
+        self.type = type
+        self.table = table
+        self.modelType = modelType
+        self.fields = fields
+        self.parents = parents
+        self.syncClass = syncClass
+        self.defaultPolicy = defaultPolicy
+        self.rules = rules
+        self.fieldsByName = Dictionary(uniqueKeysWithValues: fields.map { ($0.name, $0) })
+    }
 
     /// The field called `name`, if the entity has one.
     public func field(named name: String) -> FieldDescription? {
-        fields.first { $0.name == name }
+        fieldsByName[name]
     }
 
     /// The parent entity types, each once, in declaration order.

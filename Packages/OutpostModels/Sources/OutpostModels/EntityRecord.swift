@@ -44,8 +44,10 @@ public struct EntityRecord: Sendable, Hashable, Codable {
     func shapeErrors() -> [ModelError] {
         let description = entity.description
         var errors: [ModelError] = []
-        for name in fields.keys.sorted() where description.field(named: name) == nil {
-            errors.append(error(.unknownField, name, "is not a field of \(entity.rawValue)"))
+        if fields.keys.contains(where: { description.field(named: $0) == nil }) {
+            for name in fields.keys.sorted() where description.field(named: name) == nil {
+                errors.append(error(.unknownField, name, "is not a field of \(entity.rawValue)"))
+            }
         }
         for field in description.fields {
             let value = self[field.name]
