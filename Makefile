@@ -1,8 +1,9 @@
 # Outpost workspace. On a fresh machine `make demo` and `make test` are all a newcomer needs:
-# both run `setup` first, which installs the system libraries that are missing.
+# both run `setup` first, which installs the system libraries that are missing (and python3,
+# which the HTTP transport tests use as a scripted local server, when the machine has none).
 
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev libxml2-dev
+APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev
 # The peers `make bench` measures against (the sqlite3 CLI, xmllint).
 BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PACKAGES := $(notdir $(wildcard Packages/*))
@@ -14,6 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup:
 	@command -v $(SWIFT) >/dev/null || { echo "error: '$(SWIFT)' not found; install Swift 6.2 or later" >&2; exit 1; }
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(APT_PACKAGES)"
+	@command -v python3 >/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES_WANTED=python3
 
 # apt-install: install PACKAGES_WANTED with apt-get, only those dpkg does not know yet
 apt-install:

@@ -15,6 +15,7 @@ let package = Package(
         .package(path: "Packages/OutpostMigrator"),
         .package(path: "Packages/OutpostConflicts"),
         .package(path: "Packages/OutpostStore"),
+        .package(path: "Packages/OutpostSync"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
@@ -62,6 +63,15 @@ let package = Package(
             name: "OutpostStoreTests",
             dependencies: [.product(name: "OutpostStore", package: "OutpostStore")],
             path: "Packages/OutpostStore/Tests/OutpostStoreTests"
+        ),
+        .testTarget(
+            name: "OutpostSyncTests",
+            dependencies: [
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+            ],
+            path: "Packages/OutpostSync/Tests/OutpostSyncTests"
         ),
         // Cross-package and end-to-end tests.
         .testTarget(

@@ -1,0 +1,68 @@
+import COutpostZlib
+import Foundation
+
+/// gzip (RFC 1952) on the system's zlib, for request bodies over the compression threshold and
+/// for responses a platform's URL loading left compressed.
+enum Gzip {
+    /// Whether `data` starts with the gzip magic bytes; JSON never does.
+    static func isCompressed(_ data: Data) -> Bool {
+        data.count >= 2 && data[data.startIndex] == 0x1f && data[data.startIndex + 1] == 0x8b
+    }
+
+    /// `data` as a gzip member.
+    static func compress(_ data: Data) -> Data {
+        var stream = z_stream()
+        // windowBits 15 + 16 asks zlib for a gzip header and trailer instead of zlib's own.
+        let started = deflateInit2_(
+            &stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, zlibVersion(),
+            Int32(MemoryLayout<z_stream>.size))
+        precondition(started == Z_OK, "zlib deflateInit2 failed: \(started)")
+        defer { deflateEnd(&stream) }
+        var output = Data(count: Int(deflateBound(&stream, uLong(data.count))))
+        let written = data.withUnsafeBytes { (input: UnsafeRawBufferPointer) -> Int in
+            output.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Int in
+                stream.next_in = UnsafeMutablePointer(mutating: input.bindMemory(to: Bytef.self).baseAddress)
+                stream.avail_in = uInt(input.count)
+                stream.next_out = buffer.bindMemory(to: Bytef.self).baseAddress
+                stream.avail_out = uInt(buffer.count)
+                let status = deflate(&stream, Z_FINISH)
+                // deflateBound guarantees room for the whole output in one call.
+                precondition(status == Z_STREAM_END, "zlib deflate failed: \(status)")
+                return Int(stream.total_out)
+            }
+        }
+        output.count = written
+        return output
+    }
+
+    /// The bytes of a gzip (or zlib) stream; nil when `data` is not one or is truncated.
+    static func decompress(_ data: Data) -> Data? {
+        var stream = z_stream()
+        // windowBits 15 + 32 detects gzip or zlib headers automatically.
+        guard inflateInit2_(&stream, 15 + 32, zlibVersion(), Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            return nil
+        }
+        defer { inflateEnd(&stream) }
+        var output = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let finished = data.withUnsafeBytes { (input: UnsafeRawBufferPointer) -> Bool in
+            guard let base = input.bindMemory(to: Bytef.self).baseAddress else { return false }
+            stream.next_in = UnsafeMutablePointer(mutating: base)
+            stream.avail_in = uInt(input.count)
+            while true {
+                let status = buffer.withUnsafeMutableBufferPointer { chunk -> Int32 in
+                    stream.next_out = chunk.baseAddress
+                    stream.avail_out = uInt(chunk.count)
+                    return inflate(&stream, Z_NO_FLUSH)
+                }
+                output.append(contentsOf: buffer[0..<(buffer.count - Int(stream.avail_out))])
+                switch status {
+                case Z_STREAM_END: return true
+                case Z_OK where stream.avail_in > 0 || stream.avail_out == 0: continue
+                default: return false
+                }
+            }
+        }
+        return finished ? output : nil
+    }
+}

@@ -1,0 +1,285 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The transport apps use: the protocol of `schemas/sync-api.yaml` over HTTP with `URLSession`.
+/// An actor, so the token can be renewed and the traffic counted while requests are in flight.
+public actor HTTPTransport: SyncTransport {
+    /// Where the server is and how long to wait for it.
+    public struct Configuration: Sendable {
+        /// The server's sync root; routes such as `push` are resolved against it.
+        public var baseURL: URL
+        /// The client's local schema version, sent on every request.
+        public var schemaVersion: Int
+        /// How long a structured request (health, push, pull) may take.
+        public var requestTimeout: Duration
+        /// How long a media chunk or a bundle download may take.
+        public var transferTimeout: Duration
+        /// Whether bodies over 10 KB are sent gzip-compressed (turned off for good by a server's 415).
+        public var compressesRequests: Bool
+
+        /// Creates a configuration.
+        public init(
+            baseURL: URL, schemaVersion: Int, requestTimeout: Duration = .seconds(30),
+            transferTimeout: Duration = .seconds(300), compressesRequests: Bool = true
+        ) {
+            self.baseURL = baseURL
+            self.schemaVersion = schemaVersion
+            self.requestTimeout = requestTimeout
+            self.transferTimeout = transferTimeout
+            self.compressesRequests = compressesRequests
+        }
+    }
+
+    /// The configuration in use.
+    public let configuration: Configuration
+    /// Two sessions, because URL loading on Linux applies the session's timeout rather than the request's.
+    private let session: URLSession
+    private let transferSession: URLSession
+    private var token: String?
+    private var counts = TransferCounts()
+    /// Cleared when a server answers a compressed body with 415, so it is asked only once.
+    private var compressesRequests: Bool
+
+    /// Creates a transport; `token` is sent as `Authorization: Bearer`.
+    public init(configuration: Configuration, token: String?) {
+        self.configuration = configuration
+        self.token = token
+        self.compressesRequests = configuration.compressesRequests
+        session = Self.makeSession(timeout: configuration.requestTimeout)
+        transferSession = Self.makeSession(timeout: configuration.transferTimeout)
+    }
+
+    deinit {
+        session.invalidateAndCancel()
+        transferSession.invalidateAndCancel()
+    }
+
+    private static func makeSession(timeout: Duration) -> URLSession {
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.timeoutIntervalForRequest = timeoutInterval(timeout)
+        return URLSession(configuration: sessionConfiguration)
+    }
+
+    /// Replaces the bearer token (after a 401, say); counters and learned server traits are kept.
+    public func renewToken(_ token: String?) {
+        self.token = token
+    }
+
+    /// Traffic so far (body bytes as on the wire).
+    public var transferred: TransferCounts { counts }
+
+    public func health() async throws(TransportError) -> HealthResponse {
+        try await exchange("GET", "health", body: nil as PushRequest?)
+    }
+
+    public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        try await exchange("POST", "push", body: request)
+    }
+
+    public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        try await exchange("POST", "pull", body: request)
+    }
+
+    public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await exchange("GET", Self.mediaPath(attachmentID), body: nil as PushRequest?)
+    }
+
+    public func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        let name = "PUT /\(Self.mediaPath(chunk.attachmentID))"
+        var request = makeRequest("PUT", Self.mediaPath(chunk.attachmentID), timeout: configuration.transferTimeout)
+        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+        request.setValue(chunk.contentRange, forHTTPHeaderField: "Content-Range")
+        request.setValue(chunk.sha256, forHTTPHeaderField: SyncProtocol.mediaDigestHeader)
+        // Media is already compressed (JPEG, AAC): sent as is.
+        let (data, response) = try await send(request, body: chunk.data, name: name, session: transferSession)
+        return try decode(data, response, name: name)
+    }
+
+    public func downloadBundle(project: UUID, format: BundleFormat, to destination: URL)
+        async throws(TransportError) -> Int64
+    {
+        let path = "projects/\(project.uuidString.lowercased())/bundle"
+        let name = "GET /\(path)?format=\(format.rawValue)"
+        let request = makeRequest(
+            "GET", path, query: [URLQueryItem(name: "format", value: format.rawValue)],
+            timeout: configuration.transferTimeout)
+        let downloaded: URL
+        let response: URLResponse
+        do {
+            (downloaded, response) = try await transferSession.download(for: request)
+        } catch {
+            counts.requests += 1
+            throw Self.classify(error, name: name)
+        }
+        counts.requests += 1
+        defer { try? FileManager.default.removeItem(at: downloaded) }
+        let size = (try? FileManager.default.attributesOfItem(atPath: downloaded.path)[.size] as? Int64) ?? 0
+        counts.bytesReceived += size
+        guard let http = response as? HTTPURLResponse else {
+            throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
+        }
+        guard (200..<300).contains(http.statusCode) else {
+            throw Self.failure(name: name, response: http, body: (try? Data(contentsOf: downloaded)) ?? Data())
+        }
+        do {
+            try? FileManager.default.removeItem(at: destination)
+            try FileManager.default.moveItem(at: downloaded, to: destination)
+        } catch {
+            throw TransportError(
+                .invalidResponse, request: name, status: http.statusCode,
+                message: "could not move the bundle to \(destination.path): \(error)")
+        }
+        return size
+    }
+
+    // MARK: - Plumbing
+
+    static func mediaPath(_ attachmentID: UUID) -> String {
+        "media/\(attachmentID.uuidString.lowercased())/upload"
+    }
+
+    /// Sends `body` as JSON (if any) and decodes the answer as `Response`.
+    private func exchange<Body: Encodable, Response: Decodable>(
+        _ method: String, _ path: String, body: Body?
+    ) async throws(TransportError) -> Response {
+        let name = "\(method) /\(path)"
+        var request = makeRequest(method, path, timeout: configuration.requestTimeout)
+        var payload: Data?
+        if let body {
+            do {
+                payload = try WireCoding.encoder().encode(body)
+            } catch {
+                throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
+            }
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await sendCompressing(request, body: payload, name: name)
+        return try decode(data, response, name: name)
+    }
+
+    /// Sends the request, gzip-compressing a large body unless the server has refused that before;
+    /// a 415 to a compressed body switches compression off and sends the body once more, plain.
+    private func sendCompressing(_ request: URLRequest, body: Data?, name: String)
+        async throws(TransportError) -> (Data, HTTPURLResponse)
+    {
+        guard let body, compressesRequests, body.count > SyncProtocol.compressionThreshold else {
+            return try await send(request, body: body, name: name)
+        }
+        var compressed = request
+        compressed.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
+        let (data, response) = try await send(compressed, body: Gzip.compress(body), name: name)
+        guard response.statusCode == 415 else { return (data, response) }
+        compressesRequests = false
+        return try await send(request, body: body, name: name)
+    }
+
+    private func send(_ request: URLRequest, body: Data?, name: String, session: URLSession? = nil)
+        async throws(TransportError) -> (Data, HTTPURLResponse)
+    {
+        let session = session ?? self.session
+        let data: Data
+        let response: URLResponse
+        counts.requests += 1
+        do {
+            if let body {
+                counts.bytesSent += Int64(body.count)
+                (data, response) = try await session.upload(for: request, from: body)
+            } else {
+                (data, response) = try await session.data(for: request)
+            }
+        } catch {
+            throw Self.classify(error, name: name)
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
+        }
+        // Count the body as it crossed the wire: its Content-Length when URL loading decompressed it.
+        let wireLength = http.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+        counts.bytesReceived += wireLength ?? Int64(data.count)
+        // URL loading decodes gzip on its own on Apple platforms and Linux; this catches one that did not.
+        if http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() == "gzip", Gzip.isCompressed(data) {
+            guard let plain = Gzip.decompress(data) else {
+                throw TransportError(
+                    .invalidResponse, request: name, status: http.statusCode, message: "corrupt gzip body")
+            }
+            return (plain, http)
+        }
+        return (data, http)
+    }
+
+    private func decode<Response: Decodable>(_ data: Data, _ response: HTTPURLResponse, name: String)
+        throws(TransportError) -> Response
+    {
+        guard (200..<300).contains(response.statusCode) else {
+            throw Self.failure(name: name, response: response, body: data)
+        }
+        do {
+            return try WireCoding.decoder().decode(Response.self, from: data)
+        } catch {
+            throw TransportError(
+                .invalidResponse, request: name, status: response.statusCode,
+                message: "the answer is not a valid \(Response.self): \(error)")
+        }
+    }
+
+    private func makeRequest(_ method: String, _ path: String, query: [URLQueryItem] = [], timeout: Duration)
+        -> URLRequest
+    {
+        var url = configuration.baseURL.appendingPathComponent(path)
+        if !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            components.queryItems = query
+            url = components.url ?? url
+        }
+        var request = URLRequest(url: url)
+        request.timeoutInterval = Self.timeoutInterval(timeout)
+        request.httpMethod = method
+        request.setValue(String(SyncProtocol.version), forHTTPHeaderField: SyncProtocol.protocolVersionHeader)
+        request.setValue(String(configuration.schemaVersion), forHTTPHeaderField: SyncProtocol.schemaVersionHeader)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        return request
+    }
+
+    /// `timeout` as URL loading takes it. On Linux it only honours whole seconds (and ignores zero),
+    /// so round up there rather than lose the timeout.
+    static func timeoutInterval(_ timeout: Duration) -> TimeInterval {
+        #if canImport(FoundationNetworking)
+        return max(1, timeout.seconds.rounded(.up))
+        #else
+        return timeout.seconds
+        #endif
+    }
+
+    /// An error response as a `TransportError`, reading the error body and `Retry-After` (delta-seconds).
+    static func failure(name: String, response: HTTPURLResponse, body: Data) -> TransportError {
+        let errorBody = try? WireCoding.decoder().decode(ErrorBody.self, from: body)
+        let retryAfter = response.value(forHTTPHeaderField: "Retry-After")
+            .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            .map { Duration.seconds(max(0, $0)) }
+        return TransportError(request: name, status: response.statusCode, body: errorBody, retryAfter: retryAfter)
+    }
+
+    /// A URL loading failure as a `TransportError`.
+    static func classify(_ error: any Error, name: String) -> TransportError {
+        guard let urlError = error as? URLError else {
+            if error is CancellationError {
+                return TransportError(.cancelled, request: name, message: "cancelled")
+            }
+            return TransportError(.noConnection, request: name, message: "\(error)")
+        }
+        let code: TransportError.Code =
+            switch urlError.code {
+            case .timedOut: .timedOut
+            case .cancelled: .cancelled
+            case .badServerResponse, .cannotDecodeContentData, .cannotDecodeRawData, .cannotParseResponse:
+                .invalidResponse
+            default: .noConnection
+            }
+        return TransportError(code, request: name, message: urlError.localizedDescription)
+    }
+}

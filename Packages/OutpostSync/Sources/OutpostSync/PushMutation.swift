@@ -1,0 +1,59 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+
+/// One local write as it travels to the server: the fields it touched with their clocks, so the
+/// server can apply it once (by idempotency key) and detect a stale base version.
+public struct PushMutation: Sendable, Hashable, Codable {
+    /// What the mutation does to its record.
+    public enum Operation: String, Sendable, Hashable, Codable, CaseIterable {
+        case create, update, delete
+    }
+
+    /// Client-generated; the server applies each key at most once and answers a repeat with the original result.
+    public var idempotencyKey: UUID
+    /// The record's entity type.
+    public var entity: EntityType
+    /// What the mutation does.
+    public var operation: Operation
+    /// The record's client id, which never changes even when the server assigns its own.
+    public var recordID: UUID
+    /// The server's id for the record, once known (servers that assign integer ids).
+    public var serverID: String?
+    /// The server version the change was made against; 0 for a record the server has not seen.
+    public var baseVersion: Int64
+    /// The fields written (every field for a create), in `FieldValue`'s one-key JSON form.
+    public var fields: [String: FieldValue]
+    /// The clock of every field in `fields`.
+    public var clocks: [String: HybridTimestamp]
+    /// The delete's clock, for a delete.
+    public var deletion: HybridTimestamp?
+    /// When the device first wrote the record, sent with a create so the server keeps it.
+    public var createdAt: Date?
+
+    /// Creates a mutation; every field in `fields` needs a clock in `clocks`.
+    public init(
+        idempotencyKey: UUID, entity: EntityType, operation: Operation, recordID: UUID, serverID: String? = nil,
+        baseVersion: Int64, fields: [String: FieldValue] = [:], clocks: [String: HybridTimestamp] = [:],
+        deletion: HybridTimestamp? = nil, createdAt: Date? = nil
+    ) {
+        self.idempotencyKey = idempotencyKey
+        self.entity = entity
+        self.operation = operation
+        self.recordID = recordID
+        self.serverID = serverID
+        self.baseVersion = baseVersion
+        self.fields = fields
+        self.clocks = clocks
+        self.deletion = deletion
+        self.createdAt = createdAt
+    }
+
+    /// The mutation that sends `change` (a `VersionedRecord` holding only the fields one write touched).
+    public init(idempotencyKey: UUID, operation: Operation, change: VersionedRecord, baseVersion: Int64) {
+        self.init(
+            idempotencyKey: idempotencyKey, entity: change.record.entity, operation: operation,
+            recordID: change.record.id, serverID: change.record.sync.serverID, baseVersion: baseVersion,
+            fields: change.record.fields, clocks: change.clocks, deletion: change.deletion)
+    }
+}

@@ -1,0 +1,58 @@
+/// The stable error codes of the sync protocol. A string wrapper rather than an enum, so a newer
+/// server's codes still decode and never break a client's `switch`.
+public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The code as sent, such as `unsupported_schema_version`.
+    public let rawValue: String
+
+    /// Wraps a code as received.
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// 400: the `Outpost-Protocol-Version` header is missing or names a version the server does not speak.
+    public static let unsupportedProtocolVersion = Self(rawValue: "unsupported_protocol_version")
+    /// 400: the `Outpost-Schema-Version` header is missing or outside the versions the server accepts.
+    public static let unsupportedSchemaVersion = Self(rawValue: "unsupported_schema_version")
+    /// 401: no bearer token, or an expired or unknown one.
+    public static let unauthorized = Self(rawValue: "unauthorized")
+    /// 403: the caller may not see the project (per mutation: the record's project).
+    public static let forbidden = Self(rawValue: "forbidden")
+    /// 404: no such route, project or media attachment.
+    public static let notFound = Self(rawValue: "not_found")
+    /// 400 (or per mutation): the body or a record breaks the schema or a validation rule.
+    public static let invalidRequest = Self(rawValue: "invalid_request")
+    /// 409: a media chunk does not start at the offset the server has received.
+    public static let rangeMismatch = Self(rawValue: "range_mismatch")
+    /// 413: the body is larger than the server accepts.
+    public static let payloadTooLarge = Self(rawValue: "payload_too_large")
+    /// 413: a push carries more mutations than `maximumBatchSize`.
+    public static let batchTooLarge = Self(rawValue: "batch_too_large")
+    /// 415: the request's `Content-Encoding` is not one the server accepts.
+    public static let unsupportedEncoding = Self(rawValue: "unsupported_encoding")
+    /// 422: a completed media upload does not have the announced SHA-256; the server drops the bytes.
+    public static let checksumMismatch = Self(rawValue: "checksum_mismatch")
+    /// 429: too many requests; `Retry-After` says when to come back.
+    public static let rateLimited = Self(rawValue: "rate_limited")
+    /// 500: the server failed.
+    public static let `internal` = Self(rawValue: "internal")
+    /// 503: the server is up but not serving sync now (maintenance, overload); may carry `Retry-After`.
+    public static let unavailable = Self(rawValue: "unavailable")
+
+    /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
+    public static let all: [ServerErrorCode] = [
+        .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
+        .invalidRequest, .rangeMismatch, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .checksumMismatch, .rateLimited, .internal, .unavailable,
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public var description: String { rawValue }
+}

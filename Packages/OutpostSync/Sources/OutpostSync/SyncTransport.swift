@@ -1,0 +1,27 @@
+import Foundation
+
+/// How the sync engine talks to a server: one call per route of `schemas/sync-api.yaml`. A
+/// protocol so the engine runs against `HTTPTransport` in apps and `InMemoryTransport` in tests.
+public protocol SyncTransport: Sendable {
+    /// Checks the server is up and learns its limits and accepted versions.
+    func health() async throws(TransportError) -> HealthResponse
+
+    /// Sends a batch of mutations; each gets its own result, so only transport failures throw.
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse
+
+    /// Fetches the page of changes after `request.cursor`.
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse
+
+    /// How much of an attachment's file the server holds: where an upload resumes.
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus
+
+    /// Sends one byte range of an attachment's file; the last one completes the upload.
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus
+
+    /// Streams a project's pre-sync bundle into the file at `destination` (replacing it) and returns its size.
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError)
+        -> Int64
+
+    /// Traffic so far; take the difference across a run with `TransferCounts.since(_:)`.
+    var transferred: TransferCounts { get async }
+}

@@ -1,0 +1,29 @@
+import Foundation
+import OutpostModels
+
+/// The JSON coders of the wire: instants as `Timestamp` text, the form records and bundles use.
+enum WireCoding {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Timestamp.string(from: date))
+        }
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = Timestamp.date(from: text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "'\(text)' is not an ISO 8601 UTC timestamp.")
+            }
+            return date
+        }
+        return decoder
+    }
+}

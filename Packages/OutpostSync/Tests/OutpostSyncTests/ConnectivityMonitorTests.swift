@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+@testable import OutpostSync
+
+@Suite struct ConnectivityMonitorTests {
+    @Test func aHealthyServerIsOnlineWithAGoodConnection() async {
+        let monitor = ConnectivityMonitor(transport: InMemoryTransport(assignsServerIDs: true), clock: ManualClock())
+        #expect(await monitor.status == .unknown)
+        #expect(await monitor.checkNow() == .online(.good))
+        #expect(await monitor.lastHealth?.assignsServerIDs == true)
+    }
+
+    @Test func unreachableMeansOfflineButARefusalStillMeansOnline() async {
+        let server = InMemoryTransport()
+        let monitor = ConnectivityMonitor(transport: server, clock: ManualClock())
+        for failure in [InjectedFailure.dropRequest, .dropResponse, .serverError(status: 503)] {
+            await server.inject(failure)
+            #expect(await monitor.checkNow() == .offline, "\(failure)")
+        }
+        await server.inject(.unauthorized)
+        #expect(await monitor.checkNow().isOnline)
+    }
+
+    @Test func periodicChecksFollowTheInjectedClockAndPublishChanges() async throws {
+        let server = InMemoryTransport()
+        let clock = ManualClock()
+        let monitor = ConnectivityMonitor(
+            transport: server, clock: clock, checkInterval: .seconds(30), offlineCheckInterval: .seconds(10))
+        let changes = await monitor.statusChanges()
+        var iterator = changes.makeAsyncIterator()
+        #expect(await iterator.next() == .unknown)
+
+        await monitor.start()
+        #expect(await iterator.next() == .online(.good))
+        #expect(await eventually { clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(29))
+        #expect(clock.sleeperCount == 1)
+        #expect(await server.requests.count == 1)
+
+        await server.inject(.dropRequest, on: .health)
+        clock.advance(by: .seconds(1))
+        #expect(await iterator.next() == .offline)
+        #expect(await eventually { clock.sleeperCount == 1 })
+        #expect(await server.requests.count == 2)
+
+        // Offline, the next check comes after the shorter interval, and the return is published.
+        clock.advance(by: .seconds(10))
+        #expect(await iterator.next() == .online(.good))
+        #expect(await server.requests.count == 3)
+        await monitor.stop()
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test func measuredThroughputLowersTheQualityAndHoldsMediaBack() async {
+        let monitor = ConnectivityMonitor(transport: InMemoryTransport(), clock: ManualClock())
+        await monitor.checkNow()
+        #expect(await monitor.allowsMedia(conditions: SyncConditions()))
+        await monitor.recordTransfer(bytes: 1_000_000, duration: .seconds(10))
+        #expect(await monitor.status == .online(.fair))
+        #expect(await !monitor.allowsMedia(conditions: SyncConditions()))
+        #expect(await monitor.allowsMedia(conditions: SyncConditions(mediaRequested: true)))
+        for _ in 0..<5 { await monitor.recordTransfer(bytes: 4_000_000, duration: .seconds(4)) }
+        #expect(await monitor.status == .online(.good))
+    }
+
+    @Test func qualityThresholds() {
+        func quality(latencies: [Int], transfer: (Int64, Duration)? = nil) -> ConnectionQuality {
+            var estimator = QualityEstimator()
+            for latency in latencies { estimator.record(bytes: 200, duration: .milliseconds(latency)) }
+            if let (bytes, duration) = transfer { estimator.record(bytes: bytes, duration: duration) }
+            return estimator.quality
+        }
+        #expect(quality(latencies: [100, 400, 120]) == .good)
+        #expect(quality(latencies: [100, 3000, 120]) == .good, "one slow request does not flip the median")
+        #expect(quality(latencies: [500, 600, 700]) == .fair)
+        #expect(quality(latencies: [1600, 2000, 100]) == .poor)
+        #expect(quality(latencies: [100], transfer: (3_000_000, .seconds(10))) == .good)
+        #expect(quality(latencies: [100], transfer: (1_000_000, .seconds(10))) == .fair)
+        #expect(quality(latencies: [100], transfer: (100_000, .seconds(10))) == .poor)
+    }
+
+    @Test func mediaNeedsAGoodUnmeteredConnectionUnlessTheUserAsks() {
+        let good = ConnectivityStatus.online(.good)
+        #expect(good.allowsMedia(conditions: SyncConditions()))
+        #expect(!good.allowsMedia(conditions: SyncConditions(isMetered: true)))
+        #expect(!good.allowsMedia(conditions: SyncConditions(isLowBattery: true)))
+        #expect(good.allowsMedia(conditions: SyncConditions(isMetered: true, mediaRequested: true)))
+        #expect(!ConnectivityStatus.online(.fair).allowsMedia(conditions: SyncConditions()))
+        #expect(ConnectivityStatus.online(.poor).allowsMedia(conditions: SyncConditions(mediaRequested: true)))
+        #expect(!ConnectivityStatus.offline.allowsMedia(conditions: SyncConditions(mediaRequested: true)))
+        #expect(!ConnectivityStatus.unknown.allowsMedia(conditions: SyncConditions()))
+    }
+}

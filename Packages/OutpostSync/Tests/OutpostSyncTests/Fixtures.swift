@@ -1,0 +1,116 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+@testable import OutpostSync
+
+/// Sample wire values with every optional property set, and helpers shared by the tests.
+enum Fixtures {
+    static let node = NodeID(0xa1)
+    static let projectID = UUID(uuidString: "6F1D2A80-0000-4000-8000-000000000001")!
+
+    static func clock(_ milliseconds: Int64, counter: UInt16 = 0) -> HybridTimestamp {
+        HybridTimestamp(physicalMilliseconds: milliseconds, counter: counter, node: node)
+    }
+
+    /// A create of an issue, with a field of each common kind.
+    static func createIssue(id: UUID = UUID(), key: UUID = UUID(), title: String = "Cracked sill") -> PushMutation {
+        let fields: [String: FieldValue] = [
+            "projectID": .uuid(projectID), "title": .text(title), "status": .text("open"),
+            "priority": .text("high"), "latitude": .real(45.5), "assigneeID": .null,
+        ]
+        return PushMutation(
+            idempotencyKey: key, entity: .issue, operation: .create, recordID: id, baseVersion: 0, fields: fields,
+            clocks: fields.mapValues { _ in clock(1_770_000_000_000) })
+    }
+
+    static let serverRecord = ServerRecord(
+        sequence: 42, entity: .issue, recordID: UUID(), serverID: "17", version: 3,
+        fields: ["title": .text("Leak"), "projectID": .uuid(projectID)],
+        clocks: ["title": clock(1_770_000_000_000), "projectID": clock(1_770_000_000_000)],
+        deletion: clock(1_770_000_000_500, counter: 2),
+        createdAt: Date(timeIntervalSince1970: 1_770_000_000), updatedAt: Date(timeIntervalSince1970: 1_770_000_000.5))
+
+    static let errorBody = ErrorBody(code: .invalidRequest, message: "'title' must not be empty")
+
+    static let fullMutation = PushMutation(
+        idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), serverID: "17", baseVersion: 3,
+        fields: ["title": .text("x")], clocks: ["title": clock(1)], deletion: clock(2),
+        createdAt: Date(timeIntervalSince1970: 1_770_000_000))
+
+    static let fieldValues: [FieldValue] = [
+        .bool(true), .integer(3), .real(1.5), .text("a"), .date(Date(timeIntervalSince1970: 1)), .uuid(UUID()),
+        .blob(Data([1, 2])),
+    ]
+
+    static let outcomes: [MutationOutcome] = [
+        .applied(version: 1, serverID: "8"), .conflict(serverRecord: serverRecord), .rejected(reason: errorBody),
+    ]
+
+    /// Every wire type by its schema name in `schemas/sync-api.yaml`, with samples that together use every property.
+    static let samplesBySchema: [String: [any Encodable & Sendable]] = [
+        "HealthResponse": [
+            HealthResponse(
+                minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 1_770_000_000))
+        ],
+        "PushRequest": [PushRequest(mutations: [fullMutation])],
+        "PushMutation": [fullMutation, createIssue()],
+        "PushResponse": [PushResponse(results: [])],
+        "MutationResult": (outcomes + [.duplicate(original: outcomes[0])]).map {
+            MutationResult(idempotencyKey: UUID(), outcome: $0)
+        },
+        "MutationOutcome": outcomes,
+        "PullRequest": [PullRequest(cursor: "12", limit: 100, projects: [projectID]), PullRequest(cursor: nil, limit: 5)],
+        "PullResponse": [PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true)],
+        "ServerRecord": [serverRecord],
+        "MediaUploadStatus": [MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false)],
+        "ErrorBody": [errorBody],
+        "FieldValue": fieldValues,
+    ]
+
+    /// The top-level keys of `value`'s JSON encoding.
+    static func jsonKeys(of value: any Encodable) throws -> Set<String> {
+        let data = try WireCoding.encoder().encode(value)
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return [] }
+        return Set(object.keys)
+    }
+
+    /// `schemas/sync-api.yaml`, found by walking up from this file to the workspace root.
+    static func syncAPISource(from file: String = #filePath) throws -> String {
+        var directory = URL(fileURLWithPath: file).deletingLastPathComponent()
+        while directory.path != "/" {
+            let candidate = directory.appendingPathComponent("schemas/sync-api.yaml")
+            if FileManager.default.fileExists(atPath: candidate.path) {
+                return try String(contentsOf: candidate, encoding: .utf8)
+            }
+            directory.deleteLastPathComponent()
+        }
+        throw CocoaError(.fileNoSuchFile)
+    }
+}
+
+/// A random source that always returns the same value: 0 gives the shortest jittered delay, `.max` the longest.
+struct FixedGenerator: RandomNumberGenerator {
+    var value: UInt64
+    mutating func next() -> UInt64 { value }
+}
+
+/// SplitMix64, seeded, so a failing jitter case can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+/// Waits, yielding and then napping a millisecond at a time (two seconds at most), until `condition` holds.
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    for attempt in 0..<2_200 {
+        if await condition() { return true }
+        if attempt < 200 { await Task.yield() } else { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+    return false
+}

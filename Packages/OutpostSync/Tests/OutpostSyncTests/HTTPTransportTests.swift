@@ -1,0 +1,153 @@
+import Foundation
+import OutpostModels
+import Testing
+@testable import OutpostSync
+
+/// HTTPTransport against a scripted server on 127.0.0.1.
+@Suite struct HTTPTransportTests {
+    private static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
+    }
+
+    private func transport(_ server: LocalHTTPServer, timeout: Duration = .seconds(5)) -> HTTPTransport {
+        HTTPTransport(
+            configuration: .init(baseURL: server.baseURL, schemaVersion: 5, requestTimeout: timeout), token: "t1")
+    }
+
+    @Test func everyRequestCarriesTheVersionsAndTheToken() async throws {
+        let health = HealthResponse(minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 0))
+        let server = try LocalHTTPServer(routes: ["GET /v1/health": .init(body: try Self.json(health))])
+        defer { server.stop() }
+        #expect(try await transport(server).health() == health)
+        let request = try #require(try await server.requests().first)
+        #expect(request.method == "GET" && request.path == "/v1/health")
+        #expect(request.header("Outpost-Protocol-Version") == "1")
+        #expect(request.header("Outpost-Schema-Version") == "5")
+        #expect(request.header("Authorization") == "Bearer t1")
+        #expect(request.header("Accept-Encoding")?.contains("gzip") == true)
+    }
+
+    @Test func largeBodiesTravelCompressedBothWaysAndAreCountedAsSent() async throws {
+        let small = PushRequest(mutations: [Fixtures.createIssue()])
+        let large = PushRequest(mutations: (0..<150).map { _ in Fixtures.createIssue() })
+        let results = PushResponse(results: large.mutations.map {
+            MutationResult(idempotencyKey: $0.idempotencyKey, outcome: .applied(version: 1, serverID: "12345"))
+        })
+        let body = try Self.json(results)
+        #expect(body.utf8.count > SyncProtocol.compressionThreshold)
+        let server = try LocalHTTPServer(routes: ["POST /v1/push": .init(body: body, gzip: true)])
+        defer { server.stop() }
+        let client = transport(server)
+        #expect(try await client.push(large) == results)
+        _ = try await client.push(small)
+        let requests = try await server.requests()
+        #expect(requests.map { $0.header("Content-Encoding") } == ["gzip", nil])
+        let received = try WireCoding.decoder().decode(PushRequest.self, from: Data(requests[0].body.utf8))
+        #expect(received == large)
+        #expect(requests[0].wireLength < requests[0].body.utf8.count / 2)
+        let counts = await client.transferred
+        #expect(counts.requests == 2)
+        #expect(counts.bytesSent == Int64(requests[0].wireLength + requests[1].wireLength))
+        #expect(counts.bytesReceived > 0 && counts.bytesReceived < Int64(body.utf8.count) / 2, "counted as compressed")
+    }
+
+    @Test func aServerThatRefusesGzipGetsPlainBodiesFromThenOn() async throws {
+        let server = try LocalHTTPServer(
+            routes: ["POST /v1/push": .init(body: try Self.json(PushResponse(results: [])))], refuseGzip: true)
+        defer { server.stop() }
+        let client = transport(server)
+        let large = PushRequest(mutations: (0..<60).map { _ in Fixtures.createIssue() })
+        _ = try await client.push(large)
+        _ = try await client.push(large)
+        let encodings = try await server.requests().map { $0.header("Content-Encoding") }
+        #expect(encodings == ["gzip", nil, nil])
+    }
+
+    @Test func errorResponsesAreClassifiedWithTheServersCodeAndMessage() async throws {
+        func error(_ status: Int, _ code: String, headers: [String: String] = [:]) -> LocalHTTPServer.Response {
+            .init(status: status, body: #"{"code":"\#(code)","message":"m \#(code)"}"#, headers: headers)
+        }
+        let server = try LocalHTTPServer(routes: [
+            "GET /v1/health": error(503, "unavailable", headers: ["Retry-After": "7"]),
+            "POST /v1/push": error(400, "unsupported_schema_version"),
+            "POST /v1/pull": error(401, "unauthorized"),
+            "GET /v1/media/\(Fixtures.projectID.uuidString.lowercased())/upload": error(403, "forbidden"),
+            "PUT /v1/media/\(Fixtures.projectID.uuidString.lowercased())/upload": error(422, "checksum_mismatch"),
+        ])
+        defer { server.stop() }
+        let client = transport(server)
+        var errors: [TransportError] = []
+        do { _ = try await client.health() } catch { errors.append(error) }
+        do { _ = try await client.push(PushRequest(mutations: [])) } catch { errors.append(error) }
+        do { _ = try await client.pull(PullRequest(cursor: nil, limit: 1)) } catch { errors.append(error) }
+        do { _ = try await client.mediaUploadStatus(for: Fixtures.projectID) } catch { errors.append(error) }
+        let chunk = MediaChunk(attachmentID: Fixtures.projectID, offset: 0, totalBytes: 3, sha256: "ab", data: Data([1, 2, 3]))
+        do { _ = try await client.uploadMedia(chunk) } catch { errors.append(error) }
+        #expect(errors.map(\.code) == [.serverFailure, .unsupportedVersion, .unauthorized, .forbidden, .rejected])
+        #expect(errors.map(\.status) == [503, 400, 401, 403, 422])
+        #expect(errors.map(\.serverCode) == [.unavailable, .unsupportedSchemaVersion, .unauthorized, .forbidden, .checksumMismatch])
+        #expect(errors[0].retryAfter == .seconds(7) && errors[4].message == "m checksum_mismatch")
+        #expect(errors[1].request == "POST /push")
+    }
+
+    @Test func aRenewedTokenIsUsedAndTheCountsAreKept() async throws {
+        let server = try LocalHTTPServer(routes: ["POST /v1/pull": .init(body: try Self.json(
+            PullResponse(changes: [Fixtures.serverRecord], nextCursor: "42", hasMore: false)))])
+        defer { server.stop() }
+        let client = transport(server)
+        let page = try await client.pull(PullRequest(cursor: "7", limit: 50))
+        #expect(page.changes == [Fixtures.serverRecord])
+        await client.renewToken("t2")
+        _ = try await client.pull(PullRequest(cursor: "42", limit: 50))
+        let requests = try await server.requests()
+        #expect(requests.map { $0.header("Authorization") } == ["Bearer t1", "Bearer t2"])
+        #expect(requests[1].body.contains(#""cursor":"42""#))
+        #expect(await client.transferred.requests == 2)
+    }
+
+    @Test func mediaChunksCarryTheirRangeAndDigest() async throws {
+        let id = UUID()
+        let path = "/v1/media/\(id.uuidString.lowercased())/upload"
+        let status = MediaUploadStatus(attachmentID: id, receivedBytes: 4, totalBytes: 10, complete: false)
+        let server = try LocalHTTPServer(routes: [
+            "GET \(path)": .init(body: try Self.json(status)), "PUT \(path)": .init(body: try Self.json(status)),
+        ])
+        defer { server.stop() }
+        let client = transport(server)
+        #expect(try await client.mediaUploadStatus(for: id) == status)
+        let digest = String(repeating: "a", count: 64)
+        let chunk = MediaChunk(attachmentID: id, offset: 4, totalBytes: 10, sha256: digest, data: Data([0, 1, 0xff]))
+        #expect(try await client.uploadMedia(chunk) == status)
+        let put = try #require(try await server.requests().last)
+        #expect(put.method == "PUT" && put.header("Content-Range") == "bytes 4-6/10")
+        #expect(put.header(SyncProtocol.mediaDigestHeader) == digest)
+        #expect(put.header("Content-Type") == "application/octet-stream" && put.wireLength == 3)
+    }
+
+    @Test func bundlesStreamToAFile() async throws {
+        let body = String(repeating: "<issue id=\"1\"/>\n", count: 10_000)
+        let path = "/v1/projects/\(Fixtures.projectID.uuidString.lowercased())/bundle"
+        let server = try LocalHTTPServer(routes: ["GET \(path)": .init(body: body, headers: ["Content-Type": "application/xml"])])
+        defer { server.stop() }
+        let destination = URL(fileURLWithPath: "/tmp/sync-bundle-\(UUID().uuidString).xml")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let size = try await transport(server).downloadBundle(project: Fixtures.projectID, format: .xml, to: destination)
+        #expect(size == Int64(body.utf8.count))
+        #expect(try String(contentsOf: destination, encoding: .utf8) == body)
+        #expect(try await server.requests().first?.path == path + "?format=xml")
+    }
+
+    @Test func unreadableAnswersSilenceAndNoServerAreTransient() async throws {
+        let server = try LocalHTTPServer(routes: [
+            "GET /v1/health": .init(body: "<html>captive portal</html>", headers: ["Content-Type": "text/html"]),
+            "POST /v1/pull": .init(body: "{}", delaySeconds: 3),
+        ])
+        let client = transport(server, timeout: .seconds(1))
+        var codes: [TransportError.Code] = []
+        do { _ = try await client.health() } catch { codes.append(error.code) }
+        do { _ = try await client.pull(PullRequest(cursor: nil, limit: 1)) } catch { codes.append(error.code) }
+        server.stop()
+        do { _ = try await client.health() } catch { codes.append(error.code) }
+        #expect(codes == [.invalidResponse, .timedOut, .noConnection])
+    }
+}

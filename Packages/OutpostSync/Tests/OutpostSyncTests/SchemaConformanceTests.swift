@@ -1,0 +1,71 @@
+import Foundation
+import OutpostModels
+import Testing
+@testable import OutpostSync
+
+/// `schemas/sync-api.yaml` and the Swift wire types must describe the same protocol.
+@Suite struct SchemaConformanceTests {
+    let document: YAMLNode
+    let schemas: YAMLNode
+
+    init() throws {
+        document = try YAMLReader.parse(try Fixtures.syncAPISource())
+        schemas = try #require(document["components"]?["schemas"])
+    }
+
+    @Test func everySchemaWithPropertiesHasSwiftSamples() {
+        let described = Set(schemas.keys.filter { schemas[$0]?["properties"] != nil })
+        #expect(described == Set(Fixtures.samplesBySchema.keys))
+    }
+
+    @Test(arguments: Fixtures.samplesBySchema.keys.sorted())
+    func propertyNamesMatchTheSwiftEncoding(schema name: String) throws {
+        let schema = try #require(schemas[name], "no schema \(name) in sync-api.yaml")
+        let properties = Set(try #require(schema["properties"]).keys)
+        let samples = try #require(Fixtures.samplesBySchema[name])
+        var encoded: Set<String> = []
+        for sample in samples {
+            let keys = try Fixtures.jsonKeys(of: sample)
+            encoded.formUnion(keys)
+            let required = Set(schema["required"]?.scalars ?? [])
+            #expect(required.isSubset(of: keys), "\(name) sample lacks \(required.subtracting(keys).sorted())")
+        }
+        #expect(encoded == properties, "\(name): Swift encodes \(encoded.sorted()), YAML lists \(properties.sorted())")
+    }
+
+    @Test func enumerationsMatchTheSwiftTypes() throws {
+        let codes = schemas["ErrorBody"]?["properties"]?["code"]?["enum"]?.scalars
+        #expect(codes == ServerErrorCode.all.map(\.rawValue))
+        #expect(Set(schemas["EntityType"]?["enum"]?.scalars ?? []) == Set(EntityType.allCases.map(\.rawValue)))
+        let operations = schemas["PushMutation"]?["properties"]?["operation"]?["enum"]?.scalars
+        #expect(operations == PushMutation.Operation.allCases.map(\.rawValue))
+        let statuses = schemas["MutationResult"]?["properties"]?["status"]?["enum"]?.scalars
+        #expect(statuses == ["applied", "duplicate", "conflict", "rejected"])
+        let formats = document["paths"]?["/projects/{projectID}/bundle"]?["get"]?["parameters"]
+        guard case .sequence(let parameters)? = formats else {
+            Issue.record("bundle route has no parameters")
+            return
+        }
+        let format = parameters.first { $0["name"]?.text == "format" }
+        #expect(format?["schema"]?["enum"]?.scalars == BundleFormat.allCases.map(\.rawValue))
+    }
+
+    @Test func routesAndVersionHeadersAreTheOnesTheClientUses() throws {
+        #expect(document["paths"]?.keys == [
+            "/health", "/push", "/pull", "/media/{attachmentID}/upload", "/projects/{projectID}/bundle",
+        ])
+        let parameters = try #require(document["components"]?["parameters"])
+        #expect(parameters["ProtocolVersion"]?["name"]?.text == SyncProtocol.protocolVersionHeader)
+        #expect(parameters["SchemaVersion"]?["name"]?.text == SyncProtocol.schemaVersionHeader)
+        #expect(document["info"]?["version"]?.text == String(SyncProtocol.version))
+    }
+
+    @Test func readerRefusesWhatItCannotRead() throws {
+        #expect(throws: YAMLReader.SyntaxError.self) { try YAMLReader.parse("a: [1, 2]") }
+        #expect(throws: YAMLReader.SyntaxError.self) { try YAMLReader.parse("a: 1\na: 2") }
+        #expect(throws: YAMLReader.SyntaxError.self) { try YAMLReader.parse("a:\n    b: 1\n  c: 2") }
+        #expect(try YAMLReader.parse("a:\n  - x\n  - k: v\n    w: \"q: r\"") == .mapping([
+            ("a", .sequence([.scalar("x"), .mapping([("k", .scalar("v")), ("w", .scalar("q: r"))])]))
+        ]))
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostSync
+
+@Suite struct WireFormatTests {
+    private func roundTrip<Value: Codable & Equatable>(_ value: Value) throws -> Value {
+        try WireCoding.decoder().decode(Value.self, from: WireCoding.encoder().encode(value))
+    }
+
+    private func json(_ value: some Encodable) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: WireCoding.encoder().encode(value)) as? [String: Any])
+    }
+
+    @Test func mutationCarriesFieldValuesInTheirOneKeyFormAndEncodedClocks() throws {
+        let mutation = Fixtures.createIssue()
+        let object = try json(mutation)
+        let fields = try #require(object["fields"] as? [String: Any])
+        #expect((fields["title"] as? [String: String]) == ["text": "Cracked sill"])
+        #expect((fields["latitude"] as? [String: Double]) == ["real": 45.5])
+        #expect(fields["assigneeID"] is NSNull)
+        let clocks = try #require(object["clocks"] as? [String: String])
+        #expect(clocks["title"] == Fixtures.clock(1_770_000_000_000).encoded)
+        #expect(object["operation"] as? String == "create")
+        #expect(object["deletion"] == nil)
+        #expect(try roundTrip(mutation) == mutation)
+    }
+
+    @Test func mutationFromAVersionedChange() throws {
+        let record = EntityRecord(
+            entity: .issue, id: UUID(), fields: ["title": .text("A"), "status": .text("open")],
+            sync: SyncMetadata(serverID: "5", createdAt: Date(timeIntervalSince1970: 0)))
+        let versioned = VersionedRecord(record: record, stampedAt: Fixtures.clock(10))
+            .updating(["title": .text("B")], at: Fixtures.clock(20))
+        let mutation = PushMutation(
+            idempotencyKey: UUID(), operation: .update, change: versioned.change(of: ["title"]), baseVersion: 2)
+        #expect(mutation.fields == ["title": .text("B")])
+        #expect(mutation.clocks == ["title": Fixtures.clock(20)])
+        #expect(mutation.serverID == "5" && mutation.recordID == record.id && mutation.entity == .issue)
+    }
+
+    @Test func everyOutcomeRoundTripsAndADuplicateNamesItsOriginal() throws {
+        for outcome in Fixtures.outcomes + [.duplicate(original: .applied(version: 4, serverID: nil))] {
+            let result = MutationResult(idempotencyKey: UUID(), outcome: outcome)
+            #expect(try roundTrip(result) == result)
+        }
+        let duplicate = MutationResult(idempotencyKey: UUID(), outcome: .duplicate(original: .applied(version: 4, serverID: "9")))
+        let object = try json(duplicate)
+        #expect(object["status"] as? String == "duplicate")
+        let original = try #require(object["original"] as? [String: Any])
+        #expect(original["status"] as? String == "applied" && original["version"] as? Int == 4)
+        #expect(duplicate.outcome.unwrapped == .applied(version: 4, serverID: "9"))
+    }
+
+    @Test func unknownStatusesAndNestedDuplicatesAreRefusedNotGuessed() {
+        let bad = [
+            #"{"idempotencyKey":"\#(UUID())","status":"maybe"}"#,
+            #"{"idempotencyKey":"\#(UUID())","status":"duplicate","original":{"status":"duplicate","original":{"status":"applied","version":1}}}"#,
+            #"{"idempotencyKey":"\#(UUID())","status":"applied"}"#,
+        ]
+        for text in bad {
+            #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(MutationResult.self, from: Data(text.utf8)) }
+        }
+    }
+
+    @Test func tombstoneCarriesTheDeletedFlagWithItsClock() throws {
+        let object = try json(Fixtures.serverRecord)
+        #expect(object["deleted"] as? Bool == true)
+        #expect(object["deletion"] as? String == Fixtures.clock(1_770_000_000_500, counter: 2).encoded)
+        #expect(try roundTrip(Fixtures.serverRecord) == Fixtures.serverRecord)
+        var live = Fixtures.serverRecord
+        live.deletion = nil
+        #expect(try json(live)["deleted"] as? Bool == false)
+        var text = String(decoding: try WireCoding.encoder().encode(live), as: UTF8.self)
+        text = text.replacingOccurrences(of: #""deleted":false"#, with: #""deleted":true"#)
+        #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(ServerRecord.self, from: Data(text.utf8)) }
+    }
+
+    @Test func unknownErrorCodesStillDecode() throws {
+        let body = try WireCoding.decoder().decode(
+            ErrorBody.self, from: Data(#"{"code":"quota_exceeded","message":"later"}"#.utf8))
+        #expect(body.code == ServerErrorCode(rawValue: "quota_exceeded"))
+        #expect(!ServerErrorCode.all.contains(body.code))
+    }
+
+    @Test func healthTimeTravelsAsATimestamp() throws {
+        let health = HealthResponse(
+            minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 1_770_000_000.123))
+        #expect(try json(health)["serverTime"] as? String == "2026-02-02T02:40:00.123Z")
+        #expect(try roundTrip(health) == health)
+    }
+
+    @Test func contentRangeNamesTheChunksBytes() {
+        let id = UUID()
+        #expect(MediaChunk(attachmentID: id, offset: 0, totalBytes: 10, sha256: "", data: Data(count: 4)).contentRange
+            == "bytes 0-3/10")
+        #expect(MediaChunk(attachmentID: id, offset: 4, totalBytes: 10, sha256: "", data: Data(count: 6)).contentRange
+            == "bytes 4-9/10")
+        #expect(MediaChunk(attachmentID: id, offset: 0, totalBytes: 0, sha256: "", data: Data()).contentRange
+            == "bytes */0")
+    }
+
+    @Test func gzipRoundTripsAndShrinksJSON() throws {
+        let body = try WireCoding.encoder().encode(PushRequest(mutations: (0..<100).map { _ in Fixtures.createIssue() }))
+        let compressed = Gzip.compress(body)
+        #expect(Gzip.isCompressed(compressed) && !Gzip.isCompressed(body))
+        #expect(compressed.count < body.count / 2)
+        #expect(Gzip.decompress(compressed) == body)
+        #expect(Gzip.decompress(compressed.prefix(compressed.count / 2)) == nil)
+        #expect(Gzip.decompress(Gzip.compress(Data())) == Data())
+    }
+}
