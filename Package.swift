@@ -70,6 +70,7 @@ let package = Package(
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
             ],
             path: "Packages/OutpostSync/Tests/OutpostSyncTests"
         ),

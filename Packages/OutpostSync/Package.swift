@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
+        .package(path: "../OutpostStore"),
     ],
     targets: [
         // zlib ships with every Apple SDK and Linux distribution; a module map is all Swift needs,
@@ -23,6 +24,7 @@ let package = Package(
                 "COutpostZlib",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
             ]
         ),
         .testTarget(
@@ -31,6 +33,7 @@ let package = Package(
                 "OutpostSync",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
             ]
         ),
     ]

@@ -8,13 +8,14 @@ import OutpostModels
 public struct PulledPage: Sendable {
     /// The server's versions, in the server's change order.
     public let changes: [VersionedRecord]
-    /// Where the next pull starts; saved in the same transaction as the page.
-    public let cursor: String
+    /// Where the next pull starts; saved in the same transaction as the page. Nil for records that did
+    /// not come from a pull (the server's current record sent back with a push conflict).
+    public let cursor: String?
     /// Which cursor this page advances.
     public let stream: String
 
     /// Creates a page of the `structured` stream unless told otherwise.
-    public init(changes: [VersionedRecord], cursor: String, stream: String = "structured") {
+    public init(changes: [VersionedRecord], cursor: String?, stream: String = "structured") {
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
@@ -74,11 +75,19 @@ extension StoreWriter {
             var report = PullReport()
             let pageIDs = Set(page.changes.map(\.record.id))
             for remote in page.changes {
-                try apply(remote, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
+                if let serverID = remote.record.sync.serverID {
+                    try ServerIDs.remember(serverID, for: remote.record.entity, clientID: remote.record.id, in: db, now: now)
+                }
             }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)",
-                arguments: [page.stream, page.cursor, now.storageMilliseconds])
+            for remote in page.changes {
+                let translated = try ServerIDs.clientReferences(in: remote, db: db)
+                try apply(translated, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
+            }
+            if let cursor = page.cursor {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)",
+                    arguments: [page.stream, cursor, now.storageMilliseconds])
+            }
             return report
         }
     }
@@ -187,5 +196,38 @@ enum Conflicts {
                 record.entity.rawValue, record.id.storageText, field, strategy.name.rawValue, try json(local),
                 try json(remote), localClock?.encoded, remoteClock?.encoded, now.storageMilliseconds,
             ])
+    }
+}
+
+/// The map between client ids and the ids a server assigns, for servers that assign their own. The
+/// device keeps client ids everywhere; references travel as server ids once the server has named the
+/// record, and come back to client ids here.
+enum ServerIDs {
+    static func remember(_ serverID: String, for entity: EntityType, clientID: UUID, in db: Database, now: Date) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)",
+            arguments: [entity.rawValue, clientID.storageText, serverID, now.storageMilliseconds])
+    }
+
+    static func clientID(of entity: EntityType, serverID: String, in db: Database) throws -> UUID? {
+        try String.fetchOne(
+            db.cachedStatement(sql: "SELECT client_id FROM server_id_map WHERE entity = ? AND server_id = ?"),
+            arguments: [entity.rawValue, serverID]
+        ).flatMap(UUID.init(uuidString:))
+    }
+
+    /// The change with every parent reference that arrived as a server id (text) turned back into the client id.
+    static func clientReferences(in change: VersionedRecord, db: Database) throws -> VersionedRecord {
+        var record = change.record
+        var translated = false
+        for relation in record.entity.description.parents {
+            guard case .text(let serverID) = record[relation.field],
+                let clientID = try clientID(of: relation.entity, serverID: serverID, in: db)
+            else { continue }
+            record[relation.field] = .uuid(clientID)
+            translated = true
+        }
+        guard translated else { return change }
+        return try VersionedRecord(record: record, clocks: change.clocks, deletion: change.deletion)
     }
 }

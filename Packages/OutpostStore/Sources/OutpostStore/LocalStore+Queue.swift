@@ -51,15 +51,48 @@ extension LocalStore {
             record.sync.version = max(record.sync.version, serverVersion)
             if let serverID {
                 record.sync.serverID = serverID
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)",
-                    arguments: [mutation.entity.rawValue, mutation.recordID.storageText, serverID, now.storageMilliseconds])
+                try ServerIDs.remember(serverID, for: mutation.entity, clientID: mutation.recordID, in: db, now: now)
             }
             let unfinished = try Int.fetchOne(
                 db, sql: "SELECT count(*) FROM mutation_queue WHERE record_id = ? AND status != 'done'",
                 arguments: [mutation.recordID.storageText]) ?? 0
             if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
             try EntityTables.save(record, in: db)
+        }
+    }
+
+    /// The server's record moved on since the mutation was made (a push conflict). Once that record is
+    /// merged into the store, the mutation goes back in line based on the server's version, with one
+    /// more attempt counted so a server that keeps refusing cannot hold the run forever. It gets a new
+    /// idempotency key: it is a new request, and the server answers the old key with the old conflict.
+    public func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = ?, idempotency_key = ?
+                    WHERE seq = ?
+                    """,
+                arguments: [serverVersion, UUID().storageText, mutation.sequence])
+        }
+    }
+
+    /// Mutations claimed but not answered (a paused run, a batch cut short): back in line as they were.
+    public func release(_ mutations: [Mutation]) throws(StoreError) {
+        try write { db in
+            for mutation in mutations {
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET status = 'pending' WHERE seq = ? AND status = 'inFlight'",
+                    arguments: [mutation.sequence])
+            }
+        }
+    }
+
+    /// Records when a sync run finished with nothing left to send or fetch, for the status bar.
+    public func recordSuccessfulSync(at date: Date) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('last_successful_sync', ?)",
+                arguments: [String(date.storageMilliseconds)])
         }
     }
 

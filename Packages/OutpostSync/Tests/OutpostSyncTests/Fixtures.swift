@@ -95,7 +95,7 @@ struct FixedGenerator: RandomNumberGenerator {
 }
 
 /// SplitMix64, seeded, so a failing jitter case can be replayed from its seed.
-struct SplitMix64: RandomNumberGenerator {
+struct SplitMix64: RandomNumberGenerator, Sendable {
     var state: UInt64
     mutating func next() -> UInt64 {
         state &+= 0x9e37_79b9_7f4a_7c15

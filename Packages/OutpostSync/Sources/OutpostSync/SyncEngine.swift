@@ -1,0 +1,230 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+
+/// Runs sync between a `LocalStore` and a server: pull first (so local changes are merged against the
+/// newest server state), then push the queue in dependency order, batch by batch. One owner per store,
+/// hence an actor; everything it decides is written to the store before it moves on, so a run killed at
+/// any point resumes where it stood.
+public actor SyncEngine {
+    private let store: LocalStore
+    private let transport: any SyncTransport
+    private let policy: ConflictPolicy
+    private let retryPolicy: RetryPolicy
+    /// Time elapsed on the injected clock since the engine was made; budgets are measured with it.
+    private let elapsed: @Sendable () -> Duration
+    private var random: AnyRandomNumberGenerator
+    private let batchSize: Int
+    private let pullLimit: Int
+    private var recoveredInFlight = false
+    /// Why sending is on hold, until `resume()`.
+    public private(set) var pause: SyncPause?
+
+    /// Creates an engine. `random` drives retry jitter (inject a seeded one in tests); `clock` measures
+    /// the time budget of a run.
+    public init<RunClock: Clock<Duration>>(
+        store: LocalStore, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
+        retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
+        random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(), batchSize: Int = 500,
+        pullLimit: Int = 500
+    ) {
+        self.store = store
+        self.transport = transport
+        self.policy = policy
+        self.retryPolicy = retryPolicy
+        let origin = clock.now
+        self.elapsed = { origin.duration(to: clock.now) }
+        self.random = AnyRandomNumberGenerator(base: random)
+        self.batchSize = batchSize
+        self.pullLimit = pullLimit
+    }
+
+    /// Lifts a pause once its cause is fixed (new credentials set on the transport, the app updated).
+    public func resume() {
+        pause = nil
+    }
+
+    /// One sync run: pull every page, then push every mutation that is ready, within `budget` if given
+    /// (a mobile OS grants background work about 30 s). It stops only between batches, so nothing is
+    /// left half-done. Transport failures are part of the report, not errors; only the store's own
+    /// failures (a full disk) throw.
+    public func sync(budget: Duration? = nil, now: @Sendable () -> Date = { Timestamp.now() }) async throws(StoreError) -> SyncReport {
+        let start = elapsed()
+        let before = await transport.transferred
+        var report = SyncReport()
+        let elapsed = self.elapsed
+        func withinBudget() -> Bool {
+            guard let budget else { return true }
+            return elapsed() - start < budget
+        }
+        if !recoveredInFlight {
+            report.recovered = try store.requeueInFlightMutations()
+            recoveredInFlight = true
+        }
+        if pause == nil {
+            let pulled = await pull(&report, withinBudget: withinBudget, now: now)
+            if pulled { await push(&report, withinBudget: withinBudget, now: now) }
+        }
+        report.pause = pause
+        report.stoppedForBudget = !withinBudget()
+        let traffic = await transport.transferred.since(before)
+        report.bytesSent = traffic.bytesSent
+        report.bytesReceived = traffic.bytesReceived
+        if report.isComplete, try store.status().pendingChanges == 0 {
+            try store.recordSuccessfulSync(at: now())
+        }
+        try report.throwStoreError()
+        return report
+    }
+
+    // MARK: Pull
+
+    /// Returns false when the server could not be reached (the push is then not attempted).
+    private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
+        do {
+            var cursor = try store.pullCursor()
+            while withinBudget() {
+                let response = try await transport.pull(PullRequest(cursor: cursor, limit: pullLimit))
+                let page = try response.changes.map { try $0.versionedRecord }
+                let applied = try await store.applyPulledPage(
+                    PulledPage(changes: page, cursor: response.nextCursor), policy: policy, now: now())
+                report.pulled += page.count
+                report.conflictsSurfaced += applied.conflictsSurfaced
+                report.orphaned += applied.orphaned
+                cursor = response.nextCursor
+                if !response.hasMore { report.pullCompleted = true; break }
+            }
+            return true
+        } catch let error as TransportError {
+            report.lastTransportError = error
+            if case .pauseUntilCredentialsRenewed = retryPolicy.decision(after: error, failedAttempts: 1, using: &random) {
+                pause = .credentialsRejected
+            } else if error.code == .unsupportedVersion {
+                pause = .appUpdateRequired
+            }
+            return false
+        } catch {
+            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            return false
+        }
+    }
+
+    // MARK: Push
+
+    private func push(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async {
+        do {
+            while withinBudget(), pause == nil {
+                let batch = try store.claimMutations(syncClass: .structured, limit: batchSize, now: now())
+                guard !batch.isEmpty else { report.pushCompleted = true; break }
+                let request = PushRequest(mutations: try batch.map(outgoing))
+                let response: PushResponse
+                do {
+                    response = try await transport.push(request)
+                } catch {
+                    try handle(error, for: batch, report: &report, now: now())
+                    return
+                }
+                try await settle(batch, with: response, report: &report, now: now())
+            }
+        } catch {
+            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+        }
+    }
+
+    /// The wire form of a queued mutation, with references to records the server has named rewritten
+    /// to the server's ids (for servers that assign their own).
+    private func outgoing(_ mutation: Mutation) throws -> PushMutation {
+        var fields = mutation.fields
+        for relation in mutation.entity.description.parents {
+            guard case .uuid(let parent) = fields[relation.field] ?? .null,
+                let serverID = try store.serverID(of: relation.entity, clientID: parent)
+            else { continue }
+            fields[relation.field] = .text(serverID)
+        }
+        let operation: PushMutation.Operation =
+            switch mutation.operation {
+            case .create: .create
+            case .update: .update
+            case .delete: .delete
+            }
+        let record = try store.record(mutation.entity, id: mutation.recordID)
+        return PushMutation(
+            idempotencyKey: mutation.idempotencyKey, entity: mutation.entity, operation: operation,
+            recordID: mutation.recordID, serverID: try store.serverID(of: mutation.entity, clientID: mutation.recordID),
+            baseVersion: mutation.baseVersion, fields: fields, clocks: mutation.clocks, deletion: mutation.deletion,
+            createdAt: mutation.operation == .create ? record?.sync.createdAt : nil)
+    }
+
+    private func settle(_ batch: [Mutation], with response: PushResponse, report: inout SyncReport, now: Date) async throws {
+        let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
+        var unanswered: [Mutation] = []
+        for mutation in batch {
+            guard let outcome = results[mutation.idempotencyKey] else {
+                unanswered.append(mutation)
+                continue
+            }
+            switch outcome.unwrapped {
+            case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
+                try store.acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
+                report.pushed += 1
+            case .conflict(let serverRecord):
+                // Merge the server's current record with the pending change, then send the change again
+                // on top of the server's version; the merge surfaces whatever lost.
+                let merged = try await store.applyPulledPage(
+                    PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
+                report.conflictsSurfaced += merged.conflictsSurfaced
+                if mutation.attempts + 1 > retryPolicy.retryLimit {
+                    try store.fail(mutation, reason: "the server kept reporting a newer version")
+                    report.failed += 1
+                } else {
+                    try store.rebase(mutation, onto: serverRecord.version)
+                    report.rebased += 1
+                }
+            case .rejected(let reason):
+                report.blocked += try store.fail(mutation, reason: "\(reason.code.rawValue): \(reason.message)").count
+                report.failed += 1
+            case .duplicate:
+                unanswered.append(mutation)  // a duplicate of a duplicate is not an answer
+            }
+        }
+        try store.release(unanswered)
+    }
+
+    private func handle(_ error: any Error, for batch: [Mutation], report: inout SyncReport, now: Date) throws {
+        guard let error = error as? TransportError else { throw error }
+        report.lastTransportError = error
+        for mutation in batch {
+            switch retryPolicy.decision(after: error, failedAttempts: mutation.attempts + 1, using: &random) {
+            case .retry(let delay):
+                try store.scheduleRetry(mutation, reason: error.description, retryAt: now.addingTimeInterval(delay.seconds))
+                report.retried += 1
+            case .fail(let reason):
+                report.blocked += try store.fail(mutation, reason: reason.description).count
+                report.failed += 1
+            case .pauseUntilCredentialsRenewed:
+                pause = .credentialsRejected
+            case .pauseUntilAppUpdated:
+                pause = .appUpdateRequired
+            }
+        }
+        if pause != nil { try store.release(batch) }
+    }
+}
+
+/// Why the engine stopped sending until told to resume; every queued change is kept meanwhile.
+public enum SyncPause: String, Sendable, Hashable, Codable {
+    /// The server answered 401: the app must renew the token.
+    case credentialsRejected
+    /// The server does not accept this app's protocol or schema version.
+    case appUpdateRequired
+}
+
+/// Any generator behind one concrete type, so the engine can keep an injected one and pass it `inout`.
+struct AnyRandomNumberGenerator: RandomNumberGenerator, Sendable {
+    var base: any RandomNumberGenerator & Sendable
+
+    mutating func next() -> UInt64 {
+        base.next()
+    }
+}

@@ -1,0 +1,44 @@
+import OutpostStore
+
+/// What one sync run did, for the status bar and for logs.
+public struct SyncReport: Sendable {
+    /// Mutations found in flight after a crash and put back in line (first run only).
+    public var recovered = 0
+    /// Records received from the server and applied.
+    public var pulled = 0
+    /// Mutations the server acknowledged.
+    public var pushed = 0
+    /// Mutations that met a newer server version, were merged and go again on top of it.
+    public var rebased = 0
+    /// Mutations that failed for now and wait for their next attempt.
+    public var retried = 0
+    /// Mutations refused for good or out of retries, shown to the user.
+    public var failed = 0
+    /// Mutations that can no longer go because one they depend on failed.
+    public var blocked = 0
+    /// Values or deletes that lost a conflict and were surfaced.
+    public var conflictsSurfaced = 0
+    /// Records flagged orphaned by what was pulled.
+    public var orphaned = 0
+    /// Whether every page was fetched.
+    public var pullCompleted = false
+    /// Whether nothing was left ready to send.
+    public var pushCompleted = false
+    /// Whether the time budget ended the run (between batches).
+    public var stoppedForBudget = false
+    /// Set when sending is on hold.
+    public var pause: SyncPause?
+    /// The last transport failure met, if any (offline, timeout, refused).
+    public var lastTransportError: TransportError?
+    /// Bytes sent and received during the run.
+    public var bytesSent: Int64 = 0
+    public var bytesReceived: Int64 = 0
+    var storeError: StoreError?
+
+    /// Whether the run fetched everything and sent everything that was ready.
+    public var isComplete: Bool { pullCompleted && pushCompleted && pause == nil }
+
+    func throwStoreError() throws(StoreError) {
+        if let storeError { throw storeError }
+    }
+}

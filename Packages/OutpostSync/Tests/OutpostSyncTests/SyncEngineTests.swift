@@ -1,0 +1,181 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+import Testing
+@testable import OutpostSync
+
+/// The engine against the in-memory server, with a real store file in a temporary folder.
+@Suite struct SyncEngineTests {
+    final class Device: Sendable {
+        let folder: URL
+        let store: LocalStore
+        init() throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-engine-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            store = try LocalStore.open(at: folder.appendingPathComponent("device.sqlite").path)
+        }
+        deinit { try? FileManager.default.removeItem(at: folder) }
+    }
+
+    let now = Date(timeIntervalSince1970: 1_795_000_000)
+
+    /// An opportunity → project → scope → item graph, a fee, and a clock-in/clock-out pair, all offline.
+    func workOffline(on store: LocalStore) async throws -> (project: Project, scope: Scope, clockOut: TimeEntry) {
+        let opportunity = try await store.save(Opportunity(name: "Kitchen", customerName: "Zoë"), now: now)
+        let project = try await store.save(Project(opportunityID: opportunity.id, name: "Müller kitchen"), now: now)
+        let scope = try await store.save(Scope(projectID: project.id, name: "Cabinets"), now: now)
+        try await store.save(ScopeItem(scopeID: scope.id, name: "Base 36\"", quantity: 4, unit: "ea", unitPriceCents: 48_900), now: now)
+        try await store.save(Fee(projectID: project.id, name: "Permit", amountCents: 35_000), now: now)
+        let member = UUID()
+        let clockIn = try await store.save(TimeEntry(projectID: project.id, memberID: member, kind: .clockIn, recordedAt: now), now: now)
+        let clockOut = try await store.save(
+            TimeEntry(projectID: project.id, memberID: member, kind: .clockOut, recordedAt: now.addingTimeInterval(28_800),
+                      clockInID: clockIn.id), now: now)
+        return (project, scope, clockOut)
+    }
+
+    @Test func anOfflineEstimateGraphSyncsParentsFirstWithServerAssignedIds() async throws {
+        let device = try Device()
+        let server = InMemoryTransport(assignsServerIDs: true)
+        let (project, scope, clockOut) = try await workOffline(on: device.store)
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 1))
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.pushed == 7)
+        #expect(report.isComplete)
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(try device.store.status().lastSuccessfulSync == now)
+
+        // Every record got a server id, and the server holds references by those ids.
+        let projectID = try #require(try device.store.serverID(of: .project, clientID: project.id))
+        #expect(await server.record(scope.id)?.fields["projectID"] == .text(projectID))
+        let clockIn = try #require(clockOut.clockInID)
+        let clockInServerID = try #require(try device.store.serverID(of: .timeEntry, clientID: clockIn))
+        #expect(await server.record(clockOut.id)?.fields["clockInID"] == .text(clockInServerID), "the pair stays paired")
+        #expect(try device.store.fetch(Scope.self, id: scope.id)?.sync.serverID != nil)
+
+        // Pulling the graph back maps server ids to the device's ids again: nothing changes locally.
+        let again = try await engine.sync(now: { self.now })
+        #expect(again.pulled == 7)
+        #expect(try device.store.fetch(Scope.self, id: scope.id)?.projectID == project.id)
+        #expect(try device.store.fetch(TimeEntry.self, id: clockOut.id)?.clockInID == clockOut.clockInID)
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
+    @Test func aLostResponseIsResentAndAppliedOnce() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        await server.inject(.dropResponse, on: .push)
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 2))
+        let first = try await engine.sync(now: { self.now })
+        #expect(first.retried == 1)
+        #expect(await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
+
+        let second = try await engine.sync(now: { self.now.addingTimeInterval(60) })
+        #expect(second.pushed == 1)
+        #expect(await server.record(issue.id)?.version == 1, "the repeat was answered, not applied again")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+    }
+
+    @Test func retriesFollowTheBackoffSchedule() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        await server.inject(.serverError(status: 503), on: .push, times: 3)
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 3))
+        var waits: [TimeInterval] = []
+        var clock = now
+        for _ in 0..<3 {
+            _ = try await engine.sync(now: { [clock] in clock })
+            let next = try #require(try device.store.mutations(status: .pending).first?.nextAttemptAt)
+            waits.append(next.timeIntervalSince(clock))
+            clock = next
+        }
+        // Equal jitter: each wait lies between half and all of 1 s, 2 s, 4 s.
+        for (wait, nominal) in zip(waits, [1.0, 2.0, 4.0]) {
+            #expect(wait >= nominal / 2 - 0.001 && wait <= nominal + 0.001, "waits \(waits)")
+        }
+        let report = try await engine.sync(now: { [clock] in clock })
+        #expect(report.pushed == 1)
+    }
+
+    @Test func aRejectedMutationFailsAloneAndTheRestGoThrough() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let ghost = try await device.store.save(Issue(projectID: UUID(), title: "Never reached the server"), now: now)
+        // Pretend its create was acknowledged, so the edit below reaches a server that has never seen it.
+        let create = try #require(try device.store.claimMutations(limit: 1, now: now).first)
+        try device.store.acknowledge(create, serverVersion: 1, serverID: nil, now: now)
+        var edited = ghost
+        edited.title = "Edited"
+        try await device.store.save(edited, now: now)
+        let fine = try await device.store.save(Issue(projectID: UUID(), title: "Fine"), now: now)
+
+        let report = try await SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 4)).sync(now: { self.now })
+        #expect(report.failed == 1)
+        #expect(report.pushed == 1)
+        #expect(await server.record(fine.id) != nil)
+        #expect(try device.store.status().failedChanges == 1)
+        #expect(try device.store.mutations(status: .failed).first?.lastError?.contains("not_found") == true)
+    }
+
+    @Test func unauthorizedPausesWithEverythingKept() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        await server.inject(.unauthorized, on: .push)
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 5))
+        let paused = try await engine.sync(now: { self.now })
+        #expect(paused.pause == .credentialsRejected)
+        #expect(try device.store.mutations(status: .pending).count == 1)
+        #expect(try device.store.mutations(status: .pending).first?.attempts == 0)
+        #expect(try await engine.sync(now: { self.now }).pushed == 0, "still paused")
+        await engine.resume()
+        #expect(try await engine.sync(now: { self.now }).pushed == 1)
+    }
+
+    @Test func anotherDevicesChangesArePulledInPagesAndMergedByField() async throws {
+        let device = try Device(), other = try Device()
+        let server = InMemoryTransport()
+        let log = try await other.store.save(
+            DailyLog(projectID: UUID(), authorID: UUID(), day: "2026-11-22", notes: "Rain", weather: "Wet"), now: now)
+        for index in 0..<4 { try await other.store.save(Issue(projectID: log.projectID, title: "Issue \(index)"), now: now) }
+        let otherEngine = SyncEngine(store: other.store, transport: server, random: SplitMix64(state: 6))
+        _ = try await otherEngine.sync(now: { self.now })
+
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 7), pullLimit: 2)
+        let first = try await engine.sync(now: { self.now })
+        #expect(first.pulled == 5)
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(log.projectID)).count == 4)
+
+        // Both edit the daily log offline: this device the weather, the other device the notes, later.
+        var mine = try #require(try device.store.fetch(DailyLog.self, id: log.id))
+        mine.weather = "Clearing"
+        try await device.store.save(mine, now: now.addingTimeInterval(60))
+        var theirs = log
+        theirs.notes = "Rain all day"
+        try await other.store.save(theirs, now: now.addingTimeInterval(120))
+        _ = try await otherEngine.sync(now: { self.now.addingTimeInterval(121) })
+        let merged = try await engine.sync(now: { self.now.addingTimeInterval(180) })
+        #expect(merged.pushed == 1)
+        #expect(merged.rebased <= 1)
+        _ = try await otherEngine.sync(now: { self.now.addingTimeInterval(240) })
+
+        let here = try #require(try device.store.fetch(DailyLog.self, id: log.id))
+        let there = try #require(try other.store.fetch(DailyLog.self, id: log.id))
+        #expect(here.notes == "Rain all day" && here.weather == "Clearing")
+        #expect(there.notes == "Rain all day" && there.weather == "Clearing")
+        #expect(try device.store.openConflicts().isEmpty, "different fields never conflict")
+    }
+
+    @Test func aZeroBudgetStopsBeforeTheFirstBatch() async throws {
+        let device = try Device()
+        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let report = try await SyncEngine(store: device.store, transport: InMemoryTransport(), random: SplitMix64(state: 8))
+            .sync(budget: .zero, now: { self.now })
+        #expect(report.stoppedForBudget)
+        #expect(report.pushed == 0)
+        #expect(try device.store.mutations(status: .pending).count == 1, "nothing half-done")
+    }
+}
