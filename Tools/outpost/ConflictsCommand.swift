@@ -84,4 +84,4 @@ struct ConflictsCommand: AsyncParsableCommand {
     }
 }
 
-extension ConflictChoice: ExpressibleByArgument {}
+extension ConflictChoice: @retroactive ExpressibleByArgument {}
