@@ -30,6 +30,13 @@ public enum EntityTables {
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [value.storageValue]).map(layout.record(from:))
     }
 
+    /// Whether the table of `entity` has a row `id` (tombstones included): the cheap existence check a
+    /// bundle import makes for every parent reference, with no row to decode.
+    public static func containsRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> Bool {
+        let statement = try db.cachedStatement(sql: TableLayout.of(entity).selectExists)
+        return try Row.fetchOne(statement, arguments: [id.storageText]) != nil
+    }
+
     /// Inserts the record, or replaces every column of the row with the same id.
     public static func save(_ record: EntityRecord, in db: Database) throws {
         let layout = TableLayout.of(record.entity)
@@ -53,6 +60,7 @@ struct TableLayout: Sendable {
     let columns: [String]
     let selectByID: String
     let selectAll: String
+    let selectExists: String
     let upsert: String
 
     private static let layouts: [EntityType: TableLayout] = Dictionary(
@@ -70,6 +78,7 @@ struct TableLayout: Sendable {
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
         selectAll = "SELECT \(list) FROM \(table) ORDER BY id"
+        selectExists = "SELECT 1 FROM \(table) WHERE id = ?"
         let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
             .joined(separator: ", ")

@@ -1,0 +1,47 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// Pre-sync bundles: a project's records in XML (read with libxml2's streaming reader) or JSON (read with
+/// a bounded incremental tokenizer), alone or zipped with the files they reference, validated against the
+/// frozen schemas and imported into an `OutpostStore` database in one transaction.
+let package = Package(
+    name: "OutpostBundles",
+    products: [
+        .library(name: "OutpostBundles", targets: ["OutpostBundles"])
+    ],
+    dependencies: [
+        .package(path: "../OutpostModels"),
+        .package(path: "../OutpostStore"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // libxml2 as Debian ships it (2.9.14 on Debian 12); its headers live in /usr/include/libxml2.
+        .systemLibrary(name: "Clibxml2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
+        .target(
+            name: "OutpostBundles",
+            dependencies: [
+                "Clibxml2",
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "OutpostBundlesTests",
+            dependencies: ["OutpostBundles", .product(name: "ZIPFoundation", package: "ZIPFoundation")]
+        ),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

@@ -1,0 +1,80 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostStore
+
+/// Writes one project's records from a local database as a bundle: what the server serves for pre-sync,
+/// and what round-trip tests compare. The output is deterministic: entities in catalog order (parents
+/// first), records by id, and `asOf` the newest `updatedAt`, so the same data gives the same bytes.
+public struct BundleExporter: Sendable {
+    /// An exporter.
+    public init() {}
+
+    /// Writes project `projectID` and every record that hangs from it (tombstones included) to `url`,
+    /// returning how many records it wrote.
+    @discardableResult
+    public func exportProject(
+        _ projectID: UUID, fromDatabaseAt databasePath: String, format: BundleFormat, to url: URL
+    ) throws(BundleError) -> Int {
+        guard FileManager.default.fileExists(atPath: databasePath) else {
+            throw BundleError(.unreadableFile, message: "no database file here", file: databasePath)
+        }
+        let records: [EntityRecord]
+        do {
+            let queue = try DatabaseQueue(path: databasePath)
+            defer { try? queue.close() }
+            records = try queue.read { db in try Self.records(of: projectID, in: db) }
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
+        }
+        let output = try OutputFile(path: url.path)
+        let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
+        let asOf = records.map(\.sync.updatedAt).max()
+        do {
+            try writer.begin(BundleHeader(formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf))
+            for record in records { try writer.write(record) }
+            try writer.end()
+            try output.close()
+        } catch {
+            try? output.close()
+            try? FileManager.default.removeItem(at: url)
+            throw error.located(SourceLocation(file: url.path))
+        }
+        return records.count
+    }
+
+    /// The project, its opportunity, and every record one of whose parents is already included,
+    /// entity by entity in catalog order.
+    static func records(of projectID: UUID, in db: Database) throws -> [EntityRecord] {
+        guard let project = try EntityTables.fetchRecord(.project, id: projectID, in: db) else {
+            throw BundleError(.databaseFailure, message: "the database holds no project \(projectID.uuidString.lowercased())")
+        }
+        var included: [EntityType: Set<UUID>] = [.project: [projectID]]
+        if case .uuid(let opportunity) = project["opportunityID"] { included[.opportunity] = [opportunity] }
+        var result: [EntityRecord] = []
+        for description in EntityCatalog.all {
+            switch description.type {
+            case .project:
+                result.append(project)
+            case .opportunity:
+                guard let id = included[.opportunity]?.first,
+                    let opportunity = try EntityTables.fetchRecord(.opportunity, id: id, in: db)
+                else { continue }
+                result.append(opportunity)
+            default:
+                for record in try EntityTables.fetchAll(description.type, in: db) {
+                    let belongs = description.parents.contains { relation in
+                        guard case .uuid(let parent) = record[relation.field] else { return false }
+                        return included[relation.entity]?.contains(parent) == true
+                    }
+                    guard belongs else { continue }
+                    included[description.type, default: []].insert(record.id)
+                    result.append(record)
+                }
+            }
+        }
+        return result
+    }
+}

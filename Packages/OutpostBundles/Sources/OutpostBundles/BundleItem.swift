@@ -1,0 +1,53 @@
+import Foundation
+import OutpostModels
+
+/// One thing a bundle reader hands on, in document order: the header, a file reference, or a record.
+enum BundleItem {
+    case header(BundleHeader)
+    case file(FileReference, SourceLocation)
+    case record(EntityRecord, SourceLocation)
+}
+
+/// What a bundle says about itself.
+struct BundleHeader: Sendable, Hashable {
+    var formatVersion: Int
+    var projectID: UUID
+    /// The newest `updatedAt` among the records, when the bundle has any.
+    var asOf: Date?
+}
+
+/// A file a zip container ships beside its manifest (a thumbnail, a drawing's PDF), with the size and
+/// digest the importer checks it against.
+struct FileReference: Sendable, Hashable {
+    var name: String
+    var byteSize: Int64
+    var sha256: String
+}
+
+/// A streaming reader of one encoding. `next()` returns nil at the end of the document.
+///
+/// In collecting mode (validation) a reader skips a record that breaks the schema, keeps its located
+/// error in `collectedErrors` and goes on; a document that is not well-formed ends the read either way.
+protocol BundleItemReader: AnyObject {
+    func next() throws(BundleError) -> BundleItem?
+    /// Bytes of the document consumed so far.
+    var bytesRead: Int64 { get }
+    /// Errors kept in collecting mode.
+    var collectedErrors: [BundleError] { get }
+}
+
+/// Records as the bundle gives them, before any rule is checked: every catalog field present (`.null`
+/// when absent), synced, not orphaned.
+struct RecordShape {
+    let description: EntityDescription
+    /// Every field null: a record's starting point, copied once per record.
+    let emptyFields: [String: FieldValue]
+
+    init(_ description: EntityDescription) {
+        self.description = description
+        emptyFields = Dictionary(uniqueKeysWithValues: description.fields.map { ($0.name, FieldValue.null) })
+    }
+
+    static let all: [EntityType: RecordShape] = Dictionary(
+        uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, RecordShape($0)) })
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// A bundle file opened for reading, whatever its container: a single `.xml` or `.json` document, or a
+/// zip holding the manifest and its files. A zip's manifest is copied to a private temporary file first
+/// (the streaming readers pull from a file), and the copy is removed when this goes away.
+final class BundleSource {
+    let format: BundleFormat
+    let displayName: String
+    let archive: ZipContainer?
+    private let manifestPath: String
+    private let archiveEntry: String?
+    private let temporaryFolder: URL?
+    private let limits: BundleLimits
+
+    init(url: URL, limits: BundleLimits) throws(BundleError) {
+        self.limits = limits
+        displayName = url.path
+        let head = try Self.head(of: url.path)
+        if head.starts(with: [0x50, 0x4B, 0x03, 0x04]) || head.starts(with: [0x50, 0x4B, 0x05, 0x06])
+            || url.pathExtension.lowercased() == "zip"
+        {
+            let container = try ZipContainer(path: url.path, limits: limits)
+            let manifest = try container.manifest()
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bundle-\(UUID().uuidString)")
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw BundleError(.unreadableFile, message: "cannot create a temporary folder: \(error)", file: url.path)
+            }
+            temporaryFolder = folder
+            let copy = folder.appendingPathComponent(manifest.name)
+            try container.extract(manifest.name, to: copy)
+            archive = container
+            format = manifest.format
+            manifestPath = copy.path
+            archiveEntry = manifest.name
+            return
+        }
+        archive = nil
+        temporaryFolder = nil
+        manifestPath = url.path
+        archiveEntry = nil
+        let first = head.drop { [0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0A, 0x0D].contains($0) }.first
+        switch first {
+        case 0x3C: format = .xml
+        case 0x7B: format = .json
+        default:
+            switch url.pathExtension.lowercased() {
+            case "xml": format = .xml
+            case "json": format = .json
+            default:
+                throw BundleError(.unknownContainer, message: "neither XML, JSON nor a zip archive", file: url.path)
+            }
+        }
+    }
+
+    deinit {
+        if let temporaryFolder { try? FileManager.default.removeItem(at: temporaryFolder) }
+    }
+
+    /// A fresh streaming reader of the manifest.
+    func reader(collecting: Bool) throws(BundleError) -> any BundleItemReader {
+        switch format {
+        case .xml:
+            try XMLBundleReader(path: manifestPath, displayName: displayName, archiveEntry: archiveEntry, limits: limits,
+                collecting: collecting)
+        case .json:
+            try JSONBundleReader(path: manifestPath, displayName: displayName, archiveEntry: archiveEntry, limits: limits,
+                collecting: collecting)
+        }
+    }
+
+    private static func head(of path: String) throws(BundleError) -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw BundleError(.unreadableFile, message: "cannot open the file", file: path)
+        }
+        defer { try? handle.close() }
+        return Array((try? handle.read(upToCount: 64)) ?? Data())
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostStore
+
+/// One import's work inside the transaction its caller owns: each record is checked, compared with the
+/// stored one and written through `EntityTables`; orphan-ness is settled only once the whole bundle is
+/// read, so a child listed before its parent is not flagged.
+///
+/// Memory: one id per record read (duplicate detection and parent lookups within the bundle), a bounded
+/// cache of parents found in the store, and a small entry per record whose parent was not found yet.
+final class ImportSession {
+    private let db: Database
+    private var seen: [EntityType: Set<UUID>] = [:]
+    private var storedParents = BoundedIDCache(capacity: 4096)
+    private var pending: [PendingRecord] = []
+    private(set) var counts: [EntityType: ImportCounts] = [:]
+
+    init(db: Database) {
+        self.db = db
+    }
+
+    /// Checks and applies one record from the bundle.
+    func apply(_ incoming: EntityRecord, at location: SourceLocation) throws {
+        let entity = incoming.entity
+        if let failure = incoming.validationErrors.first { throw BundleError(failure, at: location) }
+        guard seen[entity, default: []].insert(incoming.id).inserted else {
+            throw BundleError(.duplicateRecord, message: "a second record with this id",
+                entity: entity, id: incoming.id).located(location)
+        }
+        let stored = try EntityTables.fetchRecord(entity, id: incoming.id, in: db)
+        switch LocalChangeDecision.decide(stored: stored, incoming: incoming) {
+        case .keepLocalChanges:
+            counts[entity, default: ImportCounts()].skippedLocallyModified += 1
+            return
+        case .keepNewerStored:
+            counts[entity, default: ImportCounts()].skippedOutdated += 1
+            return
+        case .write:
+            break
+        }
+        if try parentsExist(incoming) {
+            try write(incoming, over: stored)
+            return
+        }
+        // A parent is missing so far: store the record as orphaned for now and settle it at the end.
+        var orphaned = incoming
+        orphaned.sync.isOrphaned = true
+        let before: PendingRecord.Before =
+            stored == nil ? .absent : stored == incoming ? .sameAsAttached : stored == orphaned ? .sameAsOrphaned : .different
+        if stored != orphaned { try EntityTables.save(orphaned, in: db) }
+        pending.append(PendingRecord(entity: entity, id: incoming.id, before: before))
+    }
+
+    /// Settles records whose parents were missing when they were read, now that every id is known.
+    func finish() throws {
+        for record in pending {
+            guard var stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db) else { continue }
+            let attached = try parentsExist(stored)
+            var tally = counts[record.entity, default: ImportCounts()]
+            switch (record.before, attached) {
+            case (.absent, _): tally.inserted += 1
+            case (.sameAsAttached, true), (.sameAsOrphaned, false): tally.unchanged += 1
+            default: tally.updated += 1
+            }
+            if attached {
+                stored.sync.isOrphaned = false
+                try EntityTables.save(stored, in: db)
+            } else {
+                tally.orphaned += 1
+            }
+            counts[record.entity] = tally
+        }
+        pending.removeAll()
+    }
+
+    private func write(_ record: EntityRecord, over stored: EntityRecord?) throws {
+        if let stored, stored == record {
+            counts[record.entity, default: ImportCounts()].unchanged += 1
+            return
+        }
+        try EntityTables.save(record, in: db)
+        if stored == nil {
+            counts[record.entity, default: ImportCounts()].inserted += 1
+        } else {
+            counts[record.entity, default: ImportCounts()].updated += 1
+        }
+    }
+
+    /// Whether every parent the record names is in this bundle or already in the store.
+    private func parentsExist(_ record: EntityRecord) throws -> Bool {
+        for relation in record.entity.description.parents {
+            guard case .uuid(let parentID) = record[relation.field] else { continue }
+            if seen[relation.entity]?.contains(parentID) == true { continue }
+            let key = ParentKey(entity: relation.entity, id: parentID)
+            if storedParents.contains(key) { continue }
+            guard try EntityTables.containsRecord(relation.entity, id: parentID, in: db) else { return false }
+            storedParents.insert(key)
+        }
+        return true
+    }
+
+    private struct PendingRecord {
+        enum Before { case absent, sameAsAttached, sameAsOrphaned, different }
+        let entity: EntityType
+        let id: UUID
+        let before: Before
+    }
+}
+
+/// A parent known to be in the store.
+struct ParentKey: Hashable {
+    let entity: EntityType
+    let id: UUID
+}
+
+/// A set that forgets everything when full: parents repeat (every issue names the same project), so a
+/// small cache saves most store lookups while its memory stays fixed however large the bundle.
+struct BoundedIDCache {
+    private var members: Set<ParentKey> = []
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func contains(_ key: ParentKey) -> Bool { members.contains(key) }
+
+    mutating func insert(_ key: ParentKey) {
+        if members.count >= capacity { members.removeAll(keepingCapacity: true) }
+        members.insert(key)
+    }
+}

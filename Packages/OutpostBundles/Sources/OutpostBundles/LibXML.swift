@@ -1,0 +1,68 @@
+import Clibxml2
+import Foundation
+
+/// libxml2's process-wide state, set once and thread-safely (a `static let` runs its initializer exactly
+/// once, under the runtime's once-lock).
+///
+/// Why here and only here: libxml2 keeps some settings per process, not per parser. `xmlInitParser` must
+/// run before threads parse; the external entity loader is one global function pointer, so it is replaced
+/// once with `refuseExternalResource`, which loads nothing, ever (no file, no network). Our bundles never
+/// reference an external resource, and 2.9.14 has no per-parser loader (`xmlCtxtSetResourceLoader` is
+/// 2.14). Foundation's `XMLParser` installs a loader of its own; a process that uses it after us could
+/// replace ours, so the reader does not rely on the loader alone: it never passes `XML_PARSE_NOENT`,
+/// `XML_PARSE_DTDLOAD` or `XML_PARSE_HUGE`, always passes `XML_PARSE_NONET`, and refuses any DOCTYPE.
+/// Error reporting is per reader (`xmlTextReaderSetStructuredErrorHandler`), so nothing global is needed
+/// there. The compiled XSD is immutable after parsing and shared by every validation context.
+enum LibXML {
+    /// Runs the one-time setup; cheap after the first call.
+    static func prepare() { _ = setUp }
+
+    /// The compiled `bundle.xsd`, from the embedded text.
+    static var schema: xmlSchemaPtr { compiledSchema.pointer }
+
+    /// The runtime library's version as a number (20914 for 2.9.14).
+    static let runtimeVersion: Int = __xmlParserVersion()?.pointee.flatMap { Int(String(cString: $0)) } ?? 0
+
+    /// The parser options every bundle is read with: no network, no entity substitution, no DTD loading,
+    /// no `XML_PARSE_HUGE`; plus `XML_PARSE_NO_XXE` where the library has it (2.13 and later).
+    static var parserOptions: Int32 {
+        var options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
+        options |= Int32(XML_PARSE_NOCDATA.rawValue | XML_PARSE_COMPACT.rawValue)
+        if runtimeVersion >= 21300 { options |= 1 << 23 }  // XML_PARSE_NO_XXE, absent from 2.9's headers
+        return options
+    }
+
+    private static let setUp: Void = {
+        xmlInitParser()
+        xmlSetExternalEntityLoader(refuseExternalResource)
+    }()
+
+    private static let compiledSchema: SchemaBox = {
+        prepare()
+        let text = Array(BundleSchema.xsd.utf8)
+        // The parser context points into the buffer without copying it: parse while the buffer lives.
+        let schema = text.withUnsafeBufferPointer { bytes -> xmlSchemaPtr? in
+            bytes.withMemoryRebound(to: CChar.self) { characters -> xmlSchemaPtr? in
+                guard let parser = xmlSchemaNewMemParserCtxt(characters.baseAddress, Int32(characters.count)) else { return nil }
+                defer { xmlSchemaFreeParserCtxt(parser) }
+                return xmlSchemaParse(parser)
+            }
+        }
+        guard let schema else {
+            preconditionFailure("the embedded bundle.xsd does not compile; BundleSchemaTests should have caught it")
+        }
+        return SchemaBox(pointer: schema)
+    }()
+}
+
+/// The compiled schema: created once, never mutated or freed afterwards, so sharing it is safe.
+private struct SchemaBox: @unchecked Sendable {
+    let pointer: xmlSchemaPtr
+}
+
+/// The external entity loader: bundles reference no external resource, so every request is refused.
+private func refuseExternalResource(
+    _ url: UnsafePointer<CChar>?, _ id: UnsafePointer<CChar>?, _ context: xmlParserCtxtPtr?
+) -> xmlParserInputPtr? {
+    nil
+}

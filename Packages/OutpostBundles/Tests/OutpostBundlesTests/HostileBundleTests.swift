@@ -1,0 +1,216 @@
+import Foundation
+import OutpostModels
+import Testing
+import ZIPFoundation
+@testable import OutpostBundles
+
+/// Hostile and broken bundles: each gets its located error, and the database file is byte-for-byte
+/// what it was before the import.
+@Suite struct HostileBundleTests {
+    struct Case: CustomStringConvertible, Sendable {
+        let name: String
+        let code: BundleError.Code
+        let make: @Sendable (Corpus) throws -> URL
+        let check: @Sendable (BundleError) -> Bool
+        var description: String { name }
+    }
+
+    /// Builds hostile files from the sample project's exports.
+    final class Corpus: Sendable {
+        let workspace: Workspace
+        let xml: String
+        let json: String
+
+        init() throws {
+            workspace = try Workspace()
+            try workspace.save(SampleProject.records)
+            let xmlURL = workspace.url("sample.xml"), jsonURL = workspace.url("sample.json")
+            try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: xmlURL)
+            try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: jsonURL)
+            xml = try String(contentsOf: xmlURL, encoding: .utf8)
+            json = try String(contentsOf: jsonURL, encoding: .utf8)
+        }
+
+        func xml(_ name: String, replacing target: String, with replacement: String) throws -> URL {
+            precondition(xml.contains(target), "the sample XML has no \(target)")
+            return try workspace.file(name, xml.replacingOccurrences(of: target, with: replacement))
+        }
+
+        func json(_ name: String, replacing target: String, with replacement: String) throws -> URL {
+            precondition(json.contains(target), "the sample JSON has no \(target)")
+            return try workspace.file(name, json.replacingOccurrences(of: target, with: replacement))
+        }
+
+        /// A zip of `entries` (name, bytes), each deflated.
+        func zip(_ name: String, _ entries: [(String, Data)], symlink: String? = nil) throws -> URL {
+            let url = workspace.url(name)
+            let archive = try Archive(url: url, accessMode: .create)
+            for (path, data) in entries {
+                try archive.addEntry(with: path, type: .file, uncompressedSize: Int64(data.count), compressionMethod: .deflate,
+                    provider: { (position: Int64, size: Int) in data.subdata(in: Int(position)..<Int(position) + size) })
+            }
+            if let symlink {
+                try archive.addEntry(with: symlink, type: .symlink, uncompressedSize: Int64(11),
+                    provider: { (_: Int64, _: Int) in Data("/etc/passwd".utf8) })
+            }
+            return url
+        }
+
+        var manifestWithFile: Data {
+            Data(xml.replacingOccurrences(of: "  <records>", with: """
+                  <files>
+                    <file name="docs/A-101.pdf" byteSize="4" sha256="\(SampleProject.drawingDigest)"/>
+                  </files>
+                  <records>
+                """).utf8)
+        }
+    }
+
+    static let issueLine = "    <issue id=\"0b5e55ed-0000-4000-8000-000000000051\""
+
+    static let cases: [Case] = [
+        Case(name: "malformed XML", code: .malformedXML,
+            make: { try $0.xml("malformed.xml", replacing: "</issue>\n    <issue", with: "</isue>\n    <issue") },
+            check: { $0.line != nil && $0.column != nil }),
+        Case(name: "XXE", code: .forbiddenConstruct,
+            make: { corpus in
+                let secret = try corpus.workspace.file("secret.txt", "TOP-SECRET")
+                return try corpus.xml("xxe.xml", replacing: "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+                    with: "<?xml version=\"1.0\"?>\n<!DOCTYPE bundle [<!ENTITY xxe SYSTEM \"file://\(secret.path)\">]>\n")
+                    .replacingText("<title>Outlet missing cover</title>", with: "<title>&xxe;</title>")
+            },
+            check: { $0.line != nil && !$0.message.contains("TOP-SECRET") }),
+        Case(name: "billion laughs", code: .forbiddenConstruct,
+            make: { corpus in
+                var entities = "<!ENTITY lol \"lol\">"
+                for level in 1...9 {
+                    entities += "<!ENTITY lol\(level) \"" + String(repeating: "&lol\(level == 1 ? "" : String(level - 1));", count: 10) + "\">"
+                }
+                return try corpus.xml("laughs.xml", replacing: "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+                    with: "<?xml version=\"1.0\"?>\n<!DOCTYPE bundle [\(entities)]>\n")
+                    .replacingText("<title>Outlet missing cover</title>", with: "<title>&lol9;</title>")
+            },
+            check: { $0.line != nil }),
+        Case(name: "entity reference without a DTD", code: .forbiddenConstruct,
+            make: { try $0.xml("entity.xml", replacing: "<title>Outlet missing cover</title>", with: "<title>&xxe;</title>") },
+            check: { $0.line != nil && $0.column != nil }),
+        Case(name: "wrong type (XML)", code: .schemaViolation,
+            make: { try $0.xml("type.xml", replacing: "<estimatedValueCents>4250000</", with: "<estimatedValueCents>lots</") },
+            check: { $0.line == 9 && $0.message.contains("estimatedValueCents") }),
+        Case(name: "missing required field (XML)", code: .schemaViolation,
+            make: { try $0.xml("missing.xml", replacing: "      <customerName>Zoë Müller</customerName>\n", with: "") },
+            check: { $0.line != nil && $0.entity == .opportunity }),
+        Case(name: "unknown enum value (XML)", code: .schemaViolation,
+            make: { try $0.xml("enum.xml", replacing: "<stage>won</stage>", with: "<stage>sold</stage>") },
+            check: { $0.line == 8 }),
+        Case(name: "duplicate ids (XML)", code: .duplicateRecord,
+            make: { try $0.xml("dup.xml", replacing: "000000000051", with: "000000000050") },
+            check: { $0.line != nil && $0.entity == .issue }),
+        Case(name: "record breaks a catalog rule (XML)", code: .invalidRecord,
+            make: { try $0.xml("rule.xml", replacing: "<value>1000</value>", with: "<value>12000</value>") },
+            check: { $0.line != nil && $0.field == "value" && $0.entity == .discount }),
+        Case(name: "unsupported format version (XML)", code: .unsupportedFormatVersion,
+            make: { try $0.xml("version.xml", replacing: "formatVersion=\"1\"", with: "formatVersion=\"2\"") },
+            check: { $0.line == 2 }),
+        Case(name: "malformed JSON", code: .malformedJSON,
+            make: { try $0.json("malformed.json", replacing: "\"stage\": \"won\"", with: "\"stage\" \"won\"") },
+            check: { $0.line == 7 && $0.column != nil && $0.jsonPath == "$.records[0]" }),
+        Case(name: "wrong type (JSON)", code: .schemaViolation,
+            make: { try $0.json("type.json", replacing: "\"estimatedValueCents\": 4250000", with: "\"estimatedValueCents\": \"lots\"") },
+            check: { $0.jsonPath == "$.records[0].fields.estimatedValueCents" && $0.line == 7 }),
+        Case(name: "missing required field (JSON)", code: .schemaViolation,
+            make: { try $0.json("missing.json", replacing: "\"customerName\": \"Zoë Müller\", ", with: "") },
+            check: { $0.jsonPath == "$.records[0].fields.customerName" }),
+        Case(name: "unknown enum value (JSON)", code: .schemaViolation,
+            make: { try $0.json("enum.json", replacing: "\"stage\": \"won\"", with: "\"stage\": \"sold\"") },
+            check: { $0.jsonPath == "$.records[0].fields.stage" && $0.message.contains("sold") }),
+        Case(name: "duplicate ids (JSON)", code: .duplicateRecord,
+            make: { try $0.json("dup.json", replacing: "000000000051", with: "000000000050") },
+            check: { $0.jsonPath?.hasPrefix("$.records[") == true && $0.id == SampleProject.id(50) }),
+        Case(name: "nesting bomb (JSON)", code: .limitExceeded,
+            make: { try $0.json("deep.json", replacing: "\"stage\": \"won\"",
+                with: "\"stage\": " + String(repeating: "[", count: 100_000)) },
+            check: { $0.jsonPath == "$.records[0]" }),
+        Case(name: "truncated zip", code: .suspiciousArchive,
+            make: { corpus in
+                let whole = try Data(contentsOf: try corpus.zip("whole.zip", [("bundle.xml", Data(corpus.xml.utf8))]))
+                return try corpus.workspace.file("truncated.zip", "").replacingData(whole.prefix(whole.count - 30))
+            },
+            check: { $0.file != nil }),
+        Case(name: "path traversal in zip", code: .unsafeArchiveEntry,
+            make: { try $0.zip("traversal.zip", [("bundle.xml", Data($0.xml.utf8)), ("../../evil.sh", Data("rm -rf".utf8))]) },
+            check: { $0.archiveEntry == "../../evil.sh" }),
+        Case(name: "absolute path in zip", code: .unsafeArchiveEntry,
+            make: { try $0.zip("absolute.zip", [("bundle.xml", Data($0.xml.utf8)), ("/etc/cron.d/evil", Data("x".utf8))]) },
+            check: { $0.archiveEntry == "/etc/cron.d/evil" }),
+        Case(name: "symlink in zip", code: .unsafeArchiveEntry,
+            make: { try $0.zip("symlink.zip", [("bundle.xml", Data($0.xml.utf8))], symlink: "docs/link") },
+            check: { $0.archiveEntry == "docs/link" }),
+        Case(name: "zip bomb", code: .suspiciousArchive,
+            make: { try $0.zip("bomb.zip", [("bundle.xml", Data($0.xml.utf8)), ("zeros.bin", Data(count: 8 << 20))]) },
+            check: { $0.archiveEntry == "zeros.bin" }),
+        Case(name: "checksum mismatch in zip", code: .checksumMismatch,
+            make: { try $0.zip("checksum.zip", [("bundle.xml", $0.manifestWithFile), ("docs/A-101.pdf", Data("tset".utf8))]) },
+            check: { $0.archiveEntry == "docs/A-101.pdf" }),
+        Case(name: "missing file in zip", code: .missingFile,
+            make: { try $0.zip("missing.zip", [("bundle.xml", $0.manifestWithFile)]) },
+            check: { $0.archiveEntry == "docs/A-101.pdf" }),
+    ]
+
+    @Test(arguments: cases)
+    func refusedWithALocatedErrorAndNoChange(_ hostile: Case) throws {
+        let corpus = try Corpus()
+        let url = try hostile.make(corpus)
+        let before = try Data(contentsOf: URL(fileURLWithPath: corpus.workspace.databasePath))
+        #expect(throws: BundleError.self) {
+            try BundleImporter().importBundle(at: url, intoDatabaseAt: corpus.workspace.databasePath)
+        }
+        do {
+            try BundleImporter().importBundle(at: url, intoDatabaseAt: corpus.workspace.databasePath)
+        } catch {
+            #expect(error.code == hostile.code, "\(hostile.name): \(error)")
+            #expect(hostile.check(error), "\(hostile.name): not located as expected: \(error)")
+            #expect(error.description.contains(url.path) || error.file == url.path, "\(hostile.name): \(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: corpus.workspace.databasePath)) == before,
+            "\(hostile.name): the database changed")
+        let validation = BundleValidator().errors(inBundleAt: url)
+        #expect(validation.first?.code == hostile.code, "\(hostile.name): validate said \(validation)")
+    }
+
+    @Test func validationCollectsEveryBrokenRecordWithItsLine() throws {
+        let corpus = try Corpus()
+        let url = try corpus.xml("two.xml", replacing: "<stage>won</stage>", with: "<stage>sold</stage>")
+            .replacingText("<status>active</status>", with: "<status>paused</status>")
+        let errors = BundleValidator().errors(inBundleAt: url)
+        #expect(errors.count == 2, "\(errors)")
+        #expect(errors.map(\.line) == [8, 16])
+        #expect(errors.allSatisfy { $0.code == .schemaViolation })
+    }
+
+    @Test func aValidZipImportsAndItsFilesAreVerified() throws {
+        let corpus = try Corpus()
+        let url = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
+        #expect(BundleValidator().errors(inBundleAt: url).isEmpty)
+        let empty = try corpus.workspace.database("empty.sqlite")
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: empty)
+        #expect(summary.filesVerified == 1)
+        #expect(summary.total.inserted == SampleProject.records.count)
+    }
+}
+
+extension URL {
+    /// Replaces text in the file and returns the same URL.
+    func replacingText(_ target: String, with replacement: String) throws -> URL {
+        let text = try String(contentsOf: self, encoding: .utf8)
+        precondition(text.contains(target), "\(lastPathComponent) has no \(target)")
+        try Data(text.replacingOccurrences(of: target, with: replacement).utf8).write(to: self)
+        return self
+    }
+
+    /// Replaces the file's bytes and returns the same URL.
+    func replacingData(_ data: Data) throws -> URL {
+        try data.write(to: self)
+        return self
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import OutpostModels
+import Testing
+@testable import OutpostBundles
+
+/// What an import does to a database that already holds data.
+@Suite struct ImportSemanticsTests {
+    /// A workspace whose database holds the sample project, and its XML export.
+    func exported(_ format: BundleFormat = .xml) throws -> (Workspace, URL) {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.\(format.rawValue)")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        return (workspace, url)
+    }
+
+    @Test func importingTheSameBundleTwiceChangesNothingTheSecondTime() throws {
+        let (workspace, url) = try exported()
+        let target = try workspace.database("target.sqlite")
+        let first = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: target))
+        let second = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        #expect(first.total.inserted == SampleProject.records.count)
+        #expect(second.total.unchanged == SampleProject.records.count)
+        #expect(second.total.inserted + second.total.updated == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == bytes)
+    }
+
+    @Test func aNewerBundleUpdatesOnlyWhatChanged() throws {
+        let (workspace, url) = try exported()
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        var issue = try #require(try workspace.record(.issue, SampleProject.id(51)))
+        issue["status"] = .text("resolved")
+        issue.sync.version += 1
+        try workspace.save([issue])
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        #expect(summary.total.updated == 1)
+        #expect(summary.byEntity["issue"]?.updated == 1)
+        #expect(summary.total.unchanged == SampleProject.records.count - 1)
+        #expect(try workspace.record(.issue, issue.id, in: target)?["status"] == .text("resolved"))
+    }
+
+    @Test(arguments: [SyncStatus.pending, .failed, .conflicted])
+    func aRecordWithUnsyncedLocalChangesIsNeverOverwritten(status: SyncStatus) throws {
+        let (workspace, url) = try exported()
+        let target = try workspace.database("target.sqlite")
+        var local = try #require(SampleProject.records.first { $0.id == SampleProject.id(50) })
+        local["title"] = .text("Cracked tile — edited offline")
+        local.sync.syncStatus = status
+        try workspace.save([local], in: target)
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        #expect(summary.total.skippedLocallyModified == 1)
+        #expect(summary.byEntity["issue"]?.skippedLocallyModified == 1)
+        #expect(try workspace.record(.issue, local.id, in: target) == local)
+    }
+
+    @Test func aStoredNewerServerVersionIsKept() throws {
+        let (workspace, url) = try exported()
+        let target = try workspace.database("target.sqlite")
+        var newer = try #require(SampleProject.records.first { $0.id == SampleProject.id(51) })
+        newer.sync.version = 99
+        newer["title"] = .text("Outlet cover fitted")
+        try workspace.save([newer], in: target)
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        #expect(summary.total.skippedOutdated == 1)
+        #expect(try workspace.record(.issue, newer.id, in: target) == newer)
+    }
+
+    @Test func aRecordWhoseParentIsMissingIsKeptAndFlagged() throws {
+        let workspace = try Workspace()
+        let strayIssue = SampleProject.id(777)
+        let comment = Comment(id: SampleProject.id(778), sync: SampleProject.sync(1), issueID: strayIssue,
+            authorID: SampleProject.foreman, body: "Whose issue is this?").record
+        let json = """
+            {"format": "outpost-bundle", "formatVersion": 1, "projectID": "\(SampleProject.project.uuidString.lowercased())",
+             "records": [
+               {"entity": "comment", "id": "\(comment.id.uuidString.lowercased())", "version": 1,
+                "createdAt": "2026-11-18T11:06:40.125Z", "updatedAt": "2026-11-18T11:07:40.125Z",
+                "fields": {"issueID": "\(strayIssue.uuidString.lowercased())", "authorID": "\(SampleProject.foreman.uuidString.lowercased())", "body": "Whose issue is this?"}}
+             ]}
+            """
+        let url = try workspace.file("orphan.json", json)
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: workspace.databasePath)
+        #expect(summary.total.inserted == 1)
+        #expect(summary.total.orphaned == 1)
+        #expect(try workspace.record(.comment, comment.id)?.sync.isOrphaned == true)
+        // Once the parents arrive, the same bundle plus them settles the flag.
+        let again = try BundleImporter().importBundle(at: url, intoDatabaseAt: workspace.databasePath)
+        #expect(again.total.unchanged == 1 && again.total.orphaned == 1)
+    }
+
+    @Test func aChildListedBeforeItsParentIsNotOrphaned() throws {
+        let (workspace, url) = try exported(.json)
+        // Reverse the records so every child comes before its parent.
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let lines = text.components(separatedBy: "\n")
+        let recordLines = lines.filter { $0.hasPrefix("    {\"entity\"") }.map { $0.hasSuffix(",") ? String($0.dropLast()) : $0 }
+        let reversed = lines.prefix { !$0.hasPrefix("    {\"entity\"") }.joined(separator: "\n") + "\n"
+            + recordLines.reversed().joined(separator: ",\n") + "\n  ]\n}\n"
+        let reversedURL = try workspace.file("reversed.json", reversed)
+        let target = try workspace.database("target.sqlite")
+        let summary = try BundleImporter().importBundle(at: reversedURL, intoDatabaseAt: target)
+        #expect(summary.total.inserted == SampleProject.records.count)
+        #expect(summary.total.orphaned == 0)
+        #expect(try workspace.contents(of: target) == workspace.contents())
+        let again = try BundleImporter().importBundle(at: reversedURL, intoDatabaseAt: target)
+        #expect(again.total.unchanged == SampleProject.records.count)
+    }
+
+    @Test func progressIsReportedAsItGoes() throws {
+        let (workspace, url) = try exported()
+        let reports = Reports()
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target) { reports.append($0) }
+        let last = try #require(reports.all.last)
+        #expect(last.records == SampleProject.records.count)
+        #expect(last.bytesRead == last.totalBytes && last.totalBytes > 0)
+    }
+
+    final class Reports: @unchecked Sendable {
+        private let lock = NSLock()
+        private var reports: [ImportProgress] = []
+        func append(_ report: ImportProgress) { lock.withLock { reports.append(report) } }
+        var all: [ImportProgress] { lock.withLock { reports } }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import OutpostModels
+import Testing
+@testable import OutpostBundles
+
+/// Export → import into an empty database → export again gives the same bundle, in both encodings, and
+/// both encodings import to identical databases.
+@Suite struct RoundTripTests {
+    @Test(arguments: BundleFormat.allCases)
+    func exportImportExportGivesTheSameBundle(format: BundleFormat) throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let first = workspace.url("first.\(format.rawValue)")
+        let written = try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath,
+            format: format, to: first)
+        #expect(written == SampleProject.records.count)
+
+        let empty = try workspace.database("empty.sqlite")
+        let summary = try BundleImporter().importBundle(at: first, intoDatabaseAt: empty)
+        #expect(summary.total.inserted == SampleProject.records.count)
+        #expect(summary.total.orphaned == 0)
+
+        let second = workspace.url("second.\(format.rawValue)")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: empty, format: format, to: second)
+        #expect(try Data(contentsOf: first) == Data(contentsOf: second))
+        #expect(try workspace.contents(of: empty) == workspace.contents())
+    }
+
+    @Test func bothEncodingsImportToIdenticalDatabases() throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let xml = workspace.url("bundle.xml"), json = workspace.url("bundle.json")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: xml)
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: json)
+        let fromXML = try workspace.database("xml.sqlite"), fromJSON = try workspace.database("json.sqlite")
+        try BundleImporter().importBundle(at: xml, intoDatabaseAt: fromXML)
+        try BundleImporter().importBundle(at: json, intoDatabaseAt: fromJSON)
+        let contents = try workspace.contents(of: fromXML)
+        #expect(contents.count == SampleProject.records.count)
+        #expect(contents == (try workspace.contents(of: fromJSON)))
+    }
+
+    @Test(arguments: BundleFormat.allCases)
+    func theExamplesValidateAndMatchTheExporter(format: BundleFormat) throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let exported = workspace.url("sample.\(format.rawValue)")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format,
+            to: exported)
+        let example = RepositorySchemas.folder.appendingPathComponent("examples/project-bundle.\(format.rawValue)")
+        if !FileManager.default.fileExists(atPath: example.path) {
+            try FileManager.default.createDirectory(at: example.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: exported, to: example)
+        }
+        #expect(BundleValidator().errors(inBundleAt: example).isEmpty)
+        #expect(try Data(contentsOf: example) == Data(contentsOf: exported), "schemas/examples drifted from the exporter")
+    }
+}
