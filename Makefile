@@ -51,6 +51,7 @@ demo: setup
 bench: setup
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES)"
 	$(SWIFT) build -c release --product outpost-bench
+	$(SWIFT) build -c release --product outpost
 	$(SWIFT) run -c release outpost-bench $(SUITE)
 
 ## packages: build and test each package on its own, as a team depending on one package would

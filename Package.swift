@@ -16,8 +16,10 @@ let package = Package(
         .package(path: "Packages/OutpostConflicts"),
         .package(path: "Packages/OutpostStore"),
         .package(path: "Packages/OutpostSync"),
+        .package(path: "Packages/OutpostBundles"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         .executableTarget(
@@ -27,6 +29,7 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"
@@ -39,6 +42,7 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tools/outpost-bench"
@@ -65,6 +69,16 @@ let package = Package(
             path: "Packages/OutpostStore/Tests/OutpostStoreTests"
         ),
         .testTarget(
+            name: "OutpostBundlesTests",
+            dependencies: [
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            path: "Packages/OutpostBundles/Tests/OutpostBundlesTests"
+        ),
+        .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
                 .product(name: "OutpostSync", package: "OutpostSync"),
@@ -80,6 +94,7 @@ let package = Package(
             dependencies: [
                 "OutpostCLI",
                 .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

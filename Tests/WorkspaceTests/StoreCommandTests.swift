@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostConflicts
 import OutpostModels
 import OutpostStore
 import Testing
@@ -41,5 +42,41 @@ import Testing
         #expect(try Outpost.run(["status", "--db", path]).status != 0)
         #expect(try Outpost.run(["audit", "verify", "--db", path]).status != 0)
         #expect(!FileManager.default.fileExists(atPath: path))
+    }
+}
+
+/// `outpost conflicts list` and `resolve` on a conflict made by a pull meeting a local change.
+@Suite struct ConflictCommandTests {
+    @Test func listsAndResolvesAConflict() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("device.sqlite")
+        let store = try LocalStore.open(at: path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        let server = NodeID(0xFEED)
+        func pulled(_ value: OutpostModels.Issue, version: Int64, at milliseconds: Int64) -> PulledPage {
+            var record = value.record
+            record.sync.version = version
+            let stamp = HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server)
+            return PulledPage(changes: [VersionedRecord(record: record, stampedAt: stamp)], cursor: "c-\(version)")
+        }
+        try await store.applyPulledPage(pulled(issue, version: 1, at: 1_000), now: Date(timeIntervalSince1970: 1))
+        var mine = issue
+        mine.status = .inProgress
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        var theirs = issue
+        theirs.status = .resolved
+        try await store.applyPulledPage(pulled(theirs, version: 2, at: 5_000), now: Date(timeIntervalSince1970: 5))
+
+        let list = try Outpost.run(["conflicts", "list", "--db", path])
+        #expect(list.status == 0)
+        #expect(list.output.contains("issue") && list.output.contains("status"))
+        #expect(list.output.contains("\"inProgress\"") && list.output.contains("\"resolved\""))
+        let id = try #require(try store.openConflicts().first?.id)
+
+        let resolve = try Outpost.run(["conflicts", "resolve", String(id), "--choice", "override", "--db", path])
+        #expect(resolve.status == 0, "\(resolve.errorOutput)")
+        #expect(try LocalStore.open(at: path).fetch(Issue.self, id: issue.id)?.status == .inProgress)
+        #expect(try Outpost.run(["conflicts", "list", "--db", path]).output.contains("no open conflicts"))
+        #expect(try Outpost.run(["conflicts", "resolve", String(id), "--choice", "discard", "--db", path]).status != 0)
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 @main
 struct OutpostBench {
     /// Every suite, in the order they run. A suite is one file in this folder.
-    static let suites: [any BenchmarkSuite] = [MigrationBenchmark(), ConflictMergeBenchmark(), StoreBenchmark()]
+    static let suites: [any BenchmarkSuite] = [MigrationBenchmark(), ConflictMergeBenchmark(), StoreBenchmark(), BundleImportBenchmark()]
 
     static func main() async throws {
         let only = CommandLine.arguments.dropFirst().first

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import OutpostBundles
+
+/// `outpost import PATH --db DB`: import a pre-sync bundle in one transaction.
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import a pre-sync bundle (.xml, .json or .zip) into a local database.",
+        discussion: """
+            The database is created or upgraded to the latest schema first. The import is one transaction: \
+            on any error nothing is written and the error says where. Records with unsynced local changes \
+            are left as they are and counted. A progress bar shows on a terminal.
+            """
+    )
+
+    @Argument(help: "The bundle file.")
+    var path: String
+
+    @Option(help: "The database file.")
+    var db: String
+
+    @Flag(help: "Print the summary as JSON.")
+    var json = false
+
+    func run() throws {
+        let showProgress = isatty(STDERR_FILENO) == 1
+        let summary: ImportSummary
+        do {
+            summary = try BundleImporter().importBundle(at: URL(fileURLWithPath: path), intoDatabaseAt: db) { progress in
+                guard showProgress else { return }
+                BundleProgressBar.draw(progress)
+            }
+        } catch {
+            if showProgress { BundleProgressBar.clear() }
+            throw CommandFailure("\(error)")
+        }
+        if showProgress { BundleProgressBar.clear() }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+            return
+        }
+        print("imported \(path) (\(summary.format), \(summary.bytesRead) bytes) into \(db)")
+        let headers = ["entity", "inserted", "updated", "unchanged", "local changes kept", "outdated", "orphaned"]
+        func row(_ name: String, _ counts: ImportCounts) -> [String] {
+            [name] + [counts.inserted, counts.updated, counts.unchanged, counts.skippedLocallyModified,
+                counts.skippedOutdated, counts.orphaned].map(String.init)
+        }
+        let rows = summary.byEntity.keys.sorted().map { row($0, summary.byEntity[$0]!) } + [row("total", summary.total)]
+        print(TextTable(headers: headers, rows: rows).rendered)
+        if summary.filesVerified > 0 { print("files verified: \(summary.filesVerified)") }
+    }
+}
