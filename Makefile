@@ -42,10 +42,23 @@ test: setup
 	done
 	$(SWIFT) test
 
-## demo: the main job (for now: the entity catalog through the CLI)
+## demo: the main job for now: a device database created, pre-synced from the example bundle, inspected
 demo: setup
 	$(SWIFT) build --product outpost
-	$(SWIFT) run outpost entities
+	@set -e; bin="$$($(SWIFT) build --show-bin-path)/outpost"; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	echo; echo "== The entity catalog: what Outpost stores and syncs, parents first"; \
+	"$$bin" entities; \
+	echo; echo "== A new device database, migrated to the latest schema"; \
+	"$$bin" migrate --db "$$dir/device.sqlite"; \
+	echo; echo "== Pre-sync: the night before, validate and import the project bundle"; \
+	"$$bin" bundle validate schemas/examples/project-bundle.xml; \
+	"$$bin" import schemas/examples/project-bundle.xml --db "$$dir/device.sqlite"; \
+	echo; echo "== Importing it again changes nothing"; \
+	"$$bin" import schemas/examples/project-bundle.json --db "$$dir/device.sqlite"; \
+	echo; echo "== What the device now holds"; \
+	"$$bin" info --db "$$dir/device.sqlite"; \
+	"$$bin" status --db "$$dir/device.sqlite"; \
+	"$$bin" audit verify --db "$$dir/device.sqlite"
 
 ## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
 bench: setup

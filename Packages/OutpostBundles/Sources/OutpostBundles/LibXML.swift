@@ -11,8 +11,9 @@ import Foundation
 /// 2.14). Foundation's `XMLParser` installs a loader of its own; a process that uses it after us could
 /// replace ours, so the reader does not rely on the loader alone: it never passes `XML_PARSE_NOENT`,
 /// `XML_PARSE_DTDLOAD` or `XML_PARSE_HUGE`, always passes `XML_PARSE_NONET`, and refuses any DOCTYPE.
-/// Error reporting is per reader (`xmlTextReaderSetStructuredErrorHandler`), so nothing global is needed
-/// there. The compiled XSD is immutable after parsing and shared by every validation context.
+/// Errors go through the thread's structured error handler, set and restored around each read (2.9's
+/// per-reader handler breaks once the XSD validator is attached; see XMLBundleReader). The compiled XSD
+/// is immutable after parsing and shared by every validation context.
 enum LibXML {
     /// Runs the one-time setup; cheap after the first call.
     static func prepare() { _ = setUp }

@@ -36,7 +36,7 @@ final class XMLBundleReader: BundleItemReader {
         self.limits = limits
         self.collecting = collecting
         let context = Unmanaged.passUnretained(input).toOpaque()
-        guard let reader = xmlReaderForIO(readDocument, nil, context, displayName, nil, LibXML.parserOptions) else {
+        guard let reader = xmlReaderForIO(readDocument, nil, context, displayName, "UTF-8", LibXML.parserOptions) else {
             throw BundleError(.unreadableFile, message: "libxml2 could not start a reader", file: displayName)
         }
         self.reader = reader

@@ -15,11 +15,32 @@ enum XMLProlog {
         }
         defer { try? handle.close() }
         let head = [UInt8]((try? handle.read(upToCount: maximumBytes)) ?? Data())
-        var index = 0
         func starts(_ text: String, at offset: Int) -> Bool {
             let bytes = Array(text.utf8)
             return offset + bytes.count <= head.count && Array(head[offset..<offset + bytes.count]) == bytes
         }
+        // The check reads bytes as UTF-8; a document in another encoding could hide a DOCTYPE from it,
+        // so bundles are UTF-8 only (the reader also tells libxml2 so): no UTF-16/32 byte-order mark,
+        // no other declared encoding.
+        if head.starts(with: [0xFE, 0xFF]) || head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0x00, 0x00])
+            || (head.count >= 2 && (head[0] == 0x00 || head[1] == 0x00))
+        {
+            throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this file is UTF-16 or UTF-32")
+                .located(location)
+        }
+        if starts("<?xml", at: head.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0),
+            let end = head.firstIndex(of: 0x3E),
+            let declaration = String(bytes: head[..<end], encoding: .utf8)?.lowercased(),
+            let range = declaration.range(of: "encoding")
+        {
+            let value = declaration[range.upperBound...].drop { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "'" }
+                .prefix { $0 != "\"" && $0 != "'" && $0 != " " && $0 != "?" }
+            guard value == "utf-8" || value == "utf8" else {
+                throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this one declares encoding '\(value)'")
+                    .located(location)
+            }
+        }
+        var index = 0
         func skip(past terminator: String) -> Bool {
             let bytes = Array(terminator.utf8)
             while index + bytes.count <= head.count {

@@ -91,6 +91,19 @@ import ZIPFoundation
                     .replacingText("<title>Outlet missing cover</title>", with: "<title>&lol9;</title>")
             },
             check: { $0.line != nil }),
+        Case(name: "a DOCTYPE hidden in UTF-16", code: .forbiddenConstruct,
+            make: { corpus in
+                let text = corpus.xml.replacingOccurrences(
+                    of: "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+                    with: "<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n<!DOCTYPE bundle [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>\n")
+                let url = corpus.workspace.url("utf16.xml")
+                try Data([0xFF, 0xFE] + Array(text.data(using: .utf16LittleEndian)!)).write(to: url)
+                return url
+            },
+            check: { $0.message.contains("UTF-8") }),
+        Case(name: "a declared encoding other than UTF-8", code: .forbiddenConstruct,
+            make: { try $0.xml("utf7.xml", replacing: "encoding=\"UTF-8\"", with: "encoding=\"UTF-7\"") },
+            check: { $0.message.contains("utf-7") }),
         Case(name: "entity reference without a DTD", code: .forbiddenConstruct,
             make: { try $0.xml("entity.xml", replacing: "<title>Outlet missing cover</title>", with: "<title>&xxe;</title>") },
             check: { $0.line != nil && $0.column != nil }),

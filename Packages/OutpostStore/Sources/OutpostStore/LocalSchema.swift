@@ -20,6 +20,7 @@ public enum LocalSchema {
         MigrationStep(version: 4, name: "2.1: server ids, cursors, conflicts, field clocks, orphans, issue details", sql: version4),
         MigrationStep(version: 5, name: "2.2: audit trail and list indexes", sql: version5),
         MigrationStep(version: 6, name: "2.3: queue lookups by record", sql: version6),
+        MigrationStep(version: 7, name: "2.4: remember which mutations were ever sent", sql: version7),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -306,5 +307,15 @@ extension LocalSchema {
     /// look mutations up by record; without this index each write scanned the whole queue.
     static let version6 = """
         CREATE INDEX mutation_queue_by_record ON mutation_queue(record_id, status);
+        """
+}
+
+extension LocalSchema {
+    /// A mutation that went out once may have been applied even if no answer came back; later edits
+    /// must never be folded into it, whatever its status says now (pending again after a timeout,
+    /// a crash or a paused run).
+    static let version7 = """
+        ALTER TABLE mutation_queue ADD COLUMN sent INTEGER NOT NULL DEFAULT 0;
+        UPDATE mutation_queue SET sent = 1 WHERE status != 'pending' OR attempts > 0;
         """
 }

@@ -8,7 +8,7 @@ public struct OpenConflict: Sendable, Hashable, Codable {
     public let id: Int64
     public let entity: EntityType
     public let recordID: UUID
-    /// The field that lost; nil when a delete lost (or, under `manual`, the record as a whole).
+    /// The field that lost; nil when a delete lost.
     public let field: String?
     /// The strategy that decided.
     public let strategy: ConflictPolicyName

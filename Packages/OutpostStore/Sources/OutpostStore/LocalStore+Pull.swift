@@ -83,6 +83,10 @@ extension StoreWriter {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 try apply(translated, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
             }
+            if let last = clock.last {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)", arguments: [last.encoded])
+            }
             if let cursor = page.cursor {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)",
@@ -123,6 +127,11 @@ extension StoreWriter {
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: policy[entity], in: db, now: now,
                 surfacing: { $0.side == .client || seen[$0.field] != $0.clock })
+            try MutationQueue.rebaseUnfinished(
+                entity, id, keepingField: { resolution.sources[$0] == .client },
+                deletionLost: resolution.losingDeletion?.side == .client, serverVersion: remote.record.sync.version,
+                in: db)
+            if try MutationQueue.unfinishedFields(entity, id, in: db) == nil { written.sync.syncStatus = .synced }
         } else {
             written = remote.record
             written.sync.syncStatus = .synced

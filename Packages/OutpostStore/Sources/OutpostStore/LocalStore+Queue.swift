@@ -27,7 +27,8 @@ extension LocalStore {
             guard !seqs.isEmpty else { return [] }
             let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
             try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'inFlight' WHERE seq IN (\(marks))", arguments: StatementArguments(seqs))
+                sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1 WHERE seq IN (\(marks))",
+                arguments: StatementArguments(seqs))
             return try MutationQueue.all(sequences: seqs, in: db)
         }
     }
@@ -65,12 +66,13 @@ extension LocalStore {
     /// merged into the store, the mutation goes back in line based on the server's version, with one
     /// more attempt counted so a server that keeps refusing cannot hold the run forever. It gets a new
     /// idempotency key: it is a new request, and the server answers the old key with the old conflict.
+    /// A mutation the merge left with nothing to send is already done and stays so.
     public func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = ?, idempotency_key = ?
-                    WHERE seq = ?
+                    WHERE seq = ? AND status = 'inFlight'
                     """,
                 arguments: [serverVersion, UUID().storageText, mutation.sequence])
         }
@@ -130,16 +132,24 @@ extension LocalStore {
             let queue = try MutationQueue.all(in: db).filter { $0.status != .done }
             var blockers: [Int64: Set<Int64>] = [:]
             for mutation in queue where mutation.status == .failed { blockers[mutation.sequence] = [mutation.sequence] }
-            // Queue order is dependency order (a dependency is always queued first), so one pass suffices.
-            for mutation in queue where mutation.status != .failed {
-                var found: Set<Int64> = []
-                for earlier in queue where earlier.sequence < mutation.sequence {
-                    guard let roots = blockers[earlier.sequence] else { continue }
-                    let sameRecord = earlier.recordID == mutation.recordID
-                    let parentCreate = earlier.operation == .create && mutation.dependsOn.contains(earlier.recordID)
-                    if sameRecord || parentCreate { found.formUnion(roots) }
+            // A mutation waits on earlier mutations of its record and on the creates of the records it
+            // references (which a folded edit may have queued after it), so spread until nothing changes.
+            var changed = true
+            while changed {
+                changed = false
+                for mutation in queue where mutation.status != .failed {
+                    var found = blockers[mutation.sequence] ?? []
+                    for other in queue where other.sequence != mutation.sequence {
+                        guard let roots = blockers[other.sequence] else { continue }
+                        let sameRecord = other.recordID == mutation.recordID && other.sequence < mutation.sequence
+                        let parentCreate = other.operation == .create && mutation.dependsOn.contains(other.recordID)
+                        if sameRecord || parentCreate { found.formUnion(roots) }
+                    }
+                    if !found.isEmpty, found != blockers[mutation.sequence] {
+                        blockers[mutation.sequence] = found
+                        changed = true
+                    }
                 }
-                if !found.isEmpty { blockers[mutation.sequence] = found }
             }
             return queue.filter { $0.status != .failed && blockers[$0.sequence] != nil }
                 .map { ($0, blockers[$0.sequence]!.sorted()) }

@@ -12,9 +12,10 @@ enum MutationQueue {
         var deletion: HybridTimestamp?
     }
 
-    /// Queues a write. An update of a record whose earlier create or update is still pending (not in
-    /// flight) is folded into that mutation: the server has seen neither, so sending the union once,
-    /// with each field's newest value and clock, is the same as sending both in order.
+    /// Queues a write. An update of a record whose earlier create or update has never been sent is
+    /// folded into that mutation: the server has seen neither, so sending the union once, with each
+    /// field's newest value and clock, is the same as sending both in order. The folded mutation also
+    /// takes on the new write's parents, so it still waits for every create it now refers to.
     static func enqueue(
         entity: EntityType, recordID: UUID, operation: MutationOperation, baseVersion: Int64,
         payload: Payload, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64, now: Date, in db: Database
@@ -22,17 +23,27 @@ enum MutationQueue {
         let id = recordID.storageText
         if operation == .update,
             let pending = try Row.fetchOne(db, sql: """
-                SELECT seq, payload FROM mutation_queue
-                WHERE entity = ? AND record_id = ? AND status = 'pending' AND operation IN ('create', 'update')
+                SELECT seq, payload, depends_on FROM mutation_queue
+                WHERE entity = ? AND record_id = ? AND status = 'pending' AND sent = 0
+                  AND operation IN ('create', 'update')
+                  AND NOT EXISTS (SELECT 1 FROM mutation_queue AS later
+                                  WHERE later.record_id = mutation_queue.record_id AND later.seq > mutation_queue.seq)
                 ORDER BY seq DESC LIMIT 1
                 """, arguments: [entity.rawValue, id])
         {
             var merged = try decoder.decode(Payload.self, from: Data((pending["payload"] as String).utf8))
             merged.fields.merge(payload.fields) { _, new in new }
             merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
+            let earlier = try (pending["depends_on"] as String?).map {
+                try decoder.decode([String].self, from: Data($0.utf8))
+            } ?? []
+            let parents = earlier + dependsOn.map(\.storageText).filter { !earlier.contains($0) }
             try db.execute(
-                sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ? WHERE seq = ?",
-                arguments: [try encode(merged), auditSequence, pending["seq"] as Int64])
+                sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ?, depends_on = ? WHERE seq = ?",
+                arguments: [
+                    try encode(merged), auditSequence, parents.isEmpty ? nil : try encode(parents),
+                    pending["seq"] as Int64,
+                ])
             return
         }
         try db.execute(
@@ -68,6 +79,36 @@ enum MutationQueue {
         guard !payloads.isEmpty else { return nil }
         return try payloads.reduce(into: Set<String>()) { fields, payload in
             fields.formUnion(try decoder.decode(Payload.self, from: Data(payload.utf8)).fields.keys)
+        }
+    }
+
+    /// After a merge, what is still to be sent for the record: each unfinished mutation keeps only the
+    /// fields whose merged value came from this device (the rest lost, and is surfaced instead of being
+    /// pushed over the winner), drops a delete that lost, moves onto the server's version, and becomes an
+    /// update when the server already has the record. One left with nothing to send is done.
+    static func rebaseUnfinished(
+        _ entity: EntityType, _ id: UUID, keepingField keep: (String) -> Bool, deletionLost: Bool,
+        serverVersion: Int64, in db: Database
+    ) throws {
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT seq, operation, payload FROM mutation_queue WHERE record_id = ? AND entity = ? AND status NOT IN ('done', 'failed')",
+            arguments: [id.storageText, entity.rawValue])
+        for row in rows {
+            var payload = try decoder.decode(Payload.self, from: Data((row["payload"] as String).utf8))
+            payload.fields = payload.fields.filter { keep($0.key) }
+            payload.clocks = payload.clocks.filter { payload.fields[$0.key] != nil }
+            if deletionLost { payload.deletion = nil }
+            var operation = MutationOperation(rawValue: row["operation"]) ?? .update
+            if operation == .delete, payload.deletion == nil { operation = .update }
+            if operation == .create, serverVersion > 0 { operation = .update }
+            let empty = payload.fields.isEmpty && payload.deletion == nil
+            try db.execute(
+                sql: """
+                    UPDATE mutation_queue SET payload = ?, operation = ?, base_version = ?,
+                        status = CASE WHEN ? THEN 'done' ELSE status END
+                    WHERE seq = ?
+                    """,
+                arguments: [try encode(payload), operation.rawValue, serverVersion, empty, row["seq"] as Int64])
         }
     }
 

@@ -114,6 +114,10 @@ import Testing
             return Int64(names).databaseValue
         case ("issues", "details"):
             return old["description"]!
+        case ("mutation_queue", "sent"):
+            let status = String.fromDatabaseValue(old["status"]!)
+            let attempts = Int64.fromDatabaseValue(old["attempts"]!) ?? 0
+            return Int64(status != "pending" || attempts > 0 ? 1 : 0).databaseValue
         default:
             return defaults["\(table).\(column)"] ?? .null
         }

@@ -210,4 +210,67 @@ import Testing
         #expect(strayReport.orphaned == 1)
         #expect(try store.fetch(Comment.self, id: stray.id)?.sync.isOrphaned == true)
     }
+
+    @Test func anEditIsNeverFoldedIntoAMutationThatWentOut() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var issue = try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        // Sent, answer lost: back in line with its key, and the server may well have applied it.
+        let sent = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.scheduleRetry(sent, reason: "timed out", retryAt: now)
+        issue.title = "Leak under the sink"
+        try await store.save(issue, now: now)
+        let queued = try store.mutations(status: .pending)
+        #expect(queued.map(\.operation) == [.create, .update])
+        #expect(queued.first?.fields["title"] == .text("Leak"))
+        #expect(queued.last?.fields == ["title": .text("Leak under the sink")])
+    }
+
+    @Test func aFoldedEditWaitsForItsNewParent() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let first = try await store.save(Project(name: "First"), now: now)
+        try store.acknowledge(try #require(try store.claimMutations(limit: 1, now: now).first), serverVersion: 1, serverID: nil, now: now)
+        var scope = try await store.save(Scope(projectID: first.id, name: "Roof"), now: now)
+        let second = try await store.save(Project(name: "Second"), now: now)
+        scope.projectID = second.id
+        try await store.save(scope, now: now)
+        #expect(try store.mutations(status: .pending).count == 2, "the move folds into the unsent create")
+        let batch = try store.claimMutations(limit: 10, now: now)
+        #expect(batch.map(\.recordID) == [second.id], "the scope waits for its new parent's create")
+    }
+
+    @Test func aLosingChangeIsNotPushedOverTheWinner() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let discount = Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(discount, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+        var mine = discount
+        mine.value = 2_000
+        mine.name = "Winter promo"
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        // The office changed the amount meanwhile; money is server-wins.
+        var office = discount
+        office.value = 500
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 3_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 3))
+        #expect(try store.fetch(Discount.self, id: discount.id)?.value == 500)
+        #expect(try store.openConflicts().contains { $0.field == "value" && $0.localValue == .integer(2_000) })
+        #expect(try store.openConflicts().contains { $0.field == "name" }, "server-wins keeps the office's whole version")
+        #expect(try store.mutations(status: .pending).isEmpty, "nothing of the losing change is sent over the office's")
+        #expect(try store.fetch(Discount.self, id: discount.id)?.sync.syncStatus == .synced)
+    }
+
+    @Test func clocksSeenInAPullSurviveARestart() async throws {
+        let folder = try TemporaryDatabase()
+        let wall = Date(timeIntervalSince1970: 1_000)
+        let ahead: Int64 = 1_000_000 + 120_000  // two minutes ahead of this device
+        try await LocalStore.open(at: folder.path).applyPulledPage(
+            PulledPage(changes: [remote(Issue(projectID: UUID(), title: "Leak"), version: 1, at: ahead)], cursor: "c-1"), now: wall)
+        let reopened = try LocalStore.open(at: folder.path)
+        try await reopened.save(Issue(projectID: UUID(), title: "New"), now: wall)
+        let stamp = try #require(try reopened.mutations().first?.clocks["title"])
+        #expect(stamp.physicalMilliseconds >= ahead)
+    }
 }

@@ -18,6 +18,9 @@ public actor SyncEngine {
     private let batchSize: Int
     private let pullLimit: Int
     private var recoveredInFlight = false
+    /// Whether a run is under way: a second caller (a connectivity trigger, say) must not interleave
+    /// with it across its awaits, or two runs could apply pages out of order.
+    private var isRunning = false
     /// Why sending is on hold, until `resume()`.
     public private(set) var pause: SyncPause?
 
@@ -50,9 +53,15 @@ public actor SyncEngine {
     /// left half-done. Transport failures are part of the report, not errors; only the store's own
     /// failures (a full disk) throw.
     public func sync(budget: Duration? = nil, now: @Sendable () -> Date = { Timestamp.now() }) async throws(StoreError) -> SyncReport {
+        var report = SyncReport()
+        guard !isRunning else {
+            report.alreadyRunning = true
+            return report
+        }
+        isRunning = true
+        defer { isRunning = false }
         let start = elapsed()
         let before = await transport.transferred
-        var report = SyncReport()
         let elapsed = self.elapsed
         func withinBudget() -> Bool {
             guard let budget else { return true }

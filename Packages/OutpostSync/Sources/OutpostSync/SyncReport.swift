@@ -26,6 +26,8 @@ public struct SyncReport: Sendable {
     public var pushCompleted = false
     /// Whether the time budget ended the run (between batches).
     public var stoppedForBudget = false
+    /// True when the call found another run under way and did nothing (that run covers it).
+    public var alreadyRunning = false
     /// Set when sending is on hold.
     public var pause: SyncPause?
     /// The last transport failure met, if any (offline, timeout, refused).

@@ -72,9 +72,12 @@ import Testing
         #expect(first.retried == 1)
         #expect(await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
 
+        // The next run pulls first and finds its own write already on the server: nothing is left to
+        // send, and nothing is sent twice.
         let second = try await engine.sync(now: { self.now.addingTimeInterval(60) })
-        #expect(second.pushed == 1)
-        #expect(await server.record(issue.id)?.version == 1, "the repeat was answered, not applied again")
+        #expect(second.pushed == 0)
+        #expect(await server.record(issue.id)?.version == 1, "applied once")
+        #expect(try device.store.status().pendingChanges == 0)
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
     }
 
@@ -177,5 +180,27 @@ import Testing
         #expect(report.stoppedForBudget)
         #expect(report.pushed == 0)
         #expect(try device.store.mutations(status: .pending).count == 1, "nothing half-done")
+    }
+
+    @Test func aConflictingChangeThatLosesIsNotPushedOverTheServer() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 9))
+        var discount = try await device.store.save(
+            Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000), now: now)
+        _ = try await engine.sync(now: { self.now })
+        // The office sets the amount; this device, offline and on a stale base, sets another.
+        let officeStamp = HybridTimestamp(physicalMilliseconds: 1_795_000_100_000, counter: 0, node: NodeID(0xFEED))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .discount, operation: .update, recordID: discount.id, baseVersion: 1,
+            fields: ["value": .integer(500)], clocks: ["value": officeStamp]))
+        discount.value = 2_000
+        try await device.store.save(discount, now: now.addingTimeInterval(50))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        #expect(await server.record(discount.id)?.fields["value"] == .integer(500), "server-wins: the office's amount stands")
+        #expect(try device.store.fetch(Discount.self, id: discount.id)?.value == 500)
+        #expect(try device.store.openConflicts().contains { $0.field == "value" && $0.localValue == .integer(2_000) })
+        #expect(report.failed == 0)
+        #expect(try device.store.status().pendingChanges == 0)
     }
 }
