@@ -121,7 +121,10 @@ struct BundleImportBenchmark: BenchmarkSuite {
     }
 }
 
-/// A child process's wall time and peak resident memory, read from `wait4`'s resource usage.
+/// A child process's wall time and peak resident memory. The peak is the child's own `VmHWM` (the
+/// high-water mark of its resident set, kept per address space), polled from `/proc` while it runs:
+/// `wait4`'s `ru_maxrss` would also count the benchmark's own memory, which a spawned child inherits
+/// as its high-water mark until it calls exec.
 struct ChildProcess {
     let status: Int32
     let seconds: Double
@@ -143,16 +146,30 @@ struct ChildProcess {
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
         guard spawned == 0 else { throw BenchmarkFailure("cannot start \(executable): error \(spawned)") }
         var status: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &status, 0, &usage) < 0 {
-            guard errno == EINTR else { throw BenchmarkFailure("wait4 failed for \(executable)") }
+        var peak = 0
+        while true {
+            // Read before reaping: once reaped, /proc/<pid> is gone. The mark only grows, so the last
+            // reading before exit is the peak, short of what the final few milliseconds added.
+            if let mark = highWaterMark(of: pid) { peak = max(peak, mark) }
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { break }
+            if reaped < 0, errno != EINTR { throw BenchmarkFailure("waitpid failed for \(executable)") }
+            usleep(5_000)
         }
         let elapsed = clock.now - start
         let exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
         return ChildProcess(
             status: exitStatus,
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-            peakKilobytes: Int(usage.ru_maxrss))
+            peakKilobytes: peak)
+    }
+
+    /// `VmHWM` of a running process, in kilobytes.
+    private static func highWaterMark(of pid: pid_t) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return nil }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
     }
 }
 
