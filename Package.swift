@@ -12,6 +12,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "Packages/OutpostModels"),
+        .package(path: "Packages/OutpostTesting"),
         .package(path: "Packages/OutpostMigrator"),
         .package(path: "Packages/OutpostConflicts"),
         .package(path: "Packages/OutpostStore"),
@@ -50,7 +51,10 @@ let package = Package(
         // Each package's own tests, compiled here against the shared graph (see Workspace.md).
         .testTarget(
             name: "OutpostModelsTests",
-            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")],
+            dependencies: [
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
             path: "Packages/OutpostModels/Tests/OutpostModelsTests"
         ),
         .testTarget(
@@ -60,12 +64,18 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostConflictsTests",
-            dependencies: [.product(name: "OutpostConflicts", package: "OutpostConflicts")],
+            dependencies: [
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
             path: "Packages/OutpostConflicts/Tests/OutpostConflictsTests"
         ),
         .testTarget(
             name: "OutpostStoreTests",
-            dependencies: [.product(name: "OutpostStore", package: "OutpostStore")],
+            dependencies: [
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
             path: "Packages/OutpostStore/Tests/OutpostStoreTests"
         ),
         .testTarget(
@@ -81,6 +91,7 @@ let package = Package(
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
@@ -92,6 +103,7 @@ let package = Package(
         .testTarget(
             name: "WorkspaceTests",
             dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostCLI",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),

@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "OutpostConflicts", targets: ["OutpostConflicts"])
     ],
     dependencies: [
+        .package(path: "../OutpostTesting"),
         .package(path: "../OutpostModels")
     ],
     targets: [
@@ -19,6 +20,7 @@ let package = Package(
         .testTarget(
             name: "OutpostConflictsTests",
             dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostConflicts",
                 .product(name: "OutpostModels", package: "OutpostModels"),
             ]

@@ -8,9 +8,16 @@ let package = Package(
     products: [
         .library(name: "OutpostModels", targets: ["OutpostModels"])
     ],
+    dependencies: [
+        // Tests only: a seeded random generator shared by every package's property tests.
+        .package(path: "../OutpostTesting")
+    ],
     targets: [
         .target(name: "OutpostModels"),
-        .testTarget(name: "OutpostModelsTests", dependencies: ["OutpostModels"]),
+        .testTarget(
+            name: "OutpostModelsTests",
+            dependencies: ["OutpostModels", .product(name: "OutpostTesting", package: "OutpostTesting")]
+        ),
     ]
 )
 

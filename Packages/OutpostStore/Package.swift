@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "OutpostStore", targets: ["OutpostStore"])
     ],
     dependencies: [
+        .package(path: "../OutpostTesting"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostMigrator"),
         .package(path: "../OutpostConflicts"),
@@ -26,7 +27,10 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "OutpostStoreTests", dependencies: ["OutpostStore"]),
+        .testTarget(
+            name: "OutpostStoreTests",
+            dependencies: ["OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting")]
+        ),
     ]
 )
 

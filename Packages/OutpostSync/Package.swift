@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "OutpostSync", targets: ["OutpostSync"])
     ],
     dependencies: [
+        .package(path: "../OutpostTesting"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
@@ -30,6 +31,7 @@ let package = Package(
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostSync",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),

@@ -2,6 +2,7 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import Testing
+import OutpostTesting
 
 /// The convergence proof: the clock-based strategies are commutative, associative and idempotent, so
 /// replicas that receive the same changes in any order, with duplicates, end identical.

@@ -1,19 +1,8 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
+import OutpostTesting
 
-/// A small seeded generator (SplitMix64), so property tests replay exactly from their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Fixed values and random versions of one record, drawn from small ranges so equal clocks,
 /// equal values and node-id ties come up often.

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostConflicts
 import Testing
+import OutpostTesting
 
 @Suite struct HybridLogicalClockTests {
     let start = Fixtures.epoch

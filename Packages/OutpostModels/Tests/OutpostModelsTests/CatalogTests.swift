@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OutpostModels
+import OutpostTesting
 
 @Suite struct CatalogTests {
     @Test func everyEntityIsDescribedOnce() {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OutpostModels
+import OutpostTesting
 
 @Suite struct RoundTripTests {
     @Test(arguments: [true, false])

@@ -3,6 +3,7 @@ import GRDB
 import OutpostModels
 import Testing
 @testable import OutpostStore
+import OutpostTesting
 
 @Suite struct EntityTablesTests {
     /// Property: any valid-shaped record of any entity survives a save and a fetch unchanged.

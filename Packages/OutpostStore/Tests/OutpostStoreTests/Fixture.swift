@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostTesting
 
 /// Fills every table a database has at its current version with realistic rows: hundreds per table,
 /// NULLs where a column allows them, unicode text, large and negative numbers, blobs. It reads the

@@ -94,17 +94,6 @@ struct FixedGenerator: RandomNumberGenerator {
     mutating func next() -> UInt64 { value }
 }
 
-/// SplitMix64, seeded, so a failing jitter case can be replayed from its seed.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}
 
 /// Waits, yielding and then napping a millisecond at a time (two seconds at most), until `condition` holds.
 func eventually(_ condition: () async -> Bool) async -> Bool {

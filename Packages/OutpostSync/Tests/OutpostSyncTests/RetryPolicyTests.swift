@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import OutpostSync
+import OutpostTesting
 
 @Suite struct RetryPolicyTests {
     let policy = RetryPolicy()
@@ -28,8 +29,8 @@ import Testing
 
     @Test(arguments: [1, 42, 0xdead_beef] as [UInt64])
     func jitterStaysInRangeAndReplaysFromItsSeed(seed: UInt64) {
-        var first = SplitMix64(state: seed)
-        var second = SplitMix64(state: seed)
+        var first = SeededGenerator(seed: seed)
+        var second = SeededGenerator(seed: seed)
         for retry in 1...200 {
             let nominal = policy.nominalDelay(beforeRetry: min(retry, 12))
             let delay = policy.delay(beforeRetry: min(retry, 12), using: &first)

@@ -4,6 +4,7 @@ import OutpostModels
 import OutpostStore
 import Testing
 @testable import OutpostSync
+import OutpostTesting
 
 /// The engine against the in-memory server, with a real store file in a temporary folder.
 @Suite struct SyncEngineTests {
@@ -39,7 +40,7 @@ import Testing
         let device = try Device()
         let server = InMemoryTransport(assignsServerIDs: true)
         let (project, scope, clockOut) = try await workOffline(on: device.store)
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 1))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 1))
         let report = try await engine.sync(now: { self.now })
         #expect(report.pushed == 7)
         #expect(report.isComplete)
@@ -67,7 +68,7 @@ import Testing
         let server = InMemoryTransport()
         let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
         await server.inject(.dropResponse, on: .push)
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 2))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 2))
         let first = try await engine.sync(now: { self.now })
         #expect(first.retried == 1)
         #expect(await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
@@ -86,7 +87,7 @@ import Testing
         let server = InMemoryTransport()
         try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
         await server.inject(.serverError(status: 503), on: .push, times: 3)
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 3))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 3))
         var waits: [TimeInterval] = []
         var clock = now
         for _ in 0..<3 {
@@ -115,7 +116,7 @@ import Testing
         try await device.store.save(edited, now: now)
         let fine = try await device.store.save(Issue(projectID: UUID(), title: "Fine"), now: now)
 
-        let report = try await SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 4)).sync(now: { self.now })
+        let report = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 4)).sync(now: { self.now })
         #expect(report.failed == 1)
         #expect(report.pushed == 1)
         #expect(await server.record(fine.id) != nil)
@@ -128,7 +129,7 @@ import Testing
         let server = InMemoryTransport()
         try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
         await server.inject(.unauthorized, on: .push)
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 5))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 5))
         let paused = try await engine.sync(now: { self.now })
         #expect(paused.pause == .credentialsRejected)
         #expect(try device.store.mutations(status: .pending).count == 1)
@@ -144,10 +145,10 @@ import Testing
         let log = try await other.store.save(
             DailyLog(projectID: UUID(), authorID: UUID(), day: "2026-11-22", notes: "Rain", weather: "Wet"), now: now)
         for index in 0..<4 { try await other.store.save(Issue(projectID: log.projectID, title: "Issue \(index)"), now: now) }
-        let otherEngine = SyncEngine(store: other.store, transport: server, random: SplitMix64(state: 6))
+        let otherEngine = SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 6))
         _ = try await otherEngine.sync(now: { self.now })
 
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 7), pullLimit: 2)
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7), pullLimit: 2)
         let first = try await engine.sync(now: { self.now })
         #expect(first.pulled == 5)
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(log.projectID)).count == 4)
@@ -175,7 +176,7 @@ import Testing
     @Test func aZeroBudgetStopsBeforeTheFirstBatch() async throws {
         let device = try Device()
         try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
-        let report = try await SyncEngine(store: device.store, transport: InMemoryTransport(), random: SplitMix64(state: 8))
+        let report = try await SyncEngine(store: device.store, transport: InMemoryTransport(), random: SeededGenerator(seed: 8))
             .sync(budget: .zero, now: { self.now })
         #expect(report.stoppedForBudget)
         #expect(report.pushed == 0)
@@ -185,7 +186,7 @@ import Testing
     @Test func aConflictingChangeThatLosesIsNotPushedOverTheServer() async throws {
         let device = try Device()
         let server = InMemoryTransport()
-        let engine = SyncEngine(store: device.store, transport: server, random: SplitMix64(state: 9))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 9))
         var discount = try await device.store.save(
             Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000), now: now)
         _ = try await engine.sync(now: { self.now })
