@@ -42,13 +42,8 @@ extension LocalStore {
     public func applyPulledPage(
         _ page: PulledPage, policy: ConflictPolicy = ConflictPolicy(), now: Date = Timestamp.now()
     ) async throws(StoreError) -> PullReport {
-        let report: PullReport
-        do {
-            report = try await writer.applyPulled(page, policy: policy, in: pool, now: now)
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        let report = try await StoreError.mapping(path: path) {
+            try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }
         for change in page.changes {
             observers.publish(StoreChange(

@@ -164,14 +164,4 @@ extension LocalStore {
                 arguments: [entity.rawValue, clientID.storageText])
         }
     }
-
-    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do {
-            return try pool.write(body)
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
-        }
-    }
 }

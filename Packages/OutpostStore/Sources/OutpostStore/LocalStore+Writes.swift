@@ -7,7 +7,7 @@ extension LocalStore {
     @discardableResult
     public func save<Model: Syncable>(_ value: Model, now: Date = Timestamp.now()) async throws(StoreError) -> Model {
         let record = try await save(value.record, now: now)
-        do { return try Model(record: record) } catch { throw StoreError(.databaseFailure, path: path, message: "\(error)") }
+        return try StoreError.mapping(path: path) { try Model(record: record) }
     }
 
     /// The record-level form of `save`, for code that works on any entity.
@@ -16,7 +16,7 @@ extension LocalStore {
         if let invalid = record.validationErrors.first {
             throw StoreError(.invalidRecord, path: path, message: invalid.description, modelError: invalid)
         }
-        let (written, operation) = try await perform { try await self.writer.save(record, in: self.pool, now: now) }
+        let (written, operation) = try await StoreError.mapping(path: path) { try await self.writer.save(record, in: self.pool, now: now) }
         observers.publish(StoreChange(entity: record.entity, recordID: record.id, operation: operation))
         return written
     }
@@ -24,19 +24,9 @@ extension LocalStore {
     /// Deletes the record (a tombstone that syncs). Returns false when there was nothing to delete.
     @discardableResult
     public func delete(_ entity: EntityType, id: UUID, now: Date = Timestamp.now()) async throws(StoreError) -> Bool {
-        let deleted = try await perform { try await self.writer.delete(entity, id: id, in: self.pool, now: now) }
+        let deleted = try await StoreError.mapping(path: path) { try await self.writer.delete(entity, id: id, in: self.pool, now: now) }
         guard deleted != nil else { return false }
         observers.publish(StoreChange(entity: entity, recordID: id, operation: .delete))
         return true
-    }
-
-    private func perform<T: Sendable>(_ body: @Sendable () async throws -> T) async throws(StoreError) -> T {
-        do {
-            return try await body()
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
-        }
     }
 }

@@ -22,19 +22,17 @@ public final class LocalStore: Sendable {
     /// a committed write survives a crash of the app; a power loss may lose the last few commits but
     /// never corrupts the file (see Workspace.md).
     public static func open(at path: String, synchronous: SynchronousMode = .normal) throws(StoreError) -> LocalStore {
+        // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
+        // is then refused before anything, the journal mode included, is changed.
         try LocalDatabase.migrate(at: path)
         var configuration = Configuration()
         let pragma = synchronous.rawValue
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
         }
-        do {
-            let pool = try DatabasePool(path: path, configuration: configuration)
-            let (node, last) = try pool.write { db in try StoreWriter.loadClockState(db) }
-            return LocalStore(path: path, pool: pool, node: node, last: last)
-        } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
-        }
+        let pool = try StoreError.mapping(path: path) { try DatabasePool(path: path, configuration: configuration) }
+        let (node, last) = try StoreError.mapping(path: path) { try pool.write { try StoreWriter.loadClockState($0) } }
+        return LocalStore(path: path, pool: pool, node: node, last: last)
     }
 
     private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
@@ -62,7 +60,7 @@ public final class LocalStore: Sendable {
     /// The typed value `id`, tombstones included.
     public func fetch<Model: Syncable>(_ type: Model.Type, id: UUID) throws(StoreError) -> Model? {
         guard let record = try record(Model.entityType, id: id) else { return nil }
-        do { return try Model(record: record) } catch { throw StoreError(.databaseFailure, path: path, message: "\(error)") }
+        return try StoreError.mapping(path: path) { try Model(record: record) }
     }
 
     /// Live (not deleted) values whose `field` holds `value`, such as the issues of a project
@@ -70,14 +68,10 @@ public final class LocalStore: Sendable {
     public func fetchAll<Model: Syncable>(
         _ type: Model.Type, where field: String, equals value: FieldValue
     ) throws(StoreError) -> [Model] {
-        let description = Model.entityType.description
-        precondition(description.field(named: field) != nil, "\(field) is not a field of \(Model.entityType)")
         let records = try read { db in
             try EntityTables.fetchLive(Model.entityType, where: field, equals: value, in: db)
         }
-        do { return try records.map(Model.init(record:)) } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
-        }
+        return try StoreError.mapping(path: path) { try records.map(Model.init(record:)) }
     }
 
     /// The asset whose QR tag reads `code`, if the device has it: what a scan looks up.
@@ -106,13 +100,11 @@ public final class LocalStore: Sendable {
     }
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do {
-            return try pool.read(body)
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
-        }
+        try StoreError.mapping(path: path) { try pool.read(body) }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        try StoreError.mapping(path: path) { try pool.write(body) }
     }
 }
 

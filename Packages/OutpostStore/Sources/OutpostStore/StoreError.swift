@@ -55,3 +55,28 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         return "\(path): \(message) [\(code)]"
     }
 }
+
+extension StoreError {
+    /// Runs `body`, letting a `StoreError` through and reporting anything else (SQLite, a record that
+    /// no longer decodes) as a database failure of the file at `path`.
+    static func mapping<T>(path: String, _ body: () throws -> T) throws(StoreError) -> T {
+        do {
+            return try body()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+
+    /// The asynchronous form of `mapping(path:_:)`.
+    static func mapping<T: Sendable>(path: String, _ body: () async throws -> T) async throws(StoreError) -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+}

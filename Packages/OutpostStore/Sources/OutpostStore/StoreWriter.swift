@@ -44,7 +44,7 @@ actor StoreWriter {
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,
                 syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
-            let operation: MutationOperation = stored == nil ? .create : (isCreate ? .create : .update)
+            let operation: MutationOperation = isCreate ? .create : .update
             try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
             return (written, operation)
         }
