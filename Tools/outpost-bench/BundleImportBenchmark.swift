@@ -160,7 +160,7 @@ struct ChildProcess {
         let exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
         return ChildProcess(
             status: exitStatus,
-            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            seconds: elapsed.seconds,
             peakKilobytes: peak)
     }
 

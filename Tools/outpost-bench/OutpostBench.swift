@@ -100,7 +100,10 @@ struct BenchmarkReport {
 
 /// Wall-clock time of `body`, in seconds, on a monotonic clock.
 func measureSeconds(_ body: () throws -> Void) rethrows -> Double {
-    let clock = ContinuousClock()
-    let elapsed = try clock.measure(body)
-    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    try ContinuousClock().measure(body).seconds
+}
+
+extension Duration {
+    /// The duration in seconds as a floating-point number.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -157,12 +157,14 @@ public actor SyncEngine {
             case .update: .update
             case .delete: .delete
             }
-        let record = try store.record(mutation.entity, id: mutation.recordID)
+        // Only a create carries the record's creation time, so only a create reads the row.
+        let createdAt = mutation.operation == .create
+            ? try store.record(mutation.entity, id: mutation.recordID)?.sync.createdAt : nil
         return PushMutation(
             idempotencyKey: mutation.idempotencyKey, entity: mutation.entity, operation: operation,
             recordID: mutation.recordID, serverID: try store.serverID(of: mutation.entity, clientID: mutation.recordID),
             baseVersion: mutation.baseVersion, fields: fields, clocks: mutation.clocks, deletion: mutation.deletion,
-            createdAt: mutation.operation == .create ? record?.sync.createdAt : nil)
+            createdAt: createdAt)
     }
 
     private func settle(_ batch: [Mutation], with response: PushResponse, report: inout SyncReport, now: Date) async throws {
