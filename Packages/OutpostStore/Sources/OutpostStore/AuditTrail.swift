@@ -27,18 +27,17 @@ enum AuditTrail {
         entity: EntityType, recordID: UUID, operation: MutationOperation, fields: [String: FieldValue], at: Date,
         in db: Database
     ) throws -> Int64 {
-        let last = try Row.fetchOne(db, sql: "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+        let last = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"))
         let seq = (last?["seq"] as Int64? ?? 0) + 1
         let previous = last?["hash"] as Data? ?? genesis
         let at = at.storageMilliseconds
         let payload = try canonicalEncoding(
             seq: seq, at: at, entity: entity.rawValue, recordID: recordID.storageText, operation: operation.rawValue,
             fields: fields)
-        try db.execute(
-            sql: """
+        try db.cachedStatement(sql: """
                 INSERT INTO audit_log (seq, at, entity, record_id, operation, payload, previous_hash, hash)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """).execute(
             arguments: [
                 seq, at, entity.rawValue, recordID.storageText, operation.rawValue, payload, previous,
                 chainHash(previous: previous, payload: payload),
@@ -66,10 +65,11 @@ enum AuditTrail {
             if entry.previousHash != previousHash {
                 return broken("entry \(entry.seq) does not follow entry \(entry.seq - 1): removed or reordered")
             }
-            let expectedPayload = try? canonicalEncoding(
-                seq: entry.seq, at: entry.at, entity: entry.entity, recordID: entry.recordID,
-                operation: entry.operation, fields: decodeFields(entry.payload))
-            if expectedPayload != entry.payload {
+            // The hash covers the payload's bytes; the columns must say what the payload says.
+            let hashed = try? JSONDecoder().decode(CanonicalWrite.self, from: entry.payload)
+            if hashed?.seq != entry.seq || hashed?.at != entry.at || hashed?.entity != entry.entity
+                || hashed?.id != entry.recordID || hashed?.op != entry.operation
+            {
                 return broken("entry \(entry.seq) was edited: its columns disagree with its hashed payload")
             }
             if chainHash(previous: entry.previousHash, payload: entry.payload) != entry.hash {
@@ -93,14 +93,24 @@ enum AuditTrail {
     static func canonicalEncoding(
         seq: Int64, at: Int64, entity: String, recordID: String, operation: String, fields: [String: FieldValue]
     ) throws -> Data {
-        try encoder.encode(CanonicalWrite(seq: seq, at: at, entity: entity, id: recordID, op: operation, fields: fields))
+        var json = CompactJSON()
+        json.raw("{\"at\":")
+        json.integer(at)
+        json.raw(",\"entity\":")
+        json.string(entity)
+        json.raw(",\"fields\":")
+        try json.fields(fields)
+        json.raw(",\"id\":")
+        json.string(recordID)
+        json.raw(",\"op\":")
+        json.string(operation)
+        json.raw(",\"seq\":")
+        json.integer(seq)
+        json.raw("}")
+        return json.data
     }
 
-    private static func decodeFields(_ payload: Data) throws -> [String: FieldValue] {
-        try JSONDecoder().decode(CanonicalWrite.self, from: payload).fields
-    }
-
-    private struct CanonicalWrite: Codable {
+    private struct CanonicalWrite: Decodable {
         let seq: Int64
         let at: Int64
         let entity: String
@@ -108,12 +118,6 @@ enum AuditTrail {
         let op: String
         let fields: [String: FieldValue]
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 }
 
 /// The outcome of walking the audit chain.

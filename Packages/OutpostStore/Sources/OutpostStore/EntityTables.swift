@@ -30,6 +30,30 @@ public enum EntityTables {
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [value.storageValue]).map(layout.record(from:))
     }
 
+    /// The typed form of `fetchLive`, decoded from the rows directly (see `RowDecoder`).
+    static func fetchLiveModels<Model: Syncable>(
+        _ type: Model.Type, where field: String, equals value: FieldValue, in db: Database
+    ) throws -> [Model] {
+        let layout = TableLayout.of(Model.entityType)
+        precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(Model.entityType)")
+        let statement = try db.cachedStatement(sql: layout.selectLive(where: ColumnName.forField(field)))
+        var models: [Model] = []
+        let rows = try Row.fetchCursor(statement, arguments: [value.storageValue])
+        while let row = try rows.next() {
+            models.append(try RowDecoder.decode(Model.self, from: row, layout: layout))
+        }
+        return models
+    }
+
+    /// The typed form of `fetchRecord`.
+    static func fetchModel<Model: Syncable>(_ type: Model.Type, id: UUID, in db: Database) throws -> Model? {
+        let layout = TableLayout.of(Model.entityType)
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: layout.selectByID), arguments: [id.storageText]) else {
+            return nil
+        }
+        return try RowDecoder.decode(Model.self, from: row, layout: layout)
+    }
+
     /// Whether the table of `entity` has a row `id` (tombstones included): the cheap existence check a
     /// bundle import makes for every parent reference, with no row to decode.
     public static func containsRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> Bool {
@@ -58,6 +82,8 @@ struct TableLayout: Sendable {
 
     let description: EntityDescription
     let columns: [String]
+    /// Each field's position in `columns`, for decoding a row by name without a dictionary per row.
+    let fieldColumns: [String: Int]
     let selectByID: String
     let selectAll: String
     let selectExists: String
@@ -75,6 +101,7 @@ struct TableLayout: Sendable {
         self.description = description
         let table = description.table.quotedDatabaseIdentifier
         columns = Self.syncColumns + description.fields.map { ColumnName.forField($0.name) }
+        fieldColumns = Dictionary(uniqueKeysWithValues: description.fields.enumerated().map { ($1.name, $0 + Self.syncColumns.count) })
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
         selectAll = "SELECT \(list) FROM \(table) ORDER BY id"
@@ -106,7 +133,7 @@ struct TableLayout: Sendable {
     }
 
     func record(from row: Row) throws -> EntityRecord {
-        guard let id = UUID(uuidString: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
+        guard let id = UUID(storageText: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
             throw StoreError(.databaseFailure, path: "", message: "\(description.table) has a row with an unreadable id or sync status")
         }
         let sync = SyncMetadata(
@@ -146,7 +173,7 @@ extension FieldValue {
         case (.int64(let number), "real"): self = .real(Double(number))
         case (.int64(let number), _): self = .integer(number)
         case (.double(let number), _): self = .real(number)
-        case (.string(let text), "uuid"): self = UUID(uuidString: text).map(FieldValue.uuid) ?? .text(text)
+        case (.string(let text), "uuid"): self = UUID(storageText: text).map(FieldValue.uuid) ?? .text(text)
         case (.string(let text), _): self = .text(text)
         case (.blob(let data), _): self = .blob(data)
         }

@@ -74,7 +74,7 @@ extension LocalStore {
                     UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = ?, idempotency_key = ?
                     WHERE seq = ? AND status = 'inFlight'
                     """,
-                arguments: [serverVersion, UUID().storageText, mutation.sequence])
+                arguments: [serverVersion, UUID.random().storageText, mutation.sequence])
         }
     }
 

@@ -6,8 +6,10 @@ extension LocalStore {
     /// with its timestamps). Only the fields that differ from the stored row are queued for the server.
     @discardableResult
     public func save<Model: Syncable>(_ value: Model, now: Date = Timestamp.now()) async throws(StoreError) -> Model {
-        let record = try await save(value.record, now: now)
-        return try StoreError.mapping(path: path) { try Model(record: record) }
+        // The store changes only the sync bookkeeping; the fields come back exactly as given.
+        var saved = value
+        saved.sync = try await save(value.record, now: now).sync
+        return saved
     }
 
     /// The record-level form of `save`, for code that works on any entity.

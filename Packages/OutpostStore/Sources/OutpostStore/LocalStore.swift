@@ -59,8 +59,7 @@ public final class LocalStore: Sendable {
 
     /// The typed value `id`, tombstones included.
     public func fetch<Model: Syncable>(_ type: Model.Type, id: UUID) throws(StoreError) -> Model? {
-        guard let record = try record(Model.entityType, id: id) else { return nil }
-        return try StoreError.mapping(path: path) { try Model(record: record) }
+        try read { try EntityTables.fetchModel(Model.self, id: id, in: $0) }
     }
 
     /// Live (not deleted) values whose `field` holds `value`, such as the issues of a project
@@ -68,10 +67,7 @@ public final class LocalStore: Sendable {
     public func fetchAll<Model: Syncable>(
         _ type: Model.Type, where field: String, equals value: FieldValue
     ) throws(StoreError) -> [Model] {
-        let records = try read { db in
-            try EntityTables.fetchLive(Model.entityType, where: field, equals: value, in: db)
-        }
-        return try StoreError.mapping(path: path) { try records.map(Model.init(record:)) }
+        try read { try EntityTables.fetchLiveModels(Model.self, where: field, equals: value, in: $0) }
     }
 
     /// The asset whose QR tag reads `code`, if the device has it: what a scan looks up.

@@ -22,14 +22,14 @@ enum MutationQueue {
     ) throws {
         let id = recordID.storageText
         if operation == .update,
-            let pending = try Row.fetchOne(db, sql: """
+            let pending = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT seq, payload, depends_on FROM mutation_queue
                 WHERE entity = ? AND record_id = ? AND status = 'pending' AND sent = 0
                   AND operation IN ('create', 'update')
                   AND NOT EXISTS (SELECT 1 FROM mutation_queue AS later
                                   WHERE later.record_id = mutation_queue.record_id AND later.seq > mutation_queue.seq)
                 ORDER BY seq DESC LIMIT 1
-                """, arguments: [entity.rawValue, id])
+                """), arguments: [entity.rawValue, id])
         {
             var merged = try decoder.decode(Payload.self, from: Data((pending["payload"] as String).utf8))
             merged.fields.merge(payload.fields) { _, new in new }
@@ -38,24 +38,22 @@ enum MutationQueue {
                 try decoder.decode([String].self, from: Data($0.utf8))
             } ?? []
             let parents = earlier + dependsOn.map(\.storageText).filter { !earlier.contains($0) }
-            try db.execute(
-                sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ?, depends_on = ? WHERE seq = ?",
+            try db.cachedStatement(sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ?, depends_on = ? WHERE seq = ?").execute(
                 arguments: [
-                    try encode(merged), auditSequence, parents.isEmpty ? nil : try encode(parents),
+                    try merged.encoded(), auditSequence, parents.isEmpty ? nil : encode(strings: parents),
                     pending["seq"] as Int64,
                 ])
             return
         }
-        try db.execute(
-            sql: """
+        try db.cachedStatement(sql: """
                 INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
                     created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
                 VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 0, ?)
-                """,
+                """).execute(
             arguments: [
-                UUID().storageText, entity.rawValue, id, operation.rawValue, try encode(payload),
+                UUID.random().storageText, entity.rawValue, id, operation.rawValue, try payload.encoded(),
                 now.storageMilliseconds, syncClass.rawValue, baseVersion,
-                dependsOn.isEmpty ? nil : try encode(dependsOn.map(\.storageText)), auditSequence,
+                dependsOn.isEmpty ? nil : encode(strings: dependsOn.map(\.storageText)), auditSequence,
             ])
     }
 
@@ -108,7 +106,7 @@ enum MutationQueue {
                         status = CASE WHEN ? THEN 'done' ELSE status END
                     WHERE seq = ?
                     """,
-                arguments: [try encode(payload), operation.rawValue, serverVersion, empty, row["seq"] as Int64])
+                arguments: [try payload.encoded(), operation.rawValue, serverVersion, empty, row["seq"] as Int64])
         }
     }
 
@@ -146,8 +144,10 @@ enum MutationQueue {
     static let encoder = JSONEncoder()
     static let decoder = JSONDecoder()
 
-    private static func encode(_ value: some Encodable) throws -> String {
-        String(decoding: try encoder.encode(value), as: UTF8.self)
+    private static func encode(strings: [String]) -> String {
+        var json = CompactJSON(capacity: 40 * strings.count + 2)
+        json.strings(strings)
+        return json.text
     }
 }
 
@@ -164,15 +164,14 @@ enum FieldClocks {
 
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
         guard let text = try String.fetchOne(
-            db, sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?",
+            db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?"),
             arguments: [entity.rawValue, id.storageText])
         else { return nil }
         return try MutationQueue.decoder.decode(Stored.self, from: Data(text.utf8))
     }
 
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)",
-            arguments: [entity.rawValue, id.storageText, String(decoding: try MutationQueue.encoder.encode(clocks), as: UTF8.self)])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)")
+            .execute(arguments: [entity.rawValue, id.storageText, clocks.encoded()])
     }
 }

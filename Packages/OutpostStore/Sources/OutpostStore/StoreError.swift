@@ -64,6 +64,8 @@ extension StoreError {
             return try body()
         } catch let error as StoreError {
             throw error
+        } catch let error as ModelError {
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
         } catch {
             throw StoreError(.databaseFailure, path: path, message: "\(error)")
         }
@@ -75,6 +77,8 @@ extension StoreError {
             return try await body()
         } catch let error as StoreError {
             throw error
+        } catch let error as ModelError {
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
         } catch {
             throw StoreError(.databaseFailure, path: path, message: "\(error)")
         }

@@ -84,8 +84,8 @@ actor StoreWriter {
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
             dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)", arguments: [stamp.encoded])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)")
+            .execute(arguments: [stamp.encoded])
     }
 
     /// Record mutations are always structured data, an attachment's too (its thumbnail travels inline so
