@@ -21,6 +21,7 @@ public enum LocalSchema {
         MigrationStep(version: 5, name: "2.2: audit trail and list indexes", sql: version5),
         MigrationStep(version: 6, name: "2.3: queue lookups by record", sql: version6),
         MigrationStep(version: 7, name: "2.4: remember which mutations were ever sent", sql: version7),
+        MigrationStep(version: 8, name: "2.5: resumable media uploads", sql: version8),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -317,5 +318,24 @@ extension LocalSchema {
     static let version7 = """
         ALTER TABLE mutation_queue ADD COLUMN sent INTEGER NOT NULL DEFAULT 0;
         UPDATE mutation_queue SET sent = 1 WHERE status != 'pending' OR attempts > 0;
+        """
+}
+
+extension LocalSchema {
+    /// The original file of each photo or voice note, waiting to be uploaded: its own queue, because
+    /// media never holds up structured data and resumes from the bytes already sent, not from zero.
+    static let version8 = """
+        CREATE TABLE media_uploads (
+            attachment_id TEXT PRIMARY KEY NOT NULL,
+            file_name TEXT NOT NULL,
+            byte_size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            uploaded_bytes INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX media_uploads_by_status ON media_uploads(status, created_at);
         """
 }

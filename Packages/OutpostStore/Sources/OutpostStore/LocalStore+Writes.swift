@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostModels
 
 extension LocalStore {
@@ -15,10 +16,16 @@ extension LocalStore {
     /// The record-level form of `save`, for code that works on any entity.
     @discardableResult
     public func save(_ record: EntityRecord, now: Date = Timestamp.now()) async throws(StoreError) -> EntityRecord {
+        try await save(record, now: now, alongside: nil)
+    }
+
+    func save(
+        _ record: EntityRecord, now: Date, alongside: (@Sendable (Database) throws -> Void)?
+    ) async throws(StoreError) -> EntityRecord {
         if let invalid = record.validationErrors.first {
             throw StoreError(.invalidRecord, path: path, message: invalid.description, modelError: invalid)
         }
-        let (written, operation) = try await StoreError.mapping(path: path) { try await self.writer.save(record, in: self.pool, now: now) }
+        let (written, operation) = try await StoreError.mapping(path: path) { try await self.writer.save(record, in: self.pool, now: now, alongside: alongside) }
         observers.publish(StoreChange(entity: record.entity, recordID: record.id, operation: operation))
         return written
     }

@@ -11,6 +11,8 @@ public struct StoreStatus: Sendable, Hashable, Codable {
     public let openConflicts: Int
     /// When a sync last completed, if ever.
     public let lastSuccessfulSync: Date?
+    /// Original files of photos and voice notes not yet uploaded.
+    public let pendingMediaUploads: Int
 
     static func read(_ db: Database) throws -> StoreStatus {
         let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status IN ('pending', 'inFlight')") ?? 0
@@ -20,6 +22,7 @@ public struct StoreStatus: Sendable, Hashable, Codable {
             pendingChanges: pending,
             failedChanges: try MutationQueue.count(status: .failed, in: db),
             openConflicts: try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE status = 'open'") ?? 0,
-            lastSuccessfulSync: lastSync)
+            lastSuccessfulSync: lastSync,
+            pendingMediaUploads: try Int.fetchOne(db, sql: "SELECT count(*) FROM media_uploads WHERE status = 'pending'") ?? 0)
     }
 }

@@ -31,7 +31,11 @@ actor StoreWriter {
     }
 
     /// Writes `record` (create or update, decided by what the table holds) and returns it as stored.
-    func save(_ record: EntityRecord, in pool: DatabasePool, now: Date) throws -> (EntityRecord, MutationOperation) {
+    /// `alongside` runs in the same transaction, for what must land with the record or not at all
+    /// (an attachment's upload entry).
+    func save(
+        _ record: EntityRecord, in pool: DatabasePool, now: Date, alongside: (@Sendable (Database) throws -> Void)? = nil
+    ) throws -> (EntityRecord, MutationOperation) {
         let stamp = clock.tick(now: now)
         return try pool.write { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
@@ -46,6 +50,7 @@ actor StoreWriter {
                 syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
             let operation: MutationOperation = isCreate ? .create : .update
             try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
+            try alongside?(db)
             return (written, operation)
         }
     }

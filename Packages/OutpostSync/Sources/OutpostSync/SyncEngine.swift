@@ -17,6 +17,8 @@ public actor SyncEngine {
     private var random: AnyRandomNumberGenerator
     private let batchSize: Int
     private let pullLimit: Int
+    private let monitor: ConnectivityMonitor?
+    private let mediaChunkSize: Int
     private var recoveredInFlight = false
     /// Whether a run is under way: a second caller (a connectivity trigger, say) must not interleave
     /// with it across its awaits, or two runs could apply pages out of order.
@@ -25,13 +27,16 @@ public actor SyncEngine {
     public private(set) var pause: SyncPause?
 
     /// Creates an engine. `random` drives retry jitter (inject a seeded one in tests); `clock` measures
-    /// the time budget of a run.
+    /// the time budget of a run. With a `monitor`, media goes up whenever it judges the connection good;
+    /// without one, only when a run's conditions ask for it.
     public init<RunClock: Clock<Duration>>(
         store: LocalStore, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
         retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
         random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(), batchSize: Int = 500,
-        pullLimit: Int = 500
+        pullLimit: Int = 500, monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024
     ) {
+        self.monitor = monitor
+        self.mediaChunkSize = max(mediaChunkSize, 1)
         self.store = store
         self.transport = transport
         self.policy = policy
@@ -48,11 +53,15 @@ public actor SyncEngine {
         pause = nil
     }
 
-    /// One sync run: pull every page, then push every mutation that is ready, within `budget` if given
-    /// (a mobile OS grants background work about 30 s). It stops only between batches, so nothing is
-    /// left half-done. Transport failures are part of the report, not errors; only the store's own
-    /// failures (a full disk) throw.
-    public func sync(budget: Duration? = nil, now: @Sendable () -> Date = { Timestamp.now() }) async throws(StoreError) -> SyncReport {
+    /// One sync run: pull every page, push every mutation that is ready, then upload media if
+    /// `conditions` and the connection allow, within `budget` if given (a mobile OS grants background
+    /// work about 30 s). It stops only between batches and chunks, so nothing is left half-done.
+    /// Transport failures are part of the report, not errors; only the store's own failures (a full
+    /// disk) throw.
+    public func sync(
+        budget: Duration? = nil, conditions: SyncConditions = SyncConditions(),
+        now: @Sendable () -> Date = { Timestamp.now() }
+    ) async throws(StoreError) -> SyncReport {
         var report = SyncReport()
         guard !isRunning else {
             report.alreadyRunning = true
@@ -74,6 +83,10 @@ public actor SyncEngine {
         if pause == nil {
             let pulled = await pull(&report, withinBudget: withinBudget, now: now)
             if pulled { await push(&report, withinBudget: withinBudget, now: now) }
+            // Structured data first, always: media goes only once every ready mutation is sent.
+            if report.pushCompleted, pause == nil {
+                await uploadMedia(&report, conditions: conditions, withinBudget: withinBudget)
+            }
         }
         report.pause = pause
         report.stoppedForBudget = !withinBudget()
@@ -115,6 +128,100 @@ public actor SyncEngine {
             return false
         } catch {
             report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            return false
+        }
+    }
+
+    /// Runs a sync each time `monitor` sees the server come back after being unreachable (or at
+    /// first contact), until the task running this is cancelled or the monitor stops.
+    public func syncOnReconnect(
+        of monitor: ConnectivityMonitor, conditions: SyncConditions = SyncConditions(),
+        onReport: @Sendable (SyncReport) async -> Void = { _ in }
+    ) async {
+        var wasOnline = false
+        for await status in await monitor.statusChanges() {
+            if Task.isCancelled { return }
+            defer { wasOnline = status.isOnline }
+            guard status.isOnline, !wasOnline, let report = try? await sync(conditions: conditions) else { continue }
+            await onReport(report)
+        }
+    }
+
+    // MARK: Media
+
+    /// Uploads original files, oldest first, each from where the server says it stands, one chunk at
+    /// a time with progress saved after every chunk, so a cut connection or a killed app resumes there.
+    private func uploadMedia(_ report: inout SyncReport, conditions: SyncConditions, withinBudget: () -> Bool) async {
+        do {
+            let waiting = try store.pendingMediaUploads()
+            guard !waiting.isEmpty else { return }
+            let allowed = if let monitor { await monitor.allowsMedia(conditions: conditions) } else { conditions.mediaRequested }
+            guard allowed, !conditions.isLowBattery || conditions.mediaRequested else {
+                report.mediaHeldBack = waiting.count
+                return
+            }
+            for upload in waiting {
+                guard withinBudget() else { return }
+                guard try await send(upload, report: &report, withinBudget: withinBudget) else { return }
+            }
+        } catch {
+            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+        }
+    }
+
+    /// Returns false when the run should stop sending media (the connection failed, or the budget ran out).
+    private func send(_ upload: MediaUpload, report: inout SyncReport, withinBudget: () -> Bool) async throws -> Bool {
+        let handle: FileHandle
+        do {
+            handle = try FileHandle(forReadingFrom: upload.fileURL)
+        } catch {
+            try store.recordMediaFailure(of: upload.attachmentID, reason: "the original file is gone: \(error)", permanently: true)
+            report.mediaFailed += 1
+            return true
+        }
+        defer { try? handle.close() }
+        do {
+            var status = try await transport.mediaUploadStatus(for: upload.attachmentID)
+            while !status.complete {
+                guard withinBudget() else { return false }
+                let offset = status.receivedBytes
+                let data: Data
+                do {
+                    try handle.seek(toOffset: UInt64(offset))
+                    data = try handle.read(upToCount: mediaChunkSize) ?? Data()
+                } catch {
+                    try store.recordMediaFailure(of: upload.attachmentID, reason: "unreadable file: \(error)", permanently: true)
+                    report.mediaFailed += 1
+                    return true
+                }
+                let started = ContinuousClock.now
+                status = try await transport.uploadMedia(MediaChunk(
+                    attachmentID: upload.attachmentID, offset: offset, totalBytes: upload.byteSize,
+                    sha256: upload.sha256, data: data))
+                await monitor?.recordTransfer(bytes: Int64(data.count), duration: ContinuousClock.now - started)
+                report.mediaBytesUploaded += Int64(data.count)
+                try store.recordMediaProgress(of: upload.attachmentID, uploadedBytes: status.receivedBytes, complete: status.complete)
+                if !status.complete, status.receivedBytes <= offset {
+                    throw TransportError(.invalidResponse, request: "PUT /media/\(upload.attachmentID)/upload", message: "the server did not take the range starting at \(offset)")
+                }
+            }
+            try store.recordMediaProgress(of: upload.attachmentID, uploadedBytes: upload.byteSize, complete: true)
+            report.mediaUploaded += 1
+            return true
+        } catch let error as TransportError {
+            report.lastTransportError = error
+            switch retryPolicy.decision(after: error, failedAttempts: upload.attempts + 1, using: &random) {
+            case .retry:
+                try store.recordMediaFailure(of: upload.attachmentID, reason: error.description, permanently: false)
+            case .fail(let reason):
+                try store.recordMediaFailure(of: upload.attachmentID, reason: reason.description, permanently: true)
+                report.mediaFailed += 1
+                return true
+            case .pauseUntilCredentialsRenewed:
+                pause = .credentialsRejected
+            case .pauseUntilAppUpdated:
+                pause = .appUpdateRequired
+            }
             return false
         }
     }

@@ -32,6 +32,14 @@ public struct SyncReport: Sendable {
     public var pause: SyncPause?
     /// The last transport failure met, if any (offline, timeout, refused).
     public var lastTransportError: TransportError?
+    /// Original files whose upload completed in this run.
+    public var mediaUploaded = 0
+    /// Bytes of media sent in this run.
+    public var mediaBytesUploaded: Int64 = 0
+    /// Uploads the server refused for good, or whose file is gone.
+    public var mediaFailed = 0
+    /// Uploads waiting that this run held back (connection not judged good, metered, low battery).
+    public var mediaHeldBack = 0
     /// Bytes sent and received during the run.
     public var bytesSent: Int64 = 0
     public var bytesReceived: Int64 = 0

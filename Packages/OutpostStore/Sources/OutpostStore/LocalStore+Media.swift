@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import GRDB
+import OutpostModels
+
+/// The original file of a photo or voice note, as the upload queue tracks it.
+public struct MediaUpload: Sendable, Hashable {
+    /// The attachment the file belongs to.
+    public let attachmentID: UUID
+    /// The store's own copy of the file.
+    public let fileURL: URL
+    /// The file's size, as the attachment record states it.
+    public let byteSize: Int64
+    /// SHA-256 of the file, lowercase hex; the server checks it when the last byte lands.
+    public let sha256: String
+    /// Bytes the server has confirmed: an interrupted upload resumes here.
+    public let uploadedBytes: Int64
+    /// Failed attempts so far.
+    public let attempts: Int
+}
+
+extension LocalStore {
+    /// Where the store keeps original files: a folder beside the database, one file per attachment, so
+    /// a photo survives the camera roll being cleaned and is never uploaded from a path that moved.
+    public var mediaFolder: URL { URL(fileURLWithPath: path + ".media", isDirectory: true) }
+
+    /// Saves `attachment` with a copy of its original file at `file`, measured and hashed here (the
+    /// record's `byteSize` and `sha256` are set from the file). The record, its mutation and the upload
+    /// entry are one transaction; the file goes up later, when sync judges the connection good.
+    @discardableResult
+    public func attach(
+        _ attachment: MediaAttachment, originalAt file: URL, now: Date = Timestamp.now()
+    ) async throws(StoreError) -> MediaAttachment {
+        let destination = mediaFolder.appendingPathComponent(attachment.id.storageText)
+        let (size, digest) = try StoreError.mapping(path: path) { () throws -> (Int64, String) in
+            try FileManager.default.createDirectory(at: mediaFolder, withIntermediateDirectories: true)
+            let partial = destination.appendingPathExtension("partial")
+            try? FileManager.default.removeItem(at: partial)
+            try FileManager.default.copyItem(at: file, to: partial)
+            let measured = try Self.measure(partial)
+            try? FileManager.default.removeItem(at: destination)
+            try FileManager.default.moveItem(at: partial, to: destination)
+            return measured
+        }
+        var record = attachment
+        record.byteSize = size
+        record.sha256 = digest
+        let id = attachment.id.storageText
+        let fileName = destination.lastPathComponent
+        let created = now.storageMilliseconds
+        do {
+            let saved = try await save(record.record, now: now) { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO media_uploads (attachment_id, file_name, byte_size, sha256, created_at)
+                        VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT(attachment_id) DO UPDATE SET
+                            byte_size = excluded.byte_size, sha256 = excluded.sha256, uploaded_bytes = 0,
+                            status = 'pending', attempts = 0, last_error = NULL
+                        """,
+                    arguments: [id, fileName, size, digest, created])
+            }
+            record.sync = saved.sync
+            return record
+        } catch {
+            try? FileManager.default.removeItem(at: destination)
+            throw error
+        }
+    }
+
+    /// Uploads still to do, oldest first, whose attachment record the server already has (the server
+    /// checks the file against that record).
+    public func pendingMediaUploads(limit: Int = 50) throws(StoreError) -> [MediaUpload] {
+        try read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT u.attachment_id, u.file_name, u.byte_size, u.sha256, u.uploaded_bytes, u.attempts
+                    FROM media_uploads AS u JOIN media_attachments AS a ON a.id = u.attachment_id
+                    WHERE u.status = 'pending' AND a.version > 0 AND a.deleted_at IS NULL
+                    ORDER BY u.created_at, u.attachment_id LIMIT ?
+                    """,
+                arguments: [limit]
+            ).compactMap { row in
+                guard let id = UUID(storageText: row[0]) else { return nil }
+                return MediaUpload(
+                    attachmentID: id, fileURL: mediaFolder.appendingPathComponent(row[1]), byteSize: row[2],
+                    sha256: row[3], uploadedBytes: row[4], attempts: row[5])
+            }
+        }
+    }
+
+    /// Records how far an upload got (what the server confirmed); `complete` takes it off the queue.
+    public func recordMediaProgress(of attachmentID: UUID, uploadedBytes: Int64, complete: Bool) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE media_uploads SET uploaded_bytes = ?, status = CASE WHEN ? THEN 'done' ELSE status END,
+                        last_error = NULL
+                    WHERE attachment_id = ?
+                    """,
+                arguments: [uploadedBytes, complete, attachmentID.storageText])
+        }
+    }
+
+    /// Counts a failed attempt; `permanently` (the server refused the file) takes it off the queue.
+    public func recordMediaFailure(of attachmentID: UUID, reason: String, permanently: Bool) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE media_uploads SET attempts = attempts + 1, last_error = ?,
+                        status = CASE WHEN ? THEN 'failed' ELSE status END
+                    WHERE attachment_id = ?
+                    """,
+                arguments: [reason, permanently, attachmentID.storageText])
+        }
+    }
+
+    /// Size and SHA-256 of a file, read in chunks so a long video never sits in memory whole.
+    static func measure(_ file: URL) throws -> (Int64, String) {
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            hasher.update(data: chunk)
+            size += Int64(chunk.count)
+        }
+        return (size, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import OutpostModels
+import OutpostStore
+import Testing
+@testable import OutpostSync
+import OutpostTesting
+
+/// Photos' original files: after structured data, only when allowed, resumed instead of restarted.
+@Suite struct MediaSyncTests {
+    let now = Date(timeIntervalSince1970: 1_795_000_000)
+
+    /// An issue with a photo whose original is `size` bytes of seeded noise.
+    func issueWithPhoto(on device: SyncEngineTests.Device, size: Int) async throws -> (MediaAttachment, Data) {
+        var generator = SeededGenerator(seed: UInt64(size))
+        let bytes = Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let file = device.folder.appendingPathComponent("IMG_0001.jpg")
+        try bytes.write(to: file)
+        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Cracked sill"), now: now)
+        let photo = try await device.store.attach(
+            MediaAttachment(issueID: issue.id, kind: .photo, fileName: "IMG_0001.jpg", contentType: "image/jpeg",
+                            byteSize: 0, sha256: "", capturedAt: now),
+            originalAt: file, now: now)
+        return (photo, bytes)
+    }
+
+    @Test func theOriginalFollowsItsRecordWhenAskedFor() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000)
+        #expect(photo.byteSize == 10_000, "measured from the file")
+        #expect(try device.store.status().pendingMediaUploads == 1)
+
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 3), mediaChunkSize: 4_096)
+        let report = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
+        #expect(report.pushed == 2, "the issue and the attachment record went first")
+        #expect(report.mediaUploaded == 1)
+        #expect(report.mediaBytesUploaded == 10_000)
+        #expect(await server.mediaData(for: photo.id) == bytes)
+        #expect(try device.store.status().pendingMediaUploads == 0)
+    }
+
+    @Test func withoutAGoodConnectionMediaIsHeldBackAndStructuredDataStillFlows() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 2_000)
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 4))
+        let report = try await engine.sync(conditions: SyncConditions(isMetered: true), now: { self.now })
+        #expect(report.pushed == 2)
+        #expect(report.mediaHeldBack == 1)
+        #expect(await server.mediaData(for: photo.id) == nil)
+        #expect(try device.store.status().pendingMediaUploads == 1, "still waiting, not dropped")
+    }
+
+    @Test func aCutUploadResumesWhereTheServerStands() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000)
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 5), mediaChunkSize: 4_096)
+        // The structured push goes through; the first chunk lands but its answer is lost.
+        _ = try await engine.sync(now: { self.now })
+        await server.inject(.dropResponse, on: .mediaUpload)
+        let cut = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
+        #expect(cut.mediaUploaded == 0)
+        #expect(cut.lastTransportError != nil)
+        #expect(await server.mediaData(for: photo.id)?.count == 4_096, "the server kept the chunk it got")
+
+        let resumed = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
+        #expect(resumed.mediaUploaded == 1)
+        #expect(resumed.mediaBytesUploaded == 10_000 - 4_096, "only the rest was sent again")
+        #expect(await server.mediaData(for: photo.id) == bytes)
+    }
+
+    @Test func aMissingOriginalFailsThatUploadOnly() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 100)
+        try FileManager.default.removeItem(at: device.store.mediaFolder.appendingPathComponent(photo.id.uuidString.lowercased()))
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 6))
+        let report = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
+        #expect(report.pushed == 2)
+        #expect(report.mediaFailed == 1)
+        #expect(try device.store.status().pendingMediaUploads == 0)
+    }
+
+    @Test func aReturningConnectionStartsASync() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
+        let monitor = ConnectivityMonitor(transport: server)
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7))
+        let follower = Task { await engine.syncOnReconnect(of: monitor) }
+        defer { follower.cancel() }
+
+        await server.inject(.dropRequest, on: .health)
+        #expect(await monitor.checkNow() == .offline)
+        #expect(await server.record(issue.id) == nil, "offline: nothing sent")
+        #expect(await monitor.checkNow().isOnline)
+        #expect(await eventually { await server.record(issue.id) != nil }, "the connection came back and a sync ran")
+        await monitor.stop()
+    }
+}
