@@ -18,6 +18,7 @@ let package = Package(
         .package(path: "Packages/OutpostStore"),
         .package(path: "Packages/OutpostSync"),
         .package(path: "Packages/OutpostBundles"),
+        .package(path: "Packages/OutpostKit"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
@@ -69,6 +70,14 @@ let package = Package(
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
             ],
             path: "Packages/OutpostConflicts/Tests/OutpostConflictsTests"
+        ),
+        .testTarget(
+            name: "OutpostTests",
+            dependencies: [
+                .product(name: "Outpost", package: "OutpostKit"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
+            path: "Packages/OutpostKit/Tests/OutpostTests"
         ),
         .testTarget(
             name: "OutpostStoreTests",

@@ -155,8 +155,11 @@ public actor SyncEngine {
         do {
             let waiting = try store.pendingMediaUploads()
             guard !waiting.isEmpty else { return }
-            let allowed = if let monitor { await monitor.allowsMedia(conditions: conditions) } else { conditions.mediaRequested }
-            guard allowed, !conditions.isLowBattery || conditions.mediaRequested else {
+            // Asked for by the user: the push that just finished proves the server answers. Otherwise
+            // only a monitor's measurement of a good, unmetered connection lets media go.
+            var allowed = conditions.mediaRequested
+            if !allowed, let monitor { allowed = await monitor.allowsMedia(conditions: conditions) }
+            guard allowed else {
                 report.mediaHeldBack = waiting.count
                 return
             }

@@ -1,0 +1,46 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// The integration package: one `Device` a field app opens with a file path. It wires the store, the
+/// sync engine, the connectivity monitor and the bundle importer together and adds no logic of its own.
+/// (The folder is `OutpostKit` because a package folder named `Outpost` would share its identity with
+/// a checkout of the workspace itself; the module is `Outpost`.)
+let package = Package(
+    name: "OutpostKit",
+    products: [
+        .library(name: "Outpost", targets: ["Outpost"])
+    ],
+    dependencies: [
+        .package(path: "../OutpostModels"),
+        .package(path: "../OutpostConflicts"),
+        .package(path: "../OutpostStore"),
+        .package(path: "../OutpostSync"),
+        .package(path: "../OutpostBundles"),
+        .package(path: "../OutpostTesting"),
+    ],
+    targets: [
+        .target(
+            name: "Outpost",
+            dependencies: [
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+            ]
+        ),
+        .testTarget(
+            name: "OutpostTests",
+            dependencies: ["Outpost", .product(name: "OutpostTesting", package: "OutpostTesting")]
+        ),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

@@ -1,0 +1,313 @@
+import Foundation
+@_exported import OutpostBundles
+@_exported import OutpostConflicts
+@_exported import OutpostModels
+@_exported import OutpostStore
+@_exported import OutpostSync
+
+/// One device's Outpost: the local store (the source of truth), and, once a server is set, the sync
+/// engine and the connectivity monitor. Reads never touch the network; writes land locally at once and
+/// sync later. Everything here is wiring: the work is done by the packages it composes.
+public final class Device: Sendable {
+    /// The local store, for anything the workflows below do not cover.
+    public let store: LocalStore
+    private let connection: Connection?
+
+    /// What a device needs to reach its server.
+    public struct Server: Sendable, Hashable {
+        /// The sync API's base URL.
+        public var url: URL
+        /// The crew member's bearer token.
+        public var token: String
+
+        /// Creates a server description.
+        public init(url: URL, token: String) {
+            self.url = url
+            self.token = token
+        }
+    }
+
+    private struct Connection: Sendable {
+        let transport: any SyncTransport
+        let engine: SyncEngine
+        let monitor: ConnectivityMonitor
+    }
+
+    /// Opens (creating and migrating as needed) the store at `path`. Without a server the device works
+    /// offline only; `transport` replaces HTTP (an in-memory server in tests).
+    public init(
+        path: String, server: Server? = nil, transport: (any SyncTransport)? = nil,
+        policy: ConflictPolicy = ConflictPolicy()
+    ) throws(OutpostError) {
+        let store: LocalStore
+        do {
+            store = try LocalStore.open(at: path)
+        } catch {
+            throw .store(error)
+        }
+        self.store = store
+        let transport = transport ?? server.map {
+            HTTPTransport(
+                configuration: .init(baseURL: $0.url, schemaVersion: LocalSchema.latestVersion), token: $0.token)
+        }
+        connection = transport.map { transport in
+            let monitor = ConnectivityMonitor(transport: transport)
+            return Connection(
+                transport: transport,
+                engine: SyncEngine(store: store, transport: transport, policy: policy, monitor: monitor),
+                monitor: monitor)
+        }
+    }
+
+    // MARK: Field workflows
+
+    /// Clocks `member` in on `project`, offline or not.
+    @discardableResult
+    public func clockIn(
+        member: UUID, project: UUID, at time: Date = Timestamp.now(), latitude: Double? = nil, longitude: Double? = nil
+    ) async throws(OutpostError) -> TimeEntry {
+        try await save(TimeEntry(
+            projectID: project, memberID: member, kind: .clockIn, recordedAt: time, latitude: latitude,
+            longitude: longitude))
+    }
+
+    /// Clocks out the member of `clockIn`, paired with it: the pair stays paired through sync even when
+    /// both were made offline and the server renames them.
+    @discardableResult
+    public func clockOut(of clockIn: TimeEntry, at time: Date = Timestamp.now(), note: String = "") async throws(OutpostError)
+        -> TimeEntry
+    {
+        try await save(TimeEntry(
+            projectID: clockIn.projectID, memberID: clockIn.memberID, kind: .clockOut, recordedAt: time,
+            clockInID: clockIn.id, note: note))
+    }
+
+    /// Attaches a photo to `issue`: the record (with its small thumbnail) syncs with structured data,
+    /// the original file at `file` follows when the connection is good.
+    @discardableResult
+    public func attachPhoto(
+        to issue: Issue, fileAt file: URL, contentType: String = "image/jpeg", thumbnail: Data? = nil,
+        capturedAt: Date = Timestamp.now()
+    ) async throws(OutpostError) -> MediaAttachment {
+        let attachment = MediaAttachment(
+            issueID: issue.id, kind: .photo, fileName: file.lastPathComponent, contentType: contentType, byteSize: 0,
+            sha256: "", thumbnail: thumbnail, capturedAt: capturedAt)
+        do {
+            return try await store.attach(attachment, originalAt: file)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Comments on `issue`.
+    @discardableResult
+    public func comment(on issue: Issue, by author: UUID, _ body: String) async throws(OutpostError) -> Comment {
+        try await save(Comment(issueID: issue.id, authorID: author, body: body))
+    }
+
+    /// Creates or updates any record: a daily log, an issue, each node of an estimate graph
+    /// (opportunity → project → scope → measure sheet, measures and items; discounts, finance options, fees).
+    @discardableResult
+    public func save<Model: Syncable>(_ value: Model) async throws(OutpostError) -> Model {
+        do {
+            return try await store.save(value)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Deletes a record (a tombstone that syncs).
+    public func delete<Model: Syncable>(_ value: Model) async throws(OutpostError) {
+        do {
+            try await store.delete(Model.entityType, id: value.id)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    // MARK: Reads (local only)
+
+    /// The record `id`, tombstones included.
+    public func fetch<Model: Syncable>(_ type: Model.Type, id: UUID) throws(OutpostError) -> Model? {
+        do {
+            return try store.fetch(type, id: id)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Live records whose `field` holds `value`, oldest first: `records(Issue.self, where: "projectID", is: .uuid(p))`.
+    public func records<Model: Syncable>(_ type: Model.Type, where field: String, is value: FieldValue) throws(OutpostError)
+        -> [Model]
+    {
+        do {
+            return try store.fetchAll(type, where: field, equals: value)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// The asset a scanned QR tag names, if the device has it.
+    public func asset(withQRCode code: String) throws(OutpostError) -> Asset? {
+        do {
+            return try store.asset(withQRCode: code)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    // MARK: Pre-sync and sync
+
+    /// Imports a project bundle (the night before), reporting progress as it goes.
+    @discardableResult
+    public func importBundle(at url: URL, progress: (@Sendable (ImportProgress) -> Void)? = nil) throws(OutpostError)
+        -> ImportSummary
+    {
+        do {
+            return try BundleImporter().importBundle(at: url, intoDatabaseAt: store.path, progress: progress)
+        } catch {
+            throw .bundle(error)
+        }
+    }
+
+    /// Downloads a project's bundle from the server and imports it: the "pre-sync this project" button.
+    @discardableResult
+    public func preSync(project: UUID, format: OutpostSync.BundleFormat = .json) async throws(OutpostError) -> ImportSummary {
+        let connection = try connected()
+        let file = FileManager.default.temporaryDirectory
+            .appendingPathComponent("outpost-presync-\(UUID().uuidString).\(format.rawValue)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await connection.transport.downloadBundle(project: project, format: format, to: file)
+        } catch {
+            throw .transport(error)
+        }
+        return try importBundle(at: file)
+    }
+
+    /// One sync run (pull, push, then media when allowed); see `SyncEngine.sync`.
+    @discardableResult
+    public func sync(budget: Duration? = nil, conditions: SyncConditions = SyncConditions()) async throws(OutpostError)
+        -> SyncReport
+    {
+        let connection = try connected()
+        do {
+            return try await connection.engine.sync(budget: budget, conditions: conditions)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Watches the server's health and syncs whenever it comes back, until the returned task is cancelled.
+    public func startMonitoring(conditions: SyncConditions = SyncConditions()) throws(OutpostError) -> Task<Void, Never> {
+        let connection = try connected()
+        return Task {
+            await connection.monitor.start()
+            await connection.engine.syncOnReconnect(of: connection.monitor, conditions: conditions)
+            await connection.monitor.stop()
+        }
+    }
+
+    /// What a status bar shows: connectivity, pending and failed changes, open conflicts, last sync.
+    public func status() async throws(OutpostError) -> DeviceStatus {
+        let stored: StoreStatus
+        do {
+            stored = try store.status()
+        } catch {
+            throw .store(error)
+        }
+        return DeviceStatus(connectivity: await connection?.monitor.status ?? .offline, store: stored)
+    }
+
+    /// Refreshed status after every local write and every connectivity change.
+    public func statusUpdates() -> AsyncStream<DeviceStatus> {
+        let (stream, continuation) = AsyncStream<DeviceStatus>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let changes = store.changes()
+        let task = Task { [weak self] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in changes { await self?.emit(to: continuation) } }
+                if let monitor = self?.connection?.monitor {
+                    group.addTask { for await _ in await monitor.statusChanges() { await self?.emit(to: continuation) } }
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func emit(to continuation: AsyncStream<DeviceStatus>.Continuation) async {
+        if let status = try? await status() { continuation.yield(status) }
+    }
+
+    // MARK: Conflicts
+
+    /// Conflicts waiting for the user's choice, oldest first.
+    public func openConflicts() throws(OutpostError) -> [OpenConflict] {
+        do {
+            return try store.openConflicts()
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Settles a conflict: `override` writes this device's losing value back as a new change, `discard` keeps the winner.
+    public func resolve(_ conflict: OpenConflict, choice: ConflictChoice) async throws(OutpostError) {
+        do {
+            try await store.resolveConflict(conflict.id, choice: choice)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    private func connected() throws(OutpostError) -> Connection {
+        guard let connection else { throw .noServer }
+        return connection
+    }
+}
+
+/// The device's sync status, as an app's status bar shows it.
+public struct DeviceStatus: Sendable, Hashable {
+    /// Whether the server answers, and how well.
+    public let connectivity: ConnectivityStatus
+    /// Local changes not yet acknowledged by the server.
+    public let pendingChanges: Int
+    /// Changes the server refused for good or that ran out of retries.
+    public let failedChanges: Int
+    /// Conflicts waiting for the user.
+    public let openConflicts: Int
+    /// Original files of photos still to upload.
+    public let pendingMediaUploads: Int
+    /// When a sync last completed.
+    public let lastSuccessfulSync: Date?
+
+    init(connectivity: ConnectivityStatus, store: StoreStatus) {
+        self.connectivity = connectivity
+        pendingChanges = store.pendingChanges
+        failedChanges = store.failedChanges
+        openConflicts = store.openConflicts
+        pendingMediaUploads = store.pendingMediaUploads
+        lastSuccessfulSync = store.lastSuccessfulSync
+    }
+}
+
+/// Why a device operation failed: the failing package's own error, with all its context.
+public enum OutpostError: Error, Sendable, CustomStringConvertible {
+    /// The local store refused or failed (invalid record, database failure, migration refused).
+    case store(StoreError)
+    /// A bundle could not be read or imported; nothing was imported.
+    case bundle(BundleError)
+    /// The server could not be reached or refused a download.
+    case transport(TransportError)
+    /// The device was opened without a server, so it cannot sync.
+    case noServer
+
+    public var description: String {
+        switch self {
+        case .store(let error): "\(error)"
+        case .bundle(let error): "\(error)"
+        case .transport(let error): "\(error)"
+        case .noServer: "this device was opened without a server; it works offline only"
+        }
+    }
+}

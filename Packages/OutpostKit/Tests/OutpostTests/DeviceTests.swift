@@ -1,0 +1,88 @@
+import Foundation
+import Outpost
+import OutpostTesting
+import Testing
+
+/// The facade end to end against the in-memory server: the brief's workflows, sync, status, conflicts.
+@Suite struct DeviceTests {
+    final class Folder: Sendable {
+        let url: URL
+        init() throws {
+            url = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-device-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        }
+        func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+        deinit { try? FileManager.default.removeItem(at: url) }
+    }
+
+    @Test func aFieldDayOfflineThenOneSync() async throws {
+        let folder = try Folder()
+        let server = InMemoryTransport(assignsServerIDs: true)
+        let device = try Device(path: folder.path("a.sqlite"), transport: server)
+        let member = UUID()
+
+        let opportunity = try await device.save(Opportunity(name: "Kitchen remodel", customerName: "Ana Silva"))
+        let project = try await device.save(Project(opportunityID: opportunity.id, name: "Silva kitchen"))
+        let clockIn = try await device.clockIn(member: member, project: project.id)
+        let clockOut = try await device.clockOut(of: clockIn)
+        try await device.save(DailyLog(projectID: project.id, authorID: member, day: "2026-11-22", notes: "Demo done"))
+        let scope = try await device.save(Scope(projectID: project.id, name: "Cabinets"))
+        try await device.save(ScopeItem(scopeID: scope.id, name: "Base cabinet", quantity: 3, unit: "ea", unitPriceCents: 42_000))
+        let issue = try await device.save(Issue(projectID: project.id, title: "Water damage under sink"))
+        try await device.comment(on: issue, by: member, "Photo attached")
+        let photoFile = folder.url.appendingPathComponent("sink.jpg")
+        try Data(repeating: 0xAB, count: 5_000).write(to: photoFile)
+        let photo = try await device.attachPhoto(to: issue, fileAt: photoFile)
+
+        var status = try await device.status()
+        #expect(status.pendingChanges == 10)
+        #expect(status.pendingMediaUploads == 1)
+        #expect(try device.records(Issue.self, where: "projectID", is: .uuid(project.id)).map(\.id) == [issue.id])
+
+        let report = try await device.sync(conditions: SyncConditions(mediaRequested: true))
+        #expect(report.pushed == 10)
+        #expect(report.mediaUploaded == 1)
+        #expect(await server.mediaData(for: photo.id)?.count == 5_000)
+        status = try await device.status()
+        #expect(status.pendingChanges == 0)
+        #expect(status.pendingMediaUploads == 0)
+        #expect(status.lastSuccessfulSync != nil)
+        let clockInServerID = try #require(try device.fetch(TimeEntry.self, id: clockIn.id)?.sync.serverID)
+        #expect(await server.record(clockOut.id)?.fields["clockInID"] == .text(clockInServerID))
+    }
+
+    @Test func aLostStatusChangeIsOfferedForOverride() async throws {
+        let folder = try Folder()
+        let server = InMemoryTransport()
+        let a = try Device(path: folder.path("a.sqlite"), transport: server)
+        let b = try Device(path: folder.path("b.sqlite"), transport: server)
+        let issue = try await a.save(Issue(projectID: UUID(), title: "Loose handrail"))
+        try await a.sync()
+        try await b.sync()
+
+        var mine = try #require(try a.fetch(OutpostModels.Issue.self, id: issue.id))
+        mine.status = .resolved
+        try await a.save(mine)
+        var theirs = try #require(try b.fetch(OutpostModels.Issue.self, id: issue.id))
+        theirs.status = .inProgress
+        try await b.save(theirs)
+        try await b.sync()
+        try await a.sync()
+
+        let conflicts = try a.openConflicts()
+        #expect(conflicts.count == 1)
+        #expect(conflicts.first?.field == "status")
+        try await a.resolve(try #require(conflicts.first), choice: .override)
+        try await a.sync()
+        try await b.sync()
+        #expect(try b.fetch(OutpostModels.Issue.self, id: issue.id)?.status == .resolved)
+        #expect(try a.openConflicts().isEmpty)
+    }
+
+    @Test func withoutAServerSyncSaysSo() async throws {
+        let folder = try Folder()
+        let device = try Device(path: folder.path("offline.sqlite"))
+        await #expect(throws: OutpostError.self) { try await device.sync() }
+        #expect(try await device.status().connectivity == .offline)
+    }
+}
