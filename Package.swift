@@ -111,6 +111,7 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
             ],
             path: "Packages/OutpostServer/Tests/OutpostServerTests"
         ),

@@ -52,6 +52,7 @@ let package = Package(
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
             ]
         ),
     ]

@@ -39,13 +39,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most changes one pull page returns.")
     var maxPull: Int = 1000
 
+    @Option(help: "The least severe log level written to standard error (trace … critical; info logs each request).")
+    var logLevel: String = "info"
+
     func run() async throws {
         let server: SyncServer
         do {
             server = try SyncServer(
                 configuration: ServerConfiguration(
                     databasePath: db, host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
-                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull))
+                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }
