@@ -38,11 +38,11 @@ struct PushRules: Sendable {
                 entity: mutation.entity, id: mutation.recordID, fields: fields,
                 sync: SyncMetadata(createdAt: mutation.createdAt ?? now, updatedAt: now))
             merged = try VersionedRecord(record: record, clocks: mutation.clocks)
-        case (.create, let current?):
-            return .conflict(serverRecord: try wireRecord(current, in: db))
         case (.update, nil), (.delete, nil):
             throw ServerError.notFound("no \(mutation.entity.rawValue) \(mutation.recordID.storageText) on the server")
         case (_, let current?) where current.version != mutation.baseVersion:
+            // A create of a record the server holds is a stale base too (0); after merging, the engine
+            // sends it again on the returned version and it resolves like an update.
             return .conflict(serverRecord: try wireRecord(current, in: db))
         case (_, let current?):
             let change = EntityRecord(
@@ -92,9 +92,6 @@ struct PushRules: Sendable {
         }
         if (mutation.operation == .delete) != (mutation.deletion != nil) {
             throw ServerError.badRequest("a delete, and only a delete, carries a deletion clock")
-        }
-        if mutation.operation == .create, mutation.baseVersion != 0 {
-            throw ServerError.badRequest("a create has base version 0")
         }
         let limit = now.addingTimeInterval(Double(HybridLogicalClock.defaultMaximumDrift.components.seconds))
         let clocks = Array(mutation.clocks.values) + (mutation.deletion.map { [$0] } ?? [])

@@ -84,10 +84,22 @@ struct PushTests {
         let stale = Sample.update(
             .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("old title")], clock: Sample.clock(500))
         #expect(try await alice.push(PushRequest(mutations: [stale])).results[0].outcome.appliedVersion == 4)
+        // A create of a record the server holds conflicts; rebased on the server's version it resolves.
+        var again = Sample.create(
+            .issue, id: issue.recordID, fields: Sample.issueFields(project: TestServer.projectA, title: "Again"),
+            clock: Sample.clock(3000))
+        guard case .conflict(let current) = try await alice.push(PushRequest(mutations: [again])).results[0].outcome else {
+            Issue.record("a create of an existing record must conflict")
+            return
+        }
+        again.idempotencyKey = UUID()
+        again.baseVersion = current.version
+        #expect(try await alice.push(PushRequest(mutations: [again])).results[0].outcome.appliedVersion == 5)
         let page = try await alice.pull(PullRequest(cursor: nil, limit: 100))
         let stored = try #require(page.changes.first { $0.recordID == issue.recordID })
-        #expect(stored.fields["title"] == .text("Carol's title"))
-        #expect(stored.fields["status"] == .text("resolved"))
+        #expect(stored.fields["title"] == .text("Again"))
+        #expect(stored.fields["status"] == .text("open"))
+        #expect(stored.version == 5)
         await server.stop()
     }
 
