@@ -19,6 +19,7 @@ let package = Package(
         .package(path: "Packages/OutpostSync"),
         .package(path: "Packages/OutpostBundles"),
         .package(path: "Packages/OutpostKit"),
+        .package(path: "Packages/OutpostServer"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
@@ -32,6 +33,7 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"
@@ -107,6 +109,20 @@ let package = Package(
                 .product(name: "OutpostStore", package: "OutpostStore"),
             ],
             path: "Packages/OutpostSync/Tests/OutpostSyncTests"
+        ),
+        .testTarget(
+            name: "OutpostServerTests",
+            dependencies: [
+                .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+            ],
+            path: "Packages/OutpostServer/Tests/OutpostServerTests"
         ),
         // Cross-package and end-to-end tests.
         .testTarget(

@@ -1,0 +1,68 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// The reference sync server: speaks `schemas/sync-api.yaml` over Hummingbird 2, keeps every record
+/// in one embedded SQLite file (GRDB, migrated with `OutpostMigrator`) behind a storage protocol, and
+/// resolves pushes with the same `OutpostConflicts` policy the devices run.
+let package = Package(
+    name: "OutpostServer",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "OutpostServer", targets: ["OutpostServer"])
+    ],
+    dependencies: [
+        .package(path: "../OutpostModels"),
+        .package(path: "../OutpostConflicts"),
+        .package(path: "../OutpostMigrator"),
+        .package(path: "../OutpostSync"),
+        .package(path: "../OutpostBundles"),
+        .package(path: "../OutpostStore"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+    ],
+    targets: [
+        // The system zlib, as OutpostSync uses it: a module map, nothing to build.
+        .systemLibrary(name: "COutpostServerZlib", providers: [.apt(["zlib1g-dev"])]),
+        .target(
+            name: "OutpostServer",
+            dependencies: [
+                "COutpostServerZlib",
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "OutpostServerTests",
+            dependencies: [
+                "OutpostServer",
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+            ]
+        ),
+    ]
+)
+
+// One place for the language settings, so no target drifts.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .treatAllWarnings(as: .error),
+    ]
+}

@@ -1,0 +1,159 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import OutpostSync
+
+/// Header names of the protocol, as Hummingbird's field names.
+enum Header {
+    static let protocolVersion = HTTPField.Name(SyncProtocol.protocolVersionHeader)!
+    static let schemaVersion = HTTPField.Name(SyncProtocol.schemaVersionHeader)!
+    static let mediaDigest = HTTPField.Name(SyncProtocol.mediaDigestHeader)!
+    static let requestID = HTTPField.Name("Outpost-Request-ID")!
+    static let retryAfter = HTTPField.Name("Retry-After")!
+}
+
+/// Checks versions, turns every error into the protocol's `ErrorBody` (never a stack trace), stamps
+/// each response with the protocol version and request id, logs it, and counts it.
+struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
+    let schemaVersions: ClosedRange<Int>
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        let started = ContinuousClock.now
+        var response: Response
+        do {
+            if request.uri.path != "/metrics" { try checkVersions(request) }
+            response = try await next(request, context)
+        } catch {
+            response = Self.errorResponse(error, logger: context.logger)
+        }
+        response.headers[Header.protocolVersion] = String(SyncProtocol.version)
+        response.headers[Header.requestID] = context.id
+        let route = Self.routeLabel(request)
+        let elapsed = ContinuousClock.now - started
+        context.logger.info(
+            "request",
+            metadata: [
+                "method": .string(request.method.rawValue), "path": .string(request.uri.path),
+                "status": .stringConvertible(response.status.code),
+                "ms": .stringConvertible(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)),
+            ])
+        await metrics.count(
+            "outpost_requests_total", [("route", route), ("status", String(response.status.code))])
+        return response
+    }
+
+    private func checkVersions(_ request: Request) throws(ServerError) {
+        guard let text = request.headers[Header.protocolVersion], Int(text) == SyncProtocol.version else {
+            throw ServerError(
+                status: 400, .unsupportedProtocolVersion,
+                "this server speaks protocol version \(SyncProtocol.version) (\(SyncProtocol.protocolVersionHeader))")
+        }
+        guard let text = request.headers[Header.schemaVersion], let version = Int(text), schemaVersions.contains(version)
+        else {
+            throw ServerError(
+                status: 400, .unsupportedSchemaVersion,
+                "this server accepts schema versions \(schemaVersions.lowerBound)…\(schemaVersions.upperBound) "
+                    + "(\(SyncProtocol.schemaVersionHeader))")
+        }
+    }
+
+    /// `GET /media/{id}/upload` as `GET /media`: bounded labels, no ids in metrics.
+    private static func routeLabel(_ request: Request) -> String {
+        let first = request.uri.path.split(separator: "/").first.map(String.init) ?? ""
+        let known = ["health", "push", "pull", "media", "projects", "metrics"]
+        return "\(request.method.rawValue) /\(known.contains(first) ? first : "other")"
+    }
+
+    static func errorResponse(_ error: any Error, logger: Logger) -> Response {
+        let failure: ServerError
+        switch error {
+        case let error as ServerError where error.wireCode != nil:
+            failure = error
+        case let error as HTTPError:
+            let status = Int(error.status.code)
+            let code: ServerErrorCode =
+                switch status {
+                case 404, 405: .notFound
+                case 413: .payloadTooLarge
+                case 400..<500: .invalidRequest
+                default: .internal
+                }
+            failure = ServerError(status: status == 405 ? 404 : status, code, status == 404 || status == 405 ? "no such route" : "request refused (HTTP \(status))")
+        default:
+            logger.error("request failed", metadata: ["error": .string("\(error)")])
+            failure = ServerError(status: 500, .internal, "the server failed; see its log")
+        }
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let seconds = failure.retryAfterSeconds { headers[Header.retryAfter] = String(seconds) }
+        let data = (try? WireJSON.encoder().encode(failure.errorBody)) ?? Data()
+        return Response(
+            status: HTTPResponse.Status(code: failure.httpStatus ?? 500), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+extension Request {
+    /// Whether the client takes gzip (`Accept-Encoding`, without `q=0`).
+    var acceptsGzip: Bool {
+        guard let header = headers[.acceptEncoding] else { return false }
+        return header.split(separator: ",").contains { part in
+            let pieces = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            return pieces.first == "gzip" && !pieces.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
+        }
+    }
+
+    /// The body, at most `limit` bytes, inflated when sent as gzip (415 for any other encoding).
+    mutating func data(limit: Int, allowingGzip: Bool = true) async throws(ServerError) -> Data {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await collectBody(upTo: limit)
+        } catch {
+            throw ServerError(status: 413, .payloadTooLarge, "the body is larger than \(limit) bytes")
+        }
+        let data = Data(buffer.readableBytesView)
+        switch headers[.contentEncoding]?.lowercased() {
+        case nil, "identity":
+            return data
+        case "gzip" where allowingGzip:
+            return try Gzip.decompress(data, limit: limit)
+        case let encoding?:
+            throw ServerError(status: 415, .unsupportedEncoding, "Content-Encoding '\(encoding)' is not accepted here")
+        }
+    }
+
+    /// The body decoded as the wire's JSON; 400 with the decoder's reason otherwise.
+    mutating func decode<T: Decodable>(_ type: T.Type, limit: Int) async throws(ServerError) -> T {
+        let data = try await data(limit: limit)
+        do {
+            return try WireJSON.decoder().decode(type, from: data)
+        } catch {
+            throw ServerError.badRequest("the body is not a valid \(T.self): \(Self.reason(error))")
+        }
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context), DecodingError.keyNotFound(_, let context),
+            DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        default:
+            return "unreadable JSON"
+        }
+    }
+}
+
+/// A JSON response, gzip-compressed above the protocol's threshold for clients that accept it.
+func jsonResponse(_ value: some Encodable, for request: Request) throws -> Response {
+    var data = try WireJSON.encoder().encode(value)
+    var headers: HTTPFields = [.contentType: "application/json"]
+    if data.count > SyncProtocol.compressionThreshold, request.acceptsGzip {
+        data = Gzip.compress(data)
+        headers[.contentEncoding] = "gzip"
+    }
+    return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+}

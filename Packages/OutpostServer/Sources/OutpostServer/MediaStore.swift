@@ -1,0 +1,156 @@
+import Crypto
+import Foundation
+import OutpostModels
+import OutpostSync
+
+/// Resumable media uploads, one file per attachment next to the database (`<id>.part` while it
+/// arrives, `<id>` once its SHA-256 matched). An actor, so two chunks of one file never interleave.
+actor MediaStore {
+    private let directory: URL
+    private let storage: any ServerStorage
+    private let maximumFileBytes: Int64
+
+    init(directory: String, storage: any ServerStorage, maximumFileBytes: Int64) throws(ServerError) {
+        self.directory = URL(fileURLWithPath: directory, isDirectory: true)
+        self.storage = storage
+        self.maximumFileBytes = maximumFileBytes
+        do {
+            try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
+        } catch {
+            throw ServerError(.mediaFailure, message: "cannot create the media folder: \(error)", path: directory)
+        }
+    }
+
+    /// Where the finished file of an attachment lives.
+    func fileURL(of attachmentID: UUID) -> URL {
+        directory.appendingPathComponent(attachmentID.storageText)
+    }
+
+    private func partURL(of attachmentID: UUID) -> URL {
+        directory.appendingPathComponent(attachmentID.storageText + ".part")
+    }
+
+    func status(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
+        let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        let state = try await storage.mediaUpload(attachmentID)
+        return MediaUploadStatus(
+            attachmentID: attachmentID, receivedBytes: state?.receivedBytes ?? 0,
+            totalBytes: state?.totalBytes ?? record.fields["byteSize"].flatMap(\.integerValue),
+            complete: state?.complete ?? false)
+    }
+
+    /// Stores one chunk; the last one is checked against the announced SHA-256 and the record's.
+    func receive(
+        _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
+    ) async throws(ServerError) -> MediaUploadStatus {
+        let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }
+        guard case .text(sha256) = record.fields["sha256"] ?? .null else {
+            throw ServerError(status: 422, .checksumMismatch, "the announced SHA-256 is not the attachment record's")
+        }
+        guard range.total <= maximumFileBytes else {
+            throw ServerError(status: 413, .payloadTooLarge, "media files are limited to \(maximumFileBytes) bytes")
+        }
+        if let size = record.fields["byteSize"].flatMap(\.integerValue), size != range.total {
+            throw ServerError.badRequest("the file has \(range.total) bytes but its record says \(size)")
+        }
+        guard Int64(data.count) == range.length else {
+            throw ServerError.badRequest("Content-Range announces \(range.length) bytes but the body has \(data.count)")
+        }
+        var state = try await storage.mediaUpload(attachmentID)
+            ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
+        guard !state.complete, state.totalBytes == range.total, range.first == state.receivedBytes else {
+            throw ServerError(
+                status: 409, .rangeMismatch,
+                state.complete
+                    ? "the upload is already complete"
+                    : "the server holds \(state.receivedBytes) of \(state.totalBytes) bytes; resume there")
+        }
+        let part = partURL(of: attachmentID)
+        do {
+            if !FileManager.default.fileExists(atPath: part.path) {
+                guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
+                    throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
+                }
+            }
+            let handle = try FileHandle(forWritingTo: part)
+            defer { try? handle.close() }
+            // Bytes past what the database acknowledges (a crash between write and commit) are dropped.
+            try handle.truncate(atOffset: UInt64(state.receivedBytes))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: data)
+            try handle.synchronize()
+        } catch {
+            throw ServerError(.mediaFailure, message: "cannot write the upload: \(error)", path: part.path)
+        }
+        state.receivedBytes += Int64(data.count)
+        if state.receivedBytes == state.totalBytes {
+            guard try Self.sha256(of: part) == sha256 else {
+                try? FileManager.default.removeItem(at: part)
+                try await storage.setMediaUpload(nil, for: attachmentID, now: now)
+                throw ServerError(status: 422, .checksumMismatch, "the file's SHA-256 does not match; upload it again")
+            }
+            do {
+                try? FileManager.default.removeItem(at: fileURL(of: attachmentID))
+                try FileManager.default.moveItem(at: part, to: fileURL(of: attachmentID))
+            } catch {
+                throw ServerError(.mediaFailure, message: "cannot keep the upload: \(error)", path: part.path)
+            }
+            state.complete = true
+        }
+        try await storage.setMediaUpload(state, for: attachmentID, now: now)
+        return MediaUploadStatus(
+            attachmentID: attachmentID, receivedBytes: state.receivedBytes, totalBytes: state.totalBytes,
+            complete: state.complete)
+    }
+
+    private static func sha256(of url: URL) throws(ServerError) -> String {
+        do {
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            var hasher = SHA256()
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        } catch {
+            throw ServerError(.mediaFailure, message: "cannot read the upload: \(error)", path: url.path)
+        }
+    }
+}
+
+/// A `Content-Range: bytes first-last/total` header (`bytes */total` for an empty file).
+struct ContentRange: Sendable, Hashable {
+    var first: Int64
+    var length: Int64
+    var total: Int64
+
+    init(header: String) throws(ServerError) {
+        let invalid = ServerError.badRequest("Content-Range must be 'bytes first-last/total' or 'bytes */total'")
+        guard header.hasPrefix("bytes ") else { throw invalid }
+        let parts = header.dropFirst(6).split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let total = Int64(parts[1]), total >= 0 else { throw invalid }
+        if parts[0] == "*" {
+            guard total == 0 else { throw invalid }
+            self.init(first: 0, length: 0, total: 0)
+            return
+        }
+        let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first,
+            last < total
+        else { throw invalid }
+        self.init(first: first, length: last - first + 1, total: total)
+    }
+
+    init(first: Int64, length: Int64, total: Int64) {
+        self.first = first
+        self.length = length
+        self.total = total
+    }
+}
+
+extension FieldValue {
+    var integerValue: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+}

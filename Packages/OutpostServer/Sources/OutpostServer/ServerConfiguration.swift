@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+
+/// Everything `outpost serve` can set: where to listen, where the data lives, and the limits that
+/// keep one client from exhausting the server. The defaults are what `/health` advertises.
+public struct ServerConfiguration: Sendable, Hashable {
+    /// The address to bind; `127.0.0.1` keeps a demo server off the network.
+    public var host: String
+    /// The port to bind; 0 picks a free one (read it back from `SyncServer.port`).
+    public var port: Int
+    /// The SQLite file holding every record; created and migrated on start.
+    public var databasePath: String
+    /// Where media files go; by default a `<database>.media` folder next to the database.
+    public var mediaDirectory: String
+    /// Whether creates get a server-assigned integer id, returned as `serverID` (`--server-ids`).
+    public var assignsServerIDs: Bool
+    /// The most mutations one push may carry (413 `batch_too_large` above).
+    public var maximumBatchSize: Int
+    /// The most changes one pull page returns, whatever the client asks.
+    public var maximumPullLimit: Int
+    /// The largest JSON request body accepted, after decompression (413 `payload_too_large` above).
+    public var maximumBodyBytes: Int
+    /// The largest media chunk accepted in one PUT.
+    public var maximumChunkBytes: Int
+    /// The largest media file accepted.
+    public var maximumMediaBytes: Int64
+    /// The client schema versions accepted (`Outpost-Schema-Version`).
+    public var schemaVersions: ClosedRange<Int>
+    /// The least severe log level written: `trace`, `debug`, `info` (one line per request), `notice`,
+    /// `warning`, `error` or `critical`.
+    public var logLevel: String
+
+    /// Creates a configuration; only the database path has no default.
+    public init(
+        databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
+        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
+        maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
+        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...8,
+        logLevel: String = "info"
+    ) {
+        self.databasePath = databasePath
+        self.host = host
+        self.port = port
+        self.mediaDirectory = mediaDirectory ?? databasePath + ".media"
+        self.assignsServerIDs = assignsServerIDs
+        self.maximumBatchSize = maximumBatchSize
+        self.maximumPullLimit = maximumPullLimit
+        self.maximumBodyBytes = maximumBodyBytes
+        self.maximumChunkBytes = maximumChunkBytes
+        self.maximumMediaBytes = maximumMediaBytes
+        self.schemaVersions = schemaVersions
+        self.logLevel = logLevel
+    }
+
+    /// Refuses settings the server cannot run with, before anything is opened.
+    func validate() throws(ServerError) {
+        func check(_ condition: Bool, _ message: String) throws(ServerError) {
+            if !condition { throw ServerError(.invalidConfiguration, message: message) }
+        }
+        try check((0...65535).contains(port), "port \(port) is outside 0…65535")
+        try check(maximumBatchSize >= 1, "the batch size limit must be at least 1")
+        try check(maximumPullLimit >= 1, "the pull limit must be at least 1")
+        try check(maximumBodyBytes >= 1024, "the body limit must be at least 1 KiB")
+        try check(maximumChunkBytes >= 1, "the chunk limit must be at least 1 byte")
+        try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
+        try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
+    }
+}

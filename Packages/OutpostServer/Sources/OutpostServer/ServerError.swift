@@ -1,0 +1,77 @@
+import OutpostSync
+
+/// Why the server could not start, seed or serve: a code to branch on, a message, and the file
+/// concerned. A request the server refuses carries the protocol's wire code and HTTP status too.
+///
+/// A struct with a code rather than an enum, so new kinds of failure never break a caller's `switch`.
+public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure; compare with the static members.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Wrapped: String, Sendable, Hashable {
+            case invalidConfiguration, invalidSeed, databaseFailure, migrationFailed, mediaFailure, requestRefused
+        }
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// A setting is out of range (a port, a limit, a folder that cannot be created).
+        public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// The seed file is unreadable or names something inconsistent.
+        public static let invalidSeed = Code(.invalidSeed)
+        /// The SQLite file could not be opened, read or written.
+        public static let databaseFailure = Code(.databaseFailure)
+        /// The server's schema could not be created or migrated (a newer file, a changed step).
+        public static let migrationFailed = Code(.migrationFailed)
+        /// A media file could not be written or read next to the database.
+        public static let mediaFailure = Code(.mediaFailure)
+        /// A request was refused; `wireCode` and `httpStatus` say how it was answered.
+        public static let requestRefused = Code(.requestRefused)
+
+        public var description: String { wrapped.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What went wrong, for people and logs.
+    public var message: String
+    /// The file concerned (database, seed, media), when there is one.
+    public var path: String?
+    /// The protocol's error code a refused request is answered with.
+    public var wireCode: ServerErrorCode?
+    /// The HTTP status a refused request is answered with.
+    public var httpStatus: Int?
+    /// Seconds a client should wait before retrying (`Retry-After`), for 429 and 503.
+    var retryAfterSeconds: Int?
+
+    /// Creates an error.
+    public init(_ code: Code, message: String, path: String? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+    }
+
+    /// A refused request, answered with `status` and the error body `wireCode`, `message`.
+    init(status: Int, _ wireCode: ServerErrorCode, _ message: String, retryAfterSeconds: Int? = nil) {
+        self.init(.requestRefused, message: message)
+        self.wireCode = wireCode
+        self.httpStatus = status
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    /// The body a client receives for this error; anything but a refused request is `internal`.
+    var errorBody: ErrorBody {
+        guard let wireCode else { return ErrorBody(code: .internal, message: "the server failed; see its log") }
+        return ErrorBody(code: wireCode, message: message)
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if let path { text += " (\(path))" }
+        if let wireCode, let httpStatus { text += " [\(wireCode), HTTP \(httpStatus)]" }
+        return text
+    }
+
+    static func badRequest(_ message: String) -> ServerError { ServerError(status: 400, .invalidRequest, message) }
+    static func unauthorized(_ message: String) -> ServerError { ServerError(status: 401, .unauthorized, message) }
+    static func forbidden(_ message: String) -> ServerError { ServerError(status: 403, .forbidden, message) }
+    static func notFound(_ message: String) -> ServerError { ServerError(status: 404, .notFound, message) }
+}

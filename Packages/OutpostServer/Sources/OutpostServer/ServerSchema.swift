@@ -1,0 +1,71 @@
+import OutpostMigrator
+
+/// The server's own SQLite schema, as `OutpostMigrator` steps: additive and forward-only like the
+/// device's, so a server upgraded in place keeps its data. Never edit a shipped step; append one.
+///
+/// One `records` table holds every entity (fields and clocks as JSON, in the wire's one-key form),
+/// so no SQL identifier ever comes from a request: the entity is a value, not a table name.
+enum ServerSchema {
+    static let steps: [MigrationStep] = [
+        MigrationStep(version: 1, name: "reference server 1.0", sql: version1)
+    ]
+
+    static let migrator = Migrator(steps: steps)
+
+    private static let version1 = """
+        CREATE TABLE records (
+            entity TEXT NOT NULL,
+            id TEXT NOT NULL,
+            server_id INTEGER,
+            project_id TEXT,
+            owner_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            sequence INTEGER NOT NULL,
+            fields TEXT NOT NULL,
+            clocks TEXT NOT NULL,
+            deletion TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (entity, id)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX records_by_sequence ON records(sequence);
+        CREATE INDEX records_by_project ON records(project_id, sequence);
+        CREATE UNIQUE INDEX records_by_server_id ON records(entity, server_id) WHERE server_id IS NOT NULL;
+        CREATE TABLE applied_mutations (
+            idempotency_key TEXT PRIMARY KEY NOT NULL,
+            user_id TEXT NOT NULL,
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            applied_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE counters (
+            name TEXT PRIMARY KEY NOT NULL,
+            value INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO counters (name, value) VALUES ('change_sequence', 0), ('server_id', 0);
+        CREATE TABLE users (
+            id TEXT PRIMARY KEY NOT NULL,
+            name TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE tokens (
+            token_sha256 TEXT PRIMARY KEY NOT NULL,
+            user_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE memberships (
+            project_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (project_id, user_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX memberships_by_user ON memberships(user_id);
+        CREATE TABLE media_uploads (
+            attachment_id TEXT PRIMARY KEY NOT NULL,
+            total_bytes INTEGER NOT NULL,
+            received_bytes INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            complete INTEGER NOT NULL DEFAULT 0,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """
+}

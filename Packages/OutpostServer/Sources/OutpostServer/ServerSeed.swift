@@ -1,0 +1,110 @@
+import Foundation
+import OutpostModels
+
+/// What `outpost serve --seed FILE` loads: projects, the members who may see them, and their bearer
+/// tokens, for demos and tests. Loading it twice changes nothing; tokens are stored hashed.
+///
+/// ```json
+/// {"projects": [{"id": "…", "name": "Maple Street", "address": "12 Maple Street"}],
+///  "members": [{"userID": "…", "name": "Alice", "email": "alice@example.com", "role": "foreman",
+///               "projects": ["…"]}],
+///  "tokens": [{"userID": "…", "token": "alice-demo-token"}]}
+/// ```
+public struct ServerSeed: Sendable, Hashable, Codable {
+    /// A project to create (as a `project` record, status `active`) unless it exists.
+    public struct Project: Sendable, Hashable, Codable {
+        /// The project's record id.
+        public var id: UUID
+        /// Its name.
+        public var name: String
+        /// Its site address; empty when absent.
+        public var address: String?
+
+        /// Creates a seeded project.
+        public init(id: UUID, name: String, address: String? = nil) {
+            self.id = id
+            self.name = name
+            self.address = address
+        }
+    }
+
+    /// A user and the projects they belong to; each membership also becomes a `member` record.
+    public struct Member: Sendable, Hashable, Codable {
+        /// The user's id (a `member` record's `userID`).
+        public var userID: UUID
+        /// Display name.
+        public var name: String
+        /// Email; empty when absent.
+        public var email: String?
+        /// One of `Member.Role`'s raw values; `crew` when absent.
+        public var role: String?
+        /// The projects the user may see and write.
+        public var projects: [UUID]
+
+        /// Creates a seeded member.
+        public init(userID: UUID, name: String, email: String? = nil, role: String? = nil, projects: [UUID]) {
+            self.userID = userID
+            self.name = name
+            self.email = email
+            self.role = role
+            self.projects = projects
+        }
+    }
+
+    /// A bearer token for a user; only its SHA-256 is stored.
+    public struct Token: Sendable, Hashable, Codable {
+        /// The user the token authenticates.
+        public var userID: UUID
+        /// The secret as clients send it.
+        public var token: String
+
+        /// Creates a seeded token.
+        public init(userID: UUID, token: String) {
+            self.userID = userID
+            self.token = token
+        }
+    }
+
+    /// Projects to create.
+    public var projects: [Project]
+    /// Users and their memberships.
+    public var members: [Member]
+    /// Tokens to accept.
+    public var tokens: [Token]
+
+    /// Creates a seed.
+    public init(projects: [Project] = [], members: [Member] = [], tokens: [Token] = []) {
+        self.projects = projects
+        self.members = members
+        self.tokens = tokens
+    }
+
+    /// Reads a seed file.
+    public init(contentsOf url: URL) throws(ServerError) {
+        do {
+            self = try JSONDecoder().decode(ServerSeed.self, from: Data(contentsOf: url))
+        } catch {
+            throw ServerError(.invalidSeed, message: "\(error)", path: url.path)
+        }
+    }
+
+    /// Refuses a seed that names a project it does not define or a token for an unknown user.
+    func validate() throws(ServerError) {
+        let projectIDs = Set(projects.map(\.id))
+        let userIDs = Set(members.map(\.userID))
+        for member in members {
+            if let missing = member.projects.first(where: { !projectIDs.contains($0) }) {
+                throw ServerError(.invalidSeed, message: "member \(member.name) names unknown project \(missing)")
+            }
+            if let role = member.role, !OutpostModels.Member.Role.allCases.map(\.rawValue).contains(role) {
+                throw ServerError(.invalidSeed, message: "member \(member.name) has unknown role '\(role)'")
+            }
+        }
+        for token in tokens where !userIDs.contains(token.userID) {
+            throw ServerError(.invalidSeed, message: "a token names unknown user \(token.userID)")
+        }
+        if tokens.contains(where: { $0.token.count < 8 }) {
+            throw ServerError(.invalidSeed, message: "tokens must be at least 8 characters")
+        }
+    }
+}

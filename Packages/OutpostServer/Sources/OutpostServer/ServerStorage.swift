@@ -1,0 +1,44 @@
+import Foundation
+import OutpostModels
+import OutpostSync
+
+/// Where the server keeps records, idempotency results, users and upload states. The routes only
+/// talk to this protocol, so a PostgreSQL backend can sit beside the embedded SQLite one.
+///
+/// Every method that touches a project checks the caller's membership itself, inside the same
+/// transaction as the work, so a check can never go stale between reading and writing.
+protocol ServerStorage: Sendable {
+    /// The user a token's SHA-256 (lowercase hex) belongs to, nil for an unknown token.
+    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
+
+    /// Applies a batch, each mutation at most once per idempotency key; one result per mutation, in order.
+    func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult]
+
+    /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs).
+    func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
+        -> PullResponse
+
+    /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord
+
+    /// The upload state of an attachment's file, nil before its first chunk.
+    func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
+
+    /// Saves (or, with nil, forgets) an attachment's upload state.
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError)
+
+    /// A project's records (its opportunity and every record belonging to it, tombstones included),
+    /// parents first, for a bundle (404 unknown project, 403 not the caller's).
+    func bundleRecords(project: UUID, by caller: Caller) async throws(ServerError) -> [EntityRecord]
+
+    /// Creates the seed's projects, members and tokens that do not exist yet.
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError)
+}
+
+/// How far a media file's upload has come.
+struct MediaUploadState: Sendable, Hashable {
+    var totalBytes: Int64
+    var receivedBytes: Int64
+    var sha256: String
+    var complete: Bool
+}

@@ -1,0 +1,47 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostSync
+
+/// A record as the server stores it: the wire's `ServerRecord` plus what access control needs (the
+/// project it belongs to, or for an opportunity not yet linked to one, the user who created it).
+struct StoredRecord: Sendable, Hashable {
+    var entity: EntityType
+    var id: UUID
+    /// The integer id assigned in `--server-ids` mode.
+    var serverID: Int64?
+    /// The project the record belongs to; nil only for an opportunity no project references yet.
+    var projectID: UUID?
+    /// The user whose push created the record (or the seed).
+    var ownerID: UUID
+    var version: Int64
+    var sequence: Int64
+    var fields: [String: FieldValue]
+    var clocks: [String: HybridTimestamp]
+    var deletion: HybridTimestamp?
+    var createdAt: Date
+    var updatedAt: Date
+
+    /// The wire form; references stay client ids (see `SQLiteStorage.wireRecord` for server-id mode).
+    var serverRecord: ServerRecord {
+        ServerRecord(
+            sequence: sequence, entity: entity, recordID: id, serverID: serverID.map(String.init), version: version,
+            fields: fields, clocks: clocks, deletion: deletion, createdAt: createdAt, updatedAt: updatedAt)
+    }
+
+    /// The generic record, as validation and bundles take it.
+    var entityRecord: EntityRecord {
+        EntityRecord(
+            entity: entity, id: id, fields: fields,
+            sync: SyncMetadata(
+                serverID: serverID.map(String.init), version: version, createdAt: createdAt, updatedAt: updatedAt,
+                deletedAt: deletion?.date, syncStatus: .synced))
+    }
+
+    /// The record with its clocks, as the conflict strategies take it.
+    var versionedRecord: VersionedRecord {
+        get throws(ConflictError) {
+            try VersionedRecord(record: entityRecord, clocks: clocks, deletion: deletion)
+        }
+    }
+}

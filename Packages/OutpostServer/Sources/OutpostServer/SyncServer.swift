@@ -1,0 +1,197 @@
+import Foundation
+import Hummingbird
+import Logging
+import OutpostBundles
+import OutpostModels
+import OutpostSync
+
+/// The reference sync server: serves `schemas/sync-api.yaml` (health, push, pull, media uploads,
+/// bundles, and `/metrics`) from one SQLite file. Create it (which creates or migrates the file),
+/// optionally load a seed, then `run` until the task is cancelled or the process is signalled.
+public struct SyncServer: Sendable {
+    /// The settings it was created with.
+    public let configuration: ServerConfiguration
+    private let storage: any ServerStorage
+    private let media: MediaStore
+    private let metrics = ServerMetrics()
+    private let logger: Logger
+
+    /// Opens (creating and migrating) the database and the media folder; nothing listens yet. Logs go
+    /// to `logger`, or by default to standard error at the configuration's level.
+    public init(configuration: ServerConfiguration, logger: Logger? = nil) throws(ServerError) {
+        try configuration.validate()
+        self.configuration = configuration
+        var logger = logger ?? Logger(label: "outpost.server")
+        if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
+        self.logger = logger
+        let storage = try SQLiteStorage(path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs)
+        self.storage = storage
+        self.media = try MediaStore(
+            directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes)
+    }
+
+    /// Creates the seed's projects, members and tokens that do not exist yet (tokens stored hashed).
+    public func load(_ seed: ServerSeed) async throws(ServerError) {
+        try await storage.load(seed, now: Timestamp.now())
+    }
+
+    /// Serves until cancelled (or, with `handlingSignals`, until SIGTERM/SIGINT), calling `onRunning`
+    /// with the bound port once it listens: with port 0 that is how a caller learns it.
+    public func run(handlingSignals: Bool = true, onRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+        async throws
+    {
+        let router = Router()
+        router.add(middleware: ProtocolMiddleware(schemaVersions: configuration.schemaVersions, metrics: metrics))
+        addRoutes(to: router)
+        let app = Application(
+            router: router,
+            configuration: ApplicationConfiguration(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "outpost"),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
+            logger: logger)
+        try await app.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
+    }
+
+    private func addRoutes(to router: Router<BasicRequestContext>) {
+        let configuration = self.configuration
+        let storage = self.storage
+        let media = self.media
+        let metrics = self.metrics
+
+        router.get("health") { request, _ -> Response in
+            try jsonResponse(
+                HealthResponse(
+                    minimumProtocolVersion: SyncProtocol.version, maximumProtocolVersion: SyncProtocol.version,
+                    minimumSchemaVersion: configuration.schemaVersions.lowerBound,
+                    maximumSchemaVersion: configuration.schemaVersions.upperBound,
+                    maximumBatchSize: configuration.maximumBatchSize, maximumPullLimit: configuration.maximumPullLimit,
+                    assignsServerIDs: configuration.assignsServerIDs, serverTime: Timestamp.now()),
+                for: request)
+        }
+
+        router.post("push") { request, _ -> Response in
+            let caller = try await Self.authenticate(request, storage)
+            var request = request
+            let push = try await request.decode(PushRequest.self, limit: configuration.maximumBodyBytes)
+            guard push.mutations.count <= configuration.maximumBatchSize else {
+                throw ServerError(
+                    status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
+            }
+            let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
+            for result in results {
+                await metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
+            }
+            return try jsonResponse(PushResponse(results: results), for: request)
+        }
+
+        router.post("pull") { request, _ -> Response in
+            let caller = try await Self.authenticate(request, storage)
+            var request = request
+            let pull = try await request.decode(PullRequest.self, limit: configuration.maximumBodyBytes)
+            guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
+            let after: Int64
+            if let cursor = pull.cursor {
+                guard let value = Int64(cursor), value >= 0 else { throw ServerError.badRequest("unknown cursor") }
+                after = value
+            } else {
+                after = 0
+            }
+            let page = try await storage.pull(
+                after: after, limit: min(pull.limit, configuration.maximumPullLimit), projects: pull.projects,
+                by: caller)
+            await metrics.add("outpost_pulled_records_total", page.changes.count)
+            return try jsonResponse(page, for: request)
+        }
+
+        router.get("media/:attachmentID/upload") { request, context -> Response in
+            let caller = try await Self.authenticate(request, storage)
+            let id = try Self.uuid(context.parameters.get("attachmentID"))
+            return try jsonResponse(try await media.status(of: id, by: caller), for: request)
+        }
+
+        router.put("media/:attachmentID/upload") { request, context -> Response in
+            let caller = try await Self.authenticate(request, storage)
+            let id = try Self.uuid(context.parameters.get("attachmentID"))
+            guard let rangeHeader = request.headers[.contentRange] else {
+                throw ServerError.badRequest("Content-Range is required")
+            }
+            let range = try ContentRange(header: rangeHeader)
+            guard range.length <= configuration.maximumChunkBytes else {
+                throw ServerError(
+                    status: 413, .payloadTooLarge, "chunks are limited to \(configuration.maximumChunkBytes) bytes")
+            }
+            guard let digest = request.headers[Header.mediaDigest] else {
+                throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) is required")
+            }
+            var request = request
+            let data = try await request.data(limit: configuration.maximumChunkBytes, allowingGzip: false)
+            let status = try await media.receive(
+                data, range: range, sha256: digest, for: id, by: caller, now: Timestamp.now())
+            await metrics.add("outpost_media_bytes_total", data.count)
+            return try jsonResponse(status, for: request)
+        }
+
+        router.get("projects/:projectID/bundle") { request, context -> Response in
+            let caller = try await Self.authenticate(request, storage)
+            let project = try Self.uuid(context.parameters.get("projectID"))
+            let format: OutpostBundles.BundleFormat
+            switch request.uri.queryParameters.get("format") ?? "json" {
+            case "json": format = .json
+            case "xml": format = .xml
+            default: throw ServerError.badRequest("format is json or xml")
+            }
+            let records = try await storage.bundleRecords(project: project, by: caller)
+            let file = FileManager.default.temporaryDirectory
+                .appendingPathComponent("outpost-bundle-\(UUID().uuidString.lowercased()).\(format.rawValue)")
+            do {
+                try BundleExporter().writeBundle(
+                    project: project, records: records, asOf: records.map(\.sync.updatedAt).max(), format: format,
+                    to: file)
+            } catch {
+                throw ServerError(.databaseFailure, message: "\(error)")
+            }
+            await metrics.count("outpost_bundles_total", [("format", format.rawValue)])
+            return try Self.streamFile(file, contentType: format == .xml ? "application/xml" : "application/json")
+        }
+
+        router.get("metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: await metrics.text)))
+        }
+    }
+
+    /// The caller a bearer token names (401 when missing or unknown).
+    private static func authenticate(_ request: Request, _ storage: any ServerStorage) async throws(ServerError)
+        -> Caller
+    {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw ServerError.unauthorized("a bearer token is required")
+        }
+        let token = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: TokenDigest.hex(of: token)) else {
+            throw ServerError.unauthorized("the bearer token is unknown or revoked")
+        }
+        return caller
+    }
+
+    private static func uuid(_ text: String?) throws(ServerError) -> UUID {
+        guard let text, let id = UUID(uuidString: text) else { throw ServerError.notFound("not a record id") }
+        return id
+    }
+
+    /// Streams `file` in 64 KiB chunks and removes it afterwards, so a large bundle never sits in memory.
+    private static func streamFile(_ file: URL, contentType: String) throws -> Response {
+        let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+        let body = ResponseBody(contentLength: size) { writer in
+            defer { try? FileManager.default.removeItem(at: file) }
+            let handle = try FileHandle(forReadingFrom: file)
+            defer { try? handle.close() }
+            while let chunk = try handle.read(upToCount: 64 * 1024), !chunk.isEmpty {
+                try await writer.write(ByteBuffer(bytes: chunk))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: contentType], body: body)
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import OutpostModels
+@testable import OutpostServer
+import OutpostSync
+import Testing
+
+@Suite("Compression: gzip both ways above 10 KB, negotiated by headers")
+struct CompressionTests {
+    @Test("A gzip request body is read; a large answer is gzip for clients that accept it and plain otherwise")
+    func gzipBothWays() async throws {
+        let server = try await TestServer.start()
+        let mutations = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        let plain = try wireJSON(PushRequest(mutations: mutations))
+        #expect(plain.count > SyncProtocol.compressionThreshold)
+        let pushed = try await server.send(
+            "POST", "/push", token: TestServer.aliceToken, body: Gzip.compress(plain),
+            headers: ["Content-Encoding": "gzip", "Content-Type": "application/json"])
+        #expect(pushed.status == 200)
+        let results = try JSONDecoder().decode(PushResponse.self, from: pushed.body).results
+        #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
+
+        let corrupt = try await server.send(
+            "POST", "/push", token: TestServer.aliceToken, body: Data([0x1f, 0x8b, 1, 2, 3]),
+            headers: ["Content-Encoding": "gzip"])
+        #expect(corrupt.status == 400)
+
+        let pull = try JSONEncoder().encode(PullRequest(cursor: nil, limit: 1000))
+        // URL loading would inflate a gzip answer on its own; "identity" in the raw request keeps it
+        // from asking, so the test sees the bytes the server sent.
+        let compressed = try await server.send(
+            "POST", "/pull", token: TestServer.aliceToken, body: pull, headers: ["Accept-Encoding": "gzip"])
+        let uncompressed = try await server.send(
+            "POST", "/pull", token: TestServer.aliceToken, body: pull, headers: ["Accept-Encoding": "identity"])
+        #expect(compressed.status == 200 && uncompressed.status == 200)
+        #expect(uncompressed.headers["content-encoding"] == nil)
+        #expect(uncompressed.body.count > SyncProtocol.compressionThreshold)
+        #expect(compressed.headers["content-encoding"] == "gzip")
+        let inflated = compressed.body.first == 0x1f ? try Gzip.decompress(compressed.body, limit: 1 << 24) : compressed.body
+        #expect(inflated == uncompressed.body)
+
+        // The real transport: compressed push, and a page it decodes either way.
+        let transport = server.transport(token: TestServer.aliceToken)
+        let more = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        #expect(try await transport.push(PushRequest(mutations: more)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        #expect(try await transport.pull(PullRequest(cursor: nil, limit: 1000)).changes.count == 80 + 3)
+        await server.stop()
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import OutpostModels
+import OutpostSync
+import Testing
+
+/// Holds the server to `schemas/sync-api.yaml`: every documented route answers, every status the
+/// server gives is documented for that route, every documented status (but the overload ones) can
+/// be provoked, 200 answers have the documented shape and errors carry a documented code.
+@Suite("Contract: the running server matches schemas/sync-api.yaml")
+struct ContractTests {
+    /// Statuses a healthy test server never gives: overload and crashes.
+    static let unprovoked: Set<Int> = [429, 500, 503]
+
+    @Test("Every route, status and response shape of the document, against the running server")
+    func serverMatchesDocument() async throws {
+        let document = try APIDocument.load()
+        #expect(document.operations.count == 6)
+        let server = try await TestServer.start(maximumBodyBytes: 512 * 1024)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let bytes = Data("twelve bytes".utf8)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        let secondAttachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let bobsAttachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: bobsIssue.recordID, bytes: bytes))
+        _ = try await alice.push(PushRequest(mutations: [issue, attachment, secondAttachment]))
+        _ = try await server.transport(token: TestServer.bobToken).push(PushRequest(mutations: [bobsIssue, bobsAttachment]))
+
+        let json = { (value: any Encodable) in try! wireJSON(value) }
+        let goodPush = json(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let tooManyMutations = json(PushRequest(mutations: (0..<501).map { _ in
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        }))
+        let goodPull = json(PullRequest(cursor: nil, limit: 10))
+        let media = { (id: UUID) in "/media/\(id.uuidString.lowercased())/upload" }
+        let bundle = { (id: UUID) in "/projects/\(id.uuidString.lowercased())/bundle" }
+        let digest = sha256Hex(bytes)
+        let chunk = ["Content-Range": "bytes 0-11/12", "Outpost-Media-SHA256": digest]
+
+        // (document path, method) -> requests that provoke its statuses: (path, token, body, headers, versions)
+        typealias Probe = (path: String, token: String?, body: Data?, headers: [String: String], versions: Bool)
+        let a = TestServer.aliceToken
+        let probes: [String: [Probe]] = [
+            "GET /health": [("/health", nil, nil, [:], true), ("/health", nil, nil, [:], false)],
+            "POST /push": [
+                ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),
+                ("/push", a, tooManyMutations, [:], true), ("/push", a, goodPush, ["Content-Encoding": "br"], true),
+            ],
+            "POST /pull": [
+                ("/pull", a, goodPull, [:], true), ("/pull", a, json(PullRequest(cursor: "x", limit: 1)), [:], true),
+                ("/pull", nil, goodPull, [:], true),
+                ("/pull", a, json(PullRequest(cursor: nil, limit: 1, projects: [TestServer.projectB])), [:], true),
+                ("/pull", a, Data(repeating: 32, count: 600 * 1024), [:], true),
+            ],
+            "GET /media/{attachmentID}/upload": [
+                (media(attachment.recordID), a, nil, [:], true), (media(attachment.recordID), a, nil, [:], false),
+                (media(attachment.recordID), nil, nil, [:], true), (media(bobsAttachment.recordID), a, nil, [:], true),
+                (media(UUID()), a, nil, [:], true),
+            ],
+            "PUT /media/{attachmentID}/upload": [
+                (media(attachment.recordID), a, bytes, chunk, true), (media(attachment.recordID), a, bytes, [:], true),
+                (media(attachment.recordID), nil, bytes, chunk, true), (media(bobsAttachment.recordID), a, bytes, chunk, true),
+                (media(UUID()), a, bytes, chunk, true),
+                (media(secondAttachment.recordID), a, bytes.suffix(7), ["Content-Range": "bytes 5-11/12", "Outpost-Media-SHA256": digest], true),
+                (media(secondAttachment.recordID), a, bytes, ["Content-Range": "bytes 0-99999999/100000000", "Outpost-Media-SHA256": digest], true),
+                (media(secondAttachment.recordID), a, bytes, chunk.merging(["Content-Encoding": "gzip"]) { $1 }, true),
+                (media(secondAttachment.recordID), a, bytes, ["Content-Range": "bytes 0-11/12", "Outpost-Media-SHA256": String(repeating: "0", count: 64)], true),
+            ],
+            "GET /projects/{projectID}/bundle": [
+                (bundle(TestServer.projectA) + "?format=xml", a, nil, [:], true), (bundle(TestServer.projectA) + "?format=pdf", a, nil, [:], true),
+                (bundle(TestServer.projectA), nil, nil, [:], true), (bundle(TestServer.projectB), a, nil, [:], true),
+                (bundle(UUID()), a, nil, [:], true),
+            ],
+        ]
+
+        for operation in document.operations {
+            let name = "\(operation.method) \(operation.path)"
+            let requests = try #require(probes[name], "no probes for \(name): the document has a route the test does not know")
+            var seen: Set<Int> = []
+            for probe in requests {
+                let answer = try await server.send(
+                    operation.method, probe.path, token: probe.token, body: probe.body, headers: probe.headers,
+                    versions: probe.versions)
+                seen.insert(answer.status)
+                #expect(operation.statuses.contains(answer.status), "\(name) answered \(answer.status), undocumented")
+                #expect(answer.headers["outpost-protocol-version"] == "1")
+                if answer.status == 200 {
+                    try checkShape(answer.body, headers: answer.headers, schema: operation.okSchema, document, name)
+                } else {
+                    let error = try JSONDecoder().decode(ErrorBody.self, from: answer.body)
+                    #expect(document.errorCodes.contains(error.code.rawValue), "\(name): code \(error.code)")
+                }
+            }
+            #expect(operation.statuses.subtracting(Self.unprovoked).subtracting(seen).isEmpty,
+                    "\(name): documented but never provoked: \(operation.statuses.subtracting(seen).sorted())")
+        }
+        #expect(Set(probes.keys) == Set(document.operations.map { "\($0.method) \($0.path)" }))
+        #expect(Set(ServerErrorCode.all.map(\.rawValue)) == document.errorCodes)
+        await server.stop()
+    }
+
+    private func checkShape(
+        _ body: Data, headers: [String: String], schema: String?, _ document: APIDocument, _ name: String
+    ) throws {
+        guard let schema else {
+            // The bundle: a stream, JSON or XML.
+            #expect(["application/json", "application/xml"].contains(headers["content-type"] ?? ""), "\(name)")
+            #expect(!body.isEmpty)
+            return
+        }
+        let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any], "\(name)")
+        try check(object, against: schema, document, name)
+        // Nested arrays of documented objects: pull's changes, push's results.
+        let nested: [String: String] = ["changes": "ServerRecord", "results": "MutationResult"]
+        for (key, itemSchema) in nested {
+            for item in object[key] as? [[String: Any]] ?? [] { try check(item, against: itemSchema, document, name) }
+        }
+    }
+
+    private func check(_ object: [String: Any], against schema: String, _ document: APIDocument, _ name: String) throws {
+        let shape = try #require(document.schemas[schema], "\(schema) is not in the document")
+        let keys = Set(object.keys)
+        #expect(shape.required.isSubset(of: keys), "\(name): \(schema) lacks \(shape.required.subtracting(keys))")
+        #expect(keys.isSubset(of: shape.properties), "\(name): \(schema) has undocumented \(keys.subtracting(shape.properties))")
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import OutpostBundles
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import Testing
+
+@Suite("End to end: the real SyncEngine and HTTPTransport against the server")
+struct EndToEndTests {
+    static func record(_ entity: EntityType, _ fields: [String: FieldValue], id: UUID = UUID()) -> EntityRecord {
+        EntityRecord(entity: entity, id: id, fields: fields, sync: SyncMetadata(createdAt: Timestamp.now()))
+    }
+
+    /// An estimate graph as a device creates it offline: opportunity → project → scope → sheet → measure
+    /// → item, plus money records under the project.
+    static func estimateGraph() -> [EntityRecord] {
+        let opportunity = record(.opportunity, [
+            "name": .text("Kitchen remodel"), "customerName": .text("R. Diaz"), "address": .text("9 Elm"),
+            "stage": .text("proposal"), "estimatedValueCents": .integer(4_200_000),
+        ])
+        let project = record(.project, [
+            "opportunityID": .uuid(opportunity.id), "name": .text("Diaz kitchen"), "number": .null,
+            "address": .text("9 Elm"), "status": .text("planned"), "startDay": .text("2026-12-01"),
+        ])
+        let scope = record(.scope, [
+            "projectID": .uuid(project.id), "name": .text("Cabinets"), "notes": .text(""), "sortOrder": .integer(1),
+        ])
+        let sheet = record(.measureSheet, ["scopeID": .uuid(scope.id), "name": .text("Walls"), "notes": .text("")])
+        let measure = record(.measure, [
+            "measureSheetID": .uuid(sheet.id), "label": .text("North wall"), "quantity": .real(12.5),
+            "unit": .text("ft"), "sortOrder": .integer(1),
+        ])
+        let item = record(.scopeItem, [
+            "scopeID": .uuid(scope.id), "measureID": .uuid(measure.id), "name": .text("Base cabinet"),
+            "quantity": .real(4), "unit": .text("ea"), "unitPriceCents": .integer(45_000), "sortOrder": .integer(1),
+        ])
+        let discount = record(.discount, [
+            "projectID": .uuid(project.id), "name": .text("Winter"), "kind": .text("percentage"), "value": .integer(500),
+        ])
+        let fee = record(.fee, [
+            "projectID": .uuid(project.id), "name": .text("Permit"), "amountCents": .integer(15_000),
+            "isTaxable": .bool(false),
+        ])
+        return [opportunity, project, scope, sheet, measure, item, discount, fee]
+    }
+
+    @Test("An estimate graph created offline syncs in --server-ids mode; every temp id is replaced and a second device gets the same graph")
+    func estimateGraphWithServerIDs() async throws {
+        let server = try await TestServer.start(assignsServerIDs: true)
+        let folder = server.directory
+        let device = try LocalStore.open(at: folder.appendingPathComponent("device.sqlite").path)
+        let graph = Self.estimateGraph()
+        for record in graph { _ = try await device.save(record) }
+        let engine = SyncEngine(store: device, transport: server.transport(token: TestServer.aliceToken), batchSize: 3)
+        let report = try await engine.sync()
+        #expect(report.isComplete)
+        #expect(report.pushed == graph.count)
+        #expect(report.failed == 0)
+        #expect(try device.status().pendingChanges == 0)
+        var serverIDs: Set<String> = []
+        for record in graph {
+            let serverID = try #require(try device.serverID(of: record.entity, clientID: record.id))
+            #expect(Int(serverID) != nil)
+            serverIDs.insert(serverID)
+        }
+        #expect(serverIDs.count == graph.count)
+
+        // On the wire, references are the server's ids.
+        let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000))
+        let wireItem = try #require(page.changes.first { $0.recordID == graph[5].id })
+        #expect(wireItem.fields["scopeID"] == .text(try #require(try device.serverID(of: .scope, clientID: graph[2].id))))
+
+        // A second device, another member, pulls the same graph back with client ids everywhere.
+        let other = try LocalStore.open(at: folder.appendingPathComponent("other.sqlite").path)
+        let second = SyncEngine(store: other, transport: server.transport(token: TestServer.aliceToken), pullLimit: 2)
+        #expect(try await second.sync().isComplete)
+        for record in graph {
+            let copy = try #require(try other.record(record.entity, id: record.id), "\(record.entity) missing")
+            #expect(copy.fields == record.fields, "\(record.entity)")
+            #expect(copy.sync.serverID == (try device.serverID(of: record.entity, clientID: record.id)))
+            #expect(!copy.sync.isOrphaned)
+        }
+        await server.stop()
+    }
+
+    @Test("Pull pages see every change exactly once while another client pushes")
+    func paginationDuringPushes() async throws {
+        let server = try await TestServer.start(maximumPullLimit: 5)
+        let writer = server.transport(token: TestServer.aliceToken)
+        let reader = server.transport(token: TestServer.carolToken)
+        let ids = (0..<60).map { _ in UUID() }
+        let pushes = Task {
+            for chunk in stride(from: 0, to: ids.count, by: 4) {
+                let mutations = ids[chunk..<min(chunk + 4, ids.count)].map {
+                    Sample.create(.issue, id: $0, fields: Sample.issueFields(project: TestServer.projectA))
+                }
+                _ = try await writer.push(PushRequest(mutations: mutations))
+            }
+        }
+        var seen: [UUID: Int] = [:]
+        var cursor: String?
+        var lastSequence: Int64 = 0
+        var pushesDone = false
+        for _ in 0..<1000 {
+            let page = try await reader.pull(PullRequest(cursor: cursor, limit: 50))
+            #expect(page.changes.count <= 5)
+            for change in page.changes {
+                #expect(change.sequence > lastSequence)
+                lastSequence = change.sequence
+                seen[change.recordID, default: 0] += 1
+            }
+            cursor = page.nextCursor
+            if !page.hasMore {
+                if pushesDone { break }
+                pushesDone = (try? await pushes.value) != nil || pushes.isCancelled
+            }
+        }
+        try await pushes.value
+        #expect(Set(ids).isSubset(of: Set(seen.keys)))
+        #expect(ids.allSatisfy { seen[$0] == 1 })
+        await server.stop()
+    }
+
+    @Test("A media upload cut half-way resumes from the server's offset; the SHA-256 is checked at the end")
+    func resumableMedia() async throws {
+        let server = try await TestServer.start()
+        let alice = server.transport(token: TestServer.aliceToken)
+        let bytes = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let digest = sha256Hex(bytes)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await alice.push(PushRequest(mutations: [issue, attachment]))
+        let id = attachment.recordID
+        #expect(try await alice.mediaUploadStatus(for: id).receivedBytes == 0)
+        _ = try await alice.uploadMedia(MediaChunk(
+            attachmentID: id, offset: 0, totalBytes: Int64(bytes.count), sha256: digest, data: bytes.prefix(40_000)))
+        // The connection drops; a new transport asks where to resume.
+        let resumed = server.transport(token: TestServer.aliceToken)
+        let status = try await resumed.mediaUploadStatus(for: id)
+        #expect(status.receivedBytes == 40_000)
+        #expect(!status.complete)
+        await #expect(throws: TransportError.self) {
+            _ = try await resumed.uploadMedia(MediaChunk(
+                attachmentID: id, offset: 50_000, totalBytes: Int64(bytes.count), sha256: digest,
+                data: bytes.subdata(in: 50_000..<60_000)))
+        }
+        let done = try await resumed.uploadMedia(MediaChunk(
+            attachmentID: id, offset: 40_000, totalBytes: Int64(bytes.count), sha256: digest,
+            data: bytes.subdata(in: 40_000..<100_000)))
+        #expect(done.complete)
+        #expect(done.receivedBytes == Int64(bytes.count))
+        let stored = try Data(contentsOf: URL(fileURLWithPath: server.server.configuration.mediaDirectory)
+            .appendingPathComponent(id.uuidString.lowercased()))
+        #expect(stored == bytes)
+
+        // Bytes that do not hash to the record's digest are refused and dropped.
+        let other = Data(repeating: 7, count: 10)
+        let liar = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: other))
+        _ = try await alice.push(PushRequest(mutations: [liar]))
+        do {
+            _ = try await alice.uploadMedia(MediaChunk(
+                attachmentID: liar.recordID, offset: 0, totalBytes: 10, sha256: sha256Hex(other),
+                data: Data(repeating: 8, count: 10)))
+            Issue.record("a corrupted file was accepted")
+        } catch {
+            #expect(error.serverCode == .checksumMismatch)
+            #expect(error.status == 422)
+        }
+        #expect(try await alice.mediaUploadStatus(for: liar.recordID).receivedBytes == 0)
+        await server.stop()
+    }
+
+    @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml])
+    func bundles(format: OutpostSync.BundleFormat) async throws {
+        let server = try await TestServer.start(assignsServerIDs: true)
+        let device = try LocalStore.open(at: server.directory.appendingPathComponent("device.sqlite").path)
+        let graph = Self.estimateGraph()
+        for record in graph { _ = try await device.save(record) }
+        #expect(try await SyncEngine(store: device, transport: server.transport(token: TestServer.aliceToken)).sync().isComplete)
+        let projectID = graph[1].id
+        let file = server.directory.appendingPathComponent("bundle.\(format.rawValue)")
+        let size = try await server.transport(token: TestServer.aliceToken).downloadBundle(
+            project: projectID, format: format, to: file)
+        #expect(size > 0)
+        #expect(BundleValidator().errors(inBundleAt: file).isEmpty)
+        let fresh = server.directory.appendingPathComponent("fresh.sqlite").path
+        let summary = try BundleImporter().importBundle(at: file, intoDatabaseAt: fresh)
+        #expect(summary.total.inserted == graph.count)
+        let imported = try LocalStore.open(at: fresh)
+        for record in graph {
+            #expect(try imported.record(record.entity, id: record.id)?.fields == record.fields)
+        }
+        await server.stop()
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import OutpostModels
+import OutpostSync
+import Testing
+
+@Suite("Push: at most once, validated, resolved with the devices' policy")
+struct PushTests {
+    @Test("A batch gets one result per mutation; one bad mutation does not fail the others")
+    func perMutationResults() async throws {
+        let server = try await TestServer.start()
+        let transport = server.transport(token: TestServer.aliceToken)
+        let good = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        var blank = Sample.issueFields(project: TestServer.projectA)
+        blank["title"] = .text("  ")
+        let invalid = Sample.create(.issue, fields: blank)
+        let unknownField = Sample.create(.issue, fields: ["colour": .text("red")])
+        let orphanUpdate = Sample.update(.issue, id: UUID(), baseVersion: 1, fields: ["title": .text("x")])
+        let response = try await transport.push(PushRequest(mutations: [good, invalid, unknownField, orphanUpdate]))
+        #expect(response.results.map(\.idempotencyKey) == [good, invalid, unknownField, orphanUpdate].map(\.idempotencyKey))
+        #expect(response.results[0].outcome.appliedVersion == 1)
+        #expect(response.results[1].outcome.rejectedCode == .invalidRequest)
+        #expect(response.results[2].outcome.rejectedCode == .invalidRequest)
+        #expect(response.results[3].outcome.rejectedCode == .notFound)
+        let page = try await transport.pull(PullRequest(cursor: nil, limit: 100, projects: [TestServer.projectA]))
+        #expect(page.changes.filter { $0.entity == .issue }.map(\.recordID) == [good.recordID])
+        await server.stop()
+    }
+
+    @Test("Replaying a whole batch gets duplicates carrying the original results, and writes nothing twice")
+    func idempotentReplay() async throws {
+        let server = try await TestServer.start(assignsServerIDs: true)
+        let transport = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let edit = Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Sill, cracked")])
+        var blank = Sample.issueFields(project: TestServer.projectA)
+        blank["title"] = .text("")
+        let rejected = Sample.create(.issue, fields: blank)
+        let batch = PushRequest(mutations: [issue, edit, rejected])
+        let first = try await transport.push(batch)
+        let before = try await transport.pull(PullRequest(cursor: nil, limit: 1000))
+        let second = try await transport.push(batch)
+        for (original, replay) in zip(first.results, second.results) {
+            #expect(replay.outcome == .duplicate(original: original.outcome))
+        }
+        guard case .applied(2, let serverID?) = first.results[1].outcome else {
+            Issue.record("expected the edit applied at version 2 with a server id, got \(first.results[1].outcome)")
+            return
+        }
+        #expect(Int(serverID) != nil)
+        let after = try await transport.pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(after == before)
+        let stored = try #require(after.changes.first { $0.recordID == issue.recordID })
+        #expect(stored.version == 2)
+        #expect(stored.fields["title"] == .text("Sill, cracked"))
+        await server.stop()
+    }
+
+    @Test("A stale base version gets a conflict with the server's record; a sequential change merges by field clocks")
+    func conflictsAndMerge() async throws {
+        let server = try await TestServer.start()
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA), clock: Sample.clock(0))
+        _ = try await alice.push(PushRequest(mutations: [issue]))
+        // Carol changes the title at version 1; Alice, also on version 1, changes the status.
+        let carolEdit = Sample.update(
+            .issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Carol's title")], clock: Sample.clock(2000))
+        #expect(try await carol.push(PushRequest(mutations: [carolEdit])).results[0].outcome.appliedVersion == 2)
+        let aliceEdit = Sample.update(
+            .issue, id: issue.recordID, baseVersion: 1, fields: ["status": .text("resolved")], clock: Sample.clock(1000))
+        let conflict = try await alice.push(PushRequest(mutations: [aliceEdit])).results[0].outcome
+        guard case .conflict(let serverRecord) = conflict else {
+            Issue.record("expected a conflict, got \(conflict)")
+            return
+        }
+        #expect(serverRecord.version == 2)
+        #expect(serverRecord.fields["title"] == .text("Carol's title"))
+        // Rebased on version 2 under a new key, fieldMerge keeps both edits.
+        var rebased = aliceEdit
+        rebased.idempotencyKey = UUID()
+        rebased.baseVersion = 2
+        #expect(try await alice.push(PushRequest(mutations: [rebased])).results[0].outcome.appliedVersion == 3)
+        // An older clock on the same field loses under fieldMerge even on the current version.
+        let stale = Sample.update(
+            .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("old title")], clock: Sample.clock(500))
+        #expect(try await alice.push(PushRequest(mutations: [stale])).results[0].outcome.appliedVersion == 4)
+        // A create of a record the server holds conflicts; rebased on the server's version it resolves.
+        var again = Sample.create(
+            .issue, id: issue.recordID, fields: Sample.issueFields(project: TestServer.projectA, title: "Again"),
+            clock: Sample.clock(3000))
+        guard case .conflict(let current) = try await alice.push(PushRequest(mutations: [again])).results[0].outcome else {
+            Issue.record("a create of an existing record must conflict")
+            return
+        }
+        again.idempotencyKey = UUID()
+        again.baseVersion = current.version
+        #expect(try await alice.push(PushRequest(mutations: [again])).results[0].outcome.appliedVersion == 5)
+        let page = try await alice.pull(PullRequest(cursor: nil, limit: 100))
+        let stored = try #require(page.changes.first { $0.recordID == issue.recordID })
+        #expect(stored.fields["title"] == .text("Again"))
+        #expect(stored.fields["status"] == .text("open"))
+        #expect(stored.version == 5)
+        await server.stop()
+    }
+
+    @Test("Append-only records refuse edits; clocks far ahead of the server are refused")
+    func refusals() async throws {
+        let server = try await TestServer.start()
+        let alice = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let memberID = UUID()
+        let member = Sample.create(.member, id: memberID, fields: [
+            "projectID": .uuid(TestServer.projectA), "userID": .uuid(TestServer.alice), "name": .text("Alice"),
+            "email": .text(""), "role": .text("crew"),
+        ])
+        let comment = Sample.create(.comment, fields: [
+            "issueID": .uuid(issue.recordID), "authorID": .uuid(memberID), "body": .text("Photo attached"),
+        ])
+        let edit = Sample.update(.comment, id: comment.recordID, baseVersion: 1, fields: ["body": .text("changed")])
+        let future = Sample.create(
+            .issue, fields: Sample.issueFields(project: TestServer.projectA), clock: Sample.clock(60 * 60 * 1000))
+        let results = try await alice.push(PushRequest(mutations: [issue, member, comment, edit, future])).results
+        #expect(results.prefix(3).allSatisfy { $0.outcome.appliedVersion == 1 })
+        #expect(results[3].outcome.rejectedCode == .invalidRequest)
+        #expect(results[4].outcome.rejectedCode == .invalidRequest)
+        await server.stop()
+    }
+
+    @Test("More mutations than the batch limit is 413 batch_too_large; an oversized body is 413 payload_too_large")
+    func limits() async throws {
+        let server = try await TestServer.start(maximumBatchSize: 3, maximumBodyBytes: 64 * 1024)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let mutations = (0..<4).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        await #expect(throws: TransportError.self) { _ = try await alice.push(PushRequest(mutations: mutations)) }
+        do {
+            _ = try await alice.push(PushRequest(mutations: mutations))
+        } catch {
+            #expect(error.status == 413)
+            #expect(error.serverCode == .batchTooLarge)
+        }
+        let huge = Data(repeating: UInt8(ascii: "a"), count: 200 * 1024)
+        let answer = try await server.send("POST", "/pull", token: TestServer.aliceToken, body: huge)
+        #expect(answer.status == 413)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .payloadTooLarge)
+        await server.stop()
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostSync
+import Testing
+
+@Suite("Security: tokens, project membership, versions")
+struct SecurityTests {
+    /// Every route of the protocol, with a body where one is needed, aimed at project B's records.
+    static func routes(attachment: UUID) -> [(method: String, path: String, body: Data?)] {
+        let pull = try! JSONEncoder().encode(PullRequest(cursor: nil, limit: 10, projects: [TestServer.projectB]))
+        let push = try! JSONEncoder().encode(PushRequest(mutations: []))
+        return [
+            ("POST", "/push", push), ("POST", "/pull", pull),
+            ("GET", "/media/\(attachment.uuidString.lowercased())/upload", nil),
+            ("PUT", "/media/\(attachment.uuidString.lowercased())/upload", Data([1, 2, 3])),
+            ("GET", "/projects/\(TestServer.projectB.uuidString.lowercased())/bundle?format=json", nil),
+        ]
+    }
+
+    @Test("Without a token, or with an unknown one, every route but health is 401 with the error body")
+    func unauthorized() async throws {
+        let server = try await TestServer.start()
+        for route in Self.routes(attachment: UUID()) {
+            for token in [nil, "not-a-real-token"] {
+                let answer = try await server.send(route.method, route.path, token: token, body: route.body)
+                #expect(answer.status == 401, "\(route.method) \(route.path)")
+                #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .unauthorized)
+            }
+        }
+        #expect(try await server.send("GET", "/health").status == 200)
+        await server.stop()
+    }
+
+    @Test("A member of project A gets 403 on every route that touches project B, even guessing record ids")
+    func forbiddenAcrossProjects() async throws {
+        let server = try await TestServer.start()
+        let bob = server.transport(token: TestServer.bobToken)
+        let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let bytes = Data("photo".utf8)
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: bobsIssue.recordID, bytes: bytes))
+        _ = try await bob.push(PushRequest(mutations: [bobsIssue, attachment]))
+
+        for route in Self.routes(attachment: attachment.recordID) where route.path != "/push" {
+            var headers: [String: String] = [:]
+            if route.method == "PUT" {
+                headers = ["Content-Range": "bytes 0-2/3", "Outpost-Media-SHA256": sha256Hex(bytes)]
+            }
+            let answer = try await server.send(
+                route.method, route.path, token: TestServer.aliceToken, body: route.body, headers: headers)
+            #expect(answer.status == 403, "\(route.method) \(route.path)")
+            #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .forbidden)
+        }
+
+        // Per mutation inside a push: editing, re-creating or linking to B's records is forbidden.
+        let alice = server.transport(token: TestServer.aliceToken)
+        let mutations = [
+            Sample.update(.issue, id: bobsIssue.recordID, baseVersion: 1, fields: ["title": .text("mine now")]),
+            Sample.create(.issue, id: bobsIssue.recordID, fields: Sample.issueFields(project: TestServer.projectA)),
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB)),
+            Sample.create(.comment, fields: [
+                "issueID": .uuid(bobsIssue.recordID), "authorID": .uuid(UUID()), "body": .text("hello"),
+            ]),
+            Sample.update(.project, id: TestServer.projectB, baseVersion: 1, fields: ["name": .text("taken")]),
+        ]
+        let results = try await alice.push(PushRequest(mutations: mutations)).results
+        #expect(results.map(\.outcome.rejectedCode) == Array(repeating: .forbidden, count: mutations.count))
+        // And Alice's pull never shows B's records.
+        let page = try await alice.pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(!page.changes.contains { $0.recordID == bobsIssue.recordID || $0.recordID == TestServer.projectB })
+        #expect(page.changes.contains { $0.recordID == TestServer.projectA })
+        await server.stop()
+    }
+
+    @Test("Unsupported protocol or schema versions get the codes the client pauses on")
+    func versions() async throws {
+        let server = try await TestServer.start()
+        let missing = try await server.send("GET", "/health", versions: false)
+        #expect(missing.status == 400)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: missing.body).code == .unsupportedProtocolVersion)
+        let old = server.transport(token: TestServer.aliceToken, schemaVersion: 99)
+        await #expect(throws: TransportError.self) { _ = try await old.pull(PullRequest(cursor: nil, limit: 1)) }
+        do {
+            _ = try await old.pull(PullRequest(cursor: nil, limit: 1))
+        } catch {
+            #expect(error.code == .unsupportedVersion)
+            #expect(error.serverCode == .unsupportedSchemaVersion)
+        }
+        let unknownRoute = try await server.send("GET", "/nowhere", token: TestServer.aliceToken)
+        #expect(unknownRoute.status == 404)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: unknownRoute.body).code == .notFound)
+        await server.stop()
+    }
+
+    @Test("Tokens are stored as SHA-256 digests only, and loading the seed again changes nothing")
+    func tokensHashedAndSeedIdempotent() async throws {
+        let server = try await TestServer.start()
+        let before = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 100))
+        try await server.server.load(TestServer.seed)
+        let after = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 100))
+        #expect(after == before)
+        #expect(before.changes.filter { $0.entity == .member }.count == 4)
+        let queue = try DatabaseQueue(path: server.databasePath)
+        let digests = try await queue.read { db in try String.fetchAll(db, sql: "SELECT token_sha256 FROM tokens") }
+        #expect(Set(digests) == Set([TestServer.aliceToken, TestServer.bobToken, TestServer.carolToken].map {
+            sha256Hex(Data($0.utf8))
+        }))
+        let dump = try await queue.read { db in
+            try String.fetchAll(db, sql: "SELECT token_sha256 || user_id FROM tokens").joined()
+        }
+        #expect(!dump.contains(TestServer.aliceToken))
+        try queue.close()
+        await server.stop()
+    }
+}

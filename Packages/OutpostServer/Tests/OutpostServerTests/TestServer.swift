@@ -1,0 +1,176 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+@testable import OutpostServer
+import OutpostSync
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A real server on 127.0.0.1 (port 0, read back), on a SQLite file in a fresh temp folder, seeded
+/// with two projects: Alice belongs to A, Bob to B, Carol to both.
+final class TestServer: Sendable {
+    static let projectA = UUID(uuidString: "a0000000-0000-4000-8000-00000000000a")!
+    static let projectB = UUID(uuidString: "b0000000-0000-4000-8000-00000000000b")!
+    static let alice = UUID(uuidString: "a11ce000-0000-4000-8000-000000000001")!
+    static let bob = UUID(uuidString: "b0b00000-0000-4000-8000-000000000002")!
+    static let carol = UUID(uuidString: "ca201000-0000-4000-8000-000000000003")!
+    static let aliceToken = "alice-token-123"
+    static let bobToken = "bob-token-456"
+    static let carolToken = "carol-token-789"
+
+    static let seed = ServerSeed(
+        projects: [
+            .init(id: projectA, name: "Maple Street", address: "12 Maple Street"),
+            .init(id: projectB, name: "Oak Avenue", address: "3 Oak Avenue"),
+        ],
+        members: [
+            .init(userID: alice, name: "Alice", email: "alice@example.com", role: "foreman", projects: [projectA]),
+            .init(userID: bob, name: "Bob", projects: [projectB]),
+            .init(userID: carol, name: "Carol", role: "projectManager", projects: [projectA, projectB]),
+        ],
+        tokens: [.init(userID: alice, token: aliceToken), .init(userID: bob, token: bobToken),
+                 .init(userID: carol, token: carolToken)])
+
+    let directory: URL
+    let server: SyncServer
+    let port: Int
+    private let task: Task<Void, any Error>
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var databasePath: String { server.configuration.databasePath }
+
+    private init(directory: URL, server: SyncServer, port: Int, task: Task<Void, any Error>) {
+        self.directory = directory
+        self.server = server
+        self.port = port
+        self.task = task
+    }
+
+    /// Starts a server and waits until it listens.
+    static func start(
+        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
+        maximumBodyBytes: Int = 8 * 1024 * 1024
+    ) async throws -> TestServer {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-server-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let server = try SyncServer(
+            configuration: ServerConfiguration(
+                databasePath: directory.appendingPathComponent("server.sqlite").path, port: 0,
+                assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
+                maximumPullLimit: maximumPullLimit, maximumBodyBytes: maximumBodyBytes,
+                // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
+                logLevel: "critical"))
+        try await server.load(seed)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let task = Task {
+            try await server.run(handlingSignals: false) { port in continuation.yield(port) }
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        return TestServer(directory: directory, server: server, port: port, task: task)
+    }
+
+    /// Stops the server and removes its files.
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// An `HTTPTransport` as an app would make it.
+    func transport(token: String?, schemaVersion: Int = 7) -> HTTPTransport {
+        HTTPTransport(configuration: .init(baseURL: baseURL, schemaVersion: schemaVersion), token: token)
+    }
+
+    /// A raw request, for what `HTTPTransport` never sends (no token, wrong versions, gzip by hand).
+    func send(
+        _ method: String, _ path: String, token: String? = nil, body: Data? = nil,
+        headers: [String: String] = [:], versions: Bool = true
+    ) async throws -> (status: Int, headers: [String: String], body: Data) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        if versions {
+            request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
+            request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
+        }
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) =
+            if let body { try await URLSession.shared.upload(for: request, from: body) }
+            else { try await URLSession.shared.data(for: request) }
+        let http = response as! HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (key, value) in http.allHeaderFields { fields["\(key)".lowercased()] = "\(value)" }
+        return (http.statusCode, fields, data)
+    }
+}
+
+/// Records and mutations the tests push.
+enum Sample {
+    static let node = NodeID(0x5eed)
+
+    static func clock(_ offsetMilliseconds: Int64 = 0, counter: UInt16 = 0) -> HybridTimestamp {
+        HybridTimestamp(
+            physicalMilliseconds: Int64(Date().timeIntervalSince1970 * 1000) - 60_000 + offsetMilliseconds,
+            counter: counter, node: node)
+    }
+
+    static func issueFields(project: UUID, title: String = "Cracked sill") -> [String: FieldValue] {
+        [
+            "projectID": .uuid(project), "title": .text(title), "details": .text(""), "status": .text("open"),
+            "priority": .text("high"), "assigneeID": .null, "latitude": .null, "longitude": .null, "assetID": .null,
+            "modelElementID": .null,
+        ]
+    }
+
+    static func create(
+        _ entity: EntityType, id: UUID = UUID(), fields: [String: FieldValue], key: UUID = UUID(),
+        clock: HybridTimestamp = Sample.clock()
+    ) -> PushMutation {
+        PushMutation(
+            idempotencyKey: key, entity: entity, operation: .create, recordID: id, baseVersion: 0, fields: fields,
+            clocks: fields.mapValues { _ in clock }, createdAt: Timestamp.now())
+    }
+
+    static func update(
+        _ entity: EntityType, id: UUID, baseVersion: Int64, fields: [String: FieldValue], key: UUID = UUID(),
+        clock: HybridTimestamp = Sample.clock(1000)
+    ) -> PushMutation {
+        PushMutation(
+            idempotencyKey: key, entity: entity, operation: .update, recordID: id, baseVersion: baseVersion,
+            fields: fields, clocks: fields.mapValues { _ in clock })
+    }
+
+    static func attachmentFields(issue: UUID, bytes: Data) -> [String: FieldValue] {
+        [
+            "issueID": .uuid(issue), "dailyLogID": .null, "kind": .text("photo"), "fileName": .text("sill.jpg"),
+            "contentType": .text("image/jpeg"), "byteSize": .integer(Int64(bytes.count)),
+            "sha256": .text(sha256Hex(bytes)), "thumbnail": .null, "capturedAt": .date(Timestamp.now()),
+            "durationSeconds": .null,
+        ]
+    }
+}
+
+extension MutationOutcome {
+    var appliedVersion: Int64? {
+        if case .applied(let version, _) = self { return version }
+        return nil
+    }
+
+    var rejectedCode: ServerErrorCode? {
+        if case .rejected(let reason) = self { return reason.code }
+        return nil
+    }
+}
+
+func sha256Hex(_ data: Data) -> String {
+    TokenDigest.hex(of: data)
+}
+
+/// `value` as the wire's JSON (instants as ISO 8601 text with milliseconds), as `HTTPTransport` sends it.
+func wireJSON(_ value: some Encodable) throws -> Data {
+    try WireJSON.encoder().encode(value)
+}

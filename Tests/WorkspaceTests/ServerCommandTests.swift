@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("outpost serve")
+struct ServerCommandTests {
+    @Test("serve --db --port 0 --seed --server-ids listens, answers health and authorized pulls, and stops on SIGTERM")
+    func serveSeedAndStop() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let project = "a0000000-0000-4000-8000-00000000000a"
+        let user = "a11ce000-0000-4000-8000-000000000001"
+        let seed = """
+            {"projects": [{"id": "\(project)", "name": "Maple Street"}],
+             "members": [{"userID": "\(user)", "name": "Alice", "projects": ["\(project)"]}],
+             "tokens": [{"userID": "\(user)", "token": "alice-demo-token"}]}
+            """
+        let seedFile = folder.appendingPathComponent("seed.json")
+        try Data(seed.utf8).write(to: seedFile)
+        let database = folder.appendingPathComponent("server.sqlite").path
+
+        let process = Process()
+        process.executableURL = Outpost.executable
+        process.arguments = ["serve", "--db", database, "--port", "0", "--seed", seedFile.path, "--server-ids"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // The first line names the port it picked.
+        var printed = Data()
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            printed.append(chunk)
+        }
+        let line = String(decoding: printed, as: UTF8.self)
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "printed: \(line)")
+        #expect(line.hasPrefix("listening on http://127.0.0.1:"))
+
+        func request(_ method: String, _ path: String, token: String?, body: Data? = nil) async throws -> (Int, Data) {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            request.httpMethod = method
+            request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
+            request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
+            if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+            request.httpBody = body
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as! HTTPURLResponse).statusCode, data)
+        }
+        let (healthStatus, health) = try await request("GET", "/health", token: nil)
+        #expect(healthStatus == 200)
+        let healthJSON = try #require(try JSONSerialization.jsonObject(with: health) as? [String: Any])
+        #expect(healthJSON["assignsServerIDs"] as? Bool == true)
+        let pullBody = Data(#"{"limit": 10}"#.utf8)
+        #expect(try await request("POST", "/pull", token: nil, body: pullBody).0 == 401)
+        let (pullStatus, page) = try await request("POST", "/pull", token: "alice-demo-token", body: pullBody)
+        #expect(pullStatus == 200)
+        let changes = try #require((try JSONSerialization.jsonObject(with: page) as? [String: Any])?["changes"] as? [[String: Any]])
+        #expect(changes.map { $0["entity"] as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["member", "project"])
+        #expect(changes.allSatisfy { $0["serverID"] is String })
+
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        // The file holds the token's digest, never the token.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: database))
+        bytes += (try? Data(contentsOf: URL(fileURLWithPath: database + "-wal"))) ?? Data()
+        #expect(bytes.range(of: Data("Maple Street".utf8)) != nil)
+        #expect(bytes.range(of: Data("alice-demo-token".utf8)) == nil)
+    }
+}

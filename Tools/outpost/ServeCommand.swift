@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import OutpostServer
+
+/// `outpost serve`: the reference sync server on one SQLite file, for demos, tests and small teams.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the reference sync server (schemas/sync-api.yaml) on one SQLite file.",
+        discussion: """
+            The database is created and migrated on start; media files go in a folder next to it. \
+            Prints 'listening on http://HOST:PORT' once it accepts connections (with --port 0, the port \
+            picked). Stops cleanly on SIGTERM or SIGINT. --seed loads projects, members and tokens from a \
+            JSON file (see Workspace.md); loading it again changes nothing.
+            """
+    )
+
+    @Option(help: "The server's SQLite file; created when it does not exist.")
+    var db: String
+
+    @Option(help: "The port to listen on (0 picks a free one).")
+    var port: Int = 8080
+
+    @Option(help: "The address to bind.")
+    var host: String = "127.0.0.1"
+
+    @Flag(name: .customLong("server-ids"), help: "Assign integer server ids to creates, returned as serverID.")
+    var serverIDs = false
+
+    @Option(help: "A JSON file of projects, members and tokens to create before serving.")
+    var seed: String?
+
+    @Option(help: "Where media files go (default: <db>.media next to the database).")
+    var media: String?
+
+    @Option(help: "The most mutations one push may carry.")
+    var maxBatch: Int = 500
+
+    @Option(help: "The most changes one pull page returns.")
+    var maxPull: Int = 1000
+
+    @Option(help: "The least severe log level written to standard error (trace … critical; info logs each request).")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        let server: SyncServer
+        do {
+            server = try SyncServer(
+                configuration: ServerConfiguration(
+                    databasePath: db, host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
+                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel))
+            if let seed {
+                try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
+            }
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+        let host = self.host
+        try await server.run { port in
+            // Written straight to the descriptor: a pipe reading the port must not wait for a buffer to fill.
+            FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+        }
+    }
+}
