@@ -9,7 +9,7 @@ BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-install build test demo bench packages clean
+.PHONY: setup apt-install build test demo demo-bundle bench packages clean
 
 ## setup: install the Debian packages Outpost builds against, only those that are missing
 setup:
@@ -42,18 +42,21 @@ test: setup
 	done
 	$(SWIFT) test
 
-## demo: the main job for now: a device database created, pre-synced from the example bundle, inspected
+## demo: the main job: a server on 127.0.0.1 and two devices through a field day, every claim checked
 demo: setup
+	$(SWIFT) build --product outpost-demo
+	"$$($(SWIFT) build --show-bin-path)/outpost-demo"
+
+## demo-bundle: pre-sync from a bundle file with the outpost CLI: validate, import twice, inspect
+demo-bundle: setup
 	$(SWIFT) build --product outpost
 	@set -e; bin="$$($(SWIFT) build --show-bin-path)/outpost"; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
-	echo; echo "== The entity catalog: what Outpost stores and syncs, parents first"; \
-	"$$bin" entities; \
 	echo; echo "== A new device database, migrated to the latest schema"; \
 	"$$bin" migrate --db "$$dir/device.sqlite"; \
 	echo; echo "== Pre-sync: the night before, validate and import the project bundle"; \
 	"$$bin" bundle validate schemas/examples/project-bundle.xml; \
 	"$$bin" import schemas/examples/project-bundle.xml --db "$$dir/device.sqlite"; \
-	echo; echo "== Importing it again changes nothing"; \
+	echo; echo "== Importing it again (the JSON encoding of the same bundle) changes nothing"; \
 	"$$bin" import schemas/examples/project-bundle.json --db "$$dir/device.sqlite"; \
 	echo; echo "== What the device now holds"; \
 	"$$bin" info --db "$$dir/device.sqlite"; \

@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "outpost", targets: ["OutpostCLI"]),
         .executable(name: "outpost-bench", targets: ["OutpostBench"]),
+        .executable(name: "outpost-demo", targets: ["OutpostDemo"]),
     ],
     dependencies: [
         .package(path: "Packages/OutpostModels"),
@@ -37,6 +38,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"
+        ),
+        // `make demo`: a server and two devices through a field day, every claim checked.
+        .executableTarget(
+            name: "OutpostDemo",
+            dependencies: [
+                .product(name: "Outpost", package: "OutpostKit"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
+            ],
+            path: "Tools/outpost-demo"
         ),
         // `make bench`: performance figures next to peers measured in the same run.
         .executableTarget(
@@ -130,6 +140,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostCLI",
+                "OutpostDemo",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
