@@ -33,6 +33,7 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,0 +1,69 @@
+import Foundation
+import OutpostModels
+import OutpostStore
+import Testing
+
+/// `outpost sync` against `outpost serve`, both as child processes, the way the crash tests run them.
+@Suite("outpost sync")
+struct SyncCommandTests {
+    static let project = UUID(uuidString: "a0000000-0000-4000-8000-00000000000a")!
+
+    /// Starts `outpost serve` with one project and Alice's token; returns the process and its port.
+    static func startServer(in folder: URL) throws -> (Process, Int) {
+        let user = "a11ce000-0000-4000-8000-000000000001"
+        let seed = """
+            {"projects": [{"id": "\(project.uuidString.lowercased())", "name": "Maple Street"}],
+             "members": [{"userID": "\(user)", "name": "Alice", "projects": ["\(project.uuidString.lowercased())"]}],
+             "tokens": [{"userID": "\(user)", "token": "alice-token"}]}
+            """
+        let seedFile = folder.appendingPathComponent("seed.json")
+        try Data(seed.utf8).write(to: seedFile)
+        let process = Process()
+        process.executableURL = Outpost.executable
+        process.arguments = ["serve", "--db", folder.appendingPathComponent("server.sqlite").path, "--port", "0", "--seed", seedFile.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var printed = Data()
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            printed.append(chunk)
+        }
+        let line = String(decoding: printed, as: UTF8.self)
+        guard let port = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            process.terminate()
+            throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "serve printed: \(line)"])
+        }
+        return (process, port)
+    }
+
+    @Test func aRunSendsTheQueueAndAnUnreachableServerLeavesItQueued() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let db = folder.appendingPathComponent("device.sqlite").path
+        do {
+            let store = try LocalStore.open(at: db)
+            try await store.save(Issue(projectID: Self.project, title: "Cracked sill"))
+        }
+
+        // No server yet: exit 2, the change still waits.
+        let offline = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:9", "--token", "alice-token"])
+        #expect(offline.status == 2, "\(offline.output)\(offline.errorOutput)")
+        #expect(try LocalStore.open(at: db).status().pendingChanges == 1)
+
+        let (server, port) = try Self.startServer(in: folder)
+        defer { server.terminate() }
+        let online = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "alice-token", "--json"])
+        #expect(online.status == 0, "\(online.output)\(online.errorOutput)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(online.output.utf8)) as? [String: String])
+        #expect(report["pushed"] == "1")
+        #expect(report["pendingChanges"] == "0")
+
+        let refused = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "wrong"])
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("paused: credentialsRejected"))
+    }
+}

@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import OutpostStore
+import OutpostSync
+
+/// `outpost sync`: one sync run of a local database against a server, as the app would run it.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Run one sync of a local database against a server: pull, push parents first, then media if asked.",
+        discussion: """
+            Exits 0 when the run pulled everything and sent every ready change, 2 when it could not finish \
+            (no connection, a time budget, a pause such as rejected credentials); what is left stays queued \
+            for the next run. Killing it at any moment loses nothing: the next run resumes.
+            """
+    )
+
+    @Option(help: "The database file.")
+    var db: String
+
+    @Option(help: "The server's base URL, such as http://127.0.0.1:8080.")
+    var server: String
+
+    @Option(help: "The bearer token of the crew member this device belongs to.")
+    var token: String
+
+    @Option(help: "Stop cleanly at a batch boundary after this many seconds.")
+    var budget: Double?
+
+    @Flag(help: "Upload photos' original files in this run, whatever the connection.")
+    var media = false
+
+    @Flag(help: "Print the run's report as JSON.")
+    var json = false
+
+    func run() async throws {
+        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
+            throw CommandFailure("\(server) is not an http(s) URL")
+        }
+        let store = try openExistingStore(db)
+        let transport = HTTPTransport(
+            configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: token)
+        let engine = SyncEngine(store: store, transport: transport)
+        let report: SyncReport
+        do {
+            report = try await engine.sync(
+                budget: budget.map { .milliseconds(Int64($0 * 1000)) }, conditions: SyncConditions(mediaRequested: media))
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+        let status = try store.status()
+        if json {
+            let summary: [String: String] = [
+                "complete": "\(report.isComplete)", "pulled": "\(report.pulled)", "pushed": "\(report.pushed)",
+                "failed": "\(report.failed)", "conflictsSurfaced": "\(report.conflictsSurfaced)",
+                "mediaUploaded": "\(report.mediaUploaded)", "bytesSent": "\(report.bytesSent)",
+                "bytesReceived": "\(report.bytesReceived)", "pendingChanges": "\(status.pendingChanges)",
+                "error": report.lastTransportError.map { "\($0)" } ?? "",
+            ]
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+        } else {
+            print("pulled \(report.pulled), sent \(report.pushed), failed \(report.failed), conflicts \(report.conflictsSurfaced), photos uploaded \(report.mediaUploaded)")
+            print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
+            if let error = report.lastTransportError { print("last transport error: \(error)") }
+            if let pause = report.pause { print("paused: \(pause.rawValue)") }
+        }
+        if !report.isComplete { throw ExitCode(2) }
+    }
+}
