@@ -26,7 +26,7 @@ struct RowDecoder: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(Columns<Key>(row: row, layout: layout))
+        KeyedDecodingContainer(Columns<Key>(row: row, layout: layout, cursor: ColumnCursor()))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -49,10 +49,104 @@ struct RowDecoder: Decoder {
     }
 }
 
+/// Models declare their properties in catalog order, so the next column asked for is almost always
+/// the one after the last: checking that first skips a dictionary lookup per property.
+private final class ColumnCursor {
+    var next = 0
+}
+
 private struct Columns<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let row: Row
     let layout: TableLayout
+    let cursor: ColumnCursor
     var codingPath: [any CodingKey] { [] }
+
+    private func column(_ key: Key) -> Int? {
+        let name = key.stringValue
+        let guess = cursor.next
+        let fields = layout.description.fields
+        if guess < fields.count, fields[guess].name == name {
+            cursor.next = guess + 1
+            return guess + TableLayout.syncColumns.count
+        }
+        guard let index = layout.fieldColumns[name] else { return nil }
+        cursor.next = index - TableLayout.syncColumns.count + 1
+        return index
+    }
+
+    private func value(_ key: Key) throws -> DatabaseValue {
+        guard let index = column(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "no such column"))
+        }
+        return row[index]
+    }
+
+    private func mismatch(_ type: Any.Type, _ key: Key, _ value: DatabaseValue) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: [key], debugDescription: "the column holds \(value)"))
+    }
+
+    // The plain types, without the generic path's dynamic casts.
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        let value = try value(key)
+        guard case .string(let text) = value.storage else { throw mismatch(type, key, value) }
+        return text
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        let value = try value(key)
+        switch value.storage {
+        case .double(let number): return number
+        case .int64(let number): return Double(number)
+        default: throw mismatch(type, key, value)
+        }
+    }
+
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        let value = try value(key)
+        guard case .int64(let number) = value.storage else { throw mismatch(type, key, value) }
+        return number
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        let value = try value(key)
+        guard case .int64(let number) = value.storage, let int = Int(exactly: number) else { throw mismatch(type, key, value) }
+        return int
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        let value = try value(key)
+        guard case .int64(let number) = value.storage else { throw mismatch(type, key, value) }
+        return number != 0
+    }
+
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        let value = try value(key)
+        if value.isNull { return nil }
+        guard case .string(let text) = value.storage else { throw mismatch(type, key, value) }
+        return text
+    }
+
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+        let value = try value(key)
+        switch value.storage {
+        case .null: return nil
+        case .double(let number): return number
+        case .int64(let number): return Double(number)
+        default: throw mismatch(type, key, value)
+        }
+    }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        guard layout.fieldColumns[key.stringValue] != nil || key.stringValue == "id" || key.stringValue == "sync" else {
+            return nil
+        }
+        if key.stringValue != "id", key.stringValue != "sync" {
+            let value = try value(key)
+            if value.isNull { return nil }
+            return try ColumnValue(value: value, codingPath: [key]).decode(T.self)
+        }
+        return try decode(type, forKey: key)
+    }
     var allKeys: [Key] { (["id", "sync"] + layout.description.fields.map(\.name)).compactMap(Key.init(stringValue:)) }
 
     func contains(_ key: Key) -> Bool {
@@ -71,10 +165,7 @@ private struct Columns<Key: CodingKey>: KeyedDecodingContainerProtocol {
         case "sync":
             if let sync = try RowDecoder.syncMetadata(from: row) as? T { return sync }
         default:
-            guard let index = layout.fieldColumns[key.stringValue] else {
-                throw DecodingError.keyNotFound(key, .init(codingPath: [key], debugDescription: "no such column"))
-            }
-            return try ColumnValue(value: row[index], codingPath: [key]).decode(T.self)
+            return try ColumnValue(value: value(key), codingPath: [key]).decode(T.self)
         }
         throw DecodingError.typeMismatch(T.self, .init(codingPath: [key], debugDescription: "unreadable \(key.stringValue)"))
     }
