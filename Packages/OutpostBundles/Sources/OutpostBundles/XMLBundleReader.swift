@@ -192,7 +192,7 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
-        partial.id = id.flatMap(UUID.init(uuidString:))
+        partial.id = id.flatMap(FastUUID.parse)
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
         partial.createdAt = created.flatMap(FastTimestamp.date(from:))
