@@ -40,22 +40,28 @@ public struct BundleImporter: Sendable {
         let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value ?? 0
         var header: BundleHeader?
         var files: [FileReference] = []
+        let readAhead = ReadAhead(reader)
+        readAhead.start()
+        defer { readAhead.finish() }
         do {
             let counts = try queue.write { db -> [EntityType: ImportCounts] in
                 let session = ImportSession(db: db)
                 var records = 0
-                while let item = try reader.next() {
-                    switch item {
+                var bytesRead: Int64 = 0
+                while let entry = try readAhead.next() {
+                    bytesRead = entry.bytesRead
+                    switch entry.item {
                     case .header(let value): header = value
                     case .file(let file, _): files.append(file)
                     case .record(let record, let location):
                         try session.apply(record, at: location)
                         records += 1
                         if records % 1000 == 0 {
-                            progress?(ImportProgress(records: records, bytesRead: reader.bytesRead, totalBytes: totalBytes))
+                            progress?(ImportProgress(records: records, bytesRead: bytesRead, totalBytes: totalBytes))
                         }
                     }
                 }
+                readAhead.finish()
                 try session.finish()
                 if let archive = source.archive {
                     for file in files { try archive.verify(file) }
