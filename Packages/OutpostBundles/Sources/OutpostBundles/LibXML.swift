@@ -40,7 +40,7 @@ enum LibXML {
 
     private static let compiledSchema: SchemaBox = {
         prepare()
-        let text = Array(BundleSchema.xsd.utf8)
+        let text = Array(validatingXSD.utf8)
         // The parser context points into the buffer without copying it: parse while the buffer lives.
         let schema = text.withUnsafeBufferPointer { bytes -> xmlSchemaPtr? in
             bytes.withMemoryRebound(to: CChar.self) { characters -> xmlSchemaPtr? in
@@ -53,6 +53,31 @@ enum LibXML {
             preconditionFailure("the embedded bundle.xsd does not compile; BundleSchemaTests should have caught it")
         }
         return SchemaBox(pointer: schema)
+    }()
+}
+
+extension LibXML {
+    /// `bundle.xsd` as the validator compiles it: the same language, one content model spelled differently.
+    ///
+    /// Why: the frozen schema says `<records>` holds `<xs:choice minOccurs="0" maxOccurs="unbounded">` of
+    /// the record elements. libxml2 2.9 compiles that repeated choice into an automaton it does not treat as
+    /// deterministic, and its streaming validator then keeps a rollback entry for every child of the open
+    /// `<records>` element: about 100 bytes per record, 100 MB for a million (`xmllint --stream --schema`
+    /// shows the same growth). The equivalent `<xs:sequence minOccurs="0" maxOccurs="unbounded">` around a
+    /// plain `<xs:choice>` (zero or more of one-of-these, like before) compiles to a deterministic automaton
+    /// that keeps nothing. The published schema, `BundleSchema.xsd`, stays byte for byte the frozen file;
+    /// `BundleSchemaTests` checks that this is its only difference and that both accept the same documents.
+    static let validatingXSD: String = {
+        let schema = BundleSchema.xsd
+        let repeatedChoice = "<xs:choice minOccurs=\"0\" maxOccurs=\"unbounded\">"
+        guard let open = schema.range(of: repeatedChoice),
+            schema.range(of: repeatedChoice, range: open.upperBound..<schema.endIndex) == nil,
+            let close = schema.range(of: "</xs:choice>", range: open.upperBound..<schema.endIndex)
+        else {
+            preconditionFailure("bundle.xsd no longer has the one repeated choice LibXML.validatingXSD rewrites")
+        }
+        return schema[..<open.lowerBound] + "<xs:sequence minOccurs=\"0\" maxOccurs=\"unbounded\"><xs:choice>"
+            + schema[open.upperBound..<close.upperBound] + "</xs:sequence>" + schema[close.upperBound...]
     }()
 }
 

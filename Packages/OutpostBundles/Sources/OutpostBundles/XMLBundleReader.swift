@@ -15,6 +15,8 @@ final class XMLBundleReader: BundleItemReader {
     private let reader: xmlTextReaderPtr
     private let sink = XMLErrorSink()
     private var symbols: [UnsafeRawPointer: Symbol] = [:]
+    /// Each entity's fields by their interned element name: no Swift string per field element.
+    private var fieldSymbols: [EntityType: [UnsafeRawPointer: FieldDescription]] = [:]
     private(set) var collectedErrors: [BundleError] = []
 
     private var section = Section.outside
@@ -122,8 +124,10 @@ final class XMLBundleReader: BundleItemReader {
             if empty { return try finishRecord() }
         case (3, .records, _):
             guard let record else { return nil }
-            let name = String(cString: xmlTextReaderConstLocalName(reader))
-            guard let field = record.shape.description.field(named: name) else {
+            guard let name = xmlTextReaderConstLocalName(reader),
+                let field = fieldSymbols[record.shape.description.type]?[UnsafeRawPointer(name)]
+                    ?? record.shape.description.field(named: String(cString: name))
+            else {
                 // The schema reports it; a collecting read keeps going without it.
                 fieldIsOpen = false
                 return nil
@@ -192,7 +196,7 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
-        partial.id = id.flatMap(UUID.init(uuidString:))
+        partial.id = id.flatMap(FastUUID.parse)
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
         partial.createdAt = created.flatMap(FastTimestamp.date(from:))
@@ -355,6 +359,14 @@ final class XMLBundleReader: BundleItemReader {
         for (name, symbol) in table {
             guard let interned = xmlTextReaderConstString(reader, name) else { continue }
             symbols[UnsafeRawPointer(interned)] = symbol
+        }
+        for description in EntityCatalog.all {
+            var fields: [UnsafeRawPointer: FieldDescription] = [:]
+            for field in description.fields {
+                guard let interned = xmlTextReaderConstString(reader, field.name) else { continue }
+                fields[UnsafeRawPointer(interned)] = field
+            }
+            fieldSymbols[description.type] = fields
         }
     }
 

@@ -1,0 +1,133 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostStore
+
+/// One entity table as an import writes it: new records go to a temporary staging table as they are read,
+/// and move into the real table at the end with one `INSERT … SELECT … ORDER BY id`.
+///
+/// Why staging: ids are random UUIDs, so writing each record straight into its table lands every insert on
+/// a random page of the table's B-tree (and of each index). Once the table outgrows the page cache, each
+/// insert reads a page back and spills another, and the import spends most of its time there. Appending
+/// to a staging table is sequential, and SQLite's external sorter then hands the rows over in key order,
+/// so the real table and its indexes grow at their right edges. The staging table lives in SQLite's temp
+/// database, kept in a file (`temp_store = FILE`), so memory stays bounded however large the bundle.
+///
+/// Every identifier comes from the entity catalog (table and column names) or is fixed here; values are
+/// always bound.
+final class StagedTable {
+    let description: EntityDescription
+    /// Whether the real table held no row when the import started: every record of the entity is then new,
+    /// and no per-record lookup is needed.
+    let startedEmpty: Bool
+    /// Records staged so far.
+    private(set) var stagedCount = 0
+
+    private let db: Database
+    private let table: String
+    private let stage: String
+    private let columns: [String]
+    private var insertStatement: Statement?
+    private var existsStatement: Statement?
+
+    /// The bookkeeping columns every entity table starts with, in the store's order (`LocalSchema`).
+    /// A test checks this list and the catalog's columns against the tables themselves.
+    static let syncColumns = [
+        "id", "server_id", "version", "created_at", "updated_at", "deleted_at", "sync_status", "is_orphaned",
+    ]
+
+    /// Where each staged record came from, so a duplicate found at the end is reported where it stands.
+    private static let locationColumns = ["import_line", "import_column", "import_path"]
+
+    init(_ description: EntityDescription, in db: Database) throws {
+        self.description = description
+        self.db = db
+        table = description.table.quotedDatabaseIdentifier
+        stage = "outpost_import_\(description.table)".quotedDatabaseIdentifier
+        columns = Self.syncColumns + description.fields.map { EntityTables.column(for: $0.name) }
+        startedEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM main.\(table))") ?? false)
+    }
+
+    /// Whether the real table has the row `id` (only asked when it did not start empty).
+    func contains(_ id: UUID) throws -> Bool {
+        if startedEmpty { return false }
+        let statement = try existsStatement ?? db.makeStatement(sql: "SELECT 1 FROM main.\(table) WHERE id = ?")
+        existsStatement = statement
+        return try Row.fetchOne(statement, arguments: [StorageForm.text(of: id)]) != nil
+    }
+
+    /// Appends a new record to the staging table, not orphaned (orphans are flagged in `flush`).
+    func stage(_ record: EntityRecord, at location: SourceLocation) throws {
+        let statement = try insertStatement ?? makeStage()
+        insertStatement = statement
+        var binder = ValueBinder(statement, parameters: columns.count + Self.locationColumns.count)
+        StorageForm.bind(record, fields: description.fields, to: &binder)
+        binder.bind(location.line.map(Int64.init))
+        binder.bind(location.column.map(Int64.init))
+        binder.bind(location.jsonPath)
+        try binder.execute()
+        stagedCount += 1
+    }
+
+    /// Moves the staged records into the real table in key order. A second record with an id already
+    /// staged makes the insert fail; the error then names that record and where it stands.
+    func flush(location: SourceLocation) throws {
+        guard stagedCount > 0 else { return }
+        let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        do {
+            try db.execute(sql: "INSERT INTO main.\(table) (\(list)) SELECT \(list) FROM temp.\(stage) ORDER BY id")
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw try duplicateError(location: location) ?? error
+        }
+    }
+
+    /// Flags the staged records whose parents are neither in the bundle nor in the store, once every
+    /// staged table is flushed (so a child listed before its parent, in any table, finds it). Returns how
+    /// many were flagged.
+    func flagOrphans() throws -> Int {
+        guard stagedCount > 0, !description.parents.isEmpty else { return 0 }
+        let missing = description.parents.map { relation -> String in
+            let column = EntityTables.column(for: relation.field).quotedDatabaseIdentifier
+            let parentTable = relation.entity.description.table.quotedDatabaseIdentifier
+            return "(s.\(column) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main.\(parentTable) p WHERE p.id = s.\(column)))"
+        }.joined(separator: " OR ")
+        try db.execute(sql: """
+            UPDATE main.\(table) SET is_orphaned = 1
+            WHERE id IN (SELECT s.id FROM temp.\(stage) s WHERE \(missing))
+            """)
+        return db.changesCount
+    }
+
+    /// Drops the staging table (the statements go first, as they hold it open).
+    func drop() throws {
+        insertStatement = nil
+        existsStatement = nil
+        try db.execute(sql: "DROP TABLE IF EXISTS temp.\(stage)")
+    }
+
+    private func makeStage() throws -> Statement {
+        // No types, keys or constraints: rows are appended as bound and read back once, sorted.
+        let all = (columns + Self.locationColumns).map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        try db.execute(sql: "CREATE TEMP TABLE \(stage) (\(all))")
+        let marks = Array(repeating: "?", count: columns.count + Self.locationColumns.count).joined(separator: ", ")
+        return try db.makeStatement(sql: "INSERT INTO temp.\(stage) (\(all)) VALUES (\(marks))")
+    }
+
+    /// The later of two staged records sharing an id, as a located error (an index is built for this
+    /// search only: it runs once, on a failing import).
+    private func duplicateError(location: SourceLocation) throws -> BundleError? {
+        try db.execute(sql: "CREATE INDEX temp.\("\(stage.dropFirst().dropLast())_by_id".quotedDatabaseIdentifier) ON \(stage) (id)")
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT s.id, s.import_line, s.import_column, s.import_path FROM temp.\(stage) s
+            WHERE EXISTS (SELECT 1 FROM temp.\(stage) t WHERE t.id = s.id AND t.rowid < s.rowid)
+            ORDER BY s.rowid LIMIT 1
+            """)
+        else { return nil }
+        var place = location
+        place.line = row[1]
+        place.column = row[2]
+        place.jsonPath = row[3]
+        return BundleError(.duplicateRecord, message: "a second record with this id", entity: description.type,
+            id: UUID(uuidString: row[0] as String)).located(place)
+    }
+}

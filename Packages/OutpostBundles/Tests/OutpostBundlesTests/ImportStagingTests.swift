@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import OutpostModels
+import OutpostStore
+import Testing
+@testable import OutpostBundles
+
+/// The fast path of an import (staged rows written in key order, values bound straight from records, a
+/// validating spelling of the XSD) gives exactly what the store itself would write and refuses what it must.
+@Suite struct ImportStagingTests {
+    @Test(arguments: BundleFormat.allCases)
+    func stagedRowsEqualTheRowsTheStoreWrites(format: BundleFormat) throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.\(format.rawValue)")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        let target = try workspace.database("target.sqlite")
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        #expect(summary.total.inserted == SampleProject.records.count)
+        for description in EntityCatalog.all {
+            let sql = "SELECT * FROM \(description.table.quotedDatabaseIdentifier) ORDER BY id"
+            let saved = try DatabaseQueue(path: workspace.databasePath).read { try Row.fetchAll($0, sql: sql) }
+            let imported = try DatabaseQueue(path: target).read { try Row.fetchAll($0, sql: sql) }
+            #expect(imported == saved, "\(description.table)")
+        }
+    }
+
+    @Test func everyStagedColumnIsAColumnOfItsTable() throws {
+        let workspace = try Workspace()
+        try DatabaseQueue(path: workspace.databasePath).read { db in
+            for description in EntityCatalog.all {
+                let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(description.table.quotedDatabaseIdentifier))")
+                    .map { $0["name"] as String }
+                let staged = StagedTable.syncColumns + description.fields.map { EntityTables.column(for: $0.name) }
+                // Columns outside the catalog (issues.description, kept by v4's rename; media's local_path,
+                // a device's own) are the store's to fill; `stagedRowsEqualTheRowsTheStoreWrites` checks them.
+                #expect(Set(staged).isSubset(of: columns), "\(description.table)")
+                #expect(staged.count == Set(staged).count, "\(description.table)")
+            }
+        }
+    }
+
+    @Test(arguments: BundleFormat.allCases)
+    func aDuplicateAmongNewRecordsIsLocatedAndNothingIsWritten(format: BundleFormat) throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.\(format.rawValue)")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        let text = try String(contentsOf: url, encoding: .utf8).replacingOccurrences(of: "000000000051", with: "000000000050")
+        let duplicated = try workspace.file("duplicated.\(format.rawValue)", text)
+        let lines = text.components(separatedBy: "\n")
+        let idMark = format == .xml ? " id=\"0b5e55ed-0000-4000-8000-000000000050\"" : "\"id\": \"0b5e55ed-0000-4000-8000-000000000050\""
+        let secondLine = try #require(lines.indices.filter { lines[$0].contains(idMark) }.dropFirst().first) + 1
+
+        let target = try workspace.database("empty.sqlite")
+        let before = try Data(contentsOf: URL(fileURLWithPath: target))
+        #expect(performing: { try BundleImporter().importBundle(at: duplicated, intoDatabaseAt: target) }, throws: { error in
+            guard let error = error as? BundleError else { return false }
+            return error.code == .duplicateRecord && error.id == SampleProject.id(50) && error.entity == .issue
+                && error.line == secondLine && (format == .xml || error.jsonPath?.hasPrefix("$.records[") == true)
+        })
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
+    }
+
+    @Test func theFastUUIDParserAgreesWithFoundation() {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let id = UUID()
+            #expect(FastUUID.parse(id.uuidString) == id)
+            #expect(FastUUID.parse(id.uuidString.lowercased()) == id)
+            #expect(StorageForm.text(of: id) == id.uuidString.lowercased())
+            var broken = Array(id.uuidString.utf8)
+            broken[Int.random(in: 0..<broken.count, using: &random)] = UInt8(ascii: "g")
+            let text = String(decoding: broken, as: UTF8.self)
+            #expect(FastUUID.parse(text) == UUID(uuidString: text), "\(text)")
+        }
+        for text in ["", "0b5e55ed-0000-4000-8000-00000000002", "0b5e55ed00000-4000-8000-000000000002", "{0b5e55ed-0000-4000-8000-000000000002}"] {
+            #expect(FastUUID.parse(text) == nil, "\(text)")
+        }
+    }
+
+    @Test func theValidatingSchemaIsTheFrozenOneWithOneContentModelRespelled() {
+        let undone = LibXML.validatingXSD
+            .replacingOccurrences(of: "<xs:sequence minOccurs=\"0\" maxOccurs=\"unbounded\"><xs:choice>",
+                with: "<xs:choice minOccurs=\"0\" maxOccurs=\"unbounded\">")
+            .replacingOccurrences(of: "</xs:choice></xs:sequence>", with: "</xs:choice>")
+        #expect(undone == BundleSchema.xsd)
+        #expect(LibXML.validatingXSD != BundleSchema.xsd)
+    }
+
+    @Test func recordsInAnyOrderOrNoneAreValidAndAStrangerInRecordsIsNot() throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.xml")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: url)
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let head = try #require(text.range(of: "  <records>\n"))
+        let tail = try #require(text.range(of: "  </records>"))
+        // One chunk of lines per record: a record starts on a line indented by four spaces.
+        var records: [[Substring]] = []
+        for line in text[head.upperBound..<tail.lowerBound].split(separator: "\n") {
+            if line.hasPrefix("    <") && !line.hasPrefix("    </") { records.append([]) }
+            records[records.count - 1].append(line)
+        }
+        #expect(records.count == SampleProject.records.count)
+        let reversed = text[..<head.upperBound] + records.reversed().flatMap { $0 }.joined(separator: "\n") + "\n"
+            + text[tail.lowerBound...]
+        #expect(BundleValidator().errors(inBundleAt: try workspace.file("reversed.xml", String(reversed))).isEmpty)
+        let empty = text[..<head.lowerBound] + "  <records/>\n" + text[tail.upperBound...].drop { $0 == "\n" }
+        #expect(BundleValidator().errors(inBundleAt: try workspace.file("empty.xml", String(empty))).isEmpty)
+        let stranger = text.replacingOccurrences(of: "  </records>", with: "    <invoice id=\"x\"/>\n  </records>")
+        let errors = BundleValidator().errors(inBundleAt: try workspace.file("stranger.xml", stranger))
+        #expect(errors.first?.code == .schemaViolation, "\(errors)")
+    }
+}
