@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import OutpostModels
+@testable import OutpostModels
 
 @Suite struct ValidationTests {
     let project = Samples.project
@@ -145,5 +145,13 @@ import OutpostModels
     @Test func everyRuleBrokenIsReportedNotOnlyTheFirst() {
         let fee = Fee(projectID: project, name: "", amountCents: -5)
         #expect(fee.validationErrors.map(\.code) == [.emptyRequiredField, .negativeAmount])
+    }
+}
+
+@Suite struct BlankTextTests {
+    /// The fast blank check agrees with Foundation's trimming on ASCII and Unicode spaces alike.
+    @Test(arguments: ["", " ", "\t\n\r", "\u{0B}\u{0C}", "\u{00A0}", " \u{2028} ", "\u{3000}", "a", " a ", "é", "\u{00A0}x", "  \u{200B}"])
+    func blankMeansWhatTrimmingSays(text: String) {
+        #expect(text.isBlank == text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(text.unicodeScalars.map(\.value))")
     }
 }
