@@ -84,11 +84,14 @@ extension LocalStore {
     /// more attempt counted so a server that keeps refusing cannot hold the run forever. It gets a new
     /// idempotency key: it is a new request, and the server answers the old key with the old conflict.
     /// A mutation the merge left with nothing to send is already done and stays so.
+    /// The base only ever moves forward: a conflict answered again after a crash carries the server's
+    /// record as it was then, older than what the store may have pulled and merged since.
     public func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: """
-                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = ?, idempotency_key = ?
+                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = max(base_version, ?),
+                        idempotency_key = ?
                     WHERE seq = ? AND status = 'inFlight'
                     """,
                 arguments: [serverVersion, UUID.random().storageText, mutation.sequence])

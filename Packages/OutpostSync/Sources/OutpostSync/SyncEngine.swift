@@ -291,10 +291,17 @@ public actor SyncEngine {
                 report.pushed += 1
             case .conflict(let serverRecord):
                 // Merge the server's current record with the pending change, then send the change again
-                // on top of the server's version; the merge surfaces whatever lost.
-                let merged = try await store.applyPulledPage(
-                    PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
-                report.conflictsSurfaced += merged.conflictsSurfaced
+                // on top of the server's version; the merge surfaces whatever lost. A conflict answered
+                // again (`duplicate`: the app stopped between the answer and the rebase) carries the
+                // record as it was then; if the store already holds that version or a newer one, the
+                // merge happened (before the stop, or in this run's pull) and must not run twice, nor
+                // take the record back to the older version. Either way the change goes once more, under
+                // a new key, since the old key's answer will stay that conflict.
+                if try !(isAnsweredAgain(outcome) && isMergedAlready(mutation, serverVersion: serverRecord.version)) {
+                    let merged = try await store.applyPulledPage(
+                        PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
+                    report.conflictsSurfaced += merged.conflictsSurfaced
+                }
                 if mutation.attempts + 1 > retryPolicy.retryLimit {
                     try store.fail(mutation, reason: "the server kept reporting a newer version")
                     report.failed += 1
@@ -310,6 +317,16 @@ public actor SyncEngine {
             }
         }
         try store.release(unanswered)
+    }
+
+    private func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
+        if case .duplicate = outcome { true } else { false }
+    }
+
+    /// Whether the store's copy of the mutation's record is at `serverVersion` or newer.
+    private func isMergedAlready(_ mutation: Mutation, serverVersion: Int64) throws -> Bool {
+        guard let record = try store.record(mutation.entity, id: mutation.recordID) else { return false }
+        return record.sync.version >= serverVersion
     }
 
     private func handle(_ error: any Error, for batch: [Mutation], report: inout SyncReport, now: Date) throws {

@@ -29,6 +29,40 @@ extension SyncEngineTests {
             clocks: mutation.clocks, deletion: mutation.deletion)
     }
 
+    @Test func aConflictAnsweredAgainAfterACrashIsRebasedOnceAndNotMergedTwice() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        var entry = try await device.store.save(
+            TimeEntry(projectID: UUID(), memberID: UUID(), kind: .clockIn, recordedAt: now, note: "a"), now: now)
+        _ = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 24)).sync(now: { self.now })
+        entry = try #require(try device.store.fetch(TimeEntry.self, id: entry.id))
+        entry.note = "gate locked, waited 20 min"
+        try await device.store.save(entry, now: now.addingTimeInterval(10))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 1,
+            fields: ["note": .text("office: check")], clocks: ["note": office(5_000)]))
+        // Sent; the server answers conflict; the app dies before it merges and rebases.
+        let sent = try #require(try device.store.claimMutations(limit: 1, now: now.addingTimeInterval(20)).first)
+        guard case .conflict = await server.apply(wire(sent)) else { Issue.record("expected a conflict"); return }
+        // Meanwhile the office writes again.
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 2,
+            fields: ["note": .text("office: checked")], clocks: ["note": office(6_000)]))
+
+        // A fresh engine (the app restarted) resends the mutation with its key: the server answers
+        // duplicate(conflict) carrying its version 2, older than the version 3 just pulled.
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 25))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(30) })
+        #expect(report.recovered == 1)
+        #expect(report.rebased == 1, "rebased exactly once")
+        #expect(report.pushed == 1)
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(await server.record(entry.id)?.fields["note"] == .text("gate locked, waited 20 min"), "client-wins")
+        let conflicts = try device.store.openConflicts()
+        #expect(conflicts.count == 1, "the office's replaced note is surfaced once, not once per merge: \(conflicts)")
+        #expect(try device.store.fetch(TimeEntry.self, id: entry.id)?.sync.version == 4)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = InMemoryTransport()
