@@ -138,6 +138,7 @@ extension StoreWriter {
             if written.sync.isOrphaned { report.orphaned += 1 }
         }
         try EntityTables.save(written, in: db)
+        try ServerIDs.noteUnmapped(in: written, db: db)
         try FieldClocks.write(clocks, entity, id, in: db)
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
@@ -207,10 +208,13 @@ enum Conflicts {
 /// device keeps client ids everywhere; references travel as server ids once the server has named the
 /// record, and come back to client ids here.
 enum ServerIDs {
+    /// Records the mapping and, in the same transaction, links the references that arrived earlier
+    /// holding `serverID` because the mapping was not known yet.
     static func remember(_ serverID: String, for entity: EntityType, clientID: UUID, in db: Database, now: Date) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)",
-            arguments: [entity.rawValue, clientID.storageText, serverID, now.storageMilliseconds])
+        try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)"
+        ).execute(arguments: [entity.rawValue, clientID.storageText, serverID, now.storageMilliseconds])
+        try linkWaitingReferences(to: entity, serverID: serverID, clientID: clientID, db: db)
     }
 
     static func clientID(of entity: EntityType, serverID: String, in db: Database) throws -> UUID? {

@@ -29,6 +29,30 @@ extension SyncEngineTests {
             clocks: mutation.clocks, deletion: mutation.deletion)
     }
 
+    @Test func aChildPulledBeforeItsParentsServerIDIsKnownIsLinkedWhenTheParentArrives() async throws {
+        let device = try Device(), other = try Device()
+        let server = InMemoryTransport(assignsServerIDs: true)
+        let otherEngine = SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 20))
+        var project = try await other.store.save(Project(name: "Maple Street"), now: now)
+        _ = try await otherEngine.sync(now: { self.now })
+        let scope = try await other.store.save(Scope(projectID: project.id, name: "Roof"), now: now)
+        _ = try await otherEngine.sync(now: { self.now })
+        #expect(await server.record(scope.id)?.fields["projectID"] == .text("1"), "the reference travels as the server id")
+        // The project changes after the scope, so it comes after it in the server's sequence.
+        project = try #require(try other.store.fetch(Project.self, id: project.id))
+        project.address = "12 Maple Street"
+        try await other.store.save(project, now: now.addingTimeInterval(10))
+        _ = try await otherEngine.sync(now: { self.now.addingTimeInterval(10) })
+
+        // One record per page: the scope arrives a page before its project's server id is known.
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 21), pullLimit: 1)
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(report.pulled == 2)
+        #expect(try device.store.record(.scope, id: scope.id)?["projectID"] == .uuid(project.id))
+        #expect(try device.store.fetch(Scope.self, id: scope.id)?.projectID == project.id, "typed reads work again")
+        #expect(try device.store.fetchAll(Scope.self, where: "projectID", equals: .uuid(project.id)).map(\.id) == [scope.id])
+    }
+
     @Test func aConflictAnsweredAgainAfterACrashIsRebasedOnceAndNotMergedTwice() async throws {
         let device = try Device()
         let server = InMemoryTransport()
