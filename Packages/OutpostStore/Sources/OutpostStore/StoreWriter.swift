@@ -39,6 +39,7 @@ actor StoreWriter {
         let stamp = clock.tick(now: now)
         return try pool.write { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
+            // Writing to a tombstone brings the record back with every field.
             let isCreate = stored == nil || stored?.sync.isDeleted == true
             let changed = record.entity.description.fields.map(\.name).filter { name in
                 isCreate || stored?[name] != record[name]
@@ -48,7 +49,9 @@ actor StoreWriter {
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,
                 syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
-            let operation: MutationOperation = isCreate ? .create : .update
+            // A tombstone the server holds (version above 0) comes back as an update of the server's
+            // version: the server answers a create of a record it has with a conflict, every time.
+            let operation: MutationOperation = isCreate && (stored?.sync.version ?? 0) == 0 ? .create : .update
             try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
             try alongside?(db)
             return (written, operation)

@@ -53,6 +53,99 @@ extension SyncEngineTests {
         #expect(try device.store.fetchAll(Scope.self, where: "projectID", equals: .uuid(project.id)).map(\.id) == [scope.id])
     }
 
+    @Test func overridingAServerDeleteBringsTheRecordBackAsAnUpdateTheServerApplies() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 22))
+        var discount = try await device.store.save(
+            Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000), now: now)
+        _ = try await engine.sync(now: { self.now })
+        // The office deletes the discount while this device, offline, changes its amount.
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .discount, operation: .delete, recordID: discount.id, baseVersion: 1,
+            deletion: office(100_000)))
+        discount = try #require(try device.store.fetch(Discount.self, id: discount.id))
+        discount.value = 2_000
+        try await device.store.save(discount, now: now.addingTimeInterval(50))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        #expect(try device.store.fetch(Discount.self, id: discount.id)?.sync.isDeleted == true, "server-wins: the delete stands")
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "value" })
+
+        // The user keeps their amount: the discount comes back, on the server too, in one round trip.
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let queued = try device.store.mutations(status: .pending)
+        #expect(queued.map(\.operation) == [.update], "an undelete of the server's record, not a create it already has")
+        #expect(queued.map(\.baseVersion) == [2])
+        #expect(queued.first?.fields["value"] == .integer(2_000))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(301) })
+        #expect(report.rebased == 0, "the server applies it as sent")
+        #expect(report.pushed == 1)
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(try device.store.status().failedChanges == 0)
+        let stored = try #require(await server.record(discount.id))
+        #expect(!stored.isDeleted)
+        #expect(stored.fields["value"] == .integer(2_000))
+        #expect(try device.store.fetch(Discount.self, id: discount.id)?.sync.isDeleted == false)
+        #expect(try device.store.openConflicts().isEmpty, "the user's own choice is not a new conflict")
+    }
+
+    @Test func overridingAnEditHiddenByANewerDeleteBringsTheRecordBack() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 23))
+        var issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        // Offline, this device renames the issue; the office renames it later, then deletes it.
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        try await device.store.save(issue, now: now.addingTimeInterval(10))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: 1,
+            fields: ["title": .text("Leak (office)")], clocks: ["title": office(50_000)]))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 2,
+            deletion: office(100_000)))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == true)
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "title" })
+        #expect(conflict.localValue == .text("Leak under the sink"))
+
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(301) })
+        #expect(report.rebased == 0, "the server applies the override as it is sent")
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(try device.store.openConflicts().isEmpty, "the delete the user chose to undo is not a new conflict")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak under the sink")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == false)
+        #expect(await server.record(issue.id)?.fields["title"] == .text("Leak under the sink"))
+        #expect(await server.record(issue.id)?.isDeleted == false)
+    }
+
+    @Test func overridingAValueThatLostOnlyToTheDeleteBringsTheRecordBack() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 29))
+        var issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 1,
+            deletion: office(100_000)))
+        // The rename is the newest write of its field, but older than the delete that hides it.
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        let edited = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        try await device.store.applyPulledPage(PulledPage(
+            changes: [try #require(await server.record(issue.id)).versionedRecord], cursor: nil), now: now.addingTimeInterval(200))
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == true)
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "title" })
+        #expect(conflict.localValue == edited.record["title"])
+
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let restored = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        #expect(!restored.sync.isDeleted, "keeping the edit means keeping the record")
+        #expect(restored.title == "Leak under the sink")
+    }
+
     @Test func aConflictAnsweredAgainAfterACrashIsRebasedOnceAndNotMergedTwice() async throws {
         let device = try Device()
         let server = InMemoryTransport()
