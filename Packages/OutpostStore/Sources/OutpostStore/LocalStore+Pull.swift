@@ -100,8 +100,9 @@ extension StoreWriter {
         let waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
         var written: EntityRecord
         var clocks: FieldClocks.Stored
+        let before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
         if let local, let waiting {
-            let stored = try FieldClocks.read(entity, id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+            let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             let client = try VersionedRecord(
                 record: local,
                 clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
@@ -132,6 +133,10 @@ extension StoreWriter {
             written.sync.syncStatus = .synced
             clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
             report.applied += 1
+        }
+        if let local {
+            clocks.pulled = before?.pulled
+            FieldClocks.notePulledChanges(from: local, to: written, in: &clocks)
         }
         if !written.sync.isDeleted {
             written.sync.isOrphaned = try EntityTables.hasMissingParent(written, besides: pageIDs, in: db)
@@ -184,7 +189,7 @@ enum Conflicts {
         return count
     }
 
-    private static func insert(
+    static func insert(
         _ record: EntityRecord, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
         localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, db: Database, now: Date
     ) throws {
