@@ -13,12 +13,18 @@ public struct PulledPage: Sendable {
     public let cursor: String?
     /// Which cursor this page advances.
     public let stream: String
+    /// Records of the page the engine could not even convert: quarantined with the page, so the
+    /// cursor can move past them (see `QuarantinedRecord`).
+    public let unreadable: [QuarantinedRecord]
 
     /// Creates a page of the `structured` stream unless told otherwise.
-    public init(changes: [VersionedRecord], cursor: String?, stream: String = "structured") {
+    public init(
+        changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = []
+    ) {
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
+        self.unreadable = unreadable
     }
 }
 
@@ -32,6 +38,9 @@ public struct PullReport: Sendable, Hashable {
     public var conflictsSurfaced = 0
     /// Records flagged orphaned because their parent is missing or was deleted.
     public var orphaned = 0
+    /// Records skipped because they do not fit the catalog or could not be converted; see
+    /// `LocalStore.quarantinedRecords()`.
+    public var quarantined = 0
 }
 
 extension LocalStore {
@@ -74,8 +83,21 @@ extension StoreWriter {
                     try ServerIDs.remember(serverID, for: remote.record.entity, clientID: remote.record.id, in: db, now: now)
                 }
             }
+            for unreadable in page.unreadable {
+                try Quarantine.add(unreadable, stream: page.stream, in: db)
+                report.quarantined += 1
+            }
             for remote in page.changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
+                // One record that cannot be stored must not hold back its page, nor every later run.
+                if let problem = Quarantine.problem(with: translated.record) {
+                    try Quarantine.add(
+                        QuarantinedRecord(entity: remote.record.entity, recordID: remote.record.id, reason: problem, quarantinedAt: now),
+                        stream: page.stream, in: db)
+                    report.quarantined += 1
+                    continue
+                }
+                try Quarantine.clear(remote.record.entity, remote.record.id, in: db)
                 try apply(translated, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
             }
             if let last = clock.last {

@@ -108,10 +108,22 @@ public actor SyncEngine {
             var cursor = try store.pullCursor()
             while withinBudget() {
                 let response = try await transport.pull(PullRequest(cursor: cursor, limit: pullLimit))
-                let page = try response.changes.map { try $0.versionedRecord }
+                // A record that cannot be converted is quarantined with the page, never allowed to stop
+                // the run: otherwise every later run would stop at the same page.
+                var page: [VersionedRecord] = []
+                var unreadable: [QuarantinedRecord] = []
+                for change in response.changes {
+                    do {
+                        page.append(try change.versionedRecord)
+                    } catch {
+                        unreadable.append(QuarantinedRecord(
+                            entity: change.entity, recordID: change.recordID, reason: "\(error)", quarantinedAt: now()))
+                    }
+                }
                 let applied = try await store.applyPulledPage(
-                    PulledPage(changes: page, cursor: response.nextCursor), policy: policy, now: now())
-                report.pulled += page.count
+                    PulledPage(changes: page, cursor: response.nextCursor, unreadable: unreadable), policy: policy, now: now())
+                report.pulled += response.changes.count - applied.quarantined
+                report.quarantined += applied.quarantined
                 report.conflictsSurfaced += applied.conflictsSurfaced
                 report.orphaned += applied.orphaned
                 cursor = response.nextCursor

@@ -180,6 +180,57 @@ extension SyncEngineTests {
         #expect(try device.store.fetch(TimeEntry.self, id: entry.id)?.sync.version == 4)
     }
 
+    @Test func aMalformedPulledRecordIsQuarantinedAndTheRestOfThePageApplies() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        let good = Issue(projectID: project, title: "Leak")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: good.record, stampedAt: office(1)), baseVersion: 0))
+        // A client with a bug created an issue without its required title.
+        var broken = Issue(projectID: project, title: "x").record
+        broken.fields["title"] = nil
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: broken, stampedAt: office(2)), baseVersion: 0))
+        let later = Issue(projectID: project, title: "Cracked sill")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: later.record, stampedAt: office(3)), baseVersion: 0))
+
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 26))
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.pullCompleted)
+        #expect(report.quarantined == 1)
+        #expect(Set(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).map(\.id)) == [good.id, later.id])
+        #expect(try device.store.record(.issue, id: broken.id) == nil)
+        let quarantined = try device.store.quarantinedRecords()
+        #expect(quarantined.map(\.recordID) == [broken.id])
+        #expect(quarantined.first?.reason.contains("title") == true)
+        #expect(try device.store.pullCursor() == "3", "the cursor moves past it")
+        let again = try await engine.sync(now: { self.now.addingTimeInterval(1) })
+        #expect(again.isComplete)
+        #expect(again.pulled == 0)
+    }
+
+    @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        let good = Issue(projectID: project, title: "Leak")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: good.record, stampedAt: office(1)), baseVersion: 0))
+        let odd = Issue(projectID: project, title: "No clocks")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: odd.record, stampedAt: office(2)), baseVersion: 0))
+        // The wire brings a record whose fields have no clocks: it cannot be merged safely.
+        let transport = DamagingTransport(base: server, damaging: odd.id)
+        let report = try await SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 27))
+            .sync(now: { self.now })
+        #expect(report.pullCompleted)
+        #expect(report.quarantined == 1)
+        #expect(try device.store.fetch(Issue.self, id: good.id) != nil)
+        #expect(try device.store.quarantinedRecords().map(\.recordID) == [odd.id])
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = InMemoryTransport()
@@ -203,4 +254,35 @@ extension SyncEngineTests {
         #expect(try device.store.openConflicts().isEmpty, "this device's own acknowledged title is not a conflict")
         #expect(await server.record(issue.id)?.fields["title"] == .text("Leak under the sink, fixed"))
     }
+}
+
+/// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages.
+actor DamagingTransport: SyncTransport {
+    let base: InMemoryTransport
+    let damaging: UUID
+
+    init(base: InMemoryTransport, damaging: UUID) {
+        self.base = base
+        self.damaging = damaging
+    }
+
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        var response = try await base.pull(request)
+        for index in response.changes.indices where response.changes[index].recordID == damaging {
+            response.changes[index].clocks = [:]
+        }
+        return response
+    }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+    var transferred: TransferCounts { get async { await base.transferred } }
 }
