@@ -135,7 +135,7 @@ extension MutationQueue.Payload {
 
 extension FieldClocks.Stored {
     /// The `clocks` column of `field_clocks`.
-    func encoded() -> String {
+    func encoded() throws -> String {
         var json = CompactJSON(capacity: 128)
         json.raw("{")
         if let deletion {
@@ -145,6 +145,23 @@ extension FieldClocks.Stored {
         }
         json.raw("\"fields\":")
         json.clocks(fields)
+        if let pulled {
+            json.raw(",\"pulled\":")
+            try json.object(pulled) { json, changes in
+                json.raw("[")
+                for (index, change) in changes.enumerated() {
+                    if index > 0 { json.raw(",") }
+                    json.raw("{\"previous\":")
+                    try json.value(change.previous ?? .null)
+                    json.raw(",\"since\":")
+                    json.integer(change.since)
+                    json.raw(",\"version\":")
+                    json.integer(change.version)
+                    json.raw("}")
+                }
+                json.raw("]")
+            }
+        }
         if let server {
             json.raw(",\"server\":")
             json.clocks(server)

@@ -36,7 +36,8 @@ extension LocalStore {
     }
 
     /// Settles conflict `id`: `override` writes the losing value back (or deletes the record, when a
-    /// delete lost) as an ordinary local change that syncs; `discard` only closes the conflict.
+    /// delete lost) as an ordinary local change that syncs; `discard` only closes the conflict. A value
+    /// that lost to a delete comes back with the record: an undelete the server applies on its version.
     public func resolveConflict(_ id: Int64, choice: ConflictChoice, now: Date = Timestamp.now()) async throws(StoreError) {
         guard let conflict = try openConflicts().first(where: { $0.id == id }) else {
             throw StoreError(.conflictNotFound, path: path, message: "no open conflict \(id)")
@@ -44,7 +45,9 @@ extension LocalStore {
         if choice == .override, let current = try record(conflict.entity, id: conflict.recordID) {
             if let field = conflict.field {
                 let losing = current[field] == conflict.localValue ? conflict.remoteValue : conflict.localValue
-                if let losing, losing != current[field] {
+                // On a tombstone the value lost to the delete (it may even be the field's value the
+                // tombstone holds): keeping it means bringing the record back, which saving does.
+                if let losing, losing != current[field] || current.sync.isDeleted {
                     var changed = current
                     changed[field] = losing
                     try await save(changed, now: now)

@@ -13,12 +13,18 @@ public struct PulledPage: Sendable {
     public let cursor: String?
     /// Which cursor this page advances.
     public let stream: String
+    /// Records of the page the engine could not even convert: quarantined with the page, so the
+    /// cursor can move past them (see `QuarantinedRecord`).
+    public let unreadable: [QuarantinedRecord]
 
     /// Creates a page of the `structured` stream unless told otherwise.
-    public init(changes: [VersionedRecord], cursor: String?, stream: String = "structured") {
+    public init(
+        changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = []
+    ) {
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
+        self.unreadable = unreadable
     }
 }
 
@@ -32,6 +38,9 @@ public struct PullReport: Sendable, Hashable {
     public var conflictsSurfaced = 0
     /// Records flagged orphaned because their parent is missing or was deleted.
     public var orphaned = 0
+    /// Records skipped because they do not fit the catalog or could not be converted; see
+    /// `LocalStore.quarantinedRecords()`.
+    public var quarantined = 0
 }
 
 extension LocalStore {
@@ -74,8 +83,21 @@ extension StoreWriter {
                     try ServerIDs.remember(serverID, for: remote.record.entity, clientID: remote.record.id, in: db, now: now)
                 }
             }
+            for unreadable in page.unreadable {
+                try Quarantine.add(unreadable, stream: page.stream, in: db)
+                report.quarantined += 1
+            }
             for remote in page.changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
+                // One record that cannot be stored must not hold back its page, nor every later run.
+                if let problem = Quarantine.problem(with: translated.record) {
+                    try Quarantine.add(
+                        QuarantinedRecord(entity: remote.record.entity, recordID: remote.record.id, reason: problem, quarantinedAt: now),
+                        stream: page.stream, in: db)
+                    report.quarantined += 1
+                    continue
+                }
+                try Quarantine.clear(remote.record.entity, remote.record.id, in: db)
                 try apply(translated, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
             }
             if let last = clock.last {
@@ -100,8 +122,9 @@ extension StoreWriter {
         let waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
         var written: EntityRecord
         var clocks: FieldClocks.Stored
+        let before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
         if let local, let waiting {
-            let stored = try FieldClocks.read(entity, id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+            let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             let client = try VersionedRecord(
                 record: local,
                 clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
@@ -133,11 +156,16 @@ extension StoreWriter {
             clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
             report.applied += 1
         }
+        if let local {
+            clocks.pulled = before?.pulled
+            FieldClocks.notePulledChanges(from: local, to: written, in: &clocks)
+        }
         if !written.sync.isDeleted {
             written.sync.isOrphaned = try EntityTables.hasMissingParent(written, besides: pageIDs, in: db)
             if written.sync.isOrphaned { report.orphaned += 1 }
         }
         try EntityTables.save(written, in: db)
+        try ServerIDs.noteUnmapped(in: written, db: db)
         try FieldClocks.write(clocks, entity, id, in: db)
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
@@ -183,7 +211,7 @@ enum Conflicts {
         return count
     }
 
-    private static func insert(
+    static func insert(
         _ record: EntityRecord, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
         localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, db: Database, now: Date
     ) throws {
@@ -207,10 +235,13 @@ enum Conflicts {
 /// device keeps client ids everywhere; references travel as server ids once the server has named the
 /// record, and come back to client ids here.
 enum ServerIDs {
+    /// Records the mapping and, in the same transaction, links the references that arrived earlier
+    /// holding `serverID` because the mapping was not known yet.
     static func remember(_ serverID: String, for entity: EntityType, clientID: UUID, in db: Database, now: Date) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)",
-            arguments: [entity.rawValue, clientID.storageText, serverID, now.storageMilliseconds])
+        try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO server_id_map (entity, client_id, server_id, mapped_at) VALUES (?, ?, ?, ?)"
+        ).execute(arguments: [entity.rawValue, clientID.storageText, serverID, now.storageMilliseconds])
+        try linkWaitingReferences(to: entity, serverID: serverID, clientID: clientID, db: db)
     }
 
     static func clientID(of entity: EntityType, serverID: String, in db: Database) throws -> UUID? {

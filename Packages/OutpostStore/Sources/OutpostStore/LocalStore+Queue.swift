@@ -44,10 +44,27 @@ extension LocalStore {
 
     /// The server applied the mutation, or answered that it already had: done. The record takes the
     /// server's version (and id, when the server assigns its own) and is synced unless more is queued for it.
+    ///
+    /// The record's later mutations that wait their turn were made on top of this one, so they move onto
+    /// `serverVersion`: left on the old base they would meet this very change as a "newer" server version
+    /// and come back as a conflict. The fields it carried are now the server's, at their clocks, so a
+    /// later pull or merge knows the device has seen them (see `FieldClocks.Stored.server`).
     public func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ?", arguments: [mutation.sequence])
+            try db.execute(
+                sql: """
+                    UPDATE mutation_queue SET base_version = ?
+                    WHERE entity = ? AND record_id = ? AND seq > ? AND status = 'pending' AND base_version < ?
+                    """,
+                arguments: [
+                    serverVersion, mutation.entity.rawValue, mutation.recordID.storageText, mutation.sequence, serverVersion,
+                ])
+            if !mutation.clocks.isEmpty, var clocks = try FieldClocks.read(mutation.entity, mutation.recordID, in: db) {
+                clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
+                try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
+            }
             guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
             record.sync.version = max(record.sync.version, serverVersion)
             if let serverID {
@@ -67,11 +84,14 @@ extension LocalStore {
     /// more attempt counted so a server that keeps refusing cannot hold the run forever. It gets a new
     /// idempotency key: it is a new request, and the server answers the old key with the old conflict.
     /// A mutation the merge left with nothing to send is already done and stays so.
+    /// The base only ever moves forward: a conflict answered again after a crash carries the server's
+    /// record as it was then, older than what the store may have pulled and merged since.
     public func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: """
-                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = ?, idempotency_key = ?
+                    UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = max(base_version, ?),
+                        idempotency_key = ?
                     WHERE seq = ? AND status = 'inFlight'
                     """,
                 arguments: [serverVersion, UUID.random().storageText, mutation.sequence])

@@ -5,12 +5,22 @@ import OutpostModels
 extension LocalStore {
     /// Creates or updates `value` after checking the catalog's rules; returns it as stored (pending,
     /// with its timestamps). Only the fields that differ from the stored row are queued for the server.
+    ///
+    /// `value.sync.version` says which version of the record the caller read. When a pull has brought a
+    /// newer one since, only the fields the caller changed are written: a field the caller merely holds
+    /// an older value of keeps the stored, newer value (see `StaleCopy` and Workspace.md), and the value
+    /// returned then differs from `value` in those fields.
     @discardableResult
     public func save<Model: Syncable>(_ value: Model, now: Date = Timestamp.now()) async throws(StoreError) -> Model {
-        // The store changes only the sync bookkeeping; the fields come back exactly as given.
-        var saved = value
-        saved.sync = try await save(value.record, now: now).sync
-        return saved
+        let record = value.record
+        let written = try await save(record, now: now)
+        // Usually the store changes only the sync bookkeeping, and the fields come back as given.
+        guard written.fields != record.fields else {
+            var saved = value
+            saved.sync = written.sync
+            return saved
+        }
+        return try StoreError.mapping(path: path) { try Model(record: written) }
     }
 
     /// The record-level form of `save`, for code that works on any entity.

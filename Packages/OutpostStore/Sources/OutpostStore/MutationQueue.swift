@@ -160,6 +160,33 @@ enum FieldClocks {
         /// change is a conflict only if the server changed it since (otherwise the device saw it and
         /// deliberately wrote over it).
         var server: [String: HybridTimestamp]?
+        /// Per field, the last few values a pull replaced, oldest first: what a copy of the record read
+        /// at an older version held, so saving that copy can tell the fields its user changed from
+        /// those that are merely out of date (see `StaleCopy`).
+        var pulled: [String: [PulledChange]]?
+    }
+
+    /// A field's value replaced by a pull: `previous` was held from version `since` (0: as far back as
+    /// the device knows) until version `version` brought another.
+    struct PulledChange: Codable, Hashable {
+        var version: Int64
+        var since: Int64
+        var previous: FieldValue?
+    }
+
+    /// How many replaced values are kept per field. A copy older than all of them is still handled
+    /// safely (see `StaleCopy`), only less precisely.
+    static let keptChanges = 4
+
+    /// Notes, in `clocks`, the fields a pull or merge changed on their way from `before` to `after`.
+    static func notePulledChanges(from before: EntityRecord, to after: EntityRecord, in clocks: inout Stored) {
+        for field in after.entity.description.fields.map(\.name) where before[field] != after[field] {
+            var changes = clocks.pulled?[field] ?? []
+            changes.append(PulledChange(version: after.sync.version, since: changes.last?.version ?? 0, previous: before[field]))
+            if changes.count > keptChanges { changes.removeFirst(changes.count - keptChanges) }
+            clocks.pulled = clocks.pulled ?? [:]
+            clocks.pulled?[field] = changes
+        }
     }
 
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
@@ -172,6 +199,6 @@ enum FieldClocks {
 
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)")
-            .execute(arguments: [entity.rawValue, id.storageText, clocks.encoded()])
+            .execute(arguments: [entity.rawValue, id.storageText, try clocks.encoded()])
     }
 }

@@ -39,17 +39,29 @@ actor StoreWriter {
         let stamp = clock.tick(now: now)
         return try pool.write { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
+            var written = record
+            var surfaced: [StaleCopy.Surfaced] = []
+            var clocksBefore: FieldClocks.Stored?
+            if let stored, record.sync.version < stored.sync.version {
+                clocksBefore = try FieldClocks.read(record.entity, record.id, in: db)
+                (written, surfaced) = StaleCopy.reconcile(record, with: stored, clocks: clocksBefore)
+            }
+            // Writing to a tombstone brings the record back with every field.
             let isCreate = stored == nil || stored?.sync.isDeleted == true
             let changed = record.entity.description.fields.map(\.name).filter { name in
-                isCreate || stored?[name] != record[name]
+                isCreate || stored?[name] != written[name]
             }
-            var written = record
             written.sync = SyncMetadata(
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,
                 syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
-            let operation: MutationOperation = isCreate ? .create : .update
+            // A tombstone the server holds (version above 0) comes back as an update of the server's
+            // version: the server answers a create of a record it has with a conflict, every time.
+            let operation: MutationOperation = isCreate && (stored?.sync.version ?? 0) == 0 ? .create : .update
             try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
+            if let clocksBefore {
+                try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
+            }
             try alongside?(db)
             return (written, operation)
         }

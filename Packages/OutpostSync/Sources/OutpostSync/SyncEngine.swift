@@ -108,10 +108,22 @@ public actor SyncEngine {
             var cursor = try store.pullCursor()
             while withinBudget() {
                 let response = try await transport.pull(PullRequest(cursor: cursor, limit: pullLimit))
-                let page = try response.changes.map { try $0.versionedRecord }
+                // A record that cannot be converted is quarantined with the page, never allowed to stop
+                // the run: otherwise every later run would stop at the same page.
+                var page: [VersionedRecord] = []
+                var unreadable: [QuarantinedRecord] = []
+                for change in response.changes {
+                    do {
+                        page.append(try change.versionedRecord)
+                    } catch {
+                        unreadable.append(QuarantinedRecord(
+                            entity: change.entity, recordID: change.recordID, reason: "\(error)", quarantinedAt: now()))
+                    }
+                }
                 let applied = try await store.applyPulledPage(
-                    PulledPage(changes: page, cursor: response.nextCursor), policy: policy, now: now())
-                report.pulled += page.count
+                    PulledPage(changes: page, cursor: response.nextCursor, unreadable: unreadable), policy: policy, now: now())
+                report.pulled += response.changes.count - applied.quarantined
+                report.quarantined += applied.quarantined
                 report.conflictsSurfaced += applied.conflictsSurfaced
                 report.orphaned += applied.orphaned
                 cursor = response.nextCursor
@@ -291,10 +303,17 @@ public actor SyncEngine {
                 report.pushed += 1
             case .conflict(let serverRecord):
                 // Merge the server's current record with the pending change, then send the change again
-                // on top of the server's version; the merge surfaces whatever lost.
-                let merged = try await store.applyPulledPage(
-                    PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
-                report.conflictsSurfaced += merged.conflictsSurfaced
+                // on top of the server's version; the merge surfaces whatever lost. A conflict answered
+                // again (`duplicate`: the app stopped between the answer and the rebase) carries the
+                // record as it was then; if the store already holds that version or a newer one, the
+                // merge happened (before the stop, or in this run's pull) and must not run twice, nor
+                // take the record back to the older version. Either way the change goes once more, under
+                // a new key, since the old key's answer will stay that conflict.
+                if try !(isAnsweredAgain(outcome) && isMergedAlready(mutation, serverVersion: serverRecord.version)) {
+                    let merged = try await store.applyPulledPage(
+                        PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
+                    report.conflictsSurfaced += merged.conflictsSurfaced
+                }
                 if mutation.attempts + 1 > retryPolicy.retryLimit {
                     try store.fail(mutation, reason: "the server kept reporting a newer version")
                     report.failed += 1
@@ -310,6 +329,16 @@ public actor SyncEngine {
             }
         }
         try store.release(unanswered)
+    }
+
+    private func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
+        if case .duplicate = outcome { true } else { false }
+    }
+
+    /// Whether the store's copy of the mutation's record is at `serverVersion` or newer.
+    private func isMergedAlready(_ mutation: Mutation, serverVersion: Int64) throws -> Bool {
+        guard let record = try store.record(mutation.entity, id: mutation.recordID) else { return false }
+        return record.sync.version >= serverVersion
     }
 
     private func handle(_ error: any Error, for batch: [Mutation], report: inout SyncReport, now: Date) throws {

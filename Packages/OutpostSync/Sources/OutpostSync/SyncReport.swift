@@ -20,6 +20,9 @@ public struct SyncReport: Sendable {
     public var conflictsSurfaced = 0
     /// Records flagged orphaned by what was pulled.
     public var orphaned = 0
+    /// Pulled records skipped because they do not fit the catalog or could not be converted (the rest of
+    /// their page applied); `LocalStore.quarantinedRecords()` lists them.
+    public var quarantined = 0
     /// Whether every page was fetched.
     public var pullCompleted = false
     /// Whether nothing was left ready to send.

@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+import OutpostModels
+
+/// A pulled record the device could not take in: it does not fit the catalog (a missing or unknown
+/// field, a value of the wrong kind, a choice this app version does not know) or could not be
+/// converted at all. It is skipped so the rest of its page and the cursor still apply (one bad record
+/// must not stop sync for good), and kept here so the user and support can see what was not applied.
+/// A later version of the record that fits is applied as usual and clears its entry.
+public struct QuarantinedRecord: Sendable, Hashable {
+    public let entity: EntityType
+    public let recordID: UUID
+    /// Why it was refused, in plain words.
+    public let reason: String
+    /// When it was last refused.
+    public let quarantinedAt: Date
+
+    /// Creates an entry; the sync engine makes one for a record it cannot even convert.
+    public init(entity: EntityType, recordID: UUID, reason: String, quarantinedAt: Date) {
+        self.entity = entity
+        self.recordID = recordID
+        self.reason = reason
+        self.quarantinedAt = quarantinedAt
+    }
+}
+
+extension LocalStore {
+    /// Pulled records that were skipped because they could not be applied, oldest first.
+    public func quarantinedRecords() throws(StoreError) -> [QuarantinedRecord] {
+        try read { try Quarantine.all(in: $0) }
+    }
+}
+
+/// The quarantine log. It lives in `sync_state`, one key per record (`quarantined`, entity and id,
+/// separated by U+001F), since a table of its own would need a schema version the reference server
+/// must accept first (see Workspace.md).
+enum Quarantine {
+    private static let prefix = "quarantined\u{1F}"
+
+    private struct Entry: Codable {
+        var reason: String
+        var stream: String
+        var at: Int64
+    }
+
+    private static func key(_ entity: EntityType, _ id: UUID) -> String {
+        prefix + entity.rawValue + "\u{1F}" + id.storageText
+    }
+
+    static func add(_ record: QuarantinedRecord, stream: String, in db: Database) throws {
+        let entry = Entry(reason: record.reason, stream: stream, at: record.quarantinedAt.storageMilliseconds)
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)").execute(
+            arguments: [key(record.entity, record.recordID), String(decoding: try MutationQueue.encoder.encode(entry), as: UTF8.self)])
+    }
+
+    static func clear(_ entity: EntityType, _ id: UUID, in db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM sync_state WHERE key = ?").execute(arguments: [key(entity, id)])
+    }
+
+    static func all(in db: Database) throws -> [QuarantinedRecord] {
+        // Entity names and ids are ASCII, so DEL bounds the range of keys.
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT key, value FROM sync_state WHERE key >= ? AND key < ?", arguments: [prefix, prefix + "\u{7F}"])
+        return try rows.compactMap { row -> QuarantinedRecord? in
+            let parts = (row["key"] as String).dropFirst(prefix.count).components(separatedBy: "\u{1F}")
+            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(storageText: parts[1]) else {
+                return nil
+            }
+            let entry = try MutationQueue.decoder.decode(Entry.self, from: Data((row["value"] as String).utf8))
+            return QuarantinedRecord(
+                entity: entity, recordID: id, reason: entry.reason, quarantinedAt: Date(storageMilliseconds: entry.at))
+        }.sorted { ($0.quarantinedAt, $0.recordID.storageText) < ($1.quarantinedAt, $1.recordID.storageText) }
+    }
+
+    /// Why `record` cannot be stored as it is, or nil. Only the catalog's shape counts (a rule such as
+    /// a blank required text is the server's to enforce, and the row can hold it). A parent reference
+    /// held as text is a server id waiting for its mapping, not a wrong kind (see `ServerIDs`).
+    static func problem(with record: EntityRecord) -> String? {
+        let parents = Set(record.entity.description.parents.map(\.field))
+        let shape: Set<ModelError.Code> = [.unknownField, .missingField, .typeMismatch, .unknownEnumValue]
+        let problems = record.validationErrors.filter { error in
+            guard shape.contains(error.code) else { return false }
+            if error.code == .typeMismatch, let field = error.field, parents.contains(field),
+                case .text = record[field]
+            {
+                return false
+            }
+            return true
+        }
+        return problems.isEmpty ? nil : problems.map(\.description).joined(separator: "; ")
+    }
+}

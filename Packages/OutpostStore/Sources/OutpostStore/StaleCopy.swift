@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// Saving a copy of a record that was read before a pull changed it.
+///
+/// A screen reads a record, a pull brings the office's change of field X, then the screen saves its
+/// copy, where only Y was edited. Diffing that copy against the stored row would take its old X for a
+/// local edit and quietly send it back over the office's newer value. Instead, when the copy's
+/// `sync.version` is older than the stored row's, each field that differs from the row is judged by
+/// what the copy must have held when it was read (the values pulls replaced, kept per field in
+/// `FieldClocks.Stored.pulled`):
+///
+/// - no pull changed the field since the copy's version: the difference is the user's edit, written;
+/// - the copy holds what the field held at its version: the user did not touch it, the stored
+///   (newer) value stays;
+/// - the copy holds something else: the user edited a field the server changed meanwhile. The edit is
+///   written, as any edit after a pull would be, and the server's value it replaces is surfaced as a
+///   conflict rather than dropped;
+/// - the copy is older than the values kept: which is the user's cannot be told, so the stored value
+///   stays and the copy's value is surfaced as a conflict for the user to override or discard.
+///
+/// A copy at the stored version (the usual case) is written as it is.
+enum StaleCopy {
+    /// The fields of `copy` reconciled with `stored`, and the conflicts to surface once it is written.
+    static func reconcile(
+        _ copy: EntityRecord, with stored: EntityRecord, clocks: FieldClocks.Stored?
+    ) -> (EntityRecord, [Surfaced]) {
+        guard copy.sync.version < stored.sync.version, let history = clocks?.pulled else { return (copy, []) }
+        var result = copy
+        var surfaced: [Surfaced] = []
+        for field in copy.entity.description.fields.map(\.name) where copy[field] != stored[field] {
+            // The first value a pull replaced after the copy was read is the one the copy read.
+            guard let change = history[field]?.first(where: { $0.version > copy.sync.version }) else { continue }
+            if change.since <= copy.sync.version {
+                if copy[field] == change.previous ?? .null {
+                    result[field] = stored[field]
+                } else {
+                    surfaced.append(Surfaced(field: field, losing: stored[field], side: .server))
+                }
+            } else {
+                result[field] = stored[field]
+                surfaced.append(Surfaced(field: field, losing: copy[field], side: .client))
+            }
+        }
+        return (result, surfaced)
+    }
+
+    /// A value that lost to the reconciled save: the server's, replaced by the user's edit, or the copy's,
+    /// kept back because it may only be out of date.
+    struct Surfaced {
+        let field: String
+        let losing: FieldValue
+        let side: Side
+    }
+
+    /// Writes the surfaced values to the conflicts table, once the record is written as `written`;
+    /// `clocks` are the field clocks from before the write.
+    static func surface(
+        _ surfaced: [Surfaced], written: EntityRecord, clocks: FieldClocks.Stored, stamp: HybridTimestamp, db: Database,
+        now: Date
+    ) throws {
+        let strategy = ConflictStrategy(written.entity.description.defaultPolicy)
+        for item in surfaced {
+            // The stored value's clock is the server's side either way; the copy's value is stamped now.
+            let winner = written[item.field]
+            let (local, remote) = item.side == .client ? (item.losing, winner) : (winner, item.losing)
+            try Conflicts.insert(
+                written, field: item.field, strategy: strategy, local: local, remote: remote, localClock: stamp,
+                remoteClock: clocks.fields[item.field], db: db, now: now)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+/// An app that saves a copy it read before a pull changed the record: only what the user changed on
+/// that copy is written; what the server changed meanwhile is never reverted.
+@Suite struct StaleCopyTests {
+    let server = NodeID(0xFEED)
+
+    func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64) -> VersionedRecord {
+        var record = model.record
+        record.sync.version = version
+        return VersionedRecord(
+            record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+    }
+
+    @Test func savingAStaleCopyKeepsTheFieldsAPullChanged() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        // The app reads the issue and shows it; the user starts typing a new title.
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        // Meanwhile a pull brings the office's status change.
+        var office = issue
+        office.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"), now: Date(timeIntervalSince1970: 5))
+        onScreen.title = "Leak under the sink"
+        let saved = try await store.save(onScreen, now: Date(timeIntervalSince1970: 6))
+
+        let stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(stored.status == .resolved, "the office's newer status is not reverted")
+        #expect(stored.title == "Leak under the sink")
+        #expect(saved.status == .resolved, "the returned value is what the store holds")
+        #expect(try store.mutations(status: .pending).map(\.fields) == [["title": .text("Leak under the sink")]])
+        #expect(try store.openConflicts().isEmpty)
+    }
+
+    @Test func aFieldChangedOnBothTheStaleCopyAndTheServerIsWrittenAndTheServersValueSurfaced() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var office = issue
+        office.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"), now: Date(timeIntervalSince1970: 5))
+        // The user, who never saw "resolved", sets the status themselves.
+        onScreen.status = .inProgress
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 6))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress, "what the user chose is written")
+        #expect(try store.mutations(status: .pending).map(\.fields) == [["status": .text("inProgress")]])
+        let conflict = try #require(try store.openConflicts().first)
+        #expect(conflict.field == "status")
+        #expect(conflict.remoteValue == .text("resolved"), "the office's value it replaced is surfaced, not lost")
+    }
+
+    @Test func aCopyOlderThanTheKeptHistoryKeepsTheStoredValueAndSurfacesTheCopys() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var office = issue
+        for (version, status) in zip(Int64(2)...7, [Issue.Status.inProgress, .resolved, .open, .inProgress, .resolved, .open]) {
+            office.status = status
+            try await store.applyPulledPage(
+                PulledPage(changes: [remote(office, version: version, at: 1_000 * version)], cursor: "\(version)"),
+                now: Date(timeIntervalSince1970: Double(version)))
+        }
+        office.status = .inProgress
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 8, at: 8_000)], cursor: "8"), now: Date(timeIntervalSince1970: 8))
+        // The status the copy holds (open) cannot be told apart from a choice of the user's any more.
+        onScreen.title = "Leak under the sink"
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 9))
+        let stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(stored.status == .inProgress, "the newer stored value stays")
+        #expect(stored.title == "Leak under the sink")
+        #expect(try store.openConflicts().map(\.localValue) == [.text("open")], "the copy's value is kept for the user")
+    }
+
+    @Test func aCurrentCopyIsWrittenAsBefore() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var office = issue
+        office.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"), now: Date(timeIntervalSince1970: 5))
+        var current = try #require(try store.fetch(Issue.self, id: issue.id))
+        current.status = .open
+        try await store.save(current, now: Date(timeIntervalSince1970: 6))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .open, "a copy of the current version writes what it holds")
+        #expect(try store.openConflicts().isEmpty)
+    }
+}

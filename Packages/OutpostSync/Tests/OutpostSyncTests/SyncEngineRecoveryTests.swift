@@ -1,0 +1,288 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+import Testing
+@testable import OutpostSync
+import OutpostTesting
+
+/// The engine on the paths a review found lossy or stuck: references named by server ids that arrive
+/// before their parent, overriding a delete, a conflict answered again after a crash, a malformed
+/// record in a pulled page, and edits queued while an earlier one of the same record was in flight.
+extension SyncEngineTests {
+    /// The office's stamp for writes made "on another device" through `InMemoryTransport.apply`.
+    func office(_ offset: Int64) -> HybridTimestamp {
+        HybridTimestamp(physicalMilliseconds: 1_795_000_000_000 + offset, counter: 0, node: NodeID(0xFEED))
+    }
+
+    /// The wire form of a queued mutation, as the engine would send it (no server-id rewriting needed here).
+    func wire(_ mutation: Mutation) -> PushMutation {
+        let operation: PushMutation.Operation =
+            switch mutation.operation {
+            case .create: .create
+            case .update: .update
+            case .delete: .delete
+            }
+        return PushMutation(
+            idempotencyKey: mutation.idempotencyKey, entity: mutation.entity, operation: operation,
+            recordID: mutation.recordID, baseVersion: mutation.baseVersion, fields: mutation.fields,
+            clocks: mutation.clocks, deletion: mutation.deletion)
+    }
+
+    @Test func aChildPulledBeforeItsParentsServerIDIsKnownIsLinkedWhenTheParentArrives() async throws {
+        let device = try Device(), other = try Device()
+        let server = InMemoryTransport(assignsServerIDs: true)
+        let otherEngine = SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 20))
+        var project = try await other.store.save(Project(name: "Maple Street"), now: now)
+        _ = try await otherEngine.sync(now: { self.now })
+        let scope = try await other.store.save(Scope(projectID: project.id, name: "Roof"), now: now)
+        _ = try await otherEngine.sync(now: { self.now })
+        #expect(await server.record(scope.id)?.fields["projectID"] == .text("1"), "the reference travels as the server id")
+        // The project changes after the scope, so it comes after it in the server's sequence.
+        project = try #require(try other.store.fetch(Project.self, id: project.id))
+        project.address = "12 Maple Street"
+        try await other.store.save(project, now: now.addingTimeInterval(10))
+        _ = try await otherEngine.sync(now: { self.now.addingTimeInterval(10) })
+
+        // One record per page: the scope arrives a page before its project's server id is known.
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 21), pullLimit: 1)
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(report.pulled == 2)
+        #expect(try device.store.record(.scope, id: scope.id)?["projectID"] == .uuid(project.id))
+        #expect(try device.store.fetch(Scope.self, id: scope.id)?.projectID == project.id, "typed reads work again")
+        #expect(try device.store.fetchAll(Scope.self, where: "projectID", equals: .uuid(project.id)).map(\.id) == [scope.id])
+    }
+
+    @Test func overridingAServerDeleteBringsTheRecordBackAsAnUpdateTheServerApplies() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 22))
+        var discount = try await device.store.save(
+            Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000), now: now)
+        _ = try await engine.sync(now: { self.now })
+        // The office deletes the discount while this device, offline, changes its amount.
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .discount, operation: .delete, recordID: discount.id, baseVersion: 1,
+            deletion: office(100_000)))
+        discount = try #require(try device.store.fetch(Discount.self, id: discount.id))
+        discount.value = 2_000
+        try await device.store.save(discount, now: now.addingTimeInterval(50))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        #expect(try device.store.fetch(Discount.self, id: discount.id)?.sync.isDeleted == true, "server-wins: the delete stands")
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "value" })
+
+        // The user keeps their amount: the discount comes back, on the server too, in one round trip.
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let queued = try device.store.mutations(status: .pending)
+        #expect(queued.map(\.operation) == [.update], "an undelete of the server's record, not a create it already has")
+        #expect(queued.map(\.baseVersion) == [2])
+        #expect(queued.first?.fields["value"] == .integer(2_000))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(301) })
+        #expect(report.rebased == 0, "the server applies it as sent")
+        #expect(report.pushed == 1)
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(try device.store.status().failedChanges == 0)
+        let stored = try #require(await server.record(discount.id))
+        #expect(!stored.isDeleted)
+        #expect(stored.fields["value"] == .integer(2_000))
+        #expect(try device.store.fetch(Discount.self, id: discount.id)?.sync.isDeleted == false)
+        #expect(try device.store.openConflicts().isEmpty, "the user's own choice is not a new conflict")
+    }
+
+    @Test func overridingAnEditHiddenByANewerDeleteBringsTheRecordBack() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 23))
+        var issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        // Offline, this device renames the issue; the office renames it later, then deletes it.
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        try await device.store.save(issue, now: now.addingTimeInterval(10))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: 1,
+            fields: ["title": .text("Leak (office)")], clocks: ["title": office(50_000)]))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 2,
+            deletion: office(100_000)))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == true)
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "title" })
+        #expect(conflict.localValue == .text("Leak under the sink"))
+
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(301) })
+        #expect(report.rebased == 0, "the server applies the override as it is sent")
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(try device.store.openConflicts().isEmpty, "the delete the user chose to undo is not a new conflict")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak under the sink")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == false)
+        #expect(await server.record(issue.id)?.fields["title"] == .text("Leak under the sink"))
+        #expect(await server.record(issue.id)?.isDeleted == false)
+    }
+
+    @Test func overridingAValueThatLostOnlyToTheDeleteBringsTheRecordBack() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 29))
+        var issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 1,
+            deletion: office(100_000)))
+        // The rename is the newest write of its field, but older than the delete that hides it.
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        let edited = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        try await device.store.applyPulledPage(PulledPage(
+            changes: [try #require(await server.record(issue.id)).versionedRecord], cursor: nil), now: now.addingTimeInterval(200))
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.isDeleted == true)
+        let conflict = try #require(try device.store.openConflicts().first { $0.field == "title" })
+        #expect(conflict.localValue == edited.record["title"])
+
+        try await device.store.resolveConflict(conflict.id, choice: .override, now: now.addingTimeInterval(300))
+        let restored = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        #expect(!restored.sync.isDeleted, "keeping the edit means keeping the record")
+        #expect(restored.title == "Leak under the sink")
+    }
+
+    @Test func aConflictAnsweredAgainAfterACrashIsRebasedOnceAndNotMergedTwice() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        var entry = try await device.store.save(
+            TimeEntry(projectID: UUID(), memberID: UUID(), kind: .clockIn, recordedAt: now, note: "a"), now: now)
+        _ = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 24)).sync(now: { self.now })
+        entry = try #require(try device.store.fetch(TimeEntry.self, id: entry.id))
+        entry.note = "gate locked, waited 20 min"
+        try await device.store.save(entry, now: now.addingTimeInterval(10))
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 1,
+            fields: ["note": .text("office: check")], clocks: ["note": office(5_000)]))
+        // Sent; the server answers conflict; the app dies before it merges and rebases.
+        let sent = try #require(try device.store.claimMutations(limit: 1, now: now.addingTimeInterval(20)).first)
+        guard case .conflict = await server.apply(wire(sent)) else { Issue.record("expected a conflict"); return }
+        // Meanwhile the office writes again.
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 2,
+            fields: ["note": .text("office: checked")], clocks: ["note": office(6_000)]))
+
+        // A fresh engine (the app restarted) resends the mutation with its key: the server answers
+        // duplicate(conflict) carrying its version 2, older than the version 3 just pulled.
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 25))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(30) })
+        #expect(report.recovered == 1)
+        #expect(report.rebased == 1, "rebased exactly once")
+        #expect(report.pushed == 1)
+        #expect(try device.store.status().pendingChanges == 0)
+        #expect(await server.record(entry.id)?.fields["note"] == .text("gate locked, waited 20 min"), "client-wins")
+        let conflicts = try device.store.openConflicts()
+        #expect(conflicts.count == 1, "the office's replaced note is surfaced once, not once per merge: \(conflicts)")
+        #expect(try device.store.fetch(TimeEntry.self, id: entry.id)?.sync.version == 4)
+    }
+
+    @Test func aMalformedPulledRecordIsQuarantinedAndTheRestOfThePageApplies() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        let good = Issue(projectID: project, title: "Leak")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: good.record, stampedAt: office(1)), baseVersion: 0))
+        // A client with a bug created an issue without its required title.
+        var broken = Issue(projectID: project, title: "x").record
+        broken.fields["title"] = nil
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: broken, stampedAt: office(2)), baseVersion: 0))
+        let later = Issue(projectID: project, title: "Cracked sill")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: later.record, stampedAt: office(3)), baseVersion: 0))
+
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 26))
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.pullCompleted)
+        #expect(report.quarantined == 1)
+        #expect(Set(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).map(\.id)) == [good.id, later.id])
+        #expect(try device.store.record(.issue, id: broken.id) == nil)
+        let quarantined = try device.store.quarantinedRecords()
+        #expect(quarantined.map(\.recordID) == [broken.id])
+        #expect(quarantined.first?.reason.contains("title") == true)
+        #expect(try device.store.pullCursor() == "3", "the cursor moves past it")
+        let again = try await engine.sync(now: { self.now.addingTimeInterval(1) })
+        #expect(again.isComplete)
+        #expect(again.pulled == 0)
+    }
+
+    @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        let good = Issue(projectID: project, title: "Leak")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: good.record, stampedAt: office(1)), baseVersion: 0))
+        let odd = Issue(projectID: project, title: "No clocks")
+        _ = await server.apply(PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: odd.record, stampedAt: office(2)), baseVersion: 0))
+        // The wire brings a record whose fields have no clocks: it cannot be merged safely.
+        let transport = DamagingTransport(base: server, damaging: odd.id)
+        let report = try await SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 27))
+            .sync(now: { self.now })
+        #expect(report.pullCompleted)
+        #expect(report.quarantined == 1)
+        #expect(try device.store.fetch(Issue.self, id: good.id) != nil)
+        #expect(try device.store.quarantinedRecords().map(\.recordID) == [odd.id])
+    }
+
+    @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 28))
+        var issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        try await device.store.save(issue, now: now.addingTimeInterval(10))
+        // The first edit goes out; while it is in flight the user edits again (queued separately).
+        let first = try #require(try device.store.claimMutations(limit: 1, now: now.addingTimeInterval(11)).first)
+        issue.title = "Leak under the sink, fixed"
+        try await device.store.save(issue, now: now.addingTimeInterval(12))
+        guard case .applied(let version, _) = await server.apply(wire(first)) else { Issue.record("not applied"); return }
+        try device.store.acknowledge(first, serverVersion: version, serverID: nil, now: now.addingTimeInterval(13))
+        #expect(try device.store.mutations(status: .pending).map(\.baseVersion) == [2])
+
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(report.rebased == 0, "no spurious conflict")
+        #expect(report.pushed == 1)
+        #expect(try device.store.openConflicts().isEmpty, "this device's own acknowledged title is not a conflict")
+        #expect(await server.record(issue.id)?.fields["title"] == .text("Leak under the sink, fixed"))
+    }
+}
+
+/// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages.
+actor DamagingTransport: SyncTransport {
+    let base: InMemoryTransport
+    let damaging: UUID
+
+    init(base: InMemoryTransport, damaging: UUID) {
+        self.base = base
+        self.damaging = damaging
+    }
+
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        var response = try await base.pull(request)
+        for index in response.changes.indices where response.changes[index].recordID == damaging {
+            response.changes[index].clocks = [:]
+        }
+        return response
+    }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+    var transferred: TransferCounts { get async { await base.transferred } }
+}
