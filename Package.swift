@@ -58,6 +58,9 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tools/outpost-bench"

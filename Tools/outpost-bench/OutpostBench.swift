@@ -5,7 +5,10 @@ import Foundation
 @main
 struct OutpostBench {
     /// Every suite, in the order they run. A suite is one file in this folder.
-    static let suites: [any BenchmarkSuite] = [MigrationBenchmark(), ConflictMergeBenchmark(), StoreBenchmark(), BundleImportBenchmark()]
+    static let suites: [any BenchmarkSuite] = [
+        MigrationBenchmark(), ConflictMergeBenchmark(), StoreBenchmark(), BundleImportBenchmark(),
+        ServerBenchmark(),
+    ]
 
     static func main() async throws {
         let only = CommandLine.arguments.dropFirst().first

@@ -1,0 +1,284 @@
+import Foundation
+import GRDB
+import Outpost
+import OutpostServer
+
+/// Issue 8's figures, through the real server on loopback: `SyncServer` started in this process on
+/// 127.0.0.1 (port 0) with a temp SQLite file, the client side `HTTPTransport`, as an app has it.
+///
+/// - Push: `records` issue creates of one project, 500 per push, mutations/s. Peer: the `sqlite3` CLI
+///   replaying the very rows the server wrote (each mutation's `records` row, its `applied_mutations`
+///   row and the sequence counter) into the server's own schema, 500 per transaction, WAL and
+///   synchronous=NORMAL as the server runs: what SQLite costs for the same durable writes.
+/// - Pull: the same records pulled by `SyncEngine.sync` into a fresh `LocalStore`, records/s. Peer: the
+///   `sqlite3` CLI's `.import` of the rows the store ended with into a fresh device schema (the bulk
+///   insert floor). Two more rows split our time: the HTTP pull alone, and `applyPulledPage` of the same
+///   pages held in memory.
+/// - Pre-sync: a project of `records / 2` records, `Device.preSync` (JSON bundle download + import),
+///   seconds. Peer: `sqlite3 .import` of the same rows; the download and the import are also timed alone.
+///
+/// `OUTPOST_BENCH_SERVER_RECORDS` sets the size (default 100,000) for a quick run.
+struct ServerBenchmark: BenchmarkSuite {
+    let name = "server"
+    let records = ProcessInfo.processInfo.environment["OUTPOST_BENCH_SERVER_RECORDS"].flatMap(Int.init) ?? 100_000
+    let batchSize = 500
+    /// The engine's own default page size, as `Device` runs it.
+    let pullLimit = 500
+
+    static let pushProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000a1")!
+    static let bundleProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000b2")!
+    static let pusher = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000c3")!
+    static let surveyor = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000d4")!
+    static let pusherToken = "bench-pusher-token"
+    static let surveyorToken = "bench-surveyor-token"
+
+    func run() async throws -> [BenchmarkRow] {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await BenchServer.start(in: folder, seed: ServerSeed(
+            projects: [
+                .init(id: Self.pushProject, name: "Bench tower", address: "1 Main St"),
+                .init(id: Self.bundleProject, name: "Bench annex", address: "3 Main St"),
+            ],
+            members: [
+                .init(userID: Self.pusher, name: "Ana Lima", email: "ana@example.com", role: "foreman", projects: [Self.pushProject]),
+                .init(userID: Self.surveyor, name: "Ben Ode", role: "foreman", projects: [Self.bundleProject]),
+            ],
+            tokens: [.init(userID: Self.pusher, token: Self.pusherToken), .init(userID: Self.surveyor, token: Self.surveyorToken)]))
+        do {
+            let rows = try await measure(server, folder: folder)
+            await server.stop()
+            return rows
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    private func measure(_ server: BenchServer, folder: URL) async throws -> [BenchmarkRow] {
+        let count = records.formatted()
+        var rows: [BenchmarkRow] = []
+
+        // Push: issue creates in batches of 500; only the push calls are timed, not making the batches.
+        let pusher = server.transport(token: Self.pusherToken)
+        let pushSeconds = try await push(records, to: Self.pushProject, through: pusher)
+        let peerPush = try sqlite3ReplayRate(of: server.databasePath, project: Self.pushProject, user: Self.pusher, folder: folder)
+        let pushRate = Double(records) / pushSeconds
+        rows.append(BenchmarkRow(
+            metric: "push \(count) issue creates, \(batchSize) per request (HTTP, loopback)", value: pushRate,
+            unit: "mutations/s", peer: "sqlite3 CLI replaying the server's rows, \(batchSize) per txn", peerValue: peerPush,
+            target: "≥ 10,000 mutations/s", met: pushRate >= 10_000))
+
+        // Pull: a fresh device's engine pulls and applies everything the member can see.
+        let devicePath = folder.appendingPathComponent("device.sqlite").path
+        let device = try LocalStore.open(at: devicePath)
+        let engine = SyncEngine(store: device, transport: pusher, pullLimit: pullLimit)
+        let clock = ContinuousClock()
+        var started = clock.now
+        let report = try await engine.sync()
+        let pullSeconds = (clock.now - started).seconds
+        let pulledIssues = try BundleImportBenchmark.issueCount(in: devicePath)
+        guard report.isComplete, pulledIssues == records else {
+            throw BenchmarkFailure("the engine's pull left \(pulledIssues) issues, not \(records) (complete: \(report.isComplete))")
+        }
+        let pullRate = Double(report.pulled) / pullSeconds
+
+        // The same pages, fetched alone and then applied alone with no network in between.
+        var pages: [PulledPage] = []
+        var cursor: String?
+        started = clock.now
+        while true {
+            let page = try await pusher.pull(PullRequest(cursor: cursor, limit: pullLimit))
+            pages.append(PulledPage(changes: try page.changes.map { try $0.versionedRecord }, cursor: page.nextCursor))
+            cursor = page.nextCursor
+            if !page.hasMore { break }
+        }
+        let fetchSeconds = (clock.now - started).seconds
+        let floorStore = try LocalStore.open(at: folder.appendingPathComponent("floor.sqlite").path)
+        started = clock.now
+        for page in pages { try await floorStore.applyPulledPage(page) }
+        let applySeconds = (clock.now - started).seconds
+        let pageRecords = Double(pages.reduce(0) { $0 + $1.changes.count })
+        pages = []
+        let peerPull = try sqlite3ImportRate(of: devicePath, folder: folder, name: "pull")
+        rows.append(BenchmarkRow(
+            metric: "pull \(count) records into a fresh store (SyncEngine.sync, \(pullLimit)/page)", value: pullRate,
+            unit: "records/s", peer: "sqlite3 .import of the same issue rows", peerValue: peerPull,
+            target: "≥ 50,000 records/s", met: pullRate >= 50_000))
+        rows.append(BenchmarkRow(
+            metric: "  of which: HTTP pull alone (transport.pull + decode)", value: pageRecords / fetchSeconds, unit: "records/s"))
+        rows.append(BenchmarkRow(
+            metric: "  of which: applyPulledPage alone (same pages, no network)", value: pageRecords / applySeconds,
+            unit: "records/s"))
+
+        // Pre-sync: another member's project of records / 2 issues, downloaded as a bundle and imported.
+        let bundleRecords = records / 2
+        let surveyor = server.transport(token: Self.surveyorToken)
+        _ = try await push(bundleRecords, to: Self.bundleProject, through: surveyor)
+        let presyncPath = folder.appendingPathComponent("presync.sqlite").path
+        let field = try Device(path: presyncPath, server: Device.Server(url: server.baseURL, token: Self.surveyorToken))
+        started = clock.now
+        let summary = try await field.preSync(project: Self.bundleProject)
+        let presyncSeconds = (clock.now - started).seconds
+        guard try BundleImportBenchmark.issueCount(in: presyncPath) == bundleRecords else {
+            throw BenchmarkFailure("pre-sync imported \(summary.total.inserted) records, not \(bundleRecords) issues")
+        }
+        let bundle = folder.appendingPathComponent("bundle.json")
+        started = clock.now
+        let bundleBytes = try await surveyor.downloadBundle(project: Self.bundleProject, format: .json, to: bundle)
+        let downloadSeconds = (clock.now - started).seconds
+        let importPath = folder.appendingPathComponent("import-alone.sqlite").path
+        started = clock.now
+        _ = try BundleImporter().importBundle(at: bundle, intoDatabaseAt: importPath)
+        let importSeconds = (clock.now - started).seconds
+        let peerImportRate = try sqlite3ImportRate(of: presyncPath, folder: folder, name: "presync")
+        let presyncRecords = Double(summary.total.inserted)
+        rows.append(BenchmarkRow(
+            metric: "pre-sync a \(bundleRecords.formatted())-record project (Device.preSync: JSON bundle download + import)",
+            value: presyncSeconds, unit: "s", peer: "sqlite3 .import of the same issue rows",
+            peerValue: Double(bundleRecords) / peerImportRate))
+        rows.append(BenchmarkRow(
+            metric: "  pre-sync rate", value: presyncRecords / presyncSeconds, unit: "records/s",
+            peer: "sqlite3 .import of the same issue rows", peerValue: peerImportRate))
+        rows.append(BenchmarkRow(
+            metric: "  of which: bundle download alone (\(String(format: "%.1f", Double(bundleBytes) / 1_048_576)) MB)",
+            value: downloadSeconds, unit: "s"))
+        rows.append(BenchmarkRow(metric: "  of which: BundleImporter alone (same file)", value: importSeconds, unit: "s"))
+        return rows
+    }
+
+    /// Pushes `count` issue creates to `project`, `batchSize` per request; returns the seconds spent in
+    /// the push calls. Every mutation must come back applied.
+    private func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> Double {
+        // The member record the issues are assigned to, as a real crew's would be.
+        let first = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+        let assignee = first.changes.first { $0.entity == .member }?.recordID
+        let node = NodeID(UInt64.random(in: 1...UInt64.max))
+        let base = Int64(Date().timeIntervalSince1970 * 1000) - 120_000
+        let statuses = ["open", "inProgress", "resolved", "closed"], priorities = ["low", "medium", "high", "critical"]
+        let clock = ContinuousClock()
+        var seconds = 0.0
+        for start in stride(from: 0, to: count, by: batchSize) {
+            let mutations = (start..<min(start + batchSize, count)).map { index in
+                let stamp = HybridTimestamp(physicalMilliseconds: base + Int64(index / 1000), counter: UInt16(index % 1000), node: node)
+                let fields: [String: FieldValue] = [
+                    "projectID": .uuid(project), "title": .text("Issue \(index): hairline crack in drywall, level \(index % 40)"),
+                    "details": .text("Found during walkthrough; check the framing behind it before patching."),
+                    "status": .text(statuses[index % 4]), "priority": .text(priorities[(index / 4) % 4]),
+                    "assigneeID": assignee.map { .uuid($0) } ?? .null,
+                    "latitude": .real(47.6 + Double(index % 1000) / 100_000),
+                    "longitude": .real(-122.3 - Double(index % 997) / 100_000), "assetID": .null, "modelElementID": .null,
+                ]
+                return PushMutation(
+                    idempotencyKey: UUID(), entity: .issue, operation: .create, recordID: UUID(), baseVersion: 0,
+                    fields: fields, clocks: fields.mapValues { _ in stamp }, createdAt: Timestamp.now())
+            }
+            let started = clock.now
+            let response = try await transport.push(PushRequest(mutations: mutations))
+            seconds += (clock.now - started).seconds
+            let applied = response.results.filter { if case .applied = $0.outcome { true } else { false } }.count
+            guard applied == mutations.count else {
+                throw BenchmarkFailure("push: \(applied) of \(mutations.count) applied; first answer: \(String(describing: response.results.first?.outcome))")
+            }
+        }
+        return seconds
+    }
+
+    /// Rows per second of the `sqlite3` CLI writing what the server wrote for `project`'s issues: each
+    /// `records` row with its `applied_mutations` row and the sequence counter's update, `batchSize` per
+    /// transaction, into an empty copy of the server's schema (WAL, synchronous=NORMAL, as GRDB opens it).
+    private func sqlite3ReplayRate(of database: String, project: UUID, user: UUID, folder: URL) throws -> Double {
+        let schema = folder.appendingPathComponent("server-schema.sql"), recordRows = folder.appendingPathComponent("records.sql")
+        let appliedRows = folder.appendingPathComponent("applied.sql")
+        let selection = "FROM records r WHERE r.entity = 'issue' AND r.project_id = '\(project.uuidString.lowercased())' ORDER BY r.sequence"
+        try sqlite3(database, readOnly: true, [
+            ".output \(schema.path)", ".schema",
+            ".output \(recordRows.path)", ".mode insert records", "SELECT r.* \(selection);",
+            ".output \(appliedRows.path)", ".mode insert applied_mutations",
+            // applied_mutations has no index by record (nothing reads it that way): select by user, not by join.
+            "SELECT * FROM applied_mutations WHERE user_id = '\(user.uuidString.lowercased())' AND entity = 'issue';",
+        ])
+        let inserts = try String(contentsOf: recordRows, encoding: .utf8).split(separator: "\n")
+        let applied = try String(contentsOf: appliedRows, encoding: .utf8).split(separator: "\n")
+        guard inserts.count == applied.count, !inserts.isEmpty else {
+            throw BenchmarkFailure("the server holds \(inserts.count) issue rows and \(applied.count) applied mutations")
+        }
+        let script = try BufferedFile(folder.appendingPathComponent("replay.sql"))
+        try script.write("PRAGMA journal_mode=WAL;\nPRAGMA synchronous=NORMAL;\n")
+        try script.write(try String(contentsOf: schema, encoding: .utf8))
+        try script.write("\nINSERT INTO counters (name, value) VALUES ('change_sequence', 0), ('server_id', 0);\n")
+        for start in stride(from: 0, to: inserts.count, by: batchSize) {
+            try script.write("BEGIN IMMEDIATE;\n")
+            for index in start..<min(start + batchSize, inserts.count) {
+                try script.write("UPDATE counters SET value = value + 1 WHERE name = 'change_sequence';\n")
+                try script.write(inserts[index] + "\n" + applied[index] + "\n")
+            }
+            try script.write("COMMIT;\n")
+        }
+        try script.close()
+        for file in [schema, recordRows, appliedRows] { try FileManager.default.removeItem(at: file) }
+        let replay = folder.appendingPathComponent("replay.sqlite").path
+        let job = try ChildProcess.run("/usr/bin/env", ["sqlite3", "-bail", replay, ".read \(folder.appendingPathComponent("replay.sql").path)"])
+        guard job.status == 0 else { throw BenchmarkFailure("sqlite3 replay exited with \(job.status)") }
+        let replayed = try DatabaseQueue(path: replay).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM records") ?? 0 }
+        guard replayed == inserts.count else { throw BenchmarkFailure("sqlite3 replayed \(replayed) of \(inserts.count) rows") }
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("replay.sql"))
+        return Double(inserts.count) / job.seconds
+    }
+
+    /// Rows per second of `sqlite3 .import` loading the issue rows `store` holds, as CSV, into a freshly
+    /// migrated device database: a bulk insert with no parsing of JSON, no validation and no merge.
+    private func sqlite3ImportRate(of store: String, folder: URL, name: String) throws -> Double {
+        let csv = folder.appendingPathComponent("\(name).csv")
+        try sqlite3(store, readOnly: true, [".mode csv", ".output \(csv.path)", "SELECT * FROM issues;"])
+        let target = folder.appendingPathComponent("\(name)-sqlite3.sqlite").path
+        try LocalDatabase.migrate(at: target)
+        let expected = try BundleImportBenchmark.issueCount(in: store)
+        let job = try ChildProcess.run("/usr/bin/env", ["sqlite3", "-bail", target, ".import --csv \(csv.path) issues"])
+        guard job.status == 0, try BundleImportBenchmark.issueCount(in: target) == expected else {
+            throw BenchmarkFailure("sqlite3 .import of \(csv.path) exited with \(job.status) or lost rows")
+        }
+        try FileManager.default.removeItem(at: csv)
+        return Double(expected) / job.seconds
+    }
+
+    /// Runs the `sqlite3` CLI on `database` with `commands` (dot-commands and SQL), untimed.
+    private func sqlite3(_ database: String, readOnly: Bool, _ commands: [String]) throws {
+        let job = try ChildProcess.run("/usr/bin/env", ["sqlite3", "-bail"] + (readOnly ? ["-readonly"] : []) + [database] + commands)
+        guard job.status == 0 else { throw BenchmarkFailure("sqlite3 \(commands.first ?? "") exited with \(job.status); is sqlite3 installed (make bench installs it)?") }
+    }
+}
+
+/// A `SyncServer` serving on 127.0.0.1 (port 0) from a SQLite file in `folder`, in this process.
+struct BenchServer {
+    let server: SyncServer
+    let port: Int
+    let task: Task<Void, any Error>
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var databasePath: String { server.configuration.databasePath }
+
+    static func start(in folder: URL, seed: ServerSeed) async throws -> BenchServer {
+        let server = try SyncServer(configuration: ServerConfiguration(
+            databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0,
+            // One line per request would measure the log; cancelling at the end logs shutdown as errors.
+            logLevel: "critical"))
+        try await server.load(seed)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw BenchmarkFailure("the server did not start") }
+        return BenchServer(server: server, port: port, task: task)
+    }
+
+    /// An `HTTPTransport` as an app makes it.
+    func transport(token: String) -> HTTPTransport {
+        HTTPTransport(configuration: .init(baseURL: baseURL, schemaVersion: LocalSchema.latestVersion), token: token)
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}
