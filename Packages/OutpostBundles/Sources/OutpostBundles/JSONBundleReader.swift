@@ -129,7 +129,7 @@ final class JSONBundleReader: BundleItemReader {
             }
             formatVersion = version
         case "projectID":
-            guard case .string(let text) = try tokenizer.readValue(depth: 1), let id = FastUUID.parse(text) else {
+            guard case .string(let text) = try tokenizer.readValue(depth: 1), let id = UUID(hyphenatedText: text) else {
                 throw schemaError("must be a UUID")
             }
             projectID = id
@@ -198,7 +198,7 @@ private struct RecordDecoder {
             throw fail("\(path).entity", "'\(name)' is not an entity (one of \(EntityType.allCases.map(\.rawValue).sorted().joined(separator: ", ")))")
         }
         let idText = try string(byKey["id"], "\(path).id", entity: entity, id: nil)
-        guard let id = FastUUID.parse(idText) else { throw fail("\(path).id", "'\(idText)' is not a UUID", entity: entity) }
+        guard let id = UUID(hyphenatedText: idText) else { throw fail("\(path).id", "'\(idText)' is not a UUID", entity: entity) }
         var serverID: String?
         switch byKey["serverID"] {
         case nil, .null?: serverID = nil

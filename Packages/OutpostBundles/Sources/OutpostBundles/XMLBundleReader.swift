@@ -196,7 +196,7 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
-        partial.id = id.flatMap(FastUUID.parse)
+        partial.id = id.flatMap(UUID.init(hyphenatedText:))
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
         partial.createdAt = created.flatMap(FastTimestamp.date(from:))

@@ -133,7 +133,7 @@ struct TableLayout: Sendable {
     }
 
     func record(from row: Row) throws -> EntityRecord {
-        guard let id = UUID(storageText: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
+        guard let id = UUID(hyphenatedText: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
             throw StoreError(.databaseFailure, path: "", message: "\(description.table) has a row with an unreadable id or sync status")
         }
         let sync = SyncMetadata(
@@ -173,7 +173,7 @@ extension FieldValue {
         case (.int64(let number), "real"): self = .real(Double(number))
         case (.int64(let number), _): self = .integer(number)
         case (.double(let number), _): self = .real(number)
-        case (.string(let text), "uuid"): self = UUID(storageText: text).map(FieldValue.uuid) ?? .text(text)
+        case (.string(let text), "uuid"): self = UUID(hyphenatedText: text).map(FieldValue.uuid) ?? .text(text)
         case (.string(let text), _): self = .text(text)
         case (.blob(let data), _): self = .blob(data)
         }

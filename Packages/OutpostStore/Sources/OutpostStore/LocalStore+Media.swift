@@ -82,7 +82,7 @@ extension LocalStore {
                     """,
                 arguments: [limit]
             ).compactMap { row in
-                guard let id = UUID(storageText: row[0]) else { return nil }
+                guard let id = UUID(hyphenatedText: row[0]) else { return nil }
                 return MediaUpload(
                     attachmentID: id, fileURL: mediaFolder.appendingPathComponent(row[1]), byteSize: row[2],
                     sha256: row[3], uploadedBytes: row[4], attempts: row[5])

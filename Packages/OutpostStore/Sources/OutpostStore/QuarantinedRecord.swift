@@ -63,7 +63,7 @@ enum Quarantine {
             db, sql: "SELECT key, value FROM sync_state WHERE key >= ? AND key < ?", arguments: [prefix, prefix + "\u{7F}"])
         return try rows.compactMap { row -> QuarantinedRecord? in
             let parts = (row["key"] as String).dropFirst(prefix.count).components(separatedBy: "\u{1F}")
-            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(storageText: parts[1]) else {
+            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]) else {
                 return nil
             }
             let entry = try MutationQueue.decoder.decode(Entry.self, from: Data((row["value"] as String).utf8))

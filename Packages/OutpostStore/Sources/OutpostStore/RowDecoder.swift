@@ -20,7 +20,7 @@ struct RowDecoder: Decoder {
             throw error
         } catch {
             throw ModelError(
-                .typeMismatch, entity: layout.description.type, id: UUID(storageText: row[0] as String? ?? ""),
+                .typeMismatch, entity: layout.description.type, id: UUID(hyphenatedText: row[0] as String? ?? ""),
                 message: "a stored \(layout.description.type.rawValue) does not fit its model: \(error)")
         }
     }
@@ -161,7 +161,7 @@ private struct Columns<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         switch key.stringValue {
         case "id":
-            if let id = UUID(storageText: row[0] as String) as? T { return id }
+            if let id = UUID(hyphenatedText: row[0] as String) as? T { return id }
         case "sync":
             if let sync = try RowDecoder.syncMetadata(from: row) as? T { return sync }
         default:
@@ -204,7 +204,7 @@ private struct ColumnValue: Decoder, SingleValueDecodingContainer {
         let plain: Any? =
             switch value.storage {
             case .string(let text) where T.self == String.self: text
-            case .string(let text) where T.self == UUID.self: UUID(storageText: text)
+            case .string(let text) where T.self == UUID.self: UUID(hyphenatedText: text)
             case .int64(let number) where T.self == Int64.self: number
             case .int64(let number) where T.self == Int.self: Int(exactly: number)
             case .int64(let number) where T.self == Bool.self: number != 0

@@ -44,7 +44,7 @@ extension ServerIDs {
         for key in keys {
             let parts = key.dropFirst(start.count).components(separatedBy: separator)
             // Table and column come from the catalog, never from the stored key itself.
-            if parts.count == 3, let child = EntityType(rawValue: parts[0]), let id = UUID(storageText: parts[1]),
+            if parts.count == 3, let child = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]),
                 let relation = child.description.parents.first(where: { $0.field == parts[2] && $0.entity == entity })
             {
                 let table = child.description.table.quotedDatabaseIdentifier
