@@ -27,7 +27,7 @@ struct Fleet: Sendable {
         count: Int, in folder: ScratchFolder, server: InProcessServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock
     ) throws -> Fleet {
         let devices = try (0..<count).map { index in
-            let store = try LocalStore.open(at: folder.path("device-\(index).sqlite"))
+            let store = try DeviceTemplate.openStore(at: folder.path("device-\(index).sqlite"))
             let transport = FaultyTransport(
                 base: server.transport(for: index), plan: plan, seed: seed &* 0x9E37_79B9 &+ UInt64(index) &+ 1)
             let engine = SyncEngine(

@@ -42,6 +42,7 @@ struct OutpostReliability: AsyncParsableCommand {
     func run() async throws {
         let chosen = scenario.isEmpty ? Scenario.all : Scenario.all.filter { scenario.contains($0.name) }
         let started = Date()
+        defer { DeviceTemplate.remove() }
         var rows: [ScenarioTotals] = []
         var failures: [(scenario: String, seed: UInt64, outcome: SeedOutcome)] = []
         for scenario in chosen {
