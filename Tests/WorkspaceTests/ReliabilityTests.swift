@@ -25,7 +25,7 @@ struct ReliabilityTests {
     }
 
     /// The scenarios of the quick subset.
-    static let quickScenarios = ["faults", "crash-sync", "convergence"]
+    static let quickScenarios = ["faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles"]
 
     @Test func theQuickRunLosesDuplicatesAndDivergesNothing() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-reliability-test-\(UUID())")

@@ -15,7 +15,7 @@ enum ConvergenceScenario {
     static let scenario = Scenario(
         name: "convergence",
         summary: "3–5 devices edit shared records offline, sync in random orders through faults; losers surfaced",
-        quickSeeds: 2, fullSeeds: 100
+        quickSeeds: 2, fullSeeds: 80
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     /// One field of one record.

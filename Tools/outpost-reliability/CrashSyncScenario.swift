@@ -20,7 +20,7 @@ enum CrashSyncScenario {
     static let scenario = Scenario(
         name: "crash-sync",
         summary: "outpost sync (and now and then outpost serve) SIGKILLed at seeded moments, restarted until exit 0",
-        quickSeeds: 2, fullSeeds: 20
+        quickSeeds: 1, fullSeeds: 20
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     static let attemptsPerBurst = 60

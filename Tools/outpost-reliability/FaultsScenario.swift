@@ -10,7 +10,7 @@ enum FaultsScenario {
     static let scenario = Scenario(
         name: "faults",
         summary: "dropped requests and answers, delays, duplicates, 500/503/429 between 3 devices and a real server",
-        quickSeeds: 2, fullSeeds: 100
+        quickSeeds: 2, fullSeeds: 80
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     struct Play {

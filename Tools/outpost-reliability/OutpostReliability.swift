@@ -47,7 +47,7 @@ struct OutpostReliability: AsyncParsableCommand {
         var failures: [(scenario: String, seed: UInt64, outcome: SeedOutcome)] = []
         for scenario in chosen {
             let seeds: [UInt64] = seed.map { [$0] } ?? Array(1...UInt64(runs ?? (quick ? scenario.quickSeeds : scenario.fullSeeds)))
-            print("== \(scenario.name): \(scenario.summary); \(seeds.count) seed\(seeds.count == 1 ? "" : "s")")
+            say("== \(scenario.name): \(scenario.summary); \(seeds.count) seed\(seeds.count == 1 ? "" : "s")")
             var totals = ScenarioTotals(scenario: scenario.name)
             let scenarioStart = Date()
             for seed in seeds {
@@ -55,7 +55,7 @@ struct OutpostReliability: AsyncParsableCommand {
                 totals.add(outcome, seed: seed)
                 if outcome.failed { failures.append((scenario.name, seed, outcome)) }
                 if verbose || outcome.failed {
-                    print(
+                    say(
                         "  seed \(seed): faults \(outcome.faults), kills \(outcome.kills), mutations \(outcome.mutations), "
                             + "lost \(outcome.lost), duplicated \(outcome.duplicated), diverged \(outcome.diverged), "
                             + "crashes \(outcome.crashes), corrupt \(outcome.corrupt)\(outcome.failed ? "  FAILED" : "")")
@@ -65,14 +65,14 @@ struct OutpostReliability: AsyncParsableCommand {
             rows.append(totals)
         }
 
-        print()
-        print(table(rows))
+        say()
+        say(table(rows))
         let convergence = ConvergenceTally.shared.totals
         if chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name }) {
-            print("convergence: lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+            say("convergence: lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
         }
         let seconds = Date().timeIntervalSince(started)
-        print(String(format: "total time %.1f s", seconds))
+        say(String(format: "total time %.1f s", seconds))
 
         let report = ReliabilityReport(
             date: ISO8601DateFormatter().string(from: started), scale: quick ? "quick" : "full", seconds: seconds,
@@ -84,17 +84,22 @@ struct OutpostReliability: AsyncParsableCommand {
         }
 
         guard failures.isEmpty else {
-            print()
-            print("FAILED: \(failures.count) seed\(failures.count == 1 ? "" : "s"). Replay each with the command shown:")
+            say()
+            say("FAILED: \(failures.count) seed\(failures.count == 1 ? "" : "s"). Replay each with the command shown:")
             for failure in failures {
-                print()
-                print("  outpost-reliability --scenario \(failure.scenario) --seed \(failure.seed)\(quick ? " --quick" : "")")
-                for problem in failure.outcome.problems.prefix(12) { print("    - \(problem)") }
-                if failure.outcome.problems.count > 12 { print("    … and \(failure.outcome.problems.count - 12) more") }
+                say()
+                say("  outpost-reliability --scenario \(failure.scenario) --seed \(failure.seed)\(quick ? " --quick" : "")")
+                for problem in failure.outcome.problems.prefix(12) { say("    - \(problem)") }
+                if failure.outcome.problems.count > 12 { say("    … and \(failure.outcome.problems.count - 12) more") }
             }
             throw ExitCode(1)
         }
-        print("PASSED: every lost, duplicated, diverged, crashes and corrupt figure is 0.")
+        say("PASSED: every lost, duplicated, diverged, crashes and corrupt figure is 0.")
+    }
+
+    /// Prints a line at once, unbuffered even into a file or a pipe, so a long run shows its progress.
+    func say(_ line: String = "") {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     /// The results as a fixed-width table.

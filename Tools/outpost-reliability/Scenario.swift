@@ -35,7 +35,10 @@ struct Scenario: Sendable {
     let fullSeeds: Int
     let run: @Sendable (_ seed: UInt64, _ quick: Bool) async -> SeedOutcome
 
-    static let all: [Scenario] = [FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario]
+    static let all: [Scenario] = [
+        FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
+        BundleFuzzScenario.scenario,
+    ]
 }
 
 /// One table row: a scenario's totals over its seeds.
