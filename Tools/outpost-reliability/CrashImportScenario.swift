@@ -34,7 +34,7 @@ enum CrashImportScenario {
     private static func run(seed: UInt64, quick: Bool, folder: ScratchFolder, outcome: inout SeedOutcome) async throws {
         var random = SeededGenerator(seed: seed ^ 0x1A7B_0000)
         let bundle = folder.path("bundle.json")
-        let records = try writeLargeBundle(to: bundle, extraIssues: quick ? 1_000 : 3_000, random: &random)
+        let records = try writeLargeBundle(to: bundle, extraIssues: quick ? 600 : 3_000, random: &random)
 
         // The device before: a new database with some local work of its own.
         let base = folder.path("base.sqlite")
@@ -61,7 +61,7 @@ enum CrashImportScenario {
         let window = max(Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000), 20)
 
         let target = folder.path("device.sqlite")
-        for attempt in 0..<(quick ? 3 : 10) {
+        for attempt in 0..<(quick ? 2 : 10) {
             try copyDatabase(base, to: target)
             let delay = random.below(window + window / 4)
             let child = try Child(["import", bundle, "--db", target])

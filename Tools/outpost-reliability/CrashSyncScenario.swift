@@ -71,7 +71,7 @@ enum CrashSyncScenario {
         server = try ServeChild.start(databasePath: serverDB, seedPath: seedFile)
         var random = SeededGenerator(seed: seed ^ 0xC2A5_4000)
         var workload = Workload(seed: seed)
-        let bursts = quick ? 3 : 6, writesPerBurst = quick ? 25 : 50
+        let bursts = quick ? 2 : 6, writesPerBurst = quick ? 25 : 50
         for burst in 0..<bursts {
             do {
                 let store = try LocalStore.open(at: db)
