@@ -9,7 +9,7 @@ BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-install build test demo demo-bundle bench packages clean
+.PHONY: setup apt-install build test demo demo-bundle bench reliability packages clean
 
 ## setup: install the Debian packages Outpost builds against, only those that are missing
 setup:
@@ -69,6 +69,12 @@ bench: setup
 	$(SWIFT) build -c release --product outpost-bench
 	$(SWIFT) build -c release --product outpost
 	$(SWIFT) run -c release outpost-bench $(SUITE)
+
+## reliability: faults, kills and convergence at full scale; a table of lost/duplicated/diverged (all must be 0)
+reliability: setup
+	$(SWIFT) build --product outpost
+	$(SWIFT) build --product outpost-reliability
+	"$$($(SWIFT) build --show-bin-path)/outpost-reliability" $(ARGS)
 
 ## packages: build and test each package on its own, as a team depending on one package would
 packages: setup

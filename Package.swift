@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "outpost", targets: ["OutpostCLI"]),
         .executable(name: "outpost-bench", targets: ["OutpostBench"]),
         .executable(name: "outpost-demo", targets: ["OutpostDemo"]),
+        .executable(name: "outpost-reliability", targets: ["OutpostReliability"]),
     ],
     dependencies: [
         .package(path: "Packages/OutpostModels"),
@@ -48,6 +49,22 @@ let package = Package(
                 .product(name: "OutpostServer", package: "OutpostServer"),
             ],
             path: "Tools/outpost-demo"
+        ),
+        // `make reliability`: faults, kills and convergence at scale; every lost, duplicated and
+        // diverged figure must be 0, and each failing seed is printed for replay.
+        .executableTarget(
+            name: "OutpostReliability",
+            dependencies: [
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/outpost-reliability"
         ),
         // `make bench`: performance figures next to peers measured in the same run.
         .executableTarget(
@@ -145,6 +162,7 @@ let package = Package(
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostCLI",
                 "OutpostDemo",
+                "OutpostReliability",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),

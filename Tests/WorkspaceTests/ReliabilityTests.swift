@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+/// `outpost-reliability --quick`: a few seeds of every scenario, run as the built binary, the way
+/// `make reliability` runs the full scale. Every lost, duplicated, diverged, crash and corrupt figure
+/// must be 0, and the faults and kills must really have happened.
+@Suite("outpost-reliability")
+struct ReliabilityTests {
+    struct Report: Decodable {
+        struct Row: Decodable {
+            let scenario: String
+            let seeds: Int
+            let faults: Int
+            let kills: Int
+            let mutations: Int
+            let lost: Int
+            let duplicated: Int
+            let diverged: Int
+            let crashes: Int
+            let corrupt: Int
+            let failingSeeds: [UInt64]
+        }
+        let passed: Bool
+        let scenarios: [Row]
+    }
+
+    /// The scenarios of the quick subset.
+    static let quickScenarios = ["faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles"]
+
+    @Test func theQuickRunLosesDuplicatesAndDivergesNothing() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-reliability-test-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let json = folder.appendingPathComponent("report.json")
+
+        let process = Process()
+        process.executableURL = Outpost.executable.deletingLastPathComponent().appendingPathComponent("outpost-reliability")
+        process.arguments = ["--quick", "--json", json.path] + Self.quickScenarios.flatMap { ["--scenario", $0] }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+
+        #expect(process.terminationStatus == 0, "\(printed)")
+        let report = try JSONDecoder().decode(Report.self, from: Data(contentsOf: json))
+        #expect(report.passed)
+        #expect(report.scenarios.map(\.scenario) == Self.quickScenarios)
+        for row in report.scenarios {
+            #expect(row.seeds > 0 && row.mutations > 0, "\(row.scenario) ran nothing")
+            #expect(row.lost == 0 && row.duplicated == 0 && row.diverged == 0, "\(row.scenario): \(printed)")
+            #expect(row.crashes == 0 && row.corrupt == 0, "\(row.scenario): \(printed)")
+            #expect(row.failingSeeds.isEmpty)
+        }
+        #expect(report.scenarios.first { $0.scenario == "faults" }.map { $0.faults > 0 } ?? true, "no fault was injected")
+        #expect(report.scenarios.first { $0.scenario == "crash-sync" }.map { $0.kills > 0 } ?? true, "nothing was killed")
+    }
+}

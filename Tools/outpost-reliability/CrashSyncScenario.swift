@@ -1,0 +1,154 @@
+import Foundation
+import OutpostStore
+import OutpostSync
+import OutpostTesting
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Scenario 2, `crash-sync`: a device writes in bursts; after each burst `outpost sync` runs as a child
+/// process against `outpost serve` (another child) and is SIGKILLed after a seeded random delay, again
+/// and again, until a run exits 0 on its own; now and then the server is SIGKILLed and restarted on its
+/// file too. Afterwards nothing is left unsent, every record the device wrote is on the server as the
+/// device holds it, the server applied no key the device does not hold as done, the device's audit
+/// chain verifies (`outpost audit verify`) and both files pass `PRAGMA integrity_check`.
+///
+/// The seed fixes the writes and the kill schedule (delays, which attempts kill the server); where in
+/// the child's work a delay lands still depends on the machine's speed.
+enum CrashSyncScenario {
+    static let scenario = Scenario(
+        name: "crash-sync",
+        summary: "outpost sync (and now and then outpost serve) SIGKILLed at seeded moments, restarted until exit 0",
+        quickSeeds: 1, fullSeeds: 20
+    ) { seed, quick in await run(seed: seed, quick: quick) }
+
+    static let attemptsPerBurst = 60
+
+    static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
+        var outcome = SeedOutcome()
+        guard FileManager.default.isExecutableFile(atPath: Child.outpostExecutable.path) else {
+            outcome.crashed(ReliabilityError("\(Child.outpostExecutable.path) is missing: swift build --product outpost"), during: "setup")
+            return outcome
+        }
+        let folder: ScratchFolder
+        do {
+            folder = try ScratchFolder("crash-sync")
+        } catch {
+            outcome.crashed(error, during: "setup")
+            return outcome
+        }
+        defer { folder.remove() }
+        var server: ServeChild?
+        do {
+            try await run(seed: seed, quick: quick, folder: folder, server: &server, outcome: &outcome)
+        } catch {
+            outcome.crashed(error, during: "the scenario")
+        }
+        if let server {
+            server.child.process.terminate()
+            _ = await server.child.exit()
+        }
+        do {
+            for (name, file) in [("device", folder.path("device.sqlite")), ("server", folder.path("server.sqlite"))] {
+                let result = try integrityCheck(file)
+                if result != "ok" {
+                    outcome.corrupt += 1
+                    outcome.problems.append("\(name) database integrity_check: \(result)")
+                }
+            }
+        } catch {
+            outcome.crashed(error, during: "integrity_check")
+        }
+        return outcome
+    }
+
+    private static func run(
+        seed: UInt64, quick: Bool, folder: ScratchFolder, server: inout ServeChild?, outcome: inout SeedOutcome
+    ) async throws {
+        let serverDB = folder.path("server.sqlite"), seedFile = folder.path("seed.json"), db = folder.path("device.sqlite")
+        try Crew.seedJSON.write(to: URL(fileURLWithPath: seedFile))
+        server = try ServeChild.start(databasePath: serverDB, seedPath: seedFile)
+        var random = SeededGenerator(seed: seed ^ 0xC2A5_4000)
+        var workload = Workload(seed: seed)
+        let bursts = quick ? 2 : 6, writesPerBurst = quick ? 25 : 50
+        for burst in 0..<bursts {
+            do {
+                let store = try LocalStore.open(at: db)
+                for _ in 0..<writesPerBurst {
+                    try await workload.step(device: 0, store: store, now: { Date() })
+                }
+            }
+            var finished = false
+            for attempt in 0..<attemptsPerBurst {
+                let last = attempt == attemptsPerBurst - 1
+                if !last, random.chance(0.12), let running = server {
+                    running.child.kill()
+                    _ = await running.child.exit()
+                    outcome.kills += 1
+                    server = try ServeChild.start(databasePath: serverDB, seedPath: seedFile)
+                }
+                guard let url = server?.url else { throw ReliabilityError("no server") }
+                let delay = 5 + random.below(200)
+                let sync = try Child(["sync", "--db", db, "--server", url, "--token", Crew.token(of: 0)])
+                if !last {
+                    try await Task.sleep(for: .milliseconds(delay))
+                    if sync.isRunning { sync.kill() }
+                }
+                let exit = await sync.exit()
+                if exit.signaled, exit.status == SIGKILL {
+                    outcome.kills += 1
+                } else if !exit.signaled, exit.status == 0 {
+                    finished = true
+                    break
+                } else if !exit.signaled, exit.status == 2 {
+                    continue  // could not finish (the server was restarting): run again
+                } else {
+                    outcome.crashes += 1
+                    outcome.problems.append("burst \(burst), attempt \(attempt): outpost sync ended with \(exit)")
+                }
+            }
+            if !finished {
+                outcome.lost += 1
+                outcome.problems.append("burst \(burst): outpost sync never completed in \(attemptsPerBurst) attempts")
+            }
+        }
+        outcome.mutations = workload.writes
+        try await check(db: db, serverDB: serverDB, server: server, outcome: &outcome)
+    }
+
+    private static func check(db: String, serverDB: String, server: ServeChild?, outcome: inout SeedOutcome) async throws {
+        guard let server else { return }
+        let store = try LocalStore.open(at: db)
+        let mutations = try store.mutations()
+        for mutation in mutations where mutation.status != .done {
+            outcome.lost += 1
+            outcome.problems.append(
+                "\(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)"
+                    + (mutation.lastError.map { " (\($0))" } ?? ""))
+        }
+        let state = try ServerState.read(databasePath: serverDB)
+        let done = Set(mutations.filter { $0.status == .done }.map { $0.idempotencyKey.uuidString.lowercased() })
+        for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
+            outcome.duplicated += 1
+            outcome.problems.append("the server applied key \(key) (\(record)), which the device does not hold as done")
+        }
+        var written: Set<String> = []
+        for mutation in mutations { written.insert("\(mutation.entity.rawValue)/\(mutation.recordID.uuidString.lowercased())") }
+        for record in written.sorted() where state.records[record] == nil {
+            outcome.lost += 1
+            outcome.problems.append("\(record), written on the device, is not on the server")
+        }
+        let transport = HTTPTransport(
+            configuration: .init(baseURL: URL(string: server.url)!, schemaVersion: LocalSchema.latestVersion), token: Crew.token(of: 0))
+        let comparison = try await compare(store, with: transport)
+        outcome.diverged += comparison.mismatches.count
+        outcome.problems += comparison.mismatches
+        let audit = try Child(["audit", "verify", "--db", db])
+        let verdict = await audit.exit()
+        if verdict.signaled || verdict.status != 0 {
+            outcome.corrupt += 1
+            outcome.problems.append("outpost audit verify: \(verdict)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import OutpostStore
+import OutpostSync
+import OutpostTesting
+
+/// One simulated device: its own store file, a sync engine, and the fault wrapper its requests go through.
+struct SimulatedDevice: Sendable {
+    let index: Int
+    let store: LocalStore
+    let engine: SyncEngine
+    let transport: FaultyTransport
+}
+
+/// Several devices against one server, on one virtual clock.
+struct Fleet: Sendable {
+    let devices: [SimulatedDevice]
+    let clock: VirtualClock
+
+    /// Retries due almost at once (the clock moves 10 ms per sync run), and never given up on: a fault
+    /// the harness injects must delay a change, never fail it, so any failed mutation is a finding.
+    static let retries = RetryPolicy(
+        initialDelay: .milliseconds(1), maximumDelay: .milliseconds(8), retryLimit: 1_000_000,
+        maximumRetryAfter: .milliseconds(8))
+
+    /// Opens `count` devices in `folder`, crew members 0…count−1, their requests going through `plan`.
+    static func open(
+        count: Int, in folder: ScratchFolder, server: InProcessServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock
+    ) throws -> Fleet {
+        let devices = try (0..<count).map { index in
+            let store = try DeviceTemplate.openStore(at: folder.path("device-\(index).sqlite"))
+            let transport = FaultyTransport(
+                base: server.transport(for: index), plan: plan, seed: seed &* 0x9E37_79B9 &+ UInt64(index) &+ 1)
+            let engine = SyncEngine(
+                store: store, transport: transport, retryPolicy: retries,
+                random: SeededGenerator(seed: seed ^ UInt64(index + 1) << 32), batchSize: 4, pullLimit: 5)
+            return SimulatedDevice(index: index, store: store, engine: engine, transport: transport)
+        }
+        return Fleet(devices: devices, clock: clock)
+    }
+
+    /// Sync runs, device after device (in a seeded random order each round when `shuffled`), until a
+    /// whole round where every run completed and nobody sent anything: then every device holds the
+    /// server's latest state. Returns false when `maximumRounds` were not enough.
+    func settle(shuffled: Bool, order: inout SeededGenerator, maximumRounds: Int = 400) async throws -> Bool {
+        let clock = self.clock
+        for _ in 0..<maximumRounds {
+            var quiet = true
+            for device in shuffled ? order.shuffled(devices) : devices {
+                clock.advance(by: 10)
+                let report = try await device.engine.sync(now: { clock.now })
+                if !report.isComplete || report.pushed + report.rebased + report.retried + report.failed > 0 {
+                    quiet = false
+                }
+            }
+            if quiet { return true }
+        }
+        return false
+    }
+
+    /// Faults played across the fleet.
+    func faultsInjected() async -> Int {
+        var total = 0
+        for device in devices { total += await device.transport.injectedCount }
+        return total
+    }
+
+    /// What is left on the devices: mutations not done (pending, in flight or failed), with why.
+    func unfinished() throws -> [String] {
+        var problems: [String] = []
+        for device in devices {
+            for mutation in try device.store.mutations() where mutation.status != .done {
+                problems.append(
+                    "device \(device.index): \(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)"
+                        + (mutation.lastError.map { " (\($0))" } ?? ""))
+            }
+        }
+        return problems
+    }
+
+    /// Idempotency keys of every mutation the devices hold as done.
+    func doneKeys() throws -> Set<String> {
+        var keys: Set<String> = []
+        for device in devices {
+            for mutation in try device.store.mutations(status: .done) { keys.insert(mutation.idempotencyKey.uuidString.lowercased()) }
+        }
+        return keys
+    }
+
+    /// Each device against the server as its member sees it.
+    func divergences(server: InProcessServer) async throws -> [String] {
+        var problems: [String] = []
+        for device in devices {
+            let result = try await compare(device.store, with: server.transport(for: device.index))
+            problems += result.mismatches.map { "device \(device.index): \($0)" }
+        }
+        return problems
+    }
+}

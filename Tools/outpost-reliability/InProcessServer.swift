@@ -1,0 +1,49 @@
+import Foundation
+import OutpostServer
+import OutpostStore
+import OutpostSync
+
+/// A real `SyncServer` in this process on 127.0.0.1 (port 0, read back), seeded with the crew.
+final class InProcessServer: Sendable {
+    let databasePath: String
+    let port: Int
+    private let task: Task<Void, any Error>
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private init(databasePath: String, port: Int, task: Task<Void, any Error>) {
+        self.databasePath = databasePath
+        self.port = port
+        self.task = task
+    }
+
+    /// Starts a server on a new database file at `databasePath` and waits until it listens.
+    static func start(databasePath: String, assignsServerIDs: Bool = true) async throws -> InProcessServer {
+        let server = try SyncServer(configuration: ServerConfiguration(
+            databasePath: databasePath, port: 0, assignsServerIDs: assignsServerIDs, logLevel: "critical"))
+        try await server.load(Crew.seed)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else {
+            task.cancel()
+            throw ReliabilityError("the in-process server did not start")
+        }
+        return InProcessServer(databasePath: databasePath, port: port, task: task)
+    }
+
+    /// A fault-free transport as crew member `index`.
+    func transport(for index: Int) -> HTTPTransport {
+        HTTPTransport(configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: Crew.token(of: index))
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}
+
+struct ReliabilityError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

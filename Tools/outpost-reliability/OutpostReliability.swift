@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+
+/// `make reliability`: runs the reliability scenarios over many seeds and ends with a table of
+/// faults injected, kills, mutations, and what went wrong: lost, duplicated, diverged, crashes and
+/// corrupt files, each of which must be 0. Exits 1 otherwise, printing each failing seed with the
+/// command that replays it.
+@main
+struct OutpostReliability: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outpost-reliability",
+        abstract: "Faults, kills and convergence at scale: every lost, duplicated and diverged figure must be 0.",
+        discussion: "Scenarios: " + Scenario.all.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
+    )
+
+    @Flag(help: "A few seeds per scenario (the workspace test's scale).")
+    var quick = false
+
+    @Option(help: "Run only this scenario (repeatable).")
+    var scenario: [String] = []
+
+    @Option(help: "Run only this seed (to replay a failure).")
+    var seed: UInt64?
+
+    @Option(help: "Seeds per scenario, instead of the scale's default.")
+    var runs: Int?
+
+    @Option(help: "Write the results as JSON to this file.")
+    var json: String?
+
+    @Flag(help: "Print each seed's result as it finishes.")
+    var verbose = false
+
+    func validate() throws {
+        let names = Set(Scenario.all.map(\.name))
+        for name in scenario where !names.contains(name) {
+            throw ValidationError("no scenario '\(name)'; there are: \(Scenario.all.map(\.name).joined(separator: ", "))")
+        }
+        if let runs, runs < 1 { throw ValidationError("--runs must be at least 1") }
+    }
+
+    func run() async throws {
+        let chosen = scenario.isEmpty ? Scenario.all : Scenario.all.filter { scenario.contains($0.name) }
+        let started = Date()
+        defer { DeviceTemplate.remove() }
+        var rows: [ScenarioTotals] = []
+        var failures: [(scenario: String, seed: UInt64, outcome: SeedOutcome)] = []
+        for scenario in chosen {
+            let seeds: [UInt64] = seed.map { [$0] } ?? Array(1...UInt64(runs ?? (quick ? scenario.quickSeeds : scenario.fullSeeds)))
+            say("== \(scenario.name): \(scenario.summary); \(seeds.count) seed\(seeds.count == 1 ? "" : "s")")
+            var totals = ScenarioTotals(scenario: scenario.name)
+            let scenarioStart = Date()
+            for seed in seeds {
+                let outcome = await scenario.run(seed, quick)
+                totals.add(outcome, seed: seed)
+                if outcome.failed { failures.append((scenario.name, seed, outcome)) }
+                if verbose || outcome.failed {
+                    say(
+                        "  seed \(seed): faults \(outcome.faults), kills \(outcome.kills), mutations \(outcome.mutations), "
+                            + "lost \(outcome.lost), duplicated \(outcome.duplicated), diverged \(outcome.diverged), "
+                            + "crashes \(outcome.crashes), corrupt \(outcome.corrupt)\(outcome.failed ? "  FAILED" : "")")
+                }
+            }
+            totals.seconds = Date().timeIntervalSince(scenarioStart)
+            rows.append(totals)
+        }
+
+        say()
+        say(table(rows))
+        let convergence = ConvergenceTally.shared.totals
+        if chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name }) {
+            say("convergence: lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+        }
+        let seconds = Date().timeIntervalSince(started)
+        say(String(format: "total time %.1f s", seconds))
+
+        let report = ReliabilityReport(
+            date: ISO8601DateFormatter().string(from: started), scale: quick ? "quick" : "full", seconds: seconds,
+            passed: failures.isEmpty, scenarios: rows)
+        if let json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
+        }
+
+        guard failures.isEmpty else {
+            say()
+            say("FAILED: \(failures.count) seed\(failures.count == 1 ? "" : "s"). Replay each with the command shown:")
+            for failure in failures {
+                say()
+                say("  outpost-reliability --scenario \(failure.scenario) --seed \(failure.seed)\(quick ? " --quick" : "")")
+                for problem in failure.outcome.problems.prefix(12) { say("    - \(problem)") }
+                if failure.outcome.problems.count > 12 { say("    … and \(failure.outcome.problems.count - 12) more") }
+            }
+            throw ExitCode(1)
+        }
+        say("PASSED: every lost, duplicated, diverged, crashes and corrupt figure is 0.")
+    }
+
+    /// Prints a line at once, unbuffered even into a file or a pipe, so a long run shows its progress.
+    func say(_ line: String = "") {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// The results as a fixed-width table.
+    func table(_ rows: [ScenarioTotals]) -> String {
+        let header = ["scenario", "seeds", "faults", "kills", "mutations", "lost", "duplicated", "diverged", "crashes", "corrupt", "seconds"]
+        let cells = rows.map { row in
+            [row.scenario, "\(row.seeds)", "\(row.faults)", "\(row.kills)", "\(row.mutations)", "\(row.lost)", "\(row.duplicated)",
+             "\(row.diverged)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds)]
+        }
+        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+        func line(_ values: [String]) -> String {
+            values.enumerated().map { column, value in
+                column == 0 ? value.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - value.count) + value
+            }.joined(separator: "  ")
+        }
+        return ([line(header)] + cells.map(line)).joined(separator: "\n")
+    }
+}

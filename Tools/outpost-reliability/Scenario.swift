@@ -1,0 +1,82 @@
+import Foundation
+
+/// What one seed of a scenario did and found. Every figure but `faults`, `kills` and `mutations` must be 0.
+struct SeedOutcome: Sendable {
+    var faults = 0
+    var kills = 0
+    var mutations = 0
+    /// Writes that did not reach the server, or were left unsent or failed on a device.
+    var lost = 0
+    /// Writes applied twice, or records that should not exist.
+    var duplicated = 0
+    /// A device that differs from the server, or a server that differs from the fault-free reference.
+    var diverged = 0
+    /// A process or run that crashed, or a harness step that threw.
+    var crashes = 0
+    /// A database whose `integrity_check` or audit chain failed.
+    var corrupt = 0
+    /// What went wrong, in words, for the report.
+    var problems: [String] = []
+
+    var failed: Bool { lost + duplicated + diverged + crashes + corrupt > 0 }
+
+    /// Records a thrown error as a crash of the seed.
+    mutating func crashed(_ error: any Error, during step: String) {
+        crashes += 1
+        problems.append("\(step) threw: \(error)")
+    }
+}
+
+/// A named scenario: how many seeds it runs at each scale, and how to run one seed.
+struct Scenario: Sendable {
+    let name: String
+    let summary: String
+    let quickSeeds: Int
+    let fullSeeds: Int
+    let run: @Sendable (_ seed: UInt64, _ quick: Bool) async -> SeedOutcome
+
+    static let all: [Scenario] = [
+        FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
+        BundleFuzzScenario.scenario,
+    ]
+}
+
+/// One table row: a scenario's totals over its seeds.
+struct ScenarioTotals: Sendable, Codable {
+    var scenario: String
+    var seeds = 0
+    var faults = 0
+    var kills = 0
+    var mutations = 0
+    var lost = 0
+    var duplicated = 0
+    var diverged = 0
+    var crashes = 0
+    var corrupt = 0
+    var failingSeeds: [UInt64] = []
+    var seconds = 0.0
+
+    init(scenario: String) { self.scenario = scenario }
+
+    mutating func add(_ outcome: SeedOutcome, seed: UInt64) {
+        seeds += 1
+        faults += outcome.faults
+        kills += outcome.kills
+        mutations += outcome.mutations
+        lost += outcome.lost
+        duplicated += outcome.duplicated
+        diverged += outcome.diverged
+        crashes += outcome.crashes
+        corrupt += outcome.corrupt
+        if outcome.failed { failingSeeds.append(seed) }
+    }
+}
+
+/// The whole run, as `--json` writes it.
+struct ReliabilityReport: Sendable, Codable {
+    var date: String
+    var scale: String
+    var seconds: Double
+    var passed: Bool
+    var scenarios: [ScenarioTotals]
+}
