@@ -24,12 +24,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
-        // The system zlib, as OutpostSync uses it: a module map, nothing to build.
-        .systemLibrary(name: "COutpostServerZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "OutpostServer",
             dependencies: [
-                "COutpostServerZlib",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),

@@ -119,9 +119,20 @@ extension Request {
         case nil, "identity":
             return data
         case "gzip" where allowingGzip:
-            return try Gzip.decompress(data, limit: limit)
+            return try Self.inflate(data, limit: limit)
         case let encoding?:
             throw ServerError(status: 415, .unsupportedEncoding, "Content-Encoding '\(encoding)' is not accepted here")
+        }
+    }
+
+    /// A gzip body: 400 when it is not gzip (a zlib stream included), corrupt or truncated, 413 when it
+    /// would inflate past `limit`.
+    static func inflate(_ data: Data, limit: Int) throws(ServerError) -> Data {
+        guard Gzip.isCompressed(data) else { throw ServerError.badRequest("the gzip body is corrupt or truncated") }
+        switch Gzip.inflate(data, limit: limit) {
+        case .complete(let plain): return plain
+        case .exceedsLimit: throw ServerError(status: 413, .payloadTooLarge, "the body inflates past \(limit) bytes")
+        case .corrupt: throw ServerError.badRequest("the gzip body is corrupt or truncated")
         }
     }
 

@@ -1,16 +1,26 @@
 import COutpostZlib
 import Foundation
 
-/// gzip (RFC 1952) on the system's zlib, for request bodies over the compression threshold and
-/// for responses a platform's URL loading left compressed.
-enum Gzip {
+/// gzip (RFC 1952) on the system's zlib, for bodies over the compression threshold: the client's
+/// requests and the responses a platform's URL loading left compressed, and the reference server's both ways.
+public enum Gzip {
+    /// What inflating a body gave.
+    public enum Inflation: Sendable, Hashable {
+        /// The whole stream, within the limit.
+        case complete(Data)
+        /// Not a gzip or zlib stream, or truncated.
+        case corrupt
+        /// It would inflate past the limit: a small body must not become gigabytes in memory.
+        case exceedsLimit
+    }
+
     /// Whether `data` starts with the gzip magic bytes; JSON never does.
-    static func isCompressed(_ data: Data) -> Bool {
+    public static func isCompressed(_ data: Data) -> Bool {
         data.count >= 2 && data[data.startIndex] == 0x1f && data[data.startIndex + 1] == 0x8b
     }
 
     /// `data` as a gzip member.
-    static func compress(_ data: Data) -> Data {
+    public static func compress(_ data: Data) -> Data {
         var stream = z_stream()
         // windowBits 15 + 16 asks zlib for a gzip header and trailer instead of zlib's own.
         let started = deflateInit2_(
@@ -37,14 +47,21 @@ enum Gzip {
 
     /// The bytes of a gzip (or zlib) stream; nil when `data` is not one or is truncated.
     static func decompress(_ data: Data) -> Data? {
+        if case .complete(let plain) = inflate(data, limit: .max) { return plain }
+        return nil
+    }
+
+    /// The bytes of a gzip (or zlib) stream, stopping as soon as they pass `limit`.
+    public static func inflate(_ data: Data, limit: Int) -> Inflation {
         var stream = z_stream()
         // windowBits 15 + 32 detects gzip or zlib headers automatically.
         guard inflateInit2_(&stream, 15 + 32, zlibVersion(), Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
-            return nil
+            return .corrupt
         }
         defer { inflateEnd(&stream) }
         var output = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var tooLarge = false
         let finished = data.withUnsafeBytes { (input: UnsafeRawBufferPointer) -> Bool in
             guard let base = input.bindMemory(to: Bytef.self).baseAddress else { return false }
             stream.next_in = UnsafeMutablePointer(mutating: base)
@@ -53,9 +70,13 @@ enum Gzip {
                 let status = buffer.withUnsafeMutableBufferPointer { chunk -> Int32 in
                     stream.next_out = chunk.baseAddress
                     stream.avail_out = uInt(chunk.count)
-                    return inflate(&stream, Z_NO_FLUSH)
+                    return COutpostZlib.inflate(&stream, Z_NO_FLUSH)
                 }
                 output.append(contentsOf: buffer[0..<(buffer.count - Int(stream.avail_out))])
+                if output.count > limit {
+                    tooLarge = true
+                    return false
+                }
                 switch status {
                 case Z_STREAM_END: return true
                 case Z_OK where stream.avail_in > 0 || stream.avail_out == 0: continue
@@ -63,6 +84,7 @@ enum Gzip {
                 }
             }
         }
-        return finished ? output : nil
+        if tooLarge { return .exceedsLimit }
+        return finished ? .complete(output) : .corrupt
     }
 }
