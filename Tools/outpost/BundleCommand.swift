@@ -48,16 +48,24 @@ struct BundleExportCommand: ParsableCommand {
     @Option(help: "xml or json.")
     var format: String = "xml"
 
-    @Option(help: "The bundle file to write.")
+    @Option(help: "The bundle file to write; a name ending in .zip writes a zip with the manifest and the files its records name.")
     var out: String
 
     func run() throws {
         guard let projectID = UUID(uuidString: project) else { throw ValidationError("--project must be a UUID") }
         guard let bundleFormat = BundleFormat(rawValue: format) else { throw ValidationError("--format must be xml or json") }
         do {
-            let count = try BundleExporter().exportProject(projectID, fromDatabaseAt: db, format: bundleFormat,
-                to: URL(fileURLWithPath: out))
-            print("wrote \(count) records to \(out)")
+            let destination = URL(fileURLWithPath: out)
+            guard destination.pathExtension.lowercased() == "zip" else {
+                let count = try BundleExporter().exportProject(projectID, fromDatabaseAt: db, format: bundleFormat, to: destination)
+                print("wrote \(count) records to \(out)")
+                return
+            }
+            let summary = try BundleExporter().exportArchive(projectID, fromDatabaseAt: db, format: bundleFormat, to: destination)
+            print("wrote \(summary.records) records and \(summary.files) files to \(out)")
+            if !summary.missingFiles.isEmpty {
+                print("not on this device, so not in the archive (\(summary.missingFiles.count)): \(summary.missingFiles.joined(separator: ", "))")
+            }
         } catch {
             throw CommandFailure("\(error)")
         }

@@ -50,6 +50,6 @@ struct ImportCommand: ParsableCommand {
         }
         let rows = summary.byEntity.keys.sorted().map { row($0, summary.byEntity[$0]!) } + [row("total", summary.total)]
         print(TextTable(headers: headers, rows: rows).rendered)
-        if summary.filesVerified > 0 { print("files verified: \(summary.filesVerified)") }
+        if summary.filesVerified > 0 { print("files verified: \(summary.filesVerified), newly stored: \(summary.filesStored)") }
     }
 }

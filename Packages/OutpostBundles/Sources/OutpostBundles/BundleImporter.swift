@@ -43,6 +43,8 @@ public struct BundleImporter: Sendable {
         let readAhead = ReadAhead(reader)
         readAhead.start()
         defer { readAhead.finish() }
+        // A zip's files are copied aside while they are checked and stored only once the records commit.
+        var incoming = source.archive.map { _ in BundleFileStore(databasePath: databasePath).beginIncoming() }
         do {
             let counts = try queue.write { db -> [EntityType: ImportCounts] in
                 let session = ImportSession(db: db)
@@ -63,25 +65,42 @@ public struct BundleImporter: Sendable {
                 }
                 readAhead.finish()
                 try session.finish()
-                if let archive = source.archive {
-                    for file in files { try archive.verify(file) }
+                if let archive = source.archive, var copies = incoming {
+                    for file in files {
+                        if let destination = try copies.destination(for: file) {
+                            try archive.extractVerified(file, to: destination)
+                        } else {
+                            try archive.verify(file)
+                        }
+                    }
+                    incoming = copies
                 }
                 progress?(ImportProgress(records: records, bytesRead: reader.bytesRead, totalBytes: totalBytes))
                 return session.counts
             }
             try? queue.close()
+            let stored = try incoming?.commit() ?? 0
             return ImportSummary(
                 format: source.format.rawValue, projectID: header?.projectID,
                 total: counts.values.reduce(ImportCounts(), +),
                 byEntity: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) }),
-                filesVerified: source.archive == nil ? 0 : files.count, bytesRead: reader.bytesRead)
+                filesVerified: source.archive == nil ? 0 : files.count, filesStored: stored, bytesRead: reader.bytesRead)
         } catch let error as BundleError {
             try? queue.close()
+            incoming?.discard()
             throw error
         } catch {
             try? queue.close()
+            incoming?.discard()
             throw BundleError(.databaseFailure, message: "\(error); nothing was imported", file: databasePath)
         }
+    }
+
+    /// The copy of a file a zip bundle shipped (a drawing's PDF, a thumbnail) that an import stored for the
+    /// database at `databasePath`, found by the SHA-256 its record names; nil when no import stored it.
+    /// Files live in `<database>.files/`, named by their digest.
+    public static func storedFile(sha256: String, forDatabaseAt databasePath: String) -> URL? {
+        BundleFileStore(databasePath: databasePath).storedFile(sha256: sha256)
     }
 
     /// The import connection. An 8 MiB page cache (four times SQLite's default), which also sizes the

@@ -14,6 +14,9 @@ struct BundleHeader: Sendable, Hashable {
     var projectID: UUID
     /// The newest `updatedAt` among the records, when the bundle has any.
     var asOf: Date?
+    /// The files a zip container ships beside the manifest (written by exporters; readers hand each
+    /// one on as a `.file` item instead).
+    var files: [FileReference] = []
 }
 
 /// A file a zip container ships beside its manifest (a thumbnail, a drawing's PDF), with the size and

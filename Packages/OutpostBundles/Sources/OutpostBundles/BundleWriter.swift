@@ -17,7 +17,15 @@ final class XMLBundleWriter: BundleWriter {
     func begin(_ header: BundleHeader) throws(BundleError) {
         var root = "<bundle formatVersion=\"\(header.formatVersion)\" projectID=\"\(header.projectID.uuidString.lowercased())\""
         if let asOf = header.asOf { root += " asOf=\"\(Timestamp.string(from: asOf))\"" }
-        try output.write("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\(root)>\n  <records>\n")
+        var text = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\(root)>\n"
+        if !header.files.isEmpty {
+            text += "  <files>\n"
+            for file in header.files {
+                text += "    <file name=\"\(try Self.escape(file.name, attribute: true, fileName: file.name))\" byteSize=\"\(file.byteSize)\" sha256=\"\(file.sha256)\"/>\n"
+            }
+            text += "  </files>\n"
+        }
+        try output.write(text + "  <records>\n")
     }
 
     func write(_ record: EntityRecord) throws(BundleError) {
@@ -46,6 +54,25 @@ final class XMLBundleWriter: BundleWriter {
     /// references so a parser's line-end and attribute normalization gives back the same text. Other
     /// control characters have no XML 1.0 form at all.
     static func escape(_ text: String, attribute: Bool, _ record: EntityRecord, field: String? = nil) throws(BundleError) -> String {
+        try escape(text, attribute: attribute) { scalar in
+            BundleError(.notRepresentable,
+                message: "U+\(String(scalar.value, radix: 16, uppercase: true)) cannot be written in XML 1.0; export as JSON",
+                entity: record.entity, id: record.id, field: field)
+        }
+    }
+
+    /// A listed file's name, escaped for an attribute.
+    static func escape(_ text: String, attribute: Bool, fileName: String) throws(BundleError) -> String {
+        try escape(text, attribute: attribute) { scalar in
+            BundleError(.notRepresentable,
+                message: "U+\(String(scalar.value, radix: 16, uppercase: true)) cannot be written in XML 1.0; export as JSON",
+                archiveEntry: fileName)
+        }
+    }
+
+    private static func escape(
+        _ text: String, attribute: Bool, refusing failure: (Unicode.Scalar) -> BundleError
+    ) throws(BundleError) -> String {
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {
@@ -60,9 +87,7 @@ final class XMLBundleWriter: BundleWriter {
             case "\t", "\n", "\u{20}"..."\u{D7FF}", "\u{E000}"..."\u{FFFD}", "\u{10000}"..."\u{10FFFF}":
                 escaped.unicodeScalars.append(scalar)
             default:
-                throw BundleError(.notRepresentable,
-                    message: "U+\(String(scalar.value, radix: 16, uppercase: true)) cannot be written in XML 1.0; export as JSON",
-                    entity: record.entity, id: record.id, field: field)
+                throw failure(scalar)
             }
         }
         return escaped
@@ -80,6 +105,12 @@ final class JSONBundleWriter: BundleWriter {
         var text = "{\n  \"format\": \"outpost-bundle\",\n  \"formatVersion\": \(header.formatVersion),\n"
         text += "  \"projectID\": \"\(header.projectID.uuidString.lowercased())\",\n"
         if let asOf = header.asOf { text += "  \"asOf\": \"\(Timestamp.string(from: asOf))\",\n" }
+        if !header.files.isEmpty {
+            let listed = header.files.map {
+                "    {\"name\": \(Self.quote($0.name)), \"byteSize\": \($0.byteSize), \"sha256\": \"\($0.sha256)\"}"
+            }
+            text += "  \"files\": [\n" + listed.joined(separator: ",\n") + "\n  ],\n"
+        }
         try output.write(text + "  \"records\": [")
     }
 

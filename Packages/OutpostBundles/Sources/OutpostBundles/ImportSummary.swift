@@ -47,6 +47,9 @@ public struct ImportSummary: Sendable, Hashable, Codable {
     public var byEntity: [String: ImportCounts]
     /// Files of a zip container whose size and SHA-256 were checked.
     public var filesVerified: Int
+    /// Of those, files this import stored for the device (`BundleImporter.storedFile`); a file stored by an
+    /// earlier import is only checked.
+    public var filesStored: Int
     /// Bytes of the manifest read.
     public var bytesRead: Int64
 }

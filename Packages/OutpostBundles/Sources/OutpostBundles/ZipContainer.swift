@@ -81,6 +81,28 @@ final class ZipContainer {
 
     /// Checks that the archive holds `file` with the declared size and SHA-256.
     func verify(_ file: FileReference) throws(BundleError) {
+        try check(file) { _ in }
+    }
+
+    /// Checks `file` as `verify` does while copying it to `destination`; on any failure the copy is removed.
+    func extractVerified(_ file: FileReference, to destination: URL) throws(BundleError) {
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil),
+            let output = FileHandle(forWritingAtPath: destination.path)
+        else { throw BundleError(.unreadableFile, message: "cannot create \(destination.path)", file: path, archiveEntry: file.name) }
+        do {
+            try check(file) { chunk in try output.write(contentsOf: chunk) }
+            try output.synchronize()
+            try output.close()
+        } catch {
+            try? output.close()
+            try? FileManager.default.removeItem(at: destination)
+            if let error = error as? BundleError { throw error }
+            throw BundleError(.unreadableFile, message: "cannot write \(destination.path): \(error)", file: path, archiveEntry: file.name)
+        }
+    }
+
+    /// Streams `file`'s entry through `consumer` and checks its size and digest against the manifest's.
+    private func check(_ file: FileReference, _ consumer: (Data) throws -> Void) throws(BundleError) {
         if let problem = ArchivePath.problem(with: file.name) {
             throw BundleError(.unsafeArchiveEntry, message: "the manifest names a file with \(problem)", file: path, archiveEntry: file.name)
         }
@@ -98,6 +120,7 @@ final class ZipContainer {
         try read(file.name) { chunk in
             size += Int64(chunk.count)
             hash.update(data: chunk)
+            try consumer(chunk)
         }
         let digest = hash.finalize().map { String(format: "%02x", $0) }.joined()
         guard size == file.byteSize, digest == file.sha256 else {
@@ -118,10 +141,13 @@ final class ZipContainer {
             _ = try archive.extract(entry, bufferSize: 64 * 1024, skipCRC32: false) { chunk in
                 seen += Int64(chunk.count)
                 guard seen <= declared else { throw Oversized() }
-                try consumer(chunk)
+                do { try consumer(chunk) } catch { throw ConsumerFailure(underlying: error) }
             }
         } catch is Oversized {
             throw BundleError(.suspiciousArchive, message: "expands past its declared \(declared) bytes", file: path, archiveEntry: name)
+        } catch let failure as ConsumerFailure {
+            // Where the bytes went failed (a full disk, say), not the archive.
+            throw BundleError(.unreadableFile, message: "cannot copy it out: \(failure.underlying)", file: path, archiveEntry: name)
         } catch {
             throw BundleError(.suspiciousArchive, message: "cannot be read (damaged or truncated: \(error))", file: path, archiveEntry: name)
         }
@@ -131,4 +157,5 @@ final class ZipContainer {
     }
 
     private struct Oversized: Error {}
+    private struct ConsumerFailure: Error { let underlying: any Error }
 }

@@ -22,7 +22,13 @@ public struct MediaUpload: Sendable, Hashable {
 extension LocalStore {
     /// Where the store keeps original files: a folder beside the database, one file per attachment, so
     /// a photo survives the camera roll being cleaned and is never uploaded from a path that moved.
-    public var mediaFolder: URL { URL(fileURLWithPath: path + ".media", isDirectory: true) }
+    public var mediaFolder: URL { Self.mediaFolder(forDatabaseAt: path) }
+
+    /// The media folder of the store whose database is at `databasePath`, for tools that read a store's
+    /// files without opening it (the bundle exporter). An attachment's original is `<folder>/<id>`.
+    public static func mediaFolder(forDatabaseAt databasePath: String) -> URL {
+        URL(fileURLWithPath: databasePath + ".media", isDirectory: true)
+    }
 
     /// Saves `attachment` with a copy of its original file at `file`, measured and hashed here (the
     /// record's `byteSize` and `sha256` are set from the file). The record, its mutation and the upload
