@@ -12,6 +12,16 @@ enum Hex {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Writes `value` as `count` lowercase hex digits into `buffer` from `start`: building a clock's
+    /// text in place, without a temporary string per part (pulls encode tens of clocks per record).
+    static func write(_ value: UInt64, digits count: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
+        var rest = value
+        for index in stride(from: start + count - 1, through: start, by: -1) {
+            buffer[index] = digits[Int(rest & 0xF)]
+            rest >>= 4
+        }
+    }
+
     /// Parses exactly `text` as lowercase hex; nil on any other character or an empty slice.
     static func parse(_ text: some Collection<UInt8>) -> UInt64? {
         guard !text.isEmpty, text.count <= 16 else { return nil }

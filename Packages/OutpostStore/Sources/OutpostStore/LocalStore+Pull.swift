@@ -68,6 +68,9 @@ extension LocalStore {
 }
 
 extension StoreWriter {
+    /// The writer connection's page cache once a pull has applied a page (SQLite's default is 2 MB).
+    static let pullCacheKilobytes = 32 * 1024
+
     func applyPulled(_ page: PulledPage, policy: ConflictPolicy, in pool: DatabasePool, now: Date) throws -> PullReport {
         // Merge the server's clocks into ours, so a local write after a pull is stamped after what it saw.
         // A stamp too far ahead of this device's time is not merged (the device's own clock may be wrong);
@@ -76,6 +79,10 @@ extension StoreWriter {
             if let newest = change.newestClock { _ = try? receive(newest, now: now) }
         }
         return try pool.write { db in
+            // A page writes its records all over random-id B-trees; with SQLite's default 2 MB page
+            // cache the writer re-read most pages from the file (and spilled dirty ones into the WAL
+            // mid-transaction) for every page. The pages are allocated only as they are used.
+            try db.execute(sql: "PRAGMA cache_size = -\(Self.pullCacheKilobytes)")
             var report = PullReport()
             let pageIDs = Set(page.changes.map(\.record.id))
             for remote in page.changes {
@@ -87,42 +94,59 @@ extension StoreWriter {
                 try Quarantine.add(unreadable, stream: page.stream, in: db)
                 report.quarantined += 1
             }
+            // Read once for the whole page what each record needs, after the mappings above linked
+            // the references that waited for them.
+            var reads = try PulledPageReads(page.changes, in: db)
             for remote in page.changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
+                let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
                 if let problem = Quarantine.problem(with: translated.record) {
                     try Quarantine.add(
-                        QuarantinedRecord(entity: remote.record.entity, recordID: remote.record.id, reason: problem, quarantinedAt: now),
+                        QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
                         stream: page.stream, in: db)
+                    reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue
                 }
-                try Quarantine.clear(remote.record.entity, remote.record.id, in: db)
-                try apply(translated, policy: policy, pageIDs: pageIDs, report: &report, db: db, now: now)
+                if reads.quarantined.contains(.init(entity: entity, id: id)) {
+                    try Quarantine.clear(entity, id, in: db)
+                    reads.clearQuarantine(entity, id)
+                }
+                try apply(translated, policy: policy, pageIDs: pageIDs, reads: &reads, report: &report, db: db, now: now)
+                reads.wrote(entity, id)
             }
             if let last = clock.last {
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)", arguments: [last.encoded])
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)")
+                    .execute(arguments: [last.encoded])
             }
             if let cursor = page.cursor {
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)",
-                    arguments: [page.stream, cursor, now.storageMilliseconds])
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")
+                    .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
             return report
         }
     }
 
     private func apply(
-        _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, report: inout PullReport, db: Database,
-        now: Date
+        _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, reads: inout PulledPageReads,
+        report: inout PullReport, db: Database, now: Date
     ) throws {
         let entity = remote.record.entity, id = remote.record.id
-        let local = try EntityTables.fetchRecord(entity, id: id, in: db)
-        let waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
+        let local: EntityRecord?
+        let waiting: Set<String>?
+        let before: FieldClocks.Stored?
+        if reads.needsExactReads(entity, id) {
+            local = try EntityTables.fetchRecord(entity, id: id, in: db)
+            waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
+            before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
+        } else {
+            // No local change waiting (the page's reads found none) and not written by this page yet.
+            let stored = reads.stored(entity, id)
+            (local, waiting, before) = (stored?.record, nil, stored?.clocks)
+        }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
-        let before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
         if let local, let waiting {
             let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             let client = try VersionedRecord(
@@ -161,7 +185,7 @@ extension StoreWriter {
             FieldClocks.notePulledChanges(from: local, to: written, in: &clocks)
         }
         if !written.sync.isDeleted {
-            written.sync.isOrphaned = try EntityTables.hasMissingParent(written, besides: pageIDs, in: db)
+            written.sync.isOrphaned = try reads.hasMissingParent(written, besides: pageIDs, in: db)
             if written.sync.isOrphaned { report.orphaned += 1 }
         }
         try EntityTables.save(written, in: db)

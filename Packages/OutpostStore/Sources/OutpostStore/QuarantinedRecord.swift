@@ -57,6 +57,19 @@ enum Quarantine {
         try db.cachedStatement(sql: "DELETE FROM sync_state WHERE key = ?").execute(arguments: [key(entity, id)])
     }
 
+    /// Entity and id of every entry, read by one range of keys: a pull clears only entries that exist.
+    static func keys(in db: Database) throws -> [(EntityType, UUID)] {
+        let keys = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT key FROM sync_state WHERE key >= ? AND key < ?"), arguments: [prefix, prefix + "\u{7F}"])
+        return keys.compactMap { key in
+            let parts = key.dropFirst(prefix.count).components(separatedBy: "\u{1F}")
+            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]) else {
+                return nil
+            }
+            return (entity, id)
+        }
+    }
+
     static func all(in db: Database) throws -> [QuarantinedRecord] {
         // Entity names and ids are ASCII, so DEL bounds the range of keys.
         let rows = try Row.fetchAll(

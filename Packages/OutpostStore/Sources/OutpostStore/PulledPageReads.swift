@@ -1,0 +1,138 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+/// What applying a page needs to know about its records, read with one query per table for the whole
+/// page instead of several per record: which records the device holds (with their field clocks), which
+/// have a local change waiting, and whether the parents they name are present.
+///
+/// A record with a local change waiting is not served from here: the merge reads it record by record,
+/// as it always did, since it is rare and its reads change as the merge writes; nor is a record the
+/// page already wrote (a page that holds a record twice), whose second change must see the first.
+struct PulledPageReads {
+    /// The stored row and field clocks of each record of the page the device held when the page began.
+    private var stored: [Key: (record: EntityRecord, clocks: FieldClocks.Stored?)] = [:]
+    /// Records of the page with an unfinished mutation when the page began.
+    private var waiting: Set<Key> = []
+    /// Records the page has written so far.
+    private var written: Set<Key> = []
+    /// Whether a parent outside the page is missing or deleted; parents outside the page do not change
+    /// while it is applied (only a reference column or the orphan flag may), so one answer serves it all.
+    private var parentMissing: [Key: Bool] = [:]
+    /// Keys of quarantined records, to clear only entries that exist.
+    private(set) var quarantined: Set<Key>
+
+    struct Key: Hashable {
+        let entity: EntityType
+        let id: UUID
+    }
+
+    /// Reads the page's records, their waiting changes and the quarantine log.
+    init(_ changes: [VersionedRecord], in db: Database) throws {
+        quarantined = Set(try Quarantine.keys(in: db).map { Key(entity: $0.0, id: $0.1) })
+        guard !changes.isEmpty else { return }
+        var byEntity: [EntityType: [UUID]] = [:]
+        for change in changes { byEntity[change.record.entity, default: []].append(change.record.id) }
+        for (entity, ids) in byEntity {
+            let idList = Self.jsonArray(ids)
+            let layout = TableLayout.of(entity)
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: layout.selectByIDList), arguments: [idList])
+            var held: [UUID] = []
+            while let row = try rows.next() {
+                let record = try layout.record(from: row)
+                stored[Key(entity: entity, id: record.id)] = (record, nil)
+                held.append(record.id)
+            }
+            if !held.isEmpty {
+                let clocks = try Row.fetchCursor(
+                    db.cachedStatement(sql: """
+                        SELECT record_id, clocks FROM field_clocks
+                        WHERE entity = ? AND record_id IN (SELECT value FROM json_each(?))
+                        """),
+                    arguments: [entity.rawValue, Self.jsonArray(held)])
+                while let row = try clocks.next() {
+                    guard let id = UUID(hyphenatedText: row[0] as String) else { continue }
+                    let key = Key(entity: entity, id: id)
+                    stored[key]?.clocks = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data((row[1] as String).utf8))
+                }
+            }
+            let unfinished = try String.fetchAll(
+                db.cachedStatement(sql: """
+                    SELECT DISTINCT record_id FROM mutation_queue
+                    WHERE record_id IN (SELECT value FROM json_each(?)) AND entity = ? AND status != 'done'
+                    """),
+                arguments: [idList, entity.rawValue])
+            for text in unfinished {
+                if let id = UUID(hyphenatedText: text) { waiting.insert(Key(entity: entity, id: id)) }
+            }
+        }
+    }
+
+    /// The stored record and its clocks as the page began, or nil when the device did not hold it.
+    /// Only for a record the page has not written yet (`needsExactReads` says which).
+    func stored(_ entity: EntityType, _ id: UUID) -> (record: EntityRecord, clocks: FieldClocks.Stored?)? {
+        stored[Key(entity: entity, id: id)]
+    }
+
+    /// Whether the record must be read record by record: it has a local change waiting, or the page
+    /// already wrote it (a page that holds a record twice must see its own first write).
+    func needsExactReads(_ entity: EntityType, _ id: UUID) -> Bool {
+        let key = Key(entity: entity, id: id)
+        return waiting.contains(key) || written.contains(key)
+    }
+
+    /// Notes that the page wrote a record.
+    mutating func wrote(_ entity: EntityType, _ id: UUID) {
+        written.insert(Key(entity: entity, id: id))
+    }
+
+    /// Notes a record quarantined by this page.
+    mutating func quarantine(_ entity: EntityType, _ id: UUID) {
+        quarantined.insert(Key(entity: entity, id: id))
+    }
+
+    /// Notes a quarantine entry cleared by this page.
+    mutating func clearQuarantine(_ entity: EntityType, _ id: UUID) {
+        quarantined.remove(Key(entity: entity, id: id))
+    }
+
+    /// `EntityTables.hasMissingParent`, with each parent outside the page looked up once per page.
+    mutating func hasMissingParent(_ record: EntityRecord, besides arriving: Set<UUID>, in db: Database) throws -> Bool {
+        for relation in record.entity.description.parents {
+            guard case .uuid(let parent) = record[relation.field], !arriving.contains(parent) else { continue }
+            let key = Key(entity: relation.entity, id: parent)
+            let missing: Bool
+            if let known = parentMissing[key] {
+                missing = known
+            } else {
+                let table = relation.entity.description.table.quotedDatabaseIdentifier
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT deleted_at FROM \(table) WHERE id = ?"), arguments: [parent.storageText])
+                missing = row == nil || row?["deleted_at"] as Int64? != nil
+                parentMissing[key] = missing
+            }
+            if missing { return true }
+        }
+        return false
+    }
+
+    /// Ids as a JSON array of their stored text, bound as one argument to `json_each`, so one cached
+    /// statement serves pages of any size.
+    private static func jsonArray(_ ids: [UUID]) -> String {
+        var text = "["
+        text.reserveCapacity(ids.count * 39 + 2)
+        for (index, id) in ids.enumerated() {
+            if index > 0 { text += "," }
+            text += "\"" + id.storageText + "\""
+        }
+        return text + "]"
+    }
+}
+
+extension TableLayout {
+    /// The rows whose ids are in a JSON array bound as the one argument.
+    var selectByIDList: String {
+        selectByID.replacingOccurrences(of: "WHERE id = ?", with: "WHERE id IN (SELECT value FROM json_each(?))")
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+/// A pulled page reads what its records need once for the whole page (`PulledPageReads`); these pin
+/// the edges of that batching: what a page of many records stores must be what the same changes store
+/// one page each (except where a page deliberately counts its own records as present parents).
+@Suite struct PulledPageBatchTests {
+    let server = NodeID(0xFEED)
+
+    func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64, deleted: Bool = false) -> VersionedRecord {
+        var record = model.record
+        record.sync.version = version
+        record.sync.serverID = nil
+        record.sync.createdAt = Date(timeIntervalSince1970: 1)
+        record.sync.updatedAt = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+        if deleted { record.sync.deletedAt = Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+        return VersionedRecord(
+            record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+    }
+
+    /// Every issue row and every field clock row, as text, to compare two stores.
+    func snapshot(_ path: String) throws -> [String] {
+        try DatabaseQueue(path: path).read { db in
+            let issues = try Row.fetchAll(db, sql: "SELECT * FROM issues ORDER BY id").map(\.description)
+            let clocks = try Row.fetchAll(db, sql: "SELECT * FROM field_clocks ORDER BY entity, record_id").map(\.description)
+            let projects = try Row.fetchAll(db, sql: "SELECT * FROM projects ORDER BY id").map(\.description)
+            return projects + issues + clocks
+        }
+    }
+
+    @Test func aPageHoldingARecordTwiceStoresWhatTwoPagesWould() async throws {
+        let project = Project(name: "Tower")
+        var issue = Issue(projectID: project.id, title: "Crack", status: .open)
+        let first = remote(issue, version: 1, at: 1_000)
+        issue.title = "Crack, level 3"
+        issue.status = .inProgress
+        let second = remote(issue, version: 2, at: 2_000)
+        let other = Issue(projectID: project.id, title: "Leak")
+        let changes = [remote(project, version: 1, at: 900), first, remote(other, version: 1, at: 1_500), second]
+
+        let batched = try TemporaryDatabase(), single = try TemporaryDatabase()
+        let batchedStore = try LocalStore.open(at: batched.path), singleStore = try LocalStore.open(at: single.path)
+        let now = Date(timeIntervalSince1970: 10)
+        let report = try await batchedStore.applyPulledPage(PulledPage(changes: changes, cursor: "c-4"), now: now)
+        #expect(report.applied == 4)
+        for (index, change) in changes.enumerated() {
+            try await singleStore.applyPulledPage(PulledPage(changes: [change], cursor: "c-\(index + 1)"), now: now)
+        }
+        #expect(try snapshot(batched.path) == snapshot(single.path))
+        let stored = try #require(try batchedStore.fetch(Issue.self, id: issue.id))
+        #expect(stored.title == "Crack, level 3")
+        #expect(stored.sync.version == 2)
+        // The second change saw the first: the title it replaced is kept for a stale copy.
+        let issueID = issue.id
+        let clocks = try #require(try await batched.queue.read { db in try FieldClocks.read(.issue, issueID, in: db) })
+        #expect(clocks.pulled?["title"]?.last?.previous == .text("Crack"))
+    }
+
+    @Test func aParentAndItsChildInOnePageAreNotOrphans() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Annex")
+        let early = Issue(projectID: project.id, title: "Before its project")
+        let late = Issue(projectID: project.id, title: "After its project")
+        let stray = Issue(projectID: UUID(), title: "Project never seen")
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [remote(early, version: 1, at: 1_000), remote(project, version: 1, at: 1_001),
+                      remote(late, version: 1, at: 1_002), remote(stray, version: 1, at: 1_003)],
+            cursor: "c-1"))
+        #expect(report.orphaned == 1)
+        #expect(try store.fetch(Issue.self, id: early.id)?.isOrphaned == false)
+        #expect(try store.fetch(Issue.self, id: late.id)?.isOrphaned == false)
+        #expect(try store.fetch(Issue.self, id: stray.id)?.isOrphaned == true)
+
+        // A parent deleted in the page orphans its children already stored, and one that comes after
+        // it in the same page is still stored as the server sends it.
+        let afterDelete = Issue(projectID: project.id, title: "Raised as the project closed")
+        let second = try await store.applyPulledPage(PulledPage(
+            changes: [remote(project, version: 2, at: 2_000, deleted: true), remote(afterDelete, version: 1, at: 2_001)],
+            cursor: "c-2"))
+        #expect(try store.fetch(Issue.self, id: early.id)?.isOrphaned == true)
+        #expect(try store.fetch(Issue.self, id: late.id)?.isOrphaned == true)
+        #expect(try store.fetch(Issue.self, id: afterDelete.id) != nil)
+        #expect(second.orphaned >= 2)
+    }
+
+    @Test func aRecordWithALocalChangeIsMergedBesideOnesWithout() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Depot")
+        let mine = Issue(projectID: project.id, title: "Door", status: .open)
+        let held = Issue(projectID: project.id, title: "Window", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(project, version: 1, at: 1_000), remote(mine, version: 1, at: 1_000),
+                                 remote(held, version: 1, at: 1_000)], cursor: "c-1"),
+            now: Date(timeIntervalSince1970: 1))
+        var edited = try #require(try store.fetch(Issue.self, id: mine.id))
+        edited.status = .inProgress
+        try await store.save(edited, now: Date(timeIntervalSince1970: 2))
+
+        var theirs = mine
+        theirs.status = .resolved
+        var heldChange = held
+        heldChange.title = "Window, east side"
+        let fresh = Issue(projectID: project.id, title: "Roof")
+        // The record with the local change sits between records without, and comes twice.
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [remote(heldChange, version: 2, at: 5_000), remote(theirs, version: 2, at: 5_000),
+                      remote(fresh, version: 1, at: 5_000), remote(theirs, version: 2, at: 5_000)],
+            cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        #expect(report.merged == 1, "the first change of the edited record merges; the second finds it settled")
+        #expect(report.applied == 3)
+        #expect(report.conflictsSurfaced == 1)
+        let conflict = try #require(try store.openConflicts().first)
+        #expect(conflict.recordID == mine.id)
+        #expect(conflict.localValue == .text("inProgress"))
+        #expect(try store.fetch(Issue.self, id: mine.id)?.status == .resolved)
+        #expect(try store.fetch(Issue.self, id: held.id)?.title == "Window, east side")
+        #expect(try store.fetch(Issue.self, id: held.id)?.sync.syncStatus == .synced)
+        #expect(try store.fetch(Issue.self, id: fresh.id)?.sync.syncStatus == .synced)
+        let clocks = try #require(try await folder.queue.read { db in try FieldClocks.read(.issue, held.id, in: db) })
+        #expect(clocks.pulled?["title"]?.last?.previous == .text("Window"), "a held record's replaced value is kept")
+    }
+
+    @Test func aQuarantinedRecordIsClearedByAValidVersionInTheSamePage() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Yard")
+        let issue = Issue(projectID: project.id, title: "Fence")
+        var broken = remote(issue, version: 1, at: 1_000).record
+        broken["status"] = .text("onFire")
+        let bad = VersionedRecord(record: broken, stampedAt: HybridTimestamp(physicalMilliseconds: 1_000, counter: 0, node: server))
+        let other = Issue(projectID: project.id, title: "Gate")
+        var otherBroken = remote(other, version: 1, at: 1_000).record
+        otherBroken["priority"] = .text("whenever")
+        let otherBad = VersionedRecord(
+            record: otherBroken, stampedAt: HybridTimestamp(physicalMilliseconds: 1_000, counter: 0, node: server))
+
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [remote(project, version: 1, at: 900), bad, otherBad, remote(issue, version: 2, at: 2_000)],
+            cursor: "c-1"))
+        #expect(report.quarantined == 2)
+        #expect(try store.quarantinedRecords().map(\.recordID) == [other.id])
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.version == 2)
+
+        // A later page's valid version clears the entry left by an earlier page.
+        try await store.applyPulledPage(PulledPage(changes: [remote(other, version: 2, at: 3_000)], cursor: "c-2"))
+        #expect(try store.quarantinedRecords().isEmpty)
+        #expect(try store.fetch(Issue.self, id: other.id)?.title == "Gate")
+    }
+}
