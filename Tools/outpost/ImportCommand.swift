@@ -43,10 +43,13 @@ struct ImportCommand: ParsableCommand {
             return
         }
         print("imported \(path) (\(summary.format), \(summary.bytesRead) bytes) into \(db)")
-        let headers = ["entity", "inserted", "updated", "unchanged", "local changes kept", "outdated", "orphaned"]
+        let headers = [
+            "entity", "inserted", "updated", "unchanged", "local changes kept", "refreshed around local changes",
+            "outdated", "orphaned",
+        ]
         func row(_ name: String, _ counts: ImportCounts) -> [String] {
             [name] + [counts.inserted, counts.updated, counts.unchanged, counts.skippedLocallyModified,
-                counts.skippedOutdated, counts.orphaned].map(String.init)
+                counts.refreshedAroundLocalChanges, counts.skippedOutdated, counts.orphaned].map(String.init)
         }
         let rows = summary.byEntity.keys.sorted().map { row($0, summary.byEntity[$0]!) } + [row("total", summary.total)]
         print(TextTable(headers: headers, rows: rows).rendered)

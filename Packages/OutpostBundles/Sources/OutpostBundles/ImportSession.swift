@@ -81,6 +81,13 @@ final class ImportSession {
         case .keepLocalChanges:
             counts[entity, default: ImportCounts()].skippedLocallyModified += 1
             return
+        case .refreshAroundLocalChanges:
+            if try EntityTables.refreshUnchangedFields(from: incoming, in: db) != nil {
+                counts[entity, default: ImportCounts()].refreshedAroundLocalChanges += 1
+            } else {
+                counts[entity, default: ImportCounts()].skippedLocallyModified += 1
+            }
+            return
         case .keepNewerStored:
             counts[entity, default: ImportCounts()].skippedOutdated += 1
             return

@@ -10,8 +10,13 @@ public struct ImportCounts: Sendable, Hashable, Codable {
     public var updated = 0
     /// Records the store already held exactly as the bundle has them.
     public var unchanged = 0
-    /// Records with local changes not yet synced, left as they are for the sync engine's conflict policy.
+    /// Records with local changes not yet synced, left as they are: the bundle brings nothing newer than
+    /// the version they were made on.
     public var skippedLocallyModified = 0
+    /// Records with local changes not yet synced that the bundle brings a newer version of: the fields the
+    /// device did not change took the bundle's values; the changed ones are kept, and sync settles them
+    /// through the entity's conflict policy.
+    public var refreshedAroundLocalChanges = 0
     /// Records the store holds at a newer server version than the bundle, left as they are.
     public var skippedOutdated = 0
     /// Imported records whose parent is in neither the bundle nor the store: kept, and flagged.
@@ -21,7 +26,7 @@ public struct ImportCounts: Sendable, Hashable, Codable {
     public init() {}
 
     /// Every record the import read.
-    public var records: Int { inserted + updated + unchanged + skippedLocallyModified + skippedOutdated }
+    public var records: Int { inserted + updated + unchanged + skippedLocallyModified + refreshedAroundLocalChanges + skippedOutdated }
 
     static func + (lhs: ImportCounts, rhs: ImportCounts) -> ImportCounts {
         var sum = lhs
@@ -29,6 +34,7 @@ public struct ImportCounts: Sendable, Hashable, Codable {
         sum.updated += rhs.updated
         sum.unchanged += rhs.unchanged
         sum.skippedLocallyModified += rhs.skippedLocallyModified
+        sum.refreshedAroundLocalChanges += rhs.refreshedAroundLocalChanges
         sum.skippedOutdated += rhs.skippedOutdated
         sum.orphaned += rhs.orphaned
         return sum

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostStore
 import Testing
 @testable import OutpostBundles
 
@@ -124,5 +125,53 @@ import Testing
         private var reports: [ImportProgress] = []
         func append(_ report: ImportProgress) { lock.withLock { reports.append(report) } }
         var all: [ImportProgress] { lock.withLock { reports } }
+    }
+}
+
+/// A newer bundle meeting a record the crew edited offline, on a real store with its queue.
+@Suite struct LocalChangeImportTests {
+    @Test func aNewerBundleRefreshesOnlyTheFieldsTheDeviceDidNotChange() async throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.xml")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: url)
+        let device = workspace.url("device.sqlite").path
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+
+        // Offline, the crew retitles the issue.
+        let store = try LocalStore.open(at: device)
+        var edited = try #require(try store.record(.issue, id: SampleProject.id(51)))
+        let baseVersion = edited.sync.version
+        edited["title"] = .text("Outlet cover cracked, replace")
+        try await store.save(edited)
+
+        // Meanwhile the office resolves it: the next bundle carries a newer version with another status.
+        var office = try #require(try workspace.record(.issue, SampleProject.id(51)))
+        office["status"] = .text("resolved")
+        office.sync.version += 1
+        office.sync.updatedAt = office.sync.updatedAt.addingTimeInterval(60)
+        try workspace.save([office])
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+
+        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+        #expect(summary.byEntity["issue"]?.refreshedAroundLocalChanges == 1)
+        #expect(summary.total.updated == 0)
+        let stored = try #require(try store.record(.issue, id: SampleProject.id(51)))
+        #expect(stored["title"] == .text("Outlet cover cracked, replace"), "the local change is never overwritten")
+        #expect(stored["status"] == .text("resolved"), "a field the device did not change takes the newer version")
+        #expect(stored.sync.version == office.sync.version)
+        #expect(stored.sync.syncStatus == .pending)
+        // The change still goes out on the version it was made on, so the server and then the engine settle
+        // it through the entity's policy with the true clocks.
+        let waiting = try store.mutations(status: .pending).filter { $0.recordID == SampleProject.id(51) }
+        #expect(waiting.count == 1)
+        #expect(waiting.first?.baseVersion == baseVersion)
+        #expect(waiting.first.map { Set($0.fields.keys) } == ["title"])
+
+        // The same bundle again brings nothing newer: kept, counted, nothing written.
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: device))
+        let again = try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+        #expect(again.byEntity["issue"]?.skippedLocallyModified == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: device)) == bytes)
     }
 }
