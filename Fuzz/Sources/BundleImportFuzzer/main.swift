@@ -65,10 +65,16 @@ final class FuzzScratch: Sendable {
     let templateContent: String
 
     private init() {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-fuzz-\(ProcessInfo.processInfo.processIdentifier)")
+        // In memory when the system has a tmpfs: every input copies and writes a database, and fsync on a
+        // busy disk would otherwise be most of the time per input.
+        let memory = URL(fileURLWithPath: "/dev/shm")
+        let base = FileManager.default.isWritableFile(atPath: memory.path) ? memory : FileManager.default.temporaryDirectory
+        folder = base.appendingPathComponent("outpost-fuzz-\(ProcessInfo.processInfo.processIdentifier)")
         template = folder.appendingPathComponent("template.sqlite").path
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            // libFuzzer ends the process with exit(); take the scratch folder (in /dev/shm: memory) along.
+            atexit { try? FileManager.default.removeItem(at: FuzzScratch.shared.folder) }
             _ = try LocalDatabase.migrate(at: template)
             if let example = ProcessInfo.processInfo.environment["OUTPOST_FUZZ_EXAMPLE"] {
                 try BundleImporter().importBundle(at: URL(fileURLWithPath: example), intoDatabaseAt: template)
