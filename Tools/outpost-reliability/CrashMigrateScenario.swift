@@ -18,7 +18,7 @@ enum CrashMigrateScenario {
     static let scenario = Scenario(
         name: "crash-migrate",
         summary: "outpost migrate of a populated old store SIGKILLed at seeded moments, restarted until done",
-        quickSeeds: 1, fullSeeds: 10
+        quickSeeds: 1, fullSeeds: 3
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     /// The v1 tables and the columns v1 gave them: what must survive every step untouched.
