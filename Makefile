@@ -9,7 +9,7 @@ BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-install build test demo demo-bundle bench reliability packages clean
+.PHONY: setup apt-install build test demo demo-bundle bench reliability fuzz packages clean
 
 ## setup: install the Debian packages Outpost builds against, only those that are missing
 setup:
@@ -75,6 +75,19 @@ reliability: setup
 	$(SWIFT) build --product outpost
 	$(SWIFT) build --product outpost-reliability
 	"$$($(SWIFT) build --show-bin-path)/outpost-reliability" $(ARGS)
+
+## fuzz: the bundle importer's libFuzzer target for FUZZ_SECONDS (60) over schemas/examples and Fuzz/Corpus;
+## a crashing input is written to Fuzz/Corpus/regressions, which `make test` replays
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	$(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz -c debug \
+	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library --product BundleImportFuzzer
+	@mkdir -p .build-fuzz/corpus
+	ASAN_OPTIONS=detect_leaks=0 OUTPOST_FUZZ_EXAMPLE="$(CURDIR)/schemas/examples/project-bundle.xml" \
+	  "$$($(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz -c debug --show-bin-path)/BundleImportFuzzer" \
+	  -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=30 -rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 \
+	  -artifact_prefix=Fuzz/Corpus/regressions/ \
+	  .build-fuzz/corpus schemas/examples Fuzz/Corpus/attacks Fuzz/Corpus/regressions
 
 ## packages: build and test each package on its own, as a team depending on one package would
 packages: setup

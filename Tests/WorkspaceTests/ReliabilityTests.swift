@@ -19,13 +19,27 @@ struct ReliabilityTests {
             let crashes: Int
             let corrupt: Int
             let failingSeeds: [UInt64]
+            let load: Load?
+        }
+        struct Load: Decodable {
+            struct Kind: Decodable {
+                let requests: Int
+                let p50Milliseconds: Double
+                let p99Milliseconds: Double
+            }
+            let devices: Int
+            let requests: Int
+            let requestsPerSecond: Double
+            let kinds: [String: Kind]
         }
         let passed: Bool
         let scenarios: [Row]
     }
 
     /// The scenarios of the quick subset.
-    static let quickScenarios = ["faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles"]
+    static let quickScenarios = [
+        "faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles", "load", "crash-migrate", "fuzz-server",
+    ]
 
     @Test func theQuickRunLosesDuplicatesAndDivergesNothing() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-reliability-test-\(UUID())")
@@ -55,5 +69,10 @@ struct ReliabilityTests {
         }
         #expect(report.scenarios.first { $0.scenario == "faults" }.map { $0.faults > 0 } ?? true, "no fault was injected")
         #expect(report.scenarios.first { $0.scenario == "crash-sync" }.map { $0.kills > 0 } ?? true, "nothing was killed")
+        #expect(report.scenarios.first { $0.scenario == "crash-migrate" }.map { $0.kills > 0 } ?? true, "no migration was killed")
+        let load = report.scenarios.first { $0.scenario == "load" }?.load
+        #expect(load?.devices == 50)
+        #expect((load?.kinds["push"]?.requests ?? 0) > 0 && (load?.kinds["pull"]?.requests ?? 0) > 0, "the load sent no push or pull")
+        if let push = load?.kinds["push"] { #expect(push.p50Milliseconds <= push.p99Milliseconds) }
     }
 }

@@ -4,8 +4,9 @@ import OutpostStore
 import OutpostTesting
 import Synchronization
 
-/// Scenario 3, `convergence`: 3 to 5 devices edit the same issues and daily logs offline, round after
-/// round, then sync in random orders through `FaultyTransport`. After each round every device equals
+/// Scenario 3, `convergence`: 3 to 5 devices edit and now and then delete the same issues, daily logs
+/// and estimate records (a scope and its items, merged field by field; fees, where the server wins)
+/// offline, round after round, then sync in random orders through `FaultyTransport`. After each round every device equals
 /// the server for every record it may see, and the harness's own model of the round's edits says which
 /// values lost: for each field, the write with the newest clock (the virtual clock orders every write
 /// of the seed) must be the server's value, and each other device's last value for that field, when it
@@ -15,8 +16,11 @@ enum ConvergenceScenario {
     static let scenario = Scenario(
         name: "convergence",
         summary: "3–5 devices edit shared records offline, sync in random orders through faults; losers surfaced",
-        quickSeeds: 2, fullSeeds: 80
+        quickSeeds: 8, fullSeeds: 400
     ) { seed, quick in await run(seed: seed, quick: quick) }
+
+    /// Entities whose concurrent changes the server's version wins (the rest here merge field by field).
+    static let serverWins: Set<EntityType> = [.fee]
 
     /// One field of one record.
     struct FieldKey: Hashable, Comparable {
@@ -62,10 +66,11 @@ enum ConvergenceScenario {
         let fleet = try Fleet.open(count: 3 + random.below(3), in: folder, server: server, plan: .standard, seed: seed, clock: clock)
         let now: @Sendable () -> Date = { clock.advance() }
 
-        // The shared records: a few issues and daily logs, made by the first device and synced to all.
+        // The shared records, made by the first device and synced to all: issues and daily logs (field
+        // merge), an estimate's scope and items (field merge), and fees (server wins: money).
         var records: [(EntityType, UUID)] = []
         let first = fleet.devices[0]
-        for number in 0..<3 {
+        for number in 0..<4 {
             let issue = Issue(id: random.uuid(), projectID: Crew.project, title: "Shared issue \(number)")
             _ = try await first.store.save(issue, now: now())
             records.append((.issue, issue.id))
@@ -74,6 +79,20 @@ enum ConvergenceScenario {
             let log = DailyLog(id: random.uuid(), projectID: Crew.project, authorID: Crew.users[0], day: "2026-11-2\(number)")
             _ = try await first.store.save(log, now: now())
             records.append((.dailyLog, log.id))
+        }
+        let scope = Scope(id: random.uuid(), projectID: Crew.project, name: "Shared scope")
+        _ = try await first.store.save(scope, now: now())
+        records.append((.scope, scope.id))
+        for number in 0..<2 {
+            let item = ScopeItem(
+                id: random.uuid(), scopeID: scope.id, name: "Item \(number)", quantity: 1, unit: "m2", unitPriceCents: 100)
+            _ = try await first.store.save(item, now: now())
+            records.append((.scopeItem, item.id))
+        }
+        for number in 0..<2 {
+            let fee = Fee(id: random.uuid(), projectID: Crew.project, name: "Fee \(number)", amountCents: 1_000)
+            _ = try await first.store.save(fee, now: now())
+            records.append((.fee, fee.id))
         }
         outcome.mutations += records.count
         guard try await fleet.settle(shuffled: true, order: &random) else {
@@ -88,14 +107,24 @@ enum ConvergenceScenario {
             var marks: [Int: Int64] = [:]
             for device in fleet.devices { marks[device.index] = try device.store.openConflicts().map(\.id).max() ?? 0 }
             var edits: [FieldKey: [Edit]] = [:]
-            // Offline: each device writes 2–6 fields, the devices' writes interleaved in a seeded order.
+            var startValues: [FieldKey: FieldValue] = [:]
+            /// Per record ("entity/id"), each device that deleted it this round, with the order of its delete.
+            var deletes: [String: [Int: Int]] = [:]
+            // Offline: each device writes 2–6 times, the devices' writes interleaved in a seeded order.
             var queue: [Int] = []
             for device in fleet.devices { queue += Array(repeating: device.index, count: 2 + random.below(5)) }
             for index in random.shuffled(queue) {
                 let device = fleet.devices[index]
                 let (entity, id) = random.pick(records)
+                guard let before = try device.store.record(entity, id: id), !before.sync.isDeleted else { continue }
                 order += 1
-                let before = try device.store.record(entity, id: id)
+                // A delete of a shared record now and then (never of money: server-wins fees stay).
+                if entity != .fee, random.chance(0.05) {
+                    _ = try await device.store.delete(entity, id: id, now: now())
+                    outcome.mutations += 1
+                    deletes["\(entity.rawValue)/\(id)", default: [:]][index] = order
+                    continue
+                }
                 let number = random.below(1_000_000)
                 let field: String
                 switch entity {
@@ -108,7 +137,7 @@ enum ConvergenceScenario {
                     default: field = "priority"; issue.priority = random.pick(Workload.priorities)
                     }
                     _ = try await device.store.save(issue, now: now())
-                default:
+                case .dailyLog:
                     guard var log = try device.store.fetch(DailyLog.self, id: id) else { continue }
                     switch random.below(4) {
                     case 0: field = "notes"; log.notes = "Notes \(order) by \(index)"
@@ -117,12 +146,37 @@ enum ConvergenceScenario {
                     default: field = "crewSize"; log.crewSize = number % 9
                     }
                     _ = try await device.store.save(log, now: now())
+                case .scope:
+                    guard var scope = try device.store.fetch(Scope.self, id: id) else { continue }
+                    if random.chance(0.5) { field = "name"; scope.name = "Scope \(order) by \(index)" } else {
+                        field = "notes"; scope.notes = "Scope notes \(order) by \(index)"
+                    }
+                    _ = try await device.store.save(scope, now: now())
+                case .scopeItem:
+                    guard var item = try device.store.fetch(ScopeItem.self, id: id) else { continue }
+                    switch random.below(3) {
+                    case 0: field = "name"; item.name = "Item \(order) by \(index)"
+                    case 1: field = "quantity"; item.quantity = Double(number % 40 + 1)
+                    default: field = "unitPriceCents"; item.unitPriceCents = Int64(number % 9_000 + 100)
+                    }
+                    _ = try await device.store.save(item, now: now())
+                default:
+                    guard var fee = try device.store.fetch(Fee.self, id: id) else { continue }
+                    switch random.below(3) {
+                    case 0: field = "name"; fee.name = "Fee \(order) by \(index)"
+                    case 1: field = "amountCents"; fee.amountCents = Int64(number % 70_000)
+                    default: field = "isTaxable"; fee.isTaxable.toggle()
+                    }
+                    _ = try await device.store.save(fee, now: now())
                 }
                 let value = try device.store.record(entity, id: id)?[field] ?? .null
                 // Writing the value a field already holds changes nothing and stamps nothing: not an edit.
-                guard before?[field] != value else { continue }
+                guard before[field] != value else { continue }
                 outcome.mutations += 1
-                edits[FieldKey(entity: entity, id: id, field: field), default: []].append(Edit(device: index, value: value, order: order))
+                let key = FieldKey(entity: entity, id: id, field: field)
+                // Every device held the same state when the round began, so the first edit's "before" is it.
+                if startValues[key] == nil { startValues[key] = before[field] }
+                edits[key, default: []].append(Edit(device: index, value: value, order: order))
             }
 
             guard try await fleet.settle(shuffled: true, order: &random) else {
@@ -139,17 +193,36 @@ enum ConvergenceScenario {
             let reference = fleet.devices[0].store
             for (key, writes) in edits.sorted(by: { $0.key < $1.key }) {
                 guard let winner = writes.max(by: { $0.order < $1.order }) else { continue }
-                let standing = try reference.record(key.entity, id: key.id)?[key.field]
-                if standing != winner.value {
-                    outcome.lost += 1
-                    outcome.problems.append(
-                        "round \(round): \(key.entity.rawValue)/\(key.id).\(key.field) is \(standing.map { "\($0)" } ?? "missing"), "
-                            + "but the newest write was device \(winner.device)'s \(winner.value)")
+                let final = try reference.record(key.entity, id: key.id)
+                let deletedAtEnd = final?.sync.isDeleted ?? false
+                let standing = final?[key.field]
+                let deleters = deletes["\(key.entity.rawValue)/\(key.id)"] ?? [:]
+                let where_ = "round \(round): \(key.entity.rawValue)/\(key.id).\(key.field)"
+                if !deletedAtEnd {
+                    if Self.serverWins.contains(key.entity) {
+                        // The first change the server took stands; it must be one a device wrote, or the
+                        // value before the round when that change touched other fields.
+                        let candidates = writes.map(\.value) + [startValues[key] ?? .null]
+                        if !candidates.contains(where: { $0 == standing }) {
+                            outcome.lost += 1
+                            outcome.problems.append("\(where_) is \(standing.map { "\($0)" } ?? "missing"), which no device wrote")
+                        }
+                    } else if standing != winner.value {
+                        outcome.lost += 1
+                        outcome.problems.append(
+                            "\(where_) is \(standing.map { "\($0)" } ?? "missing"), but the newest write was device \(winner.device)'s \(winner.value)")
+                    }
                 }
                 var lastByDevice: [Int: Edit] = [:]
                 for write in writes where write.order > (lastByDevice[write.device]?.order ?? 0) { lastByDevice[write.device] = write }
-                for (device, loser) in lastByDevice.sorted(by: { $0.key < $1.key })
-                where device != winner.device && loser.value != winner.value {
+                for (device, loser) in lastByDevice.sorted(by: { $0.key < $1.key }) {
+                    if deletedAtEnd {
+                        // An edit hidden by the device's own later delete is not a loss; one hidden by
+                        // another device's delete is.
+                        if let own = deleters[device], own > loser.order { continue }
+                    } else if loser.value == standing {
+                        continue
+                    }
                     produced += 1
                     let found = conflicts.contains {
                         $0.entity == key.entity && $0.recordID == key.id && $0.field == key.field
@@ -160,8 +233,23 @@ enum ConvergenceScenario {
                     } else {
                         outcome.lost += 1
                         outcome.problems.append(
-                            "round \(round): device \(device)'s \(loser.value) for \(key.entity.rawValue)/\(key.id).\(key.field) "
-                                + "lost to device \(winner.device)'s \(winner.value) and is in no conflicts table")
+                            "\(where_): device \(device)'s \(loser.value) lost (standing: \(deletedAtEnd ? "deleted" : standing.map { "\($0)" } ?? "missing")) "
+                                + "and is in no conflicts table")
+                    }
+                }
+            }
+            // A delete that did not stand must be surfaced as a losing delete.
+            for (record, deleters) in deletes.sorted(by: { $0.key < $1.key }) {
+                guard let match = records.first(where: { "\($0.0.rawValue)/\($0.1)" == record }) else { continue }
+                let (entity, id) = match
+                if try reference.record(entity, id: id)?.sync.isDeleted == true { continue }
+                for device in deleters.keys.sorted() {
+                    produced += 1
+                    if conflicts.contains(where: { $0.entity == entity && $0.recordID == id && $0.field == nil }) {
+                        surfaced += 1
+                    } else {
+                        outcome.lost += 1
+                        outcome.problems.append("round \(round): device \(device)'s delete of \(record) did not stand and is in no conflicts table")
                     }
                 }
             }
@@ -179,18 +267,19 @@ enum ConvergenceScenario {
             outcome.problems.append("the server applied key \(key) (\(record)), which no device holds as done")
         }
         outcome.faults = await fleet.faultsInjected()
-        ConvergenceTally.shared.add(produced: produced, surfaced: surfaced)
+        ConvergenceTally.shared.add(produced: produced, surfaced: surfaced, schedules: quick ? 3 : 5)
     }
 }
 
 /// Lost values produced and surfaced over the whole run, for the report's note.
 final class ConvergenceTally: Sendable {
     static let shared = ConvergenceTally()
-    private let counts = Mutex<(produced: Int, surfaced: Int)>((0, 0))
+    private let counts = Mutex<(produced: Int, surfaced: Int, schedules: Int)>((0, 0, 0))
 
-    func add(produced: Int, surfaced: Int) {
-        counts.withLock { $0.produced += produced; $0.surfaced += surfaced }
+    /// Adds a seed's figures; `schedules` is its rounds, each a random sync order through faults.
+    func add(produced: Int, surfaced: Int, schedules: Int) {
+        counts.withLock { $0.produced += produced; $0.surfaced += surfaced; $0.schedules += schedules }
     }
 
-    var totals: (produced: Int, surfaced: Int) { counts.withLock { $0 } }
+    var totals: (produced: Int, surfaced: Int, schedules: Int) { counts.withLock { $0 } }
 }

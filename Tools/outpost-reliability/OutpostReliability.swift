@@ -69,14 +69,26 @@ struct OutpostReliability: AsyncParsableCommand {
         say(table(rows))
         let convergence = ConvergenceTally.shared.totals
         if chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name }) {
-            say("convergence: lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+            say("convergence: \(convergence.schedules) schedules, lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+        }
+        for row in rows {
+            guard let load = row.load else { continue }
+            say(String(format: "load: %d devices for %.1f s: %d requests (%.0f/s), %.0f mutations pushed/s, %d transport errors",
+                       load.devices, load.seconds, load.requests, load.requestsPerSecond, load.mutationsPerSecond, load.transportErrors))
+            for (kind, figures) in load.kinds.sorted(by: { $0.key < $1.key }) {
+                say("  \(kind): " + String(format: "%d requests, p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                           figures.requests, figures.p50Milliseconds, figures.p99Milliseconds, figures.maximumMilliseconds))
+            }
         }
         let seconds = Date().timeIntervalSince(started)
         say(String(format: "total time %.1f s", seconds))
 
         let report = ReliabilityReport(
             date: ISO8601DateFormatter().string(from: started), scale: quick ? "quick" : "full", seconds: seconds,
-            passed: failures.isEmpty, scenarios: rows)
+            passed: failures.isEmpty, scenarios: rows,
+            convergence: chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name })
+                ? .init(schedules: convergence.schedules, lostValuesProduced: convergence.produced, lostValuesSurfaced: convergence.surfaced)
+                : nil)
         if let json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -104,10 +116,18 @@ struct OutpostReliability: AsyncParsableCommand {
 
     /// The results as a fixed-width table.
     func table(_ rows: [ScenarioTotals]) -> String {
-        let header = ["scenario", "seeds", "faults", "kills", "mutations", "lost", "duplicated", "diverged", "crashes", "corrupt", "seconds"]
+        let header = [
+            "scenario", "seeds", "faults", "kills", "mutations", "lost", "duplicated", "diverged", "crashes", "corrupt", "seconds",
+            "req/s", "push p50/p99 ms", "pull p50/p99 ms",
+        ]
+        func latency(_ kind: LoadFigures.Kind?) -> String {
+            kind.map { String(format: "%.1f/%.1f", $0.p50Milliseconds, $0.p99Milliseconds) } ?? "-"
+        }
         let cells = rows.map { row in
             [row.scenario, "\(row.seeds)", "\(row.faults)", "\(row.kills)", "\(row.mutations)", "\(row.lost)", "\(row.duplicated)",
-             "\(row.diverged)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds)]
+             "\(row.diverged)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds),
+             row.load.map { String(format: "%.0f", $0.requestsPerSecond) } ?? "-",
+             latency(row.load?.kinds["push"]), latency(row.load?.kinds["pull"])]
         }
         let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
         func line(_ values: [String]) -> String {

@@ -17,6 +17,8 @@ struct SeedOutcome: Sendable {
     var corrupt = 0
     /// What went wrong, in words, for the report.
     var problems: [String] = []
+    /// Throughput and latency, for the load scenario.
+    var load: LoadFigures?
 
     var failed: Bool { lost + duplicated + diverged + crashes + corrupt > 0 }
 
@@ -37,7 +39,7 @@ struct Scenario: Sendable {
 
     static let all: [Scenario] = [
         FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
-        BundleFuzzScenario.scenario,
+        BundleFuzzScenario.scenario, LoadScenario.scenario, CrashMigrateScenario.scenario, ServerFuzzScenario.scenario,
     ]
 }
 
@@ -55,6 +57,8 @@ struct ScenarioTotals: Sendable, Codable {
     var corrupt = 0
     var failingSeeds: [UInt64] = []
     var seconds = 0.0
+    /// The load scenario's throughput and latency (its last seed's).
+    var load: LoadFigures?
 
     init(scenario: String) { self.scenario = scenario }
 
@@ -68,6 +72,7 @@ struct ScenarioTotals: Sendable, Codable {
         diverged += outcome.diverged
         crashes += outcome.crashes
         corrupt += outcome.corrupt
+        if let figures = outcome.load { load = figures }
         if outcome.failed { failingSeeds.append(seed) }
     }
 }
@@ -79,4 +84,12 @@ struct ReliabilityReport: Sendable, Codable {
     var seconds: Double
     var passed: Bool
     var scenarios: [ScenarioTotals]
+    /// The convergence scenario's schedules and lost values (every produced one must be surfaced).
+    var convergence: ConvergenceFigures?
+
+    struct ConvergenceFigures: Sendable, Codable {
+        var schedules: Int
+        var lostValuesProduced: Int
+        var lostValuesSurfaced: Int
+    }
 }
