@@ -68,10 +68,10 @@ demo-bundle: setup
 
 ## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
 bench: setup
-	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES) $(POSTGRES_APT_PACKAGES)"
 	$(SWIFT) build -c release --product outpost-bench
 	$(SWIFT) build -c release --product outpost
-	$(SWIFT) run -c release outpost-bench $(SUITE)
+	OUTPOST_TEST_POSTGRES_DURABLE=1 scripts/with-test-postgres.sh $(SWIFT) run -c release outpost-bench $(SUITE)
 
 ## reliability: faults, kills and convergence at full scale; a table of lost/duplicated/diverged (all must be 0)
 reliability: setup
