@@ -28,3 +28,32 @@ extension BundleExporter {
         return count
     }
 }
+
+/// Encodes a bundle piece by piece in memory, for a caller that streams it as it goes (a sync server
+/// answering a download): the header on creation, then records (parents first), taking the bytes
+/// written so far whenever it wants to send them, so the whole bundle never sits in memory.
+public final class BundleStreamEncoder {
+    private let output = OutputFile()
+    private let writer: any BundleWriter
+
+    /// Starts project `projectID`'s bundle; `asOf` is the newest `updatedAt` among its records.
+    public init(project projectID: UUID, asOf: Date?, format: BundleFormat) throws(BundleError) {
+        writer = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
+        try writer.begin(BundleHeader(formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf))
+    }
+
+    /// Appends one record.
+    public func write(_ record: EntityRecord) throws(BundleError) {
+        try writer.write(record)
+    }
+
+    /// Closes the bundle; take the last bytes afterwards.
+    public func finish() throws(BundleError) {
+        try writer.end()
+    }
+
+    /// The bytes written since the last call.
+    public func take() -> [UInt8] {
+        output.take()
+    }
+}

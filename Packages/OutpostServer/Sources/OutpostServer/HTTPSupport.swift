@@ -160,7 +160,12 @@ extension Request {
 
 /// A JSON response, gzip-compressed above the protocol's threshold for clients that accept it.
 func jsonResponse(_ value: some Encodable, for request: Request) throws -> Response {
-    var data = try WireJSON.encoder().encode(value)
+    jsonResponse(bytes: Array(try WireJSON.encoder().encode(value)), for: request)
+}
+
+/// Answers JSON already written (gzip for clients that accept it, over the threshold).
+func jsonResponse(bytes: [UInt8], for request: Request) -> Response {
+    var data = Data(bytes)
     var headers: HTTPFields = [.contentType: "application/json"]
     if data.count > SyncProtocol.compressionThreshold, request.acceptsGzip {
         data = Gzip.compress(data)

@@ -1,34 +1,68 @@
 import Foundation
-import GRDB
 import OutpostConflicts
 import OutpostModels
 import OutpostSync
 
-/// What the server does with one mutation, inside the push's write transaction: check its shape and
-/// clocks, translate server-id references, check the caller may touch every project concerned,
-/// compare the base version, resolve with the entity's `ConflictPolicy` (the devices' own), validate
-/// the result against the catalog and write it at the next change sequence.
+/// What the server does with a push, in memory and for any backend: per mutation, answer a repeated
+/// idempotency key with its original result, check the shape and clocks, translate server-id
+/// references, check the caller may touch every project concerned, compare the base version, resolve
+/// with the entity's `ConflictPolicy` (the devices' own), validate the result against the catalog and
+/// take the next change sequence. It reads and updates a `PushSnapshot` the backend loaded and returns
+/// a `PushPlan` the backend writes in the same transaction.
 ///
-/// A refusal throws a `ServerError` with the wire code that becomes the mutation's `rejected` reason.
+/// A refusal becomes the mutation's `rejected` outcome (its wire code and message) and changes nothing
+/// in the snapshot, so one bad mutation never fails the batch.
 struct PushRules: Sendable {
     let assignsServerIDs: Bool
     let policy = ConflictPolicy()
 
-    func apply(_ mutation: PushMutation, by caller: Caller, in db: Database, now: Date) throws -> MutationOutcome {
-        do {
-            return try applyChecked(mutation, by: caller, in: db, now: now)
-        } catch let error as ConflictError {
-            throw ServerError.badRequest(error.description)
+    /// Runs the whole batch against `snapshot` (which the backend loaded for `batch`).
+    func plan(_ batch: PushBatch, snapshot initial: PushSnapshot) throws -> PushPlan {
+        var snapshot = initial
+        var plan = PushPlan()
+        plan.results.reserveCapacity(batch.mutations.count)
+        let caller = batch.caller
+        for mutation in batch.mutations {
+            let key = mutation.idempotencyKey
+            if let stored = snapshot.applied[key] {
+                let outcome: MutationOutcome
+                if stored.userID == caller.userID {
+                    outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
+                } else {
+                    // Someone else's key: never reveal its answer, and never apply it again.
+                    outcome = .rejected(reason: ErrorBody(code: .forbidden, message: "this idempotency key belongs to another user"))
+                }
+                plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
+                continue
+            }
+            let outcome: MutationOutcome
+            do {
+                outcome = try apply(mutation, by: caller, to: &snapshot, plan: &plan, now: batch.now)
+            } catch let error as ServerError where error.wireCode != nil {
+                outcome = .rejected(reason: error.errorBody)
+            } catch let error as ConflictError {
+                outcome = .rejected(reason: ServerError.badRequest(error.description).errorBody)
+            }
+            let text = try OutcomeJSON.encode(outcome)
+            snapshot.applied[key] = AppliedMutation(userID: caller.userID, outcome: text)
+            plan.applied.append((key, caller.userID, mutation.entity, mutation.recordID, text))
+            plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
         }
+        plan.changeSequence = snapshot.changeSequence
+        plan.lastServerID = snapshot.lastServerID
+        return plan
     }
 
-    private func applyChecked(_ mutation: PushMutation, by caller: Caller, in db: Database, now: Date) throws
-        -> MutationOutcome
-    {
+    /// One mutation: every check first, then (only once nothing can fail) its effects on the snapshot
+    /// and the plan.
+    private func apply(
+        _ mutation: PushMutation, by caller: Caller, to snapshot: inout PushSnapshot, plan: inout PushPlan, now: Date
+    ) throws -> MutationOutcome {
         try checkShape(mutation, now: now)
-        let fields = try clientReferences(in: mutation, db: db)
-        let existing = try StoredRecord.fetch(mutation.entity, id: mutation.recordID, in: db)
-        if let existing, try !Access.canSee(existing, caller, in: db) {
+        let fields = try clientReferences(in: mutation, snapshot: snapshot)
+        let key = RecordKey(entity: mutation.entity, id: mutation.recordID)
+        let existing = snapshot.records[key]
+        if let existing, !existing.summary.isVisible(to: caller, memberships: snapshot.memberships) {
             throw ServerError.forbidden("you are not a member of this record's project")
         }
         let merged: VersionedRecord
@@ -43,7 +77,7 @@ struct PushRules: Sendable {
         case (_, let current?) where current.version != mutation.baseVersion:
             // A create of a record the server holds is a stale base too (0); after merging, the engine
             // sends it again on the returned version and it resolves like an update.
-            return .conflict(serverRecord: try wireRecord(current, in: db))
+            return .conflict(serverRecord: wireRecord(current) { snapshot.summary($0) })
         case (_, let current?):
             let change = EntityRecord(
                 entity: mutation.entity, id: mutation.recordID, fields: fields,
@@ -61,22 +95,32 @@ struct PushRules: Sendable {
         if let problem = merged.record.validationErrors.first {
             throw ServerError.badRequest(problem.description)
         }
-        let project = try projectOf(merged.record, existing: existing, caller: caller, in: db)
-        try checkReferences(merged.record, caller: caller, in: db)
-        if mutation.entity == .project { try link(opportunityOf: merged.record, in: db) }
+        let project = try projectOf(merged.record, existing: existing, caller: caller, snapshot: snapshot)
+        try checkReferences(merged.record, caller: caller, snapshot: snapshot)
+
+        // Nothing below can fail: the mutation is applied.
+        if mutation.entity == .project { link(opportunityOf: merged.record, snapshot: &snapshot, plan: &plan) }
+        snapshot.changeSequence += 1
         var stored = StoredRecord(
             entity: mutation.entity, id: mutation.recordID, serverID: existing?.serverID,
             projectID: project, ownerID: existing?.ownerID ?? caller.userID, version: (existing?.version ?? 0) + 1,
-            sequence: try nextValue("change_sequence", in: db), fields: merged.record.fields, clocks: merged.clocks,
+            sequence: snapshot.changeSequence, fields: merged.record.fields, clocks: merged.clocks,
             deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: now)
         if stored.serverID == nil, assignsServerIDs {
-            stored.serverID = try nextValue("server_id", in: db)
+            snapshot.lastServerID += 1
+            stored.serverID = snapshot.lastServerID
         }
-        try stored.save(in: db)
-        if mutation.entity == .project {
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)",
-                arguments: [stored.id.storageText, caller.userID.storageText])
+        snapshot.records[key] = stored
+        snapshot.summaries[key] = stored.summary
+        if let serverID = stored.serverID {
+            snapshot.serverIDs[ServerIDKey(entity: stored.entity, serverID: serverID)] = key
+        }
+        plan.records[key] = stored
+        plan.moves[key] = nil
+        if mutation.entity == .project, !snapshot.memberships.contains(stored.id) {
+            snapshot.memberships.insert(stored.id)
+            snapshot.projectsWithMembers.insert(stored.id)
+            plan.memberships.append((stored.id, caller.userID))
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
     }
@@ -102,19 +146,16 @@ struct PushRules: Sendable {
     }
 
     /// The fields with every parent reference sent as a server id (text) turned into the client id.
-    private func clientReferences(in mutation: PushMutation, db: Database) throws -> [String: FieldValue] {
+    private func clientReferences(in mutation: PushMutation, snapshot: PushSnapshot) throws -> [String: FieldValue] {
         var fields = mutation.fields
         for relation in mutation.entity.description.parents {
             guard case .text(let text) = fields[relation.field] ?? .null else { continue }
             guard let serverID = Int64(text),
-                let id = try String.fetchOne(
-                    db, sql: "SELECT id FROM records WHERE entity = ? AND server_id = ?",
-                    arguments: [relation.entity.rawValue, serverID]
-                ).flatMap(UUID.init(uuidString:))
+                let key = snapshot.serverIDs[ServerIDKey(entity: relation.entity, serverID: serverID)]
             else {
                 throw ServerError.notFound("\(relation.field): no \(relation.entity.rawValue) with server id '\(text)'")
             }
-            fields[relation.field] = .uuid(id)
+            fields[relation.field] = .uuid(key.id)
         }
         return fields
     }
@@ -122,14 +163,13 @@ struct PushRules: Sendable {
     /// The project a record belongs to: itself for a project, else that of the first parent it names;
     /// an opportunity keeps the project that links it (none until one does). The caller must be a
     /// member of it, except of a project they are creating (they become its first member).
-    private func projectOf(_ record: EntityRecord, existing: StoredRecord?, caller: Caller, in db: Database) throws
-        -> UUID?
+    private func projectOf(_ record: EntityRecord, existing: StoredRecord?, caller: Caller, snapshot: PushSnapshot)
+        throws -> UUID?
     {
         switch record.entity {
         case .project:
-            let hasMembers = try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM memberships WHERE project_id = ?", arguments: [record.id.storageText]) ?? false
-            if existing != nil || hasMembers, try !Access.isMember(caller, of: record.id, in: db) {
+            let hasMembers = snapshot.projectsWithMembers.contains(record.id)
+            if existing != nil || hasMembers, !snapshot.memberships.contains(record.id) {
                 throw ServerError.forbidden("you are not a member of project \(record.id.storageText)")
             }
             return record.id
@@ -138,20 +178,12 @@ struct PushRules: Sendable {
         default:
             for relation in record.entity.description.parents {
                 guard case .uuid(let parentID) = record[relation.field] else { continue }
-                let project: UUID?
-                if relation.entity == .project {
-                    guard try StoredRecord.fetch(.project, id: parentID, in: db) != nil else {
-                        throw ServerError.notFound("\(relation.field): no project \(parentID.storageText) on the server")
-                    }
-                    project = parentID
-                } else {
-                    guard let parent = try StoredRecord.fetch(relation.entity, id: parentID, in: db) else {
-                        throw ServerError.notFound(
-                            "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
-                    }
-                    project = parent.projectID
+                guard let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)) else {
+                    throw ServerError.notFound(
+                        "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
                 }
-                guard let project, try Access.isMember(caller, of: project, in: db) else {
+                let project = relation.entity == .project ? parentID : parent.projectID
+                guard let project, snapshot.memberships.contains(project) else {
                     throw ServerError.forbidden("you are not a member of the project \(relation.field) belongs to")
                 }
                 return project
@@ -163,12 +195,12 @@ struct PushRules: Sendable {
     /// Every other record the record names must be one the caller may see, so ids of other projects'
     /// records cannot be probed or linked. A reference to a record the server does not hold is kept
     /// (the device flags such records orphaned rather than dropping them).
-    private func checkReferences(_ record: EntityRecord, caller: Caller, in db: Database) throws {
+    private func checkReferences(_ record: EntityRecord, caller: Caller, snapshot: PushSnapshot) throws {
         for relation in record.entity.description.parents {
             guard case .uuid(let parentID) = record[relation.field],
-                let parent = try StoredRecord.fetch(relation.entity, id: parentID, in: db)
+                let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID))
             else { continue }
-            guard try Access.canSee(parent, caller, in: db) else {
+            guard parent.isVisible(to: caller, memberships: snapshot.memberships) else {
                 throw ServerError.forbidden("\(relation.field) names a record of a project you are not a member of")
             }
         }
@@ -177,64 +209,64 @@ struct PushRules: Sendable {
     /// A project naming an opportunity no project had yet makes the opportunity that project's: it moves
     /// to the end of the change sequence, just before the project itself, so the project's other members
     /// pull it, parent first.
-    private func link(opportunityOf project: EntityRecord, in db: Database) throws {
-        guard case .uuid(let id) = project["opportunityID"],
-            var opportunity = try StoredRecord.fetch(.opportunity, id: id, in: db), opportunity.projectID == nil
-        else { return }
+    private func link(opportunityOf project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+        guard case .uuid(let id) = project["opportunityID"] else { return }
+        let key = RecordKey(entity: .opportunity, id: id)
+        guard var opportunity = snapshot.summary(key), opportunity.projectID == nil else { return }
+        snapshot.changeSequence += 1
         opportunity.projectID = project.id
-        opportunity.sequence = try nextValue("change_sequence", in: db)
-        try opportunity.save(in: db)
+        opportunity.sequence = snapshot.changeSequence
+        snapshot.summaries[key] = opportunity
+        if var whole = snapshot.records[key] {
+            whole.projectID = project.id
+            whole.sequence = opportunity.sequence
+            snapshot.records[key] = whole
+            plan.records[key] = whole
+        } else {
+            plan.moves[key] = (project.id, opportunity.sequence)
+        }
     }
 
     /// The record as pull and conflicts send it. In server-id mode a reference names the parent's server
     /// id when the client can already map it: the parent changed before the record (so a client reading
     /// in sequence has pulled it, or created it) or it travels in the same page (`page`). A parent that
     /// moved later in the sequence (an opportunity linked after its project) is named by client id,
-    /// since the client would meet its server id only afterwards.
-    func wireRecord(_ record: StoredRecord, page: Set<RecordKey> = [], in db: Database) throws -> ServerRecord {
+    /// since the client would meet its server id only afterwards. `parent` finds a parent's summary.
+    func wireRecord(
+        _ record: StoredRecord, page: Set<RecordKey> = [], parent: (RecordKey) throws -> RecordSummary?
+    ) rethrows -> ServerRecord {
         var wire = record.serverRecord
         guard assignsServerIDs else { return wire }
         for relation in record.entity.description.parents {
-            guard case .uuid(let parentID) = wire.fields[relation.field] ?? .null,
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT server_id, sequence FROM records WHERE entity = ? AND id = ?",
-                    arguments: [relation.entity.rawValue, parentID.storageText]),
-                let serverID = row["server_id"] as Int64?
-            else { continue }
-            let parentSequence: Int64 = row["sequence"]
-            guard parentSequence < record.sequence || page.contains(RecordKey(entity: relation.entity, id: parentID))
+            guard case .uuid(let parentID) = wire.fields[relation.field] ?? .null else { continue }
+            let key = RecordKey(entity: relation.entity, id: parentID)
+            guard let summary = try parent(key), let serverID = summary.serverID,
+                summary.sequence < record.sequence || page.contains(key)
             else { continue }
             wire.fields[relation.field] = .text(String(serverID))
         }
         return wire
     }
 
-    /// Writes a record the seed defines, stamped with the server's clock.
-    func insertSeeded(
+    /// A record the seed defines, stamped with the server's clock, at the next change sequence (and
+    /// server id, in server-id mode) after `counters`, which it advances.
+    func seededRecord(
         _ entity: EntityType, id: UUID, projectID: UUID, owner: UUID, fields: [String: FieldValue],
-        stamp: HybridTimestamp, in db: Database, now: Date
-    ) throws {
+        stamp: HybridTimestamp, now: Date, counters: inout (changeSequence: Int64, lastServerID: Int64)
+    ) throws(ServerError) -> StoredRecord {
+        counters.changeSequence += 1
+        var serverID: Int64?
+        if assignsServerIDs {
+            counters.lastServerID += 1
+            serverID = counters.lastServerID
+        }
         let record = StoredRecord(
-            entity: entity, id: id, serverID: assignsServerIDs ? try nextValue("server_id", in: db) : nil,
-            projectID: projectID, ownerID: owner, version: 1, sequence: try nextValue("change_sequence", in: db),
-            fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil, createdAt: now, updatedAt: now)
+            entity: entity, id: id, serverID: serverID, projectID: projectID, ownerID: owner, version: 1,
+            sequence: counters.changeSequence, fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil,
+            createdAt: now, updatedAt: now)
         if let problem = record.entityRecord.validationErrors.first {
             throw ServerError(.invalidSeed, message: problem.description)
         }
-        try record.save(in: db)
+        return record
     }
-
-    /// The next value of a counter, taken inside the caller's write transaction.
-    private func nextValue(_ counter: String, in db: Database) throws -> Int64 {
-        guard let value = try Int64.fetchOne(
-            db, sql: "UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value", arguments: [counter])
-        else { throw ServerError(.databaseFailure, message: "the counter \(counter) is missing") }
-        return value
-    }
-}
-
-/// A record's identity: its entity and client id.
-struct RecordKey: Sendable, Hashable {
-    let entity: EntityType
-    let id: UUID
 }

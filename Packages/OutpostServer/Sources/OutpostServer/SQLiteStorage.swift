@@ -65,83 +65,208 @@ final class SQLiteStorage: ServerStorage {
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let rules = self.rules
+        let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         return try await write { db in
-            var results: [MutationResult] = []
-            results.reserveCapacity(mutations.count)
-            for mutation in mutations {
-                let key = mutation.idempotencyKey.storageText
-                if let row = try Row.fetchOne(
-                    db, sql: "SELECT user_id, outcome FROM applied_mutations WHERE idempotency_key = ?", arguments: [key])
-                {
-                    let outcome: MutationOutcome
-                    if row["user_id"] as String == caller.userID.storageText {
-                        let original = try WireJSON.decoder().decode(MutationOutcome.self, from: Data((row["outcome"] as String).utf8))
-                        outcome = .duplicate(original: original)
-                    } else {
-                        // Someone else's key: never reveal its answer, and never apply it again.
-                        outcome = .rejected(reason: ErrorBody(code: .forbidden, message: "this idempotency key belongs to another user"))
-                    }
-                    results.append(MutationResult(idempotencyKey: mutation.idempotencyKey, outcome: outcome))
+            let snapshot = try Self.loadSnapshot(for: batch, in: db)
+            let plan = try rules.plan(batch, snapshot: snapshot)
+            try Self.write(plan, in: db)
+            return plan.results
+        }
+    }
+
+    /// The push seam's loading half: what `batch` touches, in a handful of queries (the counters first).
+    private static func loadSnapshot(for batch: PushBatch, in db: Database) throws -> PushSnapshot {
+        var snapshot = PushSnapshot()
+        for row in try Row.fetchAll(db, sql: "SELECT name, value FROM counters") {
+            switch row["name"] as String {
+            case "change_sequence": snapshot.changeSequence = row["value"]
+            case "server_id": snapshot.lastServerID = row["value"]
+            default: break
+            }
+        }
+        for keys in chunks(batch.idempotencyKeys.map(\.storageText)) {
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT idempotency_key, user_id, outcome FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
+                arguments: StatementArguments(keys))
+            for row in rows {
+                guard let key = UUID(uuidString: row["idempotency_key"]), let user = UUID(uuidString: row["user_id"]) else {
                     continue
                 }
-                var outcome = MutationOutcome.rejected(reason: ErrorBody(code: .internal, message: "not applied"))
-                try db.inSavepoint {
-                    do {
-                        outcome = try rules.apply(mutation, by: caller, in: db, now: now)
-                        return .commit
-                    } catch let error as ServerError where error.wireCode != nil {
-                        outcome = .rejected(reason: error.errorBody)
-                        return .rollback
+                snapshot.applied[key] = AppliedMutation(userID: user, outcome: row["outcome"])
+            }
+        }
+        for (entity, ids) in grouped(batch.targets) {
+            for chunk in chunks(ids) {
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))",
+                    arguments: StatementArguments([entity.rawValue] + chunk))
+                for row in rows {
+                    let record = try StoredRecord(row: row)
+                    snapshot.records[record.key] = record
+                }
+            }
+        }
+        let references = batch.references(stored: snapshot.records)
+        let missing = references.keys.filter { snapshot.records[$0] == nil }
+        for summary in try summaries(of: Set(missing), in: db) { snapshot.summaries[summary.key] = summary }
+        for (entity, serverIDs) in Dictionary(grouping: references.serverIDs, by: \.entity) {
+            for chunk in chunks(serverIDs.map(\.serverID)) {
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT \(summaryColumns) FROM records WHERE entity = ? AND server_id IN (\(placeholders(chunk.count)))",
+                    arguments: [entity.rawValue] + StatementArguments(chunk))
+                for row in rows {
+                    let summary = try RecordSummary(row: row)
+                    snapshot.summaries[summary.key] = snapshot.summaries[summary.key] ?? summary
+                    if let serverID = summary.serverID {
+                        snapshot.serverIDs[ServerIDKey(entity: entity, serverID: serverID)] = summary.key
                     }
                 }
-                try db.execute(
-                    sql: """
-                        INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at)
-                        VALUES (?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        key, caller.userID.storageText, mutation.entity.rawValue, mutation.recordID.storageText,
-                        String(decoding: try WireJSON.encoder().encode(outcome), as: UTF8.self), now.milliseconds,
-                    ])
-                results.append(MutationResult(idempotencyKey: mutation.idempotencyKey, outcome: outcome))
             }
-            return results
         }
+        snapshot.memberships = try Access.projects(of: batch.caller, in: db)
+        for chunk in chunks(batch.projects.map(\.storageText)) {
+            let projects = try String.fetchAll(
+                db, sql: "SELECT DISTINCT project_id FROM memberships WHERE project_id IN (\(placeholders(chunk.count)))",
+                arguments: StatementArguments(chunk))
+            snapshot.projectsWithMembers.formUnion(projects.compactMap(UUID.init(uuidString:)))
+        }
+        return snapshot
+    }
+
+    /// The push seam's writing half: the plan's rows and the counters' final values.
+    private static func write(_ plan: PushPlan, in db: Database) throws {
+        for record in plan.records.values.sorted(by: { $0.sequence < $1.sequence }) {
+            try record.save(in: db)
+        }
+        for (key, move) in plan.moves {
+            try db.cachedStatement(sql: "UPDATE records SET project_id = ?, sequence = ? WHERE entity = ? AND id = ?")
+                .execute(arguments: [move.projectID.storageText, move.sequence, key.entity.rawValue, key.id.storageText])
+        }
+        for membership in plan.memberships {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)")
+                .execute(arguments: [membership.projectID.storageText, membership.userID.storageText])
+        }
+        let now = Date().milliseconds
+        for applied in plan.applied {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                applied.key.storageText, applied.userID.storageText, applied.entity.rawValue,
+                applied.recordID.storageText, applied.outcome, now,
+            ])
+        }
+        try writeCounters(changeSequence: plan.changeSequence, lastServerID: plan.lastServerID, in: db)
+    }
+
+    private static func writeCounters(changeSequence: Int64, lastServerID: Int64, in db: Database) throws {
+        try db.execute(
+            sql: "UPDATE counters SET value = ? WHERE name = 'change_sequence'", arguments: [changeSequence])
+        try db.execute(sql: "UPDATE counters SET value = ? WHERE name = 'server_id'", arguments: [lastServerID])
+    }
+
+    /// The pull's query. Each project is its own arm, read in sequence order from `records_by_project`
+    /// and cut at the page size, and the arms are merged: a page costs at most (projects + 1) × page
+    /// rows, however many changes wait after the cursor. (One `OR` over every project made SQLite
+    /// gather and sort all of them for every page.) Past `maximumArms` projects it walks
+    /// `records_by_sequence` instead, which stops at the page size too.
+    private static func pullQuery(after cursor: Int64, limit: Int, projects: [String], unlinkedOf caller: Caller?)
+        -> (String, StatementArguments)
+    {
+        let maximumArms = 200
+        var arguments: StatementArguments = []
+        guard projects.count <= maximumArms else {
+            var sql = """
+                SELECT * FROM records INDEXED BY records_by_sequence WHERE sequence > ?
+                AND (project_id IN (\(placeholders(projects.count)))
+                """
+            arguments += [cursor]
+            arguments += StatementArguments(projects)
+            if let caller {
+                sql += " OR (project_id IS NULL AND owner_id = ?)"
+                arguments += [caller.userID.storageText]
+            }
+            arguments += [limit + 1]
+            return (sql + ") ORDER BY sequence LIMIT ?", arguments)
+        }
+        var arms: [String] = []
+        for project in projects {
+            arms.append(
+                "SELECT * FROM (SELECT * FROM records WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?)")
+            arguments += [project, cursor, limit + 1]
+        }
+        if let caller {
+            arms.append("""
+                SELECT * FROM (SELECT * FROM records WHERE project_id IS NULL AND owner_id = ? AND sequence > ?
+                ORDER BY sequence LIMIT ?)
+                """)
+            arguments += [caller.userID.storageText, cursor, limit + 1]
+        }
+        guard !arms.isEmpty else { return ("SELECT * FROM records WHERE 0", []) }
+        arguments += [limit + 1]
+        return (arms.joined(separator: " UNION ALL ") + " ORDER BY sequence LIMIT ?", arguments)
+    }
+
+    private static let summaryColumns = "entity, id, server_id, project_id, owner_id, sequence"
+
+    /// Summaries of the records among `keys` that exist.
+    private static func summaries(of keys: Set<RecordKey>, in db: Database) throws -> [RecordSummary] {
+        var found: [RecordSummary] = []
+        for (entity, ids) in grouped(keys) {
+            for chunk in chunks(ids) {
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT \(summaryColumns) FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))",
+                    arguments: StatementArguments([entity.rawValue] + chunk))
+                found += try rows.map(RecordSummary.init(row:))
+            }
+        }
+        return found
+    }
+
+    /// Ids by entity, as storage text.
+    private static func grouped(_ keys: Set<RecordKey>) -> [EntityType: [String]] {
+        Dictionary(grouping: keys, by: \.entity).mapValues { $0.map(\.id.storageText) }
+    }
+
+    /// Lists of at most 500 values, well under SQLite's bound-parameter limit.
+    private static func chunks<T>(_ values: [T]) -> [ArraySlice<T>] {
+        stride(from: 0, to: values.count, by: 500).map { values[$0..<min($0 + 500, values.count)] }
+    }
+
+    /// `?, ?, …`: placeholders only; the values stay bound parameters.
+    private static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
     // MARK: - Pull
 
     func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullResponse
+        -> PullPage
     {
-        let rules = self.rules
+        let assignsServerIDs = rules.assignsServerIDs
         return try await read { db in
-            var sql = "SELECT * FROM records WHERE sequence > ? AND "
-            var arguments: StatementArguments = [cursor]
-            if let projects {
-                let mine = try Access.projects(of: caller, in: db)
-                if let other = projects.first(where: { !mine.contains($0) }) {
-                    throw ServerError.forbidden("you are not a member of project \(other.storageText)")
-                }
-                guard !projects.isEmpty else { return PullResponse(changes: [], nextCursor: String(cursor), hasMore: false) }
-                // Placeholders only; the values stay parameters.
-                sql += "project_id IN (\(Array(repeating: "?", count: projects.count).joined(separator: ", ")))"
-                for project in projects { arguments += [project.storageText] }
-            } else {
-                sql += """
-                    (project_id IN (SELECT project_id FROM memberships WHERE user_id = ?)
-                     OR (project_id IS NULL AND owner_id = ?))
-                    """
-                arguments += [caller.userID.storageText, caller.userID.storageText]
+            let mine = try Access.projects(of: caller, in: db)
+            if let projects, let other = projects.first(where: { !mine.contains($0) }) {
+                throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
-            sql += " ORDER BY sequence LIMIT ?"
-            arguments += [limit + 1]
-            let rows = try StoredRecord.fetchAll(db, sql: sql, arguments: arguments)
-            let page = rows.prefix(limit)
-            let keys = Set(page.map { RecordKey(entity: $0.entity, id: $0.id) })
-            let changes = try page.map { try rules.wireRecord($0, page: keys, in: db) }
-            return PullResponse(
-                changes: changes, nextCursor: String(page.last?.sequence ?? cursor), hasMore: rows.count > limit)
+            let (sql, arguments) = Self.pullQuery(
+                after: cursor, limit: limit, projects: (projects.map { Set($0) } ?? mine).map(\.storageText).sorted(),
+                unlinkedOf: projects == nil ? caller : nil)
+            var rows = try Row.fetchAll(db, sql: sql, arguments: arguments).map(StoredRow.init(row:))
+            let hasMore = rows.count > limit
+            if hasMore { rows.removeLast(rows.count - limit) }
+            var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
+            if assignsServerIDs {
+                for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
+                    page.parents[summary.key] = summary
+                }
+            }
+            return page
         }
     }
 
@@ -190,26 +315,51 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Bundles
 
-    func bundleRecords(project: UUID, by caller: Caller) async throws(ServerError) -> [EntityRecord] {
-        try await read { db in
+    func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
+        let snapshot: DatabaseSnapshot
+        do {
+            snapshot = try pool.makeSnapshot()
+        } catch {
+            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+        }
+        let path = self.path
+        // The checks and the header read the same snapshot the records then stream from.
+        let (asOf, extraOpportunity) = try await Self.read(snapshot, path: path) { db -> (Date?, UUID?) in
             guard let projectRecord = try StoredRecord.fetch(.project, id: project, in: db) else {
                 throw ServerError.notFound("no project \(project.storageText)")
             }
             guard try Access.isMember(caller, of: project, in: db) else {
                 throw ServerError.forbidden("you are not a member of project \(project.storageText)")
             }
-            var records = try StoredRecord.fetchAll(
-                db, sql: "SELECT * FROM records WHERE project_id = ?", arguments: [project.storageText])
+            var newest = try Int64.fetchOne(
+                db, sql: "SELECT MAX(updated_at) FROM records WHERE project_id = ?", arguments: [project.storageText])
+            var extra: UUID?
+            // The opportunity the project names, when it still belongs to nobody else's project.
             if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
-                !records.contains(where: { $0.entity == .opportunity && $0.id == opportunity }),
-                let linked = try StoredRecord.fetch(.opportunity, id: opportunity, in: db)
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT project_id, updated_at FROM records WHERE entity = 'opportunity' AND id = ?",
+                    arguments: [opportunity.storageText]),
+                row["project_id"] as String? != project.storageText
             {
-                records.append(linked)
+                extra = opportunity
+                newest = max(newest ?? 0, row["updated_at"] as Int64)
             }
-            let order = Dictionary(uniqueKeysWithValues: EntityCatalog.all.enumerated().map { ($1.type, $0) })
-            return records
-                .sorted { ((order[$0.entity] ?? 0), $0.id.storageText) < ((order[$1.entity] ?? 0), $1.id.storageText) }
-                .map(\.entityRecord)
+            return (newest.map(Date.init(milliseconds:)), extra)
+        }
+        let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, extraOpportunity: extraOpportunity)
+        let batches = AsyncThrowingStream<[EntityRecord], any Error>(unfolding: { try await cursor.next() })
+        return BundleRecords(asOf: asOf, batches: batches)
+    }
+
+    fileprivate static func read<T: Sendable>(
+        _ snapshot: DatabaseSnapshot, path: String, _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws(ServerError) -> T {
+        do {
+            return try await snapshot.read(body)
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            throw ServerError(.databaseFailure, message: "\(error)", path: path)
         }
     }
 
@@ -221,15 +371,21 @@ final class SQLiteStorage: ServerStorage {
         try await write { db in
             let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
             let firstMember = seed.members.first?.userID ?? UUID(uuidString: "00000000-0000-0000-0000-000000000000")!
+            var counters: (changeSequence: Int64, lastServerID: Int64) = (0, 0)
+            for row in try Row.fetchAll(db, sql: "SELECT name, value FROM counters") {
+                if row["name"] as String == "change_sequence" { counters.changeSequence = row["value"] }
+                if row["name"] as String == "server_id" { counters.lastServerID = row["value"] }
+            }
             for project in seed.projects where try StoredRecord.fetch(.project, id: project.id, in: db) == nil {
                 let fields: [String: FieldValue] = [
                     "opportunityID": .null, "name": .text(project.name), "number": .null,
                     "address": .text(project.address ?? ""), "status": .text(Project.Status.active.rawValue),
                     "startDay": .null,
                 ]
-                try rules.insertSeeded(
+                try rules.seededRecord(
                     .project, id: project.id, projectID: project.id, owner: firstMember, fields: fields, stamp: stamp,
-                    in: db, now: now)
+                    now: now, counters: &counters
+                ).save(in: db)
             }
             for member in seed.members {
                 try db.execute(
@@ -245,11 +401,13 @@ final class SQLiteStorage: ServerStorage {
                         "projectID": .uuid(project), "userID": .uuid(member.userID), "name": .text(member.name),
                         "email": .text(member.email ?? ""), "role": .text(member.role ?? Member.Role.crew.rawValue),
                     ]
-                    try rules.insertSeeded(
-                        .member, id: id, projectID: project, owner: member.userID, fields: fields, stamp: stamp, in: db,
-                        now: now)
+                    try rules.seededRecord(
+                        .member, id: id, projectID: project, owner: member.userID, fields: fields, stamp: stamp,
+                        now: now, counters: &counters
+                    ).save(in: db)
                 }
             }
+            try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             for token in seed.tokens {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at) VALUES (?, ?, ?)",
@@ -266,6 +424,54 @@ final class SQLiteStorage: ServerStorage {
         return UUID(uuid: (
             bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
             bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}
+
+/// Walks a project's records from a snapshot, entity by entity in catalog order and by id within
+/// one, a page per call, so a bundle of any size streams in constant memory.
+private actor BundleCursor {
+    private let snapshot: DatabaseSnapshot
+    private let path: String
+    private let project: UUID
+    private var extraOpportunity: UUID?
+    private var entities = EntityCatalog.all.map(\.type)[...]
+    private var lastID: String?
+    private static let pageSize = 500
+
+    init(snapshot: DatabaseSnapshot, path: String, project: UUID, extraOpportunity: UUID?) {
+        self.snapshot = snapshot
+        self.path = path
+        self.project = project
+        self.extraOpportunity = extraOpportunity
+    }
+
+    /// The next page, nil after the last.
+    func next() async throws -> [EntityRecord]? {
+        while let entity = entities.first {
+            let (project, after, extra) = (self.project, lastID, entity == .opportunity ? extraOpportunity : nil)
+            let (page, extraRecord) = try await SQLiteStorage.read(snapshot, path: path) {
+                db -> ([StoredRecord], StoredRecord?) in
+                let page = try StoredRecord.fetchAll(
+                    db,
+                    sql: """
+                        SELECT * FROM records WHERE project_id = ? AND entity = ? AND id > ? ORDER BY id LIMIT ?
+                        """,
+                    arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize])
+                return (page, try extra.flatMap { id in try StoredRecord.fetch(.opportunity, id: id, in: db) })
+            }
+            if entity == .opportunity { extraOpportunity = nil }
+            if page.count < Self.pageSize {
+                entities = entities.dropFirst()
+                lastID = nil
+            } else {
+                lastID = page.last?.id.storageText
+            }
+            let records = page + (extraRecord.map { [$0] } ?? [])
+            if !records.isEmpty {
+                return records.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)
+            }
+        }
+        return nil
     }
 }
 
@@ -290,22 +496,23 @@ enum Access {
     }
 }
 
-extension StoredRecord {
+extension StoredRow {
     init(row: Row) throws {
         let entityName: String = row["entity"]
         guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: row["id"]),
             let owner = UUID(uuidString: row["owner_id"])
         else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
-        let decoder = WireJSON.decoder()
-        let clockTexts = try decoder.decode([String: String].self, from: Data((row["clocks"] as String).utf8))
-        var clocks: [String: HybridTimestamp] = [:]
-        for (field, text) in clockTexts { clocks[field] = try HybridTimestamp(encoded: text) }
         self.init(
-            entity: entity, id: id, serverID: row["server_id"], projectID: (row["project_id"] as String?).flatMap(UUID.init(uuidString:)),
-            ownerID: owner, version: row["version"], sequence: row["sequence"],
-            fields: try decoder.decode([String: FieldValue].self, from: Data((row["fields"] as String).utf8)),
-            clocks: clocks, deletion: try (row["deletion"] as String?).map { text throws in try HybridTimestamp(encoded: text) },
-            createdAt: Date(milliseconds: row["created_at"]), updatedAt: Date(milliseconds: row["updated_at"]))
+            entity: entity, id: id, serverID: row["server_id"],
+            projectID: (row["project_id"] as String?).flatMap(UUID.init(uuidString:)), ownerID: owner,
+            version: row["version"], sequence: row["sequence"], fieldsJSON: row["fields"], clocksJSON: row["clocks"],
+            deletion: row["deletion"], createdAt: row["created_at"], updatedAt: row["updated_at"])
+    }
+}
+
+extension StoredRecord {
+    init(row: Row) throws {
+        self = try StoredRow(row: row).decoded()
     }
 
     static func fetch(_ entity: EntityType, id: UUID, in db: Database) throws -> StoredRecord? {
@@ -320,19 +527,30 @@ extension StoredRecord {
 
     /// Inserts or replaces the row.
     func save(in db: Database) throws {
-        let encoder = WireJSON.encoder()
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO records (entity, id, server_id, project_id, owner_id, version, sequence, fields,
                     clocks, deletion, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """
+        ).execute(
             arguments: [
                 entity.rawValue, id.storageText, serverID, projectID?.storageText, ownerID.storageText, version, sequence,
-                String(decoding: try encoder.encode(fields), as: UTF8.self),
-                String(decoding: try encoder.encode(clocks.mapValues(\.encoded)), as: UTF8.self), deletion?.encoded,
+                try StoredJSON.fields(fields), StoredJSON.clocks(clocks), deletion?.encoded,
                 createdAt.milliseconds, updatedAt.milliseconds,
             ])
+    }
+}
+
+extension RecordSummary {
+    init(row: Row) throws {
+        guard let entity = EntityType(rawValue: row["entity"]), let id = UUID(uuidString: row["id"]),
+            let owner = UUID(uuidString: row["owner_id"])
+        else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
+        self.init(
+            key: RecordKey(entity: entity, id: id), serverID: row["server_id"],
+            projectID: (row["project_id"] as String?).flatMap(UUID.init(uuidString:)), ownerID: owner,
+            sequence: row["sequence"])
     }
 }
 

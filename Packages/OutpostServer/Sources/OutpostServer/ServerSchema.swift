@@ -7,7 +7,8 @@ import OutpostMigrator
 /// so no SQL identifier ever comes from a request: the entity is a value, not a table name.
 enum ServerSchema {
     static let steps: [MigrationStep] = [
-        MigrationStep(version: 1, name: "reference server 1.0", sql: version1)
+        MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
+        MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -67,5 +68,12 @@ enum ServerSchema {
             complete INTEGER NOT NULL DEFAULT 0,
             updated_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// A bundle walks a project's records entity by entity in id order (parents first, a page at a
+    /// time); a pull reads a user's unlinked opportunities in sequence order without scanning the rest.
+    private static let version2 = """
+        CREATE INDEX records_by_project_entity ON records(project_id, entity, id);
+        CREATE INDEX records_unlinked_by_owner ON records(owner_id, sequence) WHERE project_id IS NULL;
         """
 }

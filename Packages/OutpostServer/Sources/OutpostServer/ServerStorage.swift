@@ -12,11 +12,14 @@ protocol ServerStorage: Sendable {
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
 
     /// Applies a batch, each mutation at most once per idempotency key; one result per mutation, in order.
+    /// A backend loads a `PushSnapshot` for the batch, runs `PushRules.plan` and writes the `PushPlan`,
+    /// all in one transaction (see `PushSnapshot.swift`).
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult]
 
     /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs).
+    /// The rows go out as stored (`PullPage.json`); in server-id mode the page carries its parents' summaries.
     func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullResponse
+        -> PullPage
 
     /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord
@@ -28,8 +31,9 @@ protocol ServerStorage: Sendable {
     func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError)
 
     /// A project's records (its opportunity and every record belonging to it, tombstones included),
-    /// parents first, for a bundle (404 unknown project, 403 not the caller's).
-    func bundleRecords(project: UUID, by caller: Caller) async throws(ServerError) -> [EntityRecord]
+    /// parents first, for a bundle (404 unknown project, 403 not the caller's, both before it returns).
+    /// The records come in batches read on demand from one consistent snapshot, never all at once.
+    func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords
 
     /// Creates the seed's projects, members and tokens that do not exist yet.
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError)
@@ -52,4 +56,12 @@ struct MediaUploadState: Sendable, Hashable {
     var receivedBytes: Int64
     var sha256: String
     var complete: Bool
+}
+
+/// A project's records as a bundle streams them.
+struct BundleRecords: Sendable {
+    /// The newest `updatedAt` among them, for the bundle's header.
+    var asOf: Date?
+    /// Batches of records in catalog order (parents first), read as the consumer asks for them.
+    var batches: AsyncThrowingStream<[EntityRecord], any Error>
 }

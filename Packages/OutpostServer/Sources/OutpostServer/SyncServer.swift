@@ -71,6 +71,7 @@ public struct SyncServer: Sendable {
         let storage = self.storage
         let media = self.media
         let metrics = self.metrics
+        let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs)
 
         router.get("health") { request, _ -> Response in
             try jsonResponse(
@@ -95,7 +96,7 @@ public struct SyncServer: Sendable {
             for result in results {
                 await metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
             }
-            return try jsonResponse(PushResponse(results: results), for: request)
+            return jsonResponse(bytes: try PushResponseJSON.encode(results), for: request)
         }
 
         router.post("pull") { request, _ -> Response in
@@ -113,8 +114,8 @@ public struct SyncServer: Sendable {
             let page = try await storage.pull(
                 after: after, limit: min(pull.limit, configuration.maximumPullLimit), projects: pull.projects,
                 by: caller)
-            await metrics.add("outpost_pulled_records_total", page.changes.count)
-            return try jsonResponse(page, for: request)
+            await metrics.add("outpost_pulled_records_total", page.rows.count)
+            return jsonResponse(bytes: try page.json(rules: rules), for: request)
         }
 
         router.get("media/:attachmentID/upload") { request, context -> Response in
@@ -154,18 +155,11 @@ public struct SyncServer: Sendable {
             case "xml": format = .xml
             default: throw ServerError.badRequest("format is json or xml")
             }
-            let records = try await storage.bundleRecords(project: project, by: caller)
-            let file = FileManager.default.temporaryDirectory
-                .appendingPathComponent("outpost-bundle-\(UUID().uuidString.lowercased()).\(format.rawValue)")
-            do {
-                try BundleExporter().writeBundle(
-                    project: project, records: records, asOf: records.map(\.sync.updatedAt).max(), format: format,
-                    to: file)
-            } catch {
-                throw ServerError(.databaseFailure, message: "\(error)")
-            }
+            let source = try await storage.bundle(project: project, by: caller)
             await metrics.count("outpost_bundles_total", [("format", format.rawValue)])
-            return try Self.streamFile(file, contentType: format == .xml ? "application/xml" : "application/json")
+            return Self.stream(
+                source, project: project, format: format,
+                contentType: format == .xml ? "application/xml" : "application/json")
         }
 
         router.get("metrics") { _, _ -> Response in
@@ -194,16 +188,26 @@ public struct SyncServer: Sendable {
         return id
     }
 
-    /// Streams `file` in 64 KiB chunks and removes it afterwards, so a large bundle never sits in memory.
-    private static func streamFile(_ file: URL, contentType: String) throws -> Response {
-        let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
-        let body = ResponseBody(contentLength: size) { writer in
-            defer { try? FileManager.default.removeItem(at: file) }
-            let handle = try FileHandle(forReadingFrom: file)
-            defer { try? handle.close() }
-            while let chunk = try handle.read(upToCount: 64 * 1024), !chunk.isEmpty {
-                try await writer.write(ByteBuffer(bytes: chunk))
+    /// Streams a bundle as the storage reads it: each batch of records is encoded and sent before the
+    /// next is read, so neither the project nor the bundle is ever whole in memory or on disk. Once the
+    /// first byte is out an error can only cut the answer short (the importer then refuses the bundle).
+    private static func stream(
+        _ source: BundleRecords, project: UUID, format: OutpostBundles.BundleFormat, contentType: String
+    ) -> Response {
+        let body = ResponseBody { writer in
+            let encoder = try BundleStreamEncoder(project: project, asOf: source.asOf, format: format)
+            var pending = encoder.take()
+            for try await batch in source.batches {
+                for record in batch { try encoder.write(record) }
+                pending += encoder.take()
+                if pending.count >= 64 * 1024 {
+                    try await writer.write(ByteBuffer(bytes: pending))
+                    pending.removeAll(keepingCapacity: true)
+                }
             }
+            try encoder.finish()
+            pending += encoder.take()
+            try await writer.write(ByteBuffer(bytes: pending))
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: [.contentType: contentType], body: body)

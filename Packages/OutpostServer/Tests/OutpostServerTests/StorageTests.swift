@@ -31,8 +31,75 @@ struct StorageTests {
         let stolen = try await reopened.push(batch, by: Caller(userID: TestServer.bob), now: Timestamp.now())
         #expect(stolen[0].outcome.rejectedCode == .forbidden)
         let queue = try DatabaseQueue(path: path)
-        #expect(try ServerSchema.migrator.appliedVersions(in: queue) == [1])
+        #expect(try ServerSchema.migrator.appliedVersions(in: queue) == [1, 2])
         try queue.close()
+    }
+
+    @Test("In one batch a refused mutation changes nothing, and later mutations see earlier ones' records")
+    func batchSeesItsOwnWrites() async throws {
+        let (storage, folder) = try await Self.seeded()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let caller = Caller(userID: TestServer.alice)
+        let issue = UUID()
+        let create = Sample.create(.issue, id: issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let orphan = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: UUID(), bytes: Data("x".utf8)))
+        let photo = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue, bytes: Data("y".utf8)))
+        let results = try await storage.push([create, orphan, photo, create], by: caller, now: Timestamp.now())
+        #expect(results[0].outcome.appliedVersion == 1)
+        #expect(results[1].outcome.rejectedCode == .notFound)
+        #expect(results[2].outcome.appliedVersion == 1)
+        #expect(results[3].outcome == .duplicate(original: results[0].outcome))
+        // The refused mutation took no sequence number: the two records follow each other.
+        let page = try await Self.pull(storage, after: 0, limit: 100, by: caller)
+        let sequences = page.changes.filter { $0.entity != .project && $0.entity != .member }.map(\.sequence)
+        #expect(sequences.count == 2)
+        #expect(sequences.last == (sequences.first ?? 0) + 1)
+    }
+
+    @Test("Pull pages merge the caller's projects in sequence order, each change once, and nothing of others'")
+    func pullMergesProjects() async throws {
+        let (storage, folder) = try await Self.seeded()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let carol = Caller(userID: TestServer.carol)
+        let batch = (0..<7).map { index in
+            Sample.create(
+                .issue, fields: Sample.issueFields(project: index % 2 == 0 ? TestServer.projectA : TestServer.projectB))
+        }
+        let results = try await storage.push(batch, by: carol, now: Timestamp.now())
+        #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        var cursor: Int64 = 0
+        var seen: [ServerRecord] = []
+        while true {
+            let page = try await Self.pull(storage, after: cursor, limit: 2, by: carol)
+            #expect(page.changes.count <= 2)
+            seen += page.changes
+            cursor = Int64(page.nextCursor) ?? -1
+            if !page.hasMore { break }
+        }
+        #expect(seen.map(\.sequence) == seen.map(\.sequence).sorted())
+        #expect(Set(seen.map(\.sequence)).count == seen.count)
+        #expect(Set(batch.map(\.recordID)).isSubset(of: Set(seen.map(\.recordID))))
+        let alice = try await Self.pull(storage, after: 0, limit: 100, by: Caller(userID: TestServer.alice))
+        #expect(alice.changes.filter { $0.entity == .issue }.count == 4)
+        #expect(!alice.changes.contains { $0.recordID == TestServer.projectB })
+    }
+
+    /// A storage on a temp file with the test seed loaded.
+    private static func seeded() async throws -> (SQLiteStorage, URL) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+        try await storage.load(TestServer.seed, now: Timestamp.now())
+        return (storage, folder)
+    }
+
+    /// A pull page as a client reads it: the JSON the route sends, decoded.
+    private static func pull(_ storage: SQLiteStorage, after cursor: Int64, limit: Int, by caller: Caller)
+        async throws -> PullResponse
+    {
+        let page = try await storage.pull(after: cursor, limit: limit, projects: nil, by: caller)
+        return try WireJSON.decoder().decode(
+            PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false))))
     }
 
     @Test("The default schema versions end at the device schema's latest version")

@@ -1,0 +1,137 @@
+import Foundation
+import OutpostModels
+import OutpostSync
+
+// The storage seam of a push. The rules (`PushRules`) never touch a database: a backend loads, in a
+// few queries per batch, a `PushSnapshot` of what the batch touches (named by `PushBatch`), the rules
+// run in memory against it and return a `PushPlan`, and the backend writes the plan, all inside one
+// transaction that holds the change counters from the first read to the commit (SQLite: the write
+// transaction; PostgreSQL: `SELECT … FOR UPDATE` on the counters before anything else is read), so
+// sequence numbers commit in order and the snapshot cannot go stale.
+
+/// A record's identity: its entity and client id.
+struct RecordKey: Sendable, Hashable {
+    let entity: EntityType
+    let id: UUID
+}
+
+/// A parent named by the server id it was assigned in `--server-ids` mode.
+struct ServerIDKey: Sendable, Hashable {
+    let entity: EntityType
+    let serverID: Int64
+}
+
+/// What access control and reference checks need of a stored record, without its fields: cheap to
+/// load (no JSON), enough to learn that it exists, where it belongs and where it sits in the sequence.
+struct RecordSummary: Sendable, Hashable {
+    var key: RecordKey
+    var serverID: Int64?
+    /// nil only for an opportunity no project names yet (it then belongs to `ownerID`).
+    var projectID: UUID?
+    var ownerID: UUID
+    var sequence: Int64
+}
+
+/// An idempotency key's stored answer.
+struct AppliedMutation: Sendable, Hashable {
+    var userID: UUID
+    /// The original outcome as the wire's JSON.
+    var outcome: String
+}
+
+/// The batch as the backend sees it: what to load before the rules run. Loading is two rounds, since
+/// the records the batch changes name parents of their own (an update keeps its stored parents).
+struct PushBatch: Sendable {
+    let mutations: [PushMutation]
+    let caller: Caller
+    let now: Date
+
+    /// Every idempotency key of the batch (round 1: their stored answers, if any).
+    var idempotencyKeys: [UUID] { mutations.map(\.idempotencyKey) }
+
+    /// The records the mutations change (round 1: full records, fields and clocks included).
+    var targets: Set<RecordKey> { Set(mutations.map { RecordKey(entity: $0.entity, id: $0.recordID) }) }
+
+    /// Project ids the batch creates or changes (round 1: which of them have members at all).
+    var projects: Set<UUID> { Set(mutations.lazy.filter { $0.entity == .project }.map(\.recordID)) }
+
+    /// The records the batch refers to, given the targets as stored (round 2: summaries of those that
+    /// exist, for client ids and for server ids alike). Includes the targets' stored parents and the
+    /// opportunity a project names, which a project may adopt.
+    func references(stored: [RecordKey: StoredRecord]) -> (keys: Set<RecordKey>, serverIDs: Set<ServerIDKey>) {
+        var keys = Set<RecordKey>()
+        var serverIDs = Set<ServerIDKey>()
+        func collect(_ fields: [String: FieldValue], of entity: EntityType) {
+            for relation in entity.description.parents {
+                switch fields[relation.field] ?? .null {
+                case .uuid(let id): keys.insert(RecordKey(entity: relation.entity, id: id))
+                case .text(let text):
+                    if let serverID = Int64(text) { serverIDs.insert(ServerIDKey(entity: relation.entity, serverID: serverID)) }
+                default: break
+                }
+            }
+        }
+        for mutation in mutations { collect(mutation.fields, of: mutation.entity) }
+        for record in stored.values { collect(record.fields, of: record.entity) }
+        return (keys, serverIDs)
+    }
+}
+
+/// What the backend loaded for a batch; the rules read it and, for each mutation they apply, update
+/// it so later mutations of the batch see earlier ones' results. A refused mutation leaves it as it was.
+struct PushSnapshot: Sendable {
+    /// Stored answers of the batch's idempotency keys.
+    var applied: [UUID: AppliedMutation] = [:]
+    /// The batch's targets that exist, whole.
+    var records: [RecordKey: StoredRecord] = [:]
+    /// Every referenced record that exists (targets may be here too).
+    var summaries: [RecordKey: RecordSummary] = [:]
+    /// Referenced server ids that exist, to the record holding them.
+    var serverIDs: [ServerIDKey: RecordKey] = [:]
+    /// The projects the caller is a member of.
+    var memberships: Set<UUID> = []
+    /// Of `PushBatch.projects`, those with at least one member.
+    var projectsWithMembers: Set<UUID> = []
+    /// The counters' values when loaded: the last change sequence and the last server id handed out.
+    var changeSequence: Int64 = 0
+    var lastServerID: Int64 = 0
+
+    /// A referenced record: the batch's own state first, then the loaded summary.
+    func summary(_ key: RecordKey) -> RecordSummary? {
+        records[key].map(\.summary) ?? summaries[key]
+    }
+}
+
+/// What the rules decided for a batch: the answers, and the writes the backend makes in the same
+/// transaction (record rows as upserts of their final state, applied-mutation rows, memberships, the
+/// counters' final values).
+struct PushPlan: Sendable {
+    var results: [MutationResult] = []
+    /// Final state of every record the batch created or changed, in sequence order when written.
+    var records: [RecordKey: StoredRecord] = [:]
+    /// Records the batch only moved (an opportunity a project adopted): new project and sequence.
+    var moves: [RecordKey: (projectID: UUID, sequence: Int64)] = [:]
+    /// New (project, user) memberships: the creator of a project.
+    var memberships: [(projectID: UUID, userID: UUID)] = []
+    /// New idempotency answers, in order (duplicates and other users' keys write none).
+    var applied: [(key: UUID, userID: UUID, entity: EntityType, recordID: UUID, outcome: String)] = []
+    /// The counters' values after the batch.
+    var changeSequence: Int64 = 0
+    var lastServerID: Int64 = 0
+}
+
+extension StoredRecord {
+    var key: RecordKey { RecordKey(entity: entity, id: id) }
+
+    var summary: RecordSummary {
+        RecordSummary(key: key, serverID: serverID, projectID: projectID, ownerID: ownerID, sequence: sequence)
+    }
+}
+
+extension RecordSummary {
+    /// A record belongs to its project's members; an opportunity no project references yet, to its creator.
+    func isVisible(to caller: Caller, memberships: Set<UUID>) -> Bool {
+        guard let projectID else { return ownerID == caller.userID }
+        return memberships.contains(projectID)
+    }
+}
