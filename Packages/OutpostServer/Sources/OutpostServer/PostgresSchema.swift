@@ -15,7 +15,8 @@ enum PostgresSchema {
     /// Every step, in version order. `MigrationStep` only supplies the number, name and checksum here;
     /// the statements are run by `migrate(on:logger:)`, one by one (separated by a line ending in `;`).
     static let steps: [MigrationStep] = [
-        MigrationStep(version: 1, name: "reference server 1.0", sql: version1)
+        MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
+        MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -150,5 +151,12 @@ enum PostgresSchema {
             complete BOOLEAN NOT NULL DEFAULT FALSE,
             updated_at BIGINT NOT NULL
         );
+        """
+
+    /// The same indexes as the SQLite side's step 2: a project's records by entity and id (bundles), a
+    /// user's unlinked opportunities in sequence order (pulls).
+    private static let version2 = """
+        CREATE INDEX records_by_project_entity ON records(project_id, entity, id);
+        CREATE INDEX records_unlinked_by_owner ON records(owner_id, sequence) WHERE project_id IS NULL;
         """
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutpostConflicts
 import OutpostModels
 import OutpostSync
 import PostgresNIO
@@ -151,53 +152,50 @@ final class PostgresStorage: ServerStorage {
     // MARK: - Push
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
-        // Waits for the backend-neutral push path (the storage seam); see Workspace.md.
-        throw ServerError(.databaseFailure, message: "push is not available on PostgreSQL yet", path: location)
+        let logger = self.logger
+        let rules = PushRules(assignsServerIDs: assignsServerIDs)
+        let batch = PushBatch(mutations: mutations, caller: caller, now: now)
+        return try await write { connection in
+            let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
+            let plan = try rules.plan(batch, snapshot: snapshot)
+            try await Self.write(plan, on: connection, logger: logger)
+            return plan.results
+        }
     }
 
     // MARK: - Pull
 
     func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullResponse
+        -> PullPage
     {
         let logger = self.logger
         let assignsServerIDs = self.assignsServerIDs
         return try await read { connection in
-            let user = caller.userID.storageText
-            let rows: [StoredRecord]
-            if let projects {
-                let mine = try await PostgresAccess.projects(of: caller, on: connection, logger: logger)
-                if let other = projects.first(where: { !mine.contains($0) }) {
-                    throw ServerError.forbidden("you are not a member of project \(other.storageText)")
+            let mine = try await PostgresAccess.projects(of: caller, on: connection, logger: logger)
+            if let projects, let other = projects.first(where: { !mine.contains($0) }) {
+                throw ServerError.forbidden("you are not a member of project \(other.storageText)")
+            }
+            let visible = (projects.map { Set($0) } ?? mine).map(\.storageText).sorted()
+            // Another user's id matches no row, so passing nobody's keeps one statement for both cases.
+            let unlinkedOwner = projects == nil ? caller.userID.storageText : ""
+            var rows = try await PostgresRecords.fetchRows(
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE sequence > \(cursor)
+                  AND (project_id = ANY(\(visible)::text[]) OR (project_id IS NULL AND owner_id = \(unlinkedOwner)))
+                ORDER BY sequence LIMIT \(Int64(limit + 1))
+                """, on: connection, logger: logger)
+            let hasMore = rows.count > limit
+            if hasMore { rows.removeLast(rows.count - limit) }
+            var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
+            if assignsServerIDs {
+                for summary in try await Self.summaries(
+                    of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
+                {
+                    page.parents[summary.key] = summary
                 }
-                guard !projects.isEmpty else { return PullResponse(changes: [], nextCursor: String(cursor), hasMore: false) }
-                rows = try await PostgresRecords.fetchAll(
-                    """
-                    SELECT \(unescaped: PostgresRecords.columns) FROM records
-                    WHERE sequence > \(cursor) AND project_id = ANY(\(projects.map(\.storageText)))
-                    ORDER BY sequence LIMIT \(Int64(limit + 1))
-                    """, on: connection, logger: logger)
-            } else {
-                rows = try await PostgresRecords.fetchAll(
-                    """
-                    SELECT \(unescaped: PostgresRecords.columns) FROM records
-                    WHERE sequence > \(cursor)
-                      AND (project_id IN (SELECT project_id FROM memberships WHERE user_id = \(user))
-                           OR (project_id IS NULL AND owner_id = \(user)))
-                    ORDER BY sequence LIMIT \(Int64(limit + 1))
-                    """, on: connection, logger: logger)
             }
-            let page = Array(rows.prefix(limit))
-            let keys = Set(page.map { RecordKey(entity: $0.entity, id: $0.id) })
-            var changes: [ServerRecord] = []
-            changes.reserveCapacity(page.count)
-            for record in page {
-                changes.append(
-                    try await PostgresRecords.wireRecord(
-                        record, assignsServerIDs: assignsServerIDs, page: keys, on: connection, logger: logger))
-            }
-            return PullResponse(
-                changes: changes, nextCursor: String(page.last?.sequence ?? cursor), hasMore: rows.count > limit)
+            return page
         }
     }
 
@@ -254,9 +252,11 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Bundles
 
-    func bundleRecords(project: UUID, by caller: Caller) async throws(ServerError) -> [EntityRecord] {
+    /// The checks and every record are read in one `REPEATABLE READ` transaction, then handed out in
+    /// batches: unlike the SQLite cursor, the project is held in memory while it streams.
+    func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
         let logger = self.logger
-        return try await read { connection in
+        let records = try await read { connection -> [EntityRecord] in
             guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
             else { throw ServerError.notFound("no project \(project.storageText)") }
             guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {
@@ -276,6 +276,14 @@ final class PostgresStorage: ServerStorage {
                 .sorted { ((order[$0.entity] ?? 0), $0.id.storageText) < ((order[$1.entity] ?? 0), $1.id.storageText) }
                 .map(\.entityRecord)
         }
+        let asOf = records.map(\.sync.updatedAt).max()
+        let batches = AsyncThrowingStream<[EntityRecord], any Error> { continuation in
+            for start in stride(from: 0, to: records.count, by: 500) {
+                continuation.yield(Array(records[start..<min(start + 500, records.count)]))
+            }
+            continuation.finish()
+        }
+        return BundleRecords(asOf: asOf, batches: batches)
     }
 
     // MARK: - Seed
@@ -300,7 +308,7 @@ final class PostgresStorage: ServerStorage {
                 if let problem = record.entityRecord.validationErrors.first {
                     throw ServerError(.invalidSeed, message: problem.description)
                 }
-                try await PostgresRecords.save(record, on: connection, logger: logger)
+                try await PostgresRecords.save([record], on: connection, logger: logger)
             }
             for project in seed.projects {
                 guard try await PostgresRecords.fetch(.project, id: project.id, on: connection, logger: logger) == nil
@@ -399,64 +407,83 @@ enum PostgresAccess {
 
 /// Reading and writing `records` rows on PostgreSQL.
 enum PostgresRecords {
-    /// The columns every record query selects, in the order `decode` reads them.
+    /// The columns every record query selects, in the order `fetchRows` reads them.
     static let columns =
         "entity, id, server_id, project_id, owner_id, version, sequence, fields, clocks, deletion, created_at, updated_at"
+    /// The same, qualified for a join on `records r`.
+    static let qualifiedColumns = columns.split(separator: ",").map { "r." + $0.trimmingCharacters(in: .whitespaces) }
+        .joined(separator: ", ")
 
     static func fetch(_ entity: EntityType, id: UUID, on connection: PostgresConnection, logger: Logger) async throws
         -> StoredRecord?
     {
-        try await fetchAll(
+        try await fetchRows(
             "SELECT \(unescaped: columns) FROM records WHERE entity = \(entity.rawValue) AND id = \(id.storageText)",
             on: connection, logger: logger
-        ).first
+        ).first?.decoded()
     }
 
     static func fetchAll(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
         -> [StoredRecord]
     {
         var records: [StoredRecord] = []
-        let rows = try await connection.query(query, logger: logger)
-        for try await row in rows.decode(
-            (String, String, Int64?, String?, String, Int64, Int64, String, String, String?, Int64, Int64).self)
-        {
-            records.append(try record(row))
-        }
+        for row in try await fetchRows(query, on: connection, logger: logger) { records.append(try row.decoded()) }
         return records
     }
 
-    private static func record(
-        _ row: (String, String, Int64?, String?, String, Int64, Int64, String, String, String?, Int64, Int64)
-    ) throws -> StoredRecord {
-        let (entityName, idText, serverID, projectText, ownerText, version, sequence, fieldsText, clocksText,
-             deletionText, createdAt, updatedAt) = row
+    /// Rows as stored, fields and clocks still JSON text.
+    static func fetchRows(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
+        -> [StoredRow]
+    {
+        var rows: [StoredRow] = []
+        for try await row in try await connection.query(query, logger: logger).decode(
+            (String, String, Int64?, String?, String, Int64, Int64, String, String, String?, Int64, Int64).self)
+        {
+            let (entityName, idText, serverID, projectText, ownerText, version, sequence, fields, clocks, deletion,
+                 createdAt, updatedAt) = row
+            guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: idText),
+                let owner = UUID(uuidString: ownerText)
+            else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
+            rows.append(StoredRow(
+                entity: entity, id: id, serverID: serverID, projectID: projectText.flatMap(UUID.init(uuidString:)),
+                ownerID: owner, version: version, sequence: sequence, fieldsJSON: fields, clocksJSON: clocks,
+                deletion: deletion, createdAt: createdAt, updatedAt: updatedAt))
+        }
+        return rows
+    }
+
+    static func summary(_ row: (String, String, Int64?, String?, String, Int64)) throws -> RecordSummary {
+        let (entityName, idText, serverID, projectText, ownerText, sequence) = row
         guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: idText),
             let owner = UUID(uuidString: ownerText)
         else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
-        let decoder = WireJSON.decoder()
-        let clockTexts = try decoder.decode([String: String].self, from: Data(clocksText.utf8))
-        var clocks: [String: HybridTimestamp] = [:]
-        for (field, text) in clockTexts { clocks[field] = try HybridTimestamp(encoded: text) }
-        return StoredRecord(
-            entity: entity, id: id, serverID: serverID, projectID: projectText.flatMap(UUID.init(uuidString:)),
-            ownerID: owner, version: version, sequence: sequence,
-            fields: try decoder.decode([String: FieldValue].self, from: Data(fieldsText.utf8)),
-            clocks: clocks, deletion: try deletionText.map { text throws in try HybridTimestamp(encoded: text) },
-            createdAt: Date(milliseconds: createdAt), updatedAt: Date(milliseconds: updatedAt))
+        return RecordSummary(
+            key: RecordKey(entity: entity, id: id), serverID: serverID,
+            projectID: projectText.flatMap(UUID.init(uuidString:)), ownerID: owner, sequence: sequence)
     }
 
-    /// Inserts the row, or replaces the one with the same entity and id.
-    static func save(_ record: StoredRecord, on connection: PostgresConnection, logger: Logger) async throws {
+    /// Inserts the rows, or replaces those with the same entity and id, in one statement. Arrays cannot
+    /// carry NULL here, so a missing server id travels as -1, a missing project or deletion as ''.
+    static func save(_ records: [StoredRecord], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !records.isEmpty else { return }
         let encoder = WireJSON.encoder()
-        let fields = String(decoding: try encoder.encode(record.fields), as: UTF8.self)
-        let clocks = String(decoding: try encoder.encode(record.clocks.mapValues(\.encoded)), as: UTF8.self)
+        var fields: [String] = [], clocks: [String] = []
+        fields.reserveCapacity(records.count)
+        clocks.reserveCapacity(records.count)
+        for record in records {
+            fields.append(String(decoding: try encoder.encode(record.fields), as: UTF8.self))
+            clocks.append(String(decoding: try encoder.encode(record.clocks.mapValues(\.encoded)), as: UTF8.self))
+        }
         try await connection.query(
             """
             INSERT INTO records (\(unescaped: columns))
-            VALUES (\(record.entity.rawValue), \(record.id.storageText), \(record.serverID),
-                    \(record.projectID?.storageText), \(record.ownerID.storageText), \(record.version),
-                    \(record.sequence), \(fields), \(clocks), \(record.deletion?.encoded),
-                    \(record.createdAt.milliseconds), \(record.updatedAt.milliseconds))
+            SELECT e, i, NULLIF(s, -1), NULLIF(p, ''), o, v, q, f, c, NULLIF(d, ''), ca, ua FROM unnest(
+                \(records.map(\.entity.rawValue))::text[], \(records.map(\.id.storageText))::text[],
+                \(records.map { $0.serverID ?? -1 })::bigint[], \(records.map { $0.projectID?.storageText ?? "" })::text[],
+                \(records.map(\.ownerID.storageText))::text[], \(records.map(\.version))::bigint[],
+                \(records.map(\.sequence))::bigint[], \(fields)::text[], \(clocks)::text[],
+                \(records.map { $0.deletion?.encoded ?? "" })::text[], \(records.map(\.createdAt.milliseconds))::bigint[],
+                \(records.map(\.updatedAt.milliseconds))::bigint[]) AS n(e, i, s, p, o, v, q, f, c, d, ca, ua)
             ON CONFLICT (entity, id) DO UPDATE SET
                 server_id = EXCLUDED.server_id, project_id = EXCLUDED.project_id, owner_id = EXCLUDED.owner_id,
                 version = EXCLUDED.version, sequence = EXCLUDED.sequence, fields = EXCLUDED.fields,
@@ -473,30 +500,5 @@ enum PostgresRecords {
             return value
         }
         throw ServerError(.databaseFailure, message: "the counter \(counter) is missing")
-    }
-
-    /// The record as pull sends it: in server-id mode, a parent the client can already map (changed
-    /// earlier in the sequence, or in the same page) is named by its server id (see `PushRules.wireRecord`).
-    static func wireRecord(
-        _ record: StoredRecord, assignsServerIDs: Bool, page: Set<RecordKey>, on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> ServerRecord {
-        var wire = record.serverRecord
-        guard assignsServerIDs else { return wire }
-        for relation in record.entity.description.parents {
-            guard case .uuid(let parentID) = wire.fields[relation.field] ?? .null else { continue }
-            for try await (serverID, parentSequence) in try await connection.query(
-                """
-                SELECT server_id, sequence FROM records
-                WHERE entity = \(relation.entity.rawValue) AND id = \(parentID.storageText)
-                """, logger: logger
-            ).decode((Int64?, Int64).self) {
-                guard let serverID,
-                    parentSequence < record.sequence || page.contains(RecordKey(entity: relation.entity, id: parentID))
-                else { continue }
-                wire.fields[relation.field] = .text(String(serverID))
-            }
-        }
-        return wire
     }
 }
