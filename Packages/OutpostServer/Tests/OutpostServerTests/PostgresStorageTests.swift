@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutpostModels
 @testable import OutpostServer
 import OutpostSync
 import PostgresNIO
