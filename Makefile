@@ -6,6 +6,8 @@ SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev
 # The peers `make bench` measures against (the sqlite3 CLI, xmllint).
 BENCH_APT_PACKAGES := sqlite3 libxml2-utils
+# The server's PostgreSQL backend is tested (and benchmarked) on a throwaway cluster of Debian's server.
+POSTGRES_APT_PACKAGES := postgresql
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -35,12 +37,13 @@ apt-install:
 build: setup
 	$(SWIFT) build
 
-## test: every package's tests and the workspace tests, in one build graph
+## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL
 test: setup
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES)"
 	@for p in $(PACKAGES); do \
 	  $(SWIFT) package --package-path Packages/$$p dump-package >/dev/null || { echo "Packages/$$p: manifest does not load" >&2; exit 1; }; \
 	done
-	$(SWIFT) test
+	scripts/with-test-postgres.sh $(SWIFT) test
 
 ## demo: the main job: a server on 127.0.0.1 and two devices through a field day, every claim checked
 demo: setup
@@ -65,10 +68,10 @@ demo-bundle: setup
 
 ## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
 bench: setup
-	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES) $(POSTGRES_APT_PACKAGES)"
 	$(SWIFT) build -c release --product outpost-bench
 	$(SWIFT) build -c release --product outpost
-	$(SWIFT) run -c release outpost-bench $(SUITE)
+	OUTPOST_TEST_POSTGRES_DURABLE=1 scripts/with-test-postgres.sh $(SWIFT) run -c release outpost-bench $(SUITE)
 
 ## reliability: faults, kills and convergence at full scale; a table of lost/duplicated/diverged (all must be 0)
 reliability: setup

@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .executableTarget(
@@ -152,6 +153,7 @@ let package = Package(
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Packages/OutpostServer/Tests/OutpostServerTests"
         ),

@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -37,6 +38,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(
@@ -50,6 +52,7 @@ let package = Package(
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
     ]

@@ -74,4 +74,83 @@ struct ServerCommandTests {
         #expect(bytes.range(of: Data("Maple Street".utf8)) != nil)
         #expect(bytes.range(of: Data("alice-demo-token".utf8)) == nil)
     }
+
+    @Test("serve refuses --db with --postgres, and --postgres without a shared --media folder")
+    func postgresArguments() throws {
+        let both = try Outpost.run(["serve", "--db", "x.sqlite", "--postgres", "postgres://u@127.0.0.1/db"])
+        #expect(both.status != 0)
+        #expect(both.errorOutput.contains("exactly one of --db FILE and --postgres URL"))
+        let noMedia = try Outpost.run(["serve", "--postgres", "postgres://u@127.0.0.1/db"])
+        #expect(noMedia.status != 0)
+        #expect(noMedia.errorOutput.contains("--media"))
+    }
+
+    @Test(
+        "serve --postgres --media migrates an empty database, listens, answers pulls, and stops on SIGTERM",
+        .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil,
+                 "OUTPOST_TEST_POSTGRES_URL is not set (make test starts a throwaway PostgreSQL)"))
+    func servePostgres() async throws {
+        let base = try #require(ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"])
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-pg-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let name = "outpost_serve_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try psql(base, "CREATE DATABASE \(name)")
+        defer { try? psql(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        var components = try #require(URLComponents(string: base))
+        components.path = "/" + name
+        let seedFile = folder.appendingPathComponent("seed.json")
+        try Data("""
+            {"projects": [{"id": "a0000000-0000-4000-8000-00000000000a", "name": "Maple Street"}],
+             "members": [{"userID": "a11ce000-0000-4000-8000-000000000001", "name": "Alice",
+                          "projects": ["a0000000-0000-4000-8000-00000000000a"]}],
+             "tokens": [{"userID": "a11ce000-0000-4000-8000-000000000001", "token": "alice-demo-token"}]}
+            """.utf8).write(to: seedFile)
+
+        let process = Process()
+        process.executableURL = Outpost.executable
+        process.arguments = [
+            "serve", "--postgres", components.string!, "--media", folder.appendingPathComponent("media").path,
+            "--port", "0", "--seed", seedFile.path, "--log-level", "critical",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        var printed = Data()
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            printed.append(chunk)
+        }
+        let line = String(decoding: printed, as: UTF8.self)
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "printed: \(line)")
+
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/pull")!)
+        request.httpMethod = "POST"
+        request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
+        request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
+        request.setValue("Bearer alice-demo-token", forHTTPHeaderField: "Authorization")
+        request.httpBody = Data(#"{"limit": 10}"#.utf8)
+        let (page, response) = try await URLSession.shared.data(for: request)
+        #expect((response as! HTTPURLResponse).statusCode == 200)
+        let changes = try #require((try JSONSerialization.jsonObject(with: page) as? [String: Any])?["changes"] as? [[String: Any]])
+        #expect(changes.compactMap { $0["entity"] as? String }.sorted() == ["member", "project"])
+
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+
+    /// One statement of the test's own through the `psql` client that comes with the server.
+    private func psql(_ url: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
 }

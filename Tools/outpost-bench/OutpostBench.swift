@@ -7,7 +7,7 @@ struct OutpostBench {
     /// Every suite, in the order they run. A suite is one file in this folder.
     static let suites: [any BenchmarkSuite] = [
         MigrationBenchmark(), ConflictMergeBenchmark(), StoreBenchmark(), BundleImportBenchmark(),
-        ServerBenchmark(), PullBenchmark(),
+        ServerBenchmark(), PullBenchmark(), PostgresBenchmark(),
     ]
 
     static func main() async throws {

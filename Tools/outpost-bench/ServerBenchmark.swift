@@ -150,7 +150,7 @@ struct ServerBenchmark: BenchmarkSuite {
 
     /// Pushes `count` issue creates to `project`, `batchSize` per request; returns the seconds spent in
     /// the push calls. Every mutation must come back applied.
-    private func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> Double {
+    func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> Double {
         // The member record the issues are assigned to, as a real crew's would be.
         let first = try await transport.pull(PullRequest(cursor: nil, limit: 10))
         let assignee = first.changes.first { $0.entity == .member }?.recordID
@@ -259,11 +259,12 @@ struct BenchServer {
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var databasePath: String { server.configuration.databasePath }
 
-    static func start(in folder: URL, seed: ServerSeed) async throws -> BenchServer {
+    /// With `postgresURL`, on that PostgreSQL database instead of a SQLite file (the `postgres` suite).
+    static func start(in folder: URL, seed: ServerSeed, postgresURL: String? = nil) async throws -> BenchServer {
         let server = try SyncServer(configuration: ServerConfiguration(
             databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0,
             // One line per request would measure the log; cancelling at the end logs shutdown as errors.
-            logLevel: "critical"))
+            logLevel: "critical", postgresURL: postgresURL))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }

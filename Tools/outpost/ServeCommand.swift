@@ -2,13 +2,17 @@ import ArgumentParser
 import Foundation
 import OutpostServer
 
-/// `outpost serve`: the reference sync server on one SQLite file, for demos, tests and small teams.
+/// `outpost serve`: the reference sync server on one SQLite file (demos, tests, small teams) or on a
+/// PostgreSQL database that several instances share.
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the reference sync server (schemas/sync-api.yaml) on one SQLite file.",
+        abstract: "Run the reference sync server (schemas/sync-api.yaml) on one SQLite file or on PostgreSQL.",
         discussion: """
             The database is created and migrated on start; media files go in a folder next to it. \
+            With --postgres URL (postgres://user:password@host:port/database?sslmode=verify-full) records \
+            live in PostgreSQL, migrated on start, and several servers may share it; --media is then \
+            required (a folder every instance shares). Without a password in the URL, PGPASSWORD is used. \
             Prints 'listening on http://HOST:PORT' once it accepts connections (with --port 0, the port \
             picked). Stops cleanly on SIGTERM or SIGINT. --seed loads projects, members and tokens from a \
             JSON file (see Workspace.md); loading it again changes nothing.
@@ -16,7 +20,10 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @Option(help: "The server's SQLite file; created when it does not exist.")
-    var db: String
+    var db: String?
+
+    @Option(help: "A PostgreSQL URL to keep records in instead of a SQLite file (postgres://user@host:port/db).")
+    var postgres: String?
 
     @Option(help: "The port to listen on (0 picks a free one).")
     var port: Int = 8080
@@ -42,13 +49,22 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The least severe log level written to standard error (trace … critical; info logs each request).")
     var logLevel: String = "info"
 
+    func validate() throws {
+        guard (db == nil) != (postgres == nil) else {
+            throw ValidationError("give exactly one of --db FILE and --postgres URL")
+        }
+        if postgres != nil, media == nil {
+            throw ValidationError("--postgres needs --media DIR: a folder every instance shares")
+        }
+    }
+
     func run() async throws {
         let server: SyncServer
         do {
             server = try SyncServer(
                 configuration: ServerConfiguration(
-                    databasePath: db, host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
-                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel))
+                    databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
+                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel, postgresURL: postgres))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }

@@ -8,8 +8,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var host: String
     /// The port to bind; 0 picks a free one (read it back from `SyncServer.port`).
     public var port: Int
-    /// The SQLite file holding every record; created and migrated on start.
+    /// The SQLite file holding every record; created and migrated on start. Unused with `postgresURL`.
     public var databasePath: String
+    /// A `postgres://user:password@host:port/database?sslmode=…` URL: when set, records live in that
+    /// PostgreSQL database (migrated on start) instead of the SQLite file, and several servers may share it.
+    public var postgresURL: String?
     /// Where media files go; by default a `<database>.media` folder next to the database.
     public var mediaDirectory: String
     /// Whether creates get a server-assigned integer id, returned as `serverID` (`--server-ids`).
@@ -36,9 +39,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
         maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...8,
-        logLevel: String = "info"
+        logLevel: String = "info", postgresURL: String? = nil
     ) {
         self.databasePath = databasePath
+        self.postgresURL = postgresURL
         self.host = host
         self.port = port
         self.mediaDirectory = mediaDirectory ?? databasePath + ".media"
@@ -64,5 +68,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(maximumChunkBytes >= 1, "the chunk limit must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
+        try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
+        try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")
     }
 }

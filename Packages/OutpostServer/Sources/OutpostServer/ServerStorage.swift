@@ -37,6 +37,17 @@ protocol ServerStorage: Sendable {
 
     /// Creates the seed's projects, members and tokens that do not exist yet.
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError)
+
+    /// Connects and migrates, for a backend that cannot in its synchronous initializer (PostgreSQL).
+    func prepare() async throws(ServerError)
+
+    /// Releases connections once the server stops.
+    func close() async
+}
+
+extension ServerStorage {
+    func prepare() async throws(ServerError) {}
+    func close() async {}
 }
 
 /// How far a media file's upload has come.

@@ -6,7 +6,8 @@ import OutpostModels
 import OutpostSync
 
 /// The reference sync server: serves `schemas/sync-api.yaml` (health, push, pull, media uploads,
-/// bundles, and `/metrics`) from one SQLite file. Create it (which creates or migrates the file),
+/// bundles, and `/metrics`) from one SQLite file or a PostgreSQL database several servers share.
+/// Create it (which creates or migrates a SQLite file; PostgreSQL is migrated by `load` or `run`),
 /// optionally load a seed, then `run` until the task is cancelled or the process is signalled.
 public struct SyncServer: Sendable {
     /// The settings it was created with.
@@ -16,15 +17,20 @@ public struct SyncServer: Sendable {
     private let metrics = ServerMetrics()
     private let logger: Logger
 
-    /// Opens (creating and migrating) the database and the media folder; nothing listens yet. Logs go
-    /// to `logger`, or by default to standard error at the configuration's level.
+    /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
+    /// media folder; nothing listens yet. Logs go to `logger`, or by default to standard error.
     public init(configuration: ServerConfiguration, logger: Logger? = nil) throws(ServerError) {
         try configuration.validate()
         self.configuration = configuration
         var logger = logger ?? Logger(label: "outpost.server")
         if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
         self.logger = logger
-        let storage = try SQLiteStorage(path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs)
+        let storage: any ServerStorage =
+            if let url = configuration.postgresURL {
+                try PostgresStorage(url: url, assignsServerIDs: configuration.assignsServerIDs, logger: logger)
+            } else {
+                try SQLiteStorage(path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs)
+            }
         self.storage = storage
         self.media = try MediaStore(
             directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes)
@@ -32,6 +38,7 @@ public struct SyncServer: Sendable {
 
     /// Creates the seed's projects, members and tokens that do not exist yet (tokens stored hashed).
     public func load(_ seed: ServerSeed) async throws(ServerError) {
+        try await storage.prepare()
         try await storage.load(seed, now: Timestamp.now())
     }
 
@@ -40,6 +47,7 @@ public struct SyncServer: Sendable {
     public func run(handlingSignals: Bool = true, onRunning: @escaping @Sendable (Int) async -> Void = { _ in })
         async throws
     {
+        try await storage.prepare()
         let router = Router()
         router.add(middleware: ProtocolMiddleware(schemaVersions: configuration.schemaVersions, metrics: metrics))
         addRoutes(to: router)
@@ -49,7 +57,13 @@ public struct SyncServer: Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: "outpost"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
-        try await app.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
+        do {
+            try await app.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
     }
 
     private func addRoutes(to router: Router<BasicRequestContext>) {

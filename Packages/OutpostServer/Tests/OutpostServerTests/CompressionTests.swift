@@ -6,9 +6,9 @@ import Testing
 
 @Suite("Compression: gzip both ways above 10 KB, negotiated by headers")
 struct CompressionTests {
-    @Test("A gzip request body is read; a large answer is gzip for clients that accept it and plain otherwise")
-    func gzipBothWays() async throws {
-        let server = try await TestServer.start()
+    @Test("A gzip request body is read; a large answer is gzip for clients that accept it and plain otherwise", arguments: Backend.available)
+    func gzipBothWays(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let mutations = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
         let plain = try wireJSON(PushRequest(mutations: mutations))
         #expect(plain.count > SyncProtocol.compressionThreshold)

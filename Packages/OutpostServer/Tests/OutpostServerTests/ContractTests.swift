@@ -11,11 +11,11 @@ struct ContractTests {
     /// Statuses a healthy test server never gives: overload and crashes.
     static let unprovoked: Set<Int> = [429, 500, 503]
 
-    @Test("Every route, status and response shape of the document, against the running server")
-    func serverMatchesDocument() async throws {
+    @Test("Every route, status and response shape of the document, against the running server", arguments: Backend.available)
+    func serverMatchesDocument(_ backend: Backend) async throws {
         let document = try APIDocument.load()
         #expect(document.operations.count == 6)
-        let server = try await TestServer.start(maximumBodyBytes: 512 * 1024)
+        let server = try await TestServer.start(backend, maximumBodyBytes: 512 * 1024)
         let alice = server.transport(token: TestServer.aliceToken)
         let bytes = Data("twelve bytes".utf8)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))

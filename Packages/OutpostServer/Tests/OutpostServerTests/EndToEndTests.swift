@@ -44,9 +44,9 @@ struct EndToEndTests {
         return [opportunity, project, scope, sheet, measure, item, discount, fee]
     }
 
-    @Test("An estimate graph created offline syncs in --server-ids mode; every temp id is replaced and a second device gets the same graph")
-    func estimateGraphWithServerIDs() async throws {
-        let server = try await TestServer.start(assignsServerIDs: true)
+    @Test("An estimate graph created offline syncs in --server-ids mode; every temp id is replaced and a second device gets the same graph", arguments: Backend.available)
+    func estimateGraphWithServerIDs(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
         let folder = server.directory
         let device = try LocalStore.open(at: folder.appendingPathComponent("device.sqlite").path)
         let graph = Self.estimateGraph()
@@ -83,9 +83,9 @@ struct EndToEndTests {
         await server.stop()
     }
 
-    @Test("Pull pages see every change exactly once while another client pushes")
-    func paginationDuringPushes() async throws {
-        let server = try await TestServer.start(maximumPullLimit: 5)
+    @Test("Pull pages see every change exactly once while another client pushes", arguments: Backend.available)
+    func paginationDuringPushes(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, maximumPullLimit: 5)
         let writer = server.transport(token: TestServer.aliceToken)
         let reader = server.transport(token: TestServer.carolToken)
         let ids = (0..<60).map { _ in UUID() }
@@ -121,9 +121,9 @@ struct EndToEndTests {
         await server.stop()
     }
 
-    @Test("A media upload cut half-way resumes from the server's offset; the SHA-256 is checked at the end")
-    func resumableMedia() async throws {
-        let server = try await TestServer.start()
+    @Test("A media upload cut half-way resumes from the server's offset; the SHA-256 is checked at the end", arguments: Backend.available)
+    func resumableMedia(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let alice = server.transport(token: TestServer.aliceToken)
         let bytes = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         let digest = sha256Hex(bytes)
@@ -170,9 +170,9 @@ struct EndToEndTests {
         await server.stop()
     }
 
-    @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml])
-    func bundles(format: OutpostSync.BundleFormat) async throws {
-        let server = try await TestServer.start(assignsServerIDs: true)
+    @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml], Backend.available)
+    func bundles(format: OutpostSync.BundleFormat, backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
         let device = try LocalStore.open(at: server.directory.appendingPathComponent("device.sqlite").path)
         let graph = Self.estimateGraph()
         for record in graph { _ = try await device.save(record) }

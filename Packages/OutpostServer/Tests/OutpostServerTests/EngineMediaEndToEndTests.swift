@@ -77,9 +77,9 @@ actor RecordingTransport: SyncTransport {
 struct EngineMediaEndToEndTests {
     static let chunkSize = 16 * 1024
 
-    @Test("An issue and its photo created offline sync; the photo goes after its record, survives a cut and resumes from the server's offset")
-    func photoUploadResumesAfterCut() async throws {
-        let server = try await TestServer.start()
+    @Test("An issue and its photo created offline sync; the photo goes after its record, survives a cut and resumes from the server's offset", arguments: Backend.available)
+    func photoUploadResumesAfterCut(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let folder = server.directory
         // A photo of 100,000 bytes: seven 16 KiB chunks, the last one short.
         var generator = SystemRandomNumberGenerator()

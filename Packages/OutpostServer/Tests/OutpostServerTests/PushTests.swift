@@ -5,9 +5,9 @@ import Testing
 
 @Suite("Push: at most once, validated, resolved with the devices' policy")
 struct PushTests {
-    @Test("A batch gets one result per mutation; one bad mutation does not fail the others")
-    func perMutationResults() async throws {
-        let server = try await TestServer.start()
+    @Test("A batch gets one result per mutation; one bad mutation does not fail the others", arguments: Backend.available)
+    func perMutationResults(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let transport = server.transport(token: TestServer.aliceToken)
         let good = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         var blank = Sample.issueFields(project: TestServer.projectA)
@@ -26,9 +26,9 @@ struct PushTests {
         await server.stop()
     }
 
-    @Test("Replaying a whole batch gets duplicates carrying the original results, and writes nothing twice")
-    func idempotentReplay() async throws {
-        let server = try await TestServer.start(assignsServerIDs: true)
+    @Test("Replaying a whole batch gets duplicates carrying the original results, and writes nothing twice", arguments: Backend.available)
+    func idempotentReplay(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
         let transport = server.transport(token: TestServer.aliceToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         let edit = Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Sill, cracked")])
@@ -55,9 +55,9 @@ struct PushTests {
         await server.stop()
     }
 
-    @Test("A stale base version gets a conflict with the server's record; a sequential change merges by field clocks")
-    func conflictsAndMerge() async throws {
-        let server = try await TestServer.start()
+    @Test("A stale base version gets a conflict with the server's record; a sequential change merges by field clocks", arguments: Backend.available)
+    func conflictsAndMerge(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let alice = server.transport(token: TestServer.aliceToken)
         let carol = server.transport(token: TestServer.carolToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA), clock: Sample.clock(0))
@@ -103,9 +103,9 @@ struct PushTests {
         await server.stop()
     }
 
-    @Test("Append-only records refuse edits; clocks far ahead of the server are refused")
-    func refusals() async throws {
-        let server = try await TestServer.start()
+    @Test("Append-only records refuse edits; clocks far ahead of the server are refused", arguments: Backend.available)
+    func refusals(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let alice = server.transport(token: TestServer.aliceToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         let memberID = UUID()
@@ -126,9 +126,9 @@ struct PushTests {
         await server.stop()
     }
 
-    @Test("More mutations than the batch limit is 413 batch_too_large; an oversized body is 413 payload_too_large")
-    func limits() async throws {
-        let server = try await TestServer.start(maximumBatchSize: 3, maximumBodyBytes: 64 * 1024)
+    @Test("More mutations than the batch limit is 413 batch_too_large; an oversized body is 413 payload_too_large", arguments: Backend.available)
+    func limits(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, maximumBatchSize: 3, maximumBodyBytes: 64 * 1024)
         let alice = server.transport(token: TestServer.aliceToken)
         let mutations = (0..<4).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
         await #expect(throws: TransportError.self) { _ = try await alice.push(PushRequest(mutations: mutations)) }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import OutpostModels
 import OutpostSync
 import Testing
@@ -18,9 +17,9 @@ struct SecurityTests {
         ]
     }
 
-    @Test("Without a token, or with an unknown one, every route but health is 401 with the error body")
-    func unauthorized() async throws {
-        let server = try await TestServer.start()
+    @Test("Without a token, or with an unknown one, every route but health is 401 with the error body", arguments: Backend.available)
+    func unauthorized(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         for route in Self.routes(attachment: UUID()) {
             for token in [nil, "not-a-real-token"] {
                 let answer = try await server.send(route.method, route.path, token: token, body: route.body)
@@ -32,9 +31,9 @@ struct SecurityTests {
         await server.stop()
     }
 
-    @Test("A member of project A gets 403 on every route that touches project B, even guessing record ids")
-    func forbiddenAcrossProjects() async throws {
-        let server = try await TestServer.start()
+    @Test("A member of project A gets 403 on every route that touches project B, even guessing record ids", arguments: Backend.available)
+    func forbiddenAcrossProjects(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let bob = server.transport(token: TestServer.bobToken)
         let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
         let bytes = Data("photo".utf8)
@@ -72,9 +71,9 @@ struct SecurityTests {
         await server.stop()
     }
 
-    @Test("Unsupported protocol or schema versions get the codes the client pauses on")
-    func versions() async throws {
-        let server = try await TestServer.start()
+    @Test("Unsupported protocol or schema versions get the codes the client pauses on", arguments: Backend.available)
+    func versions(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let missing = try await server.send("GET", "/health", versions: false)
         #expect(missing.status == 400)
         #expect(try JSONDecoder().decode(ErrorBody.self, from: missing.body).code == .unsupportedProtocolVersion)
@@ -92,24 +91,20 @@ struct SecurityTests {
         await server.stop()
     }
 
-    @Test("Tokens are stored as SHA-256 digests only, and loading the seed again changes nothing")
-    func tokensHashedAndSeedIdempotent() async throws {
-        let server = try await TestServer.start()
+    @Test("Tokens are stored as SHA-256 digests only, and loading the seed again changes nothing", arguments: Backend.available)
+    func tokensHashedAndSeedIdempotent(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
         let before = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 100))
         try await server.server.load(TestServer.seed)
         let after = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 100))
         #expect(after == before)
         #expect(before.changes.filter { $0.entity == .member }.count == 4)
-        let queue = try DatabaseQueue(path: server.databasePath)
-        let digests = try await queue.read { db in try String.fetchAll(db, sql: "SELECT token_sha256 FROM tokens") }
+        let digests = try await server.strings("SELECT token_sha256 FROM tokens")
         #expect(Set(digests) == Set([TestServer.aliceToken, TestServer.bobToken, TestServer.carolToken].map {
             sha256Hex(Data($0.utf8))
         }))
-        let dump = try await queue.read { db in
-            try String.fetchAll(db, sql: "SELECT token_sha256 || user_id FROM tokens").joined()
-        }
+        let dump = try await server.strings("SELECT token_sha256 || user_id FROM tokens").joined()
         #expect(!dump.contains(TestServer.aliceToken))
-        try queue.close()
         await server.stop()
     }
 }

@@ -35,9 +35,9 @@ struct StorageTests {
         try queue.close()
     }
 
-    @Test("In one batch a refused mutation changes nothing, and later mutations see earlier ones' records")
-    func batchSeesItsOwnWrites() async throws {
-        let (storage, folder) = try await Self.seeded()
+    @Test("In one batch a refused mutation changes nothing, and later mutations see earlier ones' records", arguments: Backend.available)
+    func batchSeesItsOwnWrites(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
         let caller = Caller(userID: TestServer.alice)
         let issue = UUID()
@@ -56,9 +56,9 @@ struct StorageTests {
         #expect(sequences.last == (sequences.first ?? 0) + 1)
     }
 
-    @Test("Pull pages merge the caller's projects in sequence order, each change once, and nothing of others'")
-    func pullMergesProjects() async throws {
-        let (storage, folder) = try await Self.seeded()
+    @Test("Pull pages merge the caller's projects in sequence order, each change once, and nothing of others'", arguments: Backend.available)
+    func pullMergesProjects(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
         let carol = Caller(userID: TestServer.carol)
         let batch = (0..<7).map { index in
@@ -85,16 +85,23 @@ struct StorageTests {
     }
 
     /// A storage on a temp file with the test seed loaded.
-    private static func seeded() async throws -> (SQLiteStorage, URL) {
+    private static func seeded(_ backend: Backend = .sqlite) async throws -> (any ServerStorage, URL) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+        let storage: any ServerStorage =
+            switch backend {
+            case .sqlite: try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+            case .postgres:
+                try PostgresStorage(
+                    url: try await TestPostgres.createDatabase().url, assignsServerIDs: false,
+                    logger: PostgresStorageTests.quiet)
+            }
         try await storage.load(TestServer.seed, now: Timestamp.now())
         return (storage, folder)
     }
 
     /// A pull page as a client reads it: the JSON the route sends, decoded.
-    private static func pull(_ storage: SQLiteStorage, after cursor: Int64, limit: Int, by caller: Caller)
+    private static func pull(_ storage: any ServerStorage, after cursor: Int64, limit: Int, by caller: Caller)
         async throws -> PullResponse
     {
         let page = try await storage.pull(after: cursor, limit: limit, projects: nil, by: caller)

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostConflicts
 import OutpostModels
 @testable import OutpostServer
@@ -9,8 +10,9 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// A real server on 127.0.0.1 (port 0, read back), on a SQLite file in a fresh temp folder, seeded
-/// with two projects: Alice belongs to A, Bob to B, Carol to both.
+/// A real server on 127.0.0.1 (port 0, read back), on a SQLite file in a fresh temp folder or on a
+/// fresh PostgreSQL database of the test cluster, seeded with two projects: Alice belongs to A, Bob to
+/// B, Carol to both.
 final class TestServer: Sendable {
     static let projectA = UUID(uuidString: "a0000000-0000-4000-8000-00000000000a")!
     static let projectB = UUID(uuidString: "b0000000-0000-4000-8000-00000000000b")!
@@ -37,32 +39,46 @@ final class TestServer: Sendable {
     let directory: URL
     let server: SyncServer
     let port: Int
+    let backend: Backend
+    /// The PostgreSQL database made for this server, dropped by `stop` unless another server shares it.
+    let postgres: (name: String, url: String)?
+    private let ownsDatabase: Bool
     private let task: Task<Void, any Error>
 
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var databasePath: String { server.configuration.databasePath }
 
-    private init(directory: URL, server: SyncServer, port: Int, task: Task<Void, any Error>) {
+    private init(
+        directory: URL, server: SyncServer, port: Int, backend: Backend, postgres: (name: String, url: String)?,
+        ownsDatabase: Bool, task: Task<Void, any Error>
+    ) {
         self.directory = directory
         self.server = server
         self.port = port
+        self.backend = backend
+        self.postgres = postgres
+        self.ownsDatabase = ownsDatabase
         self.task = task
     }
 
-    /// Starts a server and waits until it listens.
+    /// Starts a server and waits until it listens. `sharing` starts a second instance on the same
+    /// PostgreSQL database (and media folder) as another test server.
     static func start(
-        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
-        maximumBodyBytes: Int = 8 * 1024 * 1024
+        _ backend: Backend = .sqlite, assignsServerIDs: Bool = false, maximumBatchSize: Int = 500,
+        maximumPullLimit: Int = 1000, maximumBodyBytes: Int = 8 * 1024 * 1024, sharing other: TestServer? = nil
     ) async throws -> TestServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-server-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let postgres: (name: String, url: String)? =
+            if let other { other.postgres } else if backend == .postgres { try await TestPostgres.createDatabase() } else { nil }
         let server = try SyncServer(
             configuration: ServerConfiguration(
                 databasePath: directory.appendingPathComponent("server.sqlite").path, port: 0,
+                mediaDirectory: other?.server.configuration.mediaDirectory,
                 assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
                 maximumPullLimit: maximumPullLimit, maximumBodyBytes: maximumBodyBytes,
                 // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
-                logLevel: "critical"))
+                logLevel: "critical", postgresURL: postgres?.url))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task {
@@ -70,14 +86,25 @@ final class TestServer: Sendable {
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
-        return TestServer(directory: directory, server: server, port: port, task: task)
+        return TestServer(
+            directory: directory, server: server, port: port, backend: backend, postgres: postgres,
+            ownsDatabase: other == nil, task: task)
     }
 
-    /// Stops the server and removes its files.
+    /// Stops the server and removes its files (and its PostgreSQL database).
     func stop() async {
         task.cancel()
         _ = await task.result
         try? FileManager.default.removeItem(at: directory)
+        if ownsDatabase, let postgres { await TestPostgres.dropDatabase(postgres.name) }
+    }
+
+    /// The first column of each row of a test's own query, as text, on whichever backend runs.
+    func strings(_ sql: String) async throws -> [String] {
+        if let postgres { return try await TestPostgres.strings(sql, url: postgres.url) }
+        let queue = try DatabaseQueue(path: databasePath)
+        defer { try? queue.close() }
+        return try await queue.read { db in try String.fetchAll(db, sql: sql) }
     }
 
     /// An `HTTPTransport` as an app would make it.

@@ -1,0 +1,132 @@
+import Foundation
+import Logging
+import OutpostModels
+import OutpostSync
+import PostgresNIO
+
+/// The push seam on PostgreSQL: load a `PushSnapshot` in a few set-based queries, run the rules in
+/// memory, write the `PushPlan` with one statement per table. All of it runs in `PostgresStorage.write`,
+/// so under the advisory lock every writer of the database holds until its commit.
+extension PostgresStorage {
+    static func loadSnapshot(for batch: PushBatch, on connection: PostgresConnection, logger: Logger) async throws
+        -> PushSnapshot
+    {
+        var snapshot = PushSnapshot()
+        for try await (name, value) in try await connection.query(
+            "SELECT name, value FROM counters", logger: logger
+        ).decode((String, Int64).self) {
+            switch name {
+            case "change_sequence": snapshot.changeSequence = value
+            case "server_id": snapshot.lastServerID = value
+            default: break
+            }
+        }
+        let keys = batch.idempotencyKeys.map(\.storageText)
+        for try await (key, user, outcome) in try await connection.query(
+            "SELECT idempotency_key, user_id, outcome FROM applied_mutations WHERE idempotency_key = ANY(\(keys))",
+            logger: logger
+        ).decode((String, String, String).self) {
+            guard let key = UUID(uuidString: key), let user = UUID(uuidString: user) else { continue }
+            snapshot.applied[key] = AppliedMutation(userID: user, outcome: outcome)
+        }
+        let targets = Array(batch.targets)
+        for row in try await PostgresRecords.fetchRows(
+            """
+            SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM records r
+            JOIN unnest(\(targets.map(\.entity.rawValue))::text[], \(targets.map(\.id.storageText))::text[]) AS k(entity, id)
+              ON r.entity = k.entity AND r.id = k.id
+            """, on: connection, logger: logger)
+        {
+            let record = try row.decoded()
+            snapshot.records[record.key] = record
+        }
+        let references = batch.references(stored: snapshot.records)
+        let missing = Array(references.keys.filter { snapshot.records[$0] == nil })
+        for summary in try await summaries(of: missing, on: connection, logger: logger) {
+            snapshot.summaries[summary.key] = summary
+        }
+        let serverIDs = Array(references.serverIDs)
+        if !serverIDs.isEmpty {
+            for try await row in try await connection.query(
+                """
+                SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence FROM records r
+                JOIN unnest(\(serverIDs.map(\.entity.rawValue))::text[], \(serverIDs.map(\.serverID))::bigint[])
+                  AS k(entity, server_id) ON r.entity = k.entity AND r.server_id = k.server_id
+                """, logger: logger
+            ).decode((String, String, Int64?, String?, String, Int64).self) {
+                let summary = try PostgresRecords.summary(row)
+                snapshot.summaries[summary.key] = snapshot.summaries[summary.key] ?? summary
+                if let serverID = summary.serverID {
+                    snapshot.serverIDs[ServerIDKey(entity: summary.key.entity, serverID: serverID)] = summary.key
+                }
+            }
+        }
+        snapshot.memberships = try await PostgresAccess.projects(of: batch.caller, on: connection, logger: logger)
+        if !batch.projects.isEmpty {
+            for try await project in try await connection.query(
+                "SELECT DISTINCT project_id FROM memberships WHERE project_id = ANY(\(batch.projects.map(\.storageText)))",
+                logger: logger
+            ).decode(String.self) {
+                if let id = UUID(uuidString: project) { snapshot.projectsWithMembers.insert(id) }
+            }
+        }
+        return snapshot
+    }
+
+    /// Summaries of the records among `keys` that exist.
+    static func summaries(of keys: [RecordKey], on connection: PostgresConnection, logger: Logger) async throws
+        -> [RecordSummary]
+    {
+        guard !keys.isEmpty else { return [] }
+        var found: [RecordSummary] = []
+        for try await row in try await connection.query(
+            """
+            SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence FROM records r
+            JOIN unnest(\(keys.map(\.entity.rawValue))::text[], \(keys.map(\.id.storageText))::text[]) AS k(entity, id)
+              ON r.entity = k.entity AND r.id = k.id
+            """, logger: logger
+        ).decode((String, String, Int64?, String?, String, Int64).self) {
+            found.append(try PostgresRecords.summary(row))
+        }
+        return found
+    }
+
+    /// The plan's rows, one statement per table, and the counters' final values.
+    static func write(_ plan: PushPlan, on connection: PostgresConnection, logger: Logger) async throws {
+        let records = plan.records.values.sorted { $0.sequence < $1.sequence }
+        try await PostgresRecords.save(records, on: connection, logger: logger)
+        for (key, move) in plan.moves {
+            try await connection.query(
+                """
+                UPDATE records SET project_id = \(move.projectID.storageText), sequence = \(move.sequence)
+                WHERE entity = \(key.entity.rawValue) AND id = \(key.id.storageText)
+                """, logger: logger)
+        }
+        if !plan.memberships.isEmpty {
+            try await connection.query(
+                """
+                INSERT INTO memberships (project_id, user_id)
+                SELECT * FROM unnest(\(plan.memberships.map(\.projectID.storageText))::text[],
+                                     \(plan.memberships.map(\.userID.storageText))::text[])
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+        if !plan.applied.isEmpty {
+            let now = Date().milliseconds
+            try await connection.query(
+                """
+                INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at)
+                SELECT k, u, e, r, o, \(now) FROM unnest(
+                    \(plan.applied.map(\.key.storageText))::text[], \(plan.applied.map(\.userID.storageText))::text[],
+                    \(plan.applied.map(\.entity.rawValue))::text[], \(plan.applied.map(\.recordID.storageText))::text[],
+                    \(plan.applied.map(\.outcome))::text[]) AS a(k, u, e, r, o)
+                """, logger: logger)
+        }
+        try await connection.query(
+            """
+            UPDATE counters SET value = CASE name WHEN 'change_sequence' THEN \(plan.changeSequence)
+                                                  ELSE \(plan.lastServerID) END
+            WHERE name IN ('change_sequence', 'server_id')
+            """, logger: logger)
+    }
+}

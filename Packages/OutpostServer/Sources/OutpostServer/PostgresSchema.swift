@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import OutpostMigrator
+import PostgresNIO
+
+/// The server's schema on PostgreSQL, as ordered, additive, forward-only steps with a ledger of
+/// checksums, the same rules as the SQLite side (`ServerSchema`): never edit a shipped step; append one.
+///
+/// The tables mirror the SQLite ones column for column (ids as lowercase text, times as epoch
+/// milliseconds, fields and clocks as the wire's JSON text), so both backends store the same values.
+enum PostgresSchema {
+    /// The ledger table: one row per applied step, with the step's SHA-256.
+    static let ledgerTable = "migrator_ledger"
+
+    /// Every step, in version order. `MigrationStep` only supplies the number, name and checksum here;
+    /// the statements are run by `migrate(on:logger:)`, one by one (separated by a line ending in `;`).
+    static let steps: [MigrationStep] = [
+        MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
+        MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
+    ]
+
+    /// Any constant that other applications on the database are unlikely to use: the lock that keeps
+    /// two instances starting together from migrating at once.
+    static let migrationLockKey: Int64 = 0x6f75_7470_6f73_7401
+
+    /// Brings the database to the latest version in one transaction, holding an advisory lock so
+    /// concurrent starts wait for each other; refuses a database whose ledger the code cannot vouch for.
+    static func migrate(on connection: PostgresConnection, logger: Logger) async throws(ServerError) {
+        do {
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLockKey))", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS migrator_ledger (
+                        version INTEGER PRIMARY KEY,
+                        name TEXT NOT NULL,
+                        checksum TEXT NOT NULL,
+                        applied_at BIGINT NOT NULL
+                    )
+                    """, logger: logger)
+                var applied: [(Int, String)] = []
+                for try await (version, checksum) in try await connection.query(
+                    "SELECT version, checksum FROM migrator_ledger ORDER BY version", logger: logger
+                ).decode((Int32, String).self) {
+                    applied.append((Int(version), checksum))
+                }
+                for (index, (version, checksum)) in applied.enumerated() {
+                    guard version == index + 1 else {
+                        throw ServerError(.migrationFailed, message: "the ledger skips from \(index) to \(version)")
+                    }
+                    guard version <= steps.count else {
+                        throw ServerError(
+                            .migrationFailed,
+                            message: "the database is at version \(applied.count), newer than this server (\(steps.count))")
+                    }
+                    guard steps[index].checksum == checksum else {
+                        throw ServerError(
+                            .migrationFailed, message: "step \(version) changed since it was applied (checksum differs)")
+                    }
+                }
+                for step in steps.dropFirst(applied.count) {
+                    for statement in statements(of: step.sql ?? "") {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query(
+                        """
+                        INSERT INTO migrator_ledger (version, name, checksum, applied_at)
+                        VALUES (\(Int32(step.version)), \(step.name), \(step.checksum), \(Date().milliseconds))
+                        """, logger: logger)
+                }
+            }
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError as? ServerError { throw inner }
+            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error))
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error))
+        }
+    }
+
+    /// The versions the ledger holds, for tests.
+    static func appliedVersions(on connection: PostgresConnection, logger: Logger) async throws -> [Int] {
+        var versions: [Int] = []
+        for try await version in try await connection.query(
+            "SELECT version FROM migrator_ledger ORDER BY version", logger: logger
+        ).decode(Int32.self) {
+            versions.append(Int(version))
+        }
+        return versions
+    }
+
+    /// A step's statements: our own SQL, one statement per line-ending `;`, no `;` inside literals.
+    static func statements(of sql: String) -> [String] {
+        sql.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { $0.hasSuffix(";") ? String($0.dropLast()) : $0 }.filter { !$0.isEmpty }
+    }
+
+    private static let version1 = """
+        CREATE TABLE records (
+            entity TEXT NOT NULL,
+            id TEXT NOT NULL,
+            server_id BIGINT,
+            project_id TEXT,
+            owner_id TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            sequence BIGINT NOT NULL,
+            fields TEXT NOT NULL,
+            clocks TEXT NOT NULL,
+            deletion TEXT,
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            PRIMARY KEY (entity, id)
+        );
+        CREATE UNIQUE INDEX records_by_sequence ON records(sequence);
+        CREATE INDEX records_by_project ON records(project_id, sequence);
+        CREATE UNIQUE INDEX records_by_server_id ON records(entity, server_id) WHERE server_id IS NOT NULL;
+        CREATE TABLE applied_mutations (
+            idempotency_key TEXT PRIMARY KEY NOT NULL,
+            user_id TEXT NOT NULL,
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            applied_at BIGINT NOT NULL
+        );
+        CREATE TABLE counters (
+            name TEXT PRIMARY KEY NOT NULL,
+            value BIGINT NOT NULL
+        );
+        INSERT INTO counters (name, value) VALUES ('change_sequence', 0), ('server_id', 0);
+        CREATE TABLE users (
+            id TEXT PRIMARY KEY NOT NULL,
+            name TEXT NOT NULL
+        );
+        CREATE TABLE tokens (
+            token_sha256 TEXT PRIMARY KEY NOT NULL,
+            user_id TEXT NOT NULL,
+            created_at BIGINT NOT NULL
+        );
+        CREATE TABLE memberships (
+            project_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (project_id, user_id)
+        );
+        CREATE INDEX memberships_by_user ON memberships(user_id);
+        CREATE TABLE media_uploads (
+            attachment_id TEXT PRIMARY KEY NOT NULL,
+            total_bytes BIGINT NOT NULL,
+            received_bytes BIGINT NOT NULL,
+            sha256 TEXT NOT NULL,
+            complete BOOLEAN NOT NULL DEFAULT FALSE,
+            updated_at BIGINT NOT NULL
+        );
+        """
+
+    /// The same indexes as the SQLite side's step 2: a project's records by entity and id (bundles), a
+    /// user's unlinked opportunities in sequence order (pulls).
+    private static let version2 = """
+        CREATE INDEX records_by_project_entity ON records(project_id, entity, id);
+        CREATE INDEX records_unlinked_by_owner ON records(owner_id, sequence) WHERE project_id IS NULL;
+        """
+}

@@ -1,0 +1,504 @@
+import Foundation
+import Logging
+import OutpostConflicts
+import OutpostModels
+import OutpostSync
+import PostgresNIO
+
+/// The storage for a team that outgrew one SQLite file: PostgreSQL through postgres-nio's pooled
+/// client, so several stateless `outpost serve` instances can share one database.
+///
+/// **Several instances.** Every write transaction (push, seed) first takes one transaction-level
+/// advisory lock (`pg_advisory_xact_lock`), held until commit. Writers are thus serialized across
+/// all instances exactly as SQLite's single writer serializes them in one process: the idempotency
+/// check sees every committed key (exactly once per mutation), and the change sequence, taken under
+/// the lock, is committed in order. PostgreSQL makes a transaction visible before it releases its
+/// locks, so a reader that sees sequence n + 1 also sees n: no pull ever skips a change committed
+/// late by another instance. Reads take no lock.
+final class PostgresStorage: ServerStorage {
+    /// The URL with its password hidden, for errors.
+    let location: String
+    let assignsServerIDs: Bool
+    private let client: PostgresClient
+    private let connectionConfiguration: PostgresConnection.Configuration
+    private let runTask: Task<Void, Never>
+    private let readiness = Readiness()
+    private let logger: Logger
+
+    /// The advisory lock every write transaction holds until it commits (see the type's comment).
+    static let writeLockKey: Int64 = 0x6f75_7470_6f73_7402
+
+    /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
+    init(url: String, assignsServerIDs: Bool, logger: Logger) throws(ServerError) {
+        let parsed = try PostgresConnectionURL(url)
+        self.location = parsed.redacted
+        self.assignsServerIDs = assignsServerIDs
+        self.logger = logger
+        self.connectionConfiguration = parsed.connection
+        let client = PostgresClient(configuration: parsed.configuration, backgroundLogger: logger)
+        self.client = client
+        self.runTask = Task { await client.run() }
+    }
+
+    deinit {
+        runTask.cancel()
+    }
+
+    /// Migrates the schema once (later calls wait for the first); every other method calls it first.
+    func prepare() async throws(ServerError) {
+        let configuration = self.connectionConfiguration
+        let logger = self.logger
+        let location = self.location
+        try await readiness.once { () async throws(ServerError) in
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: configuration, id: 0, logger: logger)
+                do {
+                    try await PostgresSchema.migrate(on: connection, logger: logger)
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                try await connection.close()
+            } catch let error as ServerError {
+                throw ServerError(error.code, message: error.message, path: location)
+            } catch {
+                throw ServerError(.databaseFailure, message: Self.describe(error), path: location)
+            }
+        }
+    }
+
+    /// Stops the connection pool: open connections close, and later calls fail.
+    func close() async {
+        runTask.cancel()
+        await runTask.value
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` on one pooled connection, after migrating; errors other than `ServerError` become
+    /// `databaseFailure` with PostgreSQL's own message.
+    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+        try await prepare()
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            throw map(error)
+        }
+    }
+
+    /// A write transaction, serialized with every other writer of the database by the advisory lock.
+    func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+        let logger = self.logger
+        return try await withConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", logger: logger)
+                return try await body(connection)
+            }
+        }
+    }
+
+    /// A read-only transaction on one snapshot, so a page and the references it names agree.
+    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+        let logger = self.logger
+        return try await withConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+                return try await body(connection)
+            }
+        }
+    }
+
+    private func map(_ error: any Error) -> ServerError {
+        if let error = error as? ServerError { return error }
+        if let error = error as? PostgresTransactionError, let inner = error.closureError {
+            return map(inner)
+        }
+        return ServerError(.databaseFailure, message: Self.describe(error), path: location)
+    }
+
+    /// PostgreSQL's own message when there is one (postgres-nio's description hides it by default).
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] {
+                return "PostgreSQL: \(message) (\(error.serverInfo?[.sqlState] ?? "?"))"
+            }
+            return "PostgreSQL: \(error.code)"
+        }
+        if let error = error as? PostgresTransactionError {
+            if let inner = error.closureError ?? error.commitError ?? error.beginError ?? error.rollbackError {
+                return describe(inner)
+            }
+        }
+        return "\(error)"
+    }
+
+    var logContext: Logger { logger }
+
+    // MARK: - Tokens
+
+    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
+        let logger = self.logger
+        return try await withConnection { connection in
+            for try await userID in try await connection.query(
+                "SELECT user_id FROM tokens WHERE token_sha256 = \(digest)", logger: logger
+            ).decode(String.self) {
+                return UUID(uuidString: userID).map(Caller.init(userID:))
+            }
+            return nil
+        }
+    }
+
+    // MARK: - Push
+
+    func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
+        let logger = self.logger
+        let rules = PushRules(assignsServerIDs: assignsServerIDs)
+        let batch = PushBatch(mutations: mutations, caller: caller, now: now)
+        return try await write { connection in
+            let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
+            let plan = try rules.plan(batch, snapshot: snapshot)
+            try await Self.write(plan, on: connection, logger: logger)
+            return plan.results
+        }
+    }
+
+    // MARK: - Pull
+
+    func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
+        -> PullPage
+    {
+        let logger = self.logger
+        let assignsServerIDs = self.assignsServerIDs
+        return try await read { connection in
+            let mine = try await PostgresAccess.projects(of: caller, on: connection, logger: logger)
+            if let projects, let other = projects.first(where: { !mine.contains($0) }) {
+                throw ServerError.forbidden("you are not a member of project \(other.storageText)")
+            }
+            let visible = (projects.map { Set($0) } ?? mine).map(\.storageText).sorted()
+            // Another user's id matches no row, so passing nobody's keeps one statement for both cases.
+            let unlinkedOwner = projects == nil ? caller.userID.storageText : ""
+            var rows = try await PostgresRecords.fetchRows(
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE sequence > \(cursor)
+                  AND (project_id = ANY(\(visible)::text[]) OR (project_id IS NULL AND owner_id = \(unlinkedOwner)))
+                ORDER BY sequence LIMIT \(Int64(limit + 1))
+                """, on: connection, logger: logger)
+            let hasMore = rows.count > limit
+            if hasMore { rows.removeLast(rows.count - limit) }
+            var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
+            if assignsServerIDs {
+                for summary in try await Self.summaries(
+                    of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
+                {
+                    page.parents[summary.key] = summary
+                }
+            }
+            return page
+        }
+    }
+
+    // MARK: - Media
+
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord {
+        let logger = self.logger
+        return try await read { connection in
+            guard let record = try await PostgresRecords.fetch(.mediaAttachment, id: id, on: connection, logger: logger)
+            else {
+                throw ServerError.notFound("no media attachment \(id.storageText); push its record first")
+            }
+            guard try await PostgresAccess.canSee(record, caller, on: connection, logger: logger) else {
+                throw ServerError.forbidden("you are not a member of this attachment's project")
+            }
+            return record
+        }
+    }
+
+    func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState? {
+        let logger = self.logger
+        return try await withConnection { connection in
+            for try await (total, received, sha256, complete) in try await connection.query(
+                """
+                SELECT total_bytes, received_bytes, sha256, complete FROM media_uploads
+                WHERE attachment_id = \(id.storageText)
+                """, logger: logger
+            ).decode((Int64, Int64, String, Bool).self) {
+                return MediaUploadState(totalBytes: total, receivedBytes: received, sha256: sha256, complete: complete)
+            }
+            return nil
+        }
+    }
+
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) {
+        let logger = self.logger
+        try await withConnection { connection in
+            guard let state else {
+                try await connection.query(
+                    "DELETE FROM media_uploads WHERE attachment_id = \(id.storageText)", logger: logger)
+                return
+            }
+            try await connection.query(
+                """
+                INSERT INTO media_uploads (attachment_id, total_bytes, received_bytes, sha256, complete, updated_at)
+                VALUES (\(id.storageText), \(state.totalBytes), \(state.receivedBytes), \(state.sha256),
+                        \(state.complete), \(now.milliseconds))
+                ON CONFLICT (attachment_id) DO UPDATE SET
+                    total_bytes = EXCLUDED.total_bytes, received_bytes = EXCLUDED.received_bytes,
+                    sha256 = EXCLUDED.sha256, complete = EXCLUDED.complete, updated_at = EXCLUDED.updated_at
+                """, logger: logger)
+        }
+    }
+
+    // MARK: - Bundles
+
+    /// The checks and every record are read in one `REPEATABLE READ` transaction, then handed out in
+    /// batches: unlike the SQLite cursor, the project is held in memory while it streams.
+    func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
+        let logger = self.logger
+        let records = try await read { connection -> [EntityRecord] in
+            guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
+            else { throw ServerError.notFound("no project \(project.storageText)") }
+            guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {
+                throw ServerError.forbidden("you are not a member of project \(project.storageText)")
+            }
+            var records = try await PostgresRecords.fetchAll(
+                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText)",
+                on: connection, logger: logger)
+            if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
+                !records.contains(where: { $0.entity == .opportunity && $0.id == opportunity }),
+                let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger)
+            {
+                records.append(linked)
+            }
+            let order = Dictionary(uniqueKeysWithValues: EntityCatalog.all.enumerated().map { ($1.type, $0) })
+            return records
+                .sorted { ((order[$0.entity] ?? 0), $0.id.storageText) < ((order[$1.entity] ?? 0), $1.id.storageText) }
+                .map(\.entityRecord)
+        }
+        let asOf = records.map(\.sync.updatedAt).max()
+        let batches = AsyncThrowingStream<[EntityRecord], any Error> { continuation in
+            for start in stride(from: 0, to: records.count, by: 500) {
+                continuation.yield(Array(records[start..<min(start + 500, records.count)]))
+            }
+            continuation.finish()
+        }
+        return BundleRecords(asOf: asOf, batches: batches)
+    }
+
+    // MARK: - Seed
+
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) {
+        try seed.validate()
+        let logger = self.logger
+        let assignsServerIDs = self.assignsServerIDs
+        try await write { connection in
+            let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
+            let firstMember = seed.members.first?.userID ?? UUID(uuidString: "00000000-0000-0000-0000-000000000000")!
+            func insertSeeded(
+                _ entity: EntityType, id: UUID, projectID: UUID, owner: UUID, fields: [String: FieldValue]
+            ) async throws {
+                let record = StoredRecord(
+                    entity: entity, id: id,
+                    serverID: assignsServerIDs
+                        ? try await PostgresRecords.nextValue("server_id", on: connection, logger: logger) : nil,
+                    projectID: projectID, ownerID: owner, version: 1,
+                    sequence: try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger),
+                    fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil, createdAt: now, updatedAt: now)
+                if let problem = record.entityRecord.validationErrors.first {
+                    throw ServerError(.invalidSeed, message: problem.description)
+                }
+                try await PostgresRecords.save([record], on: connection, logger: logger)
+            }
+            for project in seed.projects {
+                guard try await PostgresRecords.fetch(.project, id: project.id, on: connection, logger: logger) == nil
+                else { continue }
+                let fields: [String: FieldValue] = [
+                    "opportunityID": .null, "name": .text(project.name), "number": .null,
+                    "address": .text(project.address ?? ""), "status": .text(Project.Status.active.rawValue),
+                    "startDay": .null,
+                ]
+                try await insertSeeded(.project, id: project.id, projectID: project.id, owner: firstMember, fields: fields)
+            }
+            for member in seed.members {
+                try await connection.query(
+                    """
+                    INSERT INTO users (id, name) VALUES (\(member.userID.storageText), \(member.name))
+                    ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
+                    """, logger: logger)
+                for project in member.projects {
+                    try await connection.query(
+                        """
+                        INSERT INTO memberships (project_id, user_id)
+                        VALUES (\(project.storageText), \(member.userID.storageText)) ON CONFLICT DO NOTHING
+                        """, logger: logger)
+                    let id = SQLiteStorage.memberRecordID(project: project, user: member.userID)
+                    guard try await PostgresRecords.fetch(.member, id: id, on: connection, logger: logger) == nil
+                    else { continue }
+                    let fields: [String: FieldValue] = [
+                        "projectID": .uuid(project), "userID": .uuid(member.userID), "name": .text(member.name),
+                        "email": .text(member.email ?? ""), "role": .text(member.role ?? Member.Role.crew.rawValue),
+                    ]
+                    try await insertSeeded(.member, id: id, projectID: project, owner: member.userID, fields: fields)
+                }
+            }
+            for token in seed.tokens {
+                try await connection.query(
+                    """
+                    INSERT INTO tokens (token_sha256, user_id, created_at)
+                    VALUES (\(TokenDigest.hex(of: token.token)), \(token.userID.storageText), \(now.milliseconds))
+                    ON CONFLICT (token_sha256) DO UPDATE SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at
+                    """, logger: logger)
+            }
+        }
+    }
+}
+
+/// Runs a piece of work once; later callers wait for (and share) its outcome.
+private actor Readiness {
+    private var task: Task<Void, any Error>?
+
+    func once(_ work: @escaping @Sendable () async throws(ServerError) -> Void) async throws(ServerError) {
+        let task = self.task ?? Task { try await work() }
+        self.task = task
+        do {
+            try await task.value
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            throw ServerError(.databaseFailure, message: "\(error)")
+        }
+    }
+}
+
+/// Membership checks on PostgreSQL, the same questions `Access` asks SQLite.
+enum PostgresAccess {
+    static func isMember(_ caller: Caller, of project: UUID, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        for try await _ in try await connection.query(
+            """
+            SELECT 1 FROM memberships WHERE project_id = \(project.storageText) AND user_id = \(caller.userID.storageText)
+            """, logger: logger
+        ).decode(Int32.self) {
+            return true
+        }
+        return false
+    }
+
+    static func projects(of caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
+        var projects: Set<UUID> = []
+        for try await id in try await connection.query(
+            "SELECT project_id FROM memberships WHERE user_id = \(caller.userID.storageText)", logger: logger
+        ).decode(String.self) {
+            if let id = UUID(uuidString: id) { projects.insert(id) }
+        }
+        return projects
+    }
+
+    /// A record belongs to its project's members; an opportunity no project references yet, to its creator.
+    static func canSee(_ record: StoredRecord, _ caller: Caller, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        guard let project = record.projectID else { return record.ownerID == caller.userID }
+        return try await isMember(caller, of: project, on: connection, logger: logger)
+    }
+}
+
+/// Reading and writing `records` rows on PostgreSQL.
+enum PostgresRecords {
+    /// The columns every record query selects, in the order `fetchRows` reads them.
+    static let columns =
+        "entity, id, server_id, project_id, owner_id, version, sequence, fields, clocks, deletion, created_at, updated_at"
+    /// The same, qualified for a join on `records r`.
+    static let qualifiedColumns = columns.split(separator: ",").map { "r." + $0.trimmingCharacters(in: .whitespaces) }
+        .joined(separator: ", ")
+
+    static func fetch(_ entity: EntityType, id: UUID, on connection: PostgresConnection, logger: Logger) async throws
+        -> StoredRecord?
+    {
+        try await fetchRows(
+            "SELECT \(unescaped: columns) FROM records WHERE entity = \(entity.rawValue) AND id = \(id.storageText)",
+            on: connection, logger: logger
+        ).first?.decoded()
+    }
+
+    static func fetchAll(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
+        -> [StoredRecord]
+    {
+        var records: [StoredRecord] = []
+        for row in try await fetchRows(query, on: connection, logger: logger) { records.append(try row.decoded()) }
+        return records
+    }
+
+    /// Rows as stored, fields and clocks still JSON text.
+    static func fetchRows(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
+        -> [StoredRow]
+    {
+        var rows: [StoredRow] = []
+        for try await row in try await connection.query(query, logger: logger).decode(
+            (String, String, Int64?, String?, String, Int64, Int64, String, String, String?, Int64, Int64).self)
+        {
+            let (entityName, idText, serverID, projectText, ownerText, version, sequence, fields, clocks, deletion,
+                 createdAt, updatedAt) = row
+            guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: idText),
+                let owner = UUID(uuidString: ownerText)
+            else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
+            rows.append(StoredRow(
+                entity: entity, id: id, serverID: serverID, projectID: projectText.flatMap(UUID.init(uuidString:)),
+                ownerID: owner, version: version, sequence: sequence, fieldsJSON: fields, clocksJSON: clocks,
+                deletion: deletion, createdAt: createdAt, updatedAt: updatedAt))
+        }
+        return rows
+    }
+
+    static func summary(_ row: (String, String, Int64?, String?, String, Int64)) throws -> RecordSummary {
+        let (entityName, idText, serverID, projectText, ownerText, sequence) = row
+        guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: idText),
+            let owner = UUID(uuidString: ownerText)
+        else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
+        return RecordSummary(
+            key: RecordKey(entity: entity, id: id), serverID: serverID,
+            projectID: projectText.flatMap(UUID.init(uuidString:)), ownerID: owner, sequence: sequence)
+    }
+
+    /// Inserts the rows, or replaces those with the same entity and id, in one statement. Arrays cannot
+    /// carry NULL here, so a missing server id travels as -1, a missing project or deletion as ''.
+    static func save(_ records: [StoredRecord], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !records.isEmpty else { return }
+        let encoder = WireJSON.encoder()
+        var fields: [String] = [], clocks: [String] = []
+        fields.reserveCapacity(records.count)
+        clocks.reserveCapacity(records.count)
+        for record in records {
+            fields.append(String(decoding: try encoder.encode(record.fields), as: UTF8.self))
+            clocks.append(String(decoding: try encoder.encode(record.clocks.mapValues(\.encoded)), as: UTF8.self))
+        }
+        try await connection.query(
+            """
+            INSERT INTO records (\(unescaped: columns))
+            SELECT e, i, NULLIF(s, -1), NULLIF(p, ''), o, v, q, f, c, NULLIF(d, ''), ca, ua FROM unnest(
+                \(records.map(\.entity.rawValue))::text[], \(records.map(\.id.storageText))::text[],
+                \(records.map { $0.serverID ?? -1 })::bigint[], \(records.map { $0.projectID?.storageText ?? "" })::text[],
+                \(records.map(\.ownerID.storageText))::text[], \(records.map(\.version))::bigint[],
+                \(records.map(\.sequence))::bigint[], \(fields)::text[], \(clocks)::text[],
+                \(records.map { $0.deletion?.encoded ?? "" })::text[], \(records.map(\.createdAt.milliseconds))::bigint[],
+                \(records.map(\.updatedAt.milliseconds))::bigint[]) AS n(e, i, s, p, o, v, q, f, c, d, ca, ua)
+            ON CONFLICT (entity, id) DO UPDATE SET
+                server_id = EXCLUDED.server_id, project_id = EXCLUDED.project_id, owner_id = EXCLUDED.owner_id,
+                version = EXCLUDED.version, sequence = EXCLUDED.sequence, fields = EXCLUDED.fields,
+                clocks = EXCLUDED.clocks, deletion = EXCLUDED.deletion, created_at = EXCLUDED.created_at,
+                updated_at = EXCLUDED.updated_at
+            """, logger: logger)
+    }
+
+    /// The next value of a counter, inside the caller's (locked) write transaction.
+    static func nextValue(_ counter: String, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        for try await value in try await connection.query(
+            "UPDATE counters SET value = value + 1 WHERE name = \(counter) RETURNING value", logger: logger
+        ).decode(Int64.self) {
+            return value
+        }
+        throw ServerError(.databaseFailure, message: "the counter \(counter) is missing")
+    }
+}
