@@ -50,6 +50,7 @@ struct StoreBenchmark: BenchmarkSuite {
             peer: "sqlite3 CLI, same query (incl. process start)", peerValue: peerList * 1000, target: "< 5 ms (field: 50 ms)",
             met: listSeconds * 1000 < 5))
         let bytes = try checkpointedSize(listPath)
+        _ = try? printSizeBreakdown(listPath, records: listSize)  // dbstat may be missing from a SQLite build
         rows.append(BenchmarkRow(
             metric: "database size per 1,000 issues (with queue and audit rows)", value: Double(bytes) / Double(listSize / 1000) / 1024,
             unit: "KB", peer: "field figure", peerValue: 500, target: "< 300 KB", met: Double(bytes) / Double(listSize / 1000) / 1024 < 300))
@@ -83,6 +84,21 @@ struct StoreBenchmark: BenchmarkSuite {
         try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         try queue.close()
         return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+    }
+
+    /// Where the bytes are, per table and index (SQLite's `dbstat`), on standard error: the table and
+    /// JSON on standard output stay as they were.
+    private func printSizeBreakdown(_ path: String, records: Int) throws {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        let rows = try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC")
+        }
+        var text = "store size breakdown, bytes per record:\n"
+        for row in rows where (row["bytes"] as Int64) > 8192 {
+            text += "  \(row["name"] as String): \((row["bytes"] as Int64) / Int64(records))\n"
+        }
+        FileHandle.standardError.write(Data(text.utf8))
     }
 
     private func sqlite3InsertRate(folder: URL, mode: LocalStore.SynchronousMode, count: Int) throws -> Double {

@@ -27,11 +27,11 @@ private struct FieldsContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     var allKeys: [Key] { (Array(record.fields.keys) + ["id", "sync"]).compactMap(Key.init(stringValue:)) }
 
     func contains(_ key: Key) -> Bool {
-        RecordEncoding.reservedNames.contains(key.stringValue) || record.fields[key.stringValue] != nil
+        ["id", "sync"].contains(key.stringValue) || record.fields[key.stringValue] != nil
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
-        !RecordEncoding.reservedNames.contains(key.stringValue) && record[key.stringValue].isNull
+        !["id", "sync"].contains(key.stringValue) && record[key.stringValue].isNull
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {

@@ -3,9 +3,15 @@ import Foundation
 import GRDB
 import OutpostModels
 
-/// The append-only, hash-chained record of every local write. Each entry stores a canonical encoding
-/// of the write and SHA-256(previous entry's hash ‖ that encoding), so editing, removing or reordering
-/// any entry breaks the chain at that entry, and `verify` names it.
+/// The append-only, hash-chained record of every local write. Each entry's hash is SHA-256(previous
+/// entry's hash ‖ a canonical encoding of the write), so editing, removing or reordering any entry
+/// breaks the chain at that entry, and `verify` names it.
+///
+/// Two stored forms verify side by side. Entries written before the compact form keep the whole
+/// canonical encoding in `payload` (it repeats sequence, time, entity, id and operation, which are
+/// columns too). Compact entries keep only the encoding of the fields; the verifier rebuilds the
+/// canonical encoding from the columns and that payload, byte for byte what was hashed, so an edited
+/// column or payload still breaks the hash. The hashed bytes are the same in both forms.
 enum AuditTrail {
     /// The hash the first entry chains from.
     static let genesis = Data(repeating: 0, count: 32)
@@ -31,16 +37,19 @@ enum AuditTrail {
         let seq = (last?["seq"] as Int64? ?? 0) + 1
         let previous = last?["hash"] as Data? ?? genesis
         let at = at.storageMilliseconds
-        let payload = try canonicalEncoding(
-            seq: seq, at: at, entity: entity.rawValue, recordID: recordID.storageText, operation: operation.rawValue,
-            fields: fields)
+        var encodedFields = CompactJSON()
+        try encodedFields.fields(fields)
+        let payload = encodedFields.data
+        let id = recordID.storageText
+        let canonical = canonicalEncoding(
+            seq: seq, at: at, entity: entity.rawValue, recordID: id, operation: operation.rawValue, fields: payload)
         try db.cachedStatement(sql: """
                 INSERT INTO audit_log (seq, at, entity, record_id, operation, payload, previous_hash, hash)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """).execute(
             arguments: [
-                seq, at, entity.rawValue, recordID.storageText, operation.rawValue, payload, previous,
-                chainHash(previous: previous, payload: payload),
+                seq, at, entity.rawValue, id, operation.rawValue, payload, previous,
+                chainHash(previous: previous, payload: canonical),
             ])
         return seq
     }
@@ -65,14 +74,23 @@ enum AuditTrail {
             if entry.previousHash != previousHash {
                 return broken("entry \(entry.seq) does not follow entry \(entry.seq - 1): removed or reordered")
             }
-            // The hash covers the payload's bytes; the columns must say what the payload says.
-            let hashed = try? JSONDecoder().decode(CanonicalWrite.self, from: entry.payload)
-            if hashed?.seq != entry.seq || hashed?.at != entry.at || hashed?.entity != entry.entity
-                || hashed?.id != entry.recordID || hashed?.op != entry.operation
-            {
-                return broken("entry \(entry.seq) was edited: its columns disagree with its hashed payload")
+            let hashed: Data
+            if entry.payload.starts(with: fullFormPrefix) {
+                // The full form: the hash covers the payload's bytes; the columns must say what it says.
+                let decoded = try? JSONDecoder().decode(CanonicalWrite.self, from: entry.payload)
+                if decoded?.seq != entry.seq || decoded?.at != entry.at || decoded?.entity != entry.entity
+                    || decoded?.id != entry.recordID || decoded?.op != entry.operation
+                {
+                    return broken("entry \(entry.seq) was edited: its columns disagree with its hashed payload")
+                }
+                hashed = entry.payload
+            } else {
+                // The compact form: the columns and the fields' encoding rebuild what was hashed.
+                hashed = canonicalEncoding(
+                    seq: entry.seq, at: entry.at, entity: entry.entity, recordID: entry.recordID,
+                    operation: entry.operation, fields: entry.payload)
             }
-            if chainHash(previous: entry.previousHash, payload: entry.payload) != entry.hash {
+            if chainHash(previous: entry.previousHash, payload: hashed) != entry.hash {
                 return broken("entry \(entry.seq) was edited: its hash does not match its content")
             }
             previousHash = entry.hash
@@ -89,17 +107,22 @@ enum AuditTrail {
         return Data(hasher.finalize())
     }
 
-    /// Deterministic JSON: sorted keys, the same bytes for the same write on every platform.
+    /// How every full-form payload starts (its first key is `at`); a compact payload is a fields
+    /// object, and no catalog field is called `at`.
+    static let fullFormPrefix = Data("{\"at\":".utf8)
+
+    /// Deterministic JSON: sorted keys, the same bytes for the same write on every platform. `fields`
+    /// is the fields object's encoding (`CompactJSON.fields`: sorted keys).
     static func canonicalEncoding(
-        seq: Int64, at: Int64, entity: String, recordID: String, operation: String, fields: [String: FieldValue]
-    ) throws -> Data {
-        var json = CompactJSON()
+        seq: Int64, at: Int64, entity: String, recordID: String, operation: String, fields: Data
+    ) -> Data {
+        var json = CompactJSON(capacity: 160 + fields.count)
         json.raw("{\"at\":")
         json.integer(at)
         json.raw(",\"entity\":")
         json.string(entity)
         json.raw(",\"fields\":")
-        try json.fields(fields)
+        json.append(fields)
         json.raw(",\"id\":")
         json.string(recordID)
         json.raw(",\"op\":")

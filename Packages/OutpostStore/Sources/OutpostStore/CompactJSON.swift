@@ -20,6 +20,11 @@ struct CompactJSON {
         literal.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
+    /// Bytes that are already JSON (an encoding written earlier by this writer).
+    mutating func append(_ encoded: Data) {
+        bytes.append(contentsOf: encoded)
+    }
+
     mutating func integer(_ value: Int64) {
         bytes.append(contentsOf: String(value).utf8)
     }
@@ -117,11 +122,17 @@ struct CompactJSON {
 }
 
 extension MutationQueue.Payload {
-    /// The `payload` column: `{"clocks":…,"deletion":…,"fields":…}`, as `JSONDecoder` reads it back.
+    /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
+    /// then `"deletion":…,"fields":…}`, as `Payload`'s decoder reads it back.
     func encoded() throws -> String {
         var json = CompactJSON()
-        json.raw("{\"clocks\":")
-        json.clocks(clocks)
+        if let shared = sharedClock {
+            json.raw("{\"clock\":")
+            json.string(shared.encoded)
+        } else {
+            json.raw("{\"clocks\":")
+            json.clocks(clocks)
+        }
         if let deletion {
             json.raw(",\"deletion\":")
             json.string(deletion.encoded)
@@ -143,8 +154,17 @@ extension FieldClocks.Stored {
             json.string(deletion.encoded)
             json.raw(",")
         }
-        json.raw("\"fields\":")
-        json.clocks(fields)
+        // Grouped by clock, groups in clock order (the order of their text too), names sorted.
+        var groups: [HybridTimestamp: [String]] = [:]
+        for (name, clock) in fields { groups[clock, default: []].append(name) }
+        json.raw("\"byClock\":{")
+        for (index, clock) in groups.keys.sorted().enumerated() {
+            if index > 0 { json.raw(",") }
+            json.string(clock.encoded)
+            json.raw(":")
+            json.strings(groups[clock]!.sorted())
+        }
+        json.raw("}")
         if let pulled {
             json.raw(",\"pulled\":")
             try json.object(pulled) { json, changes in

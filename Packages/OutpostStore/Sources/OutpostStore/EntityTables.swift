@@ -84,6 +84,8 @@ struct TableLayout: Sendable {
     let columns: [String]
     /// Each field's position in `columns`, for decoding a row by name without a dictionary per row.
     let fieldColumns: [String: Int]
+    /// How each field's column is read back, in catalog order.
+    let columnKinds: [ColumnKind]
     let selectByID: String
     let selectAll: String
     let selectExists: String
@@ -101,6 +103,7 @@ struct TableLayout: Sendable {
         self.description = description
         let table = description.table.quotedDatabaseIdentifier
         columns = Self.syncColumns + description.fields.map { ColumnName.forField($0.name) }
+        columnKinds = description.fields.map { ColumnKind($0.kind) }
         fieldColumns = Dictionary(uniqueKeysWithValues: description.fields.enumerated().map { ($1.name, $0 + Self.syncColumns.count) })
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
@@ -143,7 +146,7 @@ struct TableLayout: Sendable {
         var fields: [String: FieldValue] = [:]
         fields.reserveCapacity(description.fields.count)
         for (offset, field) in description.fields.enumerated() {
-            fields[field.name] = FieldValue(row[offset + Self.syncColumns.count] as DatabaseValue, kind: field.kind)
+            fields[field.name] = FieldValue(row[offset + Self.syncColumns.count], column: columnKinds[offset])
         }
         return EntityRecord(entity: description.type, id: id, fields: fields, sync: sync)
     }
@@ -163,26 +166,29 @@ extension FieldValue {
         case .blob(let value): value
         }
     }
-
-    /// Reads a stored value back as the kind the catalog declares for its field.
-    init(_ value: DatabaseValue, kind: FieldKind) {
-        switch (value.storage, kind.storageKind) {
-        case (.null, _): self = .null
-        case (.int64(let number), "bool"): self = .bool(number != 0)
-        case (.int64(let number), "date"): self = .date(Date(storageMilliseconds: number))
-        case (.int64(let number), "real"): self = .real(Double(number))
-        case (.int64(let number), _): self = .integer(number)
-        case (.double(let number), _): self = .real(number)
-        case (.string(let text), "uuid"): self = UUID(hyphenatedText: text).map(FieldValue.uuid) ?? .text(text)
-        case (.string(let text), _): self = .text(text)
-        case (.blob(let data), _): self = .blob(data)
-        }
-    }
 }
 
 extension UUID {
     /// The stored form of an id: lowercase, as UUIDs are written on the wire and in bundles.
-    var storageText: String { uuidString.lowercased() }
+    /// Formatted by hand: `uuidString.lowercased()` built two strings per id, several ids per write.
+    var storageText: String {
+        let digits: StaticString = "0123456789abcdef"
+        return withUnsafeBytes(of: uuid) { raw in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var index = 0
+                for (position, byte) in raw.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        out[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    out[index] = digits.utf8Start[Int(byte >> 4)]
+                    out[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    index += 2
+                }
+                return index
+            }
+        }
+    }
 }
 
 extension Date {

@@ -5,11 +5,49 @@ import OutpostModels
 
 /// The durable queue in `mutation_queue`: written in the same transaction as the row it describes.
 enum MutationQueue {
-    /// The part of a mutation kept as JSON in the `payload` column.
+    /// The part of a mutation kept as JSON in the `payload` column. When every field carries the same
+    /// clock (every plain write), the clock is stored once (`"clock"`) instead of once per field; rows
+    /// with a clock per field (`"clocks"`, all rows before this form and folded edits) read the same.
     struct Payload: Codable {
         var fields: [String: FieldValue]
         var clocks: [String: HybridTimestamp]
         var deletion: HybridTimestamp?
+
+        init(fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?) {
+            self.fields = fields
+            self.clocks = clocks
+            self.deletion = deletion
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case fields, clocks, clock, deletion
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            fields = try container.decode([String: FieldValue].self, forKey: .fields)
+            deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
+            if let clock = try container.decodeIfPresent(HybridTimestamp.self, forKey: .clock) {
+                clocks = fields.mapValues { _ in clock }
+            } else {
+                clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(fields, forKey: .fields)
+            try container.encode(clocks, forKey: .clocks)
+            try container.encodeIfPresent(deletion, forKey: .deletion)
+        }
+
+        /// The one clock all fields carry, when there is one and it covers exactly the fields.
+        var sharedClock: HybridTimestamp? {
+            guard let first = clocks.first?.value, clocks.count == fields.count,
+                clocks.allSatisfy({ $0.value == first && fields[$0.key] != nil })
+            else { return nil }
+            return first
+        }
     }
 
     /// Queues a write. An update of a record whose earlier create or update has never been sent is
@@ -151,7 +189,10 @@ enum MutationQueue {
     }
 }
 
-/// Per-field clocks of every record, one compact JSON row per record in `field_clocks`.
+/// Per-field clocks of every record, one compact JSON row per record in `field_clocks`. The local
+/// clocks are stored grouped by clock (`"byClock": {clock: [fields]}`: a write stamps all the fields it
+/// changes with one clock, so a record usually has one or two); rows written before keep a clock per
+/// field (`"fields"`) and read the same.
 enum FieldClocks {
     struct Stored: Codable {
         var fields: [String: HybridTimestamp]
@@ -164,6 +205,41 @@ enum FieldClocks {
         /// at an older version held, so saving that copy can tell the fields its user changed from
         /// those that are merely out of date (see `StaleCopy`).
         var pulled: [String: [PulledChange]]?
+
+        private enum CodingKeys: String, CodingKey {
+            case fields, byClock, deletion, server, pulled
+        }
+
+        init(
+            fields: [String: HybridTimestamp], deletion: HybridTimestamp?, server: [String: HybridTimestamp]?,
+            pulled: [String: [PulledChange]]? = nil
+        ) {
+            self.fields = fields
+            self.deletion = deletion
+            self.server = server
+            self.pulled = pulled
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            var fields = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .fields) ?? [:]
+            for (clock, names) in try container.decodeIfPresent([String: [String]].self, forKey: .byClock) ?? [:] {
+                let stamp = try HybridTimestamp(encoded: clock)
+                for name in names { fields[name] = stamp }
+            }
+            self.fields = fields
+            deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
+            server = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .server)
+            pulled = try container.decodeIfPresent([String: [PulledChange]].self, forKey: .pulled)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(fields, forKey: .fields)
+            try container.encodeIfPresent(deletion, forKey: .deletion)
+            try container.encodeIfPresent(server, forKey: .server)
+            try container.encodeIfPresent(pulled, forKey: .pulled)
+        }
     }
 
     /// A field's value replaced by a pull: `previous` was held from version `since` (0: as far back as

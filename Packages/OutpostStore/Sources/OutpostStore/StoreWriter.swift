@@ -101,8 +101,11 @@ actor StoreWriter {
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
             dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)")
-            .execute(arguments: [stamp.encoded])
+        // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts, touching the key's index too.
+        try db.cachedStatement(sql: """
+                INSERT INTO sync_state (key, value) VALUES ('clock_last', ?)
+                ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                """).execute(arguments: [stamp.encoded])
     }
 
     /// Record mutations are always structured data, an attachment's too (its thumbnail travels inline so

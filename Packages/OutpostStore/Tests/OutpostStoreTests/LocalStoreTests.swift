@@ -112,7 +112,13 @@ import Testing
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
         let other = UUID()
-        for index in 0..<5 { try await store.save(Issue(projectID: project, title: "Issue \(index)")) }
+        // Lists are in creation order (created_at, then id): a millisecond apart, since writes are now fast
+        // enough for several to share one, and ties go by the random id.
+        let start = Timestamp.now()
+        for index in 0..<5 {
+            let created = start.addingTimeInterval(Double(index) / 1000)
+            try await store.save(Issue(sync: SyncMetadata(createdAt: created), projectID: project, title: "Issue \(index)"))
+        }
         try await store.save(Issue(projectID: other, title: "Elsewhere"))
         try await store.save(Asset(projectID: project, name: "Water heater", qrCode: "OUTPOST:ASSET:77"))
         #expect(try store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).map(\.title)
