@@ -6,7 +6,7 @@ import OutpostSync
 // few queries per batch, a `PushSnapshot` of what the batch touches (named by `PushBatch`), the rules
 // run in memory against it and return a `PushPlan`, and the backend writes the plan, all inside one
 // transaction that holds the change counters from the first read to the commit (SQLite: the write
-// transaction; PostgreSQL: `SELECT … FOR UPDATE` on the counters before anything else is read), so
+// transaction; PostgreSQL: a transaction-level advisory lock taken before anything else is read), so
 // sequence numbers commit in order and the snapshot cannot go stale.
 
 /// A record's identity: its entity and client id.
