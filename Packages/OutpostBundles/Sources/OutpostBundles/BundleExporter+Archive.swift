@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import GRDB
 import OutpostModels
 import OutpostStore
 import ZIPFoundation
@@ -25,19 +24,7 @@ extension BundleExporter {
     public func exportArchive(
         _ projectID: UUID, fromDatabaseAt databasePath: String, format: BundleFormat, to url: URL
     ) throws(BundleError) -> ArchiveExportSummary {
-        guard FileManager.default.fileExists(atPath: databasePath) else {
-            throw BundleError(.unreadableFile, message: "no database file here", file: databasePath)
-        }
-        let records: [EntityRecord]
-        do {
-            let queue = try DatabaseQueue(path: databasePath)
-            defer { try? queue.close() }
-            records = try queue.read { db in try Self.records(of: projectID, in: db) }
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
-        }
+        let records = try Self.records(of: projectID, fromDatabaseAt: databasePath)
         let plan = ArchivePlan(records: records, databasePath: databasePath)
         let scratch = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.lowercased())", isDirectory: true)

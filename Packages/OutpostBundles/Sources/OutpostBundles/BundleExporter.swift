@@ -16,19 +16,7 @@ public struct BundleExporter: Sendable {
     public func exportProject(
         _ projectID: UUID, fromDatabaseAt databasePath: String, format: BundleFormat, to url: URL
     ) throws(BundleError) -> Int {
-        guard FileManager.default.fileExists(atPath: databasePath) else {
-            throw BundleError(.unreadableFile, message: "no database file here", file: databasePath)
-        }
-        let records: [EntityRecord]
-        do {
-            let queue = try DatabaseQueue(path: databasePath)
-            defer { try? queue.close() }
-            records = try queue.read { db in try Self.records(of: projectID, in: db) }
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
-        }
+        let records = try Self.records(of: projectID, fromDatabaseAt: databasePath)
         let output = try OutputFile(path: url.path)
         let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
         let asOf = records.map(\.sync.updatedAt).max()
@@ -43,6 +31,22 @@ public struct BundleExporter: Sendable {
             throw error.located(SourceLocation(file: url.path))
         }
         return records.count
+    }
+
+    /// The project's records (see `records(of:in:)`) from the database file at `databasePath`.
+    static func records(of projectID: UUID, fromDatabaseAt databasePath: String) throws(BundleError) -> [EntityRecord] {
+        guard FileManager.default.fileExists(atPath: databasePath) else {
+            throw BundleError(.unreadableFile, message: "no database file here", file: databasePath)
+        }
+        do {
+            let queue = try DatabaseQueue(path: databasePath)
+            defer { try? queue.close() }
+            return try queue.read { db in try records(of: projectID, in: db) }
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
+        }
     }
 
     /// The project, its opportunity, and every record one of whose parents is already included,
