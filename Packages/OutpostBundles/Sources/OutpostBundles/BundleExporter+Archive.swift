@@ -36,19 +36,14 @@ extension BundleExporter {
         defer { try? FileManager.default.removeItem(at: scratch) }
 
         let manifest = scratch.appendingPathComponent(format.manifestName)
-        let output = try OutputFile(path: manifest.path)
-        let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
-        let asOf = records.map(\.sync.updatedAt).max()
         do {
-            try writer.begin(BundleHeader(
-                formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, files: plan.files.map(\.reference)))
-            for record in records { try writer.write(record) }
-            try writer.end()
-            try output.close()
+            try write(project: projectID, records: records, files: plan.files.map(\.reference), format: format, to: manifest)
         } catch {
-            try? output.close()
-            throw error.located(SourceLocation(file: url.path))
+            var located = error
+            located.file = url.path  // the archive the caller asked for, not the working copy
+            throw located
         }
+        let asOf = records.map(\.sync.updatedAt).max()
 
         // Entries carry `asOf` (or 1980) as their time, so the same data gives the same archive bytes.
         let stamp = max(asOf ?? .distantPast, Date(timeIntervalSince1970: 315_532_800))

@@ -17,19 +17,7 @@ public struct BundleExporter: Sendable {
         _ projectID: UUID, fromDatabaseAt databasePath: String, format: BundleFormat, to url: URL
     ) throws(BundleError) -> Int {
         let records = try Self.records(of: projectID, fromDatabaseAt: databasePath)
-        let output = try OutputFile(path: url.path)
-        let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
-        let asOf = records.map(\.sync.updatedAt).max()
-        do {
-            try writer.begin(BundleHeader(formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf))
-            for record in records { try writer.write(record) }
-            try writer.end()
-            try output.close()
-        } catch {
-            try? output.close()
-            try? FileManager.default.removeItem(at: url)
-            throw error.located(SourceLocation(file: url.path))
-        }
+        try write(project: projectID, records: records, format: format, to: url)
         return records.count
     }
 
