@@ -20,15 +20,9 @@ enum BundleFuzzScenario {
     static let hangLimit: Duration = .seconds(30)
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
-        var outcome = SeedOutcome()
-        do {
-            let folder = try ScratchFolder("fuzz-bundles")
-            defer { folder.remove() }
+        await SeedOutcome.inScratchFolder("fuzz-bundles") { folder, outcome in
             try await run(seed: seed, quick: quick, folder: folder, outcome: &outcome)
-        } catch {
-            outcome.crashed(error, during: "the scenario")
         }
-        return outcome
     }
 
     private static func run(seed: UInt64, quick: Bool, folder: ScratchFolder, outcome: inout SeedOutcome) async throws {

@@ -20,15 +20,9 @@ enum CrashImportScenario {
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
-        var outcome = SeedOutcome()
-        do {
-            let folder = try ScratchFolder("crash-import")
-            defer { folder.remove() }
+        await SeedOutcome.inScratchFolder("crash-import") { folder, outcome in
             try await run(seed: seed, quick: quick, folder: folder, outcome: &outcome)
-        } catch {
-            outcome.crashed(error, during: "the scenario")
         }
-        return outcome
     }
 
     private static func run(seed: UInt64, quick: Bool, folder: ScratchFolder, outcome: inout SeedOutcome) async throws {

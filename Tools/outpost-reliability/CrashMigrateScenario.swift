@@ -34,15 +34,9 @@ enum CrashMigrateScenario {
     ]
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
-        var outcome = SeedOutcome()
-        do {
-            let folder = try ScratchFolder("crash-migrate")
-            defer { folder.remove() }
+        await SeedOutcome.inScratchFolder("crash-migrate") { folder, outcome in
             try await run(seed: seed, quick: quick, folder: folder, outcome: &outcome)
-        } catch {
-            outcome.crashed(error, during: "the scenario")
         }
-        return outcome
     }
 
     private static func run(seed: UInt64, quick: Bool, folder: ScratchFolder, outcome: inout SeedOutcome) async throws {

@@ -27,6 +27,22 @@ struct SeedOutcome: Sendable {
         crashes += 1
         problems.append("\(step) threw: \(error)")
     }
+
+    /// One seed's outcome from `body`, run in a fresh scratch folder that is removed afterwards; an error
+    /// it throws counts as the seed's crash.
+    static func inScratchFolder(
+        _ name: String, _ body: (ScratchFolder, inout SeedOutcome) async throws -> Void
+    ) async -> SeedOutcome {
+        var outcome = SeedOutcome()
+        do {
+            let folder = try ScratchFolder(name)
+            defer { folder.remove() }
+            try await body(folder, &outcome)
+        } catch {
+            outcome.crashed(error, during: "the scenario")
+        }
+        return outcome
+    }
 }
 
 /// A named scenario: how many seeds it runs at each scale, and how to run one seed.

@@ -27,15 +27,9 @@ enum ServerFuzzScenario {
     static let hangLimit: TimeInterval = 20
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
-        var outcome = SeedOutcome()
-        do {
-            let folder = try ScratchFolder("fuzz-server")
-            defer { folder.remove() }
+        await SeedOutcome.inScratchFolder("fuzz-server") { folder, outcome in
             try await run(seed: seed, cases: quick ? 40 : 250, folder: folder, outcome: &outcome)
-        } catch {
-            outcome.crashed(error, during: "the scenario")
         }
-        return outcome
     }
 
     /// One hostile request.
