@@ -252,38 +252,61 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Bundles
 
-    /// The checks and every record are read in one `REPEATABLE READ` transaction, then handed out in
-    /// batches: unlike the SQLite cursor, the project is held in memory while it streams.
+    /// The checks and every page are read in one `REPEATABLE READ` transaction that a producer task
+    /// holds open while the download lasts, so the bundle is one consistent snapshot yet only one page
+    /// (500 records) is in memory at a time. The producer reads a page only when the consumer asks,
+    /// and ends (committing and returning its connection) at the last page, on an error, or when the
+    /// consumer drops the stream (a client that hung up).
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
+        try await prepare()
+        let (requests, requestSink) = AsyncStream<PostgresBundlePages.Request>.makeStream()
+        let asOf: Date?
+        do {
+            asOf = try await withCheckedThrowingContinuation { (opened: CheckedContinuation<Date?, any Error>) in
+                Task { await self.serveBundle(project, to: caller, opened: opened, requests: requests, sink: requestSink) }
+            }
+        } catch {
+            throw map(error)
+        }
+        let pages = PostgresBundlePages(sink: requestSink)
+        return BundleRecords(asOf: asOf, batches: AsyncThrowingStream(unfolding: { try await pages.next() }))
+    }
+
+    /// The producer side of `bundle`: answers `opened` after the checks, then one request per page.
+    private func serveBundle(
+        _ project: UUID, to caller: Caller, opened: CheckedContinuation<Date?, any Error>,
+        requests: AsyncStream<PostgresBundlePages.Request>, sink: AsyncStream<PostgresBundlePages.Request>.Continuation
+    ) async {
         let logger = self.logger
-        let records = try await read { connection -> [EntityRecord] in
-            guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
-            else { throw ServerError.notFound("no project \(project.storageText)") }
-            guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {
-                throw ServerError.forbidden("you are not a member of project \(project.storageText)")
+        let state = PostgresBundleState(opened: opened)
+        do {
+            try await read { connection in
+                guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
+                else { throw ServerError.notFound("no project \(project.storageText)") }
+                guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {
+                    throw ServerError.forbidden("you are not a member of project \(project.storageText)")
+                }
+                var cursor = PostgresBundleCursor(project: project)
+                let newest = try await cursor.open(projectRecord, on: connection, logger: logger)
+                state.open(asOf: newest)
+                for await request in requests {
+                    do {
+                        let page = try await cursor.next(on: connection, logger: logger)
+                        request.resume(returning: page)
+                        if page == nil { break }
+                    } catch {
+                        request.resume(throwing: self.map(error))
+                        throw error
+                    }
+                }
             }
-            var records = try await PostgresRecords.fetchAll(
-                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText)",
-                on: connection, logger: logger)
-            if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
-                !records.contains(where: { $0.entity == .opportunity && $0.id == opportunity }),
-                let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger)
-            {
-                records.append(linked)
-            }
-            let order = Dictionary(uniqueKeysWithValues: EntityCatalog.all.enumerated().map { ($1.type, $0) })
-            return records
-                .sorted { ((order[$0.entity] ?? 0), $0.id.storageText) < ((order[$1.entity] ?? 0), $1.id.storageText) }
-                .map(\.entityRecord)
+            state.fail(ServerError(.databaseFailure, message: "the bundle ended before it opened"))
+        } catch {
+            state.fail(error)
         }
-        let asOf = records.map(\.sync.updatedAt).max()
-        let batches = AsyncThrowingStream<[EntityRecord], any Error> { continuation in
-            for start in stride(from: 0, to: records.count, by: 500) {
-                continuation.yield(Array(records[start..<min(start + 500, records.count)]))
-            }
-            continuation.finish()
-        }
-        return BundleRecords(asOf: asOf, batches: batches)
+        // Later requests (after the last page, or after an error) get the end of the stream.
+        sink.finish()
+        for await late in requests { late.resume(returning: nil) }
     }
 
     // MARK: - Seed

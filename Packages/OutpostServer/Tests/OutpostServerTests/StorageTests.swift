@@ -125,6 +125,73 @@ struct StorageTests {
         #expect(!FileManager.default.fileExists(atPath: "x.sqlite"))
     }
 
+    @Test("A bundle streams one snapshot: pushes made while it is read do not show, pages stay bounded", arguments: Backend.available)
+    func bundleIsOneSnapshot(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let alice = Caller(userID: TestServer.alice)
+        let issues = (0..<1_200).map { index in
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Issue \(index)"))
+        }
+        for start in stride(from: 0, to: issues.count, by: 500) {
+            let results = try await storage.push(
+                Array(issues[start..<min(start + 500, issues.count)]), by: alice, now: Timestamp.now())
+            #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
+        let source = try await storage.bundle(project: TestServer.projectA, by: alice)
+        var iterator = source.batches.makeAsyncIterator()
+        var seen = try #require(try await iterator.next())
+        // Written after the first page was read: an edit of a later issue, and a new issue.
+        let last = try #require(issues.map(\.recordID).max { $0.storageText < $1.storageText })
+        let late = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Late"))
+        let edit = Sample.update(.issue, id: last, baseVersion: 1, fields: ["title": .text("Edited meanwhile")])
+        let written = try await storage.push([edit, late], by: alice, now: Timestamp.now())
+        #expect(written.allSatisfy { $0.outcome.appliedVersion != nil })
+        var largest = seen.count
+        while let batch = try await iterator.next() {
+            seen += batch
+            largest = max(largest, batch.count)
+        }
+        let bundled = seen.filter { $0.entity == .issue }
+        #expect(bundled.count == issues.count)
+        #expect(Set(bundled.map(\.id)) == Set(issues.map(\.recordID)))
+        #expect(bundled.allSatisfy { $0.sync.version == 1 })
+        #expect(largest <= 501)
+    }
+
+    @Test(
+        "A bundle download abandoned half way gives its PostgreSQL connection and snapshot back",
+        .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
+    func abandonedBundleEndsItsTransaction() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let storage = try PostgresStorage(url: database.url, assignsServerIDs: false, logger: PostgresStorageTests.quiet)
+        try await storage.load(TestServer.seed, now: Timestamp.now())
+        let alice = Caller(userID: TestServer.alice)
+        let issues = (0..<600).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        _ = try await storage.push(Array(issues[..<500]), by: alice, now: Timestamp.now())
+        _ = try await storage.push(Array(issues[500...]), by: alice, now: Timestamp.now())
+        let openTransactions = """
+            SELECT count(*)::text FROM pg_stat_activity
+            WHERE datname = current_database() AND state = 'idle in transaction'
+            """
+        do {
+            let source = try await storage.bundle(project: TestServer.projectA, by: alice)
+            var iterator = source.batches.makeAsyncIterator()
+            _ = try await iterator.next()
+            _ = try await iterator.next()
+            #expect(try await TestPostgres.strings(openTransactions, url: database.url) == ["1"])
+        }
+        // The stream is gone: its producer commits and returns the connection.
+        var open = ["1"]
+        for _ in 0..<100 where open != ["0"] {
+            try await Task.sleep(for: .milliseconds(20))
+            open = try await TestPostgres.strings(openTransactions, url: database.url)
+        }
+        #expect(open == ["0"])
+        await storage.close()
+        await TestPostgres.dropDatabase(database.name)
+    }
+
     @Test("A seed naming an unknown project or user is refused whole")
     func invalidSeed() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")

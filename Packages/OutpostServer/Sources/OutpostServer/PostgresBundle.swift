@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+import OutpostModels
+import PostgresNIO
+
+/// The consumer side of a streamed PostgreSQL bundle: each `next()` asks the producer task (which
+/// holds the snapshot's transaction) for one page and waits for it.
+///
+/// Dropping the stream that owns this object finishes the request stream, and that ends the producer
+/// and its transaction: a client that hangs up mid-download never leaves a connection held.
+final class PostgresBundlePages: Sendable {
+    /// One page asked for: nil after the last.
+    typealias Request = CheckedContinuation<[EntityRecord]?, any Error>
+
+    private let sink: AsyncStream<Request>.Continuation
+
+    init(sink: AsyncStream<Request>.Continuation) {
+        self.sink = sink
+    }
+
+    deinit {
+        sink.finish()
+    }
+
+    /// The next page, nil once the producer has ended.
+    func next() async throws -> [EntityRecord]? {
+        try await withCheckedThrowingContinuation { (request: Request) in
+            if case .terminated = sink.yield(request) { request.resume(returning: nil) }
+        }
+    }
+}
+
+/// Whether the bundle's opening (its checks and header) has been answered, so it is answered once.
+final class PostgresBundleState: @unchecked Sendable {
+    private let lock = NSLock()
+    private var opened: CheckedContinuation<Date?, any Error>?
+
+    init(opened: CheckedContinuation<Date?, any Error>) {
+        self.opened = opened
+    }
+
+    /// Answers the opening with the header's date.
+    func open(asOf: Date?) {
+        take()?.resume(returning: asOf)
+    }
+
+    /// Answers the opening with `error`, unless it was answered already.
+    func fail(_ error: any Error) {
+        take()?.resume(throwing: error)
+    }
+
+    private func take() -> CheckedContinuation<Date?, any Error>? {
+        lock.lock()
+        defer { lock.unlock() }
+        let continuation = opened
+        opened = nil
+        return continuation
+    }
+}
+
+/// Reads a project's records page by page in catalog order (parents first), by id within an entity,
+/// with the keyset `(project_id, entity, id)` that the `records_by_project_entity` index serves.
+struct PostgresBundleCursor {
+    let project: UUID
+    private var entities = EntityCatalog.all.map(\.type)[...]
+    private var lastID = ""
+    /// The opportunity the project names when no other record of the project is it; sent with the opportunities.
+    private var extraOpportunity: StoredRecord?
+    static let pageSize = 500
+
+    init(project: UUID) {
+        self.project = project
+    }
+
+    /// Finds the project's linked opportunity; the newest `updatedAt` of all the bundle's records.
+    mutating func open(_ projectRecord: StoredRecord, on connection: PostgresConnection, logger: Logger) async throws
+        -> Date?
+    {
+        var newest: Int64? = nil
+        let rows = try await connection.query(
+            "SELECT MAX(updated_at) FROM records WHERE project_id = \(project.storageText)", logger: logger)
+        for try await (value) in rows.decode(Int64?.self) { newest = value }
+        if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
+            let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger),
+            linked.projectID != project
+        {
+            extraOpportunity = linked
+            newest = max(newest ?? 0, linked.updatedAt.milliseconds)
+        }
+        return newest.map(Date.init(milliseconds:))
+    }
+
+    /// The next non-empty page, nil after the last.
+    mutating func next(on connection: PostgresConnection, logger: Logger) async throws -> [EntityRecord]? {
+        while let entity = entities.first {
+            var page = try await PostgresRecords.fetchAll(
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE project_id = \(project.storageText) AND entity = \(entity.rawValue) AND id > \(lastID)
+                ORDER BY id LIMIT \(Self.pageSize)
+                """, on: connection, logger: logger)
+            if page.count < Self.pageSize {
+                entities = entities.dropFirst()
+                lastID = ""
+            } else {
+                lastID = page.last?.id.storageText ?? ""
+            }
+            if entity == .opportunity, let extra = extraOpportunity {
+                page.append(extra)
+                extraOpportunity = nil
+            }
+            if !page.isEmpty {
+                return page.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)
+            }
+        }
+        return nil
+    }
+}
