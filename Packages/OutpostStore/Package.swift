@@ -24,6 +24,8 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the list path that reads columns straight from a stepped statement.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

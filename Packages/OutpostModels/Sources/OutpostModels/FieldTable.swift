@@ -124,10 +124,13 @@ public struct FieldTable<Model: Syncable>: @unchecked Sendable {
     /// A `String`-backed enum (a choice field), read and written through its raw value.
     private static func choice<Choice: RawRepresentable>(_ keyPath: PartialKeyPath<Model>, _: Choice.Type) -> Accessor? {
         guard Choice.RawValue.self == String.self, let path = keyPath as? WritableKeyPath<Model, Choice> else { return nil }
+        // The raw value type was checked to be `String` above, so the casts below are identities; as
+        // bit casts they skip the dynamic cast a listed row would otherwise pay per choice field.
         return Accessor(
-            get: { .text($0[keyPath: path].rawValue as! String) },
+            get: { .text(unsafeBitCast($0[keyPath: path].rawValue, to: String.self)) },
             set: { model, value in
-                guard case .text(let text) = value, let choice = Choice(rawValue: text as! Choice.RawValue) else { return false }
+                guard case .text(let text) = value, let choice = Choice(rawValue: unsafeBitCast(text, to: Choice.RawValue.self))
+                else { return false }
                 model[keyPath: path] = choice
                 return true
             })
@@ -143,13 +146,18 @@ extension Syncable {
         var model = table.blank
         model.id = id
         model.sync = sync
-        for (index, accessor) in table.accessors.enumerated() {
+        // Index loops, not `enumerated()`: this runs unspecialized for every listed row, and generic
+        // sequence wrappers cost a runtime metadata lookup per step.
+        let accessors = table.accessors
+        var index = 0
+        while index < accessors.count {
             let value = try field(index)
-            guard accessor.set(&model, value) else {
+            guard accessors[index].set(&model, value) else {
                 throw ModelError(
                     .typeMismatch, entity: Self.entityType, id: id, field: table.names[index],
                     message: "holds \(value.kindName), which \(Self.self).\(table.names[index]) cannot hold")
             }
+            index += 1
         }
         self = model
     }
@@ -158,8 +166,11 @@ extension Syncable {
     var catalogFields: [String: FieldValue] {
         let table = Self.fieldTable
         var fields = [String: FieldValue](minimumCapacity: table.names.count)
-        for (index, accessor) in table.accessors.enumerated() {
-            fields[table.names[index]] = accessor.get(self)
+        let accessors = table.accessors
+        var index = 0
+        while index < accessors.count {
+            fields[table.names[index]] = accessors[index].get(self)
+            index += 1
         }
         return fields
     }

@@ -10,6 +10,12 @@ extension UUID {
         self = parsed
     }
 
+    /// The same parse from UTF-8 bytes a database hands out, with no `String` made first.
+    public init?(hyphenatedUTF8 bytes: UnsafeBufferPointer<UInt8>) {
+        guard let parsed = Self.parse(bytes) else { return nil }
+        self = parsed
+    }
+
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard bytes.count == 36 else { return nil }
         var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -37,21 +37,14 @@ public enum EntityTables {
         let layout = TableLayout.of(Model.entityType)
         precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(Model.entityType)")
         let statement = try db.cachedStatement(sql: layout.selectLive(where: ColumnName.forField(field)))
-        var models: [Model] = []
-        let rows = try Row.fetchCursor(statement, arguments: [value.storageValue])
-        while let row = try rows.next() {
-            models.append(try RowDecoder.decode(Model.self, from: row, layout: layout))
-        }
-        return models
+        return try RowDecoder.decodeAll(Model.self, from: statement, arguments: [value.storageValue], layout: layout)
     }
 
     /// The typed form of `fetchRecord`.
     static func fetchModel<Model: Syncable>(_ type: Model.Type, id: UUID, in db: Database) throws -> Model? {
         let layout = TableLayout.of(Model.entityType)
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: layout.selectByID), arguments: [id.storageText]) else {
-            return nil
-        }
-        return try RowDecoder.decode(Model.self, from: row, layout: layout)
+        let statement = try db.cachedStatement(sql: layout.selectByID)
+        return try RowDecoder.decodeAll(Model.self, from: statement, arguments: [id.storageText], layout: layout).first
     }
 
     /// Whether the table of `entity` has a row `id` (tombstones included): the cheap existence check a

@@ -1,18 +1,36 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import OutpostModels
 
 /// Typed models straight from rows of their table: the list screens' path. Each column is read by
-/// position as the `FieldValue` its catalog kind calls for and set through the model's `FieldTable`
-/// (key paths), with no `Codable` and no dictionary per row: `Codable` cost 15–20 µs a row in generic
-/// containers and dynamic casts. The rows were written through the catalog, so a value that still does
-/// not fit (a status a newer app version added) is a thrown `ModelError`, never a crash.
+/// position with SQLite's C API from the stepped statement, as the `FieldValue` its catalog kind calls
+/// for, and set through the model's `FieldTable` (key paths): no `Codable`, no GRDB `Row` value and no
+/// dictionary per row. (`Codable` cost 15–20 µs a row; GRDB's generic column decoding, run unspecialized
+/// here, about 2 µs.) The rows were written through the catalog, so a value that still does not fit (a
+/// status a newer app version added) is a thrown `ModelError`, never a crash.
 enum RowDecoder {
-    static func decode<Model: Syncable>(_ type: Model.Type, from row: Row, layout: TableLayout) throws -> Model {
-        let (id, sync) = try identity(from: row, layout: layout)
+    /// Every row `statement` yields with `arguments`, decoded.
+    static func decodeAll<Model: Syncable>(
+        _ type: Model.Type, from statement: Statement, arguments: StatementArguments, layout: TableLayout
+    ) throws -> [Model] {
+        var models: [Model] = []
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        let columns = StatementColumns(statement.sqliteStatement)
+        while try rows.next() != nil {
+            models.append(try decode(Model.self, from: columns, layout: layout))
+        }
+        return models
+    }
+
+    /// The current row of a stepped statement, decoded.
+    static func decode<Model: Syncable>(_ type: Model.Type, from columns: StatementColumns, layout: TableLayout) throws
+        -> Model
+    {
+        let (id, sync) = try identity(from: columns, layout: layout)
         let kinds = layout.columnKinds
         do {
-            return try Model(id: id, sync: sync) { FieldValue(row[$0 + TableLayout.syncColumns.count], column: kinds[$0]) }
+            return try Model(id: id, sync: sync) { columns.value(at: $0 + TableLayout.syncColumns.count, as: kinds[$0]) }
         } catch let error as ModelError {
             throw error
         } catch {
@@ -23,19 +41,77 @@ enum RowDecoder {
     }
 
     /// The id and sync bookkeeping, from the columns every entity table starts with.
-    static func identity(from row: Row, layout: TableLayout) throws -> (UUID, SyncMetadata) {
-        guard let id = (row[0] as String?).flatMap(UUID.init(hyphenatedText:)),
-            let status = (row[6] as String?).flatMap(SyncStatus.init(rawValue:))
-        else {
+    static func identity(from columns: StatementColumns, layout: TableLayout) throws -> (UUID, SyncMetadata) {
+        guard let id = columns.uuid(at: 0), let status = columns.text(at: 6).flatMap(SyncStatus.init(rawValue:)) else {
             throw ModelError(
                 .typeMismatch, entity: layout.description.type, id: nil,
                 message: "a stored \(layout.description.type.rawValue) has an unreadable id or sync status")
         }
         let sync = SyncMetadata(
-            serverID: row[1], version: row[2], createdAt: Date(storageMilliseconds: row[3]),
-            updatedAt: Date(storageMilliseconds: row[4]), deletedAt: (row[5] as Int64?).map(Date.init(storageMilliseconds:)),
-            syncStatus: status, isOrphaned: row[7])
+            serverID: columns.text(at: 1), version: columns.integer(at: 2) ?? 0,
+            createdAt: Date(storageMilliseconds: columns.integer(at: 3) ?? 0),
+            updatedAt: Date(storageMilliseconds: columns.integer(at: 4) ?? 0),
+            deletedAt: columns.integer(at: 5).map(Date.init(storageMilliseconds:)),
+            syncStatus: status, isOrphaned: (columns.integer(at: 7) ?? 0) != 0)
         return (id, sync)
+    }
+}
+
+/// The columns of a statement's current row, read with SQLite's C API. Valid only between a step and
+/// the next one; the decoder copies every value out before stepping again.
+struct StatementColumns {
+    let statement: SQLiteStatement
+
+    init(_ statement: SQLiteStatement) {
+        self.statement = statement
+    }
+
+    func isNull(at index: Int) -> Bool {
+        sqlite3_column_type(statement, Int32(index)) == SQLITE_NULL
+    }
+
+    func integer(at index: Int) -> Int64? {
+        isNull(at: index) ? nil : sqlite3_column_int64(statement, Int32(index))
+    }
+
+    func text(at index: Int) -> String? {
+        withUTF8(at: index) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A UUID stored as its hyphenated text, parsed from SQLite's bytes.
+    func uuid(at index: Int) -> UUID? {
+        withUTF8(at: index) { UUID(hyphenatedUTF8: $0) } ?? nil
+    }
+
+    private func withUTF8<T>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T? {
+        guard let bytes = sqlite3_column_text(statement, Int32(index)) else { return nil }
+        return body(UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, Int32(index)))))
+    }
+
+    /// The value as the catalog kind of its column reads it (as `FieldValue(_:column:)` does a `DatabaseValue`).
+    func value(at index: Int, as column: ColumnKind) -> FieldValue {
+        let position = Int32(index)
+        switch sqlite3_column_type(statement, position) {
+        case SQLITE_INTEGER:
+            let number = sqlite3_column_int64(statement, position)
+            return switch column {
+            case .bool: .bool(number != 0)
+            case .date: .date(Date(storageMilliseconds: number))
+            case .real: .real(Double(number))
+            default: .integer(number)
+            }
+        case SQLITE_FLOAT:
+            return .real(sqlite3_column_double(statement, position))
+        case SQLITE_TEXT:
+            if column == .uuid, let id = uuid(at: index) { return .uuid(id) }
+            return text(at: index).map(FieldValue.text) ?? .null
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(statement, position))
+            guard count > 0, let bytes = sqlite3_column_blob(statement, position) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: count))
+        default:
+            return .null
+        }
     }
 }
 
