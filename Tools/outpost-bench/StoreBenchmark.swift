@@ -18,7 +18,6 @@ struct StoreBenchmark: BenchmarkSuite {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         var rows: [BenchmarkRow] = []
-
         for mode in [LocalStore.SynchronousMode.normal, .full] {
             let path = folder.appendingPathComponent("writes-\(mode.rawValue).sqlite").path
             let store = try LocalStore.open(at: path, synchronous: mode)
@@ -50,7 +49,7 @@ struct StoreBenchmark: BenchmarkSuite {
             peer: "sqlite3 CLI, same query (incl. process start)", peerValue: peerList * 1000, target: "< 5 ms (field: 50 ms)",
             met: listSeconds * 1000 < 5))
         let bytes = try checkpointedSize(listPath)
-        _ = try? printSizeBreakdown(listPath, records: listSize)  // dbstat may be missing from a SQLite build
+        printSizeBreakdown(listPath, records: listSize)
         rows.append(BenchmarkRow(
             metric: "database size per 1,000 issues (with queue and audit rows)", value: Double(bytes) / Double(listSize / 1000) / 1024,
             unit: "KB", peer: "field figure", peerValue: 500, target: "< 300 KB", met: Double(bytes) / Double(listSize / 1000) / 1024 < 300))
@@ -86,17 +85,29 @@ struct StoreBenchmark: BenchmarkSuite {
         return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
     }
 
-    /// Where the bytes are, per table and index (SQLite's `dbstat`), on standard error: the table and
-    /// JSON on standard output stay as they were.
-    private func printSizeBreakdown(_ path: String, records: Int) throws {
-        let queue = try DatabaseQueue(path: path)
-        defer { try? queue.close() }
-        let rows = try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC")
-        }
-        var text = "store size breakdown, bytes per record:\n"
-        for row in rows where (row["bytes"] as Int64) > 8192 {
-            text += "  \(row["name"] as String): \((row["bytes"] as Int64) / Int64(records))\n"
+    /// Where the bytes are, per table and index, on standard error (the table and JSON on standard
+    /// output stay as they were). SQLite's `dbstat` is read through the `sqlite3` CLI, whose build has
+    /// it where the library linked here may not.
+    private func printSizeBreakdown(_ path: String, records: Int) {
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "sqlite3", "-readonly", path,
+            "SELECT name, sum(pgsize), sum(payload), sum(ncell) FROM dbstat GROUP BY name ORDER BY 2 DESC",
+        ]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        var text = "store size breakdown, bytes per record (pages / payload / cells per record):\n"
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "|")
+            guard parts.count == 4, let pages = Int(parts[1]), let payload = Int(parts[2]), let cells = Int(parts[3]),
+                pages > 8192
+            else { continue }
+            text += "  \(parts[0]): \(pages / records) / \(payload / records) / \(Double(cells) / Double(records))\n"
         }
         FileHandle.standardError.write(Data(text.utf8))
     }

@@ -33,9 +33,11 @@ enum AuditTrail {
         entity: EntityType, recordID: UUID, operation: MutationOperation, fields: [String: FieldValue], at: Date,
         in db: Database
     ) throws -> Int64 {
-        let last = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"))
-        let seq = (last?["seq"] as Int64? ?? 0) + 1
-        let previous = last?["hash"] as Data? ?? genesis
+        let last = try db.cachedStatement(sql: "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").firstRow {
+            ($0.integer(at: 0) ?? 0, $0.data(at: 1) ?? genesis)
+        }
+        let seq = (last?.0 ?? 0) + 1
+        let previous = last?.1 ?? genesis
         let at = at.storageMilliseconds
         var encodedFields = CompactJSON()
         try encodedFields.fields(fields)

@@ -32,6 +32,12 @@ struct CompactJSON {
     /// A JSON string: quotes, backslashes and control characters escaped; everything else as UTF-8.
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (ids, names, clocks) need no escape: copy them in one go.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): raw("\\\"")

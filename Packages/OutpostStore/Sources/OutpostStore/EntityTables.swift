@@ -10,8 +10,7 @@ public enum EntityTables {
     public static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {
         let layout = TableLayout.of(entity)
         let statement = try db.cachedStatement(sql: layout.selectByID)
-        guard let row = try Row.fetchOne(statement, arguments: [id.storageText]) else { return nil }
-        return try layout.record(from: row)
+        return try statement.firstRow(arguments: [id.storageText]) { try layout.record(from: $0) }
     }
 
     /// Every record of `entity` in primary-key order, tombstones included.
@@ -126,6 +125,17 @@ struct TableLayout: Sendable {
             values.append(record[field.name].storageValue)
         }
         return StatementArguments(values)
+    }
+
+    /// The record in the current row of a stepped statement selecting `columns`.
+    func record(from columns: StatementColumns) throws -> EntityRecord {
+        let (id, sync) = try RowDecoder.identity(from: columns, layout: self)
+        var fields: [String: FieldValue] = [:]
+        fields.reserveCapacity(description.fields.count)
+        for (offset, field) in description.fields.enumerated() {
+            fields[field.name] = columns.value(at: offset + Self.syncColumns.count, as: columnKinds[offset])
+        }
+        return EntityRecord(entity: description.type, id: id, fields: fields, sync: sync)
     }
 
     func record(from row: Row) throws -> EntityRecord {

@@ -32,11 +32,20 @@ public final class LocalStore: Sendable {
             // Reads map the file instead of copying each page through `read` into a private cache: a
             // list of 10,000 issues touches most pages of a large table once (see Workspace.md).
             try db.execute(sql: "PRAGMA mmap_size = \(Self.mappedBytes)")
+            // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
+            // about a dozen pages, most of them the same hot leaves again and again, so checkpoints four
+            // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%, Workspace.md).
+            // The WAL file is cut back to 20 MB after a checkpoint so it never stays larger.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
+            try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")
         }
         let pool = try StoreError.mapping(path: path) { try DatabasePool(path: path, configuration: configuration) }
         let (node, last) = try StoreError.mapping(path: path) { try pool.write { try StoreWriter.loadClockState($0) } }
         return LocalStore(path: path, pool: pool, node: node, last: last)
     }
+
+    /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
+    static let checkpointPages = 4_000
 
     /// How much of the file reads may map (SQLite's `mmap_size`).
     static let mappedBytes = 256 << 20

@@ -266,9 +266,8 @@ enum FieldClocks {
     }
 
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
-        guard let text = try String.fetchOne(
-            db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?"),
-            arguments: [entity.rawValue, id.storageText])
+        guard let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
+            .firstRow(arguments: [entity.rawValue, id.storageText], { $0.text(at: 0) }) ?? nil
         else { return nil }
         return try MutationQueue.decoder.decode(Stored.self, from: Data(text.utf8))
     }

@@ -57,6 +57,16 @@ enum RowDecoder {
     }
 }
 
+extension Statement {
+    /// The first row's columns through `body`, nil when there is none: the single-row reads of every
+    /// local write, without building a GRDB `Row` (whose generic decoding runs unspecialized here).
+    func firstRow<T>(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> T) throws -> T? {
+        let rows = try Row.fetchCursor(self, arguments: arguments)
+        guard try rows.next() != nil else { return nil }
+        return try body(StatementColumns(sqliteStatement))
+    }
+}
+
 /// The columns of a statement's current row, read with SQLite's C API. Valid only between a step and
 /// the next one; the decoder copies every value out before stepping again.
 struct StatementColumns {
@@ -76,6 +86,14 @@ struct StatementColumns {
 
     func text(at index: Int) -> String? {
         withUTF8(at: index) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A blob column's bytes (an empty blob reads as empty `Data`).
+    func data(at index: Int) -> Data? {
+        guard !isNull(at: index) else { return nil }
+        let count = Int(sqlite3_column_bytes(statement, Int32(index)))
+        guard count > 0, let bytes = sqlite3_column_blob(statement, Int32(index)) else { return Data() }
+        return Data(bytes: bytes, count: count)
     }
 
     /// A UUID stored as its hyphenated text, parsed from SQLite's bytes.

@@ -58,7 +58,9 @@ actor StoreWriter {
             // A tombstone the server holds (version above 0) comes back as an update of the server's
             // version: the server answers a create of a record it has with a conflict, every time.
             let operation: MutationOperation = isCreate && (stored?.sync.version ?? 0) == 0 ? .create : .update
-            try commit(written, operation: operation, changed: changed, deletion: nil, stamp: stamp, db: db, now: now)
+            try commit(
+                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, isNew: stored == nil, db: db,
+                now: now)
             if let clocksBefore {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
             }
@@ -77,18 +79,20 @@ actor StoreWriter {
             record.sync.deletedAt = now
             record.sync.updatedAt = now
             record.sync.syncStatus = .pending
-            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, db: db, now: now)
+            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, isNew: false, db: db, now: now)
             return record
         }
     }
 
     private func commit(
         _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
-        stamp: HybridTimestamp, db: Database, now: Date
+        stamp: HybridTimestamp, isNew: Bool, db: Database, now: Date
     ) throws {
         try EntityTables.save(record, in: db)
 
-        var clocks = try FieldClocks.read(record.entity, record.id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+        // A record the table did not hold has no clocks yet (the row and its clocks are written together).
+        let stored = isNew ? nil : try FieldClocks.read(record.entity, record.id, in: db)
+        var clocks = stored ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
         for field in changed { clocks.fields[field] = stamp }
         clocks.deletion = deletion
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
