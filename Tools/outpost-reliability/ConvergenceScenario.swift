@@ -216,14 +216,21 @@ enum ConvergenceScenario {
                 var lastByDevice: [Int: Edit] = [:]
                 for write in writes where write.order > (lastByDevice[write.device]?.order ?? 0) { lastByDevice[write.device] = write }
                 for (device, loser) in lastByDevice.sorted(by: { $0.key < $1.key }) {
-                    // A value that stands is no loss, nor is one the deleted record still holds: the
-                    // delete then removed the very value this device wrote (two devices set it, and one
-                    // deleted), and that is what devices apply without a conflict (equal values never
-                    // conflict). Replayed seeds 163 and 337 of the full run are such cases.
-                    if loser.value == standing { continue }
-                    // An edit hidden by the device's own later delete is not a loss; one hidden by
-                    // another device's delete is.
-                    if deletedAtEnd, let own = deleters[device], own > loser.order { continue }
+                    if deletedAtEnd {
+                        // An edit hidden by the device's own later delete is not a loss; one hidden by
+                        // another device's delete is, unless the deleter had itself written the same
+                        // value before deleting: it then deleted the very value this device wrote, and
+                        // devices apply equal values without a conflict (seeds 163 and 337 of the full
+                        // run). A delete that never saw the value still counts, tombstone or not.
+                        if let own = deleters[device], own > loser.order { continue }
+                        let deletedOwnCopy = writes.contains { other in
+                            other.device != device && other.value == loser.value
+                                && (deleters[other.device] ?? -1) > other.order
+                        }
+                        if deletedOwnCopy { continue }
+                    } else if loser.value == standing {
+                        continue
+                    }
                     produced += 1
                     let found = conflicts.contains {
                         $0.entity == key.entity && $0.recordID == key.id && $0.field == key.field

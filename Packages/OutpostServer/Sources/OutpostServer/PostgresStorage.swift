@@ -272,6 +272,9 @@ final class PostgresStorage: ServerStorage {
         return BundleRecords(asOf: asOf, batches: AsyncThrowingStream(unfolding: { try await pages.next() }))
     }
 
+    /// How long a bundle's transaction may wait for its consumer to ask for the next page.
+    static let bundleIdleMilliseconds = 300_000
+
     /// The producer side of `bundle`: answers `opened` after the checks, then one request per page.
     private func serveBundle(
         _ project: UUID, to caller: Caller, opened: CheckedContinuation<Date?, any Error>,
@@ -281,6 +284,11 @@ final class PostgresStorage: ServerStorage {
         let state = PostgresBundleState(opened: opened)
         do {
             try await read { connection in
+                // A client that stops reading must not hold a connection and an old snapshot forever:
+                // PostgreSQL ends the session after 5 minutes without a page asked for.
+                try await connection.query(
+                    "SET LOCAL idle_in_transaction_session_timeout = \(unescaped: String(Self.bundleIdleMilliseconds))",
+                    logger: logger)
                 guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
                 else { throw ServerError.notFound("no project \(project.storageText)") }
                 guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {

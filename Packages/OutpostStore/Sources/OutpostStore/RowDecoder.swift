@@ -63,7 +63,8 @@ extension Statement {
     func firstRow<T>(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> T) throws -> T? {
         let rows = try Row.fetchCursor(self, arguments: arguments)
         guard try rows.next() != nil else { return nil }
-        return try body(StatementColumns(sqliteStatement))
+        // The cursor resets the statement when it goes away: keep it until `body` has read the row.
+        return try withExtendedLifetime(rows) { try body(StatementColumns(sqliteStatement)) }
     }
 }
 
