@@ -205,6 +205,8 @@ public struct SyncServer: Sendable {
                     pending.removeAll(keepingCapacity: true)
                 }
             }
+            // A cancelled stream ends like a finished one; never close a bundle whose records were cut short.
+            try Task.checkCancellation()
             try encoder.finish()
             pending += encoder.take()
             try await writer.write(ByteBuffer(bytes: pending))
