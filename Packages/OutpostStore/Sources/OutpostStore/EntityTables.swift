@@ -16,7 +16,9 @@ public enum EntityTables {
     /// Every record of `entity` in primary-key order, tombstones included.
     public static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
         let layout = TableLayout.of(entity)
-        return try Row.fetchAll(db.cachedStatement(sql: layout.selectAll)).map(layout.record(from:))
+        var records: [EntityRecord] = []
+        try db.cachedStatement(sql: layout.selectAll).forEachRow { records.append(try layout.record(from: $0)) }
+        return records
     }
 
     /// Live (not deleted) records of `entity` whose `field` holds `value`, in creation order.
@@ -26,7 +28,11 @@ public enum EntityTables {
         let layout = TableLayout.of(entity)
         precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(entity)")
         let sql = layout.selectLive(where: ColumnName.forField(field))
-        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [value.storageValue]).map(layout.record(from:))
+        var records: [EntityRecord] = []
+        try db.cachedStatement(sql: sql).forEachRow(arguments: [value.storageValue]) {
+            records.append(try layout.record(from: $0))
+        }
+        return records
     }
 
     /// The typed form of `fetchLive`, decoded from the rows directly (see `RowDecoder`).
@@ -134,22 +140,6 @@ struct TableLayout: Sendable {
         fields.reserveCapacity(description.fields.count)
         for (offset, field) in description.fields.enumerated() {
             fields[field.name] = columns.value(at: offset + Self.syncColumns.count, as: columnKinds[offset])
-        }
-        return EntityRecord(entity: description.type, id: id, fields: fields, sync: sync)
-    }
-
-    func record(from row: Row) throws -> EntityRecord {
-        guard let id = UUID(hyphenatedText: row[0] as String), let status = SyncStatus(rawValue: row[6] as String) else {
-            throw StoreError(.databaseFailure, path: "", message: "\(description.table) has a row with an unreadable id or sync status")
-        }
-        let sync = SyncMetadata(
-            serverID: row[1], version: row[2], createdAt: Date(storageMilliseconds: row[3]),
-            updatedAt: Date(storageMilliseconds: row[4]), deletedAt: (row[5] as Int64?).map(Date.init(storageMilliseconds:)),
-            syncStatus: status, isOrphaned: row[7])
-        var fields: [String: FieldValue] = [:]
-        fields.reserveCapacity(description.fields.count)
-        for (offset, field) in description.fields.enumerated() {
-            fields[field.name] = FieldValue(row[offset + Self.syncColumns.count], column: columnKinds[offset])
         }
         return EntityRecord(entity: description.type, id: id, fields: fields, sync: sync)
     }

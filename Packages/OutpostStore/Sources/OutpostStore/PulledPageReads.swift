@@ -37,10 +37,9 @@ struct PulledPageReads {
         for (entity, ids) in byEntity {
             let idList = Self.jsonArray(ids)
             let layout = TableLayout.of(entity)
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: layout.selectByIDList), arguments: [idList])
             var held: [UUID] = []
-            while let row = try rows.next() {
-                let record = try layout.record(from: row)
+            try db.cachedStatement(sql: layout.selectByIDList).forEachRow(arguments: [idList]) {
+                let record = try layout.record(from: $0)
                 stored[Key(entity: entity, id: record.id)] = (record, nil)
                 held.append(record.id)
             }

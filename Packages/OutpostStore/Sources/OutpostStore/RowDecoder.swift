@@ -15,11 +15,7 @@ enum RowDecoder {
         _ type: Model.Type, from statement: Statement, arguments: StatementArguments, layout: TableLayout
     ) throws -> [Model] {
         var models: [Model] = []
-        let rows = try Row.fetchCursor(statement, arguments: arguments)
-        let columns = StatementColumns(statement.sqliteStatement)
-        while try rows.next() != nil {
-            models.append(try decode(Model.self, from: columns, layout: layout))
-        }
+        try statement.forEachRow(arguments: arguments) { models.append(try decode(Model.self, from: $0, layout: layout)) }
         return models
     }
 
@@ -58,6 +54,13 @@ enum RowDecoder {
 }
 
 extension Statement {
+    /// Runs `body` on each row's columns in turn (see `StatementColumns` for how long they are valid).
+    func forEachRow(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> Void) throws {
+        let rows = try Row.fetchCursor(self, arguments: arguments)
+        let columns = StatementColumns(sqliteStatement)
+        while try rows.next() != nil { try body(columns) }
+    }
+
     /// The first row's columns through `body`, nil when there is none: the single-row reads of every
     /// local write, without building a GRDB `Row` (whose generic decoding runs unspecialized here).
     func firstRow<T>(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> T) throws -> T? {
@@ -150,23 +153,3 @@ enum ColumnKind: Sendable {
     }
 }
 
-extension FieldValue {
-    /// Reads a stored value back as the kind the catalog declares for its field.
-    init(_ value: DatabaseValue, kind: FieldKind) {
-        self.init(value, column: ColumnKind(kind))
-    }
-
-    init(_ value: DatabaseValue, column: ColumnKind) {
-        switch (value.storage, column) {
-        case (.null, _): self = .null
-        case (.int64(let number), .bool): self = .bool(number != 0)
-        case (.int64(let number), .date): self = .date(Date(storageMilliseconds: number))
-        case (.int64(let number), .real): self = .real(Double(number))
-        case (.int64(let number), _): self = .integer(number)
-        case (.double(let number), _): self = .real(number)
-        case (.string(let text), .uuid): self = UUID(hyphenatedText: text).map(FieldValue.uuid) ?? .text(text)
-        case (.string(let text), _): self = .text(text)
-        case (.blob(let data), _): self = .blob(data)
-        }
-    }
-}
