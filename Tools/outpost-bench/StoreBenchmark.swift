@@ -93,14 +93,20 @@ struct StoreBenchmark: BenchmarkSuite {
         let output = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
-            "sqlite3", "-readonly", path,
+            "sqlite3", path,
             "SELECT name, sum(pgsize), sum(payload), sum(ncell) FROM dbstat GROUP BY name ORDER BY 2 DESC",
         ]
+        let errors = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        process.standardError = errors
         guard (try? process.run()) != nil else { return }
         let data = output.fileHandleForReading.readDataToEndOfFile()
+        let problem = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        if data.isEmpty {
+            FileHandle.standardError.write(Data("store size breakdown: sqlite3 printed nothing: ".utf8) + problem)
+            return
+        }
         var text = "store size breakdown, bytes per record (pages / payload / cells per record):\n"
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: "|")
