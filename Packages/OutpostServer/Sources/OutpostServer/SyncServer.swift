@@ -15,6 +15,9 @@ public struct SyncServer: Sendable {
     private let storage: any ServerStorage
     private let media: MediaStore
     private let metrics = ServerMetrics()
+    /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
+    static let maximumConcurrentBundles = 8
+    private let bundleGate = BundleGate(limit: SyncServer.maximumConcurrentBundles)
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
@@ -71,6 +74,7 @@ public struct SyncServer: Sendable {
         let storage = self.storage
         let media = self.media
         let metrics = self.metrics
+        let bundleGate = self.bundleGate
         let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs)
 
         router.get("health") { request, _ -> Response in
@@ -155,11 +159,17 @@ public struct SyncServer: Sendable {
             case "xml": format = .xml
             default: throw ServerError.badRequest("format is json or xml")
             }
+            guard let slot = bundleGate.enter() else {
+                throw ServerError(
+                    status: 503, .unavailable,
+                    "\(SyncServer.maximumConcurrentBundles) bundle downloads are streaming; try again shortly",
+                    retryAfterSeconds: 5)
+            }
             let source = try await storage.bundle(project: project, by: caller)
             await metrics.count("outpost_bundles_total", [("format", format.rawValue)])
             return Self.stream(
                 source, project: project, format: format,
-                contentType: format == .xml ? "application/xml" : "application/json")
+                contentType: format == .xml ? "application/xml" : "application/json", holding: slot)
         }
 
         router.get("metrics") { _, _ -> Response in
@@ -192,9 +202,12 @@ public struct SyncServer: Sendable {
     /// next is read, so neither the project nor the bundle is ever whole in memory or on disk. Once the
     /// first byte is out an error can only cut the answer short (the importer then refuses the bundle).
     private static func stream(
-        _ source: BundleRecords, project: UUID, format: OutpostBundles.BundleFormat, contentType: String
+        _ source: BundleRecords, project: UUID, format: OutpostBundles.BundleFormat, contentType: String,
+        holding slot: BundleGate.Slot
     ) -> Response {
         let body = ResponseBody { writer in
+            // The download's slot stays taken until the body is done (see `BundleGate`).
+            defer { withExtendedLifetime(slot) {} }
             let encoder = try BundleStreamEncoder(project: project, asOf: source.asOf, format: format)
             var pending = encoder.take()
             for try await batch in source.batches {

@@ -159,6 +159,22 @@ struct StorageTests {
         #expect(largest <= 501)
     }
 
+    @Test("At most the gate's limit of bundle downloads stream at once; a slot frees itself when dropped")
+    func bundleGateBoundsDownloads() {
+        let gate = BundleGate(limit: 2)
+        var first: BundleGate.Slot? = gate.enter()
+        let second = gate.enter()
+        #expect(first != nil && second != nil)
+        #expect(gate.enter() == nil)
+        #expect(gate.streaming == 2)
+        first = nil
+        #expect(gate.streaming == 1)
+        let third = gate.enter()
+        #expect(third != nil)
+        #expect(gate.enter() == nil)
+        withExtendedLifetime((second, third)) {}
+    }
+
     @Test(
         "A bundle download abandoned half way gives its PostgreSQL connection and snapshot back",
         .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
