@@ -80,8 +80,6 @@ struct TableLayout: Sendable {
 
     let description: EntityDescription
     let columns: [String]
-    /// Each field's position in `columns`, for decoding a row by name without a dictionary per row.
-    let fieldColumns: [String: Int]
     /// How each field's column is read back, in catalog order.
     let columnKinds: [ColumnKind]
     let selectByID: String
@@ -102,7 +100,6 @@ struct TableLayout: Sendable {
         let table = description.table.quotedDatabaseIdentifier
         columns = Self.syncColumns + description.fields.map { ColumnName.forField($0.name) }
         columnKinds = description.fields.map { ColumnKind($0.kind) }
-        fieldColumns = Dictionary(uniqueKeysWithValues: description.fields.enumerated().map { ($1.name, $0 + Self.syncColumns.count) })
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
         selectAll = "SELECT \(list) FROM \(table) ORDER BY id"

@@ -128,9 +128,7 @@ struct StatementColumns {
             if column == .uuid, let id = uuid(at: index) { return .uuid(id) }
             return text(at: index).map(FieldValue.text) ?? .null
         case SQLITE_BLOB:
-            let count = Int(sqlite3_column_bytes(statement, position))
-            guard count > 0, let bytes = sqlite3_column_blob(statement, position) else { return .blob(Data()) }
-            return .blob(Data(bytes: bytes, count: count))
+            return .blob(data(at: index) ?? Data())
         default:
             return .null
         }
