@@ -15,7 +15,8 @@ import OutpostSync
 /// - Apply into a fresh store, pages of 500 and of 1,000.
 /// - Apply a second stream of as many new records into the store the first left behind (a store that
 ///   already holds `records`), pages of 500 and of 1,000: the rate must not fall as the store grows.
-/// - Decode: every page's `PullResponse` JSON decoded and converted to `VersionedRecord`s, as the engine does.
+/// - Decode: every page's `PullResponse` JSON read and converted to `VersionedRecord`s, as the engine does,
+///   by `PullResponse(json:)` (what the HTTP transport uses) against `JSONDecoder` in the same run.
 ///
 /// Peer: the `sqlite3` CLI's `.import` of the issue rows the first run stored, as CSV, into a fresh
 /// device schema, and of the second run's rows into that (then full) database: the bulk-insert floor.
@@ -36,8 +37,14 @@ struct PullBenchmark: BenchmarkSuite {
         let second = Self.stream(records, generation: 1, withProject: false)
         var rows: [BenchmarkRow] = []
 
-        // Decoding the wire form alone: encoded untimed, decoded and converted timed.
+        // Decoding the wire form alone: encoded untimed, decoded and converted timed, by the reader the
+        // HTTP transport uses and by `JSONDecoder` (its peer, and what it replaced).
         let wire = try Self.wirePages(first, size: 500)
+        let readSeconds = try measureSeconds {
+            for data in wire {
+                for change in try PullResponse(json: data).changes { _ = try change.versionedRecord }
+            }
+        }
         let decodeSeconds = try measureSeconds {
             let decoder = JSONDecoder()
             for data in wire {
@@ -46,8 +53,9 @@ struct PullBenchmark: BenchmarkSuite {
             }
         }
         rows.append(BenchmarkRow(
-            metric: "decode \(count) pulled records (PullResponse JSON, 500/page, to VersionedRecord)",
-            value: Double(first.count) / decodeSeconds, unit: "records/s"))
+            metric: "decode \(count) pulled records (PullResponse JSON, 500/page, to VersionedRecord; JSONReader)",
+            value: Double(first.count) / readSeconds, unit: "records/s", peer: "JSONDecoder, same pages",
+            peerValue: Double(first.count) / decodeSeconds))
 
         var peer: (fresh: Double, full: Double)?
         for size in [500, 1_000] {

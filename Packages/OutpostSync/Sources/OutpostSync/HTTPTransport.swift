@@ -218,6 +218,9 @@ public actor HTTPTransport: SyncTransport {
             throw Self.failure(name: name, response: response, body: data)
         }
         do {
+            if let readable = Response.self as? any WireReadable.Type {
+                return try readable.init(wire: data) as! Response
+            }
             return try WireCoding.decoder().decode(Response.self, from: data)
         } catch {
             throw TransportError(

@@ -1,0 +1,384 @@
+import Foundation
+
+/// A pull reader over one JSON document held in memory, for the wire's hot paths (a pull page of
+/// 500 records): the caller walks objects and arrays and takes values in place, so no
+/// `JSONDecoder` container or intermediate tree is built. `JSONWriter`'s counterpart; strict RFC 8259
+/// syntax, depth bounded, unknown members skipped by the caller with `skipValue()`.
+public struct JSONReader: Sendable {
+    private let bytes: [UInt8]
+    private var index = 0
+    private var depth = 0
+    /// Nesting allowed before the document is refused, so hostile input cannot exhaust the stack.
+    public static let maximumDepth = 64
+
+    /// A reader of `data`, positioned before its one top-level value.
+    public init(_ data: Data) {
+        bytes = [UInt8](data)
+    }
+
+    /// Fails unless only whitespace follows the value read last.
+    public mutating func expectEnd() throws(JSONReaderError) {
+        skipWhitespace()
+        guard index == bytes.count else { throw error("unexpected content after the document") }
+    }
+
+    // MARK: Containers
+
+    /// Consumes `{`; then call `nextKey()` until it returns nil.
+    public mutating func beginObject() throws(JSONReaderError) {
+        try open(UInt8(ascii: "{"), "an object")
+        objectStart = true
+    }
+
+    /// The next member's name, having consumed it and its colon, or nil (having consumed `}`) when
+    /// the object ends.
+    public mutating func nextKey() throws(JSONReaderError) -> String? {
+        skipWhitespace()
+        if try closes(UInt8(ascii: "}")) { return nil }
+        let key = try string()
+        skipWhitespace()
+        guard peek == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
+        index += 1
+        return key
+    }
+
+    /// Consumes `[`; then call `nextElement()` before each element.
+    public mutating func beginArray() throws(JSONReaderError) {
+        try open(UInt8(ascii: "["), "an array")
+        objectStart = true
+    }
+
+    /// Whether another element follows (its separator consumed), or false (`]` consumed).
+    public mutating func nextElement() throws(JSONReaderError) -> Bool {
+        skipWhitespace()
+        return try !closes(UInt8(ascii: "]"))
+    }
+
+    /// Whether the next value is `null`, consuming it if so.
+    public mutating func takeNull() throws(JSONReaderError) -> Bool {
+        skipWhitespace()
+        guard peek == UInt8(ascii: "n") else { return false }
+        try word("null")
+        return true
+    }
+
+    // MARK: Scalars
+
+    /// A string value, escapes resolved; invalid UTF-8 is refused rather than repaired.
+    public mutating func string() throws(JSONReaderError) -> String {
+        skipWhitespace()
+        guard peek == UInt8(ascii: "\"") else { throw error("expected a string") }
+        index += 1
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                defer { index += 1 }
+                return try text(start..<index)
+            }
+            if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
+            guard byte >= 0x20 else { throw error("a control character in a string") }
+            index += 1
+        }
+        throw error("an unterminated string")
+    }
+
+    /// An integer value that fits in 64 bits (no fraction, no exponent).
+    public mutating func integer() throws(JSONReaderError) -> Int64 {
+        let (range, isInteger) = try number()
+        guard isInteger else { throw error("expected an integer", at: range.lowerBound) }
+        var value: Int64 = 0
+        var position = range.lowerBound
+        let negative = bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        while position < range.upperBound {
+            let digit = Int64(bytes[position] &- 0x30)
+            let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            guard !overflow1, !overflow2 else { throw error("an integer out of the 64-bit range", at: range.lowerBound) }
+            value = next
+            position += 1
+        }
+        return value
+    }
+
+    /// A number value as a `Double`.
+    public mutating func double() throws(JSONReaderError) -> Double {
+        let (range, _) = try number()
+        guard let value = Double(String(decoding: bytes[range], as: UTF8.self)), value.isFinite else {
+            throw error("a number out of range", at: range.lowerBound)
+        }
+        return value
+    }
+
+    /// A `true` or `false` value.
+    public mutating func bool() throws(JSONReaderError) -> Bool {
+        skipWhitespace()
+        switch peek {
+        case UInt8(ascii: "t"): try word("true"); return true
+        case UInt8(ascii: "f"): try word("false"); return false
+        default: throw error("expected true or false")
+        }
+    }
+
+    /// Reads past the next value, whatever it is (an unknown member's).
+    public mutating func skipValue() throws(JSONReaderError) {
+        skipWhitespace()
+        switch peek {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            while try nextKey() != nil { try skipValue() }
+        case UInt8(ascii: "["):
+            try beginArray()
+            while try nextElement() { try skipValue() }
+        case UInt8(ascii: "\""): _ = try string()
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try bool()
+        case UInt8(ascii: "n"): try word("null")
+        default: _ = try number()
+        }
+    }
+
+    // MARK: Field values
+
+    /// A `FieldValue` in its wire form: `null` or an object with exactly one of the keys `bool`,
+    /// `integer`, `real`, `text`, `date`, `uuid`, `blob`.
+    public mutating func fieldValue() throws(JSONReaderError) -> FieldValue {
+        if try takeNull() { return .null }
+        let start = index
+        try beginObject()
+        guard let kind = try nextKey() else { throw error("an empty object is not a field value", at: start) }
+        let value: FieldValue
+        switch kind {
+        case "bool": value = .bool(try bool())
+        case "integer": value = .integer(try integer())
+        case "real": value = .real(try double())
+        case "text": value = .text(try string())
+        case "date":
+            let text = try string()
+            guard let date = Timestamp.date(from: text) else { throw error("'\(text)' is not an ISO 8601 timestamp", at: start) }
+            value = .date(date)
+        case "uuid":
+            let text = try string()
+            guard let id = UUID(hyphenatedText: text) else { throw error("'\(text)' is not a UUID", at: start) }
+            value = .uuid(id)
+        case "blob":
+            let text = try string()
+            guard let data = Data(base64Encoded: text) else { throw error("a blob is not valid base64", at: start) }
+            value = .blob(data)
+        default: throw error("'\(kind)' is not a field value kind", at: start)
+        }
+        guard try nextKey() == nil else { throw error("a field value has more than one key", at: start) }
+        return value
+    }
+
+    /// An object of field values, `{"name": value, …}`; a repeated name is refused.
+    public mutating func fields() throws(JSONReaderError) -> [String: FieldValue] {
+        try beginObject()
+        var fields: [String: FieldValue] = [:]
+        while let name = try nextKey() {
+            let position = index
+            guard fields.updateValue(try fieldValue(), forKey: name) == nil else {
+                throw error("the field '\(name)' appears twice", at: position)
+            }
+        }
+        return fields
+    }
+
+    /// An error at the current position, for callers that find a well-formed value they cannot accept.
+    public func error(_ message: String) -> JSONReaderError {
+        error(message, at: index)
+    }
+
+    // MARK: Internals
+
+    /// Set right after `{` or `[`: the first member or element takes no comma.
+    private var objectStart = false
+
+    private var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func open(_ byte: UInt8, _ what: String) throws(JSONReaderError) {
+        skipWhitespace()
+        guard peek == byte else { throw error("expected \(what)") }
+        guard depth < Self.maximumDepth else { throw error("nested deeper than \(Self.maximumDepth) levels") }
+        depth += 1
+        index += 1
+    }
+
+    /// Consumes the container's end (returning true) or the separator before its next entry.
+    private mutating func closes(_ end: UInt8) throws(JSONReaderError) -> Bool {
+        if peek == end {
+            index += 1
+            depth -= 1
+            objectStart = false
+            return true
+        }
+        if objectStart {
+            objectStart = false
+            return false
+        }
+        guard peek == UInt8(ascii: ",") else { throw error("expected ',' or '\(Character(Unicode.Scalar(end)))'") }
+        index += 1
+        skipWhitespace()
+        // A trailing comma is not JSON.
+        if peek == end { throw error("a trailing comma") }
+        return false
+    }
+
+    private mutating func word(_ literal: StaticString) throws(JSONReaderError) {
+        let count = literal.utf8CodeUnitCount
+        let matches = literal.withUTF8Buffer { expected in
+            index + count <= bytes.count && bytes[index..<index + count].elementsEqual(expected)
+        }
+        guard matches else { throw error("expected \(literal)") }
+        index += count
+    }
+
+    /// The range of a number's text (RFC 8259 grammar), and whether it has neither fraction nor exponent.
+    private mutating func number() throws(JSONReaderError) -> (Range<Int>, Bool) {
+        skipWhitespace()
+        let start = index
+        if peek == UInt8(ascii: "-") { index += 1 }
+        guard let first = peek, first >= 0x30, first <= 0x39 else { throw error("expected a value", at: start) }
+        index += 1
+        if first == 0x30, let next = peek, next >= 0x30, next <= 0x39 { throw error("a number with a leading zero", at: start) }
+        skipDigits()
+        var isInteger = true
+        if peek == UInt8(ascii: ".") {
+            index += 1
+            guard try skipRequiredDigits() else { throw error("a number without digits after '.'", at: start) }
+            isInteger = false
+        }
+        if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+            index += 1
+            if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { index += 1 }
+            guard try skipRequiredDigits() else { throw error("a number without exponent digits", at: start) }
+            isInteger = false
+        }
+        guard index - start <= 64 else { throw error("a number longer than 64 characters", at: start) }
+        return (start..<index, isInteger)
+    }
+
+    private mutating func skipDigits() {
+        while let byte = peek, byte >= 0x30, byte <= 0x39 { index += 1 }
+    }
+
+    private mutating func skipRequiredDigits() throws(JSONReaderError) -> Bool {
+        let start = index
+        skipDigits()
+        return index > start
+    }
+
+    private func text(_ range: Range<Int>) throws(JSONReaderError) -> String {
+        guard let text = bytes.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }) else {
+            throw error("a string that is not valid UTF-8", at: range.lowerBound)
+        }
+        return text
+    }
+
+    /// The slow path, from the string's first byte once a backslash is seen.
+    private mutating func escapedString(from start: Int) throws(JSONReaderError) -> String {
+        var scratch = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard let text = String(validating: scratch, as: UTF8.self) else {
+                    throw error("a string that is not valid UTF-8", at: start)
+                }
+                return text
+            case UInt8(ascii: "\\"):
+                guard let escape = peek else { break }
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scratch.append(escape)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"): try appendUnicodeEscape(to: &scratch)
+                default: throw error("an unknown escape '\\\(Character(Unicode.Scalar(escape)))'", at: index - 2)
+                }
+            case 0..<0x20: throw error("a control character in a string", at: index - 1)
+            default: scratch.append(byte)
+            }
+        }
+        throw error("an unterminated string", at: start - 1)
+    }
+
+    /// After `\u`: four hex digits, and a second escape when they are a high surrogate.
+    private mutating func appendUnicodeEscape(to scratch: inout [UInt8]) throws(JSONReaderError) {
+        let start = index - 2
+        var scalar = try hex4()
+        if (0xD800..<0xDC00).contains(scalar) {
+            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                throw error("a high surrogate without its low half", at: start)
+            }
+            index += 2
+            let low = try hex4()
+            guard (0xDC00..<0xE000).contains(low) else { throw error("a high surrogate without its low half", at: start) }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+        }
+        guard let character = Unicode.Scalar(scalar) else { throw error("a lone surrogate escape", at: start) }
+        scratch.append(contentsOf: String(character).utf8)
+    }
+
+    private mutating func hex4() throws(JSONReaderError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw error("a \\u escape without four hex digits") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case 0x30...0x39: digit = UInt32(byte - 0x30)
+            case 0x41...0x46: digit = UInt32(byte - 0x41 + 10)
+            case 0x61...0x66: digit = UInt32(byte - 0x61 + 10)
+            default: throw error("a \\u escape without four hex digits")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    private func error(_ message: String, at offset: Int) -> JSONReaderError {
+        // Line and column are counted only now: the error path is the rare one.
+        var line = 1, column = 1
+        for byte in bytes[..<min(offset, bytes.count)] {
+            if byte == 0x0A { line += 1; column = 1 } else { column += 1 }
+        }
+        return JSONReaderError(message: message, offset: offset, line: line, column: column)
+    }
+}
+
+/// A document `JSONReader` refused, with where: byte offset, and line and column (1-based).
+public struct JSONReaderError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What was wrong.
+    public var message: String
+    /// The byte offset of the problem.
+    public var offset: Int
+    /// The line of the problem, from 1.
+    public var line: Int
+    /// The column of the problem, from 1, in bytes.
+    public var column: Int
+
+    /// Creates an error.
+    public init(message: String, offset: Int, line: Int, column: Int) {
+        self.message = message
+        self.offset = offset
+        self.line = line
+        self.column = column
+    }
+
+    public var description: String { "line \(line), column \(column): \(message)" }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import OutpostModels
+import Testing
+
+@Suite struct JSONReaderTests {
+    private func read<T>(_ text: String, _ body: (inout JSONReader) throws(JSONReaderError) -> T) throws(JSONReaderError) -> T {
+        var reader = JSONReader(Data(text.utf8))
+        let value = try body(&reader)
+        try reader.expectEnd()
+        return value
+    }
+
+    @Test func walksNestedObjectsAndArraysAndSkipsWhatItIsNotAskedFor() throws {
+        let text = #" { "a" : [1, 2 ,3], "skip": {"x": [true, false, null, "s\"", -1.5e3, {}]}, "b": "\u00e9\ud83d\ude00\n" } "#
+        let (numbers, b) = try read(text) { (reader: inout JSONReader) throws(JSONReaderError) -> ([Int64], String) in
+            var numbers: [Int64] = [], b = ""
+            try reader.beginObject()
+            while let key = try reader.nextKey() {
+                switch key {
+                case "a":
+                    try reader.beginArray()
+                    while try reader.nextElement() { numbers.append(try reader.integer()) }
+                case "b": b = try reader.string()
+                default: try reader.skipValue()
+                }
+            }
+            return (numbers, b)
+        }
+        #expect(numbers == [1, 2, 3])
+        #expect(b == "é😀\n")
+    }
+
+    @Test func readsFieldValuesInTheirOneKeyForm() throws {
+        let values: [FieldValue] = [
+            .null, .bool(false), .integer(Int64.min), .integer(Int64.max), .real(-0.25), .real(1e300), .text("tab\there \"q\" \\ ü"),
+            .date(Date(timeIntervalSince1970: 1_770_000_000.123)), .uuid(UUID()), .blob(Data([0, 1, 254, 255])),
+        ]
+        for value in values {
+            var writer = JSONWriter()
+            try writer.value(value)
+            #expect(try read(writer.text) { (reader: inout JSONReader) throws(JSONReaderError) in try reader.fieldValue() } == value)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"a":1,}"#, "a trailing comma"),
+        (#"[1 2]"#, "expected ',' or ']'"),
+        (#"{"a" 1}"#, "expected ':'"),
+        (#"01"#, "leading zero"),
+        (#"1."#, "without digits after '.'"),
+        (#""a\qb""#, "unknown escape"),
+        (#""\ud800x""#, "high surrogate"),
+        ("\"tab\tinside\"", "control character"),
+        (#"99999999999999999999"#, "out of the 64-bit range"),
+        (#"{"text":"a","integer":1}"#, "more than one key"),
+        (#"{"when":"a"}"#, "not a field value kind"),
+        (#"{"date":"yesterday"}"#, "not an ISO 8601 timestamp"),
+        (#"[1] x"#, "after the document"),
+        (#""open"#, "unterminated"),
+    ])
+    func refusesWhatIsNotStrictJSON(text: String, problem: String) {
+        do {
+            try read(text) { (reader: inout JSONReader) throws(JSONReaderError) in
+                // Field values and integers are read as such; everything else only has to be JSON.
+                if text.hasPrefix("{\"") && !text.hasPrefix("{\"a") {
+                    _ = try reader.fieldValue()
+                } else if problem.contains("64-bit") {
+                    _ = try reader.integer()
+                } else {
+                    try reader.skipValue()
+                }
+            }
+            Issue.record("'\(text)' was accepted")
+        } catch {
+            #expect(error.message.contains(problem), "\(error)")
+        }
+    }
+
+    @Test func refusesInvalidUTF8AndDeepNestingWithAPosition() {
+        var reader = JSONReader(Data([0x0A, 0x22, 0x61, 0xC3, 0x28, 0x22]))
+        #expect(throws: JSONReaderError(message: "a string that is not valid UTF-8", offset: 2, line: 2, column: 2)) {
+            _ = try reader.string()
+        }
+        var deep = JSONReader(Data((String(repeating: "[", count: 65) + String(repeating: "]", count: 65)).utf8))
+        #expect(throws: JSONReaderError.self) { try deep.skipValue() }
+        var fine = JSONReader(Data((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8))
+        #expect(throws: Never.self) { try fine.skipValue() }
+    }
+
+    @Test func aRepeatedFieldNameIsRefused() {
+        var reader = JSONReader(Data(#"{"a":null,"a":{"integer":1}}"#.utf8))
+        #expect(throws: JSONReaderError.self) { _ = try reader.fields() }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostTesting
+import Testing
+@testable import OutpostSync
+
+/// `PullResponse(json:)` must read exactly what `JSONDecoder` reads: the same value for every
+/// document the server writes, and never a value for a document `JSONDecoder` refuses.
+@Suite struct WireReaderTests {
+    private static func randomText(_ random: inout SeededGenerator) -> String {
+        let pieces = ["a", "Leak", " ", "\"", "\\", "\n", "\t", "\u{01}", "é", "😀", "/", "中", "\u{7F}"]
+        return (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()
+    }
+
+    private static func randomValue(_ random: inout SeededGenerator) -> FieldValue {
+        switch Int.random(in: 0..<9, using: &random) {
+        case 0: .null
+        case 1: .bool(Bool.random(using: &random))
+        case 2: .integer([Int64.min, Int64.max, 0, -1, Int64.random(in: -1_000_000...1_000_000, using: &random)].randomElement(using: &random)!)
+        case 3: .real([0.1, -2.5e-8, 1e300, 45.5, Double(Int.random(in: -1000...1000, using: &random)) / 7].randomElement(using: &random)!)
+        case 4: .text(randomText(&random))
+        case 5: .date(Date(timeIntervalSince1970: Double(Int64.random(in: 0...2_000_000_000_000, using: &random)) / 1000))
+        case 6: .uuid(UUID())
+        case 7: .blob(Data((0..<Int.random(in: 0...6, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }))
+        default: .text(String(repeating: "x", count: Int.random(in: 0...40, using: &random)))
+        }
+    }
+
+    private static func randomClock(_ random: inout SeededGenerator) -> HybridTimestamp {
+        HybridTimestamp(
+            physicalMilliseconds: Int64.random(in: 0...4_000_000_000_000, using: &random),
+            counter: UInt16.random(in: 0...UInt16.max, using: &random), node: NodeID(random.next()))
+    }
+
+    static func randomPage(seed: UInt64) -> PullResponse {
+        var random = SeededGenerator(seed: seed)
+        let entities = EntityType.allCases
+        let changes = (0..<Int.random(in: 0...6, using: &random)).map { index -> ServerRecord in
+            var fields: [String: FieldValue] = [:], clocks: [String: HybridTimestamp] = [:]
+            for _ in 0..<Int.random(in: 0...6, using: &random) {
+                let name = ["title", "status", "ä", "a\"b", "notes", "count"].randomElement(using: &random)!
+                fields[name] = randomValue(&random)
+                clocks[name] = randomClock(&random)
+            }
+            return ServerRecord(
+                sequence: Int64(index) + Int64.random(in: 0...1 << 40, using: &random),
+                entity: entities.randomElement(using: &random)!, recordID: UUID(),
+                serverID: Bool.random(using: &random) ? String(Int.random(in: 1...99_999, using: &random)) : nil,
+                version: Int64.random(in: 1...1_000, using: &random), fields: fields, clocks: clocks,
+                deletion: Bool.random(using: &random) ? randomClock(&random) : nil,
+                createdAt: Date(timeIntervalSince1970: Double(Int64.random(in: 0...2_000_000_000_000, using: &random)) / 1000),
+                updatedAt: Date(timeIntervalSince1970: Double(Int64.random(in: 0...2_000_000_000_000, using: &random)) / 1000))
+        }
+        return PullResponse(changes: changes, nextCursor: String(random.next()), hasMore: Bool.random(using: &random))
+    }
+
+    @Test func readsEveryPageTheEncoderWritesAsJSONDecoderDoes() throws {
+        for seed in UInt64(1)...300 {
+            let page = Self.randomPage(seed: seed)
+            let data = try WireCoding.encoder().encode(page)
+            let read = try PullResponse(json: data)
+            #expect(read == page, "seed \(seed)")
+            #expect(try WireCoding.decoder().decode(PullResponse.self, from: data) == read, "seed \(seed)")
+        }
+    }
+
+    /// Damaged documents (cut short, a byte changed, a byte inserted): whatever the reader accepts,
+    /// `JSONDecoder` accepts as the same value. Seeded, so a failure names its seed.
+    @Test func neverAcceptsADamagedPageThatJSONDecoderRefuses() throws {
+        let bytes = Array("{}[],:\"\\0123456789-+.eEtrufalsn xé\n".utf8)
+        var accepted = 0
+        for seed in UInt64(1)...1_500 {
+            var random = SeededGenerator(seed: seed)
+            var data = [UInt8](try WireCoding.encoder().encode(Self.randomPage(seed: seed % 40 + 1)))
+            guard !data.isEmpty else { continue }
+            let position = Int.random(in: 0..<data.count, using: &random)
+            switch seed % 3 {
+            case 0: data.removeSubrange(position...)
+            case 1: data[position] = bytes.randomElement(using: &random)!
+            default: data.insert(bytes.randomElement(using: &random)!, at: position)
+            }
+            guard let read = try? PullResponse(json: Data(data)) else { continue }
+            accepted += 1
+            let decoded = try? WireCoding.decoder().decode(PullResponse.self, from: Data(data))
+            #expect(decoded == read, "seed \(seed): \(String(decoding: data, as: UTF8.self))")
+        }
+        // Some damage is harmless (a space, a changed digit); the check above ran on those.
+        #expect(accepted > 0)
+    }
+
+    @Test func refusesARecordWhoseFlagAndClockDisagreeAndSkipsUnknownMembers() throws {
+        var live = Fixtures.serverRecord
+        live.deletion = nil
+        var text = String(decoding: try WireCoding.encoder().encode(PullResponse(changes: [live], nextCursor: "7", hasMore: false)), as: UTF8.self)
+        let withExtra = text.replacingOccurrences(of: #""hasMore""#, with: #""future":{"a":[1,null]},"hasMore""#)
+        #expect(try PullResponse(json: Data(withExtra.utf8)).changes == [live])
+        text = text.replacingOccurrences(of: #""deleted":false"#, with: #""deleted":true"#)
+        #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(text.utf8)) }
+        #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(#"{"changes":[],"hasMore":false}"#.utf8)) }
+    }
+}
