@@ -115,6 +115,27 @@ struct CompactJSON {
         object(clocks) { $0.string($1.encoded) }
     }
 
+    /// Clocks as `{clock: [names]}`: groups in clock order (the order of their text too), names sorted.
+    /// A record's fields usually share one or two clocks (a write stamps every field it changes alike).
+    mutating func groupedByClock(_ clocks: [String: HybridTimestamp]) {
+        raw("{")
+        if let first = clocks.first?.value, clocks.values.allSatisfy({ $0 == first }) {
+            string(first.encoded)
+            raw(":")
+            strings(clocks.keys.sorted())
+        } else {
+            var groups: [HybridTimestamp: [String]] = [:]
+            for (name, clock) in clocks { groups[clock, default: []].append(name) }
+            for (index, clock) in groups.keys.sorted().enumerated() {
+                if index > 0 { raw(",") }
+                string(clock.encoded)
+                raw(":")
+                strings(groups[clock]!.sorted())
+            }
+        }
+        raw("}")
+    }
+
     mutating func strings(_ values: [String]) {
         raw("[")
         for (index, value) in values.enumerated() {
@@ -160,17 +181,8 @@ extension FieldClocks.Stored {
             json.string(deletion.encoded)
             json.raw(",")
         }
-        // Grouped by clock, groups in clock order (the order of their text too), names sorted.
-        var groups: [HybridTimestamp: [String]] = [:]
-        for (name, clock) in fields { groups[clock, default: []].append(name) }
-        json.raw("\"byClock\":{")
-        for (index, clock) in groups.keys.sorted().enumerated() {
-            if index > 0 { json.raw(",") }
-            json.string(clock.encoded)
-            json.raw(":")
-            json.strings(groups[clock]!.sorted())
-        }
-        json.raw("}")
+        json.raw("\"byClock\":")
+        json.groupedByClock(fields)
         if let pulled {
             json.raw(",\"pulled\":")
             try json.object(pulled) { json, changes in
@@ -189,8 +201,12 @@ extension FieldClocks.Stored {
             }
         }
         if let server {
-            json.raw(",\"server\":")
-            json.clocks(server)
+            if server == fields {
+                json.raw(",\"serverAsFields\":true")
+            } else {
+                json.raw(",\"serverByClock\":")
+                json.groupedByClock(server)
+            }
         }
         json.raw("}")
         return json.text

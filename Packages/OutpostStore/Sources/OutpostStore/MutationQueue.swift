@@ -192,7 +192,9 @@ enum MutationQueue {
 /// Per-field clocks of every record, one compact JSON row per record in `field_clocks`. The local
 /// clocks are stored grouped by clock (`"byClock": {clock: [fields]}`: a write stamps all the fields it
 /// changes with one clock, so a record usually has one or two); rows written before keep a clock per
-/// field (`"fields"`) and read the same.
+/// field (`"fields"`) and read the same. The server's clocks are stored the same way
+/// (`"serverByClock"`), or as `"serverAsFields": true` when they are the local ones, as after every
+/// plain pull: writing them out clock by clock was a third of a pulled record's apply.
 enum FieldClocks {
     struct Stored: Codable {
         var fields: [String: HybridTimestamp]
@@ -207,7 +209,7 @@ enum FieldClocks {
         var pulled: [String: [PulledChange]]?
 
         private enum CodingKeys: String, CodingKey {
-            case fields, byClock, deletion, server, pulled
+            case fields, byClock, deletion, server, serverByClock, serverAsFields, pulled
         }
 
         init(
@@ -222,15 +224,29 @@ enum FieldClocks {
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            var fields = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .fields) ?? [:]
-            for (clock, names) in try container.decodeIfPresent([String: [String]].self, forKey: .byClock) ?? [:] {
-                let stamp = try HybridTimestamp(encoded: clock)
-                for name in names { fields[name] = stamp }
-            }
+            let fields = try Self.clocks(container, .fields, .byClock) ?? [:]
             self.fields = fields
             deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
-            server = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .server)
+            if try container.decodeIfPresent(Bool.self, forKey: .serverAsFields) == true {
+                server = fields
+            } else {
+                server = try Self.clocks(container, .server, .serverByClock)
+            }
             pulled = try container.decodeIfPresent([String: [PulledChange]].self, forKey: .pulled)
+        }
+
+        /// Clocks stored one per field under `perField`, grouped under `byClock`, or both; nil if neither.
+        private static func clocks(
+            _ container: KeyedDecodingContainer<CodingKeys>, _ perField: CodingKeys, _ byClock: CodingKeys
+        ) throws -> [String: HybridTimestamp]? {
+            let single = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: perField)
+            guard let groups = try container.decodeIfPresent([String: [String]].self, forKey: byClock) else { return single }
+            var clocks = single ?? [:]
+            for (clock, names) in groups {
+                let stamp = try HybridTimestamp(encoded: clock)
+                for name in names { clocks[name] = stamp }
+            }
+            return clocks
         }
 
         func encode(to encoder: any Encoder) throws {

@@ -35,9 +35,19 @@ import Testing
         let stored = FieldClocks.Stored(
             fields: ["title": late, "status": early, "details": early], deletion: nil, server: ["title": early])
         let text = try stored.encoded()
-        #expect(text == #"{"byClock":{"0194f3a2b1c0-0000-00000000000000a1":["details","status"],"0194f3a2b1c1-0002-00000000000000a1":["title"]},"server":{"title":"0194f3a2b1c0-0000-00000000000000a1"}}"#)
+        #expect(text == #"{"byClock":{"0194f3a2b1c0-0000-00000000000000a1":["details","status"],"0194f3a2b1c1-0002-00000000000000a1":["title"]},"serverByClock":{"0194f3a2b1c0-0000-00000000000000a1":["title"]}}"#)
         let decoded = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(text.utf8))
         #expect(decoded.fields == stored.fields && decoded.server == stored.server && decoded.deletion == nil)
+
+        // After a plain pull the server's clocks are the local ones: stored as a flag, read back whole.
+        let pulled = FieldClocks.Stored(fields: stored.fields, deletion: late, server: stored.fields)
+        let pulledText = try pulled.encoded()
+        #expect(pulledText.hasSuffix(#"]},"serverAsFields":true}"#))
+        let pulledBack = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(pulledText.utf8))
+        #expect(pulledBack.fields == stored.fields && pulledBack.server == stored.fields && pulledBack.deletion == late)
+        let none = try MutationQueue.decoder.decode(
+            FieldClocks.Stored.self, from: Data(try FieldClocks.Stored(fields: [:], deletion: nil, server: nil).encoded().utf8))
+        #expect(none.fields.isEmpty && none.server == nil)
 
         let old = #"{"fields":{"details":"0194f3a2b1c0-0000-00000000000000a1","status":"0194f3a2b1c0-0000-00000000000000a1","title":"0194f3a2b1c1-0002-00000000000000a1"},"server":{"title":"0194f3a2b1c0-0000-00000000000000a1"}}"#
         let fromOld = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(old.utf8))
