@@ -103,25 +103,36 @@ public actor SyncEngine {
     // MARK: Pull
 
     /// Returns false when the server could not be reached (the push is then not attempted).
+    ///
+    /// While a page is applied, the next one is already being fetched and read (its cursor is known
+    /// from the page in hand), so the network and the wire's decoding overlap the store's writes. The
+    /// cursor still advances only with an applied page; a fetched page a stop leaves unapplied is
+    /// dropped and fetched again by the next run.
     private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
+        var ahead: Task<FetchedPage, any Error>?
+        defer { ahead?.cancel() }
         do {
             var cursor = try store.pullCursor()
             while withinBudget() {
-                let response = try await transport.pull(PullRequest(cursor: cursor, limit: pullLimit))
-                // A record that cannot be converted is quarantined with the page, never allowed to stop
-                // the run: otherwise every later run would stop at the same page.
-                var page: [VersionedRecord] = []
-                var unreadable: [QuarantinedRecord] = []
-                for change in response.changes {
-                    do {
-                        page.append(try change.versionedRecord)
-                    } catch {
-                        unreadable.append(QuarantinedRecord(
-                            entity: change.entity, recordID: change.recordID, reason: "\(error)", quarantinedAt: now()))
-                    }
+                let fetched: FetchedPage
+                if let pending = ahead {
+                    ahead = nil
+                    fetched = try await pending.value
+                } else {
+                    fetched = try await Self.fetch(PullRequest(cursor: cursor, limit: pullLimit), from: transport)
+                }
+                let response = fetched.response
+                if response.hasMore {
+                    let request = PullRequest(cursor: response.nextCursor, limit: pullLimit), transport = self.transport
+                    ahead = Task { try await Self.fetch(request, from: transport) }
+                }
+                let quarantinedAt = now()
+                let unreadable = fetched.unreadable.map { change, reason in
+                    QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
                 }
                 let applied = try await store.applyPulledPage(
-                    PulledPage(changes: page, cursor: response.nextCursor, unreadable: unreadable), policy: policy, now: now())
+                    PulledPage(changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable),
+                    policy: policy, now: quarantinedAt)
                 report.pulled += response.changes.count - applied.quarantined
                 report.quarantined += applied.quarantined
                 report.conflictsSurfaced += applied.conflictsSurfaced
@@ -142,6 +153,31 @@ public actor SyncEngine {
             report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
             return false
         }
+    }
+
+    /// A pull page with its records converted for the store.
+    private struct FetchedPage: Sendable {
+        var response: PullResponse
+        var records: [VersionedRecord] = []
+        /// Changes that could not be converted, with why.
+        var unreadable: [(ServerRecord, String)] = []
+    }
+
+    private static func fetch(_ request: PullRequest, from transport: any SyncTransport)
+        async throws(TransportError) -> FetchedPage
+    {
+        var page = FetchedPage(response: try await transport.pull(request))
+        page.records.reserveCapacity(page.response.changes.count)
+        // A record that cannot be converted is quarantined with the page, never allowed to stop the
+        // run: otherwise every later run would stop at the same page.
+        for change in page.response.changes {
+            do {
+                page.records.append(try change.versionedRecord)
+            } catch {
+                page.unreadable.append((change, "\(error)"))
+            }
+        }
+        return page
     }
 
     /// Runs a sync each time `monitor` sees the server come back after being unreachable (or at

@@ -211,6 +211,29 @@ extension SyncEngineTests {
         #expect(again.pulled == 0)
     }
 
+    /// The engine fetches page 3 while it applies page 2: when that fetch fails, pages 1 and 2 stay
+    /// applied with their cursor, and the next run goes on from there without pulling anything twice.
+    @Test func aFailedFetchOfTheNextPageKeepsTheAppliedPagesAndTheirCursor() async throws {
+        let device = try Device(), other = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        for index in 0..<9 { try await other.store.save(Issue(projectID: project, title: "Issue \(index)"), now: now) }
+        _ = try await SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 30)).sync(now: { self.now })
+
+        let cut = DamagingTransport(base: server, failingPull: 3)
+        let engine = SyncEngine(store: device.store, transport: cut, random: SeededGenerator(seed: 31), pullLimit: 2)
+        let first = try await engine.sync(now: { self.now })
+        #expect(first.lastTransportError?.code == .noConnection)
+        #expect(first.pulled == 4, "pages 1 and 2")
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 4)
+        let cursor = try device.store.pullCursor()
+        #expect(cursor == "4", "the cursor of page 2, not of the page that never came")
+
+        let second = try await engine.sync(now: { self.now })
+        #expect(second.pullCompleted && second.pulled == 5)
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 9)
+    }
+
     @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {
         let device = try Device()
         let server = InMemoryTransport()
@@ -256,19 +279,25 @@ extension SyncEngineTests {
     }
 }
 
-/// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages.
+/// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages, and
+/// can answer one pull (counted from 1) with no connection.
 actor DamagingTransport: SyncTransport {
     let base: InMemoryTransport
-    let damaging: UUID
+    let damaging: UUID?
+    let failingPull: Int?
+    private(set) var pulls = 0
 
-    init(base: InMemoryTransport, damaging: UUID) {
+    init(base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil) {
         self.base = base
         self.damaging = damaging
+        self.failingPull = failingPull
     }
 
     func health() async throws(TransportError) -> HealthResponse { try await base.health() }
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        pulls += 1
+        if pulls == failingPull { throw TransportError(.noConnection, request: "POST /pull", message: "cut") }
         var response = try await base.pull(request)
         for index in response.changes.indices where response.changes[index].recordID == damaging {
             response.changes[index].clocks = [:]
