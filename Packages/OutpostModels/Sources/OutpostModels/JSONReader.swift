@@ -70,12 +70,15 @@ public struct JSONReader: Sendable {
         guard peek == UInt8(ascii: "\"") else { throw error("expected a string") }
         index += 1
         let start = index
+        var isASCII = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 defer { index += 1 }
-                return try text(start..<index)
+                // ASCII needs no validation; only other text pays for it.
+                return isASCII ? bytes.withUnsafeBufferPointer { String(decoding: $0[start..<index], as: UTF8.self) } : try text(start..<index)
             }
+            isASCII = isASCII && byte < 0x80
             if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
             guard byte >= 0x20 else { throw error("a control character in a string") }
             index += 1

@@ -1,5 +1,6 @@
 import Foundation
-import OutpostModels
+@testable import OutpostModels
+import OutpostTesting
 import Testing
 
 @Suite struct JSONReaderTests {
@@ -90,5 +91,42 @@ import Testing
     @Test func aRepeatedFieldNameIsRefused() {
         var reader = JSONReader(Data(#"{"a":null,"a":{"integer":1}}"#.utf8))
         #expect(throws: JSONReaderError.self) { _ = try reader.fields() }
+    }
+}
+
+/// The hand-written timestamp form must agree with Foundation's ISO 8601 style on every instant and
+/// every text it takes (seeded: a failure names its seed).
+@Suite struct TimestampFastPathTests {
+    @Test func formatsAndParsesAsFoundationDoesAcrossTheCalendar() throws {
+        var random = SeededGenerator(seed: 2026)
+        let first: Int64 = -11_676_096_000_000, last: Int64 = 253_402_300_799_999  // 1600-01-01 … 9999-12-31
+        let edges: [Int64] = [first, last, 0, -1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, -2_203_891_200_001]
+        for milliseconds in edges + (0..<20_000).map({ _ in Int64.random(in: first...last, using: &random) }) {
+            let text = try #require(Timestamp.fastString(milliseconds: milliseconds))
+            #expect(text == Timestamp.formattedString(milliseconds: milliseconds), "\(milliseconds)")
+            #expect(Timestamp.fastMilliseconds(text) == milliseconds, "\(text)")
+            #expect(Timestamp.parsedDate(from: text) == Timestamp.date(from: text), "\(text)")
+        }
+        // Before 1600 Foundation's calendar (Julian until October 1582) answers, as before.
+        #expect(Timestamp.fastString(milliseconds: first - 1) == nil)
+        #expect(Timestamp.string(from: Date(timeIntervalSince1970: -30_000_000_000)) == Timestamp.formattedString(milliseconds: -30_000_000_000_000))
+    }
+
+    @Test func textTheFastPathAcceptsFoundationReadsTheSame() {
+        var random = SeededGenerator(seed: 11)
+        let alphabet = Array("0123456789-:T.Z".utf8)
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var bytes = Array(Timestamp.string(from: Date(timeIntervalSince1970: Double(Int.random(in: 0...4_000_000_000, using: &random)))).utf8)
+            bytes[Int.random(in: 0..<bytes.count, using: &random)] = alphabet.randomElement(using: &random)!
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let milliseconds = Timestamp.fastMilliseconds(text) else { continue }
+            accepted += 1
+            #expect(Timestamp.parsedDate(from: text) == Date(timeIntervalSince1970: Double(milliseconds) / 1000), "\(text)")
+        }
+        #expect(accepted > 1_000)
+        for refused in ["2026-02-29T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "2026-01-01T24:00:00.000Z", "1582-10-20T00:00:00.000Z"] {
+            #expect(Timestamp.fastMilliseconds(refused) == nil, "\(refused)")
+        }
     }
 }
