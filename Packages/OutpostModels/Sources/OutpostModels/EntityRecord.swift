@@ -40,17 +40,18 @@ public struct EntityRecord: Sendable, Hashable, Codable {
         if let first = validationErrors.first { throw first }
     }
 
-    /// Errors that make a typed conversion impossible.
-    func shapeErrors() -> [ModelError] {
+    /// Errors that make a typed conversion impossible (unknown or missing fields, values of the wrong
+    /// kind or outside a choice): what a store refuses even from the server, which may skip other rules.
+    public func shapeErrors() -> [ModelError] {
         let description = entity.description
         var errors: [ModelError] = []
-        if fields.keys.contains(where: { description.field(named: $0) == nil }) {
-            for name in fields.keys.sorted() where description.field(named: name) == nil {
-                errors.append(error(.unknownField, name, "is not a field of \(entity.rawValue)"))
-            }
-        }
+        // One lookup per catalog field; a name it did not visit is unknown. (This runs for every
+        // pulled record.)
+        var known = 0
         for field in description.fields {
-            let value = self[field.name]
+            let stored = fields[field.name]
+            if stored != nil { known += 1 }
+            let value = stored ?? .null
             if value.isNull {
                 if !field.isOptional { errors.append(error(.missingField, field.name, "is required")) }
                 continue
@@ -65,6 +66,12 @@ public struct EntityRecord: Sendable, Hashable, Codable {
                     .unknownEnumValue, field.name,
                     "'\(text)' is not one of \(allowed.joined(separator: ", "))"))
             }
+        }
+        if known < fields.count {
+            let unknown = fields.keys.sorted().filter { description.field(named: $0) == nil }.map {
+                error(.unknownField, $0, "is not a field of \(entity.rawValue)")
+            }
+            errors.insert(contentsOf: unknown, at: 0)
         }
         return errors
     }

@@ -29,7 +29,7 @@ public enum EntityTables {
         precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(entity)")
         let sql = layout.selectLive(where: ColumnName.forField(field))
         var records: [EntityRecord] = []
-        try db.cachedStatement(sql: sql).forEachRow(arguments: [value.storageValue]) {
+        try db.cachedStatement(sql: sql).forEachRow(arguments: [value.databaseValue]) {
             records.append(try layout.record(from: $0))
         }
         return records
@@ -42,7 +42,7 @@ public enum EntityTables {
         let layout = TableLayout.of(Model.entityType)
         precondition(layout.description.field(named: field) != nil, "\(field) is not a field of \(Model.entityType)")
         let statement = try db.cachedStatement(sql: layout.selectLive(where: ColumnName.forField(field)))
-        return try RowDecoder.decodeAll(Model.self, from: statement, arguments: [value.storageValue], layout: layout)
+        return try RowDecoder.decodeAll(Model.self, from: statement, arguments: [value.databaseValue], layout: layout)
     }
 
     /// The typed form of `fetchRecord`.
@@ -116,16 +116,22 @@ struct TableLayout: Sendable {
         return "SELECT \(list) FROM \(description.table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ? AND deleted_at IS NULL ORDER BY created_at, id"
     }
 
+    /// The upsert's values, built as `DatabaseValue`s: boxing each into `any DatabaseValueConvertible`
+    /// first was a sixth of a pulled record's apply.
     func arguments(for record: EntityRecord) -> StatementArguments {
         let sync = record.sync
-        var values: [(any DatabaseValueConvertible)?] = [
-            record.id.storageText, sync.serverID, sync.version, sync.createdAt.storageMilliseconds,
-            sync.updatedAt.storageMilliseconds, sync.deletedAt?.storageMilliseconds, sync.syncStatus.rawValue,
-            sync.isOrphaned,
-        ]
+        var values: [DatabaseValue] = []
         values.reserveCapacity(columns.count)
+        values.append(record.id.storageText.databaseValue)
+        values.append(sync.serverID?.databaseValue ?? .null)
+        values.append(sync.version.databaseValue)
+        values.append(sync.createdAt.storageMilliseconds.databaseValue)
+        values.append(sync.updatedAt.storageMilliseconds.databaseValue)
+        values.append(sync.deletedAt?.storageMilliseconds.databaseValue ?? .null)
+        values.append(sync.syncStatus.rawValue.databaseValue)
+        values.append(sync.isOrphaned.databaseValue)
         for field in description.fields {
-            values.append(record[field.name].storageValue)
+            values.append(record.fields[field.name]?.databaseValue ?? .null)
         }
         return StatementArguments(values)
     }
@@ -144,16 +150,16 @@ struct TableLayout: Sendable {
 
 extension FieldValue {
     /// The SQLite value: booleans as 0/1, instants as integer milliseconds, UUIDs as lowercase text.
-    var storageValue: (any DatabaseValueConvertible)? {
+    var databaseValue: DatabaseValue {
         switch self {
-        case .null: nil
-        case .bool(let value): value
-        case .integer(let value): value
-        case .real(let value): value
-        case .text(let value): value
-        case .date(let value): value.storageMilliseconds
-        case .uuid(let value): value.storageText
-        case .blob(let value): value
+        case .null: .null
+        case .bool(let value): value.databaseValue
+        case .integer(let value): value.databaseValue
+        case .real(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        case .date(let value): value.storageMilliseconds.databaseValue
+        case .uuid(let value): value.storageText.databaseValue
+        case .blob(let value): value.databaseValue
         }
     }
 }

@@ -89,10 +89,10 @@ enum Quarantine {
     /// a blank required text is the server's to enforce, and the row can hold it). A parent reference
     /// held as text is a server id waiting for its mapping, not a wrong kind (see `ServerIDs`).
     static func problem(with record: EntityRecord) -> String? {
+        let problems = record.shapeErrors()
+        guard !problems.isEmpty else { return nil }
         let parents = Set(record.entity.description.parents.map(\.field))
-        let shape: Set<ModelError.Code> = [.unknownField, .missingField, .typeMismatch, .unknownEnumValue]
-        let problems = record.validationErrors.filter { error in
-            guard shape.contains(error.code) else { return false }
+        let refused = problems.filter { error in
             if error.code == .typeMismatch, let field = error.field, parents.contains(field),
                 case .text = record[field]
             {
@@ -100,6 +100,6 @@ enum Quarantine {
             }
             return true
         }
-        return problems.isEmpty ? nil : problems.map(\.description).joined(separator: "; ")
+        return refused.isEmpty ? nil : refused.map(\.description).joined(separator: "; ")
     }
 }
