@@ -62,8 +62,7 @@ public enum EntityTables {
     /// Inserts the record, or replaces every column of the row with the same id.
     public static func save(_ record: EntityRecord, in db: Database) throws {
         let layout = TableLayout.of(record.entity)
-        let statement = try db.cachedStatement(sql: layout.upsert)
-        try statement.execute(arguments: layout.arguments(for: record))
+        try db.cachedStatement(sql: layout.upsert).execute { layout.bind(record, to: &$0) }
     }
 
     /// The column holding `field` of any entity (`projectID` → `project_id`).
@@ -116,24 +115,20 @@ struct TableLayout: Sendable {
         return "SELECT \(list) FROM \(description.table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ? AND deleted_at IS NULL ORDER BY created_at, id"
     }
 
-    /// The upsert's values, built as `DatabaseValue`s: boxing each into `any DatabaseValueConvertible`
-    /// first was a sixth of a pulled record's apply.
-    func arguments(for record: EntityRecord) -> StatementArguments {
+    /// The upsert's values, in `columns` order.
+    func bind(_ record: EntityRecord, to binder: inout StatementBinder) {
         let sync = record.sync
-        var values: [DatabaseValue] = []
-        values.reserveCapacity(columns.count)
-        values.append(record.id.storageText.databaseValue)
-        values.append(sync.serverID?.databaseValue ?? .null)
-        values.append(sync.version.databaseValue)
-        values.append(sync.createdAt.storageMilliseconds.databaseValue)
-        values.append(sync.updatedAt.storageMilliseconds.databaseValue)
-        values.append(sync.deletedAt?.storageMilliseconds.databaseValue ?? .null)
-        values.append(sync.syncStatus.rawValue.databaseValue)
-        values.append(sync.isOrphaned.databaseValue)
+        binder.bind(record.id.storageText)
+        binder.bind(sync.serverID)
+        binder.bind(sync.version)
+        binder.bind(sync.createdAt.storageMilliseconds)
+        binder.bind(sync.updatedAt.storageMilliseconds)
+        binder.bind(sync.deletedAt?.storageMilliseconds)
+        binder.bind(sync.syncStatus.rawValue)
+        binder.bind(sync.isOrphaned)
         for field in description.fields {
-            values.append(record.fields[field.name]?.databaseValue ?? .null)
+            binder.bind(record.fields[field.name])
         }
-        return StatementArguments(values)
     }
 
     /// The record in the current row of a stepped statement selecting `columns`.

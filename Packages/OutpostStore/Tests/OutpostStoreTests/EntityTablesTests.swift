@@ -52,6 +52,25 @@ import OutpostTesting
         }
     }
 
+    /// The upsert binds with SQLite's C API: a row SQLite refuses is a `DatabaseError` naming the
+    /// constraint, and the same cached statement then saves the next record normally.
+    @Test func aRowSQLiteRefusesIsAnErrorAndTheUpsertStaysUsable() throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue)
+        var broken = Issue(projectID: UUID(), title: "Leak").record
+        broken.fields["title"] = nil
+        try database.queue.write { db in
+            #expect { try EntityTables.save(broken, in: db) } throws: { error in
+                guard let error = error as? DatabaseError else { return false }
+                return error.resultCode == .SQLITE_CONSTRAINT && "\(error)".contains("title")
+            }
+            let issue = Issue(projectID: UUID(), title: "")
+            try EntityTables.save(issue.record, in: db)
+            #expect(try EntityTables.fetchRecord(.issue, id: issue.id, in: db) == issue.record)
+            #expect(try EntityTables.fetchRecord(.issue, id: broken.id, in: db) == nil)
+        }
+    }
+
     @Test func savingTheSameIdReplacesTheRow() throws {
         let database = try TemporaryDatabase()
         try LocalSchema.migrator.migrate(database.queue)

@@ -1,0 +1,108 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import OutpostModels
+
+extension Statement {
+    /// Binds values by position with SQLite's C API and runs the statement to completion: the path of
+    /// the entity upsert, 28 values for an issue, which GRDB's `StatementArguments` boxed and mapped
+    /// unspecialized at a third of a pulled record's apply. Only for statements that always run this
+    /// way (GRDB's own bookkeeping of bound arguments is not told), inside a write, and never for a
+    /// statement a GRDB observation watches (the store publishes its own changes).
+    func execute(binding bind: (inout StatementBinder) -> Void) throws {
+        let handle = sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        var binder = StatementBinder(handle)
+        bind(&binder)
+        precondition(binder.next - 1 == sqlite3_bind_parameter_count(handle), "every parameter of \(sql) needs a value")
+        var code = sqlite3_step(handle)
+        while code == SQLITE_ROW { code = sqlite3_step(handle) }
+        guard code == SQLITE_DONE else {
+            let message = sqlite3_errmsg(sqlite3_db_handle(handle)).map { String(cString: $0) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        }
+    }
+}
+
+/// Binds the next parameter of a statement each call, in order. SQLite copies text and blobs
+/// (`SQLITE_TRANSIENT`), so nothing bound has to outlive the call.
+struct StatementBinder {
+    private let statement: SQLiteStatement
+    private(set) var next: Int32 = 1
+
+    init(_ statement: SQLiteStatement) {
+        self.statement = statement
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    mutating func bindNull() {
+        sqlite3_bind_null(statement, next)
+        next += 1
+    }
+
+    mutating func bind(_ value: Int64) {
+        sqlite3_bind_int64(statement, next, value)
+        next += 1
+    }
+
+    mutating func bind(_ value: Double) {
+        sqlite3_bind_double(statement, next, value)
+        next += 1
+    }
+
+    mutating func bind(_ value: Bool) {
+        bind(Int64(value ? 1 : 0))
+    }
+
+    mutating func bind(_ value: String) {
+        var text = value
+        _ = text.withUTF8 { bytes in
+            // An empty buffer may have no address, which SQLite would take for NULL.
+            if let base = bytes.baseAddress {
+                sqlite3_bind_text(statement, next, base, Int32(bytes.count), Self.transient)
+            } else {
+                sqlite3_bind_text(statement, next, "", 0, Self.transient)
+            }
+        }
+        next += 1
+    }
+
+    mutating func bind(_ value: Data) {
+        _ = value.withUnsafeBytes { bytes in
+            if let base = bytes.baseAddress, !bytes.isEmpty {
+                sqlite3_bind_blob(statement, next, base, Int32(bytes.count), Self.transient)
+            } else {
+                sqlite3_bind_zeroblob(statement, next, 0)
+            }
+        }
+        next += 1
+    }
+
+    mutating func bind(_ value: String?) {
+        if let value { bind(value) } else { bindNull() }
+    }
+
+    mutating func bind(_ value: Int64?) {
+        if let value { bind(value) } else { bindNull() }
+    }
+
+    /// A field value as its column stores it (see `FieldValue.databaseValue`).
+    mutating func bind(_ value: FieldValue?) {
+        switch value {
+        case nil, .null?: bindNull()
+        case .bool(let flag)?: bind(flag)
+        case .integer(let number)?: bind(number)
+        case .real(let number)?: bind(number)
+        case .text(let text)?: bind(text)
+        case .date(let date)?: bind(date.storageMilliseconds)
+        case .uuid(let id)?: bind(id.storageText)
+        case .blob(let data)?: bind(data)
+        }
+    }
+}
