@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import OutpostModels
 import OutpostSync
 
 /// Header names of the protocol, as Hummingbird's field names.
@@ -133,6 +134,19 @@ extension Request {
         case .complete(let plain): return plain
         case .exceedsLimit: throw ServerError(status: 413, .payloadTooLarge, "the body inflates past \(limit) bytes")
         case .corrupt: throw ServerError.badRequest("the gzip body is corrupt or truncated")
+        }
+    }
+
+    /// The body read by `read` (a `JSONReader` form such as `PushRequest(json:)`); 400 with the line,
+    /// column and reason otherwise.
+    mutating func read<T>(_ type: T.Type, limit: Int, _ read: (Data) throws(JSONReaderError) -> T)
+        async throws(ServerError) -> T
+    {
+        let data = try await data(limit: limit)
+        do {
+            return try read(data)
+        } catch {
+            throw ServerError.badRequest("the body is not a valid \(T.self): \(error)")
         }
     }
 

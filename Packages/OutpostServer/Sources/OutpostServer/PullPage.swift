@@ -27,14 +27,19 @@ struct StoredRow: Sendable, Hashable {
     /// The record with its fields and clocks decoded.
     func decoded() throws(ServerError) -> StoredRecord {
         do {
-            let decoder = WireJSON.decoder()
-            let clockTexts = try decoder.decode([String: String].self, from: Data(clocksJSON.utf8))
+            // `JSONReader`, not `JSONDecoder`: every record of a pre-sync bundle comes through here.
             var clocks: [String: HybridTimestamp] = [:]
-            for (field, text) in clockTexts { clocks[field] = try HybridTimestamp(encoded: text) }
+            var clockReader = JSONReader(Data(clocksJSON.utf8))
+            try clockReader.beginObject()
+            while let field = try clockReader.nextKey() { clocks[field] = try HybridTimestamp(encoded: clockReader.string()) }
+            try clockReader.expectEnd()
+            var fieldReader = JSONReader(Data(fieldsJSON.utf8))
+            let fields = try fieldReader.fields()
+            try fieldReader.expectEnd()
             return StoredRecord(
                 entity: entity, id: id, serverID: serverID, projectID: projectID, ownerID: ownerID, version: version,
-                sequence: sequence, fields: try decoder.decode([String: FieldValue].self, from: Data(fieldsJSON.utf8)),
-                clocks: clocks, deletion: try deletion.map { text throws in try HybridTimestamp(encoded: text) },
+                sequence: sequence, fields: fields, clocks: clocks,
+                deletion: try deletion.map { text throws in try HybridTimestamp(encoded: text) },
                 createdAt: Date(milliseconds: createdAt), updatedAt: Date(milliseconds: updatedAt))
         } catch let error as ServerError {
             throw error

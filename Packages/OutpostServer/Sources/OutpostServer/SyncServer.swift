@@ -91,7 +91,9 @@ public struct SyncServer: Sendable {
         router.post("push") { request, _ -> Response in
             let caller = try await Self.authenticate(request, storage)
             var request = request
-            let push = try await request.decode(PushRequest.self, limit: configuration.maximumBodyBytes)
+            let push = try await request.read(PushRequest.self, limit: configuration.maximumBodyBytes) {
+                (data: Data) throws(JSONReaderError) in try PushRequest(json: data)
+            }
             guard push.mutations.count <= configuration.maximumBatchSize else {
                 throw ServerError(
                     status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")

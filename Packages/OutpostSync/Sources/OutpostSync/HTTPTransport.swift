@@ -151,7 +151,11 @@ public actor HTTPTransport: SyncTransport {
         var payload: Data?
         if let body {
             do {
-                payload = try WireCoding.encoder().encode(body)
+                if let writable = body as? any WireWritable {
+                    payload = try writable.wireJSON()
+                } else {
+                    payload = try WireCoding.encoder().encode(body)
+                }
             } catch {
                 throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
             }

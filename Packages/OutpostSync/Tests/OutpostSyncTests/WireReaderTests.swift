@@ -55,6 +55,42 @@ import Testing
         return PullResponse(changes: changes, nextCursor: String(random.next()), hasMore: Bool.random(using: &random))
     }
 
+    static func randomBatch(seed: UInt64) -> PushRequest {
+        var random = SeededGenerator(seed: seed)
+        let page = randomPage(seed: seed)
+        return PushRequest(mutations: page.changes.map { record in
+            PushMutation(
+                idempotencyKey: UUID(), entity: record.entity,
+                operation: PushMutation.Operation.allCases.randomElement(using: &random)!, recordID: record.recordID,
+                serverID: record.serverID, baseVersion: record.version, fields: record.fields, clocks: record.clocks,
+                deletion: record.deletion, createdAt: Bool.random(using: &random) ? record.createdAt : nil)
+        })
+    }
+
+    /// Push batches, both ways: what `json()` writes `JSONDecoder` reads back, and what `JSONEncoder`
+    /// writes `PushRequest(json:)` reads; damaged batches it accepts, `JSONDecoder` accepts alike.
+    @Test func pushBatchesAreWrittenAndReadAsTheFoundationCodersDo() throws {
+        for seed in UInt64(1)...300 {
+            let batch = Self.randomBatch(seed: seed)
+            #expect(try WireCoding.decoder().decode(PushRequest.self, from: batch.json()) == batch, "seed \(seed)")
+            #expect(try PushRequest(json: WireCoding.encoder().encode(batch)) == batch, "seed \(seed)")
+        }
+        let bytes = Array("{}[],:\"\\0123456789-+.eEtrufalsn xé\n".utf8)
+        for seed in UInt64(1)...1_000 {
+            var random = SeededGenerator(seed: seed)
+            var data = [UInt8](try Self.randomBatch(seed: seed % 40 + 1).json())
+            let position = Int.random(in: 0..<data.count, using: &random)
+            switch seed % 3 {
+            case 0: data.removeSubrange(position...)
+            case 1: data[position] = bytes.randomElement(using: &random)!
+            default: data.insert(bytes.randomElement(using: &random)!, at: position)
+            }
+            guard let read = try? PushRequest(json: Data(data)) else { continue }
+            let decoded = try? WireCoding.decoder().decode(PushRequest.self, from: Data(data))
+            #expect(decoded == read, "seed \(seed)")
+        }
+    }
+
     @Test func readsEveryPageTheEncoderWritesAsJSONDecoderDoes() throws {
         for seed in UInt64(1)...300 {
             let page = Self.randomPage(seed: seed)
