@@ -48,11 +48,16 @@ enum AuditTrail {
         try db.cachedStatement(sql: """
                 INSERT INTO audit_log (seq, at, entity, record_id, operation, payload, previous_hash, hash)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(
-            arguments: [
-                seq, at, entity.rawValue, id, operation.rawValue, payload, previous,
-                chainHash(previous: previous, payload: canonical),
-            ])
+                """).execute { row in
+            row.bind(seq)
+            row.bind(at)
+            row.bind(entity.rawValue)
+            row.bind(id)
+            row.bind(operation.rawValue)
+            row.bind(payload)
+            row.bind(previous)
+            row.bind(chainHash(previous: previous, payload: canonical))
+        }
         return seq
     }
 

@@ -83,16 +83,23 @@ enum MutationQueue {
                 ])
             return
         }
+        let encodedPayload = try payload.encoded()
         try db.cachedStatement(sql: """
                 INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
                     created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
                 VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 0, ?)
-                """).execute(
-            arguments: [
-                UUID.random().storageText, entity.rawValue, id, operation.rawValue, try payload.encoded(),
-                now.storageMilliseconds, syncClass.rawValue, baseVersion,
-                dependsOn.isEmpty ? nil : encode(strings: dependsOn.map(\.storageText)), auditSequence,
-            ])
+                """).execute { row in
+            row.bind(UUID.random().storageText)
+            row.bind(entity.rawValue)
+            row.bind(id)
+            row.bind(operation.rawValue)
+            row.bind(encodedPayload)
+            row.bind(now.storageMilliseconds)
+            row.bind(syncClass.rawValue)
+            row.bind(baseVersion)
+            row.bind(dependsOn.isEmpty ? nil : encode(strings: dependsOn.map(\.storageText)))
+            row.bind(auditSequence)
+        }
     }
 
     /// Every mutation in queue order, optionally only those with `status`.
@@ -289,7 +296,12 @@ enum FieldClocks {
     }
 
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
+        let encoded = try clocks.encoded()
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)")
-            .execute(arguments: [entity.rawValue, id.storageText, try clocks.encoded()])
+            .execute { row in
+                row.bind(entity.rawValue)
+                row.bind(id.storageText)
+                row.bind(encoded)
+            }
     }
 }

@@ -55,19 +55,42 @@ enum RowDecoder {
 
 extension Statement {
     /// Runs `body` on each row's columns in turn (see `StatementColumns` for how long they are valid).
+    ///
+    /// Rows are stepped with SQLite's C API after GRDB binds the arguments: a GRDB row cursor built a
+    /// `Row` with a dictionary of column names each time, a tenth of every local write (which reads
+    /// its record and the audit chain's last entry first). The store publishes its own changes, so no
+    /// GRDB observation needs to see these reads.
     func forEachRow(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> Void) throws {
-        let rows = try Row.fetchCursor(self, arguments: arguments)
-        let columns = StatementColumns(sqliteStatement)
-        while try rows.next() != nil { try body(columns) }
+        try setArguments(arguments)
+        let handle = sqliteStatement
+        defer { sqlite3_reset(handle) }
+        let columns = StatementColumns(handle)
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_ROW: try body(columns)
+            case SQLITE_DONE: return
+            case let code: throw stepFailure(code)
+            }
+        }
     }
 
     /// The first row's columns through `body`, nil when there is none: the single-row reads of every
-    /// local write, without building a GRDB `Row` (whose generic decoding runs unspecialized here).
+    /// local write.
     func firstRow<T>(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> T) throws -> T? {
-        let rows = try Row.fetchCursor(self, arguments: arguments)
-        guard try rows.next() != nil else { return nil }
-        // The cursor resets the statement when it goes away: keep it until `body` has read the row.
-        return try withExtendedLifetime(rows) { try body(StatementColumns(sqliteStatement)) }
+        try setArguments(arguments)
+        let handle = sqliteStatement
+        defer { sqlite3_reset(handle) }
+        switch sqlite3_step(handle) {
+        case SQLITE_ROW: return try body(StatementColumns(handle))
+        case SQLITE_DONE: return nil
+        case let code: throw stepFailure(code)
+        }
+    }
+
+    /// The error of a failed step, with SQLite's message and the statement's SQL.
+    func stepFailure(_ code: Int32) -> DatabaseError {
+        let message = sqlite3_errmsg(sqlite3_db_handle(sqliteStatement)).map { String(cString: $0) }
+        return DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
     }
 }
 

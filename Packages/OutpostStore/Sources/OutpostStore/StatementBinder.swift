@@ -22,10 +22,7 @@ extension Statement {
         precondition(binder.next - 1 == sqlite3_bind_parameter_count(handle), "every parameter of \(sql) needs a value")
         var code = sqlite3_step(handle)
         while code == SQLITE_ROW { code = sqlite3_step(handle) }
-        guard code == SQLITE_DONE else {
-            let message = sqlite3_errmsg(sqlite3_db_handle(handle)).map { String(cString: $0) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
-        }
+        guard code == SQLITE_DONE else { throw stepFailure(code) }
     }
 }
 
