@@ -130,7 +130,7 @@ struct PullBenchmark: BenchmarkSuite {
         var changes: [ServerRecord] = []
         changes.reserveCapacity(count)
         var sequence = Int64(generation) * 10_000_000
-        func record(_ entity: EntityType, id: UUID = UUID(), serverID: String? = nil, _ fields: [String: FieldValue]) {
+        func record(_ entity: EntityType, id: UUID = .timeOrdered(), serverID: String? = nil, _ fields: [String: FieldValue]) {
             sequence += 1
             let stamp = HybridTimestamp(physicalMilliseconds: base + sequence, counter: 0, node: node)
             changes.append(ServerRecord(

@@ -171,7 +171,7 @@ struct ServerBenchmark: BenchmarkSuite {
                     "longitude": .real(-122.3 - Double(index % 997) / 100_000), "assetID": .null, "modelElementID": .null,
                 ]
                 return PushMutation(
-                    idempotencyKey: UUID(), entity: .issue, operation: .create, recordID: UUID(), baseVersion: 0,
+                    idempotencyKey: .timeOrdered(), entity: .issue, operation: .create, recordID: .timeOrdered(), baseVersion: 0,
                     fields: fields, clocks: fields.mapValues { _ in stamp }, createdAt: Timestamp.now())
             }
             let started = clock.now

@@ -15,7 +15,7 @@ public struct Asset: Syncable {
 
     /// Creates an asset.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, name: String, qrCode: String, category: String = "", location: String = ""
     ) {
         self.id = id

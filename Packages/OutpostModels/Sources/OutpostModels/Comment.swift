@@ -11,7 +11,7 @@ public struct Comment: Syncable {
 
     /// Creates a comment.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         issueID: UUID, authorID: UUID, body: String
     ) {
         self.id = id

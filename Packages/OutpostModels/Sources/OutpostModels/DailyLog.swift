@@ -20,7 +20,7 @@ public struct DailyLog: Syncable {
 
     /// Creates a daily log.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, authorID: UUID, day: String, notes: String = "", weather: String = "",
         crew: String = "", crewSize: Int = 0, hours: Double = 0
     ) {

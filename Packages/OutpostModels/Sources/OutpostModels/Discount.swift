@@ -21,7 +21,7 @@ public struct Discount: Syncable {
 
     /// Creates a discount.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, name: String, kind: Kind, value: Int64
     ) {
         self.id = id

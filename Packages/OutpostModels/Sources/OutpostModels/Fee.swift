@@ -12,7 +12,7 @@ public struct Fee: Syncable {
 
     /// Creates a fee.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, name: String, amountCents: Int64, isTaxable: Bool = false
     ) {
         self.id = id

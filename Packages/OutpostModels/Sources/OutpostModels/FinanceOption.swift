@@ -14,7 +14,7 @@ public struct FinanceOption: Syncable {
 
     /// Creates a finance option.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, lender: String, termMonths: Int, aprBasisPoints: Int, downPaymentCents: Int64 = 0
     ) {
         self.id = id

@@ -32,7 +32,7 @@ public struct Issue: Syncable {
 
     /// Creates an issue.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, title: String, details: String = "", status: Status = .open,
         priority: Priority = .medium, assigneeID: UUID? = nil, latitude: Double? = nil,
         longitude: Double? = nil, assetID: UUID? = nil, modelElementID: String? = nil

@@ -13,7 +13,7 @@ public struct Measure: Syncable {
 
     /// Creates a measure.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         measureSheetID: UUID, label: String, quantity: Double, unit: String, sortOrder: Int = 0
     ) {
         self.id = id

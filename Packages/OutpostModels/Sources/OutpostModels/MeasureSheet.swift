@@ -11,7 +11,7 @@ public struct MeasureSheet: Syncable {
 
     /// Creates a measure sheet.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         scopeID: UUID, name: String, notes: String = ""
     ) {
         self.id = id

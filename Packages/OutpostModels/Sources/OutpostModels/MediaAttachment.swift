@@ -33,7 +33,7 @@ public struct MediaAttachment: Syncable {
 
     /// Creates a media attachment; give either `issueID` or `dailyLogID`.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         issueID: UUID? = nil, dailyLogID: UUID? = nil, kind: Kind, fileName: String, contentType: String,
         byteSize: Int64, sha256: String, thumbnail: Data? = nil, capturedAt: Date,
         durationSeconds: Double? = nil

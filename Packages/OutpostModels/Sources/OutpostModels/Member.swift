@@ -19,7 +19,7 @@ public struct Member: Syncable {
 
     /// Creates a membership.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, userID: UUID, name: String, email: String = "", role: Role
     ) {
         self.id = id

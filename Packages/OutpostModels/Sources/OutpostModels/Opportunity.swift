@@ -19,7 +19,7 @@ public struct Opportunity: Syncable {
 
     /// Creates an opportunity.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         name: String, customerName: String, address: String = "", stage: Stage = .lead,
         estimatedValueCents: Int64 = 0
     ) {

@@ -22,7 +22,7 @@ public struct Project: Syncable {
 
     /// Creates a project.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         opportunityID: UUID? = nil, name: String, number: String? = nil, address: String = "",
         status: Status = .planned, startDay: String? = nil
     ) {

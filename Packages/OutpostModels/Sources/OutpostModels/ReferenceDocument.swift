@@ -22,7 +22,7 @@ public struct ReferenceDocument: Syncable {
 
     /// Creates a reference document.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, title: String, kind: Kind, revision: String = "", fileName: String,
         byteSize: Int64, sha256: String
     ) {

@@ -13,7 +13,7 @@ public struct Scope: Syncable {
 
     /// Creates a scope.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, name: String, notes: String = "", sortOrder: Int = 0
     ) {
         self.id = id

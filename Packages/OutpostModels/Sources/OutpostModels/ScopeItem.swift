@@ -16,7 +16,7 @@ public struct ScopeItem: Syncable {
 
     /// Creates a scope item.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         scopeID: UUID, measureID: UUID? = nil, name: String, quantity: Double, unit: String,
         unitPriceCents: Int64, sortOrder: Int = 0
     ) {

@@ -27,7 +27,7 @@ public struct TimeEntry: Syncable {
 
     /// Creates a time entry; a clock-out should name its clock-in.
     public init(
-        id: UUID = UUID(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
+        id: UUID = .timeOrdered(), sync: SyncMetadata = SyncMetadata(createdAt: Timestamp.now()),
         projectID: UUID, memberID: UUID, kind: Kind, recordedAt: Date, clockInID: UUID? = nil,
         latitude: Double? = nil, longitude: Double? = nil, note: String = ""
     ) {

@@ -94,7 +94,7 @@ extension LocalStore {
                         idempotency_key = ?
                     WHERE seq = ? AND status = 'inFlight'
                     """,
-                arguments: [serverVersion, UUID.random().storageText, mutation.sequence])
+                arguments: [serverVersion, UUID.timeOrdered().storageText, mutation.sequence])
         }
     }
 

@@ -89,7 +89,7 @@ enum MutationQueue {
                     created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
                 VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 0, ?)
                 """).execute { row in
-            row.bind(UUID.random().storageText)
+            row.bind(UUID.timeOrdered().storageText)
             row.bind(entity.rawValue)
             row.bind(id)
             row.bind(operation.rawValue)

@@ -1,0 +1,27 @@
+import Foundation
+import OutpostModels
+import Testing
+
+@Suite struct TimeOrderedIDTests {
+    @Test func idsAreVersion7AndSortByTimeInTheirStoredTextForm() {
+        let start = Date(timeIntervalSince1970: 1_795_000_000)
+        let ids = (0..<2_000).map { UUID.timeOrdered(at: start.addingTimeInterval(Double($0) / 1000)) }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.uuid.6 >> 4 == 7, "version 7")
+            #expect(id.uuid.8 >> 6 == 0b10, "RFC 9562 variant")
+        }
+        // The store keeps ids as lowercase text: one millisecond apart, the text sorts in time order.
+        let texts = ids.map { $0.uuidString.lowercased() }
+        let unordered = zip(texts, texts.dropFirst()).first { $0 >= $1 }
+        #expect(unordered == nil, "\(String(describing: unordered))")
+        // The first 48 bits are the Unix time in milliseconds.
+        let first = withUnsafeBytes(of: ids[0].uuid) { $0.prefix(6).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        #expect(first == 1_795_000_000_000)
+    }
+
+    @Test func newRecordsGetTimeOrderedIDs() {
+        let issue = Issue(projectID: UUID(), title: "Leak")
+        #expect(issue.id.uuid.6 >> 4 == 7, "\(issue.id) is not a version 7 UUID")
+    }
+}
