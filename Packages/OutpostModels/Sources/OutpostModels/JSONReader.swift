@@ -86,10 +86,17 @@ public struct JSONReader: Sendable {
         throw error("an unterminated string")
     }
 
-    /// An integer value that fits in 64 bits (no fraction, no exponent).
+    /// An integer value that fits in 64 bits. A number written with a fraction or an exponent is
+    /// taken when it is whole and exactly representable (`5.0`, `1e3`), as `JSONDecoder` takes it.
     public mutating func integer() throws(JSONReaderError) -> Int64 {
         let (range, isInteger) = try number()
-        guard isInteger else { throw error("expected an integer", at: range.lowerBound) }
+        guard isInteger else {
+            let value = Double(String(decoding: bytes[range], as: UTF8.self)) ?? .nan
+            guard value.rounded() == value, abs(value) <= 9_007_199_254_740_992 else {
+                throw error("expected an integer", at: range.lowerBound)
+            }
+            return Int64(value)
+        }
         var value: Int64 = 0
         var position = range.lowerBound
         let negative = bytes[position] == UInt8(ascii: "-")
@@ -383,5 +390,6 @@ public struct JSONReaderError: Error, Sendable, Hashable, CustomStringConvertibl
         self.column = column
     }
 
+    /// Where and what, as one line.
     public var description: String { "line \(line), column \(column): \(message)" }
 }

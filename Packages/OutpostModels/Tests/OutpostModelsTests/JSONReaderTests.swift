@@ -53,6 +53,8 @@ import Testing
         (#""\ud800x""#, "high surrogate"),
         ("\"tab\tinside\"", "control character"),
         (#"99999999999999999999"#, "out of the 64-bit range"),
+        (#"1.5"#, "expected an integer"),
+        (#"1e300"#, "expected an integer"),
         (#"{"text":"a","integer":1}"#, "more than one key"),
         (#"{"when":"a"}"#, "not a field value kind"),
         (#"{"date":"yesterday"}"#, "not an ISO 8601 timestamp"),
@@ -65,7 +67,7 @@ import Testing
                 // Field values and integers are read as such; everything else only has to be JSON.
                 if text.hasPrefix("{\"") && !text.hasPrefix("{\"a") {
                     _ = try reader.fieldValue()
-                } else if problem.contains("64-bit") {
+                } else if problem.contains("64-bit") || problem.contains("integer") {
                     _ = try reader.integer()
                 } else {
                     try reader.skipValue()
@@ -86,6 +88,14 @@ import Testing
         #expect(throws: JSONReaderError.self) { try deep.skipValue() }
         var fine = JSONReader(Data((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8))
         #expect(throws: Never.self) { try fine.skipValue() }
+    }
+
+    @Test func wholeNumbersWithAFractionOrExponentAreIntegersAsJSONDecoderReadsThem() throws {
+        for (text, value) in [("5.0", Int64(5)), ("1e3", 1_000), ("-2.00", -2), ("9007199254740992.0", 9_007_199_254_740_992)] {
+            var reader = JSONReader(Data(text.utf8))
+            #expect(try reader.integer() == value, "\(text)")
+            #expect(try JSONDecoder().decode(Int64.self, from: Data(text.utf8)) == value, "\(text)")
+        }
     }
 
     @Test func aRepeatedFieldNameIsRefused() {

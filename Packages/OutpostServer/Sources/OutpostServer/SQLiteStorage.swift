@@ -21,10 +21,10 @@ final class SQLiteStorage: ServerStorage {
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
             configuration.prepareDatabase { db in
-                // Records are keyed by random UUIDs, so every push lands on pages all over the tables
-                // and their indexes: with SQLite's default 2 MB page cache most of them were read again
-                // with `pread` on each batch (a fifth of the writer's time). Reads map the file; the
-                // cache holds 32 MB of pages per connection.
+                // Records are keyed by UUIDs, random ones from older clients and imports, so a push
+                // can land on pages all over the tables and their indexes: with SQLite's default 2 MB
+                // page cache most of them were read again with `pread` on each batch (a fifth of the
+                // writer's time). Reads map the file; the cache holds 32 MB of pages per connection.
                 try db.execute(sql: "PRAGMA mmap_size = \(256 << 20)")
                 try db.execute(sql: "PRAGMA cache_size = -32768")
             }

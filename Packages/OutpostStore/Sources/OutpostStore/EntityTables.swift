@@ -5,6 +5,7 @@ import OutpostModels
 /// Records as rows of the entity tables, driven by the catalog: the one place that knows how a
 /// `EntityRecord` is laid out in SQL. The store, the bundle importer and the sync engine all go through it,
 /// inside transactions they own. Table and column names come from the catalog, never from input.
+/// Its statements bind and step through SQLite's C API, so a GRDB `ValueObservation` does not see them.
 public enum EntityTables {
     /// The record `id` of `entity`, or nil when the table has no such row (tombstones included).
     public static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {

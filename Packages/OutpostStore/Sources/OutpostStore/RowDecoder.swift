@@ -58,8 +58,8 @@ extension Statement {
     ///
     /// Rows are stepped with SQLite's C API after GRDB binds the arguments: a GRDB row cursor built a
     /// `Row` with a dictionary of column names each time, a tenth of every local write (which reads
-    /// its record and the audit chain's last entry first). The store publishes its own changes, so no
-    /// GRDB observation needs to see these reads.
+    /// its record and the audit chain's last entry first). GRDB is not told the statement ran, so a
+    /// `ValueObservation` would not track these reads; the store publishes its own changes instead.
     func forEachRow(arguments: StatementArguments = [], _ body: (StatementColumns) throws -> Void) throws {
         try setArguments(arguments)
         let handle = sqliteStatement

@@ -113,11 +113,17 @@ public actor SyncEngine {
         defer { ahead?.cancel() }
         do {
             var cursor = try store.pullCursor()
-            while withinBudget() {
+            while withinBudget(), !Task.isCancelled {
                 let fetched: FetchedPage
                 if let pending = ahead {
                     ahead = nil
-                    fetched = try await pending.value
+                    // The fetch runs in a task of its own: cancelling this run must reach it, as it
+                    // reached the request when the run made it itself.
+                    fetched = try await withTaskCancellationHandler {
+                        try await pending.value
+                    } onCancel: {
+                        pending.cancel()
+                    }
                 } else {
                     fetched = try await Self.fetch(PullRequest(cursor: cursor, limit: pullLimit), from: transport)
                 }

@@ -234,6 +234,27 @@ extension SyncEngineTests {
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 9)
     }
 
+    /// Cancelling a run reaches the page being fetched ahead, as it reached the request when the
+    /// run made it itself: the run stops instead of pulling on to the end.
+    @Test func cancellingARunStopsThePageFetchedAhead() async throws {
+        let device = try Device(), other = try Device()
+        let server = InMemoryTransport()
+        let project = UUID()
+        for index in 0..<9 { try await other.store.save(Issue(projectID: project, title: "Issue \(index)"), now: now) }
+        _ = try await SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 32)).sync(now: { self.now })
+
+        let stalling = DamagingTransport(base: server, stallingPull: 2)
+        let engine = SyncEngine(store: device.store, transport: stalling, random: SeededGenerator(seed: 33), pullLimit: 2)
+        let started = ContinuousClock.now
+        let run = Task { try await engine.sync(now: { self.now }) }
+        while await stalling.pulls < 2 { await Task.yield() }
+        run.cancel()
+        let report = try await run.value
+        #expect(ContinuousClock.now - started < .seconds(20), "the stalled fetch was cancelled, not waited out")
+        #expect(report.lastTransportError?.code == .cancelled)
+        #expect(!report.pullCompleted && report.pulled == 2)
+    }
+
     @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {
         let device = try Device()
         let server = InMemoryTransport()
@@ -280,17 +301,19 @@ extension SyncEngineTests {
 }
 
 /// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages, and
-/// can answer one pull (counted from 1) with no connection.
+/// can answer one pull (counted from 1) with no connection or hold it until it is cancelled.
 actor DamagingTransport: SyncTransport {
     let base: InMemoryTransport
     let damaging: UUID?
     let failingPull: Int?
+    let stallingPull: Int?
     private(set) var pulls = 0
 
-    init(base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil) {
+    init(base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil, stallingPull: Int? = nil) {
         self.base = base
         self.damaging = damaging
         self.failingPull = failingPull
+        self.stallingPull = stallingPull
     }
 
     func health() async throws(TransportError) -> HealthResponse { try await base.health() }
@@ -298,6 +321,12 @@ actor DamagingTransport: SyncTransport {
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         pulls += 1
         if pulls == failingPull { throw TransportError(.noConnection, request: "POST /pull", message: "cut") }
+        if pulls == stallingPull {
+            // A request that hangs until its task is cancelled (or 60 s pass).
+            do { try await Task.sleep(for: .seconds(60)) } catch {
+                throw TransportError(.cancelled, request: "POST /pull", message: "cancelled")
+            }
+        }
         var response = try await base.pull(request)
         for index in response.changes.indices where response.changes[index].recordID == damaging {
             response.changes[index].clocks = [:]
