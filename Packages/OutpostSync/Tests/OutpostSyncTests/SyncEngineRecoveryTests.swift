@@ -211,14 +211,21 @@ extension SyncEngineTests {
         #expect(again.pulled == 0)
     }
 
-    /// The engine fetches page 3 while it applies page 2: when that fetch fails, pages 1 and 2 stay
-    /// applied with their cursor, and the next run goes on from there without pulling anything twice.
-    @Test func aFailedFetchOfTheNextPageKeepsTheAppliedPagesAndTheirCursor() async throws {
-        let device = try Device(), other = try Device()
+    /// An in-memory server holding nine issues of one project, pushed by another device.
+    func nineIssuesOnAServer() async throws -> (InMemoryTransport, project: UUID) {
+        let other = try Device()
         let server = InMemoryTransport()
         let project = UUID()
         for index in 0..<9 { try await other.store.save(Issue(projectID: project, title: "Issue \(index)"), now: now) }
         _ = try await SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 30)).sync(now: { self.now })
+        return (server, project)
+    }
+
+    /// The engine fetches page 3 while it applies page 2: when that fetch fails, pages 1 and 2 stay
+    /// applied with their cursor, and the next run goes on from there without pulling anything twice.
+    @Test func aFailedFetchOfTheNextPageKeepsTheAppliedPagesAndTheirCursor() async throws {
+        let device = try Device()
+        let (server, project) = try await nineIssuesOnAServer()
 
         let cut = DamagingTransport(base: server, failingPull: 3)
         let engine = SyncEngine(store: device.store, transport: cut, random: SeededGenerator(seed: 31), pullLimit: 2)
@@ -237,11 +244,8 @@ extension SyncEngineTests {
     /// Cancelling a run reaches the page being fetched ahead, as it reached the request when the
     /// run made it itself: the run stops instead of pulling on to the end.
     @Test func cancellingARunStopsThePageFetchedAhead() async throws {
-        let device = try Device(), other = try Device()
-        let server = InMemoryTransport()
-        let project = UUID()
-        for index in 0..<9 { try await other.store.save(Issue(projectID: project, title: "Issue \(index)"), now: now) }
-        _ = try await SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 32)).sync(now: { self.now })
+        let device = try Device()
+        let (server, _) = try await nineIssuesOnAServer()
 
         let stalling = DamagingTransport(base: server, stallingPull: 2)
         let engine = SyncEngine(store: device.store, transport: stalling, random: SeededGenerator(seed: 33), pullLimit: 2)

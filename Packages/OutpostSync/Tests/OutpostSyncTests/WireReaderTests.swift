@@ -55,6 +55,20 @@ import Testing
         return PullResponse(changes: changes, nextCursor: String(random.next()), hasMore: Bool.random(using: &random))
     }
 
+    /// `data` cut short, with a byte changed or with a byte inserted (by `seed`, at a place it picks).
+    static func damaged(_ data: Data, seed: UInt64) -> [UInt8] {
+        let bytes = Array("{}[],:\"\\0123456789-+.eEtrufalsn xé\n".utf8)
+        var random = SeededGenerator(seed: seed)
+        var damaged = [UInt8](data)
+        let position = Int.random(in: 0..<max(damaged.count, 1), using: &random)
+        switch seed % 3 {
+        case 0: damaged.removeSubrange(min(position, damaged.count)...)
+        case 1 where !damaged.isEmpty: damaged[position] = bytes.randomElement(using: &random)!
+        default: damaged.insert(bytes.randomElement(using: &random)!, at: min(position, damaged.count))
+        }
+        return damaged
+    }
+
     static func randomBatch(seed: UInt64) -> PushRequest {
         var random = SeededGenerator(seed: seed)
         let page = randomPage(seed: seed)
@@ -75,16 +89,8 @@ import Testing
             #expect(try WireCoding.decoder().decode(PushRequest.self, from: batch.json()) == batch, "seed \(seed)")
             #expect(try PushRequest(json: WireCoding.encoder().encode(batch)) == batch, "seed \(seed)")
         }
-        let bytes = Array("{}[],:\"\\0123456789-+.eEtrufalsn xé\n".utf8)
         for seed in UInt64(1)...1_000 {
-            var random = SeededGenerator(seed: seed)
-            var data = [UInt8](try Self.randomBatch(seed: seed % 40 + 1).json())
-            let position = Int.random(in: 0..<data.count, using: &random)
-            switch seed % 3 {
-            case 0: data.removeSubrange(position...)
-            case 1: data[position] = bytes.randomElement(using: &random)!
-            default: data.insert(bytes.randomElement(using: &random)!, at: position)
-            }
+            let data = Self.damaged(try Self.randomBatch(seed: seed % 40 + 1).json(), seed: seed)
             guard let read = try? PushRequest(json: Data(data)) else { continue }
             let decoded = try? WireCoding.decoder().decode(PushRequest.self, from: Data(data))
             #expect(decoded == read, "seed \(seed)")
@@ -104,18 +110,9 @@ import Testing
     /// Damaged documents (cut short, a byte changed, a byte inserted): whatever the reader accepts,
     /// `JSONDecoder` accepts as the same value. Seeded, so a failure names its seed.
     @Test func neverAcceptsADamagedPageThatJSONDecoderRefuses() throws {
-        let bytes = Array("{}[],:\"\\0123456789-+.eEtrufalsn xé\n".utf8)
         var accepted = 0
         for seed in UInt64(1)...1_500 {
-            var random = SeededGenerator(seed: seed)
-            var data = [UInt8](try WireCoding.encoder().encode(Self.randomPage(seed: seed % 40 + 1)))
-            guard !data.isEmpty else { continue }
-            let position = Int.random(in: 0..<data.count, using: &random)
-            switch seed % 3 {
-            case 0: data.removeSubrange(position...)
-            case 1: data[position] = bytes.randomElement(using: &random)!
-            default: data.insert(bytes.randomElement(using: &random)!, at: position)
-            }
+            let data = Self.damaged(try WireCoding.encoder().encode(Self.randomPage(seed: seed % 40 + 1)), seed: seed)
             guard let read = try? PullResponse(json: Data(data)) else { continue }
             accepted += 1
             let decoded = try? WireCoding.decoder().decode(PullResponse.self, from: Data(data))
