@@ -96,17 +96,14 @@ struct StatementBinder {
         if let value { bind(value) } else { bindNull() }
     }
 
-    /// A field value as its column stores it (see `FieldValue.databaseValue`).
+    /// A field value as its column stores it: `FieldValue.databaseValue` holds the one mapping.
     mutating func bind(_ value: FieldValue?) {
-        switch value {
-        case nil, .null?: bindNull()
-        case .bool(let flag)?: bind(flag)
-        case .integer(let number)?: bind(number)
-        case .real(let number)?: bind(number)
-        case .text(let text)?: bind(text)
-        case .date(let date)?: bind(date.storageMilliseconds)
-        case .uuid(let id)?: bind(id.storageText)
-        case .blob(let data)?: bind(data)
+        switch value?.databaseValue.storage ?? .null {
+        case .null: bindNull()
+        case .int64(let number): bind(number)
+        case .double(let number): bind(number)
+        case .string(let text): bind(text)
+        case .blob(let data): bind(data)
         }
     }
 }
