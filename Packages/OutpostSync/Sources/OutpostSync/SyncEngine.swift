@@ -146,6 +146,10 @@ public actor SyncEngine {
                 cursor = response.nextCursor
                 if !response.hasMore { report.pullCompleted = true; break }
             }
+            // A run cancelled between pages stops as one cancelled inside a request does: no push.
+            if !report.pullCompleted, Task.isCancelled {
+                throw TransportError(.cancelled, request: "POST /pull", message: "the sync run was cancelled")
+            }
             return true
         } catch let error as TransportError {
             report.lastTransportError = error
