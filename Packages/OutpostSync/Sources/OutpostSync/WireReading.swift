@@ -21,6 +21,15 @@ extension WireReadable {
     }
 }
 
+extension Array where Element: WireReadable {
+    /// A JSON array of such values.
+    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        self = []
+        try reader.beginArray()
+        while try reader.nextElement() { append(try Element(reading: &reader)) }
+    }
+}
+
 /// A request body the transport writes with `JSONWriter`.
 protocol WireWritable {
     /// The JSON `JSONEncoder` would write (keys sorted), as bytes.
@@ -40,11 +49,7 @@ extension PushRequest: WireReadable, WireWritable {
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "mutations":
-                var read: [PushMutation] = []
-                try reader.beginArray()
-                while try reader.nextElement() { read.append(try PushMutation(reading: &reader)) }
-                mutations = read
+            case "mutations": mutations = try [PushMutation](reading: &reader)
             default: try reader.skipValue()
             }
         }
@@ -144,11 +149,7 @@ extension PullResponse: WireReadable {
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "changes":
-                var records: [ServerRecord] = []
-                try reader.beginArray()
-                while try reader.nextElement() { records.append(try ServerRecord(reading: &reader)) }
-                changes = records
+            case "changes": changes = try [ServerRecord](reading: &reader)
             case "nextCursor": nextCursor = try reader.string()
             case "hasMore": hasMore = try reader.bool()
             default: try reader.skipValue()
