@@ -39,7 +39,13 @@ public final class LocalStore: Sendable {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
             try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")
         }
-        let pool = try StoreError.mapping(path: path) { try DatabasePool(path: path, configuration: configuration) }
+        let pool = try StoreError.mapping(path: path) {
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            // Again on the writer, after the pool is open: GRDB turns its writer to NORMAL when it sets
+            // up WAL, after `prepareDatabase` ran, so `.full` set there alone was silently NORMAL.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = \(pragma)") }
+            return pool
+        }
         let (node, last) = try StoreError.mapping(path: path) { try pool.write { try StoreWriter.loadClockState($0) } }
         return LocalStore(path: path, pool: pool, node: node, last: last)
     }

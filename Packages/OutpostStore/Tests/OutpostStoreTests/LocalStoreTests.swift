@@ -143,6 +143,14 @@ import Testing
         #expect(clocks[0].node == clocks[1].node)
     }
 
+    /// `.full` reaches the connection that commits: GRDB sets its writer to NORMAL when it opens WAL.
+    @Test(arguments: [(LocalStore.SynchronousMode.normal, 1), (.full, 2)])
+    func theDurabilityModeIsTheWritersSetting(mode: LocalStore.SynchronousMode, pragma: Int) throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path, synchronous: mode)
+        #expect(try store.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == pragma)
+    }
+
     @Test func observersSeeCommittedChanges() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
