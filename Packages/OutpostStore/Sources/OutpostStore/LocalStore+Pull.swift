@@ -78,7 +78,7 @@ extension StoreWriter {
         for change in page.changes {
             if let newest = change.newestClock { _ = try? receive(newest, now: now) }
         }
-        return try pool.write { db in
+        return try transaction(in: pool) { db in
             // A page writes its records all over random-id B-trees; with SQLite's default 2 MB page
             // cache the writer re-read most pages from the file (and spilled dirty ones into the WAL
             // mid-transaction) for every page. The pages are allocated only as they are used.
@@ -115,10 +115,6 @@ extension StoreWriter {
                 }
                 try apply(translated, policy: policy, pageIDs: pageIDs, reads: &reads, report: &report, db: db, now: now)
                 reads.wrote(entity, id)
-            }
-            if let last = clock.last {
-                try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_last', ?)")
-                    .execute(arguments: [last.encoded])
             }
             if let cursor = page.cursor {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")

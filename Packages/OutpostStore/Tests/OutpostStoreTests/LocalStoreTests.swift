@@ -143,6 +143,51 @@ import Testing
         #expect(clocks[0].node == clocks[1].node)
     }
 
+    /// The file's clock value runs a reserve ahead of the stamps: written when a stamp passes it, and
+    /// only by a write that commits, so a restart always resumes after every stamp a committed write holds.
+    @Test func theSavedClockCoversEveryCommittedStampAndIsWrittenOncePerReserve() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        func saved() throws -> HybridTimestamp {
+            try HybridTimestamp(encoded: try #require(
+                try folder.queue.read { try String.fetchOne($0, sql: "SELECT value FROM sync_state WHERE key = 'clock_last'") }))
+        }
+        func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+        let reserve = StoreWriter.clockReserveMilliseconds
+
+        try await store.save(Fee(projectID: project, name: "Permit", amountCents: 100), now: start)
+        #expect(try saved().physicalMilliseconds == milliseconds(start) + reserve)
+        // Within the reserve: the saved value already covers the stamp and stays as it was.
+        try await store.save(Fee(projectID: project, name: "Skip", amountCents: 100), now: start.addingTimeInterval(0.5))
+        #expect(try saved().physicalMilliseconds == milliseconds(start) + reserve)
+
+        // A write that fails saves nothing, and the next one that commits still moves the saved value.
+        try await folder.queue.write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER fail_fee_audit BEFORE INSERT ON audit_log WHEN NEW.entity = 'fee'
+                BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                """)
+        }
+        await #expect(throws: StoreError.self) {
+            try await store.save(Fee(projectID: project, name: "Lost", amountCents: 1), now: start.addingTimeInterval(2))
+        }
+        #expect(try saved().physicalMilliseconds == milliseconds(start) + reserve)
+        let later = start.addingTimeInterval(2.1)
+        try await store.save(Issue(projectID: project, title: "After the failure"), now: later)
+        #expect(try saved().physicalMilliseconds == milliseconds(later) + reserve)
+
+        let stamps = try store.mutations().flatMap { $0.clocks.values }
+        let current = try saved()
+        #expect(stamps.count == 2 * EntityType.fee.description.fields.count + EntityType.issue.description.fields.count)
+        #expect(stamps.allSatisfy { $0 < current })
+        // A restart resumes from the saved value: the next stamp follows it even with the same wall time.
+        let reopened = try LocalStore.open(at: folder.path)
+        let next = try await reopened.save(Issue(projectID: project, title: "Reopened"), now: later)
+        let stamp = try #require(try reopened.mutations().first { $0.recordID == next.id }?.clocks["title"])
+        #expect(stamp > current)
+    }
+
     /// `.full` reaches the connection that commits: GRDB sets its writer to NORMAL when it opens WAL.
     @Test(arguments: [(LocalStore.SynchronousMode.normal, 1), (.full, 2)])
     func theDurabilityModeIsTheWritersSetting(mode: LocalStore.SynchronousMode, pragma: Int) throws {
