@@ -30,7 +30,7 @@ final class XMLBundleWriter: BundleWriter {
 
     func write(_ record: EntityRecord) throws(BundleError) {
         let sync = record.sync
-        var text = "    <\(record.entity.rawValue) id=\"\(record.id.uuidString.lowercased())\""
+        var text = "    <\(record.entity.rawValue) id=\"\(record.id.lowercasedText)\""
         if let serverID = sync.serverID { text += " serverID=\"\(try Self.escape(serverID, attribute: true, record))\"" }
         text += " version=\"\(sync.version)\" createdAt=\"\(Timestamp.string(from: sync.createdAt))\""
         text += " updatedAt=\"\(Timestamp.string(from: sync.updatedAt))\""
@@ -118,7 +118,7 @@ final class JSONBundleWriter: BundleWriter {
         let sync = record.sync
         var text = first ? "\n" : ",\n"
         first = false
-        text += "    {\"entity\": \"\(record.entity.rawValue)\", \"id\": \"\(record.id.uuidString.lowercased())\""
+        text += "    {\"entity\": \"\(record.entity.rawValue)\", \"id\": \"\(record.id.lowercasedText)\""
         if let serverID = sync.serverID { text += ", \"serverID\": \(Self.quote(serverID))" }
         text += ", \"version\": \(sync.version), \"createdAt\": \"\(Timestamp.string(from: sync.createdAt))\""
         text += ", \"updatedAt\": \"\(Timestamp.string(from: sync.updatedAt))\""

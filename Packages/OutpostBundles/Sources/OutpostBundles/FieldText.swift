@@ -33,7 +33,7 @@ enum FieldText {
         case .real(let number): number.description
         case .text(let text): text
         case .date(let date): Timestamp.string(from: date)
-        case .uuid(let id): id.uuidString.lowercased()
+        case .uuid(let id): id.lowercasedText
         case .blob(let data): data.base64EncodedString()
         }
     }

@@ -97,7 +97,7 @@ public struct JSONWriter: Sendable {
             raw("}")
         case .uuid(let id):
             raw(#"{"uuid":"#)
-            string(id.uuidString)
+            string(id.uppercasedText)
             raw("}")
         case .blob(let data):
             raw(#"{"blob":"#)

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostTesting
 import Testing
 
 @Suite struct TimeOrderedIDTests {
@@ -23,5 +24,24 @@ import Testing
     @Test func newRecordsGetTimeOrderedIDs() {
         let issue = Issue(projectID: UUID(), title: "Leak")
         #expect(issue.id.uuid.6 >> 4 == 7, "\(issue.id) is not a version 7 UUID")
+    }
+
+    /// The hand-formatted texts are Foundation's, byte for byte, and read back to the same id.
+    @Test func hyphenatedTextsMatchFoundationAndReadBack() {
+        var generator = SeededGenerator(seed: 0x0075_1D7E)
+        let edges = [
+            UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+            UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255)),
+        ]
+        let ids = edges + (0..<2_000).map { _ in
+            var bytes = [UInt8](repeating: 0, count: 16)
+            for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+            return bytes.withUnsafeBytes { UUID(uuid: $0.load(as: uuid_t.self)) }
+        }
+        for id in ids {
+            #expect(id.uppercasedText == id.uuidString)
+            #expect(id.lowercasedText == id.uuidString.lowercased())
+            #expect(UUID(hyphenatedText: id.lowercasedText) == id)
+        }
     }
 }

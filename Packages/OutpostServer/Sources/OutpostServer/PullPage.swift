@@ -113,7 +113,7 @@ struct PullPage: Sendable {
         json.raw(#","fields":"#)
         json.json(fields)
         json.raw(#","recordID":"#)
-        json.string(row.id.uuidString)
+        json.string(row.id.uppercasedText)
         json.raw(#","sequence":"#)
         json.integer(row.sequence)
         if let serverID = row.serverID {

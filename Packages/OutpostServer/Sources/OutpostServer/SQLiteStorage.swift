@@ -494,7 +494,7 @@ enum Access {
     static func projects(of caller: Caller, in db: Database) throws -> Set<UUID> {
         Set(try String.fetchAll(
             db, sql: "SELECT project_id FROM memberships WHERE user_id = ?", arguments: [caller.userID.storageText]
-        ).compactMap(UUID.init(uuidString:)))
+        ).compactMap(UUID.init(hyphenatedText:)))
     }
 
     /// A record belongs to its project's members; an opportunity no project references yet, to its creator.
@@ -507,12 +507,12 @@ enum Access {
 extension StoredRow {
     init(row: Row) throws {
         let entityName: String = row["entity"]
-        guard let entity = EntityType(rawValue: entityName), let id = UUID(uuidString: row["id"]),
-            let owner = UUID(uuidString: row["owner_id"])
+        guard let entity = EntityType(rawValue: entityName), let id = UUID(hyphenatedText: row["id"]),
+            let owner = UUID(hyphenatedText: row["owner_id"])
         else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
         self.init(
             entity: entity, id: id, serverID: row["server_id"],
-            projectID: (row["project_id"] as String?).flatMap(UUID.init(uuidString:)), ownerID: owner,
+            projectID: (row["project_id"] as String?).flatMap(UUID.init(hyphenatedText:)), ownerID: owner,
             version: row["version"], sequence: row["sequence"], fieldsJSON: row["fields"], clocksJSON: row["clocks"],
             deletion: row["deletion"], createdAt: row["created_at"], updatedAt: row["updated_at"])
     }
@@ -552,19 +552,19 @@ extension StoredRecord {
 
 extension RecordSummary {
     init(row: Row) throws {
-        guard let entity = EntityType(rawValue: row["entity"]), let id = UUID(uuidString: row["id"]),
-            let owner = UUID(uuidString: row["owner_id"])
+        guard let entity = EntityType(rawValue: row["entity"]), let id = UUID(hyphenatedText: row["id"]),
+            let owner = UUID(hyphenatedText: row["owner_id"])
         else { throw ServerError(.databaseFailure, message: "a stored record has an unknown entity or id") }
         self.init(
             key: RecordKey(entity: entity, id: id), serverID: row["server_id"],
-            projectID: (row["project_id"] as String?).flatMap(UUID.init(uuidString:)), ownerID: owner,
+            projectID: (row["project_id"] as String?).flatMap(UUID.init(hyphenatedText:)), ownerID: owner,
             sequence: row["sequence"])
     }
 }
 
 extension UUID {
     /// Lowercase text, the form every id is stored and compared in.
-    var storageText: String { uuidString.lowercased() }
+    var storageText: String { lowercasedText }
 }
 
 extension Date {

@@ -88,7 +88,7 @@ enum PushResponseJSON {
         for (index, result) in results.enumerated() {
             if index > 0 { json.raw(",") }
             json.raw(#"{"idempotencyKey":"#)
-            json.string(result.idempotencyKey.uuidString)
+            json.string(result.idempotencyKey.uppercasedText)
             json.raw(",")
             json.json(String(try OutcomeJSON.encode(result.outcome).dropFirst()))
         }

@@ -162,25 +162,7 @@ extension FieldValue {
 
 extension UUID {
     /// The stored form of an id: lowercase, as UUIDs are written on the wire and in bundles.
-    /// Formatted by hand: `uuidString.lowercased()` built two strings per id, several ids per write.
-    var storageText: String {
-        let digits: StaticString = "0123456789abcdef"
-        return withUnsafeBytes(of: uuid) { raw in
-            String(unsafeUninitializedCapacity: 36) { out in
-                var index = 0
-                for (position, byte) in raw.enumerated() {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        out[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    out[index] = digits.utf8Start[Int(byte >> 4)]
-                    out[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                    index += 2
-                }
-                return index
-            }
-        }
-    }
+    var storageText: String { lowercasedText }
 }
 
 extension Date {

@@ -124,11 +124,11 @@ extension PushMutation: WireReadable {
         writer.raw(#","fields":"#)
         try writer.fields(fields)
         writer.raw(#","idempotencyKey":"#)
-        writer.string(idempotencyKey.uuidString)
+        writer.string(idempotencyKey.uppercasedText)
         writer.raw(#","operation":"#)
         writer.string(operation.rawValue)
         writer.raw(#","recordID":"#)
-        writer.string(recordID.uuidString)
+        writer.string(recordID.uppercasedText)
         if let serverID {
             writer.raw(#","serverID":"#)
             writer.string(serverID)
