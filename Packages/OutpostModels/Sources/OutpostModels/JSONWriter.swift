@@ -107,17 +107,22 @@ public struct JSONWriter: Sendable {
     }
 
     /// Appends an object with its keys in sorted order, each value written by `member`.
+    ///
+    /// Inlinable so that a caller in another module (the server's stored clocks) runs a copy
+    /// specialized for its value type: the generic one paid a runtime type lookup per member.
+    @inlinable
     public mutating func object<Value, Failure: Error>(
         _ members: [String: Value], _ member: (inout JSONWriter, Value) throws(Failure) -> Void
     ) throws(Failure) {
         raw("{")
         var first = true
-        for key in members.keys.sorted() {
+        // Sorted as pairs: sorting the keys alone cost a second hash lookup per member.
+        for (key, value) in members.sorted(by: { $0.key < $1.key }) {
             if !first { raw(",") }
             first = false
             string(key)
             raw(":")
-            try member(&self, members[key]!)
+            try member(&self, value)
         }
         raw("}")
     }

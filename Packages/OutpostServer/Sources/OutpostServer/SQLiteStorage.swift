@@ -65,7 +65,7 @@ final class SQLiteStorage: ServerStorage {
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
         try await read { db in
             try String.fetchOne(db, sql: "SELECT user_id FROM tokens WHERE token_sha256 = ?", arguments: [digest])
-                .flatMap(UUID.init(uuidString:)).map(Caller.init(userID:))
+                .flatMap(UUID.init(hyphenatedText:)).map(Caller.init(userID:))
         }
     }
 
@@ -98,7 +98,7 @@ final class SQLiteStorage: ServerStorage {
                 sql: "SELECT idempotency_key, user_id, outcome FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
                 arguments: StatementArguments(keys))
             for row in rows {
-                guard let key = UUID(uuidString: row["idempotency_key"]), let user = UUID(uuidString: row["user_id"]) else {
+                guard let key = UUID(hyphenatedText: row["idempotency_key"]), let user = UUID(hyphenatedText: row["user_id"]) else {
                     continue
                 }
                 snapshot.applied[key] = AppliedMutation(userID: user, outcome: row["outcome"])
@@ -138,7 +138,7 @@ final class SQLiteStorage: ServerStorage {
             let projects = try String.fetchAll(
                 db, sql: "SELECT DISTINCT project_id FROM memberships WHERE project_id IN (\(placeholders(chunk.count)))",
                 arguments: StatementArguments(chunk))
-            snapshot.projectsWithMembers.formUnion(projects.compactMap(UUID.init(uuidString:)))
+            snapshot.projectsWithMembers.formUnion(projects.compactMap(UUID.init(hyphenatedText:)))
         }
         return snapshot
     }
