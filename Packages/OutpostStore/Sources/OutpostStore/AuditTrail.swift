@@ -29,8 +29,10 @@ enum AuditTrail {
     }
 
     /// Appends the write to the chain, in the caller's transaction; returns the new entry's sequence.
+    /// `fields` is the write's fields as `CompactJSON.fields` encodes them (the queued payload holds
+    /// the same bytes, encoded once for both).
     static func append(
-        entity: EntityType, recordID: UUID, operation: MutationOperation, fields: [String: FieldValue], at: Date,
+        entity: EntityType, recordID: UUID, operation: MutationOperation, fields payload: Data, at: Date,
         in db: Database
     ) throws -> Int64 {
         let last = try db.cachedStatement(sql: "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").firstRow {
@@ -39,9 +41,6 @@ enum AuditTrail {
         let seq = (last?.0 ?? 0) + 1
         let previous = last?.1 ?? genesis
         let at = at.storageMilliseconds
-        var encodedFields = CompactJSON()
-        try encodedFields.fields(fields)
-        let payload = encodedFields.data
         let id = recordID.storageText
         let canonical = canonicalEncoding(
             seq: seq, at: at, entity: entity.rawValue, recordID: id, operation: operation.rawValue, fields: payload)

@@ -151,7 +151,8 @@ struct CompactJSON {
 extension MutationQueue.Payload {
     /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
     /// then `"deletion":…,"fields":…}`, as `Payload`'s decoder reads it back.
-    func encoded() throws -> String {
+    /// `encodedFields` is `fields` already encoded (by `CompactJSON.fields`), when the caller has it.
+    func encoded(fields encodedFields: Data? = nil) throws -> String {
         var json = CompactJSON()
         if let shared = sharedClock {
             json.raw("{\"clock\":")
@@ -165,7 +166,7 @@ extension MutationQueue.Payload {
             json.string(deletion.encoded)
         }
         json.raw(",\"fields\":")
-        try json.fields(fields)
+        if let encodedFields { json.append(encodedFields) } else { try json.fields(fields) }
         json.raw("}")
         return json.text
     }

@@ -56,7 +56,8 @@ enum MutationQueue {
     /// takes on the new write's parents, so it still waits for every create it now refers to.
     static func enqueue(
         entity: EntityType, recordID: UUID, operation: MutationOperation, baseVersion: Int64,
-        payload: Payload, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64, now: Date, in db: Database
+        payload: Payload, encodedFields: Data? = nil, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64,
+        now: Date, in db: Database
     ) throws {
         let id = recordID.storageText
         if operation == .update,
@@ -83,7 +84,7 @@ enum MutationQueue {
                 ])
             return
         }
-        let encodedPayload = try payload.encoded()
+        let encodedPayload = try payload.encoded(fields: encodedFields)
         try db.cachedStatement(sql: """
                 INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
                     created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)

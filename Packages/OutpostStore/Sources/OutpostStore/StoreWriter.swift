@@ -146,12 +146,16 @@ actor StoreWriter {
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
 
         let fields = Dictionary(uniqueKeysWithValues: changed.map { ($0, record[$0]) })
+        // The audit entry and the queued payload hold the same encoding of the fields: written once.
+        var encoder = CompactJSON(capacity: 64 * fields.count)
+        try encoder.fields(fields)
+        let encodedFields = encoder.data
         let audit = try AuditTrail.append(
-            entity: record.entity, recordID: record.id, operation: operation, fields: fields, at: now, in: db)
+            entity: record.entity, recordID: record.id, operation: operation, fields: encodedFields, at: now, in: db)
         try MutationQueue.enqueue(
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: record.sync.version,
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
-            dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
+            encodedFields: encodedFields, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }
 
