@@ -140,7 +140,8 @@ public struct Migrator: Sendable {
                 throw refuse(.stepFailed, ["\(error)"])
             }
             let after = try SchemaSnapshot.capture(db, excluding: ignored)
-            let check = SchemaChangeCheck(before: before, after: after, syncedTables: syncedTables)
+            let check = SchemaChangeCheck(
+                before: before, after: after, syncedTables: syncedTables, redundantIndexes: step.redundantIndexes)
             if !check.destructiveChanges.isEmpty { throw refuse(.destructiveStep, check.destructiveChanges) }
             if !check.unsafeNewColumns.isEmpty { throw refuse(.unsafeColumn, check.unsafeNewColumns) }
             if !check.newUniqueConstraintsOnSyncedTables.isEmpty {

@@ -75,6 +75,8 @@ struct SchemaChangeCheck {
     let before: SchemaSnapshot
     let after: SchemaSnapshot
     let syncedTables: Set<String>
+    /// Indexes the step declares it drops as redundant (see `MigrationStep.redundantIndexes`).
+    var redundantIndexes: Set<String> = []
 
     /// Destructive changes: anything of `before` that `after` lacks or defines differently, and lost rows.
     var destructiveChanges: [String] {
@@ -102,7 +104,11 @@ struct SchemaChangeCheck {
         }
         for (name, index) in before.indexes.sorted(by: { $0.key < $1.key }) where after.tables[index.table] != nil {
             guard let new = after.indexes[name] else {
-                found.append("removed index \(name) on \(index.table)")
+                if redundantIndexes.contains(name) {
+                    if let problem = notRedundant(name, index) { found.append(problem) }
+                } else {
+                    found.append("removed index \(name) on \(index.table)")
+                }
                 continue
             }
             if new != index { found.append("redefined index \(name) on \(index.table)") }
@@ -110,6 +116,27 @@ struct SchemaChangeCheck {
         found += removedOrChanged("view", before.views, after.views)
         found += removedOrChanged("trigger", before.triggers, after.triggers)
         return found
+    }
+
+    /// Why the dropped index `name` was not redundant, or nil when an index the step leaves on the same
+    /// table (a whole one, not partial) begins with all its columns. A UNIQUE or PRIMARY KEY index is
+    /// never redundant: dropping it drops a constraint.
+    private func notRedundant(_ name: String, _ index: SchemaSnapshot.Index) -> String? {
+        let columns = index.columns.joined(separator: ", ")
+        guard index.origin == "c", !index.isUnique else {
+            return "removed index \(name) on \(index.table): it enforces uniqueness, so it is never redundant"
+        }
+        guard !index.columns.contains("<expression>") else {
+            return "removed index \(name) on \(index.table): an index on expressions is never taken as redundant"
+        }
+        let covered = after.indexes.contains { other, candidate in
+            other != name && candidate.table == index.table && !candidate.isPartial
+                && candidate.columns.starts(with: index.columns)
+        }
+        return covered
+            ? nil
+            : "removed index \(name) on \(index.table): declared redundant, but no index left on \(index.table) "
+                + "begins with its columns (\(columns))"
     }
 
     /// NOT NULL columns without a default added to tables that already existed: old rows could not hold them.

@@ -109,6 +109,63 @@ enum CrewSchema {
         #expect(try Migrator.schemaSQL(of: database.queue) == schema)
     }
 
+    /// The one removal a step may make: an index another index of its table begins with, when the
+    /// step declares it. Every query the dropped index served, the longer one serves.
+    @Test func aStepMayDropAnIndexAnotherOneCoversWhenItSaysSo() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let step = MigrationStep(
+            version: 4, name: "jobs by crew and status", sql: """
+                CREATE INDEX jobs_crew_status ON jobs(crew_id, status);
+                DROP INDEX jobs_crew;
+                """, droppingRedundantIndexes: ["jobs_crew"])
+        #expect(try CrewSchema.with(step).migrate(database.queue).applied == [4])
+        let indexes = try database.queue.read {
+            try String.fetchAll($0, sql: "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'jobs' ORDER BY name")
+        }
+        #expect(indexes.contains("jobs_crew_status"))
+        #expect(!indexes.contains("jobs_crew"))
+    }
+
+    /// A declared drop is checked, not trusted: each of these is refused and changes nothing.
+    @Test(arguments: [
+        ("nothing covers it", "DROP INDEX jobs_status", "no index left on jobs begins with its columns (status)"),
+        ("only a partial index covers it",
+         "CREATE INDEX jobs_open ON jobs(status, title) WHERE status = 'open'; DROP INDEX jobs_status",
+         "no index left on jobs begins with its columns (status)"),
+        ("the covering index goes too", "DROP INDEX jobs_status; DROP INDEX jobs_crew", "removed index jobs_crew"),
+    ])
+    func aDeclaredDropThatIsNotRedundantIsRefused(name: String, sql: String, finding: String) throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        let schema = try Migrator.schemaSQL(of: database.queue)
+        let migrator = CrewSchema.with(MigrationStep(version: 4, name: name, sql: sql, droppingRedundantIndexes: ["jobs_status"]))
+        do {
+            try migrator.migrate(database.queue)
+            Issue.record("\(name) was applied")
+        } catch {
+            #expect(error.code == .destructiveStep)
+            #expect(error.message.contains(finding), "\(error.message)")
+        }
+        #expect(try Migrator.schemaSQL(of: database.queue) == schema)
+    }
+
+    @Test func aUniqueIndexIsNeverRedundant() throws {
+        let database = try TemporaryDatabase()
+        let unique = MigrationStep(version: 4, name: "unique titles", sql: """
+            CREATE UNIQUE INDEX jobs_title ON jobs(title);
+            CREATE INDEX jobs_title_status ON jobs(title, status);
+            """)
+        try Migrator(steps: CrewSchema.migrator.steps + [unique], syncedTables: []).migrate(database.queue)
+        let drop = MigrationStep(version: 5, name: "drop it", sql: "DROP INDEX jobs_title", droppingRedundantIndexes: ["jobs_title"])
+        #expect {
+            try Migrator(steps: CrewSchema.migrator.steps + [unique, drop], syncedTables: []).migrate(database.queue)
+        } throws: { error in
+            (error as? MigrationError)?.code == .destructiveStep
+                && (error as? MigrationError)?.message.contains("enforces uniqueness") == true
+        }
+    }
+
     @Test func aClosureStepIsCheckedTheSameWay() throws {
         let database = try TemporaryDatabase()
         try CrewSchema.migrator.migrate(database.queue)
