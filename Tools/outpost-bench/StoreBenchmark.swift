@@ -126,7 +126,7 @@ struct StoreBenchmark: BenchmarkSuite {
     /// Writes per second of the `sqlite3` CLI inserting the rows the store at `path` wrote (each issue,
     /// its field clocks, its audit entry and its queued mutation, in the order written), one write per
     /// transaction, into a freshly migrated database with the store's settings (WAL, `mode`, the same
-    /// checkpoint interval and memory map).
+    /// checkpoint interval).
     private func sqlite3ReplayRate(of path: String, mode: LocalStore.SynchronousMode, folder: URL) throws -> Double {
         let byWrite = "FROM audit_log a JOIN %@ ORDER BY a.seq"
         let tables: [(name: String, select: String)] = [
@@ -156,7 +156,6 @@ struct StoreBenchmark: BenchmarkSuite {
             PRAGMA journal_mode=WAL;
             PRAGMA synchronous=\(mode.rawValue);
             PRAGMA wal_autocheckpoint=4000;
-            PRAGMA mmap_size=\(256 << 20);
 
             """)
         for index in 0..<count {

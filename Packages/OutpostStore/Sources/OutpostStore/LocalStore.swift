@@ -29,9 +29,6 @@ public final class LocalStore: Sendable {
         let pragma = synchronous.rawValue
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
-            // Reads map the file instead of copying each page through `read` into a private cache: a
-            // list of 10,000 issues touches most pages of a large table once (see Workspace.md).
-            try db.execute(sql: "PRAGMA mmap_size = \(Self.mappedBytes)")
             // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
             // about a dozen pages, most of them the same hot leaves again and again, so checkpoints four
             // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%, Workspace.md).
@@ -53,8 +50,6 @@ public final class LocalStore: Sendable {
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
 
-    /// How much of the file reads may map (SQLite's `mmap_size`).
-    static let mappedBytes = 256 << 20
 
     private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
         self.path = path
