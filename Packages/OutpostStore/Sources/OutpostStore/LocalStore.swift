@@ -30,7 +30,7 @@ public final class LocalStore: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
-            // about a dozen pages, most of them the same hot leaves again and again, so checkpoints four
+            // about nine pages, most of them the same hot leaves again and again, so checkpoints four
             // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%, Workspace.md).
             // The WAL file is cut back to 20 MB after a checkpoint so it never stays larger.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
@@ -49,7 +49,6 @@ public final class LocalStore: Sendable {
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
-
 
     private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
         self.path = path
