@@ -44,4 +44,26 @@ import Testing
             #expect(UUID(hyphenatedText: id.lowercasedText) == id)
         }
     }
+
+    /// The hand parser takes exactly the `8-4-4-4-12` hex form: each single-byte change of a valid text
+    /// is refused unless it puts another hex digit where a digit was; short and long texts are refused.
+    /// (Foundation's `sscanf` parse is looser, so it is not the reference here.)
+    @Test func malformedTextsAreRefusedAsFoundationRefusesThem() {
+        let text = Array("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".utf8)
+        #expect(UUID(hyphenatedText: String(decoding: text, as: UTF8.self)) != nil)
+        for position in text.indices {
+            for replacement in Array("-g/:@G`x 0".utf8) where replacement != text[position] {
+                var changed = text
+                changed[position] = replacement
+                let candidate = String(decoding: changed, as: UTF8.self)
+                let isHyphenPosition = [8, 13, 18, 23].contains(position)
+                let stillValid = !isHyphenPosition && replacement == UInt8(ascii: "0")
+                #expect((UUID(hyphenatedText: candidate) != nil) == stillValid, "\(candidate)")
+                if stillValid { #expect(UUID(hyphenatedText: candidate) == UUID(uuidString: candidate)) }
+            }
+        }
+        for candidate in [String(decoding: text.dropLast(), as: UTF8.self), String(decoding: text + [0x30], as: UTF8.self), ""] {
+            #expect(UUID(hyphenatedText: candidate) == nil, "\(candidate)")
+        }
+    }
 }
