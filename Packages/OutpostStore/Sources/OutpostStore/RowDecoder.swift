@@ -14,9 +14,20 @@ enum RowDecoder {
     static func decodeAll<Model: Syncable>(
         _ type: Model.Type, from statement: Statement, arguments: StatementArguments, layout: TableLayout
     ) throws -> [Model] {
+        // The step loop is written out rather than run through `forEachRow`: with no closure per row, the
+        // compiler asks the runtime for the array's type once, not once per appended model.
         var models: [Model] = []
-        try statement.forEachRow(arguments: arguments) { models.append(try decode(Model.self, from: $0, layout: layout)) }
-        return models
+        try statement.setArguments(arguments)
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        let columns = StatementColumns(handle)
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_ROW: models.append(try decode(Model.self, from: columns, layout: layout))
+            case SQLITE_DONE: return models
+            case let code: throw statement.stepFailure(code)
+            }
+        }
     }
 
     /// The current row of a stepped statement, decoded.
