@@ -236,3 +236,99 @@ extension ServerRecord: WireReadable {
         return date
     }
 }
+
+extension PushResponse: WireReadable {
+    /// Reads a push's answer: a client's side of the batch. Through `JSONDecoder` it was a tenth of a
+    /// push measured end to end (Workspace.md, "Sync").
+    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        var results: [MutationResult]?
+        try reader.beginObject()
+        while let key = try reader.nextKey() {
+            switch key {
+            case "results": results = try [MutationResult](reading: &reader)
+            default: try reader.skipValue()
+            }
+        }
+        guard let results else { throw reader.error("a push answer needs 'results'") }
+        self.init(results: results)
+    }
+}
+
+extension MutationResult: WireReadable {
+    /// A result is one flat object: the key beside the outcome's members.
+    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        var idempotencyKey: UUID?
+        var members = OutcomeMembers()
+        try reader.beginObject()
+        while let name = try reader.nextKey() {
+            if name == "idempotencyKey" {
+                idempotencyKey = try ServerRecord.uuid(&reader)
+            } else {
+                try members.read(name, from: &reader)
+            }
+        }
+        guard let idempotencyKey else { throw reader.error("a mutation result needs 'idempotencyKey'") }
+        self.init(idempotencyKey: idempotencyKey, outcome: try members.outcome(allowingDuplicate: true, reader))
+    }
+}
+
+/// An outcome's members, gathered in whatever order they come, then checked against its `status`
+/// as `MutationOutcome(from:)` checks them.
+private struct OutcomeMembers {
+    var status: String?
+    var version: Int64?
+    var serverID: String?
+    var serverRecord: ServerRecord?
+    var reason: ErrorBody?
+    var original: MutationOutcome?
+
+    mutating func read(_ name: String, from reader: inout JSONReader) throws(JSONReaderError) {
+        switch name {
+        case "status": status = try reader.string()
+        case "version": version = try reader.integer()
+        case "serverID": serverID = try reader.takeNull() ? nil : reader.string()
+        case "serverRecord": serverRecord = try ServerRecord(reading: &reader)
+        case "reason": reason = try Self.errorBody(&reader)
+        case "original":
+            var nested = OutcomeMembers()
+            try reader.beginObject()
+            while let key = try reader.nextKey() { try nested.read(key, from: &reader) }
+            original = try nested.outcome(allowingDuplicate: false, reader)
+        default: try reader.skipValue()
+        }
+    }
+
+    func outcome(allowingDuplicate: Bool, _ reader: JSONReader) throws(JSONReaderError) -> MutationOutcome {
+        switch status {
+        case "applied":
+            guard let version else { throw reader.error("an applied outcome needs 'version'") }
+            return .applied(version: version, serverID: serverID)
+        case "duplicate" where allowingDuplicate:
+            guard let original else { throw reader.error("a duplicate outcome needs 'original'") }
+            return .duplicate(original: original)
+        case "conflict":
+            guard let serverRecord else { throw reader.error("a conflict outcome needs 'serverRecord'") }
+            return .conflict(serverRecord: serverRecord)
+        case "rejected":
+            guard let reason else { throw reader.error("a rejected outcome needs 'reason'") }
+            return .rejected(reason: reason)
+        default:
+            throw reader.error(
+                "'\(status ?? "")' is not a mutation status here (applied, duplicate, conflict, rejected; an original is never a duplicate)")
+        }
+    }
+
+    private static func errorBody(_ reader: inout JSONReader) throws(JSONReaderError) -> ErrorBody {
+        var code: String?, message: String?
+        try reader.beginObject()
+        while let key = try reader.nextKey() {
+            switch key {
+            case "code": code = try reader.string()
+            case "message": message = try reader.string()
+            default: try reader.skipValue()
+            }
+        }
+        guard let code, let message else { throw reader.error("a reason needs 'code' and 'message'") }
+        return ErrorBody(code: ServerErrorCode(rawValue: code), message: message)
+    }
+}

@@ -132,4 +132,47 @@ import Testing
         #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(text.utf8)) }
         #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(#"{"changes":[],"hasMore":false}"#.utf8)) }
     }
+
+    static func randomAnswer(seed: UInt64) -> PushResponse {
+        var random = SeededGenerator(seed: seed)
+        let records = randomPage(seed: seed &+ 7).changes
+        func outcome(_ random: inout SeededGenerator, duplicates: Bool) -> MutationOutcome {
+            switch Int.random(in: 0..<(duplicates ? 4 : 3), using: &random) {
+            case 0:
+                .applied(
+                    version: Int64.random(in: 1...1 << 40, using: &random),
+                    serverID: Bool.random(using: &random) ? String(Int.random(in: 1...99_999, using: &random)) : nil)
+            case 1 where !records.isEmpty: .conflict(serverRecord: records.randomElement(using: &random)!)
+            case 1, 2:
+                .rejected(reason: ErrorBody(
+                    code: [.invalidRequest, .forbidden, ServerErrorCode(rawValue: "from_a_newer_server")].randomElement(using: &random)!,
+                    message: randomText(&random)))
+            default: .duplicate(original: outcome(&random, duplicates: false))
+            }
+        }
+        return PushResponse(results: (0..<Int.random(in: 0...8, using: &random)).map { _ in
+            MutationResult(idempotencyKey: UUID(), outcome: outcome(&random, duplicates: true))
+        })
+    }
+
+    /// A push's answer, every outcome: read as `JSONDecoder` reads it, and a damaged answer the reader
+    /// takes is one `JSONDecoder` takes alike.
+    @Test func readsEveryPushAnswerAsJSONDecoderDoes() throws {
+        for seed in UInt64(1)...300 {
+            let answer = Self.randomAnswer(seed: seed)
+            let data = try WireCoding.encoder().encode(answer)
+            #expect(try PushResponse(wire: data) == answer, "seed \(seed)")
+        }
+        var accepted = 0
+        for seed in UInt64(1)...1_500 {
+            let data = Self.damaged(try WireCoding.encoder().encode(Self.randomAnswer(seed: seed % 40 + 1)), seed: seed)
+            guard let read = try? PushResponse(wire: Data(data)) else { continue }
+            accepted += 1
+            let decoded = try? WireCoding.decoder().decode(PushResponse.self, from: Data(data))
+            #expect(decoded == read, "seed \(seed): \(String(decoding: data, as: UTF8.self))")
+        }
+        #expect(accepted > 0)
+        let nested = #"{"results":[{"idempotencyKey":"0B5E55ED-0000-4000-8000-0000000000A1","status":"duplicate","original":{"status":"duplicate","original":{"status":"applied","version":1}}}]}"#
+        #expect(throws: JSONReaderError.self) { try PushResponse(wire: Data(nested.utf8)) }
+    }
 }
