@@ -19,6 +19,12 @@ public struct VersionedRecord: Sendable, Hashable {
     public init(record: EntityRecord, clocks: [String: HybridTimestamp], deletion: HybridTimestamp? = nil)
         throws(ConflictError)
     {
+        // The common case, every value with its clock and no clock without one, is checked without
+        // sorting: this runs for every pulled record. Names are sorted only to report the first.
+        guard record.fields.count != clocks.count || record.fields.keys.contains(where: { clocks[$0] == nil }) else {
+            self.init(unchecked: record, clocks: clocks, deletion: deletion)
+            return
+        }
         if let field = record.fields.keys.sorted().first(where: { clocks[$0] == nil }) {
             throw ConflictError(
                 .missingClock, entity: record.entity, id: record.id, field: field,

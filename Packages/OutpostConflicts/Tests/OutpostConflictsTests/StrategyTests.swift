@@ -125,5 +125,8 @@ import Testing
             try VersionedRecord(record: record, clocks: ["notes": F.clock(0), "hours": F.clock(0)])
         }
         #expect(orphanClock?.field == "hours")
+        // As many clocks as values, but not for the same fields.
+        let swapped = #expect(throws: ConflictError.self) { try VersionedRecord(record: record, clocks: ["hours": F.clock(0)]) }
+        #expect(swapped?.code == .missingClock && swapped?.field == "notes")
     }
 }
