@@ -25,6 +25,9 @@ public enum LocalSchema {
         MigrationStep(
             version: 9, name: "2.6: drop indexes a longer index covers", sql: version9,
             droppingRedundantIndexes: ["issues_by_project", "time_entries_by_project", "mutation_queue_by_status"]),
+        MigrationStep(
+            version: 10, name: "2.7: a project's issue list read from one covering index", sql: version10,
+            droppingRedundantIndexes: ["issues_by_project_status"]),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -349,5 +352,17 @@ extension LocalSchema {
         DROP INDEX issues_by_project;
         DROP INDEX time_entries_by_project;
         DROP INDEX mutation_queue_by_status;
+        """
+
+    /// Issue rows are keyed by id, so a project's issues lie scattered among every other project's, and
+    /// listing them read nearly every page of the table (a 100,000-record store: 25-40 ms). The additive
+    /// migrator cannot re-key the table; this index is the project-ordered copy instead, holding every
+    /// column so a list never visits the table. It begins with the columns of the index it replaces, so
+    /// a write still updates the same number of B-trees.
+    static let version10 = """
+        CREATE INDEX issues_listing ON issues(
+            project_id, status, deleted_at, created_at, id, server_id, version, updated_at, sync_status, title,
+            description, priority, assignee_id, latitude, longitude, asset_id, model_element_id, is_orphaned, details);
+        DROP INDEX issues_by_project_status;
         """
 }
