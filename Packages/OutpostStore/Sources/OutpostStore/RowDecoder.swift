@@ -5,9 +5,9 @@ import OutpostModels
 
 /// Typed models straight from rows of their table: the list screens' path. Each column is read by
 /// position with SQLite's C API from the stepped statement, as the `FieldValue` its catalog kind calls
-/// for, and set through the model's `FieldTable` (key paths): no `Codable`, no GRDB `Row` value and no
-/// dictionary per row. (`Codable` cost 15–20 µs a row; GRDB's generic column decoding, run unspecialized
-/// here, about 2 µs.) The rows were written through the catalog, so a value that still does not fit (a
+/// for, and written in place at its slot in the model (`FieldTable`): no `Codable`, no GRDB `Row` value,
+/// no key path and no dictionary per row. (`Codable` cost 15–20 µs a row; GRDB's generic column
+/// decoding, run unspecialized here, about 2 µs.) The rows were written through the catalog, so a value that still does not fit (a
 /// status a newer app version added) is a thrown `ModelError`, never a crash.
 enum RowDecoder {
     /// Every row `statement` yields with `arguments`, decoded.
