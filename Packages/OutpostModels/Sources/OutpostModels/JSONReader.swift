@@ -54,6 +54,15 @@ public struct JSONReader: Sendable {
         return try !closes(UInt8(ascii: "]"))
     }
 
+    /// Marks member `index` (below 64) of the object being read as seen, refusing it when it was seen
+    /// already: `JSONDecoder` keeps the first of a repeated member, so a reader that kept the last would
+    /// read the same document differently. `seen` starts at 0 for each object.
+    public func firstOccurrence(of index: Int, _ name: String, in seen: inout UInt64) throws(JSONReaderError) {
+        let bit: UInt64 = 1 << UInt64(index)
+        guard seen & bit == 0 else { throw error("'\(name)' appears twice in one object") }
+        seen |= bit
+    }
+
     /// Whether the next value is `null`, consuming it if so.
     public mutating func takeNull() throws(JSONReaderError) -> Bool {
         skipWhitespace()

@@ -38,18 +38,22 @@ protocol WireWritable {
 
 extension PushRequest: WireReadable, WireWritable {
     /// Reads a batch from the wire's JSON several times faster than `JSONDecoder`, for servers. It is
-    /// stricter in a few corners: a field value with a key besides its kind, a repeated field name,
-    /// nesting deeper than 64 levels and numbers longer than 64 characters are refused.
+    /// stricter in a few corners: a field value with a key besides its kind, a repeated field name or
+    /// member (`JSONDecoder` keeps the first of a repeated member), nesting deeper than 64 levels and
+    /// numbers longer than 64 characters are refused.
     public init(json data: Data) throws(JSONReaderError) {
         try self.init(wire: data)
     }
 
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var mutations: [PushMutation]?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "mutations": mutations = try [PushMutation](reading: &reader)
+            case "mutations":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                mutations = try [PushMutation](reading: &reader)
             default: try reader.skipValue()
             }
         }
@@ -77,22 +81,42 @@ extension PushMutation: WireReadable {
         var idempotencyKey: UUID?, entity: EntityType?, operation: Operation?, recordID: UUID?, serverID: String?
         var baseVersion: Int64?, fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?
         var deletion: HybridTimestamp?, createdAt: Date?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "idempotencyKey": idempotencyKey = try ServerRecord.uuid(&reader)
-            case "entity": entity = try ServerRecord.entity(&reader)
+            case "idempotencyKey":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                idempotencyKey = try ServerRecord.uuid(&reader)
+            case "entity":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                entity = try ServerRecord.entity(&reader)
             case "operation":
+                try reader.firstOccurrence(of: 2, key, in: &seen)
                 let name = try reader.string()
                 guard let read = Operation(rawValue: name) else { throw reader.error("'\(name)' is not an operation") }
                 operation = read
-            case "recordID": recordID = try ServerRecord.uuid(&reader)
-            case "serverID": serverID = try reader.takeNull() ? nil : reader.string()
-            case "baseVersion": baseVersion = try reader.integer()
-            case "fields": fields = try reader.fields()
-            case "clocks": clocks = try ServerRecord.clocks(&reader)
-            case "deletion": deletion = try reader.takeNull() ? nil : ServerRecord.clock(&reader)
-            case "createdAt": createdAt = try reader.takeNull() ? nil : ServerRecord.date(&reader)
+            case "recordID":
+                try reader.firstOccurrence(of: 3, key, in: &seen)
+                recordID = try ServerRecord.uuid(&reader)
+            case "serverID":
+                try reader.firstOccurrence(of: 4, key, in: &seen)
+                serverID = try reader.takeNull() ? nil : reader.string()
+            case "baseVersion":
+                try reader.firstOccurrence(of: 5, key, in: &seen)
+                baseVersion = try reader.integer()
+            case "fields":
+                try reader.firstOccurrence(of: 6, key, in: &seen)
+                fields = try reader.fields()
+            case "clocks":
+                try reader.firstOccurrence(of: 7, key, in: &seen)
+                clocks = try ServerRecord.clocks(&reader)
+            case "deletion":
+                try reader.firstOccurrence(of: 8, key, in: &seen)
+                deletion = try reader.takeNull() ? nil : ServerRecord.clock(&reader)
+            case "createdAt":
+                try reader.firstOccurrence(of: 9, key, in: &seen)
+                createdAt = try reader.takeNull() ? nil : ServerRecord.date(&reader)
             default: try reader.skipValue()
             }
         }
@@ -146,12 +170,19 @@ extension PullResponse: WireReadable {
 
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "changes": changes = try [ServerRecord](reading: &reader)
-            case "nextCursor": nextCursor = try reader.string()
-            case "hasMore": hasMore = try reader.bool()
+            case "changes":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                changes = try [ServerRecord](reading: &reader)
+            case "nextCursor":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                nextCursor = try reader.string()
+            case "hasMore":
+                try reader.firstOccurrence(of: 2, key, in: &seen)
+                hasMore = try reader.bool()
             default: try reader.skipValue()
             }
         }
@@ -167,20 +198,43 @@ extension ServerRecord: WireReadable {
         var sequence: Int64?, entity: EntityType?, recordID: UUID?, serverID: String?, version: Int64?
         var fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?, deleted: Bool?
         var deletion: HybridTimestamp?, createdAt: Date?, updatedAt: Date?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "sequence": sequence = try reader.integer()
-            case "entity": entity = try Self.entity(&reader)
-            case "recordID": recordID = try Self.uuid(&reader)
-            case "serverID": serverID = try reader.takeNull() ? nil : reader.string()
-            case "version": version = try reader.integer()
-            case "fields": fields = try reader.fields()
-            case "clocks": clocks = try Self.clocks(&reader)
-            case "deleted": deleted = try reader.bool()
-            case "deletion": deletion = try reader.takeNull() ? nil : Self.clock(&reader)
-            case "createdAt": createdAt = try Self.date(&reader)
-            case "updatedAt": updatedAt = try Self.date(&reader)
+            case "sequence":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                sequence = try reader.integer()
+            case "entity":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                entity = try Self.entity(&reader)
+            case "recordID":
+                try reader.firstOccurrence(of: 2, key, in: &seen)
+                recordID = try Self.uuid(&reader)
+            case "serverID":
+                try reader.firstOccurrence(of: 3, key, in: &seen)
+                serverID = try reader.takeNull() ? nil : reader.string()
+            case "version":
+                try reader.firstOccurrence(of: 4, key, in: &seen)
+                version = try reader.integer()
+            case "fields":
+                try reader.firstOccurrence(of: 5, key, in: &seen)
+                fields = try reader.fields()
+            case "clocks":
+                try reader.firstOccurrence(of: 6, key, in: &seen)
+                clocks = try Self.clocks(&reader)
+            case "deleted":
+                try reader.firstOccurrence(of: 7, key, in: &seen)
+                deleted = try reader.bool()
+            case "deletion":
+                try reader.firstOccurrence(of: 8, key, in: &seen)
+                deletion = try reader.takeNull() ? nil : Self.clock(&reader)
+            case "createdAt":
+                try reader.firstOccurrence(of: 9, key, in: &seen)
+                createdAt = try Self.date(&reader)
+            case "updatedAt":
+                try reader.firstOccurrence(of: 10, key, in: &seen)
+                updatedAt = try Self.date(&reader)
             default: try reader.skipValue()
             }
         }
@@ -242,10 +296,13 @@ extension PushResponse: WireReadable {
     /// push measured end to end (Workspace.md, "Sync").
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var results: [MutationResult]?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "results": results = try [MutationResult](reading: &reader)
+            case "results":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                results = try [MutationResult](reading: &reader)
             default: try reader.skipValue()
             }
         }
@@ -262,6 +319,7 @@ extension MutationResult: WireReadable {
         try reader.beginObject()
         while let name = try reader.nextKey() {
             if name == "idempotencyKey" {
+                guard idempotencyKey == nil else { throw reader.error("'idempotencyKey' appears twice in one object") }
                 idempotencyKey = try ServerRecord.uuid(&reader)
             } else {
                 try members.read(name, from: &reader)
@@ -275,6 +333,8 @@ extension MutationResult: WireReadable {
 /// An outcome's members, gathered in whatever order they come, then checked against its `status`
 /// as `MutationOutcome(from:)` checks them.
 private struct OutcomeMembers {
+    /// The members read so far, so a repeated one is refused (see `JSONReader.firstOccurrence`).
+    var seen: UInt64 = 0
     var status: String?
     var version: Int64?
     var serverID: String?
@@ -284,12 +344,23 @@ private struct OutcomeMembers {
 
     mutating func read(_ name: String, from reader: inout JSONReader) throws(JSONReaderError) {
         switch name {
-        case "status": status = try reader.string()
-        case "version": version = try reader.integer()
-        case "serverID": serverID = try reader.takeNull() ? nil : reader.string()
-        case "serverRecord": serverRecord = try ServerRecord(reading: &reader)
-        case "reason": reason = try Self.errorBody(&reader)
+        case "status":
+            try reader.firstOccurrence(of: 0, name, in: &seen)
+            status = try reader.string()
+        case "version":
+            try reader.firstOccurrence(of: 1, name, in: &seen)
+            version = try reader.integer()
+        case "serverID":
+            try reader.firstOccurrence(of: 2, name, in: &seen)
+            serverID = try reader.takeNull() ? nil : reader.string()
+        case "serverRecord":
+            try reader.firstOccurrence(of: 3, name, in: &seen)
+            serverRecord = try ServerRecord(reading: &reader)
+        case "reason":
+            try reader.firstOccurrence(of: 4, name, in: &seen)
+            reason = try Self.errorBody(&reader)
         case "original":
+            try reader.firstOccurrence(of: 5, name, in: &seen)
             var nested = OutcomeMembers()
             try reader.beginObject()
             while let key = try reader.nextKey() { try nested.read(key, from: &reader) }
@@ -320,11 +391,16 @@ private struct OutcomeMembers {
 
     private static func errorBody(_ reader: inout JSONReader) throws(JSONReaderError) -> ErrorBody {
         var code: String?, message: String?
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
             switch key {
-            case "code": code = try reader.string()
-            case "message": message = try reader.string()
+            case "code":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                code = try reader.string()
+            case "message":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                message = try reader.string()
             default: try reader.skipValue()
             }
         }

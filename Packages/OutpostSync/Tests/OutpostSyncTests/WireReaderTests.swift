@@ -175,4 +175,41 @@ import Testing
         let nested = #"{"results":[{"idempotencyKey":"0B5E55ED-0000-4000-8000-0000000000A1","status":"duplicate","original":{"status":"duplicate","original":{"status":"applied","version":1}}}]}"#
         #expect(throws: JSONReaderError.self) { try PushResponse(wire: Data(nested.utf8)) }
     }
+
+    /// `JSONDecoder` keeps the first of a repeated member; the readers refuse the document rather than
+    /// keep the last, which would read it differently (a repeated `status` turned a rejection missing
+    /// its reason into an applied outcome).
+    @Test func aRepeatedMemberIsRefusedByEveryReader() throws {
+        let key = #""idempotencyKey":"0B5E55ED-0000-4000-8000-0000000000A1""#
+        let answers = [
+            #"{"results":[{\#(key),"status":"rejected","status":"applied","version":1}]}"#,
+            #"{"results":[{\#(key),"status":"applied","version":1,"version":2}]}"#,
+            #"{"results":[{\#(key),\#(key),"status":"applied","version":1}]}"#,
+            #"{"results":[],"results":[]}"#,
+            #"{"results":[{\#(key),"status":"rejected","reason":{"code":"a","code":"b","message":""}}]}"#,
+            #"{"results":[{\#(key),"status":"duplicate","original":{"status":"applied","version":1,"version":2}}]}"#,
+        ]
+        for answer in answers {
+            #expect(throws: JSONReaderError.self, "\(answer)") { try PushResponse(wire: Data(answer.utf8)) }
+        }
+        #expect(try PushResponse(wire: Data(#"{"results":[{\#(key),"status":"applied","version":1,"future":1,"future":2}]}"#.utf8)).results.count == 1)
+
+        let page = String(decoding: try WireCoding.encoder().encode(PullResponse(changes: [Fixtures.serverRecord], nextCursor: "7", hasMore: false)), as: UTF8.self)
+        let repeats = [
+            (#""hasMore":false"#, #""hasMore":true,"hasMore":false"#),
+            (#""version":"#, #""version":1,"version":"#),
+            (#""entity":"#, #""entity":"issue","entity":"#),
+        ]
+        for (member, twice) in repeats {
+            let doubled = page.replacingOccurrences(of: member, with: twice, options: [], range: page.range(of: member))
+            #expect(doubled != page)
+            #expect(throws: JSONReaderError.self, "\(member)") { try PullResponse(json: Data(doubled.utf8)) }
+        }
+        let nonEmpty = try #require((UInt64(1)...50).lazy.map(Self.randomBatch(seed:)).first { !$0.mutations.isEmpty })
+        let batch = String(decoding: try nonEmpty.json(), as: UTF8.self)
+        let doubledBatch = batch.replacingOccurrences(of: #"{"baseVersion":"#, with: #"{"baseVersion":0,"baseVersion":"#)
+        #expect(doubledBatch != batch)
+        #expect(throws: JSONReaderError.self) { try PushRequest(json: Data(doubledBatch.utf8)) }
+        #expect(throws: JSONReaderError.self) { try PushRequest(json: Data(#"{"mutations":[],"mutations":[]}"#.utf8)) }
+    }
 }
