@@ -7,27 +7,16 @@ import OutpostModels
 /// position with SQLite's C API from the stepped statement, as the `FieldValue` its catalog kind calls
 /// for, and written in place at its slot in the model (`FieldTable`): no `Codable`, no GRDB `Row` value,
 /// no key path and no dictionary per row. (`Codable` cost 15–20 µs a row; GRDB's generic column
-/// decoding, run unspecialized here, about 2 µs.) The rows were written through the catalog, so a value that still does not fit (a
-/// status a newer app version added) is a thrown `ModelError`, never a crash.
+/// decoding, run unspecialized here, about 2 µs.) The rows were written through the catalog, so a value
+/// that still does not fit (a status a newer app version added) is a thrown `ModelError`, never a crash.
 enum RowDecoder {
     /// Every row `statement` yields with `arguments`, decoded.
     static func decodeAll<Model: Syncable>(
         _ type: Model.Type, from statement: Statement, arguments: StatementArguments, layout: TableLayout
     ) throws -> [Model] {
-        // The step loop is written out rather than run through `forEachRow`: with no closure per row, the
-        // compiler asks the runtime for the array's type once, not once per appended model.
         var models: [Model] = []
-        try statement.setArguments(arguments)
-        let handle = statement.sqliteStatement
-        defer { sqlite3_reset(handle) }
-        let columns = StatementColumns(handle)
-        while true {
-            switch sqlite3_step(handle) {
-            case SQLITE_ROW: models.append(try decode(Model.self, from: columns, layout: layout))
-            case SQLITE_DONE: return models
-            case let code: throw statement.stepFailure(code)
-            }
-        }
+        try statement.forEachRow(arguments: arguments) { models.append(try decode(Model.self, from: $0, layout: layout)) }
+        return models
     }
 
     /// The current row of a stepped statement, decoded.
