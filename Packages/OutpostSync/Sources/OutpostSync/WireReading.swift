@@ -316,10 +316,11 @@ extension MutationResult: WireReadable {
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var idempotencyKey: UUID?
         var members = OutcomeMembers()
+        var seen: UInt64 = 0
         try reader.beginObject()
         while let name = try reader.nextKey() {
             if name == "idempotencyKey" {
-                guard idempotencyKey == nil else { throw reader.error("'idempotencyKey' appears twice in one object") }
+                try reader.firstOccurrence(of: 0, name, in: &seen)
                 idempotencyKey = try ServerRecord.uuid(&reader)
             } else {
                 try members.read(name, from: &reader)
