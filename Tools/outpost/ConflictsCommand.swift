@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostConflicts
 import OutpostModels
 import OutpostStore
 
@@ -35,13 +36,22 @@ struct ConflictsCommand: AsyncParsableCommand {
                 return
             }
             print(TextTable(
-                headers: ["id", "entity", "record", "field", "strategy", "this device", "server"],
+                headers: ["id", "entity", "record", "field", "strategy", "this device", "server", "lost"],
                 rows: conflicts.map { conflict in
                     [String(conflict.id), conflict.entity.rawValue, conflict.recordID.uuidString.lowercased(),
                      conflict.field ?? "(delete)", conflict.strategy.rawValue, Self.show(conflict.localValue),
-                     Self.show(conflict.remoteValue)]
+                     Self.show(conflict.remoteValue), Self.show(conflict.losingSide)]
                 }
             ).rendered)
+        }
+
+        /// Whose value `override` would bring back.
+        static func show(_ side: Side?) -> String {
+            switch side {
+            case .client?: "this device"
+            case .server?: "server"
+            case nil: "?"
+            }
         }
 
         static func show(_ value: FieldValue?) -> String {

@@ -38,7 +38,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
         maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
-        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...10,
+        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...11,
         logLevel: String = "info", postgresURL: String? = nil
     ) {
         self.databasePath = databasePath

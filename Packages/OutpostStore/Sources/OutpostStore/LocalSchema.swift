@@ -28,6 +28,7 @@ public enum LocalSchema {
         MigrationStep(
             version: 10, name: "2.7: a project's issue list read from one covering index", sql: version10,
             droppingRedundantIndexes: ["issues_by_project_status"]),
+        MigrationStep(version: 11, name: "2.8: conflicts record which side lost", sql: version11),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -364,5 +365,12 @@ extension LocalSchema {
             project_id, status, deleted_at, created_at, id, server_id, version, updated_at, sync_status, title,
             description, priority, assignee_id, latitude, longitude, asset_id, model_element_id, is_orphaned, details);
         DROP INDEX issues_by_project_status;
+        """
+
+    /// A conflict's two values do not say which one lost, and the record's current value cannot tell
+    /// once the record has moved on; `override` needs to know which value to bring back. 'client' or
+    /// 'server'; NULL for conflicts recorded before this step.
+    static let version11 = """
+        ALTER TABLE conflicts ADD COLUMN losing_side TEXT;
         """
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostConflicts
 import OutpostModels
 
 /// A value or delete that lost a conflict, kept until the user overrides or discards it.
@@ -15,8 +16,20 @@ public struct OpenConflict: Sendable, Hashable, Codable {
     /// This device's value, and the server's.
     public let localValue: FieldValue?
     public let remoteValue: FieldValue?
+    /// Whose value (or delete) lost: `.client` when this device's, `.server` when the server's. Nil for a
+    /// conflict recorded before schema v11, which did not keep it.
+    public let losingSide: Side?
     /// When the conflict was found.
     public let createdAt: Date
+
+    /// The value that lost, which `override` brings back; nil when a delete lost or the side is unknown.
+    public var losingValue: FieldValue? {
+        switch losingSide {
+        case .client: localValue
+        case .server: remoteValue
+        case nil: nil
+        }
+    }
 }
 
 /// What the user chose for a surfaced conflict.
@@ -44,9 +57,16 @@ extension LocalStore {
         }
         if choice == .override, let current = try record(conflict.entity, id: conflict.recordID) {
             if let field = conflict.field {
-                let losing = current[field] == conflict.localValue ? conflict.remoteValue : conflict.localValue
-                // On a tombstone the value lost to the delete (it may even be the field's value the
-                // tombstone holds): keeping it means bringing the record back, which saving does.
+                // The recorded side, never the record's current value: the record may have moved on since
+                // (a later pull, the user's own edit), and then the current value no longer tells which
+                // one lost. Only a conflict from before v11 has no side; for it the value that is not
+                // current is the best guess left.
+                let losing = conflict.losingSide == nil
+                    ? (current[field] == conflict.localValue ? conflict.remoteValue : conflict.localValue)
+                    : conflict.losingValue
+                // A losing value that stands again already is not written twice. On a tombstone the value
+                // lost to the delete (it may even be the field's value the tombstone holds): keeping it
+                // means bringing the record back, which saving does.
                 if let losing, losing != current[field] || current.sync.isDeleted {
                     var changed = current
                     changed[field] = losing
@@ -73,6 +93,7 @@ extension LocalStore {
         return OpenConflict(
             id: row["id"], entity: entity, recordID: recordID, field: row["field"], strategy: strategy,
             localValue: value("local_value"), remoteValue: value("remote_value"),
+            losingSide: (row["losing_side"] as String?).flatMap(Side.init(rawValue:)),
             createdAt: Date(storageMilliseconds: row["created_at"]))
     }
 }

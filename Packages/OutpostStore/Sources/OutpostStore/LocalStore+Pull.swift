@@ -218,22 +218,23 @@ enum Conflicts {
             let (localClock, remoteClock) = losing.side == .client ? (losing.clock, winnerClock) : (winnerClock, losing.clock)
             try insert(
                 record, field: losing.field, strategy: strategy, local: local, remote: remote,
-                localClock: localClock, remoteClock: remoteClock, db: db, now: now)
+                localClock: localClock, remoteClock: remoteClock, losingSide: losing.side, db: db, now: now)
             count += 1
         }
         if let deletion = resolution.losingDeletion {
             try insert(
                 record, field: nil, strategy: strategy, local: nil, remote: nil,
                 localClock: deletion.side == .client ? deletion.clock : nil,
-                remoteClock: deletion.side == .server ? deletion.clock : nil, db: db, now: now)
+                remoteClock: deletion.side == .server ? deletion.clock : nil, losingSide: deletion.side, db: db, now: now)
             count += 1
         }
         return count
     }
 
+    /// Writes one open conflict; `losingSide` is whose value (or delete) lost, which `override` brings back.
     static func insert(
         _ record: EntityRecord, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
-        localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, db: Database, now: Date
+        localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, losingSide: Side, db: Database, now: Date
     ) throws {
         func json(_ value: FieldValue?) throws -> String? {
             try value.map { String(decoding: try MutationQueue.encoder.encode($0), as: UTF8.self) }
@@ -241,12 +242,12 @@ enum Conflicts {
         try db.execute(
             sql: """
                 INSERT INTO conflicts (entity, record_id, field, strategy, local_value, remote_value, local_clock,
-                    remote_clock, status, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)
+                    remote_clock, losing_side, status, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)
                 """,
             arguments: [
                 record.entity.rawValue, record.id.storageText, field, strategy.name.rawValue, try json(local),
-                try json(remote), localClock?.encoded, remoteClock?.encoded, now.storageMilliseconds,
+                try json(remote), localClock?.encoded, remoteClock?.encoded, losingSide.rawValue, now.storageMilliseconds,
             ])
     }
 }

@@ -68,7 +68,7 @@ enum StaleCopy {
             let (local, remote) = item.side == .client ? (item.losing, winner) : (winner, item.losing)
             try Conflicts.insert(
                 written, field: item.field, strategy: strategy, local: local, remote: remote, localClock: stamp,
-                remoteClock: clocks.fields[item.field], db: db, now: now)
+                remoteClock: clocks.fields[item.field], losingSide: item.side, db: db, now: now)
         }
     }
 }

@@ -192,6 +192,72 @@ import Testing
         await #expect(throws: StoreError.self) { try await store.resolveConflict(conflict.id, choice: .discard) }
     }
 
+    /// `override` brings back the value of the side that lost, as recorded, even after the record moved
+    /// on: judging by the current value would write the winner when the loser already stands again.
+    @Test func overrideBringsBackTheRecordedLoserAfterTheRecordMovedOn() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+
+        // This device's status loses to the office's newer one, then the user sets it back by hand.
+        var mine = issue
+        mine.status = .inProgress
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        var theirs = issue
+        theirs.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        let lost = try #require(try store.openConflicts().first)
+        #expect(lost.losingSide == .client)
+        #expect(lost.losingValue == .text("inProgress"))
+        var again = try #require(try store.fetch(Issue.self, id: issue.id))
+        again.status = .inProgress
+        try await store.save(again, now: Date(timeIntervalSince1970: 6))
+        let queued = try store.mutations().count
+        try await store.resolveConflict(lost.id, choice: .override, now: Date(timeIntervalSince1970: 7))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress, "the losing value already stands")
+        #expect(try store.mutations().count == queued, "nothing new to send")
+
+        // The office's status loses to this device's newer one; the user then picks a third status.
+        var office = try #require(try store.fetch(Issue.self, id: issue.id))
+        office.status = .closed
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 3, at: 5_500)], cursor: "c-3"), now: Date(timeIntervalSince1970: 8))
+        let won = try #require(try store.openConflicts().first { $0.id != lost.id })
+        #expect(won.losingSide == .server)
+        #expect(won.losingValue == .text("closed"))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress)
+        var third = try #require(try store.fetch(Issue.self, id: issue.id))
+        third.status = .open
+        try await store.save(third, now: Date(timeIntervalSince1970: 9))
+        try await store.resolveConflict(won.id, choice: .override, now: Date(timeIntervalSince1970: 10))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .closed, "the office's losing value is brought back")
+    }
+
+    /// A conflict recorded before v11 has no side; `override` then writes whichever value is not current.
+    @Test func aConflictWithoutARecordedSideIsOverriddenByTheValueNotCurrent() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+        var mine = issue
+        mine.status = .inProgress
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        var theirs = issue
+        theirs.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        try store.write { db in try db.execute(sql: "UPDATE conflicts SET losing_side = NULL") }
+        let conflict = try #require(try store.openConflicts().first)
+        #expect(conflict.losingSide == nil)
+        #expect(conflict.losingValue == nil)
+        try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 6))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress)
+    }
+
     @Test func childrenOfARemotelyDeletedParentAreKeptAndFlaggedOrphaned() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
