@@ -110,6 +110,9 @@ struct FieldDayDemo {
         let clockOut = try await a.clockOut(of: clockIn, note: "Left at 4 pm")
         say("Alice clocks out; the clock-out names its clock-in, both still temporary ids.")
 
+        // Two devices' writes in the same millisecond are concurrent: the hybrid clock orders them by
+        // node, not by which came later. Bob's change comes "a little later"; the pause makes sure of it.
+        try await Task.sleep(for: .milliseconds(5))
         var bobStain = try demo.require(try b.fetch(OutpostModels.Issue.self, id: stain.id), "Bob has the stain issue")
         bobStain.status = .inProgress
         try await b.save(bobStain)
@@ -152,10 +155,11 @@ struct FieldDayDemo {
 
         let conflicts = try a.openConflicts()
         demo.check(conflicts.count == 1 && conflicts.first?.field == "status", "Alice's losing status is surfaced as a conflict")
+        demo.check(conflicts.first?.losingSide == .client, "Alice's status, the older change, is the one that lost")
         if let conflict = conflicts.first {
-            say("Conflict on Alice's device: \(conflict.entity.rawValue) \"\(stain.title)\", field \(conflict.field ?? "(deleted)"): hers \(conflict.localValue.map(describe) ?? "-"), the server's \(conflict.remoteValue.map(describe) ?? "-"). She can override or discard.")
+            say("Conflict on Alice's device: \(conflict.entity.rawValue) \"\(stain.title)\", field \(conflict.field ?? "(deleted)"): hers \(conflict.localValue.map(describe) ?? "-"), the server's \(conflict.remoteValue.map(describe) ?? "-"); \(conflict.losingSide == .server ? "the server's" : "hers") lost. She can override or discard.")
             try await a.resolve(conflict, choice: .override)
-            say("Alice chooses override: her value goes out again as a new change.")
+            say("Alice chooses override: the losing value, \(conflict.losingValue.map(describe) ?? "-"), goes out again as a new change.")
         }
 
         section("End of the day")

@@ -65,13 +65,15 @@ import Testing
         try await a.save(mine)
         var theirs = try #require(try b.fetch(OutpostModels.Issue.self, id: issue.id))
         theirs.status = .inProgress
-        try await b.save(theirs)
+        // Strictly later than a's change: two devices' writes in one millisecond are ordered by node.
+        try await b.store.save(theirs, now: Timestamp.now().addingTimeInterval(0.010))
         try await b.sync()
         try await a.sync()
 
         let conflicts = try a.openConflicts()
         #expect(conflicts.count == 1)
         #expect(conflicts.first?.field == "status")
+        #expect(conflicts.first?.losingSide == .client)
         try await a.resolve(try #require(conflicts.first), choice: .override)
         try await a.sync()
         try await b.sync()
