@@ -80,6 +80,7 @@ let package = Package(
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             path: "Tools/outpost-bench"
         ),
