@@ -11,7 +11,8 @@ import Synchronization
 /// values lost: for each field, the write with the newest clock (the virtual clock orders every write
 /// of the seed) must be the server's value, and each other device's last value for that field, when it
 /// differs, must appear in some device's conflicts table (as the local or the remote value). Lost values
-/// produced and surfaced are counted; an unsurfaced one counts as lost.
+/// produced and surfaced are counted; an unsurfaced one counts as lost. Then the users answer about half
+/// of the round's conflicts (override or discard) and the devices sync again: see `resolveSome`.
 enum ConvergenceScenario {
     static let scenario = Scenario(
         name: "convergence",
@@ -264,6 +265,9 @@ enum ConvergenceScenario {
             let divergences = try await fleet.divergences(server: server)
             outcome.diverged += divergences.count
             outcome.problems += divergences.map { "round \(round): \($0)" }
+            try await resolveSome(
+                after: marks, round: round, fleet: fleet, server: server, now: now, order: &order, random: &random,
+                outcome: &outcome)
         }
         let unfinished = try fleet.unfinished()
         outcome.lost += unfinished.count
@@ -279,15 +283,88 @@ enum ConvergenceScenario {
     }
 }
 
+extension ConvergenceScenario {
+    /// The users answer some of the round's conflicts: each device overrides or discards about half of
+    /// its own. An override must bring back the value the conflict recorded as losing; after a sync, the
+    /// newest override of each field stands on every device, and every device still equals the server.
+    /// Fields of server-wins records are left out of the "newest stands" check: there the first
+    /// override the server takes stands, whichever device's turn came first.
+    fileprivate static func resolveSome(
+        after marks: [Int: Int64], round: Int, fleet: Fleet, server: InProcessServer, now: @Sendable () -> Date,
+        order: inout Int, random: inout SeededGenerator, outcome: inout SeedOutcome
+    ) async throws {
+        var overrides: [FieldKey: Edit] = [:]
+        for device in random.shuffled(fleet.devices.map(\.index)) {
+            let store = fleet.devices[device].store
+            // Conflict ids are each device's own; this round's are those after the round's mark.
+            for conflict in try store.openConflicts() where conflict.id > marks[device] ?? 0 && random.chance(0.5) {
+                guard let field = conflict.field, let before = try store.record(conflict.entity, id: conflict.recordID),
+                    !before.sync.isDeleted
+                else { continue }
+                let choice: ConflictChoice = random.chance(0.7) ? .override : .discard
+                try await store.resolveConflict(conflict.id, choice: choice, now: now())
+                ConvergenceTally.shared.answered(choice)
+                let after = try store.record(conflict.entity, id: conflict.recordID)?[field]
+                let where_ = "round \(round): device \(device)'s \(choice.rawValue) of conflict \(conflict.id) "
+                    + "(\(conflict.entity.rawValue)/\(conflict.recordID).\(field))"
+                guard choice == .override else {
+                    if after != before[field] {
+                        outcome.lost += 1
+                        outcome.problems.append("\(where_) changed the value to \(after.map { "\($0)" } ?? "nothing")")
+                    }
+                    continue
+                }
+                if let losing = conflict.losingValue, after != losing {
+                    outcome.lost += 1
+                    outcome.problems.append(
+                        "\(where_) left \(after.map { "\($0)" } ?? "nothing"), not the losing value \(losing)")
+                }
+                if let after, after != before[field] {
+                    order += 1
+                    outcome.mutations += 1
+                    let key = FieldKey(entity: conflict.entity, id: conflict.recordID, field: field)
+                    overrides[key] = Edit(device: device, value: after, order: order)
+                }
+            }
+        }
+        guard try await fleet.settle(shuffled: true, order: &random) else {
+            outcome.lost += 1
+            outcome.problems.append("round \(round): the overrides did not settle")
+            return
+        }
+        let reference = fleet.devices[0].store
+        for (key, newest) in overrides.sorted(by: { $0.key < $1.key }) where !serverWins.contains(key.entity) {
+            let standing = try reference.record(key.entity, id: key.id)?[key.field]
+            if standing != newest.value {
+                outcome.lost += 1
+                outcome.problems.append(
+                    "round \(round): \(key.entity.rawValue)/\(key.id).\(key.field) is \(standing.map { "\($0)" } ?? "missing") "
+                        + "after the overrides, not device \(newest.device)'s newest override \(newest.value)")
+            }
+        }
+        let divergences = try await fleet.divergences(server: server)
+        outcome.diverged += divergences.count
+        outcome.problems += divergences.map { "round \(round), after the overrides: \($0)" }
+    }
+}
+
 /// Lost values produced and surfaced over the whole run, for the report's note.
 final class ConvergenceTally: Sendable {
     static let shared = ConvergenceTally()
     private let counts = Mutex<(produced: Int, surfaced: Int, schedules: Int)>((0, 0, 0))
+    private let answers = Mutex<(overridden: Int, discarded: Int)>((0, 0))
 
     /// Adds a seed's figures; `schedules` is its rounds, each a random sync order through faults.
     func add(produced: Int, surfaced: Int, schedules: Int) {
         counts.withLock { $0.produced += produced; $0.surfaced += surfaced; $0.schedules += schedules }
     }
 
+    /// Counts one conflict the users answered.
+    func answered(_ choice: ConflictChoice) {
+        answers.withLock { if choice == .override { $0.overridden += 1 } else { $0.discarded += 1 } }
+    }
+
     var totals: (produced: Int, surfaced: Int, schedules: Int) { counts.withLock { $0 } }
+    /// Conflicts overridden and discarded over the whole run.
+    var answerTotals: (overridden: Int, discarded: Int) { answers.withLock { $0 } }
 }

@@ -70,6 +70,8 @@ struct OutpostReliability: AsyncParsableCommand {
         let convergence = ConvergenceTally.shared.totals
         if chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name }) {
             say("convergence: \(convergence.schedules) schedules, lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+            let answers = ConvergenceTally.shared.answerTotals
+            say("convergence: conflicts answered by the users: \(answers.overridden) overridden, \(answers.discarded) discarded")
         }
         for row in rows {
             guard let load = row.load else { continue }
@@ -87,7 +89,11 @@ struct OutpostReliability: AsyncParsableCommand {
             date: ISO8601DateFormatter().string(from: started), scale: quick ? "quick" : "full", seconds: seconds,
             passed: failures.isEmpty, scenarios: rows,
             convergence: chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name })
-                ? .init(schedules: convergence.schedules, lostValuesProduced: convergence.produced, lostValuesSurfaced: convergence.surfaced)
+                ? .init(
+                    schedules: convergence.schedules, lostValuesProduced: convergence.produced,
+                    lostValuesSurfaced: convergence.surfaced,
+                    conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
+                    conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
                 : nil)
         if let json {
             let encoder = JSONEncoder()

@@ -100,12 +100,15 @@ struct ReliabilityReport: Sendable, Codable {
     var seconds: Double
     var passed: Bool
     var scenarios: [ScenarioTotals]
-    /// The convergence scenario's schedules and lost values (every produced one must be surfaced).
+    /// The convergence scenario's schedules, lost values (every produced one must be surfaced) and the
+    /// conflicts its users answered.
     var convergence: ConvergenceFigures?
 
     struct ConvergenceFigures: Sendable, Codable {
         var schedules: Int
         var lostValuesProduced: Int
         var lostValuesSurfaced: Int
+        var conflictsOverridden: Int
+        var conflictsDiscarded: Int
     }
 }
