@@ -27,17 +27,23 @@ public struct HybridTimestamp: Sendable, Hashable, Comparable, CustomStringConve
     /// Parses the fixed-width text `encoded` produces, refusing anything else (including upper-case
     /// hex, which would sort differently).
     public init(encoded text: String) throws(ConflictError) {
-        let bytes = Array(text.utf8)
+        try self.init(encodedUTF8: ArraySlice(text.utf8))
+    }
+
+    /// `init(encoded:)` on the text's UTF-8 bytes, for readers that hold them already: a pulled record
+    /// carries a clock per field, and building a `String` for each only to parse it cost a pull dearly.
+    public init(encodedUTF8 bytes: ArraySlice<UInt8>) throws(ConflictError) {
+        let start = bytes.startIndex
         guard bytes.count == Self.encodedLength else {
-            throw Self.invalid(text, "has \(bytes.count) bytes, expected \(Self.encodedLength)")
+            throw Self.invalid(bytes, "has \(bytes.count) bytes, expected \(Self.encodedLength)")
         }
-        guard bytes[12] == UInt8(ascii: "-"), bytes[17] == UInt8(ascii: "-") else {
-            throw Self.invalid(text, "expected '-' after the 12 time digits and after the 4 counter digits")
+        guard bytes[start + 12] == UInt8(ascii: "-"), bytes[start + 17] == UInt8(ascii: "-") else {
+            throw Self.invalid(bytes, "expected '-' after the 12 time digits and after the 4 counter digits")
         }
-        guard let physical = Hex.parse(bytes[0..<12]), let counter = Hex.parse(bytes[13..<17]),
-            let node = Hex.parse(bytes[18...])
+        guard let physical = Hex.parse(bytes[start..<start + 12]), let counter = Hex.parse(bytes[start + 13..<start + 17]),
+            let node = Hex.parse(bytes[(start + 18)...])
         else {
-            throw Self.invalid(text, "expected lowercase hex digits only, as in 0194f3a2b1c0-0000-00000000000000a1")
+            throw Self.invalid(bytes, "expected lowercase hex digits only, as in 0194f3a2b1c0-0000-00000000000000a1")
         }
         self.init(physicalMilliseconds: Int64(physical), counter: UInt16(counter), node: NodeID(node))
     }
@@ -71,7 +77,8 @@ public struct HybridTimestamp: Sendable, Hashable, Comparable, CustomStringConve
 
     static let encodedLength = 12 + 1 + 4 + 1 + 16
 
-    private static func invalid(_ text: String, _ problem: String) -> ConflictError {
+    private static func invalid(_ bytes: ArraySlice<UInt8>, _ problem: String) -> ConflictError {
+        let text = String(decoding: bytes, as: UTF8.self)
         let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
         return ConflictError(.invalidClockEncoding, message: "'\(shown)' is not a hybrid timestamp: \(problem)")
     }

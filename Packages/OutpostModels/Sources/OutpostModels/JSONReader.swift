@@ -95,6 +95,25 @@ public struct JSONReader: Sendable {
         throw error("an unterminated string")
     }
 
+    /// The bytes of a string value of plain ASCII (no escape, nothing above 0x7F), consumed, without
+    /// building a `String`: for values of a fixed ASCII form, such as clocks, parsed in place. Nil, with
+    /// nothing consumed, for any other string; the caller then reads it with `string()`.
+    public mutating func plainASCIIString() throws(JSONReaderError) -> ArraySlice<UInt8>? {
+        skipWhitespace()
+        guard peek == UInt8(ascii: "\"") else { throw error("expected a string") }
+        var end = index + 1
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                defer { index = end + 1 }
+                return bytes[(index + 1)..<end]
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        return nil
+    }
+
     /// An integer value that fits in 64 bits. A number written with a fraction or an exponent is
     /// taken when it is whole and exactly representable (`5.0`, `1e3`), as `JSONDecoder` takes it.
     public mutating func integer() throws(JSONReaderError) -> Int64 {
@@ -177,9 +196,7 @@ public struct JSONReader: Sendable {
             guard let date = Timestamp.date(from: text) else { throw error("'\(text)' is not an ISO 8601 timestamp", at: start) }
             value = .date(date)
         case "uuid":
-            let text = try string()
-            guard let id = UUID(hyphenatedText: text) else { throw error("'\(text)' is not a UUID", at: start) }
-            value = .uuid(id)
+            value = .uuid(try uuid(at: start))
         case "blob":
             let text = try string()
             guard let data = Data(base64Encoded: text) else { throw error("a blob is not valid base64", at: start) }
@@ -190,10 +207,30 @@ public struct JSONReader: Sendable {
         return value
     }
 
+    /// A string value holding a UUID in its hyphenated form (either case), parsed in place.
+    public mutating func uuid() throws(JSONReaderError) -> UUID {
+        skipWhitespace()
+        return try uuid(at: index)
+    }
+
+    private mutating func uuid(at start: Int) throws(JSONReaderError) -> UUID {
+        if let text = try plainASCIIString() {
+            guard let id = text.withUnsafeBufferPointer(UUID.init(hyphenatedUTF8:)) else {
+                throw error("'\(String(decoding: text, as: UTF8.self))' is not a UUID", at: start)
+            }
+            return id
+        }
+        let text = try string()
+        guard let id = UUID(hyphenatedText: text) else { throw error("'\(text)' is not a UUID", at: start) }
+        return id
+    }
+
     /// An object of field values, `{"name": value, …}`; a repeated name is refused.
     public mutating func fields() throws(JSONReaderError) -> [String: FieldValue] {
         try beginObject()
         var fields: [String: FieldValue] = [:]
+        // A record has tens of fields: growing from empty would rehash the table four times.
+        fields.reserveCapacity(20)
         while let name = try nextKey() {
             let position = index
             guard fields.updateValue(try fieldValue(), forKey: name) == nil else {

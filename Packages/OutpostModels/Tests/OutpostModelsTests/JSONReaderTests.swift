@@ -31,6 +31,37 @@ import Testing
         #expect(b == "é😀\n")
     }
 
+    /// Plain ASCII comes back as bytes; anything else is left unconsumed for `string()`, which reads it
+    /// the same way it would have. A UUID reads in either case, escaped or not.
+    @Test func plainASCIIStringsAreReadInPlaceAndOthersAreLeftForString() throws {
+        let texts = try read(#"["0194f3a2b1c0-0000-00000000000000a1", "caf\u00e9", "café", "a\"b", ""]"#) {
+            (reader: inout JSONReader) throws(JSONReaderError) -> [String] in
+            var texts: [String] = []
+            try reader.beginArray()
+            while try reader.nextElement() {
+                if let bytes = try reader.plainASCIIString() {
+                    texts.append("plain:" + String(decoding: bytes, as: UTF8.self))
+                } else {
+                    texts.append("string:" + (try reader.string()))
+                }
+            }
+            return texts
+        }
+        #expect(texts == ["plain:0194f3a2b1c0-0000-00000000000000a1", "string:café", "string:café", "string:a\"b", "plain:"])
+        let id = UUID()
+        let ids = try read(#"["\#(id.uuidString)", "\#(id.uuidString.lowercased())", "\u0030\#(id.uuidString.dropFirst())"]"#) {
+            (reader: inout JSONReader) throws(JSONReaderError) -> [UUID] in
+            var ids: [UUID] = []
+            try reader.beginArray()
+            while try reader.nextElement() { ids.append(try reader.uuid()) }
+            return ids
+        }
+        #expect(ids.prefix(2) == [id, id])
+        #expect(ids[2] == UUID(uuidString: "0" + id.uuidString.dropFirst()))
+        #expect(throws: JSONReaderError.self) { try read(#""not-a-uuid""#) { (reader: inout JSONReader) throws(JSONReaderError) in try reader.uuid() } }
+        #expect(throws: JSONReaderError.self) { try read(#""unterminated"#) { (reader: inout JSONReader) throws(JSONReaderError) in try reader.plainASCIIString() } }
+    }
+
     @Test func readsFieldValuesInTheirOneKeyForm() throws {
         let values: [FieldValue] = [
             .null, .bool(false), .integer(Int64.min), .integer(Int64.max), .real(-0.25), .real(1e300), .text("tab\there \"q\" \\ ü"),

@@ -260,9 +260,27 @@ extension ServerRecord: WireReadable {
     /// `{"field": "clock", …}`; a repeated field is refused.
     static func clocks(_ reader: inout JSONReader) throws(JSONReaderError) -> [String: HybridTimestamp] {
         var clocks: [String: HybridTimestamp] = [:]
+        clocks.reserveCapacity(20)  // a clock per field: see `JSONReader.fields()`
+        // Most fields of a record share one write's clock: its text is parsed once, then matched.
+        var previous: (text: ArraySlice<UInt8>, clock: HybridTimestamp)?
         try reader.beginObject()
         while let name = try reader.nextKey() {
-            guard clocks.updateValue(try clock(&reader), forKey: name) == nil else {
+            let clock: HybridTimestamp
+            if let text = try reader.plainASCIIString() {
+                if let previous, previous.text.elementsEqual(text) {
+                    clock = previous.clock
+                } else {
+                    do {
+                        clock = try HybridTimestamp(encodedUTF8: text)
+                    } catch {
+                        throw reader.error(error.description)
+                    }
+                    previous = (text, clock)
+                }
+            } else {
+                clock = try self.clock(&reader)
+            }
+            guard clocks.updateValue(clock, forKey: name) == nil else {
                 throw reader.error("the clock of '\(name)' appears twice")
             }
         }
@@ -270,9 +288,7 @@ extension ServerRecord: WireReadable {
     }
 
     static func uuid(_ reader: inout JSONReader) throws(JSONReaderError) -> UUID {
-        let text = try reader.string()
-        guard let id = UUID(hyphenatedText: text) else { throw reader.error("'\(text)' is not a UUID") }
-        return id
+        try reader.uuid()
     }
 
     static func clock(_ reader: inout JSONReader) throws(JSONReaderError) -> HybridTimestamp {
