@@ -371,6 +371,6 @@ extension LocalSchema {
     /// once the record has moved on; `override` needs to know which value to bring back. 'client' or
     /// 'server'; NULL for conflicts recorded before this step.
     static let version11 = """
-        ALTER TABLE conflicts ADD COLUMN losing_side TEXT;
+        ALTER TABLE conflicts ADD COLUMN losing_side TEXT CHECK (losing_side IN ('client', 'server'));
         """
 }

@@ -57,6 +57,14 @@ extension LocalStore {
         }
         if choice == .override, let current = try record(conflict.entity, id: conflict.recordID) {
             if let field = conflict.field {
+                // A field conflict always stores its losing value; nil here means the stored text no
+                // longer reads, and closing the conflict would drop the user's choice without a word.
+                if conflict.losingSide != nil, conflict.losingValue == nil {
+                    throw StoreError(
+                        .databaseFailure, path: path,
+                        message: "conflict \(id) (\(conflict.entity.rawValue) \(conflict.recordID.storageText)): "
+                            + "the losing value of '\(field)' cannot be read back")
+                }
                 // The recorded side, never the record's current value: the record may have moved on since
                 // (a later pull, the user's own edit), and then the current value no longer tells which
                 // one lost. Only a conflict from before v11 has no side; for it the value that is not

@@ -59,6 +59,9 @@ import Testing
         let conflict = try #require(try store.openConflicts().first)
         #expect(conflict.field == "status")
         #expect(conflict.remoteValue == .text("resolved"), "the office's value it replaced is surfaced, not lost")
+        #expect(conflict.losingSide == .server)
+        try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 7))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved, "override brings the office's value back")
     }
 
     @Test func aCopyOlderThanTheKeptHistoryKeepsTheStoredValueAndSurfacesTheCopys() async throws {
@@ -85,6 +88,10 @@ import Testing
         #expect(stored.status == .inProgress, "the newer stored value stays")
         #expect(stored.title == "Leak under the sink")
         #expect(try store.openConflicts().map(\.localValue) == [.text("open")], "the copy's value is kept for the user")
+        let conflict = try #require(try store.openConflicts().first)
+        #expect(conflict.losingSide == .client)
+        try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 10))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .open, "override brings the copy's value back")
     }
 
     @Test func aCurrentCopyIsWrittenAsBefore() async throws {

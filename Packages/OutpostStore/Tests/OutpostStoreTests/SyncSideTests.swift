@@ -258,6 +258,31 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress)
     }
 
+    /// A losing value that no longer reads is an error, and the conflict stays open for another try.
+    @Test func anUnreadableLosingValueIsRefusedAndTheConflictStaysOpen() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
+        var mine = issue
+        mine.status = .inProgress
+        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
+        var theirs = issue
+        theirs.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        try store.write { db in try db.execute(sql: "UPDATE conflicts SET local_value = '{not json'") }
+        let conflict = try #require(try store.openConflicts().first)
+        let queued = try store.mutations().count
+        await #expect(throws: StoreError.self) {
+            try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 6))
+        }
+        #expect(try store.openConflicts().map(\.id) == [conflict.id])
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved)
+        #expect(try store.mutations().count == queued)
+    }
+
     @Test func childrenOfARemotelyDeletedParentAreKeptAndFlaggedOrphaned() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
