@@ -207,7 +207,8 @@ public struct JSONReader: Sendable {
         return value
     }
 
-    /// A string value holding a UUID in its hyphenated form (either case), parsed in place.
+    /// A string value holding a UUID in its hyphenated form (either case), parsed in place; an error
+    /// points at the value's start.
     public mutating func uuid() throws(JSONReaderError) -> UUID {
         skipWhitespace()
         return try uuid(at: index)

@@ -59,7 +59,15 @@ import Testing
         #expect(ids.prefix(2) == [id, id])
         #expect(ids[2] == UUID(uuidString: "0" + id.uuidString.dropFirst()))
         #expect(throws: JSONReaderError.self) { try read(#""not-a-uuid""#) { (reader: inout JSONReader) throws(JSONReaderError) in try reader.uuid() } }
-        #expect(throws: JSONReaderError.self) { try read(#""unterminated"#) { (reader: inout JSONReader) throws(JSONReaderError) in try reader.plainASCIIString() } }
+        // An unterminated string or a raw control byte is left where it was, for `string()` to refuse.
+        for text in [#""unterminated"#, "\"a\tb\""] {
+            var plain = JSONReader(Data(text.utf8))
+            #expect(try plain.plainASCIIString() == nil)
+            let afterPlain = #expect(throws: JSONReaderError.self) { try plain.string() }
+            var direct = JSONReader(Data(text.utf8))
+            let alone = #expect(throws: JSONReaderError.self) { try direct.string() }
+            #expect(afterPlain?.description == alone?.description, "the same error at the same place")
+        }
     }
 
     @Test func readsFieldValuesInTheirOneKeyForm() throws {

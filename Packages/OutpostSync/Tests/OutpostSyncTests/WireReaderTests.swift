@@ -38,10 +38,12 @@ import Testing
         let entities = EntityType.allCases
         let changes = (0..<Int.random(in: 0...6, using: &random)).map { index -> ServerRecord in
             var fields: [String: FieldValue] = [:], clocks: [String: HybridTimestamp] = [:]
+            // Most records share one write's clock across fields, which the reader parses once.
+            let shared = randomClock(&random)
             for _ in 0..<Int.random(in: 0...6, using: &random) {
                 let name = ["title", "status", "ä", "a\"b", "notes", "count"].randomElement(using: &random)!
                 fields[name] = randomValue(&random)
-                clocks[name] = randomClock(&random)
+                clocks[name] = Bool.random(using: &random) ? shared : randomClock(&random)
             }
             return ServerRecord(
                 sequence: Int64(index) + Int64.random(in: 0...1 << 40, using: &random),
@@ -120,6 +122,27 @@ import Testing
         }
         // Some damage is harmless (a space, a changed digit); the check above ran on those.
         #expect(accepted > 0)
+    }
+
+    /// A clock or id written with escapes is read as `JSONDecoder` reads it, after an unescaped twin.
+    @Test func readsEscapedClocksAndIdsAsJSONDecoderDoes() throws {
+        var record = Fixtures.serverRecord
+        let clock = HybridTimestamp(physicalMilliseconds: 1_790_000_000_000, counter: 3, node: NodeID(0xA1))
+        record.fields = ["title": .text("Leak"), "notes": .text("Wet")]
+        record.clocks = ["title": clock, "notes": clock]
+        let text = String(decoding: try WireCoding.encoder().encode(PullResponse(changes: [record], nextCursor: "7", hasMore: false)), as: UTF8.self)
+        let encoded = clock.encoded
+        // The second occurrence (notes sorts before title) escaped: same bytes after unescaping.
+        let first = try #require(text.range(of: encoded))
+        let escaped = text.replacingCharacters(
+            in: try #require(text.range(of: encoded, range: first.upperBound..<text.endIndex)),
+            with: "\\u0030" + encoded.dropFirst())
+            .replacingOccurrences(of: record.recordID.uuidString, with: "\\u0030" + record.recordID.uuidString.dropFirst())
+        #expect(escaped != text)
+        let data = Data(escaped.utf8)
+        let read = try PullResponse(json: data)
+        #expect(try WireCoding.decoder().decode(PullResponse.self, from: data) == read)
+        #expect(read.changes.first?.clocks == ["title": clock, "notes": clock])
     }
 
     @Test func refusesARecordWhoseFlagAndClockDisagreeAndSkipsUnknownMembers() throws {
