@@ -58,7 +58,7 @@ struct StoreBenchmark: BenchmarkSuite {
         let floorSeconds = try listFloorSeconds(listPath, project: project)
         rows.append(BenchmarkRow(
             metric: "  SQLite's own part: same query, every column read through the C API, no models", value: floorSeconds * 1000,
-            unit: "ms", target: "< 5 ms", met: floorSeconds * 1000 < 5))
+            unit: "ms"))
         let bytes = try checkpointedSize(listPath)
         printSizeBreakdown(listPath, records: listSize)
         rows.append(BenchmarkRow(
@@ -96,9 +96,10 @@ struct StoreBenchmark: BenchmarkSuite {
         }
     }
 
-    /// What SQLite alone spends on the list: the store's query, stepped through the C API with each
-    /// column's type and value read (text as a pointer and length, nothing copied) and no model built.
-    /// No typed list of these rows can be faster on this machine. Median of 5, after one warm-up.
+    /// What SQLite alone spends on the list: the store's list query (the same WHERE and ORDER BY, the
+    /// model's columns), stepped through the C API with each column's type and value read (text as a
+    /// pointer and length, nothing copied) and no model built. No typed list of these rows can be faster
+    /// on this machine. A floor, not a goal, so it has no target. Median of 5, after one warm-up.
     private func listFloorSeconds(_ path: String, project: UUID) throws -> Double {
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }

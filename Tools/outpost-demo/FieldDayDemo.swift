@@ -111,7 +111,8 @@ struct FieldDayDemo {
         say("Alice clocks out; the clock-out names its clock-in, both still temporary ids.")
 
         // Two devices' writes in the same millisecond are concurrent: the hybrid clock orders them by
-        // node, not by which came later. Bob's change comes "a little later"; the pause makes sure of it.
+        // counter, then node, not by which came later. Bob's change comes "a little later"; the pause
+        // makes sure of it.
         try await Task.sleep(for: .milliseconds(5))
         var bobStain = try demo.require(try b.fetch(OutpostModels.Issue.self, id: stain.id), "Bob has the stain issue")
         bobStain.status = .inProgress

@@ -10,7 +10,7 @@ import Synchronization
 /// the server for every record it may see, and the harness's own model of the round's edits says which
 /// values lost: for each field, the write with the newest clock (the virtual clock orders every write
 /// of the seed) must be the server's value, and each other device's last value for that field, when it
-/// differs, must appear in some device's conflicts table (as the local or the remote value). Lost values
+/// differs, must appear in some device's conflicts table as a conflict's losing value. Lost values
 /// produced and surfaced are counted; an unsurfaced one counts as lost. Then the users answer about half
 /// of the round's conflicts (override or discard) and the devices sync again: see `resolveSome`.
 enum ConvergenceScenario {
@@ -233,9 +233,11 @@ enum ConvergenceScenario {
                         continue
                     }
                     produced += 1
+                    // Surfaced as the losing value, on whichever device merged it: a conflict that
+                    // shows it only as the winner of an earlier merge does not count.
                     let found = conflicts.contains {
                         $0.entity == key.entity && $0.recordID == key.id && $0.field == key.field
-                            && ($0.localValue == loser.value || $0.remoteValue == loser.value)
+                            && $0.losingValue == loser.value
                     }
                     if found {
                         surfaced += 1
@@ -285,21 +287,23 @@ enum ConvergenceScenario {
 
 extension ConvergenceScenario {
     /// The users answer some of the round's conflicts: each device overrides or discards about half of
-    /// its own. An override must bring back the value the conflict recorded as losing; after a sync, the
-    /// newest override of each field stands on every device, and every device still equals the server.
-    /// Fields of server-wins records are left out of the "newest stands" check: there the first
-    /// override the server takes stands, whichever device's turn came first.
+    /// its own. An override must bring back the value the conflict recorded as losing, and a record that
+    /// value lost to a delete with it; after a sync, the newest override of each field stands on every
+    /// device, a record brought back is live, and every device still equals the server. Left out of the
+    /// "newest stands" check: server-wins records (the first override the server takes stands, whichever
+    /// device's turn came first) and records brought back (that writes every field anew).
     fileprivate static func resolveSome(
         after marks: [Int: Int64], round: Int, fleet: Fleet, server: InProcessServer, now: @Sendable () -> Date,
         order: inout Int, random: inout SeededGenerator, outcome: inout SeedOutcome
     ) async throws {
         var overrides: [FieldKey: Edit] = [:]
+        /// Records an override brought back from a tombstone: that writes every field anew.
+        var revived: Set<String> = []
         for device in random.shuffled(fleet.devices.map(\.index)) {
             let store = fleet.devices[device].store
             // Conflict ids are each device's own; this round's are those after the round's mark.
             for conflict in try store.openConflicts() where conflict.id > marks[device] ?? 0 && random.chance(0.5) {
-                guard let field = conflict.field, let before = try store.record(conflict.entity, id: conflict.recordID),
-                    !before.sync.isDeleted
+                guard let field = conflict.field, let before = try store.record(conflict.entity, id: conflict.recordID)
                 else { continue }
                 let choice: ConflictChoice = random.chance(0.7) ? .override : .discard
                 try await store.resolveConflict(conflict.id, choice: choice, now: now())
@@ -314,10 +318,23 @@ extension ConvergenceScenario {
                     }
                     continue
                 }
-                if let losing = conflict.losingValue, after != losing {
+                guard let losing = conflict.losingValue else {
+                    outcome.lost += 1
+                    outcome.problems.append("\(where_): the conflict does not say which value lost")
+                    continue
+                }
+                if after != losing {
                     outcome.lost += 1
                     outcome.problems.append(
                         "\(where_) left \(after.map { "\($0)" } ?? "nothing"), not the losing value \(losing)")
+                }
+                if before.sync.isDeleted {
+                    // A value that lost to a delete comes back with its record.
+                    revived.insert("\(conflict.entity.rawValue)/\(conflict.recordID)")
+                    if try store.record(conflict.entity, id: conflict.recordID)?.sync.isDeleted != false {
+                        outcome.lost += 1
+                        outcome.problems.append("\(where_) did not bring the deleted record back")
+                    }
                 }
                 if let after, after != before[field] {
                     order += 1
@@ -333,7 +350,16 @@ extension ConvergenceScenario {
             return
         }
         let reference = fleet.devices[0].store
-        for (key, newest) in overrides.sorted(by: { $0.key < $1.key }) where !serverWins.contains(key.entity) {
+        for record in revived.sorted() {
+            let parts = record.split(separator: "/")
+            guard let entity = EntityType(rawValue: String(parts[0])), let id = UUID(uuidString: String(parts[1])) else { continue }
+            if try reference.record(entity, id: id)?.sync.isDeleted != false {
+                outcome.lost += 1
+                outcome.problems.append("round \(round): \(record), brought back by an override, is not live after the sync")
+            }
+        }
+        for (key, newest) in overrides.sorted(by: { $0.key < $1.key })
+        where !serverWins.contains(key.entity) && !revived.contains("\(key.entity.rawValue)/\(key.id)") {
             let standing = try reference.record(key.entity, id: key.id)?[key.field]
             if standing != newest.value {
                 outcome.lost += 1

@@ -65,7 +65,8 @@ import Testing
         try await a.save(mine)
         var theirs = try #require(try b.fetch(OutpostModels.Issue.self, id: issue.id))
         theirs.status = .inProgress
-        // Strictly later than a's change: two devices' writes in one millisecond are ordered by node.
+        // Strictly later than a's change: two devices' writes in one millisecond are ordered by counter,
+        // then node, not by which came later.
         try await b.store.save(theirs, now: Timestamp.now().addingTimeInterval(0.010))
         try await b.sync()
         try await a.sync()
