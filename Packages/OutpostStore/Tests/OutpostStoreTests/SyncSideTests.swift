@@ -172,7 +172,9 @@ import Testing
         #expect(try store.mutations(status: .pending).last?.fields["notes"] == .text("Rain until noon"))
     }
 
-    @Test func aDiscardedConflictKeepsTheWinner() async throws {
+    /// A store where this device's status ("inProgress", at 2 s) lost to the office's newer one
+    /// ("resolved", at 5 s): one open conflict, its losing side the client.
+    func storeWithALostStatus() async throws -> (TemporaryDatabase, LocalStore, OutpostModels.Issue) {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
         let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
@@ -185,6 +187,12 @@ import Testing
         theirs.status = .resolved
         try await store.applyPulledPage(
             PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        return (folder, store, issue)
+    }
+
+    @Test func aDiscardedConflictKeepsTheWinner() async throws {
+        let (database, store, issue) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
         let conflict = try #require(try store.openConflicts().first)
         try await store.resolveConflict(conflict.id, choice: .discard)
         #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved)
@@ -195,20 +203,9 @@ import Testing
     /// `override` brings back the value of the side that lost, as recorded, even after the record moved
     /// on: judging by the current value would write the winner when the loser already stands again.
     @Test func overrideBringsBackTheRecordedLoserAfterTheRecordMovedOn() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
-
         // This device's status loses to the office's newer one, then the user sets it back by hand.
-        var mine = issue
-        mine.status = .inProgress
-        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
-        var theirs = issue
-        theirs.status = .resolved
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        let (database, store, issue) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
         let lost = try #require(try store.openConflicts().first)
         #expect(lost.losingSide == .client)
         #expect(lost.losingValue == .text("inProgress"))
@@ -238,18 +235,8 @@ import Testing
 
     /// A conflict recorded before v11 has no side; `override` then writes whichever value is not current.
     @Test func aConflictWithoutARecordedSideIsOverriddenByTheValueNotCurrent() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
-        var mine = issue
-        mine.status = .inProgress
-        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
-        var theirs = issue
-        theirs.status = .resolved
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        let (database, store, issue) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
         try store.write { db in try db.execute(sql: "UPDATE conflicts SET losing_side = NULL") }
         let conflict = try #require(try store.openConflicts().first)
         #expect(conflict.losingSide == nil)
@@ -260,18 +247,8 @@ import Testing
 
     /// A losing value that no longer reads is an error, and the conflict stays open for another try.
     @Test func anUnreadableLosingValueIsRefusedAndTheConflictStaysOpen() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "c-1"), now: Date(timeIntervalSince1970: 1))
-        var mine = issue
-        mine.status = .inProgress
-        try await store.save(mine, now: Date(timeIntervalSince1970: 2))
-        var theirs = issue
-        theirs.status = .resolved
-        try await store.applyPulledPage(
-            PulledPage(changes: [remote(theirs, version: 2, at: 5_000)], cursor: "c-2"), now: Date(timeIntervalSince1970: 5))
+        let (database, store, issue) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
         try store.write { db in try db.execute(sql: "UPDATE conflicts SET local_value = '{not json'") }
         let conflict = try #require(try store.openConflicts().first)
         let queued = try store.mutations().count
