@@ -297,8 +297,8 @@ extension ConvergenceScenario {
         order: inout Int, random: inout SeededGenerator, outcome: inout SeedOutcome
     ) async throws {
         var overrides: [FieldKey: Edit] = [:]
-        /// Records an override brought back from a tombstone: that writes every field anew.
-        var revived: Set<String> = []
+        /// Records an override brought back from a tombstone ("entity/id"): that writes every field anew.
+        var revived: [String: (entity: EntityType, id: UUID)] = [:]
         for device in random.shuffled(fleet.devices.map(\.index)) {
             let store = fleet.devices[device].store
             // Conflict ids are each device's own; this round's are those after the round's mark.
@@ -330,7 +330,7 @@ extension ConvergenceScenario {
                 }
                 if before.sync.isDeleted {
                     // A value that lost to a delete comes back with its record.
-                    revived.insert("\(conflict.entity.rawValue)/\(conflict.recordID)")
+                    revived["\(conflict.entity.rawValue)/\(conflict.recordID)"] = (conflict.entity, conflict.recordID)
                     if try store.record(conflict.entity, id: conflict.recordID)?.sync.isDeleted != false {
                         outcome.lost += 1
                         outcome.problems.append("\(where_) did not bring the deleted record back")
@@ -350,16 +350,14 @@ extension ConvergenceScenario {
             return
         }
         let reference = fleet.devices[0].store
-        for record in revived.sorted() {
-            let parts = record.split(separator: "/")
-            guard let entity = EntityType(rawValue: String(parts[0])), let id = UUID(uuidString: String(parts[1])) else { continue }
+        for (record, (entity, id)) in revived.sorted(by: { $0.key < $1.key }) {
             if try reference.record(entity, id: id)?.sync.isDeleted != false {
                 outcome.lost += 1
                 outcome.problems.append("round \(round): \(record), brought back by an override, is not live after the sync")
             }
         }
         for (key, newest) in overrides.sorted(by: { $0.key < $1.key })
-        where !serverWins.contains(key.entity) && !revived.contains("\(key.entity.rawValue)/\(key.id)") {
+        where !serverWins.contains(key.entity) && revived["\(key.entity.rawValue)/\(key.id)"] == nil {
             let standing = try reference.record(key.entity, id: key.id)?[key.field]
             if standing != newest.value {
                 outcome.lost += 1
