@@ -87,7 +87,7 @@ extension PushMutation: WireReadable {
             switch key {
             case "idempotencyKey":
                 try reader.firstOccurrence(of: 0, key, in: &seen)
-                idempotencyKey = try ServerRecord.uuid(&reader)
+                idempotencyKey = try reader.uuid()
             case "entity":
                 try reader.firstOccurrence(of: 1, key, in: &seen)
                 entity = try ServerRecord.entity(&reader)
@@ -98,7 +98,7 @@ extension PushMutation: WireReadable {
                 operation = read
             case "recordID":
                 try reader.firstOccurrence(of: 3, key, in: &seen)
-                recordID = try ServerRecord.uuid(&reader)
+                recordID = try reader.uuid()
             case "serverID":
                 try reader.firstOccurrence(of: 4, key, in: &seen)
                 serverID = try reader.takeNull() ? nil : reader.string()
@@ -210,7 +210,7 @@ extension ServerRecord: WireReadable {
                 entity = try Self.entity(&reader)
             case "recordID":
                 try reader.firstOccurrence(of: 2, key, in: &seen)
-                recordID = try Self.uuid(&reader)
+                recordID = try reader.uuid()
             case "serverID":
                 try reader.firstOccurrence(of: 3, key, in: &seen)
                 serverID = try reader.takeNull() ? nil : reader.string()
@@ -270,11 +270,7 @@ extension ServerRecord: WireReadable {
                 if let previous, previous.text.elementsEqual(text) {
                     clock = previous.clock
                 } else {
-                    do {
-                        clock = try HybridTimestamp(encodedUTF8: text)
-                    } catch {
-                        throw reader.error(error.description)
-                    }
+                    clock = try Self.clock(text, in: reader)
                     previous = (text, clock)
                 }
             } else {
@@ -287,14 +283,16 @@ extension ServerRecord: WireReadable {
         return clocks
     }
 
-    static func uuid(_ reader: inout JSONReader) throws(JSONReaderError) -> UUID {
-        try reader.uuid()
+    /// A clock value, parsed from the page's bytes when its text is plain ASCII, as every valid clock is.
+    static func clock(_ reader: inout JSONReader) throws(JSONReaderError) -> HybridTimestamp {
+        if let text = try reader.plainASCIIString() { return try clock(text, in: reader) }
+        return try clock(ArraySlice(try reader.string().utf8), in: reader)
     }
 
-    static func clock(_ reader: inout JSONReader) throws(JSONReaderError) -> HybridTimestamp {
-        let text = try reader.string()
+    /// `text` read as a clock; a malformed one is an error where the reader stands, after the value.
+    private static func clock(_ text: ArraySlice<UInt8>, in reader: JSONReader) throws(JSONReaderError) -> HybridTimestamp {
         do {
-            return try HybridTimestamp(encoded: text)
+            return try HybridTimestamp(encodedUTF8: text)
         } catch {
             throw reader.error(error.description)
         }
@@ -337,7 +335,7 @@ extension MutationResult: WireReadable {
         while let name = try reader.nextKey() {
             if name == "idempotencyKey" {
                 try reader.firstOccurrence(of: 0, name, in: &seen)
-                idempotencyKey = try ServerRecord.uuid(&reader)
+                idempotencyKey = try reader.uuid()
             } else {
                 try members.read(name, from: &reader)
             }
