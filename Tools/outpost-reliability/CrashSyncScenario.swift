@@ -8,14 +8,17 @@ import Glibc
 #endif
 
 /// Scenario 2, `crash-sync`: a device writes in bursts; after each burst `outpost sync` runs as a child
-/// process against `outpost serve` (another child) and is SIGKILLed after a seeded random delay, again
-/// and again, until a run exits 0 on its own; now and then the server is SIGKILLed and restarted on its
-/// file too. Afterwards nothing is left unsent, every record the device wrote is on the server as the
-/// device holds it, the server applied no key the device does not hold as done, the device's audit
-/// chain verifies (`outpost audit verify`) and both files pass `PRAGMA integrity_check`.
+/// process against `outpost serve` (another child) and is SIGKILLed a seeded number of times, each after
+/// a seeded share of the time a whole sync takes, then runs unkilled until it exits 0 on its own; now and
+/// then the server is SIGKILLed and restarted on its file too. Afterwards nothing is left unsent, every
+/// record the device wrote is on the server as the device holds it, the server applied no key the device
+/// does not hold as done, the device's audit chain verifies (`outpost audit verify`) and both files pass
+/// `PRAGMA integrity_check`.
 ///
-/// The seed fixes the writes and the kill schedule (delays, which attempts kill the server); where in
-/// the child's work a delay lands still depends on the machine's speed.
+/// The seed fixes the writes and the kill schedule (how many kills, each delay as a share of the window,
+/// which attempts kill the server). The window is the median whole sync seen so far in the seed, so the
+/// kills spread over a sync's work on a fast machine and a slow one alike; fixed delays had landed
+/// mostly after the sync was over on a fast one.
 enum CrashSyncScenario {
     static let scenario = Scenario(
         name: "crash-sync",
@@ -24,6 +27,10 @@ enum CrashSyncScenario {
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
     static let attemptsPerBurst = 60
+    /// At most this many kills of `outpost sync` per burst (the seed picks 1 to this many).
+    static let killsPerBurst = 12
+    /// The kill window before any sync has been seen to finish: 5–205 ms, the old fixed delays.
+    static let initialWindowMilliseconds = 205
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
         var outcome = SeedOutcome()
@@ -72,6 +79,10 @@ enum CrashSyncScenario {
         var random = SeededGenerator(seed: seed ^ 0xC2A5_4000)
         var workload = Workload(seed: seed)
         let bursts = quick ? 2 : 6, writesPerBurst = quick ? 25 : 50
+        // Whole `outpost sync` runs seen in this seed (process start to exit), in milliseconds; their
+        // median is the kill window. The median, since the shortest is often a run with nothing left
+        // to send and would keep every kill in a sync's first steps.
+        var wholeSyncs: [Int] = []
         for burst in 0..<bursts {
             do {
                 let store = try LocalStore.open(at: db)
@@ -80,6 +91,7 @@ enum CrashSyncScenario {
                 }
             }
             var finished = false
+            let plannedKills = 1 + random.below(killsPerBurst)
             for attempt in 0..<attemptsPerBurst {
                 let last = attempt == attemptsPerBurst - 1
                 if !last, random.chance(0.12), let running = server {
@@ -89,16 +101,23 @@ enum CrashSyncScenario {
                     server = try ServeChild.start(databasePath: serverDB, seedPath: seedFile)
                 }
                 guard let url = server?.url else { throw ReliabilityError("no server") }
-                let delay = 5 + random.below(200)
+                let killing = !last && attempt < plannedKills
+                let window = wholeSyncs.isEmpty ? initialWindowMilliseconds : wholeSyncs.sorted()[wholeSyncs.count / 2]
+                let delay = random.below(max(window, 2))
+                let started = ContinuousClock.now
                 let sync = try Child(["sync", "--db", db, "--server", url, "--token", Crew.token(of: 0)])
-                if !last {
-                    try await Task.sleep(for: .milliseconds(delay))
+                if killing {
+                    // Polled rather than slept through, so a run that ends first is timed to the millisecond.
+                    let deadline = started + .milliseconds(delay)
+                    while sync.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
                     if sync.isRunning { sync.kill() }
                 }
                 let exit = await sync.exit()
                 if exit.signaled, exit.status == SIGKILL {
                     outcome.kills += 1
                 } else if !exit.signaled, exit.status == 0 {
+                    // A run that finished by itself shows how long a whole sync takes here now.
+                    wholeSyncs.append(Int((ContinuousClock.now - started).seconds * 1000))
                     finished = true
                     break
                 } else if !exit.signaled, exit.status == 2 {
