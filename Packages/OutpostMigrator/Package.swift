@@ -13,19 +13,29 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
+        // sqlite3_config is variadic, which Swift cannot call: a header of inline wrappers is all it takes.
+        .systemLibrary(name: "COutpostSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(
             name: "OutpostMigrator",
             dependencies: [
+                "COutpostSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "OutpostMigratorTests", dependencies: ["OutpostMigrator"]),
+        .testTarget(
+            name: "OutpostMigratorTests",
+            dependencies: [
+                "OutpostMigrator",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
     ]
 )
 
 // One place for the language settings, so no target drifts.
-for target in package.targets {
+for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .swiftLanguageMode(.v6),
         .enableUpcomingFeature("ExistentialAny"),

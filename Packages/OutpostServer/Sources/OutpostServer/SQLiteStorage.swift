@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostMigrator
 import OutpostModels
 import OutpostSync
 
@@ -17,6 +18,9 @@ final class SQLiteStorage: ServerStorage {
     init(path: String, assignsServerIDs: Bool) throws(ServerError) {
         self.path = path
         self.rules = PushRules(assignsServerIDs: assignsServerIDs)
+        // Before the pool's first connection: its readers and writer would queue on SQLite's
+        // allocation statistics mutex (Workspace.md, the migrator's `SQLiteProcessSettings`).
+        SQLiteProcessSettings.apply()
         do {
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
