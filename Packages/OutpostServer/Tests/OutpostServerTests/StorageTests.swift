@@ -35,6 +35,36 @@ struct StorageTests {
         try queue.close()
     }
 
+    @Test("A new file gets 8 KB pages, so a record's row sits whole in its page; an old 4 KB file keeps its own and still serves")
+    func pageSizes() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let caller = Caller(userID: TestServer.alice)
+        let fresh = folder.appendingPathComponent("fresh.sqlite").path
+        let old = folder.appendingPathComponent("old.sqlite").path
+        // A file made by a build that left SQLite's default page size.
+        let oldQueue = try DatabaseQueue(path: old)
+        try await oldQueue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL") }
+        try ServerSchema.migrator.migrate(oldQueue)
+        try oldQueue.close()
+        for (path, expected) in [(fresh, SQLiteStorage.pageSize), (old, 4096)] {
+            let storage = try SQLiteStorage(path: path, assignsServerIDs: false)
+            try await storage.load(TestServer.seed, now: Timestamp.now())
+            var fields = Sample.issueFields(project: TestServer.projectA)
+            fields["details"] = .text(String(repeating: "Water stain on the north wall. ", count: 60))
+            let issue = UUID()
+            let results = try await storage.push([Sample.create(.issue, id: issue, fields: fields)], by: caller, now: Timestamp.now())
+            #expect(results[0].outcome.appliedVersion == 1)
+            let page = try await Self.pull(storage, after: 0, limit: 100, by: caller)
+            #expect(page.changes.first { $0.recordID == issue }?.fields["details"] == fields["details"])
+            let queue = try DatabaseQueue(path: path)
+            let pageSize = try await queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") }
+            #expect(pageSize == expected)
+            try queue.close()
+        }
+    }
+
     @Test("In one batch a refused mutation changes nothing, and later mutations see earlier ones' records", arguments: Backend.available)
     func batchSeesItsOwnWrites(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
