@@ -190,10 +190,14 @@ final class SQLiteStorage: ServerStorage {
     /// The pull's query. Each project is its own arm, read in sequence order from `records_by_project`
     /// and cut at the page size, and the arms are merged: a page costs at most (projects + 1) × page
     /// rows, however many changes wait after the cursor. (One `OR` over every project made SQLite
-    /// gather and sort all of them for every page.) Past `maximumArms` projects it walks
-    /// `records_by_sequence` instead, which stops at the page size too.
+    /// gather and sort all of them for every page.) The arms merge only sequence numbers, read from
+    /// the indexes alone; `pull` then reads the page's rows by sequence. Merged whole, each arm's rows
+    /// (about 1 KB each) were copied into a temporary B-tree to be sorted again (`USE TEMP B-TREE FOR
+    /// ORDER BY`), though the index had read them in order: 5.4 against 2.2 ms per 500-record page.
+    /// Past `maximumArms` projects it walks `records_by_sequence` instead, which stops at the page size
+    /// too and reads the rows at once (`readsRows`).
     private static func pullQuery(after cursor: Int64, limit: Int, projects: [String], unlinkedOf caller: Caller?)
-        -> (String, StatementArguments)
+        -> (sql: String, arguments: StatementArguments, readsRows: Bool)
     {
         let maximumArms = 200
         var arguments: StatementArguments = []
@@ -209,24 +213,24 @@ final class SQLiteStorage: ServerStorage {
                 arguments += [caller.userID.storageText]
             }
             arguments += [limit + 1]
-            return (sql + ") ORDER BY sequence LIMIT ?", arguments)
+            return (sql + ") ORDER BY sequence LIMIT ?", arguments, true)
         }
         var arms: [String] = []
         for project in projects {
             arms.append(
-                "SELECT * FROM (SELECT * FROM records WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?)")
+                "SELECT sequence FROM (SELECT sequence FROM records WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?)")
             arguments += [project, cursor, limit + 1]
         }
         if let caller {
             arms.append("""
-                SELECT * FROM (SELECT * FROM records WHERE project_id IS NULL AND owner_id = ? AND sequence > ?
+                SELECT sequence FROM (SELECT sequence FROM records WHERE project_id IS NULL AND owner_id = ? AND sequence > ?
                 ORDER BY sequence LIMIT ?)
                 """)
             arguments += [caller.userID.storageText, cursor, limit + 1]
         }
-        guard !arms.isEmpty else { return ("SELECT * FROM records WHERE 0", []) }
+        guard !arms.isEmpty else { return ("SELECT * FROM records WHERE 0", [], true) }
         arguments += [limit + 1]
-        return (arms.joined(separator: " UNION ALL ") + " ORDER BY sequence LIMIT ?", arguments)
+        return (arms.joined(separator: " UNION ALL ") + " ORDER BY sequence LIMIT ?", arguments, false)
     }
 
     private static let summaryColumns = "entity, id, server_id, project_id, owner_id, sequence"
@@ -272,10 +276,24 @@ final class SQLiteStorage: ServerStorage {
             if let projects, let other = projects.first(where: { !mine.contains($0) }) {
                 throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
-            let (sql, arguments) = Self.pullQuery(
+            let query = Self.pullQuery(
                 after: cursor, limit: limit, projects: (projects.map { Set($0) } ?? mine).map(\.storageText).sorted(),
                 unlinkedOf: projects == nil ? caller : nil)
-            var rows = try StoredRow.fetchAll(db, sql: sql, arguments: arguments)
+            var rows: [StoredRow]
+            if query.readsRows {
+                rows = try StoredRow.fetchAll(db, sql: query.sql, arguments: query.arguments)
+            } else {
+                // The same read transaction: the sequences just read still name these rows. They come
+                // sorted, so chunks read in turn keep the page in sequence order.
+                let sequences = try Int64.fetchAll(db, sql: query.sql, arguments: query.arguments)
+                rows = []
+                rows.reserveCapacity(sequences.count)
+                for chunk in Self.chunks(sequences) {
+                    rows += try StoredRow.fetchAll(
+                        db, sql: "SELECT * FROM records WHERE sequence IN (\(Self.placeholders(chunk.count))) ORDER BY sequence",
+                        arguments: StatementArguments(chunk))
+                }
+            }
             let hasMore = rows.count > limit
             if hasMore { rows.removeLast(rows.count - limit) }
             var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
