@@ -8,9 +8,10 @@ import Glibc
 #endif
 
 /// Scenario 2, `crash-sync`: a device writes in bursts; after each burst `outpost sync` runs as a child
-/// process against `outpost serve` (another child) and is SIGKILLed a seeded number of times, each after
-/// a seeded share of the time a whole sync takes, then runs unkilled until it exits 0 on its own; now and
-/// then the server is SIGKILLed and restarted on its file too. Afterwards nothing is left unsent, every
+/// process against `outpost serve` (another child) and is SIGKILLed up to a seeded number of times, each
+/// after a seeded share of the time a whole sync takes (a run that finishes first ends the burst), then
+/// runs unkilled until it exits 0 on its own; now and then the server is SIGKILLed and restarted on its
+/// file too. Afterwards nothing is left unsent, every
 /// record the device wrote is on the server as the device holds it, the server applied no key the device
 /// does not hold as done, the device's audit chain verifies (`outpost audit verify`) and both files pass
 /// `PRAGMA integrity_check`.
@@ -29,8 +30,15 @@ enum CrashSyncScenario {
     static let attemptsPerBurst = 60
     /// At most this many kills of `outpost sync` per burst (the seed picks 1 to this many).
     static let killsPerBurst = 12
-    /// The kill window before any sync has been seen to finish: 5–205 ms, the old fixed delays.
+    /// The kill window before any sync has been seen to finish, in milliseconds: the old fixed delays'.
     static let initialWindowMilliseconds = 205
+    /// Kills land at least this long after the start (milliseconds): an earlier one only stops the launch.
+    static let earliestKill = 5
+    /// Until the seed's first kill, delays stay under this (milliseconds): no sync is done that soon,
+    /// so a seed always kills at least once, however fast the machine.
+    static let firstKillWithin = 20
+    /// An unkilled `outpost sync` still running after this is stopped and counted as a crash (a hang).
+    static let hangLimit: Duration = .seconds(60)
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
         var outcome = SeedOutcome()
@@ -103,17 +111,20 @@ enum CrashSyncScenario {
                 guard let url = server?.url else { throw ReliabilityError("no server") }
                 let killing = !last && attempt < plannedKills
                 let window = wholeSyncs.isEmpty ? initialWindowMilliseconds : wholeSyncs.sorted()[wholeSyncs.count / 2]
-                let delay = random.below(max(window, 2))
+                let bound = outcome.kills == 0 ? min(window, firstKillWithin) : window
+                let delay = earliestKill + random.below(max(bound - earliestKill, 1))
                 let started = ContinuousClock.now
                 let sync = try Child(["sync", "--db", db, "--server", url, "--token", Crew.token(of: 0)])
-                if killing {
-                    // Polled rather than slept through, so a run that ends first is timed to the millisecond.
-                    let deadline = started + .milliseconds(delay)
-                    while sync.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-                    if sync.isRunning { sync.kill() }
-                }
+                // Polled rather than slept through, so a run that ends first is timed to the millisecond.
+                let deadline = started + (killing ? .milliseconds(delay) : hangLimit)
+                while sync.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+                let hung = !killing && sync.isRunning
+                if sync.isRunning { sync.kill() }
                 let exit = await sync.exit()
-                if exit.signaled, exit.status == SIGKILL {
+                if hung {
+                    outcome.crashes += 1
+                    outcome.problems.append("burst \(burst), attempt \(attempt): outpost sync hung for \(hangLimit)")
+                } else if exit.signaled, exit.status == SIGKILL {
                     outcome.kills += 1
                 } else if !exit.signaled, exit.status == 0 {
                     // A run that finished by itself shows how long a whole sync takes here now.
