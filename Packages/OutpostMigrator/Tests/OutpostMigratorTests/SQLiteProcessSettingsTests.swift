@@ -1,23 +1,32 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 import Testing
 import OutpostMigrator
 
-/// `SQLiteProcessSettings.apply()` must tell the truth: whether this process's SQLite counts its
-/// allocations depends on which test opened a connection first, so the check covers both answers.
 @Suite struct SQLiteProcessSettingsTests {
-    @Test func applyReportsWhetherSQLiteStillCountsItsAllocations() throws {
-        let tookEffect = SQLiteProcessSettings.apply()
-        #expect(SQLiteProcessSettings.apply() == tookEffect, "a second call answers the same")
-        let database = try TemporaryDatabase()
-        try database.queue.write { db in
-            try db.execute(sql: "CREATE TABLE t (x TEXT)")
-            for index in 0..<100 { try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [String(repeating: "x", count: index)]) }
+    /// In a process of its own, where nothing opened SQLite before: `apply()` takes effect, and SQLite
+    /// then counts none of the allocations a connection and its writes make.
+    @Test func applyBeforeTheFirstConnectionTurnsTheStatisticsOff() async {
+        await #expect(processExitsWith: .success) {
+            guard SQLiteProcessSettings.apply() else { exit(1) }
+            guard SQLiteProcessSettings.apply() else { exit(2) }
+            let database = try TemporaryDatabase()
+            try database.queue.write { db in
+                try db.execute(sql: "CREATE TABLE t (x TEXT)")
+                for index in 0..<100 { try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [String(repeating: "x", count: index)]) }
+            }
+            exit(sqlite3_memory_used() == 0 ? 0 : 3)
         }
-        if tookEffect {
-            #expect(sqlite3_memory_used() == 0, "statistics are off, so SQLite has counted nothing")
-        } else {
-            #expect(sqlite3_memory_used() > 0, "SQLite was initialized first, so it still counts")
+    }
+
+    /// After a connection opened first, it is too late: `apply()` says so, and SQLite still counts.
+    @Test func applyAfterTheFirstConnectionReportsThatItIsTooLate() async {
+        await #expect(processExitsWith: .success) {
+            let database = try TemporaryDatabase()
+            try database.queue.write { try $0.execute(sql: "CREATE TABLE t (x TEXT)") }
+            guard !SQLiteProcessSettings.apply() else { exit(1) }
+            exit(sqlite3_memory_used() > 0 ? 0 : 3)
         }
     }
 }

@@ -34,8 +34,8 @@ final class SQLiteStorage: ServerStorage {
                 // writer's time). Reads map the file; the cache holds 32 MB of pages per connection.
                 // A record's row (its fields and clocks as JSON) is about 1 KB, the most a cell of a
                 // WITHOUT ROWID B-tree keeps on a 4 KB page: every row spilled into an overflow page,
-                // read and written beside it. 8 KB pages keep rows up to about 2 KB whole (push +30 %,
-                // a page read for pull +15 %, Workspace.md). Only a new file takes it: an existing
+                // read and written beside it. 8 KB pages keep rows up to about 2 KB whole (push +39–48 %,
+                // the HTTP pull alone +15 %, Workspace.md). Only a new file takes it: an existing
                 // one keeps its page size and works as before.
                 try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)")
                 try db.execute(sql: "PRAGMA mmap_size = \(256 << 20)")

@@ -65,7 +65,7 @@ public enum LocalDatabase {
         if mustExist, !FileManager.default.fileExists(atPath: path) {
             throw StoreError(.databaseNotFound, path: path, message: "no database file here")
         }
-        // Every store connection opens after this one: before it, SQLite's allocation statistics go
+        // A store's connections all open after this one: before it, SQLite's allocation statistics go
         // off, whose mutex the writer and the readers would queue on (Workspace.md).
         SQLiteProcessSettings.apply()
         do {
