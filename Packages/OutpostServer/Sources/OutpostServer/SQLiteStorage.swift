@@ -280,22 +280,25 @@ final class SQLiteStorage: ServerStorage {
                 after: cursor, limit: limit, projects: (projects.map { Set($0) } ?? mine).map(\.storageText).sorted(),
                 unlinkedOf: projects == nil ? caller : nil)
             var rows: [StoredRow]
+            let hasMore: Bool
             if query.readsRows {
                 rows = try StoredRow.fetchAll(db, sql: query.sql, arguments: query.arguments)
+                hasMore = rows.count > limit
+                if hasMore { rows.removeLast(rows.count - limit) }
             } else {
-                // The same read transaction: the sequences just read still name these rows. They come
+                // One more than a page is asked for, to know whether more wait; only the page's rows
+                // are read, in the same read transaction, so the sequences still name them. They come
                 // sorted, so chunks read in turn keep the page in sequence order.
                 let sequences = try Int64.fetchAll(db, sql: query.sql, arguments: query.arguments)
+                hasMore = sequences.count > limit
                 rows = []
-                rows.reserveCapacity(sequences.count)
-                for chunk in Self.chunks(sequences) {
+                rows.reserveCapacity(min(sequences.count, limit))
+                for chunk in Self.chunks(Array(sequences.prefix(limit))) {
                     rows += try StoredRow.fetchAll(
                         db, sql: "SELECT * FROM records WHERE sequence IN (\(Self.placeholders(chunk.count))) ORDER BY sequence",
                         arguments: StatementArguments(chunk))
                 }
             }
-            let hasMore = rows.count > limit
-            if hasMore { rows.removeLast(rows.count - limit) }
             var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {

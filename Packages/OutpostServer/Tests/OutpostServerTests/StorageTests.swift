@@ -114,6 +114,32 @@ struct StorageTests {
         #expect(!alice.changes.contains { $0.recordID == TestServer.projectB })
     }
 
+    @Test("A page larger than one read of rows by sequence (1,000 of 1,100 changes) stays whole and in order", arguments: Backend.available)
+    func largePagesStayInOrder(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let carol = Caller(userID: TestServer.carol)
+        let creates = (0..<1_100).map { index in
+            Sample.create(
+                .issue, fields: Sample.issueFields(project: index % 3 == 0 ? TestServer.projectB : TestServer.projectA))
+        }
+        for start in stride(from: 0, to: creates.count, by: 500) {
+            let results = try await storage.push(Array(creates[start..<min(start + 500, creates.count)]), by: carol, now: Timestamp.now())
+            #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
+        let first = try await Self.pull(storage, after: 0, limit: 1_000, by: carol)
+        #expect(first.changes.count == 1_000)
+        #expect(first.hasMore)
+        #expect(first.nextCursor == first.changes.last.map { String($0.sequence) })
+        let rest = try await Self.pull(storage, after: Int64(first.nextCursor) ?? -1, limit: 1_000, by: carol)
+        #expect(!rest.hasMore)
+        let seen = first.changes + rest.changes
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        let pulledIssues = seen.filter { $0.entity == .issue }.map(\.recordID)
+        #expect(pulledIssues.count == creates.count)
+        #expect(Set(pulledIssues) == Set(creates.map(\.recordID)))
+    }
+
     /// A storage on a temp file with the test seed loaded.
     private static func seeded(_ backend: Backend = .sqlite) async throws -> (any ServerStorage, URL) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
