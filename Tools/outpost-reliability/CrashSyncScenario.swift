@@ -11,10 +11,9 @@ import Glibc
 /// process against `outpost serve` (another child) and is SIGKILLed up to a seeded number of times, each
 /// after a seeded share of the time a whole sync takes (a run that finishes first ends the burst), then
 /// runs unkilled until it exits 0 on its own; now and then the server is SIGKILLed and restarted on its
-/// file too. Afterwards nothing is left unsent, every
-/// record the device wrote is on the server as the device holds it, the server applied no key the device
-/// does not hold as done, the device's audit chain verifies (`outpost audit verify`) and both files pass
-/// `PRAGMA integrity_check`.
+/// file too. Afterwards nothing is left unsent, every record the device wrote is on the server as the
+/// device holds it, the server applied no key the device does not hold as done, the device's audit chain
+/// verifies (`outpost audit verify`) and both files pass `PRAGMA integrity_check`.
 ///
 /// The seed fixes the writes and the kill schedule (how many kills, each delay as a share of the window,
 /// which attempts kill the server). The window is the median whole sync seen so far in the seed, so the
