@@ -179,11 +179,27 @@ func jsonResponse(_ value: some Encodable, for request: Request) throws -> Respo
 
 /// Answers JSON already written (gzip for clients that accept it, over the threshold).
 func jsonResponse(bytes: [UInt8], for request: Request) -> Response {
-    var data = Data(bytes)
+    jsonResponse(JSONBody(bytes, gzip: request.acceptsGzip))
+}
+
+/// Answers a body `JSONBody` encoded.
+func jsonResponse(_ body: JSONBody) -> Response {
     var headers: HTTPFields = [.contentType: "application/json"]
-    if data.count > SyncProtocol.compressionThreshold, request.acceptsGzip {
-        data = Gzip.compress(data)
-        headers[.contentEncoding] = "gzip"
+    if body.isGzipped { headers[.contentEncoding] = "gzip" }
+    return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.data)))
+}
+
+/// A JSON answer's bytes as they go out: gzip-compressed above the protocol's threshold when the
+/// client takes gzip. Kept apart from the response so a pull page can be encoded before it is asked for.
+struct JSONBody: Sendable {
+    let data: Data
+    let isGzipped: Bool
+
+    init(_ bytes: [UInt8], gzip: Bool) {
+        if bytes.count > SyncProtocol.compressionThreshold, gzip {
+            (data, isGzipped) = (Gzip.compress(Data(bytes)), true)
+        } else {
+            (data, isGzipped) = (Data(bytes), false)
+        }
     }
-    return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
 }

@@ -187,7 +187,8 @@ final class PostgresStorage: ServerStorage {
                 """, on: connection, logger: logger)
             let hasMore = rows.count > limit
             if hasMore { rows.removeLast(rows.count - limit) }
-            var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
+            var page = PullPage(
+                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore, memberships: mine)
             if assignsServerIDs {
                 for summary in try await Self.summaries(
                     of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
@@ -197,6 +198,11 @@ final class PostgresStorage: ServerStorage {
             }
             return page
         }
+    }
+
+    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID> {
+        let logger = self.logger
+        return try await read { connection in try await PostgresAccess.projects(of: caller, on: connection, logger: logger) }
     }
 
     // MARK: - Media

@@ -58,6 +58,8 @@ struct PullPage: Sendable {
     var hasMore: Bool
     /// The parents the rows name, for server-id references; empty when the server keeps client ids.
     var parents: [RecordKey: RecordSummary] = [:]
+    /// The projects the caller belonged to when the page was read.
+    var memberships: Set<UUID> = []
 
     /// The parents a backend must look up for `rows` in server-id mode (decoding only rows with parents).
     static func parentKeys(of rows: [StoredRow]) throws(ServerError) -> Set<RecordKey> {

@@ -299,7 +299,8 @@ final class SQLiteStorage: ServerStorage {
                         arguments: StatementArguments(chunk))
                 }
             }
-            var page = PullPage(rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore)
+            var page = PullPage(
+                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore, memberships: mine)
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
                     page.parents[summary.key] = summary
@@ -307,6 +308,10 @@ final class SQLiteStorage: ServerStorage {
             }
             return page
         }
+    }
+
+    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID> {
+        try await read { db in try Access.projects(of: caller, in: db) }
     }
 
     // MARK: - Media

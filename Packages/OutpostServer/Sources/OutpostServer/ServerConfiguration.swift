@@ -29,6 +29,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytes: Int64
     /// The client schema versions accepted (`Outpost-Schema-Version`).
     public var schemaVersions: ClosedRange<Int>
+    /// Whether a pull that says more changes wait has its next page read and encoded before the client
+    /// asks for it (see `PullReadAhead`): faster back-to-back pages, for one held page per pulling user.
+    public var readsPullsAhead: Bool
     /// The least severe log level written: `trace`, `debug`, `info` (one line per request), `notice`,
     /// `warning`, `error` or `critical`.
     public var logLevel: String
@@ -39,7 +42,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
         maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...11,
-        logLevel: String = "info", postgresURL: String? = nil
+        logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true
     ) {
         self.databasePath = databasePath
         self.postgresURL = postgresURL
@@ -54,6 +57,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         self.maximumMediaBytes = maximumMediaBytes
         self.schemaVersions = schemaVersions
         self.logLevel = logLevel
+        self.readsPullsAhead = readsPullsAhead
     }
 
     /// Refuses settings the server cannot run with, before anything is opened.

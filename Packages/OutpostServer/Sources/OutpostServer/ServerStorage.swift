@@ -6,7 +6,8 @@ import OutpostSync
 /// talk to this protocol, so a PostgreSQL backend can sit beside the embedded SQLite one.
 ///
 /// Every method that touches a project checks the caller's membership itself, inside the same
-/// transaction as the work, so a check can never go stale between reading and writing.
+/// transaction as the work, so a check can never go stale between reading and writing. (A pull page
+/// read ahead of its request is checked again when served: see `PullReadAhead`.)
 protocol ServerStorage: Sendable {
     /// The user a token's SHA-256 (lowercase hex) belongs to, nil for an unknown token.
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
@@ -20,6 +21,9 @@ protocol ServerStorage: Sendable {
     /// The rows go out as stored (`PullPage.json`); in server-id mode the page carries its parents' summaries.
     func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
         -> PullPage
+
+    /// The projects the caller belongs to: what a pull page read ahead of its request is checked against.
+    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID>
 
     /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord

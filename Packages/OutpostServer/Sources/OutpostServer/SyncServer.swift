@@ -18,6 +18,7 @@ public struct SyncServer: Sendable {
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
     private let bundleGate = BundleGate(limit: SyncServer.maximumConcurrentBundles)
+    private let readAhead = PullReadAhead()
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
@@ -75,6 +76,7 @@ public struct SyncServer: Sendable {
         let media = self.media
         let metrics = self.metrics
         let bundleGate = self.bundleGate
+        let readAhead = configuration.readsPullsAhead ? self.readAhead : nil
         let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs)
 
         router.get("health") { request, _ -> Response in
@@ -117,11 +119,13 @@ public struct SyncServer: Sendable {
             } else {
                 after = 0
             }
-            let page = try await storage.pull(
-                after: after, limit: min(pull.limit, configuration.maximumPullLimit), projects: pull.projects,
-                by: caller)
-            await metrics.add("outpost_pulled_records_total", page.rows.count)
-            return jsonResponse(bytes: try page.json(rules: rules), for: request)
+            let answer = try await Self.pull(
+                PullReadAhead.Request(
+                    user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
+                    projects: pull.projects, gzip: request.acceptsGzip),
+                by: caller, storage: storage, rules: rules, readAhead: readAhead, metrics: metrics)
+            await metrics.add("outpost_pulled_records_total", answer.records)
+            return jsonResponse(answer.body)
         }
 
         router.get("media/:attachmentID/upload") { request, context -> Response in
@@ -179,6 +183,42 @@ public struct SyncServer: Sendable {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: await metrics.text)))
         }
+    }
+
+    /// A pull's answer: the page read ahead for this very request when there is one and the caller's
+    /// memberships have not changed since, else the page read now. When more changes wait, the next
+    /// page is read ahead.
+    private static func pull(
+        _ request: PullReadAhead.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
+        readAhead: PullReadAhead?, metrics: ServerMetrics
+    ) async throws(ServerError) -> PullReadAhead.Answer {
+        @Sendable func read(_ request: PullReadAhead.Request) async throws(ServerError) -> PullReadAhead.Answer {
+            let page = try await storage.pull(
+                after: request.after, limit: request.limit, projects: request.projects, by: caller)
+            return PullReadAhead.Answer(
+                body: JSONBody(try page.json(rules: rules), gzip: request.gzip), records: page.rows.count,
+                nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore,
+                memberships: page.memberships)
+        }
+        var answer: PullReadAhead.Answer?
+        if let prepared = await readAhead?.take(request) {
+            if let page = await prepared.value, try await storage.projects(of: caller) == page.memberships {
+                answer = page
+            }
+            await metrics.count("outpost_pull_read_ahead_total", [("outcome", answer == nil ? "discarded" : "served")])
+        }
+        let result: PullReadAhead.Answer
+        if let answer { result = answer } else { result = try await read(request) }
+        if let readAhead, result.hasMore {
+            let next = request.continued(after: result.nextCursor)
+            await readAhead.prepare(next) { try? await read(next) }
+        }
+        return result
+    }
+
+    /// How many pull pages are held read ahead, once the reads under way have ended (for tests).
+    func pagesReadAhead() async -> Int {
+        await readAhead.settledCount()
     }
 
     /// The caller a bearer token names (401 when missing or unknown).

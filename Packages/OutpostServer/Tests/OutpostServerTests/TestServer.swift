@@ -107,6 +107,17 @@ final class TestServer: Sendable {
         return try await queue.read { db in try String.fetchAll(db, sql: sql) }
     }
 
+    /// Runs a test's own statement that writes, on whichever backend runs.
+    func execute(_ sql: String) async throws {
+        if let postgres {
+            _ = try await TestPostgres.strings(sql, url: postgres.url)
+            return
+        }
+        let queue = try DatabaseQueue(path: databasePath)
+        defer { try? queue.close() }
+        try await queue.write { db in try db.execute(sql: sql) }
+    }
+
     /// An `HTTPTransport` as an app would make it.
     func transport(token: String?, schemaVersion: Int = 7) -> HTTPTransport {
         HTTPTransport(configuration: .init(baseURL: baseURL, schemaVersion: schemaVersion), token: token)

@@ -1,0 +1,106 @@
+import Foundation
+import OutpostModels
+@testable import OutpostServer
+import OutpostSync
+import Testing
+
+/// The next page of a pull, read before it is asked for (`PullReadAhead`): served only when nothing
+/// that decides what the caller may see has changed, and never at the cost of a change.
+@Suite("Pull read-ahead")
+struct ReadAheadTests {
+    @Test("A page read ahead is not served once its caller has left the project", arguments: Backend.available)
+    func leftProject(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let alice = server.transport(token: TestServer.aliceToken)
+        _ = try await alice.push(PushRequest(mutations: (0..<8).map { _ in
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        }))
+        let carol = server.transport(token: TestServer.carolToken)
+        let everything = try await carol.pull(PullRequest(cursor: nil, limit: 5))
+        let projectA = try await carol.pull(PullRequest(cursor: nil, limit: 5, projects: [TestServer.projectA]))
+        #expect(everything.hasMore && projectA.hasMore)
+        #expect(await server.server.pagesReadAhead() == 2)
+
+        try await server.execute("""
+            DELETE FROM memberships
+            WHERE user_id = '\(TestServer.carol.storageText)' AND project_id = '\(TestServer.projectA.storageText)'
+            """)
+        let next = try await carol.pull(PullRequest(cursor: everything.nextCursor, limit: 5))
+        let ofProjectA = next.changes.filter {
+            $0.recordID == TestServer.projectA || $0.fields["projectID"] == .uuid(TestServer.projectA)
+        }
+        #expect(ofProjectA.isEmpty, "the page read ahead, with project A's records, was served")
+        let refused = try await server.send(
+            "POST", "/pull", token: TestServer.carolToken,
+            body: try wireJSON(PullRequest(cursor: projectA.nextCursor, limit: 5, projects: [TestServer.projectA])))
+        #expect(refused.status == 403)
+        let metrics = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains(#"outpost_pull_read_ahead_total{outcome="discarded"} 2"#))
+        await server.stop()
+    }
+
+    @Test("Changes made after a page was read ahead come with the next pull, none skipped or repeated", arguments: Backend.available)
+    func changesAfterReadAhead(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let ids = (0..<10).map { _ in UUID() }
+        _ = try await alice.push(PushRequest(mutations: ids.map {
+            Sample.create(.issue, id: $0, fields: Sample.issueFields(project: TestServer.projectA))
+        }))
+        let carol = server.transport(token: TestServer.carolToken)
+        let first = try await carol.pull(PullRequest(cursor: nil, limit: 5))
+        #expect(await server.server.pagesReadAhead() == 1)
+
+        // While the second page waits, one of its records changes and a new record is created.
+        let waiting = try #require(ids.first { id in !first.changes.contains { $0.recordID == id } })
+        let late = UUID()
+        let results = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: waiting, baseVersion: 1, fields: ["title": .text("Sill replaced")]),
+            Sample.create(.issue, id: late, fields: Sample.issueFields(project: TestServer.projectA)),
+        ]))
+        #expect(results.results.allSatisfy { $0.outcome.appliedVersion != nil })
+
+        var changes = first.changes
+        var cursor = first.nextCursor
+        var pulls = 0
+        repeat {
+            let page = try await carol.pull(PullRequest(cursor: cursor, limit: 5))
+            changes += page.changes
+            cursor = page.nextCursor
+            pulls += 1
+            if page.changes.isEmpty && !page.hasMore { break }
+        } while pulls < 10
+        let metrics = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains(#"outpost_pull_read_ahead_total{outcome="served"}"#))
+
+        // The read-ahead page still had the old title; the change itself came after it, once.
+        let versions = changes.filter { $0.recordID == waiting }.map(\.version)
+        #expect(versions == [1, 2])
+        #expect(changes.last { $0.recordID == waiting }?.fields["title"] == .text("Sill replaced"))
+        #expect(Set(changes.filter { $0.entity == .issue }.map(\.recordID)) == Set(ids + [late]))
+        #expect(Set(changes.map { "\($0.recordID) \($0.version)" }).count == changes.count)
+        #expect(zip(changes, changes.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        await server.stop()
+    }
+
+    @Test("Read-ahead holds at most its number of pages, and drops a page nobody asked for in time")
+    func bounds() async throws {
+        let request = { (after: Int64) in
+            PullReadAhead.Request(user: TestServer.alice, after: after, limit: 5, projects: nil, gzip: true)
+        }
+        let answer = PullReadAhead.Answer(
+            body: JSONBody([], gzip: false), records: 0, nextCursor: 0, hasMore: false, memberships: [])
+        let bounded = PullReadAhead(maximumPages: 2)
+        for after in 0..<3 { await bounded.prepare(request(Int64(after))) { answer } }
+        #expect(await bounded.settledCount() == 2)
+        #expect(await bounded.take(request(0)) == nil, "the oldest page was not the one evicted")
+        #expect(await bounded.take(request(2)) != nil)
+        #expect(await bounded.take(request(2)) == nil, "a page is served once")
+
+        let expiring = PullReadAhead(lifetime: .zero)
+        await expiring.prepare(request(0)) { answer }
+        await expiring.prepare(request(1)) { answer }
+        #expect(await expiring.take(request(0)) == nil)
+        #expect(await expiring.take(request(1)) != nil)
+    }
+}
