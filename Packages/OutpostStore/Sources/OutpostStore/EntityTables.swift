@@ -83,6 +83,8 @@ struct TableLayout: Sendable {
     /// How each field's column is read back, in catalog order.
     let columnKinds: [ColumnKind]
     let selectByID: String
+    /// The rows whose ids are in a JSON array bound as the one argument (see `PulledPageReads`).
+    let selectByIDList: String
     let selectAll: String
     let selectExists: String
     let upsert: String
@@ -102,6 +104,9 @@ struct TableLayout: Sendable {
         columnKinds = description.fields.map { ColumnKind($0.kind) }
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         selectByID = "SELECT \(list) FROM \(table) WHERE id = ?"
+        // Qualified: json_each has an `id` column of its own.
+        let qualified = columns.map { "\(table).\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
+        selectByIDList = "SELECT \(qualified) FROM json_each(?) AS page CROSS JOIN \(table) ON \(table).id = page.value"
         selectAll = "SELECT \(list) FROM \(table) ORDER BY id"
         selectExists = "SELECT 1 FROM \(table) WHERE id = ?"
         let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
