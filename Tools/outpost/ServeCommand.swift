@@ -46,6 +46,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most changes one pull page returns.")
     var maxPull: Int = 1000
 
+    @Flag(
+        name: .customLong("no-read-ahead"),
+        help: "Read each pull page only when asked, instead of preparing the next one while the client applies its page.")
+    var noReadAhead = false
+
     @Option(help: "The least severe log level written to standard error (trace … critical; info logs each request).")
     var logLevel: String = "info"
 
@@ -64,7 +69,8 @@ struct ServeCommand: AsyncParsableCommand {
             server = try SyncServer(
                 configuration: ServerConfiguration(
                     databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
-                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel, postgresURL: postgres))
+                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel, postgresURL: postgres,
+                    readsPullsAhead: !noReadAhead))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }
