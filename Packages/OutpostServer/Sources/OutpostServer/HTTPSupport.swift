@@ -182,7 +182,7 @@ func jsonResponse(bytes: [UInt8], for request: Request) -> Response {
     jsonResponse(JSONBody(bytes, gzip: request.acceptsGzip))
 }
 
-/// Answers a body `JSONBody` encoded.
+/// Answers JSON already encoded as it goes out (a pull page may be encoded before it is asked for).
 func jsonResponse(_ body: JSONBody) -> Response {
     var headers: HTTPFields = [.contentType: "application/json"]
     if body.isGzipped { headers[.contentEncoding] = "gzip" }
@@ -190,7 +190,7 @@ func jsonResponse(_ body: JSONBody) -> Response {
 }
 
 /// A JSON answer's bytes as they go out: gzip-compressed above the protocol's threshold when the
-/// client takes gzip. Kept apart from the response so a pull page can be encoded before it is asked for.
+/// client takes gzip. Apart from `Response` so a pull page read ahead can be held ready to send.
 struct JSONBody: Sendable {
     let data: Data
     let isGzipped: Bool

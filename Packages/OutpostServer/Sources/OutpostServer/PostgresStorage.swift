@@ -188,7 +188,9 @@ final class PostgresStorage: ServerStorage {
             let hasMore = rows.count > limit
             if hasMore { rows.removeLast(rows.count - limit) }
             var page = PullPage(
-                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore, memberships: mine)
+                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
+                basis: PullBasis(
+                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
             if assignsServerIDs {
                 for summary in try await Self.summaries(
                     of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
@@ -200,9 +202,24 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID> {
+    func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis {
         let logger = self.logger
-        return try await read { connection in try await PostgresAccess.projects(of: caller, on: connection, logger: logger) }
+        // One connection, no transaction: each answer is current, and a change between the two only
+        // makes the check fail, which reads the page again.
+        return try await withConnection { connection in
+            PullBasis(
+                memberships: try await PostgresAccess.projects(of: caller, on: connection, logger: logger),
+                newestSequence: try await Self.newestSequence(on: connection, logger: logger))
+        }
+    }
+
+    private static func newestSequence(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        for try await newest in try await connection.query(
+            "SELECT COALESCE(MAX(sequence), 0) FROM records", logger: logger
+        ).decode(Int64.self) {
+            return newest
+        }
+        return 0
     }
 
     // MARK: - Media

@@ -50,6 +50,13 @@ struct StoredRow: Sendable, Hashable {
     }
 }
 
+/// What a pull's answer depends on besides its request: the projects the caller belongs to, and the
+/// newest change sequence, which every write moves. While both read the same, a pull reads the same page.
+struct PullBasis: Sendable, Hashable {
+    var memberships: Set<UUID>
+    var newestSequence: Int64
+}
+
 /// One page of a pull as a backend read it: rows in sequence order, with (in server-id mode) the
 /// summaries of the parents they name. `json` writes the wire's `PullResponse` around the stored JSON.
 struct PullPage: Sendable {
@@ -58,8 +65,8 @@ struct PullPage: Sendable {
     var hasMore: Bool
     /// The parents the rows name, for server-id references; empty when the server keeps client ids.
     var parents: [RecordKey: RecordSummary] = [:]
-    /// The projects the caller belonged to when the page was read.
-    var memberships: Set<UUID> = []
+    /// What the page was read against, for the read-ahead's check when it is served.
+    var basis = PullBasis(memberships: [], newestSequence: 0)
 
     /// The parents a backend must look up for `rows` in server-id mode (decoding only rows with parents).
     static func parentKeys(of rows: [StoredRow]) throws(ServerError) -> Set<RecordKey> {

@@ -1,14 +1,15 @@
 import Foundation
 
-/// The next page of a pull whose answer said more changes wait, read and encoded while the client
-/// decodes and applies the page it got. A client pulls pages back to back, so without this the
-/// server's query and gzip of page N+1 only start once the client is done with page N.
+/// The next page of a pull whose answer said more changes wait, read, written and gzipped before the
+/// client asks for it. The engine asks for page N+1 as soon as page N arrives (and applies N meanwhile),
+/// so the server's work on N+1 otherwise starts only after N has been sent and decoded; read ahead, it
+/// overlaps them, and the request finds its answer ready or under way.
 ///
-/// Serving a page read a moment before it is asked for is what a pull allows anyway: every later
-/// change gets a later sequence than the page's cursor, so the next pull brings it and none is skipped.
-/// A prepared page goes only to the same user asking for the same cursor, limit, projects and encoding,
-/// and only while that user's memberships are the ones it was read with (`SyncServer` checks that on
-/// every use, so a member removed in between gets nothing the prepared page holds).
+/// A prepared page is served only when it is exactly the page a read now would return: the same user
+/// asking for the same cursor, limit, projects and encoding, and the same `PullBasis` (memberships and
+/// newest change sequence) as when it was read. Any write in between, or a membership change, makes the
+/// request read its page itself. So a read-ahead page never hides a newer version of a record, nor shows
+/// a project to someone no longer in it.
 actor PullReadAhead {
     /// What a pull asks for, as far as its answer depends on it.
     struct Request: Hashable, Sendable {
@@ -24,48 +25,74 @@ actor PullReadAhead {
         }
     }
 
-    /// One page's answer, ready to send.
+    /// One page's answer, ready to send, with what it was read against so its use can be checked.
     struct Answer: Sendable {
         let body: JSONBody
         let records: Int
         let nextCursor: Int64
         let hasMore: Bool
-        /// The projects the user belonged to when the page was read.
-        let memberships: Set<UUID>
+        let basis: PullBasis
     }
 
-    /// Pages held at once, at most: one per user pulling at the moment, each at most a page of
-    /// `maximumPullLimit` records. A page past this evicts the oldest one.
+    /// Pages held at once, at most: about one per pull under way. A page past this evicts the oldest.
     let maximumPages: Int
+    /// Reads under way at once, at most: an evicted read runs to its end (a storage read does not stop
+    /// midway), so this, not `maximumPages`, bounds the extra load on the database.
+    let maximumReads: Int
     /// A page not asked for within this is dropped: its client stopped pulling.
     let lifetime: Duration
 
+    /// Prepared pages by request, each with when its read started.
     private var pages: [Request: (answer: Task<Answer?, Never>, started: ContinuousClock.Instant)] = [:]
+    private var reading = 0
 
-    init(maximumPages: Int = 32, lifetime: Duration = .seconds(30)) {
+    init(maximumPages: Int = 32, maximumReads: Int = 8, lifetime: Duration = .seconds(30)) {
         self.maximumPages = maximumPages
+        self.maximumReads = maximumReads
         self.lifetime = lifetime
     }
 
-    /// The page prepared for `request`, removed from the store; nil when none was.
+    /// The page prepared for `request`, removed from the store; nil when none was, or it expired.
     func take(_ request: Request) -> Task<Answer?, Never>? {
-        pages.removeValue(forKey: request)?.answer
+        guard let page = pages.removeValue(forKey: request) else { return nil }
+        guard ContinuousClock.now - page.started < lifetime else {
+            page.answer.cancel()
+            return nil
+        }
+        return page.answer
     }
 
-    /// Starts reading the page for `request`; `read` returns nil when it fails, and the pull that asks
-    /// for it then reads it itself (and reports the error).
+    /// Starts reading the page for `request`, unless `maximumReads` are under way; `read` returns nil
+    /// when it fails, and the pull that asks for the page then reads it itself (and reports the error).
     func prepare(_ request: Request, _ read: @escaping @Sendable () async -> Answer?) {
+        guard reading < maximumReads else { return }
         let now = ContinuousClock.now
         for (key, page) in pages where now - page.started >= lifetime {
             page.answer.cancel()
             pages[key] = nil
         }
-        if pages.count >= maximumPages, let oldest = pages.min(by: { $0.value.started < $1.value.started }) {
+        if let replaced = pages.removeValue(forKey: request) {
+            replaced.answer.cancel()
+        } else if pages.count >= maximumPages, let oldest = pages.min(by: { $0.value.started < $1.value.started }) {
             oldest.value.answer.cancel()
             pages[oldest.key] = nil
         }
-        pages[request]?.answer.cancel()
-        pages[request] = (Task { await read() }, now)
+        reading += 1
+        pages[request] = (Task.detached { [self] in
+            let answer = await read()
+            await self.finished()
+            return answer
+        }, now)
+    }
+
+    private func finished() {
+        reading -= 1
+    }
+
+    /// Drops every page, for a server that stops.
+    func cancelAll() {
+        for page in pages.values { page.answer.cancel() }
+        pages.removeAll()
     }
 
     /// How many pages are held once every read under way has ended, for tests.

@@ -300,7 +300,8 @@ final class SQLiteStorage: ServerStorage {
                 }
             }
             var page = PullPage(
-                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore, memberships: mine)
+                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
+                basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
                     page.parents[summary.key] = summary
@@ -310,8 +311,14 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID> {
-        try await read { db in try Access.projects(of: caller, in: db) }
+    func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis {
+        try await read { db in
+            PullBasis(memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db))
+        }
+    }
+
+    private static func newestSequence(in db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT MAX(sequence) FROM records") ?? 0
     }
 
     // MARK: - Media

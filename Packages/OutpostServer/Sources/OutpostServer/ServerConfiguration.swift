@@ -30,7 +30,7 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The client schema versions accepted (`Outpost-Schema-Version`).
     public var schemaVersions: ClosedRange<Int>
     /// Whether a pull that says more changes wait has its next page read and encoded before the client
-    /// asks for it (see `PullReadAhead`): faster back-to-back pages, for one held page per pulling user.
+    /// asks for it: faster back-to-back pages, for up to 32 pages held in memory and 8 reads under way.
     public var readsPullsAhead: Bool
     /// The least severe log level written: `trace`, `debug`, `info` (one line per request), `notice`,
     /// `warning`, `error` or `critical`.

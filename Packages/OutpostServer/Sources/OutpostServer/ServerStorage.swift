@@ -22,8 +22,9 @@ protocol ServerStorage: Sendable {
     func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
         -> PullPage
 
-    /// The projects the caller belongs to: what a pull page read ahead of its request is checked against.
-    func projects(of caller: Caller) async throws(ServerError) -> Set<UUID>
+    /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request
+    /// is served only if they still equal the page's `basis`.
+    func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
 
     /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord

@@ -64,9 +64,11 @@ public struct SyncServer: Sendable {
         do {
             try await app.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
         } catch {
+            await readAhead.cancelAll()
             await storage.close()
             throw error
         }
+        await readAhead.cancelAll()
         await storage.close()
     }
 
@@ -185,9 +187,9 @@ public struct SyncServer: Sendable {
         }
     }
 
-    /// A pull's answer: the page read ahead for this very request when there is one and the caller's
-    /// memberships have not changed since, else the page read now. When more changes wait, the next
-    /// page is read ahead.
+    /// A pull's answer: the page read ahead for this very request when nothing it depends on changed
+    /// since (see `PullReadAhead`), else the page read now. When more changes wait, the next page is
+    /// read ahead.
     private static func pull(
         _ request: PullReadAhead.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
         readAhead: PullReadAhead?, metrics: ServerMetrics
@@ -197,12 +199,11 @@ public struct SyncServer: Sendable {
                 after: request.after, limit: request.limit, projects: request.projects, by: caller)
             return PullReadAhead.Answer(
                 body: JSONBody(try page.json(rules: rules), gzip: request.gzip), records: page.rows.count,
-                nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore,
-                memberships: page.memberships)
+                nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore, basis: page.basis)
         }
         var answer: PullReadAhead.Answer?
         if let prepared = await readAhead?.take(request) {
-            if let page = await prepared.value, try await storage.projects(of: caller) == page.memberships {
+            if let page = await prepared.value, try await storage.pullBasis(of: caller) == page.basis {
                 answer = page
             }
             await metrics.count("outpost_pull_read_ahead_total", [("outcome", answer == nil ? "discarded" : "served")])

@@ -121,7 +121,7 @@ struct PulledPageReads {
     /// Ids as a JSON array of their stored text, bound as one argument to `json_each`, so one cached
     /// statement serves pages of any size. The queries walk the array and look each id up (`CROSS JOIN`
     /// keeps that order): `IN (SELECT value FROM json_each(?))` first copied the ids into a temporary
-    /// B-tree, a third of these reads' time in `perf`.
+    /// B-tree, nearly half of these reads' time in `perf`.
     private static func jsonArray(_ ids: [UUID]) -> String {
         var text = "["
         text.reserveCapacity(ids.count * 39 + 2)
