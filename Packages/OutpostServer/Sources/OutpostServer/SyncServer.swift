@@ -18,12 +18,19 @@ public struct SyncServer: Sendable {
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
     private let bundleGate = BundleGate(limit: SyncServer.maximumConcurrentBundles)
-    private let readAhead = PullReadAhead()
+    private let readAhead: PullReadAhead
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
     /// media folder; nothing listens yet. Logs go to `logger`, or by default to standard error.
     public init(configuration: ServerConfiguration, logger: Logger? = nil) throws(ServerError) {
+        try self.init(configuration: configuration, logger: logger, readAhead: PullReadAhead())
+    }
+
+    /// With the read-ahead's bounds chosen, for tests: a busy test run can stall a task for longer than
+    /// the 30 s a prepared page normally lives.
+    init(configuration: ServerConfiguration, logger: Logger?, readAhead: PullReadAhead) throws(ServerError) {
+        self.readAhead = readAhead
         try configuration.validate()
         self.configuration = configuration
         var logger = logger ?? Logger(label: "outpost.server")

@@ -8,14 +8,18 @@ import Testing
 /// that decides what the caller may see has changed, and never at the cost of a change.
 @Suite("Pull read-ahead")
 struct ReadAheadTests {
+    /// A server where Alice has pushed `ids` as issues of project A, and Carol's transport (projects A and B).
+    private static func server(withIssues ids: [UUID], on backend: Backend) async throws -> (TestServer, HTTPTransport) {
+        let server = try await TestServer.start(backend)
+        _ = try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: ids.map {
+            Sample.create(.issue, id: $0, fields: Sample.issueFields(project: TestServer.projectA))
+        }))
+        return (server, server.transport(token: TestServer.carolToken))
+    }
+
     @Test("A page read ahead is not served once its caller has left the project", arguments: Backend.available)
     func leftProject(_ backend: Backend) async throws {
-        let server = try await TestServer.start(backend)
-        let alice = server.transport(token: TestServer.aliceToken)
-        _ = try await alice.push(PushRequest(mutations: (0..<8).map { _ in
-            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
-        }))
-        let carol = server.transport(token: TestServer.carolToken)
+        let (server, carol) = try await Self.server(withIssues: (0..<8).map { _ in UUID() }, on: backend)
         let everything = try await carol.pull(PullRequest(cursor: nil, limit: 5))
         let projectA = try await carol.pull(PullRequest(cursor: nil, limit: 5, projects: [TestServer.projectA]))
         #expect(everything.hasMore && projectA.hasMore)
@@ -41,13 +45,9 @@ struct ReadAheadTests {
 
     @Test("A page read ahead is not served after a write: the change comes once, at its new version", arguments: Backend.available)
     func writeAfterReadAhead(_ backend: Backend) async throws {
-        let server = try await TestServer.start(backend)
-        let alice = server.transport(token: TestServer.aliceToken)
         let ids = (0..<10).map { _ in UUID() }
-        _ = try await alice.push(PushRequest(mutations: ids.map {
-            Sample.create(.issue, id: $0, fields: Sample.issueFields(project: TestServer.projectA))
-        }))
-        let carol = server.transport(token: TestServer.carolToken)
+        let (server, carol) = try await Self.server(withIssues: ids, on: backend)
+        let alice = server.transport(token: TestServer.aliceToken)
         let first = try await carol.pull(PullRequest(cursor: nil, limit: 5))
         #expect(await server.server.pagesReadAhead() == 1)
 
@@ -82,12 +82,7 @@ struct ReadAheadTests {
 
     @Test("With nothing written, each next page is the one read ahead, and a different request reads its own", arguments: Backend.available)
     func servedOnlyToItsRequest(_ backend: Backend) async throws {
-        let server = try await TestServer.start(backend)
-        let alice = server.transport(token: TestServer.aliceToken)
-        _ = try await alice.push(PushRequest(mutations: (0..<12).map { _ in
-            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
-        }))
-        let carol = server.transport(token: TestServer.carolToken)
+        let (server, carol) = try await Self.server(withIssues: (0..<12).map { _ in UUID() }, on: backend)
         let first = try await carol.pull(PullRequest(cursor: nil, limit: 5))
         let smaller = try await carol.pull(PullRequest(cursor: first.nextCursor, limit: 3))
         #expect(smaller.changes.count == 3, "a page read ahead for 5 records answered a request for 3")
@@ -112,21 +107,25 @@ struct ReadAheadTests {
         let answer = PullReadAhead.Answer(
             body: JSONBody([], gzip: false), records: 0, nextCursor: 0, hasMore: false,
             basis: PullBasis(memberships: [], newestSequence: 0))
-        let bounded = PullReadAhead(maximumPages: 2)
+        // Lifetimes far beyond the test: a busy parallel run can stall a task for half a minute.
+        let bounded = PullReadAhead(maximumPages: 2, lifetime: .seconds(3600))
         for after in 0..<3 { await bounded.prepare(request(Int64(after))) { answer } }
         #expect(await bounded.settledCount() == 2)
         #expect(await bounded.take(request(0)) == nil, "the oldest page was not the one evicted")
         #expect(await bounded.take(request(2)) != nil)
         #expect(await bounded.take(request(2)) == nil, "a page is served once")
 
-        let oneRead = PullReadAhead(maximumReads: 1)
+        let oneRead = PullReadAhead(maximumReads: 1, lifetime: .seconds(3600))
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
         await oneRead.prepare(request(0)) {
-            try? await Task.sleep(for: .milliseconds(300))
+            for await _ in gate {}
             return answer
         }
         await oneRead.prepare(request(1)) { answer }
         #expect(await oneRead.take(request(1)) == nil, "a second read started while the first was under way")
-        #expect(await oneRead.take(request(0)) != nil)
+        open.finish()
+        let first = await oneRead.take(request(0))
+        #expect(await first?.value != nil)
 
         let expiring = PullReadAhead(lifetime: .zero)
         await expiring.prepare(request(0)) { answer }

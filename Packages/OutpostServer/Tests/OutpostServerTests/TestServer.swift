@@ -78,7 +78,8 @@ final class TestServer: Sendable {
                 assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
                 maximumPullLimit: maximumPullLimit, maximumBodyBytes: maximumBodyBytes,
                 // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
-                logLevel: "critical", postgresURL: postgres?.url))
+                logLevel: "critical", postgresURL: postgres?.url),
+            logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task {
