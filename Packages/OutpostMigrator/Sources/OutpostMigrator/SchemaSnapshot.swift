@@ -119,8 +119,9 @@ struct SchemaChangeCheck {
     }
 
     /// Why the dropped index `name` was not redundant, or nil when an index the step leaves on the same
-    /// table (a whole one, not partial) begins with all its columns. A UNIQUE or PRIMARY KEY index is
-    /// never redundant: dropping it drops a constraint.
+    /// table (a whole one, not partial) begins with the same column and holds all its others: every lookup
+    /// it served still seeks that column and reads the rest from one index, never the table. A UNIQUE or
+    /// PRIMARY KEY index is never redundant: dropping it drops a constraint.
     private func notRedundant(_ name: String, _ index: SchemaSnapshot.Index) -> String? {
         let columns = index.columns.joined(separator: ", ")
         guard index.origin == "c", !index.isUnique else {
@@ -131,12 +132,13 @@ struct SchemaChangeCheck {
         }
         let covered = after.indexes.contains { other, candidate in
             other != name && candidate.table == index.table && !candidate.isPartial
-                && candidate.columns.starts(with: index.columns)
+                && candidate.columns.first == index.columns.first
+                && Set(index.columns).isSubset(of: candidate.columns)
         }
         return covered
             ? nil
             : "removed index \(name) on \(index.table): declared redundant, but no index left on \(index.table) "
-                + "begins with its columns (\(columns))"
+                + "begins with its first column and holds the others (\(columns))"
     }
 
     /// NOT NULL columns without a default added to tables that already existed: old rows could not hold them.
