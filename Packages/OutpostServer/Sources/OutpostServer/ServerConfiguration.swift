@@ -41,7 +41,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
         maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
-        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...11,
+        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...12,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true
     ) {
         self.databasePath = databasePath

@@ -29,6 +29,9 @@ public enum LocalSchema {
             version: 10, name: "2.7: a project's issue list read from one covering index", sql: version10,
             droppingRedundantIndexes: ["issues_by_project_status"]),
         MigrationStep(version: 11, name: "2.8: conflicts record which side lost", sql: version11),
+        MigrationStep(
+            version: 12, name: "2.9: a project's issue list in creation order from its index", sql: version12,
+            droppingRedundantIndexes: ["issues_listing"]),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -372,5 +375,17 @@ extension LocalSchema {
     /// 'server'; NULL for conflicts recorded before this step.
     static let version11 = """
         ALTER TABLE conflicts ADD COLUMN losing_side TEXT CHECK (losing_side IN ('client', 'server'));
+        """
+
+    /// v10's index puts `status` before `created_at`, so a list (live issues of a project in creation
+    /// order) came out of it unordered and SQLite sorted every row in a temporary B-tree: a third of
+    /// the list's time in SQLite. Led by `project_id, deleted_at, created_at, id`, the list is a range
+    /// read in order. Same columns, so the same bytes and B-trees per write; a lookup by project and
+    /// status reads the project's entries and tests `status` in the index.
+    static let version12 = """
+        CREATE INDEX issues_in_list_order ON issues(
+            project_id, deleted_at, created_at, id, status, server_id, version, updated_at, sync_status, title,
+            description, priority, assignee_id, latitude, longitude, asset_id, model_element_id, is_orphaned, details);
+        DROP INDEX issues_listing;
         """
 }

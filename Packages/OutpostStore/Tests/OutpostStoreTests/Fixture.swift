@@ -43,6 +43,8 @@ enum Fixture {
             let count = Int.random(in: 0...5, using: &random)
             return (0..<count).map { _ in names.randomElement(using: &random)! }.joined(separator: ", ")
         case (_, "day"), (_, "start_day"): return String(format: "2026-%02d-%02d", row % 12 + 1, row % 28 + 1)
+        // v11's CHECK allows only these (or NULL); the first fixture filled at v11 is v11 → v12's.
+        case ("conflicts", "losing_side"): return ["client", "server"].randomElement(using: &random)!
         default: break
         }
         if name == "id" || name.hasSuffix("_id") || ["idempotency_key", "key", "stream"].contains(name) {
