@@ -150,9 +150,9 @@ struct CompactJSON {
 
 extension MutationQueue.Payload {
     /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
-    /// then `"deletion":…,"fields":…}`, as `Payload`'s decoder reads it back.
-    /// `encodedFields` is `fields` already encoded (by `CompactJSON.fields`), when the caller has it.
-    func encoded(fields encodedFields: Data? = nil) throws -> String {
+    /// then `"deletion":…,"fields":…}`, as `Payload.read` reads it back. With `fieldsInAudit`,
+    /// `"fieldsInAudit":true` stands for the fields, which the row's audit entry holds.
+    func encoded(fieldsInAudit: Bool = false) throws -> String {
         var json = CompactJSON()
         if let shared = sharedClock {
             json.raw("{\"clock\":")
@@ -165,9 +165,13 @@ extension MutationQueue.Payload {
             json.raw(",\"deletion\":")
             json.string(deletion.encoded)
         }
-        json.raw(",\"fields\":")
-        if let encodedFields { json.append(encodedFields) } else { try json.fields(fields) }
-        json.raw("}")
+        if fieldsInAudit {
+            json.raw(",\"fieldsInAudit\":true}")
+        } else {
+            json.raw(",\"fields\":")
+            try json.fields(fields)
+            json.raw("}")
+        }
         return json.text
     }
 }

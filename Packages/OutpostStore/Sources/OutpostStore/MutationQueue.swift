@@ -8,7 +8,10 @@ enum MutationQueue {
     /// The part of a mutation kept as JSON in the `payload` column. When every field carries the same
     /// clock (every plain write), the clock is stored once (`"clock"`) instead of once per field; rows
     /// with a clock per field (`"clocks"`, all rows before this form and folded edits) read the same.
-    struct Payload: Codable {
+    /// A write's own mutation leaves its fields in its audit entry (`"fieldsInAudit":true`, the entry
+    /// `audit_seq` names): that entry holds the very same encoding, and storing it twice was a quarter
+    /// of the database (v12 on; see Workspace.md).
+    struct Payload {
         var fields: [String: FieldValue]
         var clocks: [String: HybridTimestamp]
         var deletion: HybridTimestamp?
@@ -19,26 +22,42 @@ enum MutationQueue {
             self.deletion = deletion
         }
 
-        private enum CodingKeys: String, CodingKey {
-            case fields, clocks, clock, deletion
+        /// The column's keys; `fields` is absent when `fieldsInAudit` is true.
+        private struct Stored: Decodable {
+            var fields: [String: FieldValue]?
+            var clock: HybridTimestamp?
+            var clocks: [String: HybridTimestamp]?
+            var deletion: HybridTimestamp?
+            var fieldsInAudit: Bool?
         }
 
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            fields = try container.decode([String: FieldValue].self, forKey: .fields)
-            deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
-            if let clock = try container.decodeIfPresent(HybridTimestamp.self, forKey: .clock) {
-                clocks = fields.mapValues { _ in clock }
+        /// Reads a `payload` column of mutation `sequence`. `auditFields` is the payload of the audit entry
+        /// the row names, where a row written with `"fieldsInAudit":true` keeps its fields.
+        static func read(_ text: String, auditFields: Data?, sequence: Int64) throws -> Payload {
+            let stored = try decoder.decode(Stored.self, from: Data(text.utf8))
+            let fields: [String: FieldValue]
+            if stored.fieldsInAudit == true {
+                guard let auditFields else {
+                    throw StoreError(
+                        .databaseFailure, path: "",
+                        message: "mutation \(sequence) keeps its fields in its audit entry, which is missing (`outpost audit verify` names what changed)")
+                }
+                fields = try decoder.decode([String: FieldValue].self, from: auditFields)
             } else {
-                clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
+                guard let inline = stored.fields else {
+                    throw StoreError(.databaseFailure, path: "", message: "mutation \(sequence) has a payload without fields")
+                }
+                fields = inline
             }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(fields, forKey: .fields)
-            try container.encode(clocks, forKey: .clocks)
-            try container.encodeIfPresent(deletion, forKey: .deletion)
+            let clocks: [String: HybridTimestamp]
+            if let clock = stored.clock {
+                clocks = fields.mapValues { _ in clock }
+            } else if let perField = stored.clocks {
+                clocks = perField
+            } else {
+                throw StoreError(.databaseFailure, path: "", message: "mutation \(sequence) has a payload without clocks")
+            }
+            return Payload(fields: fields, clocks: clocks, deletion: stored.deletion)
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
@@ -50,19 +69,22 @@ enum MutationQueue {
         }
     }
 
+    /// The payload column with its audit entry's payload, for `Payload.read` (`SELECT` it as the last column).
+    static let auditFieldsColumn = "(SELECT payload FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq) AS audit_fields"
+
     /// Queues a write. An update of a record whose earlier create or update has never been sent is
     /// folded into that mutation: the server has seen neither, so sending the union once, with each
     /// field's newest value and clock, is the same as sending both in order. The folded mutation also
     /// takes on the new write's parents, so it still waits for every create it now refers to.
     static func enqueue(
         entity: EntityType, recordID: UUID, operation: MutationOperation, baseVersion: Int64,
-        payload: Payload, encodedFields: Data? = nil, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64,
+        payload: Payload, fieldsInAudit: Bool = false, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64,
         now: Date, in db: Database
     ) throws {
         let id = recordID.storageText
         if operation == .update,
             let pending = try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT seq, payload, depends_on FROM mutation_queue
+                SELECT seq, payload, depends_on, \(auditFieldsColumn) FROM mutation_queue
                 WHERE entity = ? AND record_id = ? AND status = 'pending' AND sent = 0
                   AND operation IN ('create', 'update')
                   AND NOT EXISTS (SELECT 1 FROM mutation_queue AS later
@@ -70,7 +92,8 @@ enum MutationQueue {
                 ORDER BY seq DESC LIMIT 1
                 """), arguments: [entity.rawValue, id])
         {
-            var merged = try decoder.decode(Payload.self, from: Data((pending["payload"] as String).utf8))
+            // The union is written whole: the new audit entry holds only this write's fields.
+            var merged = try Payload.read(pending["payload"], auditFields: pending["audit_fields"], sequence: pending["seq"])
             merged.fields.merge(payload.fields) { _, new in new }
             merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
             let earlier = try (pending["depends_on"] as String?).map {
@@ -84,7 +107,7 @@ enum MutationQueue {
                 ])
             return
         }
-        let encodedPayload = try payload.encoded(fields: encodedFields)
+        let encodedPayload = try payload.encoded(fieldsInAudit: fieldsInAudit)
         try db.cachedStatement(sql: """
                 INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
                     created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
@@ -107,9 +130,11 @@ enum MutationQueue {
     static func all(status: MutationStatus? = nil, in db: Database) throws -> [Mutation] {
         let rows =
             if let status {
-                try Row.fetchAll(db, sql: "SELECT * FROM mutation_queue WHERE status = ? ORDER BY seq", arguments: [status.rawValue])
+                try Row.fetchAll(
+                    db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue WHERE status = ? ORDER BY seq",
+                    arguments: [status.rawValue])
             } else {
-                try Row.fetchAll(db, sql: "SELECT * FROM mutation_queue ORDER BY seq")
+                try Row.fetchAll(db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue ORDER BY seq")
             }
         return try rows.map(mutation(from:))
     }
@@ -117,12 +142,15 @@ enum MutationQueue {
     /// The fields written by the record's mutations the server has not acknowledged (a delete counts
     /// as no field), or nil when nothing of the record is waiting.
     static func unfinishedFields(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Set<String>? {
-        let payloads = try String.fetchAll(
-            db, sql: "SELECT payload FROM mutation_queue WHERE record_id = ? AND entity = ? AND status != 'done'",
+        let rows = try Row.fetchAll(
+            db, sql: """
+                SELECT seq, payload, \(auditFieldsColumn) FROM mutation_queue
+                WHERE record_id = ? AND entity = ? AND status != 'done'
+                """,
             arguments: [id.storageText, entity.rawValue])
-        guard !payloads.isEmpty else { return nil }
-        return try payloads.reduce(into: Set<String>()) { fields, payload in
-            fields.formUnion(try decoder.decode(Payload.self, from: Data(payload.utf8)).fields.keys)
+        guard !rows.isEmpty else { return nil }
+        return try rows.reduce(into: Set<String>()) { fields, row in
+            fields.formUnion(try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]).fields.keys)
         }
     }
 
@@ -135,10 +163,14 @@ enum MutationQueue {
         serverVersion: Int64, in db: Database
     ) throws {
         let rows = try Row.fetchAll(
-            db, sql: "SELECT seq, operation, payload FROM mutation_queue WHERE record_id = ? AND entity = ? AND status NOT IN ('done', 'failed')",
+            db, sql: """
+                SELECT seq, operation, payload, \(auditFieldsColumn) FROM mutation_queue
+                WHERE record_id = ? AND entity = ? AND status NOT IN ('done', 'failed')
+                """,
             arguments: [id.storageText, entity.rawValue])
         for row in rows {
-            var payload = try decoder.decode(Payload.self, from: Data((row["payload"] as String).utf8))
+            // Written back whole: what is left to send is no longer what the audit entry recorded.
+            var payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
             payload.fields = payload.fields.filter { keep($0.key) }
             payload.clocks = payload.clocks.filter { payload.fields[$0.key] != nil }
             if deletionLost { payload.deletion = nil }
@@ -160,7 +192,8 @@ enum MutationQueue {
     static func all(sequences: [Int64], in db: Database) throws -> [Mutation] {
         let marks = Array(repeating: "?", count: sequences.count).joined(separator: ", ")
         return try Row.fetchAll(
-            db, sql: "SELECT * FROM mutation_queue WHERE seq IN (\(marks)) ORDER BY seq", arguments: StatementArguments(sequences)
+            db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue WHERE seq IN (\(marks)) ORDER BY seq",
+            arguments: StatementArguments(sequences)
         ).map(mutation(from:))
     }
 
@@ -169,7 +202,7 @@ enum MutationQueue {
     }
 
     private static func mutation(from row: Row) throws -> Mutation {
-        let payload = try decoder.decode(Payload.self, from: Data((row["payload"] as String).utf8))
+        let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
         let dependsOn = try (row["depends_on"] as String?).map {
             try decoder.decode([String].self, from: Data($0.utf8)).compactMap(UUID.init(uuidString:))
         } ?? []

@@ -146,7 +146,7 @@ actor StoreWriter {
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
 
         let fields = Dictionary(uniqueKeysWithValues: changed.map { ($0, record[$0]) })
-        // The audit entry and the queued payload hold the same encoding of the fields: written once.
+        // The audit entry holds the encoding of the fields; the queued payload points to it.
         var encoder = CompactJSON(capacity: 64 * fields.count)
         try encoder.fields(fields)
         let encodedFields = encoder.data
@@ -155,7 +155,7 @@ actor StoreWriter {
         try MutationQueue.enqueue(
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: record.sync.version,
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
-            encodedFields: encodedFields, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
+            fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostConflicts
 import OutpostModels
 import Testing
@@ -15,7 +16,7 @@ import Testing
             fields: ["title": .text("Leak"), "status": .text("open")], clocks: ["title": early, "status": early], deletion: nil)
         let text = try payload.encoded()
         #expect(text == #"{"clock":"0194f3a2b1c0-0000-00000000000000a1","fields":{"status":{"text":"open"},"title":{"text":"Leak"}}}"#)
-        let decoded = try MutationQueue.decoder.decode(MutationQueue.Payload.self, from: Data(text.utf8))
+        let decoded = try MutationQueue.Payload.read(text, auditFields: nil, sequence: 1)
         #expect(decoded.fields == payload.fields && decoded.clocks == payload.clocks && decoded.deletion == nil)
     }
 
@@ -27,7 +28,7 @@ import Testing
         #expect(text.hasPrefix(#"{"clocks":{"#))
         let old = #"{"clocks":{"status":"0194f3a2b1c0-0000-00000000000000a1","title":"0194f3a2b1c1-0002-00000000000000a1"},"deletion":"0194f3a2b1c1-0002-00000000000000a1","fields":{"status":{"text":"open"},"title":{"text":"Leak"}}}"#
         #expect(text == old)
-        let decoded = try MutationQueue.decoder.decode(MutationQueue.Payload.self, from: Data(old.utf8))
+        let decoded = try MutationQueue.Payload.read(old, auditFields: nil, sequence: 1)
         #expect(decoded.fields == payload.fields && decoded.clocks == payload.clocks && decoded.deletion == late)
     }
 
@@ -52,5 +53,62 @@ import Testing
         let old = #"{"fields":{"details":"0194f3a2b1c0-0000-00000000000000a1","status":"0194f3a2b1c0-0000-00000000000000a1","title":"0194f3a2b1c1-0002-00000000000000a1"},"server":{"title":"0194f3a2b1c0-0000-00000000000000a1"}}"#
         let fromOld = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(old.utf8))
         #expect(fromOld.fields == stored.fields && fromOld.server == stored.server)
+    }
+}
+
+/// A write's queued mutation keeps its fields in its audit entry instead of a second copy (v12 on).
+@Suite struct QueuedFieldsInAuditTests {
+    let project = UUID()
+
+    @Test func aWritesMutationReadsItsFieldsFromItsAuditEntry() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: project, title: "Leak", details: "Under the sink \"left\""))
+        let (payload, auditPayload) = try await folder.queue.read { db in
+            let row = try #require(try Row.fetchOne(db, sql: """
+                SELECT q.payload, a.payload AS audit FROM mutation_queue q JOIN audit_log a ON a.seq = q.audit_seq
+                """))
+            return (row["payload"] as String, row["audit"] as Data)
+        }
+        #expect(payload.hasSuffix(#","fieldsInAudit":true}"#), "\(payload)")
+        #expect(!payload.contains("Leak"))
+        let mutation = try #require(try store.mutations().first)
+        let decoded = try MutationQueue.decoder.decode([String: FieldValue].self, from: auditPayload)
+        #expect(mutation.fields == decoded)
+        #expect(mutation.fields["title"] == .text("Leak") && mutation.fields["details"] == .text("Under the sink \"left\""))
+        #expect(mutation.clocks.count == mutation.fields.count)
+        #expect(Set(mutation.clocks.values).count == 1)
+        #expect(mutation.fields == issue.record.fields)
+    }
+
+    /// Folding an edit into the unsent mutation writes the union inline: the newer audit entry holds
+    /// only the edit's fields, and the older one stays as it was.
+    @Test func aFoldedMutationHoldsTheUnionItself() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var issue = try await store.save(Issue(projectID: project, title: "Leak"))
+        issue.status = .inProgress
+        try await store.save(issue)
+        let payload = try await folder.queue.read { try String.fetchOne($0, sql: "SELECT payload FROM mutation_queue") }
+        #expect(payload?.contains(#""fields":{"#) == true)
+        #expect(payload?.contains("fieldsInAudit") == false)
+        let mutation = try #require(try store.mutations().first)
+        #expect(mutation.fields["title"] == .text("Leak") && mutation.fields["status"] == .text("inProgress"))
+        #expect(try store.verifyAudit().isIntact)
+    }
+
+    /// The queue cannot make up fields it no longer has: a missing audit entry is a named error, not
+    /// an empty mutation sent over the server's record.
+    @Test func aMissingAuditEntryIsANamedError() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        try await store.save(Issue(projectID: project, title: "Leak"))
+        try await folder.queue.write { try $0.execute(sql: "DELETE FROM audit_log") }
+        #expect {
+            try store.mutations()
+        } throws: { error in
+            (error as? StoreError)?.code == .databaseFailure
+                && "\(error)".contains("keeps its fields in its audit entry, which is missing")
+        }
     }
 }
