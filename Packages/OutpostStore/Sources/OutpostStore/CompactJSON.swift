@@ -177,8 +177,8 @@ extension MutationQueue.Payload {
 }
 
 extension FieldClocks.Stored {
-    /// The `clocks` column of `field_clocks`.
-    func encoded() throws -> String {
+    /// The `clocks` column of `field_clocks` for a record of `entity`.
+    func encoded(for entity: EntityType) throws -> String {
         var json = CompactJSON(capacity: 128)
         json.raw("{")
         if let deletion {
@@ -186,8 +186,13 @@ extension FieldClocks.Stored {
             json.string(deletion.encoded)
             json.raw(",")
         }
-        json.raw("\"byClock\":")
-        json.groupedByClock(fields)
+        if let shared = Self.allFieldsClock(of: fields, entity) {
+            json.raw("\"allFieldsAt\":")
+            json.string(shared.encoded)
+        } else {
+            json.raw("\"byClock\":")
+            json.groupedByClock(fields)
+        }
         if let pulled {
             json.raw(",\"pulled\":")
             try json.object(pulled) { json, changes in

@@ -232,12 +232,14 @@ enum MutationQueue {
 
 /// Per-field clocks of every record, one compact JSON row per record in `field_clocks`. The local
 /// clocks are stored grouped by clock (`"byClock": {clock: [fields]}`: a write stamps all the fields it
-/// changes with one clock, so a record usually has one or two); rows written before keep a clock per
-/// field (`"fields"`) and read the same. The server's clocks are stored the same way
-/// (`"serverByClock"`), or as `"serverAsFields": true` when they are the local ones, as after every
-/// plain pull: writing them out clock by clock was a third of a pulled record's apply.
+/// changes with one clock, so a record usually has one or two), or as `"allFieldsAt": clock` when every
+/// catalog field of the entity has that one clock, as after a create or the first pull of a record
+/// (v12 on; the list of names was half of each row). Rows written before keep a clock per field
+/// (`"fields"`) and read the same. The server's clocks are stored the same way (`"serverByClock"`), or
+/// as `"serverAsFields": true` when they are the local ones, as after every plain pull: writing them
+/// out clock by clock was a third of a pulled record's apply.
 enum FieldClocks {
-    struct Stored: Codable {
+    struct Stored {
         var fields: [String: HybridTimestamp]
         var deletion: HybridTimestamp?
         /// The server's clocks as this device last pulled them: a server value that loses to a local
@@ -249,10 +251,6 @@ enum FieldClocks {
         /// those that are merely out of date (see `StaleCopy`).
         var pulled: [String: [PulledChange]]?
 
-        private enum CodingKeys: String, CodingKey {
-            case fields, byClock, deletion, server, serverByClock, serverAsFields, pulled
-        }
-
         init(
             fields: [String: HybridTimestamp], deletion: HybridTimestamp?, server: [String: HybridTimestamp]?,
             pulled: [String: [PulledChange]]? = nil
@@ -263,25 +261,37 @@ enum FieldClocks {
             self.pulled = pulled
         }
 
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            let fields = try Self.clocks(container, .fields, .byClock) ?? [:]
-            self.fields = fields
-            deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
-            if try container.decodeIfPresent(Bool.self, forKey: .serverAsFields) == true {
-                server = fields
-            } else {
-                server = try Self.clocks(container, .server, .serverByClock)
-            }
-            pulled = try container.decodeIfPresent([String: [PulledChange]].self, forKey: .pulled)
+        /// The column's keys, as written by every version.
+        private struct Columns: Decodable {
+            var fields: [String: HybridTimestamp]?
+            var byClock: [String: [String]]?
+            var allFieldsAt: HybridTimestamp?
+            var deletion: HybridTimestamp?
+            var server: [String: HybridTimestamp]?
+            var serverByClock: [String: [String]]?
+            var serverAsFields: Bool?
+            var pulled: [String: [PulledChange]]?
         }
 
-        /// Clocks stored one per field under `perField`, grouped under `byClock`, or both; nil if neither.
+        /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
+        /// entity's catalog fields: a field a later version adds to the catalog reads as stamped at
+        /// that clock too, which is never later than the record's first write on this device, so any
+        /// value someone writes to the new field wins over it.
+        static func read(_ text: String, entity: EntityType) throws -> Stored {
+            let columns = try MutationQueue.decoder.decode(Columns.self, from: Data(text.utf8))
+            var fields = try clocks(columns.fields, columns.byClock) ?? [:]
+            if let shared = columns.allFieldsAt {
+                for name in FieldClocks.catalogNames(of: entity) { fields[name] = shared }
+            }
+            let server = columns.serverAsFields == true ? fields : try clocks(columns.server, columns.serverByClock)
+            return Stored(fields: fields, deletion: columns.deletion, server: server, pulled: columns.pulled)
+        }
+
+        /// Clocks stored one per field, grouped by clock, or both; nil if neither.
         private static func clocks(
-            _ container: KeyedDecodingContainer<CodingKeys>, _ perField: CodingKeys, _ byClock: CodingKeys
+            _ single: [String: HybridTimestamp]?, _ groups: [String: [String]]?
         ) throws -> [String: HybridTimestamp]? {
-            let single = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: perField)
-            guard let groups = try container.decodeIfPresent([String: [String]].self, forKey: byClock) else { return single }
+            guard let groups else { return single }
             var clocks = single ?? [:]
             for (clock, names) in groups {
                 let stamp = try HybridTimestamp(encoded: clock)
@@ -290,14 +300,23 @@ enum FieldClocks {
             return clocks
         }
 
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(fields, forKey: .fields)
-            try container.encodeIfPresent(deletion, forKey: .deletion)
-            try container.encodeIfPresent(server, forKey: .server)
-            try container.encodeIfPresent(pulled, forKey: .pulled)
+        /// The one clock every catalog field of `entity` has in `clocks`, if there is one.
+        static func allFieldsClock(of clocks: [String: HybridTimestamp], _ entity: EntityType) -> HybridTimestamp? {
+            let names = FieldClocks.catalogNames(of: entity)
+            guard clocks.count == names.count, let first = clocks.first?.value,
+                names.allSatisfy({ clocks[$0] == first })
+            else { return nil }
+            return first
         }
     }
+
+    /// Each entity's catalog field names, built once.
+    static func catalogNames(of entity: EntityType) -> [String] {
+        catalogNamesByEntity[entity] ?? []
+    }
+
+    private static let catalogNamesByEntity: [EntityType: [String]] = Dictionary(
+        uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, $0.fields.map(\.name)) })
 
     /// A field's value replaced by a pull: `previous` was held from version `since` (0: as far back as
     /// the device knows) until version `version` brought another.
@@ -326,11 +345,11 @@ enum FieldClocks {
         guard let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
             .firstRow(arguments: [entity.rawValue, id.storageText], { $0.text(at: 0) }) ?? nil
         else { return nil }
-        return try MutationQueue.decoder.decode(Stored.self, from: Data(text.utf8))
+        return try Stored.read(text, entity: entity)
     }
 
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
-        let encoded = try clocks.encoded()
+        let encoded = try clocks.encoded(for: entity)
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)")
             .execute { row in
                 row.bind(entity.rawValue)

@@ -54,7 +54,7 @@ struct PulledPageReads {
                 while let row = try clocks.next() {
                     guard let id = UUID(hyphenatedText: row[0] as String) else { continue }
                     let key = Key(entity: entity, id: id)
-                    stored[key]?.clocks = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data((row[1] as String).utf8))
+                    stored[key]?.clocks = try FieldClocks.Stored.read(row[1], entity: entity)
                 }
             }
             let unfinished = try String.fetchAll(

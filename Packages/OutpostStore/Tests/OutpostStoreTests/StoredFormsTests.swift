@@ -35,24 +35,48 @@ import Testing
     @Test func fieldClocksAreGroupedAndOldRowsReadTheSame() throws {
         let stored = FieldClocks.Stored(
             fields: ["title": late, "status": early, "details": early], deletion: nil, server: ["title": early])
-        let text = try stored.encoded()
+        let text = try stored.encoded(for: .issue)
         #expect(text == #"{"byClock":{"0194f3a2b1c0-0000-00000000000000a1":["details","status"],"0194f3a2b1c1-0002-00000000000000a1":["title"]},"serverByClock":{"0194f3a2b1c0-0000-00000000000000a1":["title"]}}"#)
-        let decoded = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(text.utf8))
+        let decoded = try FieldClocks.Stored.read(text, entity: .issue)
         #expect(decoded.fields == stored.fields && decoded.server == stored.server && decoded.deletion == nil)
 
         // After a plain pull the server's clocks are the local ones: stored as a flag, read back whole.
         let pulled = FieldClocks.Stored(fields: stored.fields, deletion: late, server: stored.fields)
-        let pulledText = try pulled.encoded()
+        let pulledText = try pulled.encoded(for: .issue)
         #expect(pulledText.hasSuffix(#"]},"serverAsFields":true}"#))
-        let pulledBack = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(pulledText.utf8))
+        let pulledBack = try FieldClocks.Stored.read(pulledText, entity: .issue)
         #expect(pulledBack.fields == stored.fields && pulledBack.server == stored.fields && pulledBack.deletion == late)
-        let none = try MutationQueue.decoder.decode(
-            FieldClocks.Stored.self, from: Data(try FieldClocks.Stored(fields: [:], deletion: nil, server: nil).encoded().utf8))
+        let none = try FieldClocks.Stored.read(
+            try FieldClocks.Stored(fields: [:], deletion: nil, server: nil).encoded(for: .issue), entity: .issue)
         #expect(none.fields.isEmpty && none.server == nil)
 
         let old = #"{"fields":{"details":"0194f3a2b1c0-0000-00000000000000a1","status":"0194f3a2b1c0-0000-00000000000000a1","title":"0194f3a2b1c1-0002-00000000000000a1"},"server":{"title":"0194f3a2b1c0-0000-00000000000000a1"}}"#
-        let fromOld = try MutationQueue.decoder.decode(FieldClocks.Stored.self, from: Data(old.utf8))
+        let fromOld = try FieldClocks.Stored.read(old, entity: .issue)
         #expect(fromOld.fields == stored.fields && fromOld.server == stored.server)
+    }
+
+    /// One clock on every catalog field (a create, a record's first pull) is stored without the names;
+    /// one field short or one clock different, and the names are written out as before.
+    @Test func aClockOnEveryCatalogFieldIsStoredOnce() throws {
+        let names = EntityType.issue.description.fields.map(\.name)
+        let every = Dictionary(uniqueKeysWithValues: names.map { ($0, early) })
+        let stored = FieldClocks.Stored(fields: every, deletion: late, server: every)
+        let text = try stored.encoded(for: .issue)
+        #expect(text == #"{"deletion":"0194f3a2b1c1-0002-00000000000000a1","allFieldsAt":"0194f3a2b1c0-0000-00000000000000a1","serverAsFields":true}"#)
+        let back = try FieldClocks.Stored.read(text, entity: .issue)
+        #expect(back.fields == every && back.server == every && back.deletion == late)
+
+        var mixed = every
+        mixed["title"] = late
+        let oneShort = every.filter { $0.key != "title" }
+        for fields in [mixed, oneShort] {
+            let written = try FieldClocks.Stored(fields: fields, deletion: nil, server: nil).encoded(for: .issue)
+            #expect(written.hasPrefix(#"{"byClock":"#), "\(written)")
+            #expect(try FieldClocks.Stored.read(written, entity: .issue).fields == fields)
+        }
+        // The same clocks on a daily log are not every field of an issue.
+        let asDailyLog = try FieldClocks.Stored(fields: every, deletion: nil, server: nil).encoded(for: .dailyLog)
+        #expect(asDailyLog.hasPrefix(#"{"byClock":"#))
     }
 }
 
