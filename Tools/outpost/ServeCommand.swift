@@ -46,6 +46,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most changes one pull page returns.")
     var maxPull: Int = 1000
 
+    @Option(help: "Bytes of stored records after which a pull page stops early (at least one change goes).")
+    var maxPullBytes: Int = 4 * 1024 * 1024
+
     @Flag(
         name: .customLong("no-read-ahead"),
         help: "Read each pull page only when asked, instead of preparing the next one while the client applies its page.")
@@ -69,7 +72,8 @@ struct ServeCommand: AsyncParsableCommand {
             server = try SyncServer(
                 configuration: ServerConfiguration(
                     databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
-                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull, logLevel: logLevel, postgresURL: postgres,
+                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
+                    maximumPullPageBytes: maxPullBytes, logLevel: logLevel, postgresURL: postgres,
                     readsPullsAhead: !noReadAhead))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))

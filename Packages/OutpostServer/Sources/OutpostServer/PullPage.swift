@@ -68,6 +68,25 @@ struct PullPage: Sendable {
     /// What the page was read against, for the read-ahead's check when it is served.
     var basis = PullBasis(memberships: [], newestSequence: 0)
 
+    /// The page ending with the first row whose stored fields and clocks bring it to `bytes` (the
+    /// first row always stays); the rows after it wait for the next page, whose cursor is that row's.
+    func cut(atBytes bytes: Int) -> PullPage {
+        var total = 0
+        var index = 0
+        while index < rows.count - 1 {
+            total += rows[index].fieldsJSON.utf8.count + rows[index].clocksJSON.utf8.count
+            if total >= bytes {
+                var page = self
+                page.rows.removeSubrange((index + 1)...)
+                page.nextCursor = String(rows[index].sequence)
+                page.hasMore = true
+                return page
+            }
+            index += 1
+        }
+        return self
+    }
+
     /// The parents a backend must look up for `rows` in server-id mode (decoding only rows with parents).
     static func parentKeys(of rows: [StoredRow]) throws(ServerError) -> Set<RecordKey> {
         var keys = Set<RecordKey>()

@@ -21,6 +21,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumBatchSize: Int
     /// The most changes one pull page returns, whatever the client asks.
     public var maximumPullLimit: Int
+    /// Where a pull page stops early: after the change whose stored fields and clocks bring the page to
+    /// this many bytes (one change always goes). Keeps pages of large records (inline thumbnails) from
+    /// growing with the limit on a phone or on the server; a page of issues is far below it.
+    public var maximumPullPageBytes: Int
     /// The largest JSON request body accepted, after decompression (413 `payload_too_large` above).
     public var maximumBodyBytes: Int
     /// The largest media chunk accepted in one PUT.
@@ -40,7 +44,7 @@ public struct ServerConfiguration: Sendable, Hashable {
     public init(
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
-        maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
+        maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...12,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true
     ) {
@@ -52,6 +56,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         self.assignsServerIDs = assignsServerIDs
         self.maximumBatchSize = maximumBatchSize
         self.maximumPullLimit = maximumPullLimit
+        self.maximumPullPageBytes = maximumPullPageBytes
         self.maximumBodyBytes = maximumBodyBytes
         self.maximumChunkBytes = maximumChunkBytes
         self.maximumMediaBytes = maximumMediaBytes
@@ -68,6 +73,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check((0...65535).contains(port), "port \(port) is outside 0…65535")
         try check(maximumBatchSize >= 1, "the batch size limit must be at least 1")
         try check(maximumPullLimit >= 1, "the pull limit must be at least 1")
+        try check(maximumPullPageBytes >= 1, "the pull page size must be at least 1 byte")
         try check(maximumBodyBytes >= 1024, "the body limit must be at least 1 KiB")
         try check(maximumChunkBytes >= 1, "the chunk limit must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")

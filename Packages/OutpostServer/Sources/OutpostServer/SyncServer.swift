@@ -132,7 +132,8 @@ public struct SyncServer: Sendable {
                 PullReadAhead.Request(
                     user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
                     projects: pull.projects, gzip: request.acceptsGzip),
-                by: caller, storage: storage, rules: rules, readAhead: readAhead, metrics: metrics)
+                by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
+                readAhead: readAhead, metrics: metrics)
             await metrics.add("outpost_pulled_records_total", answer.records)
             return jsonResponse(answer.body)
         }
@@ -199,11 +200,12 @@ public struct SyncServer: Sendable {
     /// read ahead.
     private static func pull(
         _ request: PullReadAhead.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
-        readAhead: PullReadAhead?, metrics: ServerMetrics
+        maximumPageBytes: Int, readAhead: PullReadAhead?, metrics: ServerMetrics
     ) async throws(ServerError) -> PullReadAhead.Answer {
         @Sendable func read(_ request: PullReadAhead.Request) async throws(ServerError) -> PullReadAhead.Answer {
             let page = try await storage.pull(
-                after: request.after, limit: request.limit, projects: request.projects, by: caller)
+                after: request.after, limit: request.limit, projects: request.projects, by: caller
+            ).cut(atBytes: maximumPageBytes)
             return PullReadAhead.Answer(
                 body: JSONBody(try page.json(rules: rules), gzip: request.gzip), records: page.rows.count,
                 nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore, basis: page.basis)

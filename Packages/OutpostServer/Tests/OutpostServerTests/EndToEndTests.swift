@@ -121,6 +121,50 @@ struct EndToEndTests {
         await server.stop()
     }
 
+    @Test("A pull page stops after the change that brings it to the byte cap; a change over the cap comes alone; none is skipped", arguments: Backend.available)
+    func pullPagesStopAtTheByteCap(_ backend: Backend) async throws {
+        let cap = 4_000
+        let server = try await TestServer.start(backend, maximumPullPageBytes: cap)
+        let writer = server.transport(token: TestServer.aliceToken)
+        let sizes = [1_000, 1_000, 1_000, 1_000, 1_000, 10_000, 1_000, 1_000, 1_000, 1_000, 1_000]
+        let ids = sizes.map { _ in UUID() }
+        let mutations = zip(ids, sizes).map { id, size in
+            var fields = Sample.issueFields(project: TestServer.projectA)
+            fields["details"] = .text(String(repeating: "d", count: size))
+            return Sample.create(.issue, id: id, fields: fields)
+        }
+        _ = try await writer.push(PushRequest(mutations: mutations))
+
+        var seen: [UUID] = []
+        var pages: [[ServerRecord]] = []
+        var cursor: String?
+        var lastSequence: Int64 = 0
+        while true {
+            let page = try await writer.pull(PullRequest(cursor: cursor, limit: 100))
+            #expect(!page.changes.isEmpty)
+            for change in page.changes {
+                #expect(change.sequence > lastSequence)
+                lastSequence = change.sequence
+            }
+            seen += page.changes.map(\.recordID)
+            pages.append(page.changes)
+            cursor = page.nextCursor
+            if !page.hasMore { break }
+        }
+        #expect(Set(seen).count == seen.count, "a change came twice")
+        #expect(Set(ids).isSubset(of: Set(seen)))
+        func detailsLength(_ change: ServerRecord) -> Int {
+            if case .text(let text) = change.fields["details"] ?? .null { text.count } else { 0 }
+        }
+        // Every page but its last change stays under the cap (stored JSON is longer than the details).
+        for page in pages { #expect(page.dropLast().map(detailsLength).reduce(0, +) < cap) }
+        #expect(pages.count >= 4, "\(pages.map(\.count))")
+        let big = try #require(pages.first { $0.contains { $0.recordID == ids[5] } })
+        #expect(big.last?.recordID == ids[5], "the change over the cap ends its page")
+        #expect(pages.first { $0.first?.recordID == ids[6] } != nil, "the next page starts right after it")
+        await server.stop()
+    }
+
     @Test("A media upload cut half-way resumes from the server's offset; the SHA-256 is checked at the end", arguments: Backend.available)
     func resumableMedia(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

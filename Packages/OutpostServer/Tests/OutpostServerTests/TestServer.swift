@@ -65,7 +65,8 @@ final class TestServer: Sendable {
     /// PostgreSQL database (and media folder) as another test server.
     static func start(
         _ backend: Backend = .sqlite, assignsServerIDs: Bool = false, maximumBatchSize: Int = 500,
-        maximumPullLimit: Int = 1000, maximumBodyBytes: Int = 8 * 1024 * 1024, sharing other: TestServer? = nil
+        maximumPullLimit: Int = 1000, maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024,
+        sharing other: TestServer? = nil
     ) async throws -> TestServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-server-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -76,7 +77,8 @@ final class TestServer: Sendable {
                 databasePath: directory.appendingPathComponent("server.sqlite").path, port: 0,
                 mediaDirectory: other?.server.configuration.mediaDirectory,
                 assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
-                maximumPullLimit: maximumPullLimit, maximumBodyBytes: maximumBodyBytes,
+                maximumPullLimit: maximumPullLimit, maximumPullPageBytes: maximumPullPageBytes,
+                maximumBodyBytes: maximumBodyBytes,
                 // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
                 logLevel: "critical", postgresURL: postgres?.url),
             logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
