@@ -22,8 +22,8 @@ struct ServerBenchmark: BenchmarkSuite {
     let name = "server"
     let records = ProcessInfo.processInfo.environment["OUTPOST_BENCH_SERVER_RECORDS"].flatMap(Int.init) ?? 100_000
     let batchSize = 500
-    /// The engine's own default page size, as `Device` runs it.
-    let pullLimit = 500
+    /// The engine's own page size, as `Device` and `outpost sync` pull.
+    let pullLimit = SyncEngine.defaultPullLimit
 
     static let pushProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000a1")!
     static let bundleProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000b2")!
@@ -84,6 +84,14 @@ struct ServerBenchmark: BenchmarkSuite {
         }
         let pullRate = Double(report.pulled) / pullSeconds
 
+        // The same pull with half-size pages, the engine's default before: what the page size is worth.
+        let halfPages = SyncEngine(
+            store: try LocalStore.open(at: folder.appendingPathComponent("device-half-pages.sqlite").path), transport: pusher,
+            pullLimit: pullLimit / 2)
+        started = clock.now
+        let halfReport = try await halfPages.sync()
+        let halfPagesRate = Double(halfReport.pulled) / (clock.now - started).seconds
+
         // The same pages, fetched alone and then applied alone with no network in between.
         var pages: [PulledPage] = []
         var cursor: String?
@@ -106,6 +114,8 @@ struct ServerBenchmark: BenchmarkSuite {
             metric: "pull \(count) records into a fresh store (SyncEngine.sync, \(pullLimit)/page)", value: pullRate,
             unit: "records/s", peer: "sqlite3 .import of the same issue rows", peerValue: peerPull,
             target: "≥ 50,000 records/s", met: pullRate >= 50_000))
+        rows.append(BenchmarkRow(
+            metric: "  the same pull, \(pullLimit / 2)/page", value: halfPagesRate, unit: "records/s"))
         rows.append(BenchmarkRow(
             metric: "  of which: HTTP pull alone (transport.pull + decode)", value: pageRecords / fetchSeconds, unit: "records/s"))
         rows.append(BenchmarkRow(
