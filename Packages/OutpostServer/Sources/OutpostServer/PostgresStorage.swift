@@ -165,8 +165,8 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Pull
 
-    func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullPage
+    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+        async throws(ServerError) -> PullPage
     {
         let logger = self.logger
         let assignsServerIDs = self.assignsServerIDs
@@ -178,15 +178,30 @@ final class PostgresStorage: ServerStorage {
             let visible = (projects.map { Set($0) } ?? mine).map(\.storageText).sorted()
             // Another user's id matches no row, so passing nobody's keeps one statement for both cases.
             let unlinkedOwner = projects == nil ? caller.userID.storageText : ""
-            var rows = try await PostgresRecords.fetchRows(
+            // The candidates' sizes first (octet_length reads a TOASTed value's length, not the value),
+            // then only the rows that make the page, in the same snapshot: a page of large records is
+            // never read whole.
+            var extent = PullPage.Extent(limit: limit, maximumBytes: maximumBytes)
+            var sequences: [Int64] = []
+            var candidates = 0
+            for try await (sequence, size) in try await connection.query(
                 """
-                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                SELECT sequence, octet_length(fields) + octet_length(clocks) FROM records
                 WHERE sequence > \(cursor)
                   AND (project_id = ANY(\(visible)::text[]) OR (project_id IS NULL AND owner_id = \(unlinkedOwner)))
                 ORDER BY sequence LIMIT \(Int64(limit + 1))
+                """, logger: logger
+            ).decode((Int64, Int64).self) {
+                candidates += 1
+                // Once one is refused, every later one is too: the page is full.
+                if extent.admit(size: Int(size)) { sequences.append(sequence) }
+            }
+            let hasMore = sequences.count < candidates
+            let rows = sequences.isEmpty ? [] : try await PostgresRecords.fetchRows(
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE sequence = ANY(\(sequences)::bigint[]) ORDER BY sequence
                 """, on: connection, logger: logger)
-            let hasMore = rows.count > limit
-            if hasMore { rows.removeLast(rows.count - limit) }
             var page = PullPage(
                 rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
                 basis: PullBasis(

@@ -68,23 +68,28 @@ struct PullPage: Sendable {
     /// What the page was read against, for the read-ahead's check when it is served.
     var basis = PullBasis(memberships: [], newestSequence: 0)
 
-    /// The page ending with the first row whose stored fields and clocks bring it to `bytes` (the
-    /// first row always stays); the rows after it wait for the next page, whose cursor is that row's.
-    func cut(atBytes bytes: Int) -> PullPage {
-        var total = 0
-        var index = 0
-        while index < rows.count - 1 {
-            total += rows[index].fieldsJSON.utf8.count + rows[index].clocksJSON.utf8.count
-            if total >= bytes {
-                var page = self
-                page.rows.removeSubrange((index + 1)...)
-                page.nextCursor = String(rows[index].sequence)
-                page.hasMore = true
-                return page
-            }
-            index += 1
+    /// Where a page ends, counted as its rows are read in sequence order: after `limit` rows, or after
+    /// the row whose stored fields and clocks bring the page to `maximumBytes` (the first row always
+    /// goes, so a pull moves on even past a record bigger than that). Both backends read through it, so
+    /// a page of large records (inline thumbnails) is never read, held or sent whole.
+    struct Extent {
+        let limit: Int
+        let maximumBytes: Int
+        private(set) var rows = 0
+        private var bytes = 0
+
+        init(limit: Int, maximumBytes: Int) {
+            self.limit = limit
+            self.maximumBytes = maximumBytes
         }
-        return self
+
+        /// Counts a row of `size` bytes in; false once the page is full (that row is not part of it).
+        mutating func admit(size: Int) -> Bool {
+            guard rows < limit, bytes < maximumBytes else { return false }
+            rows += 1
+            bytes += size
+            return true
+        }
     }
 
     /// The parents a backend must look up for `rows` in server-id mode (decoding only rows with parents).

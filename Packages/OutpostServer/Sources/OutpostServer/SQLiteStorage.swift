@@ -267,8 +267,8 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Pull
 
-    func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullPage
+    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+        async throws(ServerError) -> PullPage
     {
         let assignsServerIDs = rules.assignsServerIDs
         return try await read { db in
@@ -279,25 +279,28 @@ final class SQLiteStorage: ServerStorage {
             let query = Self.pullQuery(
                 after: cursor, limit: limit, projects: (projects.map { Set($0) } ?? mine).map(\.storageText).sorted(),
                 unlinkedOf: projects == nil ? caller : nil)
+            var extent = PullPage.Extent(limit: limit, maximumBytes: maximumBytes)
             var rows: [StoredRow]
             let hasMore: Bool
             if query.readsRows {
-                rows = try StoredRow.fetchAll(db, sql: query.sql, arguments: query.arguments)
-                hasMore = rows.count > limit
-                if hasMore { rows.removeLast(rows.count - limit) }
+                // Rows are read one by one until the page is full; the row that did not fit says more wait.
+                (rows, hasMore) = try StoredRow.fetchPage(db, sql: query.sql, arguments: query.arguments, extent: &extent)
             } else {
                 // One more than a page is asked for, to know whether more wait; only the page's rows
                 // are read, in the same read transaction, so the sequences still name them. They come
                 // sorted, so chunks read in turn keep the page in sequence order.
                 let sequences = try Int64.fetchAll(db, sql: query.sql, arguments: query.arguments)
-                hasMore = sequences.count > limit
                 rows = []
                 rows.reserveCapacity(min(sequences.count, limit))
-                for chunk in Self.chunks(Array(sequences.prefix(limit))) {
-                    rows += try StoredRow.fetchAll(
+                var full = false
+                for chunk in Self.chunks(sequences) where !full {
+                    let (read, stopped) = try StoredRow.fetchPage(
                         db, sql: "SELECT * FROM records WHERE sequence IN (\(Self.placeholders(chunk.count))) ORDER BY sequence",
-                        arguments: StatementArguments(chunk))
+                        arguments: StatementArguments(chunk), extent: &extent)
+                    rows += read
+                    full = stopped
                 }
+                hasMore = rows.count < sequences.count
             }
             var page = PullPage(
                 rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
@@ -587,6 +590,26 @@ extension StoredRow {
     }
 
     /// The rows `sql` selects from `records`, the columns found once.
+    /// The rows `sql` yields while `extent` admits them, and whether it stopped before the last one:
+    /// the rows after the stop are never read.
+    static func fetchPage(
+        _ db: Database, sql: String, arguments: StatementArguments, extent: inout PullPage.Extent
+    ) throws -> (rows: [StoredRow], stopped: Bool) {
+        let cursor = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        var columns: Columns?
+        var rows: [StoredRow] = []
+        while let row = try cursor.next() {
+            let found = try columns ?? Columns(row)
+            columns = found
+            let stored = try StoredRow(row: row, columns: found)
+            guard extent.admit(size: stored.fieldsJSON.utf8.count + stored.clocksJSON.utf8.count) else {
+                return (rows, true)
+            }
+            rows.append(stored)
+        }
+        return (rows, false)
+    }
+
     static func fetchAll(_ db: Database, sql: String, arguments: StatementArguments) throws -> [StoredRow] {
         let cursor = try Row.fetchCursor(db, sql: sql, arguments: arguments)
         var columns: Columns?

@@ -19,8 +19,10 @@ protocol ServerStorage: Sendable {
 
     /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs).
     /// The rows go out as stored (`PullPage.json`); in server-id mode the page carries its parents' summaries.
-    func pull(after cursor: Int64, limit: Int, projects: [UUID]?, by caller: Caller) async throws(ServerError)
-        -> PullPage
+    /// The page ends at `limit` changes, or after the change whose stored fields and clocks bring it to
+    /// `maximumBytes` (see `PullPage.Extent`); rows past that point are not read.
+    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+        async throws(ServerError) -> PullPage
 
     /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request
     /// is served only if they still equal the page's `basis`.

@@ -204,8 +204,8 @@ public struct SyncServer: Sendable {
     ) async throws(ServerError) -> PullReadAhead.Answer {
         @Sendable func read(_ request: PullReadAhead.Request) async throws(ServerError) -> PullReadAhead.Answer {
             let page = try await storage.pull(
-                after: request.after, limit: request.limit, projects: request.projects, by: caller
-            ).cut(atBytes: maximumPageBytes)
+                after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
+                by: caller)
             return PullReadAhead.Answer(
                 body: JSONBody(try page.json(rules: rules), gzip: request.gzip), records: page.rows.count,
                 nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore, basis: page.basis)

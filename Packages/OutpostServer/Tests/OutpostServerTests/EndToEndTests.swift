@@ -156,8 +156,10 @@ struct EndToEndTests {
         func detailsLength(_ change: ServerRecord) -> Int {
             if case .text(let text) = change.fields["details"] ?? .null { text.count } else { 0 }
         }
-        // Every page but its last change stays under the cap (stored JSON is longer than the details).
+        // Every page but its last change stays under the cap (stored JSON is longer than the details),
+        // and every page but the last reaches it (a change's other fields and clocks are under 2,000 bytes).
         for page in pages { #expect(page.dropLast().map(detailsLength).reduce(0, +) < cap) }
+        for page in pages.dropLast() { #expect(page.map { detailsLength($0) + 2_000 }.reduce(0, +) >= cap, "\(page.count)") }
         #expect(pages.count >= 4, "\(pages.map(\.count))")
         let big = try #require(pages.first { $0.contains { $0.recordID == ids[5] } })
         #expect(big.last?.recordID == ids[5], "the change over the cap ends its page")

@@ -160,7 +160,7 @@ struct StorageTests {
     private static func pull(_ storage: any ServerStorage, after cursor: Int64, limit: Int, by caller: Caller)
         async throws -> PullResponse
     {
-        let page = try await storage.pull(after: cursor, limit: limit, projects: nil, by: caller)
+        let page = try await storage.pull(after: cursor, limit: limit, maximumBytes: .max, projects: nil, by: caller)
         return try WireJSON.decoder().decode(
             PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false))))
     }
