@@ -18,15 +18,16 @@ public struct MigrationStep: Sendable {
     public let sql: String?
     /// SHA-256 (hex) of the step's SQL, or of the fingerprint a closure step declares.
     public let checksum: String
-    /// Indexes the step drops because another index of their table begins with the same column and
-    /// holds all their others: the only removal the migrator accepts, each one checked against the
-    /// schema the step leaves.
+    /// Indexes the step drops because another index of their table begins with their columns (the same
+    /// first column, the others in any order): the only removal the migrator accepts, each one checked
+    /// against the schema the step leaves.
     public let redundantIndexes: Set<String>
     let body: Body
 
     /// A step that runs `sql` (one or more statements). `droppingRedundantIndexes` names the indexes
-    /// its SQL drops because another index of the same table begins with the same column and holds all
-    /// their others, so every query they served still reads one index; any other removal is refused.
+    /// its SQL drops because another index of the same table begins with their columns (the same first
+    /// column, the others in any order), so every lookup they served still seeks on them; any other
+    /// removal is refused.
     public init(version: Int, name: String, sql: String, droppingRedundantIndexes redundantIndexes: Set<String> = []) {
         precondition(version >= 1, "Migration step versions start at 1")
         self.version = version

@@ -119,8 +119,8 @@ struct SchemaChangeCheck {
     }
 
     /// Why the dropped index `name` was not redundant, or nil when an index the step leaves on the same
-    /// table (a whole one, not partial) begins with the same column and holds all its others: every lookup
-    /// it served still seeks that column and reads the rest from one index, never the table. A UNIQUE or
+    /// table (a whole one, not partial) begins with its columns: the same first column, then the others
+    /// in any order. A lookup it served still seeks on the same columns, none skipped over. A UNIQUE or
     /// PRIMARY KEY index is never redundant: dropping it drops a constraint.
     private func notRedundant(_ name: String, _ index: SchemaSnapshot.Index) -> String? {
         let columns = index.columns.joined(separator: ", ")
@@ -133,12 +133,12 @@ struct SchemaChangeCheck {
         let covered = after.indexes.contains { other, candidate in
             other != name && candidate.table == index.table && !candidate.isPartial
                 && candidate.columns.first == index.columns.first
-                && Set(index.columns).isSubset(of: candidate.columns)
+                && Set(candidate.columns.prefix(index.columns.count)) == Set(index.columns)
         }
         return covered
             ? nil
             : "removed index \(name) on \(index.table): declared redundant, but no index left on \(index.table) "
-                + "begins with its first column and holds the others (\(columns))"
+                + "begins with its columns, the first one first (\(columns))"
     }
 
     /// NOT NULL columns without a default added to tables that already existed: old rows could not hold them.

@@ -127,16 +127,17 @@ enum CrewSchema {
         #expect(!indexes.contains("jobs_crew"))
     }
 
-    /// An index that holds the dropped one's columns in another order after the same first column also
-    /// covers it: a lookup still seeks that column and reads the rest from the index (v12 re-orders the
-    /// issue list's index this way, so its list comes sorted).
-    @Test func aStepMayDropAnIndexWhoseColumnsALongerOneHoldsAfterTheSameFirstColumn() throws {
+    /// An index that begins with the dropped one's columns in another order after the same first column
+    /// also covers it: a lookup still seeks on all of them (v12 re-orders the issue list's index this
+    /// way, so its list comes sorted).
+    @Test func aStepMayDropAnIndexALongerOneBeginsWithInAnotherOrder() throws {
         let database = try TemporaryDatabase()
         let byCrewAndStatus = MigrationStep(
-            version: 4, name: "jobs by crew and status", sql: "CREATE INDEX jobs_crew_status ON jobs(crew_id, status)")
+            version: 4, name: "jobs by crew, status and title",
+            sql: "CREATE INDEX jobs_crew_status ON jobs(crew_id, status, title)")
         let reordered = MigrationStep(
             version: 5, name: "jobs by crew in title order", sql: """
-                CREATE INDEX jobs_crew_title ON jobs(crew_id, title, status);
+                CREATE INDEX jobs_crew_title ON jobs(crew_id, title, status, description);
                 DROP INDEX jobs_crew_status;
                 """, droppingRedundantIndexes: ["jobs_crew_status"])
         let migrator = Migrator(steps: CrewSchema.migrator.steps + [byCrewAndStatus, reordered], syncedTables: ["crews", "jobs"])
@@ -148,16 +149,40 @@ enum CrewSchema {
         #expect(!indexes.contains("jobs_crew_status"))
     }
 
+    /// Holding the columns is not enough: with another column between them, a lookup on both would seek
+    /// on the first alone and scan the rest.
+    @Test func anIndexWhoseColumnsALongerOneHoldsApartIsNotRedundant() throws {
+        let database = try TemporaryDatabase()
+        let byCrewAndStatus = MigrationStep(
+            version: 4, name: "jobs by crew and status", sql: "CREATE INDEX jobs_crew_status ON jobs(crew_id, status)")
+        try Migrator(steps: CrewSchema.migrator.steps + [byCrewAndStatus], syncedTables: ["crews", "jobs"]).migrate(database.queue)
+        let schema = try Migrator.schemaSQL(of: database.queue)
+        let apart = MigrationStep(
+            version: 5, name: "jobs by crew and title", sql: """
+                CREATE INDEX jobs_crew_title ON jobs(crew_id, title, status);
+                DROP INDEX jobs_crew_status;
+                """, droppingRedundantIndexes: ["jobs_crew_status"])
+        let migrator = Migrator(steps: CrewSchema.migrator.steps + [byCrewAndStatus, apart], syncedTables: ["crews", "jobs"])
+        #expect {
+            try migrator.migrate(database.queue)
+        } throws: { error in
+            (error as? MigrationError)?.code == .destructiveStep
+                && (error as? MigrationError)?.message.contains(
+                    "no index left on jobs begins with its columns, the first one first (crew_id, status)") == true
+        }
+        #expect(try Migrator.schemaSQL(of: database.queue) == schema)
+    }
+
     /// A declared drop is checked, not trusted: each of these is refused and changes nothing.
     @Test(arguments: [
-        ("nothing covers it", "DROP INDEX jobs_status", "no index left on jobs begins with its first column and holds the others (status)"),
+        ("nothing covers it", "DROP INDEX jobs_status", "no index left on jobs begins with its columns, the first one first (status)"),
         ("only a partial index covers it",
          "CREATE INDEX jobs_open ON jobs(status, title) WHERE status = 'open'; DROP INDEX jobs_status",
-         "no index left on jobs begins with its first column and holds the others (status)"),
+         "no index left on jobs begins with its columns, the first one first (status)"),
         ("the covering index goes too", "DROP INDEX jobs_status; DROP INDEX jobs_crew", "removed index jobs_crew"),
         ("an index holds its column, but not first",
          "CREATE INDEX jobs_crew_status ON jobs(crew_id, status); DROP INDEX jobs_status",
-         "no index left on jobs begins with its first column and holds the others (status)"),
+         "no index left on jobs begins with its columns, the first one first (status)"),
     ])
     func aDeclaredDropThatIsNotRedundantIsRefused(name: String, sql: String, finding: String) throws {
         let database = try TemporaryDatabase()
