@@ -29,8 +29,8 @@ enum AuditTrail {
     }
 
     /// Appends the write to the chain, in the caller's transaction; returns the new entry's sequence.
-    /// `fields` is the write's fields as `CompactJSON.fields` encodes them (the queued payload holds
-    /// the same bytes, encoded once for both).
+    /// `fields` is the write's fields as `CompactJSON.fields` encodes them; the write's queued mutation
+    /// reads them from here (`"fieldsInAudit"`), so an entry is never edited or removed.
     static func append(
         entity: EntityType, recordID: UUID, operation: MutationOperation, fields payload: Data, at: Date,
         in db: Database

@@ -274,9 +274,8 @@ enum FieldClocks {
         }
 
         /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
-        /// entity's catalog fields: a field a later version adds to the catalog reads as stamped at
-        /// that clock too, which is never later than the record's first write on this device, so any
-        /// value someone writes to the new field wins over it.
+        /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
+        /// such rows as lists first (Workspace.md, "How to add a step").
         static func read(_ text: String, entity: EntityType) throws -> Stored {
             let columns = try MutationQueue.decoder.decode(Columns.self, from: Data(text.utf8))
             var fields = try clocks(columns.fields, columns.byClock) ?? [:]

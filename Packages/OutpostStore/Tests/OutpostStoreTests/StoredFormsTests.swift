@@ -136,3 +136,35 @@ import Testing
         }
     }
 }
+
+/// `"allFieldsAt"` in `field_clocks` stands for the catalog fields as this build knows them. A change
+/// to any entity's catalog fields makes this fail first: the step that adds the field must rewrite
+/// that entity's `allFieldsAt` rows as `byClock` lists (Workspace.md, "How to add a step"), and then
+/// record the new names here.
+@Suite struct AllFieldsAtCatalogTests {
+    @Test func theCatalogFieldsAreTheOnesAllFieldsAtWasWrittenFor() {
+        let names = EntityCatalog.all.map { "\($0.type.rawValue): \($0.fields.map(\.name).joined(separator: ","))" }
+            .sorted()
+        #expect(names == Self.recorded, "catalog fields changed; see this suite's note before recording them here")
+    }
+
+    static let recorded = [
+        "asset: projectID,name,qrCode,category,location",
+        "comment: issueID,authorID,body",
+        "dailyLog: projectID,authorID,day,notes,weather,crew,crewSize,hours",
+        "discount: projectID,name,kind,value",
+        "fee: projectID,name,amountCents,isTaxable",
+        "financeOption: projectID,lender,termMonths,aprBasisPoints,downPaymentCents",
+        "issue: projectID,title,details,status,priority,assigneeID,latitude,longitude,assetID,modelElementID",
+        "measure: measureSheetID,label,quantity,unit,sortOrder",
+        "measureSheet: scopeID,name,notes",
+        "mediaAttachment: issueID,dailyLogID,kind,fileName,contentType,byteSize,sha256,thumbnail,capturedAt,durationSeconds",
+        "member: projectID,userID,name,email,role",
+        "opportunity: name,customerName,address,stage,estimatedValueCents",
+        "project: opportunityID,name,number,address,status,startDay",
+        "referenceDocument: projectID,title,kind,revision,fileName,byteSize,sha256",
+        "scope: projectID,name,notes,sortOrder",
+        "scopeItem: scopeID,measureID,name,quantity,unit,unitPriceCents,sortOrder",
+        "timeEntry: projectID,memberID,kind,recordedAt,clockInID,latitude,longitude,note",
+    ]
+}

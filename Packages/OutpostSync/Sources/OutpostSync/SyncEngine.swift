@@ -29,7 +29,7 @@ public actor SyncEngine {
     /// Changes asked for per pull page unless told otherwise: the reference server's maximum. Each page
     /// is a round trip (a tenth of a second or more on cellular) and one write transaction, so fewer,
     /// fuller pages pull faster; the server also ends a page early at its byte limit, which bounds a
-    /// page of large records (Workspace.md: 500 → 1,000 took the bench's pull from 36–39K to 44–45K/s).
+    /// page of large records (Workspace.md: 500 → 1,000 took the bench's pull from 36–39K to 43–45K/s).
     public static let defaultPullLimit = 1_000
 
     /// Creates an engine. `random` drives retry jitter (inject a seeded one in tests); `clock` measures
