@@ -9,7 +9,9 @@ extension LocalStore {
     /// The mutations to send now, first in first out, marked in flight in the same transaction: pending,
     /// of `syncClass`, due, not behind an unfinished earlier mutation of the same record, and not
     /// waiting on the unacknowledged create of a record they reference. Unrelated mutations never
-    /// wait on each other, so one that keeps failing holds back only what depends on it.
+    /// wait on each other, so one that keeps failing holds back only what depends on it. A mutation
+    /// that cannot be read (its payload or its audit entry damaged or gone) is failed with why, in the
+    /// same transaction, instead of stopping every other one.
     public func claimMutations(syncClass: SyncClass = .structured, limit: Int, now: Date) throws(StoreError) -> [Mutation] {
         try write { db in
             let seqs = try Int64.fetchAll(db, sql: """
@@ -29,7 +31,13 @@ extension LocalStore {
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1 WHERE seq IN (\(marks))",
                 arguments: StatementArguments(seqs))
-            return try MutationQueue.all(sequences: seqs, in: db)
+            let (claimed, unreadable) = try MutationQueue.readable(sequences: seqs, in: db)
+            for (sequence, reason) in unreadable {
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                    arguments: [reason, sequence])
+            }
+            return claimed
         }
     }
 

@@ -188,13 +188,25 @@ enum MutationQueue {
         }
     }
 
-    /// The mutations with the given sequence numbers, in queue order.
-    static func all(sequences: [Int64], in db: Database) throws -> [Mutation] {
+    /// The mutations with the given sequence numbers, in queue order, and those that cannot be read
+    /// (a payload or an audit entry that is damaged or gone), each with why.
+    static func readable(sequences: [Int64], in db: Database) throws
+        -> (mutations: [Mutation], unreadable: [(sequence: Int64, reason: String)])
+    {
         let marks = Array(repeating: "?", count: sequences.count).joined(separator: ", ")
-        return try Row.fetchAll(
+        let rows = try Row.fetchAll(
             db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue WHERE seq IN (\(marks)) ORDER BY seq",
-            arguments: StatementArguments(sequences)
-        ).map(mutation(from:))
+            arguments: StatementArguments(sequences))
+        var mutations: [Mutation] = []
+        var unreadable: [(sequence: Int64, reason: String)] = []
+        for row in rows {
+            do {
+                mutations.append(try mutation(from: row))
+            } catch {
+                unreadable.append((row["seq"], (error as? StoreError)?.message ?? "its payload is unreadable: \(error)"))
+            }
+        }
+        return (mutations, unreadable)
     }
 
     static func count(status: MutationStatus, in db: Database) throws -> Int {

@@ -122,18 +122,29 @@ import Testing
     }
 
     /// The queue cannot make up fields it no longer has: a missing audit entry is a named error, not
-    /// an empty mutation sent over the server's record.
-    @Test func aMissingAuditEntryIsANamedError() async throws {
+    /// an empty mutation sent over the server's record. Sending, that mutation alone fails, with why;
+    /// the others still go.
+    @Test func aMissingAuditEntryFailsItsMutationAlone() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
         try await store.save(Issue(projectID: project, title: "Leak"))
-        try await folder.queue.write { try $0.execute(sql: "DELETE FROM audit_log") }
+        let other = try await store.save(Issue(projectID: project, title: "Crack"))
+        try await folder.queue.write { try $0.execute(sql: "DELETE FROM audit_log WHERE seq = 1") }
         #expect {
             try store.mutations()
         } throws: { error in
             (error as? StoreError)?.code == .databaseFailure
                 && "\(error)".contains("keeps its fields in its audit entry, which is missing")
         }
+        let claimed = try store.claimMutations(limit: 10, now: Date())
+        #expect(claimed.map(\.recordID) == [other.id])
+        #expect(claimed.first?.fields["title"] == .text("Crack"))
+        let failed = try folder.queue.read {
+            try Row.fetchAll($0, sql: "SELECT status, last_error FROM mutation_queue WHERE seq = 1")
+        }
+        #expect(failed.first?["status"] == "failed")
+        #expect((failed.first?["last_error"] as String?)?.contains("which is missing") == true)
+        #expect(try store.status().failedChanges == 1)
     }
 }
 
