@@ -589,9 +589,8 @@ extension StoredRow {
             updatedAt: row[columns.updatedAt])
     }
 
-    /// The rows `sql` selects from `records`, the columns found once.
-    /// The rows `sql` yields while `extent` admits them, and whether it stopped before the last one:
-    /// the rows after the stop are never read.
+    /// The rows `sql` selects from `records` while `extent` admits them (the columns found once), and
+    /// whether it stopped before the last one: the rows after the stop are never read.
     static func fetchPage(
         _ db: Database, sql: String, arguments: StatementArguments, extent: inout PullPage.Extent
     ) throws -> (rows: [StoredRow], stopped: Bool) {
@@ -610,16 +609,10 @@ extension StoredRow {
         return (rows, false)
     }
 
+    /// Every row `sql` selects from `records`.
     static func fetchAll(_ db: Database, sql: String, arguments: StatementArguments) throws -> [StoredRow] {
-        let cursor = try Row.fetchCursor(db, sql: sql, arguments: arguments)
-        var columns: Columns?
-        var rows: [StoredRow] = []
-        while let row = try cursor.next() {
-            let found = try columns ?? Columns(row)
-            columns = found
-            rows.append(try StoredRow(row: row, columns: found))
-        }
-        return rows
+        var everything = PullPage.Extent(limit: .max, maximumBytes: .max)
+        return try fetchPage(db, sql: sql, arguments: arguments, extent: &everything).rows
     }
 }
 
