@@ -17,7 +17,8 @@ public struct ServerRecord: Sendable, Hashable, Codable {
     public var version: Int64
     /// The record's fields in `FieldValue`'s one-key JSON form (a tombstone keeps its last values).
     public var fields: [String: FieldValue]
-    /// The clock of every field in `fields`.
+    /// The clock of every field in `fields`. On the wire, a pull page may carry one `clock` for all of
+    /// them instead (see `PullRequest.acceptsSharedClock`); reading expands it here.
     public var clocks: [String: HybridTimestamp]
     /// When the record was deleted; nil while it is live. On the wire also as the `deleted` flag.
     public var deletion: HybridTimestamp?
@@ -48,7 +49,7 @@ public struct ServerRecord: Sendable, Hashable, Codable {
     public var isDeleted: Bool { deletion != nil }
 
     private enum CodingKeys: String, CodingKey {
-        case sequence, entity, recordID, serverID, version, fields, clocks, deleted, deletion, createdAt, updatedAt
+        case sequence, entity, recordID, serverID, version, fields, clocks, clock, deleted, deletion, createdAt, updatedAt
     }
 
     public init(from decoder: any Decoder) throws {
@@ -59,7 +60,15 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         serverID = try container.decodeIfPresent(String.self, forKey: .serverID)
         version = try container.decode(Int64.self, forKey: .version)
         fields = try container.decode([String: FieldValue].self, forKey: .fields)
-        clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
+        if let shared = try container.decodeIfPresent(HybridTimestamp.self, forKey: .clock) {
+            guard !container.contains(.clocks) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .clock, in: container, debugDescription: "a record has 'clock' or 'clocks', not both.")
+            }
+            clocks = Self.clocks(sharing: shared, with: fields)
+        } else {
+            clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
+        }
         deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
         createdAt = try Self.timestamp(container, .createdAt)
         updatedAt = try Self.timestamp(container, .updatedAt)
@@ -83,6 +92,11 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         try container.encodeIfPresent(deletion, forKey: .deletion)
         try container.encode(Timestamp.string(from: createdAt), forKey: .createdAt)
         try container.encode(Timestamp.string(from: updatedAt), forKey: .updatedAt)
+    }
+
+    /// `clock` as the clock of every field of `fields`: the shared form expanded.
+    static func clocks(sharing clock: HybridTimestamp, with fields: [String: FieldValue]) -> [String: HybridTimestamp] {
+        fields.mapValues { _ in clock }
     }
 
     private static func timestamp(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> Date {

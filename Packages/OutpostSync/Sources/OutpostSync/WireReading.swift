@@ -196,7 +196,7 @@ extension PullResponse: WireReadable {
 extension ServerRecord: WireReadable {
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var sequence: Int64?, entity: EntityType?, recordID: UUID?, serverID: String?, version: Int64?
-        var fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?, deleted: Bool?
+        var fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?, shared: HybridTimestamp?, deleted: Bool?
         var deletion: HybridTimestamp?, createdAt: Date?, updatedAt: Date?
         var seen: UInt64 = 0
         try reader.beginObject()
@@ -223,6 +223,9 @@ extension ServerRecord: WireReadable {
             case "clocks":
                 try reader.firstOccurrence(of: 6, key, in: &seen)
                 clocks = try Self.clocks(&reader)
+            case "clock":
+                try reader.firstOccurrence(of: 11, key, in: &seen)
+                shared = try Self.clock(&reader)
             case "deleted":
                 try reader.firstOccurrence(of: 7, key, in: &seen)
                 deleted = try reader.bool()
@@ -238,17 +241,23 @@ extension ServerRecord: WireReadable {
             default: try reader.skipValue()
             }
         }
-        guard let sequence, let entity, let recordID, let version, let fields, let clocks, let deleted,
-            let createdAt, let updatedAt
+        guard let sequence, let entity, let recordID, let version, let fields, clocks != nil || shared != nil,
+            let deleted, let createdAt, let updatedAt
         else {
             throw reader.error(
-                "a record needs 'sequence', 'entity', 'recordID', 'version', 'fields', 'clocks', 'deleted', 'createdAt' and 'updatedAt'")
+                "a record needs 'sequence', 'entity', 'recordID', 'version', 'fields', 'clocks' (or 'clock'), 'deleted', 'createdAt' and 'updatedAt'")
+        }
+        let fieldClocks: [String: HybridTimestamp]
+        switch (clocks, shared) {
+        case (let clocks?, nil): fieldClocks = clocks
+        case (nil, let shared?): fieldClocks = Self.clocks(sharing: shared, with: fields)
+        default: throw reader.error("a record has 'clock' or 'clocks', not both")
         }
         // A flag without its clock (or the reverse) cannot be merged safely: refuse rather than guess.
         guard deleted == (deletion != nil) else { throw reader.error("'deleted' and 'deletion' disagree") }
         self.init(
             sequence: sequence, entity: entity, recordID: recordID, serverID: serverID, version: version,
-            fields: fields, clocks: clocks, deletion: deletion, createdAt: createdAt, updatedAt: updatedAt)
+            fields: fields, clocks: fieldClocks, deletion: deletion, createdAt: createdAt, updatedAt: updatedAt)
     }
 
     static func entity(_ reader: inout JSONReader) throws(JSONReaderError) -> EntityType {

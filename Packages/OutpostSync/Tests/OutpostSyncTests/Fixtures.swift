@@ -59,9 +59,12 @@ enum Fixtures {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
         },
         "MutationOutcome": outcomes,
-        "PullRequest": [PullRequest(cursor: "12", limit: 100, projects: [projectID]), PullRequest(cursor: nil, limit: 5)],
+        "PullRequest": [
+            PullRequest(cursor: "12", limit: 100, projects: [projectID]),
+            PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false),
+        ],
         "PullResponse": [PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true)],
-        "ServerRecord": [serverRecord],
+        "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
         "MediaUploadStatus": [MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false)],
         "ErrorBody": [errorBody],
         "FieldValue": fieldValues,
@@ -85,6 +88,58 @@ enum Fixtures {
             directory.deleteLastPathComponent()
         }
         throw CocoaError(.fileNoSuchFile)
+    }
+}
+
+/// A record as a pull page carries it for a client that accepts a shared clock: `clock` in place of
+/// `clocks` when every field has that one clock. The server's `PullPage` writes this form; no type of
+/// this package encodes it, so the tests write it here to read it back.
+struct SharedClockRecord: Encodable, Sendable {
+    let record: ServerRecord
+
+    /// The clock every field carries, if there are fields and they all carry the same one.
+    var sharedClock: HybridTimestamp? {
+        guard let first = record.clocks.values.first, record.clocks.count == record.fields.count,
+            record.clocks.values.allSatisfy({ $0 == first })
+        else { return nil }
+        return first
+    }
+
+    private enum Keys: String, CodingKey {
+        case sequence, entity, recordID, serverID, version, fields, clocks, clock, deleted, deletion, createdAt, updatedAt
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(record.sequence, forKey: .sequence)
+        try container.encode(record.entity, forKey: .entity)
+        try container.encode(record.recordID, forKey: .recordID)
+        try container.encodeIfPresent(record.serverID, forKey: .serverID)
+        try container.encode(record.version, forKey: .version)
+        try container.encode(record.fields, forKey: .fields)
+        if let sharedClock {
+            try container.encode(sharedClock, forKey: .clock)
+        } else {
+            try container.encode(record.clocks, forKey: .clocks)
+        }
+        try container.encode(record.isDeleted, forKey: .deleted)
+        try container.encodeIfPresent(record.deletion, forKey: .deletion)
+        try container.encode(Timestamp.string(from: record.createdAt), forKey: .createdAt)
+        try container.encode(Timestamp.string(from: record.updatedAt), forKey: .updatedAt)
+    }
+}
+
+/// A pull page with its records in the shared-clock form where they allow it.
+struct SharedClockPage: Encodable, Sendable {
+    let page: PullResponse
+
+    private enum Keys: String, CodingKey { case changes, hasMore, nextCursor }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(page.changes.map(SharedClockRecord.init), forKey: .changes)
+        try container.encode(page.hasMore, forKey: .hasMore)
+        try container.encode(page.nextCursor, forKey: .nextCursor)
     }
 }
 

@@ -109,12 +109,45 @@ import Testing
         }
     }
 
-    /// Damaged documents (cut short, a byte changed, a byte inserted): whatever the reader accepts,
-    /// `JSONDecoder` accepts as the same value. Seeded, so a failure names its seed.
+    /// A page whose records carry one shared `clock` in place of `clocks` reads as the same page, by
+    /// both readers: every field gets that clock.
+    @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
+        var shared = 0
+        for seed in UInt64(1)...300 {
+            let page = Self.randomPage(seed: seed)
+            shared += page.changes.filter { SharedClockRecord(record: $0).sharedClock != nil }.count
+            let data = try WireCoding.encoder().encode(SharedClockPage(page: page))
+            #expect(try PullResponse(json: data) == page, "seed \(seed)")
+            #expect(try WireCoding.decoder().decode(PullResponse.self, from: data) == page, "seed \(seed)")
+        }
+        #expect(shared > 100)
+    }
+
+    /// A record must say its clocks one way: both forms at once, or neither, is refused by both readers.
+    @Test func refusesARecordWithBothClockFormsOrNeither() throws {
+        let text = String(decoding: try WireCoding.encoder().encode(SharedClockPage(page: PullResponse(
+            changes: [Fixtures.serverRecord], nextCursor: "7", hasMore: false))), as: UTF8.self)
+        #expect(text.contains(#""clock":""#) && !text.contains(#""clocks""#))
+        let clocks = #""clocks":{"projectID":"\#(Fixtures.clock(1).encoded)","title":"\#(Fixtures.clock(1).encoded)"},"#
+        let both = text.replacingOccurrences(of: #""clock":"#, with: clocks + #""clock":"#)
+        let neither = text.replacingOccurrences(
+            of: #""clock":"\#(Fixtures.clock(1_770_000_000_000).encoded)","#, with: "")
+        for wrong in [both, neither] {
+            #expect(wrong != text)
+            #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(wrong.utf8)) }
+            #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PullResponse.self, from: Data(wrong.utf8)) }
+        }
+    }
+
+    /// Damaged documents (cut short, a byte changed, a byte inserted), in both clock forms: whatever the
+    /// reader accepts, `JSONDecoder` accepts as the same value. Seeded, so a failure names its seed.
     @Test func neverAcceptsADamagedPageThatJSONDecoderRefuses() throws {
         var accepted = 0
         for seed in UInt64(1)...1_500 {
-            let data = Self.damaged(try WireCoding.encoder().encode(Self.randomPage(seed: seed % 40 + 1)), seed: seed)
+            let page = Self.randomPage(seed: seed % 40 + 1)
+            let encoder = WireCoding.encoder()
+            let encoded = try seed % 2 == 0 ? encoder.encode(SharedClockPage(page: page)) : encoder.encode(page)
+            let data = Self.damaged(encoded, seed: seed)
             guard let read = try? PullResponse(json: Data(data)) else { continue }
             accepted += 1
             let decoded = try? WireCoding.decoder().decode(PullResponse.self, from: Data(data))
