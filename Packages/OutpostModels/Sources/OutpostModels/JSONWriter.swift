@@ -25,6 +25,11 @@ public struct JSONWriter: Sendable {
         bytes.append(contentsOf: text.utf8)
     }
 
+    /// Appends part of a text that is already JSON (one value of a stored column, say) as it is.
+    public mutating func json(_ text: Substring) {
+        bytes.append(contentsOf: text.utf8)
+    }
+
     /// Appends a number.
     public mutating func integer(_ value: Int64) {
         if value >= 0, value < 10 {

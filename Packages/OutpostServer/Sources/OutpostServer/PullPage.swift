@@ -108,7 +108,8 @@ struct PullPage: Sendable {
 
     /// The answer's JSON, as `JSONEncoder` would write `PullResponse` (keys sorted). Rows go out as
     /// stored; in server-id mode a row naming parents has its references rewritten by `rules`.
-    func json(rules: PushRules) throws(ServerError) -> [UInt8] {
+    /// With `sharedClock`, a record whose fields all carry one clock sends it once, as `clock`.
+    func json(rules: PushRules, sharedClock: Bool) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
         let page: Set<RecordKey> = rules.assignsServerIDs ? Set(rows.map(\.key)) : []
@@ -119,7 +120,7 @@ struct PullPage: Sendable {
                 let wire = rules.wireRecord(try row.decoded(), page: page) { parents[$0] }
                 fields = try StoredJSON.fields(wire.fields)
             }
-            Self.write(row, fields: fields, into: &json)
+            Self.write(row, fields: fields, sharedClock: sharedClock ? row.sharedClockJSON : nil, into: &json)
         }
         json.raw(#"],"hasMore":"#)
         json.bool(hasMore)
@@ -129,10 +130,15 @@ struct PullPage: Sendable {
         return json.bytes
     }
 
-    /// A `ServerRecord` in its `Codable` form, keys sorted.
-    private static func write(_ row: StoredRow, fields: String, into json: inout JSONWriter) {
-        json.raw(#"{"clocks":"#)
-        json.json(row.clocksJSON)
+    /// A `ServerRecord` in its `Codable` form, keys sorted; with `sharedClock`, `clock` in place of `clocks`.
+    private static func write(_ row: StoredRow, fields: String, sharedClock: Substring?, into json: inout JSONWriter) {
+        if let sharedClock {
+            json.raw(#"{"clock":"#)
+            json.json(sharedClock)
+        } else {
+            json.raw(#"{"clocks":"#)
+            json.json(row.clocksJSON)
+        }
         json.raw(#","createdAt":"#)
         json.string(Timestamp.string(from: Date(milliseconds: row.createdAt)))
         json.raw(#","deleted":"#)
@@ -158,5 +164,92 @@ struct PullPage: Sendable {
         json.raw(#","version":"#)
         json.integer(row.version)
         json.raw("}")
+    }
+}
+
+extension StoredRow {
+    /// The one clock every field carries, as the JSON string stored (quotes included), when the stored
+    /// clocks give a single clock to as many fields as the stored fields hold: the shared form a pull
+    /// may send. Nil otherwise. The scan expects exactly the compact form `StoredJSON` writes and
+    /// answers nil at anything else (whitespace, an escape), which only costs the shorter form.
+    var sharedClockJSON: Substring? {
+        let clock = clocksJSON.utf8.withContiguousStorageIfAvailable(Self.sharedValue(ofObject:)) ?? nil
+        guard let clock, let fieldCount = fieldsJSON.utf8.withContiguousStorageIfAvailable(Self.memberCount(ofObject:)),
+            fieldCount == clock.members
+        else { return nil }
+        let utf8 = clocksJSON.utf8
+        return clocksJSON[utf8.index(utf8.startIndex, offsetBy: clock.value.lowerBound)..<utf8.index(
+            utf8.startIndex, offsetBy: clock.value.upperBound)]
+    }
+
+    /// For `{"name":"value",…}` with every value the same string: how many members, and where the
+    /// first value lies (quotes included). Nil for an empty object, differing values or another form.
+    static func sharedValue(ofObject json: UnsafeBufferPointer<UInt8>) -> (members: Int, value: Range<Int>)? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        /// The index just past the string that opens at `start`; nil if none does, or it holds an escape.
+        func string(at start: Int) -> Int? {
+            guard start < json.count, json[start] == quote else { return nil }
+            var index = start + 1
+            while index < json.count, json[index] != quote {
+                if json[index] == backslash { return nil }
+                index += 1
+            }
+            return index < json.count ? index + 1 : nil
+        }
+        guard json.count > 2, json[0] == UInt8(ascii: "{") else { return nil }
+        var index = 1, members = 0
+        var value: Range<Int>?
+        while true {
+            guard let keyEnd = string(at: index), keyEnd < json.count, json[keyEnd] == UInt8(ascii: ":"),
+                let valueEnd = string(at: keyEnd + 1)
+            else { return nil }
+            let current = keyEnd + 1..<valueEnd
+            if let first = value {
+                guard current.count == first.count,
+                    memcmp(json.baseAddress! + first.lowerBound, json.baseAddress! + current.lowerBound, first.count) == 0
+                else { return nil }
+            } else {
+                value = current
+            }
+            members += 1
+            guard valueEnd < json.count else { return nil }
+            switch json[valueEnd] {
+            case UInt8(ascii: ","): index = valueEnd + 1
+            case UInt8(ascii: "}"): return valueEnd == json.count - 1 ? value.map { (members, $0) } : nil
+            default: return nil
+            }
+        }
+    }
+
+    /// How many members the JSON object `json` has: the strings that open at its top level right
+    /// after `{` or `,`. Values may nest and hold any string; the object is taken as well formed.
+    static func memberCount(ofObject json: UnsafeBufferPointer<UInt8>) -> Int {
+        var depth = 0, members = 0
+        var inString = false, escaped = false, keyNext = false
+        for byte in json {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+                if depth == 1, keyNext { members += 1 }
+                keyNext = false
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                keyNext = depth == 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            case UInt8(ascii: ","): keyNext = depth == 1
+            default: break
+            }
+        }
+        return members
     }
 }

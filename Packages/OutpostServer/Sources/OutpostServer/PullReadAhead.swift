@@ -6,8 +6,8 @@ import Foundation
 /// overlaps them, and the request finds its answer ready or under way.
 ///
 /// A prepared page is served only when it is exactly the page a read now would return: the same user
-/// asking for the same cursor, limit, projects and encoding, and the same `PullBasis` (memberships and
-/// newest change sequence) as when it was read. Any write in between, or a membership change, makes the
+/// asking for the same cursor, limit, projects, encoding and clock form, and the same `PullBasis`
+/// (memberships and newest change sequence) as when it was read. Any write in between, or a membership change, makes the
 /// request read its page itself. So a read-ahead page never hides a newer version of a record, nor shows
 /// a project to someone no longer in it.
 actor PullReadAhead {
@@ -18,10 +18,12 @@ actor PullReadAhead {
         let limit: Int
         let projects: [UUID]?
         let gzip: Bool
+        /// Whether records may carry one shared `clock` (`PullRequest.acceptsSharedClock`).
+        let sharedClock: Bool
 
         /// The same pull, continued after `cursor`.
         func continued(after cursor: Int64) -> Request {
-            Request(user: user, after: cursor, limit: limit, projects: projects, gzip: gzip)
+            Request(user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock)
         }
     }
 

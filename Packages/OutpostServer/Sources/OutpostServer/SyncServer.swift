@@ -131,7 +131,8 @@ public struct SyncServer: Sendable {
             let answer = try await Self.pull(
                 PullReadAhead.Request(
                     user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                    projects: pull.projects, gzip: request.acceptsGzip),
+                    projects: pull.projects, gzip: request.acceptsGzip,
+                    sharedClock: pull.acceptsSharedClock),
                 by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
                 readAhead: readAhead, metrics: metrics)
             await metrics.add("outpost_pulled_records_total", answer.records)
@@ -206,8 +207,9 @@ public struct SyncServer: Sendable {
             let page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
+            let json = try page.json(rules: rules, sharedClock: request.sharedClock)
             return PullReadAhead.Answer(
-                body: JSONBody(try page.json(rules: rules), gzip: request.gzip), records: page.rows.count,
+                body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
                 nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore, basis: page.basis)
         }
         var answer: PullReadAhead.Answer?

@@ -102,7 +102,7 @@ struct ReadAheadTests {
     @Test("Read-ahead holds at most its number of pages and reads, and never serves an expired page")
     func bounds() async throws {
         let request = { (after: Int64) in
-            PullReadAhead.Request(user: TestServer.alice, after: after, limit: 5, projects: nil, gzip: true)
+            PullReadAhead.Request(user: TestServer.alice, after: after, limit: 5, projects: nil, gzip: true, sharedClock: true)
         }
         let answer = PullReadAhead.Answer(
             body: JSONBody([], gzip: false), records: 0, nextCursor: 0, hasMore: false,

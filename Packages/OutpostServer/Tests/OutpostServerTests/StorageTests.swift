@@ -140,6 +140,81 @@ struct StorageTests {
         #expect(Set(pulledIssues) == Set(creates.map(\.recordID)))
     }
 
+    @Test("A pull that accepts a shared clock sends it once for a record written whole, and reads as the same page", arguments: Backend.available)
+    func sharedClocksReadAsTheSamePage(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let alice = Caller(userID: TestServer.alice)
+        let whole = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Written whole"))
+        let edited = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Then edited"))
+        let deleted = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Then deleted"))
+        _ = try await storage.push([whole, edited, deleted], by: alice, now: Timestamp.now())
+        let later = try await storage.push([
+            Sample.update(.issue, id: edited.recordID, baseVersion: 1, fields: ["status": .text("resolved")]),
+            PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: deleted.recordID, baseVersion: 1,
+                fields: [:], clocks: [:], deletion: Sample.clock(2_000)),
+        ], by: alice, now: Timestamp.now())
+        #expect(later.allSatisfy { $0.outcome.appliedVersion == 2 })
+
+        let page = try await storage.pull(after: 0, limit: 1_000, maximumBytes: .max, projects: nil, by: alice)
+        let rules = PushRules(assignsServerIDs: false)
+        let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
+        let sharedPage = try PullResponse(json: Data(shared)), fullPage = try PullResponse(json: Data(full))
+        #expect(sharedPage == fullPage)
+        #expect(try WireJSON.decoder().decode(PullResponse.self, from: Data(shared)) == fullPage)
+        #expect(shared.count < full.count)
+
+        // Which records came in which form, as the JSON has them.
+        func forms(_ json: [UInt8]) throws -> [UUID: String] {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json)) as? [String: Any])
+            var forms: [UUID: String] = [:]
+            for change in try #require(object["changes"] as? [[String: Any]]) {
+                let id = try #require((change["recordID"] as? String).flatMap(UUID.init(uuidString:)))
+                forms[id] = [change["clock"] == nil ? nil : "clock", change["clocks"] == nil ? nil : "clocks"]
+                    .compactMap { $0 }.joined(separator: "+")
+            }
+            return forms
+        }
+        let sharedForms = try forms(shared)
+        #expect(sharedForms[whole.recordID] == "clock")
+        #expect(sharedForms[deleted.recordID] == "clock")
+        #expect(sharedForms[edited.recordID] == "clocks")
+        #expect(try forms(full).values.allSatisfy { $0 == "clocks" })
+        let tombstone = try #require(sharedPage.changes.first { $0.recordID == deleted.recordID })
+        #expect(tombstone.deletion == Sample.clock(2_000) || tombstone.isDeleted)
+        #expect(Set(tombstone.clocks.keys) == Set(tombstone.fields.keys))
+    }
+
+    @Test("The shared clock is found only in the stored form, for exactly as many fields as the record holds")
+    func sharedClockScan() throws {
+        let x = "0194f3a2b1c0-0000-00000000000000a1", y = "0194f3a2b1c0-0001-00000000000000a1"
+        func row(fields: String, clocks: String) -> StoredRow {
+            StoredRow(
+                entity: .issue, id: UUID(), serverID: nil, projectID: nil, ownerID: UUID(), version: 1, sequence: 1,
+                fieldsJSON: fields, clocksJSON: clocks, deletion: nil, createdAt: 0, updatedAt: 0)
+        }
+        let two = #"{"a":{"text":"x"},"b":null}"#
+        #expect(row(fields: two, clocks: #"{"a":"\#(x)","b":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
+        #expect(row(fields: #"{"a":{"text":"x"}}"#, clocks: #"{"a":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
+        // Text that looks like members, nested objects and escapes do not count as fields.
+        let tricky = #"{"a":{"text":"q\",\"c\":{"},"b":{"blob":"AA=="},"d\"e":null}"#
+        #expect(row(fields: tricky, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
+        let refused = [
+            (two, #"{"a":"\#(x)","b":"\#(y)"}"#),  // two clocks
+            (two, #"{"a":"\#(x)"}"#),  // fewer clocks than fields
+            (#"{"a":{"text":"x"}}"#, #"{"a":"\#(x)","b":"\#(x)"}"#),  // more
+            ("{}", "{}"),  // no field at all
+            (two, #"{"a":"\#(x)", "b":"\#(x)"}"#),  // not the stored form
+            (two, #"{"a":"\#(x)","b":"\u0030\#(x.dropFirst())"}"#),  // an escape
+            (two, #"{"a":"\#(x)","b":"\#(x)"}x"#),
+            (two, #"{"a":"\#(x)","b":"\#(x)""#),
+        ]
+        for (fields, clocks) in refused {
+            #expect(row(fields: fields, clocks: clocks).sharedClockJSON == nil, "\(clocks)")
+        }
+    }
+
     /// A storage on a temp file with the test seed loaded.
     private static func seeded(_ backend: Backend = .sqlite) async throws -> (any ServerStorage, URL) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
@@ -162,7 +237,7 @@ struct StorageTests {
     {
         let page = try await storage.pull(after: cursor, limit: limit, maximumBytes: .max, projects: nil, by: caller)
         return try WireJSON.decoder().decode(
-            PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false))))
+            PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false), sharedClock: false)))
     }
 
     @Test("The default schema versions end at the device schema's latest version")
