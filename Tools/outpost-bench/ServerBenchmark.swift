@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Outpost
 import OutpostServer
+import OutpostSync
 
 /// Issue 8's figures, through the real server on loopback: `SyncServer` started in this process on
 /// 127.0.0.1 (port 0) with a temp SQLite file, the client side `HTTPTransport`, as an app has it.
@@ -92,6 +93,14 @@ struct ServerBenchmark: BenchmarkSuite {
         let halfReport = try await halfPages.sync()
         let halfPagesRate = Double(halfReport.pulled) / (clock.now - started).seconds
 
+        // The same pull as a client that reads only per-field clocks asks for it: what the shared clock is worth.
+        let perField = SyncEngine(
+            store: try LocalStore.open(at: folder.appendingPathComponent("device-per-field.sqlite").path),
+            transport: PerFieldClocks(base: pusher), pullLimit: pullLimit)
+        started = clock.now
+        let perFieldReport = try await perField.sync()
+        let perFieldRate = Double(perFieldReport.pulled) / (clock.now - started).seconds
+
         // The same pages, fetched alone and then applied alone with no network in between.
         var pages: [PulledPage] = []
         var cursor: String?
@@ -116,6 +125,13 @@ struct ServerBenchmark: BenchmarkSuite {
             target: "≥ 50,000 records/s", met: pullRate >= 50_000))
         rows.append(BenchmarkRow(
             metric: "  the same pull, \(pullLimit / 2)/page", value: halfPagesRate, unit: "records/s"))
+        rows.append(BenchmarkRow(
+            metric: "  the same pull, a clock per field (acceptsSharedClock false)", value: perFieldRate, unit: "records/s"))
+        for (form, run) in [("a shared clock", report), ("a clock per field", perFieldReport)] {
+            rows.append(BenchmarkRow(
+                metric: "  bytes received by the pull, \(form) (gzip)", value: Double(run.bytesReceived) / 1_000_000,
+                unit: "MB"))
+        }
         rows.append(BenchmarkRow(
             metric: "  of which: HTTP pull alone (transport.pull + decode)", value: pageRecords / fetchSeconds, unit: "records/s"))
         rows.append(BenchmarkRow(
@@ -292,4 +308,26 @@ struct BenchServer {
         task.cancel()
         _ = await task.result
     }
+}
+
+/// A transport that asks every pull for per-field clocks, as a client from before the shared clock
+/// does, to measure what the shared form saves.
+private struct PerFieldClocks: SyncTransport {
+    let base: HTTPTransport
+
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        var request = request
+        request.acceptsSharedClock = false
+        return try await base.pull(request)
+    }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
+    func downloadBundle(project: UUID, format: OutpostSync.BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+    var transferred: TransferCounts { get async { await base.transferred } }
 }
