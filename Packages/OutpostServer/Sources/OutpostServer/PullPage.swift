@@ -171,7 +171,8 @@ extension StoredRow {
     /// The one clock every field carries, as the JSON string stored (quotes included), when the stored
     /// clocks give a single clock to as many fields as the stored fields hold: the shared form a pull
     /// may send. Nil otherwise. The scan expects exactly the compact form `StoredJSON` writes and
-    /// answers nil at anything else (whitespace, an escape), which only costs the shorter form.
+    /// answers nil at anything else (whitespace, an escape): such a record goes with per-field clocks,
+    /// which is never wrong, only longer.
     var sharedClockJSON: Substring? {
         let clock = clocksJSON.utf8.withContiguousStorageIfAvailable(Self.sharedValue(ofObject:)) ?? nil
         guard let clock, let fieldCount = fieldsJSON.utf8.withContiguousStorageIfAvailable(Self.memberCount(ofObject:)),
@@ -205,9 +206,7 @@ extension StoredRow {
             else { return nil }
             let current = keyEnd + 1..<valueEnd
             if let first = value {
-                guard current.count == first.count,
-                    memcmp(json.baseAddress! + first.lowerBound, json.baseAddress! + current.lowerBound, first.count) == 0
-                else { return nil }
+                guard json[current].elementsEqual(json[first]) else { return nil }
             } else {
                 value = current
             }

@@ -7,9 +7,9 @@ import Foundation
 ///
 /// A prepared page is served only when it is exactly the page a read now would return: the same user
 /// asking for the same cursor, limit, projects, encoding and clock form, and the same `PullBasis`
-/// (memberships and newest change sequence) as when it was read. Any write in between, or a membership change, makes the
-/// request read its page itself. So a read-ahead page never hides a newer version of a record, nor shows
-/// a project to someone no longer in it.
+/// (memberships and newest change sequence) as when it was read. Any write in between, or a membership
+/// change, makes the request read its page itself. So a read-ahead page never hides a newer version of
+/// a record, nor shows a project to someone no longer in it.
 actor PullReadAhead {
     /// What a pull asks for, as far as its answer depends on it.
     struct Request: Hashable, Sendable {
