@@ -108,7 +108,7 @@ struct PullPage: Sendable {
 
     /// The answer's JSON, as `JSONEncoder` would write `PullResponse` (keys sorted). Rows go out as
     /// stored; in server-id mode a row naming parents has its references rewritten by `rules`.
-    /// With `sharedClock`, a record whose fields all carry one clock sends it once, as `clock`.
+    /// With `sharedClock`, a record whose fields all carry one clock may send it once, as `clock`.
     func json(rules: PushRules, sharedClock: Bool) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
@@ -168,87 +168,103 @@ struct PullPage: Sendable {
 }
 
 extension StoredRow {
-    /// The one clock every field carries, as the JSON string stored (quotes included), when the stored
-    /// clocks give a single clock to as many fields as the stored fields hold: the shared form a pull
-    /// may send. Nil otherwise. The scan expects exactly the compact form `StoredJSON` writes and
-    /// answers nil at anything else (whitespace, an escape): such a record goes with per-field clocks,
-    /// which is never wrong, only longer.
+    /// The one clock every field carries, as the stored JSON string (quotes included), when the stored
+    /// clocks name the very fields the stored fields hold, in the same order, all with that clock; else
+    /// nil. Anything but the compact form `StoredJSON` writes also gives nil: per-field clocks, never wrong.
     var sharedClockJSON: Substring? {
-        let clock = clocksJSON.utf8.withContiguousStorageIfAvailable(Self.sharedValue(ofObject:)) ?? nil
-        guard let clock, let fieldCount = fieldsJSON.utf8.withContiguousStorageIfAvailable(Self.memberCount(ofObject:)),
-            fieldCount == clock.members
-        else { return nil }
+        let value = clocksJSON.utf8.withContiguousStorageIfAvailable { clocks in
+            fieldsJSON.utf8.withContiguousStorageIfAvailable { fields in Self.sharedValue(of: clocks, naming: fields) } ?? nil
+        } ?? nil
+        guard let value else { return nil }
         let utf8 = clocksJSON.utf8
-        return clocksJSON[utf8.index(utf8.startIndex, offsetBy: clock.value.lowerBound)..<utf8.index(
-            utf8.startIndex, offsetBy: clock.value.upperBound)]
+        return clocksJSON[utf8.index(utf8.startIndex, offsetBy: value.lowerBound)..<utf8.index(
+            utf8.startIndex, offsetBy: value.upperBound)]
     }
 
-    /// For `{"name":"value",…}` with every value the same string: how many members, and where the
-    /// first value lies (quotes included). Nil for an empty object, differing values or another form.
-    static func sharedValue(ofObject json: UnsafeBufferPointer<UInt8>) -> (members: Int, value: Range<Int>)? {
+    /// For clocks `{"name":"value",…}` with one value throughout and, member by member, the names of
+    /// `fields`' top-level members: where that value lies (quotes included). Nil otherwise, or if empty.
+    static func sharedValue(of clocks: UnsafeBufferPointer<UInt8>, naming fields: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         /// The index just past the string that opens at `start`; nil if none does, or it holds an escape.
         func string(at start: Int) -> Int? {
-            guard start < json.count, json[start] == quote else { return nil }
+            guard start < clocks.count, clocks[start] == quote else { return nil }
             var index = start + 1
-            while index < json.count, json[index] != quote {
-                if json[index] == backslash { return nil }
+            while index < clocks.count, clocks[index] != quote {
+                if clocks[index] == backslash { return nil }
                 index += 1
             }
-            return index < json.count ? index + 1 : nil
+            return index < clocks.count ? index + 1 : nil
         }
-        guard json.count > 2, json[0] == UInt8(ascii: "{") else { return nil }
-        var index = 1, members = 0
+        guard clocks.count > 2, clocks[0] == UInt8(ascii: "{") else { return nil }
+        var names = MemberNames(of: fields)
+        var index = 1
         var value: Range<Int>?
         while true {
-            guard let keyEnd = string(at: index), keyEnd < json.count, json[keyEnd] == UInt8(ascii: ":"),
-                let valueEnd = string(at: keyEnd + 1)
+            guard let keyEnd = string(at: index), keyEnd < clocks.count, clocks[keyEnd] == UInt8(ascii: ":"),
+                let valueEnd = string(at: keyEnd + 1), let field = names.next(),
+                fields[field].elementsEqual(clocks[index..<keyEnd])
             else { return nil }
             let current = keyEnd + 1..<valueEnd
             if let first = value {
-                guard json[current].elementsEqual(json[first]) else { return nil }
+                guard clocks[current].elementsEqual(clocks[first]) else { return nil }
             } else {
                 value = current
             }
-            members += 1
-            guard valueEnd < json.count else { return nil }
-            switch json[valueEnd] {
+            guard valueEnd < clocks.count else { return nil }
+            switch clocks[valueEnd] {
             case UInt8(ascii: ","): index = valueEnd + 1
-            case UInt8(ascii: "}"): return valueEnd == json.count - 1 ? value.map { (members, $0) } : nil
+            case UInt8(ascii: "}"): return valueEnd == clocks.count - 1 && names.next() == nil ? value : nil
             default: return nil
             }
         }
     }
 
-    /// How many members the JSON object `json` has: the strings that open at its top level right
-    /// after `{` or `,`. Values may nest and hold any string; the object is taken as well formed.
-    static func memberCount(ofObject json: UnsafeBufferPointer<UInt8>) -> Int {
-        var depth = 0, members = 0
-        var inString = false, escaped = false, keyNext = false
-        for byte in json {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
+    /// The names of a JSON object's top-level members in order, as their raw text (quotes included):
+    /// the strings that open right after its `{` or a `,` at its level. The object is taken as well formed.
+    struct MemberNames {
+        let json: UnsafeBufferPointer<UInt8>
+        private var index = 0, depth = 0
+        private var keyNext = false
+
+        init(of json: UnsafeBufferPointer<UInt8>) {
+            self.json = json
+        }
+
+        mutating func next() -> Range<Int>? {
+            while index < json.count {
+                let byte = json[index]
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    let start = index - 1
+                    skipString()
+                    if depth == 1, keyNext {
+                        keyNext = false
+                        return start..<index
+                    }
+                    keyNext = false
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    keyNext = depth == 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+                case UInt8(ascii: ","): keyNext = depth == 1
+                default: break
                 }
-                continue
             }
-            switch byte {
-            case UInt8(ascii: "\""):
-                inString = true
-                if depth == 1, keyNext { members += 1 }
-                keyNext = false
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-                keyNext = depth == 1
-            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-            case UInt8(ascii: ","): keyNext = depth == 1
-            default: break
+            return nil
+        }
+
+        /// Moves past the string whose opening quote was just read.
+        private mutating func skipString() {
+            while index < json.count {
+                let byte = json[index]
+                index += 1
+                if byte == UInt8(ascii: "\\") {
+                    index += 1
+                } else if byte == UInt8(ascii: "\"") {
+                    return
+                }
             }
         }
-        return members
     }
 }

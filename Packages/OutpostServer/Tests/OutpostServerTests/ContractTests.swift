@@ -95,6 +95,12 @@ struct ContractTests {
             #expect(operation.statuses.subtracting(Self.unprovoked).subtracting(seen).isEmpty,
                     "\(name): documented but never provoked: \(operation.statuses.subtracting(seen).sorted())")
         }
+        // The clock form is the caller's choice: shared only when asked for, and then used.
+        for (accepts, expected) in [(true, true), (false, false)] {
+            let body = json(PullRequest(cursor: nil, limit: 10, acceptsSharedClock: accepts))
+            let answer = try await server.send("POST", "/pull", token: a, body: body)
+            #expect(String(decoding: answer.body, as: UTF8.self).contains(#""clock":"#) == expected)
+        }
         #expect(Set(probes.keys) == Set(document.operations.map { "\($0.method) \($0.path)" }))
         #expect(Set(ServerErrorCode.all.map(\.rawValue)) == document.errorCodes)
         await server.stop()

@@ -17,6 +17,33 @@ struct ReadAheadTests {
         return (server, server.transport(token: TestServer.carolToken))
     }
 
+    @Test("Each pull gets the clock form it asked for, a page read ahead for the other form included", arguments: Backend.available)
+    func clockFormFollowsTheRequest(_ backend: Backend) async throws {
+        let (server, _) = try await Self.server(withIssues: (0..<8).map { _ in UUID() }, on: backend)
+        /// How many of a raw answer's records carry `clock`, and how many `clocks`.
+        func forms(_ request: PullRequest) async throws -> (shared: Int, perField: Int, page: PullResponse) {
+            let answer = try await server.send("POST", "/pull", token: TestServer.carolToken, body: try wireJSON(request))
+            #expect(answer.status == 200)
+            let object = try #require(try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])
+            let changes = try #require(object["changes"] as? [[String: Any]])
+            return (
+                changes.filter { $0["clock"] != nil }.count, changes.filter { $0["clocks"] != nil }.count,
+                try PullResponse(json: answer.body)
+            )
+        }
+        let first = try await forms(PullRequest(cursor: nil, limit: 5))
+        #expect(first.shared == 5 && first.perField == 0)
+        #expect(await server.server.pagesReadAhead() == 1)
+        // The page read ahead was written with shared clocks; a request for per-field clocks must not get it.
+        let second = try await forms(PullRequest(cursor: first.page.nextCursor, limit: 5, acceptsSharedClock: false))
+        #expect(second.shared == 0 && second.perField == second.page.changes.count && second.perField > 0)
+        // A request body from before the option existed reads as not accepting it.
+        let old = try await server.send(
+            "POST", "/pull", token: TestServer.carolToken, body: Data(#"{"limit":5}"#.utf8))
+        #expect(old.status == 200 && !String(decoding: old.body, as: UTF8.self).contains(#""clock":"#))
+        await server.stop()
+    }
+
     @Test("A page read ahead is not served once its caller has left the project", arguments: Backend.available)
     func leftProject(_ backend: Backend) async throws {
         let (server, carol) = try await Self.server(withIssues: (0..<8).map { _ in UUID() }, on: backend)
