@@ -146,6 +146,7 @@ let package = Package(
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostStore", package: "OutpostStore"),

@@ -17,6 +17,7 @@ let package = Package(
         .package(path: "../OutpostSync"),
         .package(path: "../OutpostBundles"),
         .package(path: "../OutpostStore"),
+        .package(path: "../OutpostTesting"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
@@ -45,6 +46,7 @@ let package = Package(
             name: "OutpostServerTests",
             dependencies: [
                 "OutpostServer",
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),

@@ -108,7 +108,8 @@ struct PullPage: Sendable {
 
     /// The answer's JSON, as `JSONEncoder` would write `PullResponse` (keys sorted). Rows go out as
     /// stored; in server-id mode a row naming parents has its references rewritten by `rules`.
-    /// With `sharedClock`, a record whose fields all carry one clock may send it once, as `clock`.
+    /// With `sharedClock`, a record whose fields mostly carry one clock may send it once, as `clock`,
+    /// and only the other fields' clocks in `clocks`.
     func json(rules: PushRules, sharedClock: Bool) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
@@ -120,7 +121,7 @@ struct PullPage: Sendable {
                 let wire = rules.wireRecord(try row.decoded(), page: page) { parents[$0] }
                 fields = try StoredJSON.fields(wire.fields)
             }
-            Self.write(row, fields: fields, sharedClock: sharedClock ? row.sharedClockJSON : nil, into: &json)
+            Self.write(row, fields: fields, clocks: sharedClock ? row.sharedClockPlan : nil, into: &json)
         }
         json.raw(#"],"hasMore":"#)
         json.bool(hasMore)
@@ -130,11 +131,19 @@ struct PullPage: Sendable {
         return json.bytes
     }
 
-    /// A `ServerRecord` in its `Codable` form, keys sorted; with `sharedClock`, `clock` in place of `clocks`.
-    private static func write(_ row: StoredRow, fields: String, sharedClock: Substring?, into json: inout JSONWriter) {
-        if let sharedClock {
+    /// A `ServerRecord` in its `Codable` form, keys sorted; with a plan, `clock` and the other clocks.
+    private static func write(_ row: StoredRow, fields: String, clocks plan: SharedClockPlan?, into json: inout JSONWriter) {
+        if let plan {
             json.raw(#"{"clock":"#)
-            json.json(sharedClock)
+            json.json(plan.shared)
+            if !plan.others.isEmpty {
+                json.raw(#","clocks":{"#)
+                for (index, member) in plan.others.enumerated() {
+                    if index > 0 { json.raw(",") }
+                    json.json(member)
+                }
+                json.raw("}")
+            }
         } else {
             json.raw(#"{"clocks":"#)
             json.json(row.clocksJSON)
@@ -167,23 +176,38 @@ struct PullPage: Sendable {
     }
 }
 
+/// How a pulled record's clocks go in the shared form: the clock most of its fields carry, once, and
+/// the `"name":"clock"` members of the others as stored.
+struct SharedClockPlan {
+    /// The shared clock's stored JSON string, quotes included.
+    var shared: Substring
+    /// The members of the fields with another clock, in stored order; empty when every field shares it.
+    var others: [Substring]
+}
+
 extension StoredRow {
-    /// The one clock every field carries, as the stored JSON string (quotes included), when the stored
-    /// clocks name the very fields the stored fields hold, in the same order, all with that clock; else
-    /// nil. Anything but the compact form `StoredJSON` writes also gives nil: per-field clocks, never wrong.
-    var sharedClockJSON: Substring? {
-        let value = clocksJSON.utf8.withContiguousStorageIfAvailable { clocks in
-            fieldsJSON.utf8.withContiguousStorageIfAvailable { fields in Self.sharedValue(of: clocks, naming: fields) } ?? nil
+    /// The record's clocks in the shared form, when the stored clocks name the very fields the stored
+    /// fields hold, in the same order, and one clock serves two of them or all; else nil. Anything but
+    /// the compact form `StoredJSON` writes also gives nil: per-field clocks, never wrong.
+    var sharedClockPlan: SharedClockPlan? {
+        let plan = clocksJSON.utf8.withContiguousStorageIfAvailable { clocks in
+            fieldsJSON.utf8.withContiguousStorageIfAvailable { fields in Self.sharedClock(of: clocks, naming: fields) } ?? nil
         } ?? nil
-        guard let value else { return nil }
+        guard let plan else { return nil }
         let utf8 = clocksJSON.utf8
-        return clocksJSON[utf8.index(utf8.startIndex, offsetBy: value.lowerBound)..<utf8.index(
-            utf8.startIndex, offsetBy: value.upperBound)]
+        func text(_ range: Range<Int>) -> Substring {
+            clocksJSON[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(
+                utf8.startIndex, offsetBy: range.upperBound)]
+        }
+        return SharedClockPlan(shared: text(plan.shared), others: plan.others.map(text))
     }
 
-    /// For clocks `{"name":"value",…}` with one value throughout and, member by member, the names of
-    /// `fields`' top-level members: where that value lies (quotes included). Nil otherwise, or if empty.
-    static func sharedValue(of clocks: UnsafeBufferPointer<UInt8>, naming fields: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+    /// For clocks `{"name":"value",…}` that name, member by member, `fields`' top-level members: the
+    /// value most members hold (quotes included) and the other members whole, as byte ranges. Nil if
+    /// no value is held twice (for more than one member), or for an empty object or another form.
+    static func sharedClock(of clocks: UnsafeBufferPointer<UInt8>, naming fields: UnsafeBufferPointer<UInt8>)
+        -> (shared: Range<Int>, others: [Range<Int>])?
+    {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         /// The index just past the string that opens at `start`; nil if none does, or it holds an escape.
         func string(at start: Int) -> Int? {
@@ -197,26 +221,35 @@ extension StoredRow {
         }
         guard clocks.count > 2, clocks[0] == UInt8(ascii: "{") else { return nil }
         var names = MemberNames(of: fields)
+        // Each member's whole text and its value's; each distinct value with how many hold it.
+        var members: [(member: Range<Int>, value: Range<Int>)] = []
+        var values: [(value: Range<Int>, count: Int)] = []
         var index = 1
-        var value: Range<Int>?
-        while true {
+        scan: while true {
             guard let keyEnd = string(at: index), keyEnd < clocks.count, clocks[keyEnd] == UInt8(ascii: ":"),
                 let valueEnd = string(at: keyEnd + 1), let field = names.next(),
-                fields[field].elementsEqual(clocks[index..<keyEnd])
+                fields[field].elementsEqual(clocks[index..<keyEnd]), valueEnd < clocks.count
             else { return nil }
-            let current = keyEnd + 1..<valueEnd
-            if let first = value {
-                guard clocks[current].elementsEqual(clocks[first]) else { return nil }
+            let value = keyEnd + 1..<valueEnd
+            members.append((index..<valueEnd, value))
+            if let known = values.firstIndex(where: { clocks[$0.value].elementsEqual(clocks[value]) }) {
+                values[known].count += 1
             } else {
-                value = current
+                values.append((value, 1))
             }
-            guard valueEnd < clocks.count else { return nil }
             switch clocks[valueEnd] {
             case UInt8(ascii: ","): index = valueEnd + 1
-            case UInt8(ascii: "}"): return valueEnd == clocks.count - 1 && names.next() == nil ? value : nil
+            case UInt8(ascii: "}"):
+                guard valueEnd == clocks.count - 1, names.next() == nil else { return nil }
+                break scan
             default: return nil
             }
         }
+        guard let shared = values.max(by: { $0.count < $1.count }), shared.count >= min(2, members.count) else {
+            return nil
+        }
+        let others = members.filter { !clocks[$0.value].elementsEqual(clocks[shared.value]) }.map(\.member)
+        return (shared.value, others)
     }
 
     /// The names of a JSON object's top-level members in order, as their raw text (quotes included):

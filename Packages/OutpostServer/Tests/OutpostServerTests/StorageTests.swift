@@ -1,10 +1,12 @@
 import Foundation
 import GRDB
+import OutpostConflicts
 import OutpostMigrator
 import OutpostModels
 @testable import OutpostServer
 import OutpostStore
 import OutpostSync
+import OutpostTesting
 import Testing
 
 @Suite("Storage: the SQLite file, its schema and its settings")
@@ -180,33 +182,43 @@ struct StorageTests {
         let sharedForms = try forms(shared)
         #expect(sharedForms[whole.recordID] == "clock")
         #expect(sharedForms[deleted.recordID] == "clock")
-        #expect(sharedForms[edited.recordID] == "clocks")
+        #expect(sharedForms[edited.recordID] == "clock+clocks")
         #expect(try forms(full).values.allSatisfy { $0 == "clocks" })
+        // The edited record's `clocks` holds only the field edited later.
+        let text = String(decoding: shared, as: UTF8.self)
+        let status = try #require(sharedPage.changes.first { $0.recordID == edited.recordID }?.clocks["status"])
+        #expect(text.contains(#""clocks":{"status":"\#(status.encoded)"}"#))
         // The tombstone's fields keep their one clock; its deletion clock travels apart, as ever.
         let tombstone = try #require(sharedPage.changes.first { $0.recordID == deleted.recordID })
         #expect(tombstone.deletion == deletion)
         #expect(tombstone.clocks == tombstone.fields.mapValues { _ in deleted.clocks["title"]! })
     }
 
-    @Test("The shared clock is found only in the stored form, for exactly the fields the record holds")
+    @Test("The shared clock is the one most fields carry, found only in the stored form, for exactly the fields the record holds")
     func sharedClockScan() throws {
         let x = "0194f3a2b1c0-0000-00000000000000a1", y = "0194f3a2b1c0-0001-00000000000000a1"
-        func row(fields: String, clocks: String) -> StoredRow {
-            StoredRow(
+        let z = "0194f3a2b1c0-0002-00000000000000a1"
+        func plan(fields: String, clocks: String) -> [String]? {
+            let row = StoredRow(
                 entity: .issue, id: UUID(), serverID: nil, projectID: nil, ownerID: UUID(), version: 1, sequence: 1,
                 fieldsJSON: fields, clocksJSON: clocks, deletion: nil, createdAt: 0, updatedAt: 0)
+            return row.sharedClockPlan.map { [String($0.shared)] + $0.others.map(String.init) }
         }
-        let two = #"{"a":{"text":"x"},"b":null}"#
-        #expect(row(fields: two, clocks: #"{"a":"\#(x)","b":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
-        #expect(row(fields: #"{"a":{"text":"x"}}"#, clocks: #"{"a":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
+        let two = #"{"a":{"text":"x"},"b":null}"#, three = #"{"a":null,"b":null,"c":null}"#
+        #expect(plan(fields: two, clocks: #"{"a":"\#(x)","b":"\#(x)"}"#) == [#""\#(x)""#])
+        #expect(plan(fields: #"{"a":{"text":"x"}}"#, clocks: #"{"a":"\#(x)"}"#) == [#""\#(x)""#])
+        // The clock two of three fields carry goes once; the third field's member as stored.
+        #expect(plan(fields: three, clocks: #"{"a":"\#(y)","b":"\#(x)","c":"\#(x)"}"#) == [#""\#(x)""#, #""a":"\#(y)""#])
+        #expect(plan(fields: three, clocks: #"{"a":"\#(x)","b":"\#(y)","c":"\#(x)"}"#) == [#""\#(x)""#, #""b":"\#(y)""#])
         // Text that looks like members, nested objects and escapes are not fields.
         let tricky = #"{"a":{"text":"q\",\"c\":{"},"b":{"blob":"AA=="},"d":null}"#
-        #expect(row(fields: tricky, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#).sharedClockJSON == #""\#(x)""#)
+        #expect(plan(fields: tricky, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#) == [#""\#(x)""#])
         let refused = [
             (two, #"{"a":"\#(x)","c":"\#(x)"}"#),  // as many clocks as fields, not the same names
             (two, #"{"b":"\#(x)","a":"\#(x)"}"#),  // not in the stored order
             (#"{"d\"e":null}"#, #"{"d\"e":"\#(x)"}"#),  // an escaped name
-            (two, #"{"a":"\#(x)","b":"\#(y)"}"#),  // two clocks
+            (two, #"{"a":"\#(x)","b":"\#(y)"}"#),  // no clock held twice
+            (three, #"{"a":"\#(x)","b":"\#(y)","c":"\#(z)"}"#),
             (two, #"{"a":"\#(x)"}"#),  // fewer clocks than fields
             (#"{"a":{"text":"x"}}"#, #"{"a":"\#(x)","b":"\#(x)"}"#),  // more
             ("{}", "{}"),  // no field at all
@@ -216,8 +228,36 @@ struct StorageTests {
             (two, #"{"a":"\#(x)","b":"\#(x)""#),
         ]
         for (fields, clocks) in refused {
-            #expect(row(fields: fields, clocks: clocks).sharedClockJSON == nil, "\(clocks)")
+            #expect(plan(fields: fields, clocks: clocks) == nil, "\(clocks)")
         }
+    }
+
+    /// Seeded: rows whose fields carry clocks drawn from a few (so some repeat and some do not) read
+    /// back the same in the shared form as per field, and the shared form is never the longer one.
+    @Test("A page of random clocks reads the same in the shared form as per field")
+    func sharedClocksOfRandomRowsReadBackExactly() throws {
+        var random = SeededGenerator(seed: 12)
+        let names = ["assetID", "details", "latitude", "priority", "status", "title"]
+        let pool = (0..<4).map { HybridTimestamp(physicalMilliseconds: 1_790_000_000_000 + $0, counter: 0, node: NodeID(7)) }
+        var withOthers = 0
+        for round in 0..<200 {
+            let rows = try (0..<8).map { index -> StoredRow in
+                let chosen = names.filter { _ in Bool.random(using: &random) }
+                let fields = Dictionary(uniqueKeysWithValues: chosen.map { ($0, FieldValue.text("v\(index)")) })
+                let clocks = fields.mapValues { _ in pool.randomElement(using: &random)! }
+                return StoredRow(
+                    entity: .issue, id: UUID(), serverID: nil, projectID: nil, ownerID: UUID(), version: 1,
+                    sequence: Int64(index + 1), fieldsJSON: try StoredJSON.fields(fields),
+                    clocksJSON: StoredJSON.clocks(clocks), deletion: nil, createdAt: 0, updatedAt: 0)
+            }
+            withOthers += rows.filter { !($0.sharedClockPlan?.others.isEmpty ?? true) }.count
+            let page = PullPage(rows: rows, nextCursor: "8", hasMore: false)
+            let rules = PushRules(assignsServerIDs: false)
+            let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
+            #expect(try PullResponse(json: Data(shared)) == PullResponse(json: Data(full)), "round \(round)")
+            #expect(shared.count <= full.count, "round \(round)")
+        }
+        #expect(withOthers > 200)
     }
 
     /// A storage on a temp file with the test seed loaded.

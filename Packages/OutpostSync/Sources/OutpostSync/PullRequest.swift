@@ -9,8 +9,8 @@ public struct PullRequest: Sendable, Hashable, Codable {
     public var limit: Int
     /// Only these projects' records; nil for every project the caller belongs to.
     public var projects: [UUID]?
-    /// Whether a record whose fields all carry one clock may come with it once (`clock`) rather than
-    /// once per field (`clocks`): 40 % of a page's JSON. Only a client that reads both may ask.
+    /// Whether a record may come with the clock most of its fields carry once (`clock`), and in
+    /// `clocks` only the others': clocks were 40 % of a page's JSON. Only a client that reads it may ask.
     public var acceptsSharedClock: Bool
 
     /// Creates a request. This package reads both clock forms, so it asks for the shared one by default.

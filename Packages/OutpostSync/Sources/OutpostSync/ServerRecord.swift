@@ -17,8 +17,8 @@ public struct ServerRecord: Sendable, Hashable, Codable {
     public var version: Int64
     /// The record's fields in `FieldValue`'s one-key JSON form (a tombstone keeps its last values).
     public var fields: [String: FieldValue]
-    /// The clock of every field in `fields`. On the wire, a pull page may carry one `clock` for all of
-    /// them instead (see `PullRequest.acceptsSharedClock`); reading expands it here.
+    /// The clock of every field in `fields`. On the wire, a pull page may carry one `clock` for most of
+    /// them and only the others here (see `PullRequest.acceptsSharedClock`); reading expands it.
     public var clocks: [String: HybridTimestamp]
     /// When the record was deleted; nil while it is live. On the wire also as the `deleted` flag.
     public var deletion: HybridTimestamp?
@@ -61,11 +61,8 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         version = try container.decode(Int64.self, forKey: .version)
         fields = try container.decode([String: FieldValue].self, forKey: .fields)
         if let shared = try container.decodeIfPresent(HybridTimestamp.self, forKey: .clock) {
-            guard !container.contains(.clocks) else {
-                throw DecodingError.dataCorruptedError(
-                    forKey: .clock, in: container, debugDescription: "a record has 'clock' or 'clocks', not both.")
-            }
-            clocks = Self.clocks(sharing: shared, with: fields)
+            let others = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .clocks)
+            clocks = Self.clocks(sharing: shared, with: fields, besides: others ?? [:])
         } else {
             clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
         }
@@ -94,9 +91,14 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         try container.encode(Timestamp.string(from: updatedAt), forKey: .updatedAt)
     }
 
-    /// `clock` as the clock of every field of `fields`: the shared form expanded.
-    static func clocks(sharing clock: HybridTimestamp, with fields: [String: FieldValue]) -> [String: HybridTimestamp] {
-        fields.mapValues { _ in clock }
+    /// The shared form expanded: `clock` for every field of `fields`, but those `others` names. A name
+    /// in `others` without a value stays, so converting the record refuses it as the long form would.
+    static func clocks(
+        sharing clock: HybridTimestamp, with fields: [String: FieldValue], besides others: [String: HybridTimestamp]
+    ) -> [String: HybridTimestamp] {
+        var clocks = fields.mapValues { _ in clock }
+        for (name, other) in others { clocks[name] = other }
+        return clocks
     }
 
     private static func timestamp(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> Date {

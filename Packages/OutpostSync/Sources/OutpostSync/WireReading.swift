@@ -245,13 +245,13 @@ extension ServerRecord: WireReadable {
             let deleted, let createdAt, let updatedAt
         else {
             throw reader.error(
-                "a record needs 'sequence', 'entity', 'recordID', 'version', 'fields', 'clocks' (or 'clock'), 'deleted', 'createdAt' and 'updatedAt'")
+                "a record needs 'sequence', 'entity', 'recordID', 'version', 'fields', 'clock' or 'clocks', 'deleted', 'createdAt' and 'updatedAt'")
         }
         let fieldClocks: [String: HybridTimestamp]
-        switch (clocks, shared) {
-        case (let clocks?, nil): fieldClocks = clocks
-        case (nil, let shared?): fieldClocks = Self.clocks(sharing: shared, with: fields)
-        default: throw reader.error("a record has 'clock' or 'clocks', not both")
+        if let shared {
+            fieldClocks = Self.clocks(sharing: shared, with: fields, besides: clocks ?? [:])
+        } else {
+            fieldClocks = clocks ?? [:]
         }
         // A flag without its clock (or the reverse) cannot be merged safely: refuse rather than guess.
         guard deleted == (deletion != nil) else { throw reader.error("'deleted' and 'deletion' disagree") }

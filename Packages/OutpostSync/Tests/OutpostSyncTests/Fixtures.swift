@@ -91,18 +91,20 @@ enum Fixtures {
     }
 }
 
-/// A record as a pull page carries it for a client that accepts a shared clock: `clock` in place of
-/// `clocks` when every field has that one clock. The server's `PullPage` writes this form; no type of
-/// this package encodes it, so the tests write it here to read it back.
+/// A record as a pull page carries it for a client that accepts a shared clock: `clock` for the clock
+/// most fields carry (two at least, or the only one), and in `clocks` only the others. The server's
+/// `PullPage` writes this form; no type of this package encodes it, so the tests write it to read it back.
 struct SharedClockRecord: Encodable, Sendable {
     let record: ServerRecord
 
-    /// The clock every field carries, if there are fields and they all carry the same one.
-    var sharedClock: HybridTimestamp? {
-        guard let first = record.clocks.values.first, record.clocks.count == record.fields.count,
-            record.clocks.values.allSatisfy({ $0 == first })
+    /// The clock to send once, and the clocks of the fields that carry another.
+    var sharedClock: (shared: HybridTimestamp, others: [String: HybridTimestamp])? {
+        var counts: [HybridTimestamp: Int] = [:]
+        for clock in record.clocks.values { counts[clock, default: 0] += 1 }
+        guard let best = counts.max(by: { ($0.value, $1.key) < ($1.value, $0.key) }),
+            best.value >= min(2, record.clocks.count)
         else { return nil }
-        return first
+        return (best.key, record.clocks.filter { $0.value != best.key })
     }
 
     private enum Keys: String, CodingKey {
@@ -118,7 +120,8 @@ struct SharedClockRecord: Encodable, Sendable {
         try container.encode(record.version, forKey: .version)
         try container.encode(record.fields, forKey: .fields)
         if let sharedClock {
-            try container.encode(sharedClock, forKey: .clock)
+            try container.encode(sharedClock.shared, forKey: .clock)
+            if !sharedClock.others.isEmpty { try container.encode(sharedClock.others, forKey: .clocks) }
         } else {
             try container.encode(record.clocks, forKey: .clocks)
         }

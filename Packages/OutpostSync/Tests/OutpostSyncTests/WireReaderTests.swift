@@ -109,34 +109,40 @@ import Testing
         }
     }
 
-    /// A page whose records carry one shared `clock` in place of `clocks` reads as the same page, by
-    /// both readers: every field gets that clock.
+    /// A page whose records carry one shared `clock`, and in `clocks` only the fields with another,
+    /// reads as the same page, by both readers.
     @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
-        var shared = 0
+        var shared = 0, withOthers = 0
         for seed in UInt64(1)...300 {
             let page = Self.randomPage(seed: seed)
-            shared += page.changes.filter { SharedClockRecord(record: $0).sharedClock != nil }.count
+            for record in page.changes {
+                guard let plan = SharedClockRecord(record: record).sharedClock else { continue }
+                shared += 1
+                if !plan.others.isEmpty { withOthers += 1 }
+            }
             let data = try WireCoding.encoder().encode(SharedClockPage(page: page))
             #expect(try PullResponse(json: data) == page, "seed \(seed)")
             #expect(try WireCoding.decoder().decode(PullResponse.self, from: data) == page, "seed \(seed)")
         }
-        #expect(shared > 100)
+        #expect(shared > 100 && withOthers > 50)
     }
 
-    /// A record must say its clocks one way: both forms at once, or neither, is refused by both readers.
-    @Test func refusesARecordWithBothClockFormsOrNeither() throws {
+    /// `clocks` beside `clock` names the fields with another clock; a record with neither is refused.
+    @Test func readsTheOtherClocksBesideTheSharedOneAndRefusesNeither() throws {
         let text = String(decoding: try WireCoding.encoder().encode(SharedClockPage(page: PullResponse(
             changes: [Fixtures.serverRecord], nextCursor: "7", hasMore: false))), as: UTF8.self)
-        #expect(text.contains(#""clock":""#) && !text.contains(#""clocks""#))
-        let clocks = #""clocks":{"projectID":"\#(Fixtures.clock(1).encoded)","title":"\#(Fixtures.clock(1).encoded)"},"#
-        let both = text.replacingOccurrences(of: #""clock":"#, with: clocks + #""clock":"#)
-        let neither = text.replacingOccurrences(
-            of: #""clock":"\#(Fixtures.clock(1_770_000_000_000).encoded)","#, with: "")
-        for wrong in [both, neither] {
-            #expect(wrong != text)
-            #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(wrong.utf8)) }
-            #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PullResponse.self, from: Data(wrong.utf8)) }
-        }
+        let shared = Fixtures.clock(1_770_000_000_000), other = Fixtures.clock(1_770_000_000_900)
+        #expect(text.contains(#""clock":"\#(shared.encoded)""#) && !text.contains(#""clocks""#))
+        let withOther = text.replacingOccurrences(
+            of: #""clock":"\#(shared.encoded)","#,
+            with: #""clock":"\#(shared.encoded)","clocks":{"title":"\#(other.encoded)"},"#)
+        let neither = text.replacingOccurrences(of: #""clock":"\#(shared.encoded)","#, with: "")
+        #expect(withOther != text && neither != text)
+        let expected = ["projectID": shared, "title": other]
+        #expect(try PullResponse(json: Data(withOther.utf8)).changes.first?.clocks == expected)
+        #expect(try WireCoding.decoder().decode(PullResponse.self, from: Data(withOther.utf8)).changes.first?.clocks == expected)
+        #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(neither.utf8)) }
+        #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PullResponse.self, from: Data(neither.utf8)) }
     }
 
     /// Damaged documents (cut short, a byte changed, a byte inserted), in both clock forms: whatever the
