@@ -210,6 +210,11 @@ struct StorageTests {
         // The clock two of three fields carry goes once; the third field's member as stored.
         #expect(plan(fields: three, clocks: #"{"a":"\#(y)","b":"\#(x)","c":"\#(x)"}"#) == [#""\#(x)""#, #""a":"\#(y)""#])
         #expect(plan(fields: three, clocks: #"{"a":"\#(x)","b":"\#(y)","c":"\#(x)"}"#) == [#""\#(x)""#, #""b":"\#(y)""#])
+        // A tie goes to the clock met first.
+        let four = #"{"a":null,"b":null,"c":null,"d":null}"#
+        #expect(
+            plan(fields: four, clocks: #"{"a":"\#(y)","b":"\#(x)","c":"\#(x)","d":"\#(y)"}"#)
+                == [#""\#(y)""#, #""b":"\#(x)""#, #""c":"\#(x)""#])
         // Text that looks like members, nested objects and escapes are not fields.
         let tricky = #"{"a":{"text":"q\",\"c\":{"},"b":{"blob":"AA=="},"d":null}"#
         #expect(plan(fields: tricky, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#) == [#""\#(x)""#])
@@ -232,30 +237,42 @@ struct StorageTests {
         }
     }
 
-    /// Seeded: rows whose fields carry clocks drawn from a few (so some repeat and some do not) read
-    /// back the same in the shared form as per field, and the shared form is never the longer one.
+    /// Seeded: rows whose fields carry clocks drawn from a few (so some repeat and some do not), some
+    /// of them tombstones, read back the same in the shared form as per field, by both readers, with
+    /// and without server ids for their project; and the shared form is never the longer one.
     @Test("A page of random clocks reads the same in the shared form as per field")
     func sharedClocksOfRandomRowsReadBackExactly() throws {
         var random = SeededGenerator(seed: 12)
         let names = ["assetID", "details", "latitude", "priority", "status", "title"]
         let pool = (0..<4).map { HybridTimestamp(physicalMilliseconds: 1_790_000_000_000 + $0, counter: 0, node: NodeID(7)) }
+        let project = RecordSummary(
+            key: RecordKey(entity: .project, id: TestServer.projectA), serverID: 42, projectID: TestServer.projectA,
+            ownerID: TestServer.alice, sequence: 0)
         var withOthers = 0
         for round in 0..<200 {
             let rows = try (0..<8).map { index -> StoredRow in
-                let chosen = names.filter { _ in Bool.random(using: &random) }
-                let fields = Dictionary(uniqueKeysWithValues: chosen.map { ($0, FieldValue.text("v\(index)")) })
+                var fields = Dictionary(uniqueKeysWithValues: names.filter { _ in Bool.random(using: &random) }.map {
+                    ($0, FieldValue.text("v\(index)"))
+                })
+                if Bool.random(using: &random) { fields["projectID"] = .uuid(TestServer.projectA) }
                 let clocks = fields.mapValues { _ in pool.randomElement(using: &random)! }
                 return StoredRow(
-                    entity: .issue, id: UUID(), serverID: nil, projectID: nil, ownerID: UUID(), version: 1,
-                    sequence: Int64(index + 1), fieldsJSON: try StoredJSON.fields(fields),
-                    clocksJSON: StoredJSON.clocks(clocks), deletion: nil, createdAt: 0, updatedAt: 0)
+                    entity: .issue, id: UUID(), serverID: Int64(index + 100), projectID: TestServer.projectA,
+                    ownerID: TestServer.alice, version: 1, sequence: Int64(index + 1),
+                    fieldsJSON: try StoredJSON.fields(fields), clocksJSON: StoredJSON.clocks(clocks),
+                    deletion: Bool.random(using: &random) ? pool[0].encoded : nil, createdAt: 0, updatedAt: 0)
             }
             withOthers += rows.filter { !($0.sharedClockPlan?.others.isEmpty ?? true) }.count
-            let page = PullPage(rows: rows, nextCursor: "8", hasMore: false)
-            let rules = PushRules(assignsServerIDs: false)
+            let page = PullPage(rows: rows, nextCursor: "8", hasMore: false, parents: [project.key: project])
+            let rules = PushRules(assignsServerIDs: round % 2 == 1)
             let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
-            #expect(try PullResponse(json: Data(shared)) == PullResponse(json: Data(full)), "round \(round)")
+            let expected = try PullResponse(json: Data(full))
+            #expect(try PullResponse(json: Data(shared)) == expected, "round \(round)")
+            #expect(try WireJSON.decoder().decode(PullResponse.self, from: Data(shared)) == expected, "round \(round)")
             #expect(shared.count <= full.count, "round \(round)")
+            if round % 2 == 1 {
+                #expect(expected.changes.contains { $0.fields["projectID"] == .text("42") }, "round \(round)")
+            }
         }
         #expect(withOthers > 200)
     }

@@ -60,9 +60,11 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         serverID = try container.decodeIfPresent(String.self, forKey: .serverID)
         version = try container.decode(Int64.self, forKey: .version)
         fields = try container.decode([String: FieldValue].self, forKey: .fields)
-        if let shared = try container.decodeIfPresent(HybridTimestamp.self, forKey: .clock) {
-            let others = try container.decodeIfPresent([String: HybridTimestamp].self, forKey: .clocks)
-            clocks = Self.clocks(sharing: shared, with: fields, besides: others ?? [:])
+        // As strict as the wire reader: a null `clock`, or a null `clocks` beside it, is refused.
+        if container.contains(.clock) {
+            let shared = try container.decode(HybridTimestamp.self, forKey: .clock)
+            let others = container.contains(.clocks) ? try container.decode([String: HybridTimestamp].self, forKey: .clocks) : [:]
+            clocks = Self.clocks(sharing: shared, with: fields, besides: others)
         } else {
             clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
         }

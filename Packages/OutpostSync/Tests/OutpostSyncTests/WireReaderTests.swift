@@ -127,7 +127,8 @@ import Testing
         #expect(shared > 100 && withOthers > 50)
     }
 
-    /// `clocks` beside `clock` names the fields with another clock; a record with neither is refused.
+    /// `clocks` beside `clock` names the fields with another clock; a record with neither, or with
+    /// either one null, is refused by both readers.
     @Test func readsTheOtherClocksBesideTheSharedOneAndRefusesNeither() throws {
         let text = String(decoding: try WireCoding.encoder().encode(SharedClockPage(page: PullResponse(
             changes: [Fixtures.serverRecord], nextCursor: "7", hasMore: false))), as: UTF8.self)
@@ -137,12 +138,18 @@ import Testing
             of: #""clock":"\#(shared.encoded)","#,
             with: #""clock":"\#(shared.encoded)","clocks":{"title":"\#(other.encoded)"},"#)
         let neither = text.replacingOccurrences(of: #""clock":"\#(shared.encoded)","#, with: "")
-        #expect(withOther != text && neither != text)
+        let nullClock = text.replacingOccurrences(
+            of: #""clock":"\#(shared.encoded)","#, with: #""clock":null,"clocks":{"projectID":"\#(shared.encoded)","title":"\#(shared.encoded)"},"#)
+        let nullOthers = text.replacingOccurrences(
+            of: #""clock":"\#(shared.encoded)","#, with: #""clock":"\#(shared.encoded)","clocks":null,"#)
+        #expect(withOther != text && neither != text && nullClock != text && nullOthers != text)
         let expected = ["projectID": shared, "title": other]
         #expect(try PullResponse(json: Data(withOther.utf8)).changes.first?.clocks == expected)
         #expect(try WireCoding.decoder().decode(PullResponse.self, from: Data(withOther.utf8)).changes.first?.clocks == expected)
-        #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(neither.utf8)) }
-        #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PullResponse.self, from: Data(neither.utf8)) }
+        for wrong in [neither, nullClock, nullOthers] {
+            #expect(throws: JSONReaderError.self) { try PullResponse(json: Data(wrong.utf8)) }
+            #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PullResponse.self, from: Data(wrong.utf8)) }
+        }
     }
 
     /// Damaged documents (cut short, a byte changed, a byte inserted), in both clock forms: whatever the
