@@ -221,8 +221,8 @@ extension StoredRow {
         }
         guard clocks.count > 2, clocks[0] == UInt8(ascii: "{") else { return nil }
         var names = MemberNames(of: fields)
-        // Each member's whole text and its value's; each distinct value with how many hold it.
-        var members: [(member: Range<Int>, value: Range<Int>)] = []
+        // Each member's whole text and which distinct value it holds; each distinct value with how many hold it.
+        var members: [(member: Range<Int>, value: Int)] = []
         var values: [(value: Range<Int>, count: Int)] = []
         var index = 1
         scan: while true {
@@ -231,10 +231,11 @@ extension StoredRow {
                 fields[field].elementsEqual(clocks[index..<keyEnd]), valueEnd < clocks.count
             else { return nil }
             let value = keyEnd + 1..<valueEnd
-            members.append((index..<valueEnd, value))
             if let known = values.firstIndex(where: { clocks[$0.value].elementsEqual(clocks[value]) }) {
                 values[known].count += 1
+                members.append((index..<valueEnd, known))
             } else {
+                members.append((index..<valueEnd, values.count))
                 values.append((value, 1))
             }
             switch clocks[valueEnd] {
@@ -245,11 +246,10 @@ extension StoredRow {
             default: return nil
             }
         }
-        guard let shared = values.max(by: { $0.count < $1.count }), shared.count >= min(2, members.count) else {
-            return nil
-        }
-        let others = members.filter { !clocks[$0.value].elementsEqual(clocks[shared.value]) }.map(\.member)
-        return (shared.value, others)
+        guard let shared = values.indices.max(by: { values[$0].count < values[$1].count }),
+            values[shared].count >= min(2, members.count)
+        else { return nil }
+        return (values[shared].value, members.filter { $0.value != shared }.map(\.member))
     }
 
     /// The names of a JSON object's top-level members in order, as their raw text (quotes included):
