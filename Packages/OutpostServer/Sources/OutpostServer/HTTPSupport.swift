@@ -10,12 +10,14 @@ enum Header {
     static let protocolVersion = HTTPField.Name(SyncProtocol.protocolVersionHeader)!
     static let schemaVersion = HTTPField.Name(SyncProtocol.schemaVersionHeader)!
     static let mediaDigest = HTTPField.Name(SyncProtocol.mediaDigestHeader)!
+    static let accepts = HTTPField.Name(SyncProtocol.acceptsHeader)!
     static let requestID = HTTPField.Name("Outpost-Request-ID")!
     static let retryAfter = HTTPField.Name("Retry-After")!
 }
 
 /// Checks versions, turns every error into the protocol's `ErrorBody` (never a stack trace), stamps
-/// each response with the protocol version and request id, logs it, and counts it.
+/// each response with the protocol version, the optional forms it reads and the request id, logs it,
+/// and counts it.
 struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
     let schemaVersions: ClosedRange<Int>
     let metrics: ServerMetrics
@@ -32,6 +34,8 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
             response = Self.errorResponse(error, logger: context.logger)
         }
         response.headers[Header.protocolVersion] = String(SyncProtocol.version)
+        // The push reader (`PushRequest(json:)`) takes a mutation's one shared clock.
+        response.headers[Header.accepts] = SyncProtocol.sharedClockForm
         response.headers[Header.requestID] = context.id
         let route = Self.routeLabel(request)
         let elapsed = ContinuousClock.now - started

@@ -85,6 +85,7 @@ struct ContractTests {
                 seen.insert(answer.status)
                 #expect(operation.statuses.contains(answer.status), "\(name) answered \(answer.status), undocumented")
                 #expect(answer.headers["outpost-protocol-version"] == "1")
+                #expect(answer.headers[SyncProtocol.acceptsHeader.lowercased()] == SyncProtocol.sharedClockForm)
                 if answer.status == 200 {
                     try checkShape(answer.body, headers: answer.headers, schema: operation.okSchema, document, name)
                 } else {

@@ -26,6 +26,32 @@ struct PushTests {
         await server.stop()
     }
 
+    @Test("Every answer names the shared clock; a push in that form applies as one with a clock per field", arguments: Backend.available)
+    func sharedClockPushes(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let transport = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let edit = Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Sill, cracked"), "status": .text("inProgress")])
+        var folded = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Folded"))
+        folded.clocks["title"] = Sample.clock(500)
+        let batch = PushRequest(mutations: [issue, edit, folded])
+        let body = try batch.json(sharingClocks: true)
+        #expect(String(decoding: body, as: UTF8.self).components(separatedBy: #""clock":"#).count == 3, "issue and edit share")
+        let answer = try await server.send("POST", "/push", token: TestServer.aliceToken, body: body)
+        #expect(answer.status == 200)
+        #expect(answer.headers[SyncProtocol.acceptsHeader.lowercased()] == SyncProtocol.sharedClockForm)
+        let results = try JSONDecoder().decode(PushResponse.self, from: answer.body).results
+        #expect(results.map(\.outcome.appliedVersion) == [1, 2, 1])
+        let page = try await transport.pull(PullRequest(cursor: nil, limit: 100, projects: [TestServer.projectA], acceptsSharedClock: false))
+        let stored = Dictionary(uniqueKeysWithValues: page.changes.map { ($0.recordID, $0) })
+        var expected = issue.clocks
+        for (name, clock) in edit.clocks { expected[name] = clock }
+        #expect(stored[issue.recordID]?.clocks == expected)
+        #expect(stored[issue.recordID]?.fields["title"] == .text("Sill, cracked"))
+        #expect(stored[folded.recordID]?.clocks == folded.clocks)
+        await server.stop()
+    }
+
     @Test("Replaying a whole batch gets duplicates carrying the original results, and writes nothing twice", arguments: Backend.available)
     func idempotentReplay(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)

@@ -19,17 +19,21 @@ public actor HTTPTransport: SyncTransport {
         public var transferTimeout: Duration
         /// Whether bodies over 10 KB are sent gzip-compressed (turned off for good by a server's 415).
         public var compressesRequests: Bool
+        /// Whether a push sends a mutation's one clock once instead of per field, once the server has
+        /// said it reads that form (turned off for good by its 400 to such a push).
+        public var sharesClocks: Bool
 
         /// Creates a configuration.
         public init(
             baseURL: URL, schemaVersion: Int, requestTimeout: Duration = .seconds(30),
-            transferTimeout: Duration = .seconds(300), compressesRequests: Bool = true
+            transferTimeout: Duration = .seconds(300), compressesRequests: Bool = true, sharesClocks: Bool = true
         ) {
             self.baseURL = baseURL
             self.schemaVersion = schemaVersion
             self.requestTimeout = requestTimeout
             self.transferTimeout = transferTimeout
             self.compressesRequests = compressesRequests
+            self.sharesClocks = sharesClocks
         }
     }
 
@@ -42,6 +46,11 @@ public actor HTTPTransport: SyncTransport {
     private var counts = TransferCounts()
     /// Cleared when a server answers a compressed body with 415, so it is asked only once.
     private var compressesRequests: Bool
+    /// Set by a response naming `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`.
+    private var serverReadsSharedClock = false
+    /// Set when a push in that form got a 400 all the same (say, from an instance of a fleet that is
+    /// mid-upgrade): the form is not sent again, whatever later responses say.
+    private var sharedClockRefused = false
 
     /// Creates a transport; `token` is sent as `Authorization: Bearer`.
     public init(configuration: Configuration, token: String?) {
@@ -77,7 +86,30 @@ public actor HTTPTransport: SyncTransport {
     }
 
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
-        try await exchange("POST", "push", body: request)
+        let name = "POST /push"
+        let sharing = configuration.sharesClocks && serverReadsSharedClock && !sharedClockRefused
+        var (data, response) = try await post(request, sharingClocks: sharing, name: name)
+        // A server that cannot read the form refuses the whole batch as unreadable before applying any
+        // of it (the form has no `clocks`, which it requires), so sending it again per field is safe.
+        if sharing, response.statusCode == 400,
+            (try? WireCoding.decoder().decode(ErrorBody.self, from: data))?.code == .invalidRequest
+        {
+            sharedClockRefused = true
+            (data, response) = try await post(request, sharingClocks: false, name: name)
+        }
+        return try decode(data, response, name: name)
+    }
+
+    private func post(_ request: PushRequest, sharingClocks: Bool, name: String)
+        async throws(TransportError) -> (Data, HTTPURLResponse)
+    {
+        let payload: Data
+        do {
+            payload = try request.json(sharingClocks: sharingClocks)
+        } catch {
+            throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
+        }
+        return try await send("POST", "push", json: payload, name: name)
     }
 
     public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
@@ -147,22 +179,25 @@ public actor HTTPTransport: SyncTransport {
         _ method: String, _ path: String, body: Body?
     ) async throws(TransportError) -> Response {
         let name = "\(method) /\(path)"
-        var request = makeRequest(method, path, timeout: configuration.requestTimeout)
         var payload: Data?
         if let body {
             do {
-                if let writable = body as? any WireWritable {
-                    payload = try writable.wireJSON()
-                } else {
-                    payload = try WireCoding.encoder().encode(body)
-                }
+                payload = try WireCoding.encoder().encode(body)
             } catch {
                 throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
             }
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let (data, response) = try await sendCompressing(request, body: payload, name: name)
+        let (data, response) = try await send(method, path, json: payload, name: name)
         return try decode(data, response, name: name)
+    }
+
+    /// Sends `payload` (if any) as a JSON body, compressed when large.
+    private func send(_ method: String, _ path: String, json payload: Data?, name: String)
+        async throws(TransportError) -> (Data, HTTPURLResponse)
+    {
+        var request = makeRequest(method, path, timeout: configuration.requestTimeout)
+        if payload != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        return try await sendCompressing(request, body: payload, name: name)
     }
 
     /// Sends the request, gzip-compressing a large body unless the server has refused that before;
@@ -200,6 +235,11 @@ public actor HTTPTransport: SyncTransport {
         }
         guard let http = response as? HTTPURLResponse else {
             throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
+        }
+        if let accepted = http.value(forHTTPHeaderField: SyncProtocol.acceptsHeader),
+            accepted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm })
+        {
+            serverReadsSharedClock = true
         }
         // Count the body as it crossed the wire: its Content-Length when URL loading decompressed it.
         let wireLength = http.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }

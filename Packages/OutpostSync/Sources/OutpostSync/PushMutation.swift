@@ -24,7 +24,8 @@ public struct PushMutation: Sendable, Hashable, Codable {
     public var baseVersion: Int64
     /// The fields written (every field for a create), in `FieldValue`'s one-key JSON form.
     public var fields: [String: FieldValue]
-    /// The clock of every field in `fields`.
+    /// The clock of every field in `fields`. On the wire, a mutation whose fields all carry one clock
+    /// may send it once as `clock` instead, to a server that reads that form (see `SyncProtocol.acceptsHeader`).
     public var clocks: [String: HybridTimestamp]
     /// The delete's clock, for a delete.
     public var deletion: HybridTimestamp?
@@ -55,5 +56,55 @@ public struct PushMutation: Sendable, Hashable, Codable {
             idempotencyKey: idempotencyKey, entity: change.record.entity, operation: operation,
             recordID: change.record.id, serverID: change.record.sync.serverID, baseVersion: baseVersion,
             fields: change.record.fields, clocks: change.clocks, deletion: change.deletion)
+    }
+
+    /// The one clock every field carries, sent once in place of `clocks` when the server reads that
+    /// form; nil when the fields' clocks differ (a folded edit), when a clock names no field, or
+    /// when there are no fields (a delete). Only this all-or-nothing form is sent, never `clock`
+    /// beside some of the `clocks`, so a server from before the form refuses the whole batch (it has
+    /// no `clocks`) instead of reading a partial list as fields without clocks.
+    var sharedClock: HybridTimestamp? {
+        guard clocks.count == fields.count, let first = clocks.first?.value else { return nil }
+        for (name, clock) in clocks where clock != first || fields[name] == nil { return nil }
+        return first
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case idempotencyKey, entity, operation, recordID, serverID, baseVersion, fields, clocks, clock, deletion, createdAt
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        idempotencyKey = try container.decode(UUID.self, forKey: .idempotencyKey)
+        entity = try container.decode(EntityType.self, forKey: .entity)
+        operation = try container.decode(Operation.self, forKey: .operation)
+        recordID = try container.decode(UUID.self, forKey: .recordID)
+        serverID = try container.decodeIfPresent(String.self, forKey: .serverID)
+        baseVersion = try container.decode(Int64.self, forKey: .baseVersion)
+        fields = try container.decode([String: FieldValue].self, forKey: .fields)
+        // The same forms, and as strict, as the wire reader: see `ServerRecord.init(from:)`.
+        if container.contains(.clock) {
+            let shared = try container.decode(HybridTimestamp.self, forKey: .clock)
+            let others = container.contains(.clocks) ? try container.decode([String: HybridTimestamp].self, forKey: .clocks) : [:]
+            clocks = ServerRecord.clocks(sharing: shared, with: fields, besides: others)
+        } else {
+            clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
+        }
+        deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
+        createdAt = try container.decodeIfPresent(Date.self, forKey: .createdAt)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(idempotencyKey, forKey: .idempotencyKey)
+        try container.encode(entity, forKey: .entity)
+        try container.encode(operation, forKey: .operation)
+        try container.encode(recordID, forKey: .recordID)
+        try container.encodeIfPresent(serverID, forKey: .serverID)
+        try container.encode(baseVersion, forKey: .baseVersion)
+        try container.encode(fields, forKey: .fields)
+        try container.encode(clocks, forKey: .clocks)
+        try container.encodeIfPresent(deletion, forKey: .deletion)
+        try container.encodeIfPresent(createdAt, forKey: .createdAt)
     }
 }

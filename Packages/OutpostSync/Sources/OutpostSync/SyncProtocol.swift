@@ -13,6 +13,14 @@ public enum SyncProtocol {
     /// Header carrying the SHA-256 (lowercase hex) a media upload must have once complete.
     public static let mediaDigestHeader = "Outpost-Media-SHA256"
 
+    /// Header a server sets on every response, naming the optional forms it reads (comma-separated), so
+    /// a client sends a form only to a server that said it reads it.
+    public static let acceptsHeader = "Outpost-Accepts"
+
+    /// The `acceptsHeader` token of a server that reads a push mutation's one shared `clock`
+    /// (`PushRequest.json(sharingClocks:)`).
+    public static let sharedClockForm = "shared-clock"
+
     /// Bodies above this size (10 KB) travel gzip-compressed; smaller ones are not worth the CPU.
     public static let compressionThreshold = 10 * 1024
 }

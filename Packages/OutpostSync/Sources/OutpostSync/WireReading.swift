@@ -30,13 +30,7 @@ extension Array where Element: WireReadable {
     }
 }
 
-/// A request body the transport writes with `JSONWriter`.
-protocol WireWritable {
-    /// The JSON `JSONEncoder` would write (keys sorted), as bytes.
-    func wireJSON() throws(JSONWriterError) -> Data
-}
-
-extension PushRequest: WireReadable, WireWritable {
+extension PushRequest: WireReadable {
     /// Reads a batch from the wire's JSON several times faster than `JSONDecoder`, for servers. It is
     /// stricter in a few corners: a field value with a key besides its kind, a repeated field name or
     /// member (`JSONDecoder` keeps the first of a repeated member), nesting deeper than 64 levels and
@@ -61,26 +55,26 @@ extension PushRequest: WireReadable, WireWritable {
         self.init(mutations: mutations)
     }
 
-    /// The batch as the wire's JSON, as `JSONEncoder` with sorted keys writes it.
-    public func json() throws(JSONWriterError) -> Data {
+    /// The batch as the wire's JSON, as `JSONEncoder` with sorted keys writes it. With `sharingClocks`,
+    /// a mutation whose fields all carry one clock sends it once as `clock`: only for a server that
+    /// names `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`.
+    public func json(sharingClocks: Bool = false) throws(JSONWriterError) -> Data {
         var writer = JSONWriter(capacity: 512 * mutations.count + 16)
         writer.raw(#"{"mutations":["#)
         for (index, mutation) in mutations.enumerated() {
             if index > 0 { writer.raw(",") }
-            try mutation.write(to: &writer)
+            try mutation.write(to: &writer, sharingClock: sharingClocks)
         }
         writer.raw("]}")
         return Data(writer.bytes)
     }
-
-    func wireJSON() throws(JSONWriterError) -> Data { try json() }
 }
 
 extension PushMutation: WireReadable {
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var idempotencyKey: UUID?, entity: EntityType?, operation: Operation?, recordID: UUID?, serverID: String?
         var baseVersion: Int64?, fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?
-        var deletion: HybridTimestamp?, createdAt: Date?
+        var shared: HybridTimestamp?, deletion: HybridTimestamp?, createdAt: Date?
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -111,6 +105,9 @@ extension PushMutation: WireReadable {
             case "clocks":
                 try reader.firstOccurrence(of: 7, key, in: &seen)
                 clocks = try ServerRecord.clocks(&reader)
+            case "clock":
+                try reader.firstOccurrence(of: 10, key, in: &seen)
+                shared = try ServerRecord.clock(&reader)
             case "deletion":
                 try reader.firstOccurrence(of: 8, key, in: &seen)
                 deletion = try reader.takeNull() ? nil : ServerRecord.clock(&reader)
@@ -120,21 +117,31 @@ extension PushMutation: WireReadable {
             default: try reader.skipValue()
             }
         }
-        guard let idempotencyKey, let entity, let operation, let recordID, let baseVersion, let fields, let clocks else {
+        guard let idempotencyKey, let entity, let operation, let recordID, let baseVersion, let fields,
+            clocks != nil || shared != nil
+        else {
             throw reader.error(
-                "a mutation needs 'idempotencyKey', 'entity', 'operation', 'recordID', 'baseVersion', 'fields' and 'clocks'")
+                "a mutation needs 'idempotencyKey', 'entity', 'operation', 'recordID', 'baseVersion', 'fields' and 'clock' or 'clocks'")
         }
+        // The form of a pulled record (`ServerRecord`): `clock` for every field `clocks` does not name.
+        let fieldClocks = shared.map { ServerRecord.clocks(sharing: $0, with: fields, besides: clocks ?? [:]) } ?? clocks ?? [:]
         self.init(
             idempotencyKey: idempotencyKey, entity: entity, operation: operation, recordID: recordID, serverID: serverID,
-            baseVersion: baseVersion, fields: fields, clocks: clocks, deletion: deletion, createdAt: createdAt)
+            baseVersion: baseVersion, fields: fields, clocks: fieldClocks, deletion: deletion, createdAt: createdAt)
     }
 
-    /// Writes the mutation with its keys in sorted order, nil members left out (as `JSONEncoder` does).
-    func write(to writer: inout JSONWriter) throws(JSONWriterError) {
+    /// Writes the mutation with its keys in sorted order, nil members left out (as `JSONEncoder` does);
+    /// with `sharingClock`, its `sharedClock` (if any) once as `clock`, in place of `clocks`.
+    func write(to writer: inout JSONWriter, sharingClock: Bool = false) throws(JSONWriterError) {
         writer.raw(#"{"baseVersion":"#)
         writer.integer(baseVersion)
-        writer.raw(#","clocks":"#)
-        writer.object(clocks) { $0.string($1.encoded) }
+        if sharingClock, let shared = sharedClock {
+            writer.raw(#","clock":"#)
+            writer.string(shared.encoded)
+        } else {
+            writer.raw(#","clocks":"#)
+            writer.object(clocks) { $0.string($1.encoded) }
+        }
         if let createdAt {
             writer.raw(#","createdAt":"#)
             writer.string(Timestamp.string(from: createdAt))

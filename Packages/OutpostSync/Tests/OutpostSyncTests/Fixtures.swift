@@ -53,7 +53,7 @@ enum Fixtures {
                 minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 1_770_000_000))
         ],
         "PushRequest": [PushRequest(mutations: [fullMutation])],
-        "PushMutation": [fullMutation, createIssue()],
+        "PushMutation": [fullMutation, createIssue(), SharedClockMutation(mutation: createIssue())],
         "PushResponse": [PushResponse(results: [])],
         "MutationResult": (outcomes + [.duplicate(original: outcomes[0])]).map {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
@@ -72,7 +72,7 @@ enum Fixtures {
 
     /// The top-level keys of `value`'s JSON encoding.
     static func jsonKeys(of value: any Encodable) throws -> Set<String> {
-        let data = try WireCoding.encoder().encode(value)
+        let data = try (value as? SharedClockMutation)?.json() ?? WireCoding.encoder().encode(value)
         guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return [] }
         return Set(object.keys)
     }
@@ -129,6 +129,26 @@ struct SharedClockRecord: Encodable, Sendable {
         try container.encodeIfPresent(record.deletion, forKey: .deletion)
         try container.encode(Timestamp.string(from: record.createdAt), forKey: .createdAt)
         try container.encode(Timestamp.string(from: record.updatedAt), forKey: .updatedAt)
+    }
+}
+
+/// A push mutation as a push to a server that reads the form writes it (`PushRequest.json(sharingClocks:)`):
+/// its one clock once, as `clock`. No `Codable` conformance writes that form.
+struct SharedClockMutation: Encodable, Sendable {
+    let mutation: PushMutation
+
+    /// The mutation's JSON object, cut from a batch of one written in that form.
+    func json() throws -> Data {
+        let batch = try PushRequest(mutations: [mutation]).json(sharingClocks: true)
+        guard let object = try JSONSerialization.jsonObject(with: batch) as? [String: [Any]],
+            let first = object["mutations"]?.first
+        else { throw CocoaError(.coderReadCorrupt) }
+        return try JSONSerialization.data(withJSONObject: first)
+    }
+
+    /// `Encoder`s write only the long form; this sample is written by `json()`.
+    func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(mutation, .init(codingPath: [], debugDescription: "written by json() only"))
     }
 }
 

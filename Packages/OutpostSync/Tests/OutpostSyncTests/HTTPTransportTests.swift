@@ -63,6 +63,46 @@ import Testing
         #expect(encodings == ["gzip", nil, nil])
     }
 
+    /// A push sends each mutation's one clock once only after a response named the form: never to a
+    /// server that did not, nor when the configuration turns it off.
+    @Test func aPushSharesClocksOnlyOnceTheServerSaysItReadsThem() async throws {
+        let answer = LocalHTTPServer.Response(
+            body: try Self.json(PushResponse(results: [])), headers: [SyncProtocol.acceptsHeader: "gzip-bodies, shared-clock"])
+        let batch = PushRequest(mutations: [Fixtures.createIssue(), Fixtures.createIssue()])
+        let naming = try LocalHTTPServer(routes: ["POST /v1/push": answer])
+        let silent = try LocalHTTPServer(routes: ["POST /v1/push": .init(body: try Self.json(PushResponse(results: [])))])
+        defer { naming.stop(); silent.stop() }
+        let turnedOff = HTTPTransport(
+            configuration: .init(baseURL: naming.baseURL, schemaVersion: 5, sharesClocks: false), token: "t1")
+        for client in [transport(naming), transport(silent), turnedOff] {
+            _ = try await client.push(batch)
+            _ = try await client.push(batch)
+        }
+        let bodies = try await naming.requests().map(\.body) + silent.requests().map(\.body)
+        #expect(bodies.count == 6)
+        let sharing = bodies.map { $0.contains(#""clock":"#) && !$0.contains(#""clocks""#) }
+        #expect(sharing == [false, true, false, false, false, false])
+        for body in bodies { #expect(try PushRequest(json: Data(body.utf8)) == batch) }
+    }
+
+    /// A server that named the form but refuses a batch in it (an instance of a fleet mid-upgrade)
+    /// gets that batch again with clocks per field, and every later one so, whatever it says after.
+    @Test func aServerThatRefusesSharedClocksGetsClocksPerFieldFromThenOn() async throws {
+        let results = PushResponse(results: [])
+        let server = try LocalHTTPServer(
+            routes: [
+                "POST /v1/push": .init(body: try Self.json(results), headers: [SyncProtocol.acceptsHeader: "shared-clock"])
+            ],
+            refuseSharedClock: true)
+        defer { server.stop() }
+        let client = transport(server)
+        let batch = PushRequest(mutations: [Fixtures.createIssue()])
+        for _ in 0..<3 { #expect(try await client.push(batch) == results) }
+        let sharing = try await server.requests().map { $0.body.contains(#""clock":"#) }
+        #expect(sharing == [false, true, false, false])
+        #expect(await client.transferred.requests == 4)
+    }
+
     @Test func errorResponsesAreClassifiedWithTheServersCodeAndMessage() async throws {
         func error(_ status: Int, _ code: String, headers: [String: String] = [:]) -> LocalHTTPServer.Response {
             .init(status: status, body: #"{"code":"\#(code)","message":"m \#(code)"}"#, headers: headers)

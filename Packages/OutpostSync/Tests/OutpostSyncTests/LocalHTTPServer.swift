@@ -36,20 +36,23 @@ final class LocalHTTPServer {
     private struct Script: Encodable {
         var routes: [String: Response]
         var refuseGzip: Bool
+        var refuseSharedClock: Bool
     }
 
     let port: Int
     private let process: Process
     private let directory: URL
 
-    /// Starts the server; `routes` maps `"POST /v1/push"` (no query) to its answer.
-    init(routes: [String: Response], refuseGzip: Bool = false) throws {
+    /// Starts the server; `routes` maps `"POST /v1/push"` (no query) to its answer. With
+    /// `refuseSharedClock`, a body with a `"clock"` member gets 400 `invalid_request`, as from a server
+    /// that requires `clocks`.
+    init(routes: [String: Response], refuseGzip: Bool = false, refuseSharedClock: Bool = false) throws {
         directory = URL(fileURLWithPath: "/tmp/sync-http-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let script = directory.appendingPathComponent("server.py")
         let config = directory.appendingPathComponent("routes.json")
         try Data(Self.source.utf8).write(to: script)
-        try JSONEncoder().encode(Script(routes: routes, refuseGzip: refuseGzip)).write(to: config)
+        try JSONEncoder().encode(Script(routes: routes, refuseGzip: refuseGzip, refuseSharedClock: refuseSharedClock)).write(to: config)
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script.path, config.path]
@@ -146,6 +149,10 @@ final class LocalHTTPServer {
                 if encoding == "gzip" and script["refuseGzip"]:
                     error = json.dumps({"code": "unsupported_encoding", "message": "send it plain"})
                     self.answer(415, error, {"Content-Type": "application/json", "Accept-Encoding": "identity"})
+                    return
+                if script["refuseSharedClock"] and b'"clock":' in body:
+                    error = json.dumps({"code": "invalid_request", "message": "a mutation needs 'clocks'"})
+                    self.answer(400, error, {"Content-Type": "application/json", "Outpost-Accepts": "shared-clock"})
                     return
                 route = script["routes"].get(self.command + " " + path)
                 if route is None:

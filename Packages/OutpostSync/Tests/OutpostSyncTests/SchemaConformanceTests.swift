@@ -58,6 +58,8 @@ import Testing
         #expect(parameters["ProtocolVersion"]?["name"]?.text == SyncProtocol.protocolVersionHeader)
         #expect(parameters["SchemaVersion"]?["name"]?.text == SyncProtocol.schemaVersionHeader)
         #expect(document["info"]?["version"]?.text == String(SyncProtocol.version))
+        let description = try #require(document["info"]?["description"]?.text)
+        #expect(description.contains("`\(SyncProtocol.acceptsHeader)`") && description.contains("`\(SyncProtocol.sharedClockForm)`"))
     }
 
     @Test func readerRefusesWhatItCannotRead() throws {

@@ -99,6 +99,87 @@ import Testing
         }
     }
 
+    /// `randomBatch(seed:)` with one clock on every field of every other mutation, as one local write
+    /// gives them: the mutations a push may send with a shared clock.
+    static func randomBatchSharingClocks(seed: UInt64) -> PushRequest {
+        var batch = randomBatch(seed: seed)
+        for index in batch.mutations.indices where index.isMultiple(of: 2) {
+            guard let first = batch.mutations[index].clocks.first?.value else { continue }
+            batch.mutations[index].clocks = batch.mutations[index].clocks.mapValues { _ in first }
+        }
+        return batch
+    }
+
+    /// A batch written with shared clocks reads back as the same batch, by both readers. A mutation
+    /// carries `clock` exactly when one clock is on all its fields, and then no `clocks`; the batch is
+    /// never longer. Damaged batches in that form: what the reader accepts, `JSONDecoder` accepts alike.
+    @Test func pushBatchesWithSharedClocksReadAsTheSameBatch() throws {
+        var shared = 0, perField = 0
+        for seed in UInt64(1)...300 {
+            let batch = Self.randomBatchSharingClocks(seed: seed)
+            let data = try batch.json(sharingClocks: true)
+            #expect(try PushRequest(json: data) == batch, "seed \(seed)")
+            #expect(try WireCoding.decoder().decode(PushRequest.self, from: data) == batch, "seed \(seed)")
+            #expect(data.count <= (try batch.json()).count, "seed \(seed)")
+            let objects = try #require(try JSONSerialization.jsonObject(with: data) as? [String: [[String: Any]]])["mutations"]
+            for (mutation, object) in zip(batch.mutations, try #require(objects)) {
+                let sharing = mutation.sharedClock != nil
+                #expect(object["clock"] != nil && object["clocks"] == nil || !sharing, "seed \(seed)")
+                #expect(object["clock"] == nil && object["clocks"] != nil || sharing, "seed \(seed)")
+                if sharing { shared += 1 } else { perField += 1 }
+            }
+        }
+        #expect(shared > 100 && perField > 100)
+        var accepted = 0
+        for seed in UInt64(1)...1_000 {
+            let data = Self.damaged(try Self.randomBatchSharingClocks(seed: seed % 40 + 1).json(sharingClocks: true), seed: seed)
+            guard let read = try? PushRequest(json: Data(data)) else { continue }
+            accepted += 1
+            let decoded = try? WireCoding.decoder().decode(PushRequest.self, from: Data(data))
+            #expect(decoded == read, "seed \(seed)")
+        }
+        #expect(accepted > 0)
+    }
+
+    /// The shared clock is one every field carries and no other name: fields without a clock, a clock
+    /// naming no field, two clocks or no fields at all keep the long form.
+    @Test func aMutationSharesItsClockOnlyWhenEveryFieldCarriesIt() {
+        let one = Fixtures.clock(1), two = Fixtures.clock(2)
+        func mutation(_ fields: [String], _ clocks: [String: HybridTimestamp]) -> PushMutation {
+            PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: UUID(), baseVersion: 1,
+                fields: Dictionary(uniqueKeysWithValues: fields.map { ($0, FieldValue.text($0)) }), clocks: clocks)
+        }
+        #expect(mutation(["title", "status"], ["title": one, "status": one]).sharedClock == one)
+        #expect(mutation(["title"], ["title": two]).sharedClock == two)
+        #expect(mutation(["title", "status"], ["title": one, "status": two]).sharedClock == nil)
+        #expect(mutation(["title", "status"], ["title": one]).sharedClock == nil)
+        #expect(mutation(["title"], ["status": one]).sharedClock == nil)
+        #expect(mutation(["title"], ["title": one, "status": one]).sharedClock == nil)
+        #expect(mutation([], [:]).sharedClock == nil)
+    }
+
+    /// A mutation's `clocks` beside its `clock` names the fields with another clock, as in a pulled
+    /// record; a mutation with neither, or with `clock` null, is refused by both readers.
+    @Test func readsAMutationsOtherClocksBesideItsSharedOneAndRefusesNeither() throws {
+        let shared = Fixtures.clock(1_770_000_000_000), other = Fixtures.clock(1_770_000_000_900)
+        let text = String(decoding: try PushRequest(mutations: [Fixtures.createIssue()]).json(sharingClocks: true), as: UTF8.self)
+        let sharedMember = #""clock":"\#(shared.encoded)","#
+        #expect(text.contains(sharedMember) && !text.contains(#""clocks""#))
+        let withOther = text.replacingOccurrences(of: sharedMember, with: sharedMember + #""clocks":{"title":"\#(other.encoded)"},"#)
+        let neither = text.replacingOccurrences(of: sharedMember, with: "")
+        let nullClock = text.replacingOccurrences(of: sharedMember, with: #""clock":null,"#)
+        #expect(withOther != text && neither != text && nullClock != text)
+        var expected = Fixtures.createIssue().clocks
+        expected["title"] = other
+        #expect(try PushRequest(json: Data(withOther.utf8)).mutations.first?.clocks == expected)
+        #expect(try WireCoding.decoder().decode(PushRequest.self, from: Data(withOther.utf8)).mutations.first?.clocks == expected)
+        for wrong in [neither, nullClock] {
+            #expect(throws: JSONReaderError.self) { try PushRequest(json: Data(wrong.utf8)) }
+            #expect(throws: DecodingError.self) { try WireCoding.decoder().decode(PushRequest.self, from: Data(wrong.utf8)) }
+        }
+    }
+
     @Test func readsEveryPageTheEncoderWritesAsJSONDecoderDoes() throws {
         for seed in UInt64(1)...300 {
             let page = Self.randomPage(seed: seed)
