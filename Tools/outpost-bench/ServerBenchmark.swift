@@ -17,6 +17,8 @@ import OutpostSync
 ///   pages held in memory.
 /// - Pre-sync: a project of `records / 2` records, `Device.preSync` (JSON bundle download + import),
 ///   seconds. Peer: `sqlite3 .import` of the same rows; the download and the import are also timed alone.
+/// - The clock forms: the pull again with a clock per field and with the shared clock, and pushes of
+///   `records / 5` creates both ways, alternating, with the CPU time and bytes of each.
 ///
 /// `OUTPOST_BENCH_SERVER_RECORDS` sets the size (default 100,000) for a quick run.
 struct ServerBenchmark: BenchmarkSuite {
@@ -30,8 +32,11 @@ struct ServerBenchmark: BenchmarkSuite {
     static let bundleProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000b2")!
     static let pusher = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000c3")!
     static let surveyor = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000d4")!
+    static let formsProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000e5")!
+    static let comparer = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000f6")!
     static let pusherToken = "bench-pusher-token"
     static let surveyorToken = "bench-surveyor-token"
+    static let comparerToken = "bench-comparer-token"
 
     func run() async throws -> [BenchmarkRow] {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bench-server-\(UUID().uuidString)")
@@ -41,12 +46,17 @@ struct ServerBenchmark: BenchmarkSuite {
             projects: [
                 .init(id: Self.pushProject, name: "Bench tower", address: "1 Main St"),
                 .init(id: Self.bundleProject, name: "Bench annex", address: "3 Main St"),
+                .init(id: Self.formsProject, name: "Bench yard", address: "5 Main St"),
             ],
             members: [
                 .init(userID: Self.pusher, name: "Ana Lima", email: "ana@example.com", role: "foreman", projects: [Self.pushProject]),
                 .init(userID: Self.surveyor, name: "Ben Ode", role: "foreman", projects: [Self.bundleProject]),
+                .init(userID: Self.comparer, name: "Cy Park", role: "foreman", projects: [Self.formsProject]),
             ],
-            tokens: [.init(userID: Self.pusher, token: Self.pusherToken), .init(userID: Self.surveyor, token: Self.surveyorToken)]))
+            tokens: [
+                .init(userID: Self.pusher, token: Self.pusherToken), .init(userID: Self.surveyor, token: Self.surveyorToken),
+                .init(userID: Self.comparer, token: Self.comparerToken),
+            ]))
         do {
             let rows = try await measure(server, folder: folder)
             await server.stop()
@@ -63,7 +73,7 @@ struct ServerBenchmark: BenchmarkSuite {
 
         // Push: issue creates in batches of 500; only the push calls are timed, not making the batches.
         let pusher = server.transport(token: Self.pusherToken)
-        let pushSeconds = try await push(records, to: Self.pushProject, through: pusher)
+        let pushSeconds = try await push(records, to: Self.pushProject, through: pusher).seconds
         let peerPush = try sqlite3ReplayRate(of: server.databasePath, project: Self.pushProject, user: Self.pusher, folder: folder)
         let pushRate = Double(records) / pushSeconds
         rows.append(BenchmarkRow(
@@ -104,10 +114,10 @@ struct ServerBenchmark: BenchmarkSuite {
                     store: try LocalStore.open(at: folder.appendingPathComponent("device-form-\(index)-\(round).sqlite").path),
                     transport: forms[index].transport, pullLimit: pullLimit)
                 started = clock.now
-                let cpuBefore = processCPUSeconds()
+                let cpuBefore = PullBenchmark.processCPUSeconds()
                 let run = try await engine.sync()
                 forms[index].seconds += (clock.now - started).seconds
-                forms[index].cpu += processCPUSeconds() - cpuBefore
+                forms[index].cpu += PullBenchmark.processCPUSeconds() - cpuBefore
                 forms[index].bytes += run.bytesReceived
                 guard run.isComplete, run.pulled == report.pulled else {
                     throw BenchmarkFailure("the pull with \(forms[index].name) brought \(run.pulled), not \(report.pulled)")
@@ -188,12 +198,37 @@ struct ServerBenchmark: BenchmarkSuite {
             metric: "  of which: bundle download alone (\(String(format: "%.1f", Double(bundleBytes) / 1_048_576)) MB)",
             value: downloadSeconds, unit: "s"))
         rows.append(BenchmarkRow(metric: "  of which: BundleImporter alone (same file)", value: importSeconds, unit: "s"))
+
+        // What the shared clock is worth in a push: `records / 5` creates into a third member's project (so
+        // the pulls above never see them) with a clock per field and with one clock, alternating twice.
+        let formRecords = records / 5
+        var pushForms: [(name: String, sharesClocks: Bool, seconds: Double, cpu: Double, bytes: Int64)] = [
+            ("a clock per field", false, 0, 0, 0), ("a shared clock", true, 0, 0, 0),
+        ]
+        for _ in 0..<2 {
+            for index in pushForms.indices {
+                let transport = server.transport(token: Self.comparerToken, sharesClocks: pushForms[index].sharesClocks)
+                let cpuBefore = PullBenchmark.processCPUSeconds()
+                let run = try await push(formRecords, to: Self.formsProject, through: transport)
+                pushForms[index].cpu += PullBenchmark.processCPUSeconds() - cpuBefore
+                pushForms[index].seconds += run.seconds
+                pushForms[index].bytes += run.bytesSent
+            }
+        }
+        for form in pushForms {
+            rows.append(BenchmarkRow(
+                metric: "push \(formRecords.formatted()) creates, \(form.name) (mean of 2, the forms alternating)",
+                value: Double(formRecords) * 2 / form.seconds, unit: "mutations/s"))
+            rows.append(BenchmarkRow(metric: "  its CPU, client and server together", value: form.cpu / 2, unit: "s"))
+            rows.append(BenchmarkRow(
+                metric: "  its bytes sent (gzip)", value: Double(form.bytes) / 2 / 1_000_000, unit: "MB"))
+        }
         return rows
     }
 
     /// Pushes `count` issue creates to `project`, `batchSize` per request; returns the seconds spent in
-    /// the push calls. Every mutation must come back applied.
-    func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> Double {
+    /// the push calls and the bytes they sent. Every mutation must come back applied.
+    func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> (seconds: Double, bytesSent: Int64) {
         // The member record the issues are assigned to, as a real crew's would be.
         let first = try await transport.pull(PullRequest(cursor: nil, limit: 10))
         let assignee = first.changes.first { $0.entity == .member }?.recordID
@@ -201,7 +236,7 @@ struct ServerBenchmark: BenchmarkSuite {
         let base = Int64(Date().timeIntervalSince1970 * 1000) - 120_000
         let statuses = ["open", "inProgress", "resolved", "closed"], priorities = ["low", "medium", "high", "critical"]
         let clock = ContinuousClock()
-        var seconds = 0.0
+        var seconds = 0.0, bytesSent: Int64 = 0
         for start in stride(from: 0, to: count, by: batchSize) {
             let mutations = (start..<min(start + batchSize, count)).map { index in
                 let stamp = HybridTimestamp(physicalMilliseconds: base + Int64(index / 1000), counter: UInt16(index % 1000), node: node)
@@ -217,15 +252,17 @@ struct ServerBenchmark: BenchmarkSuite {
                     idempotencyKey: .timeOrdered(), entity: .issue, operation: .create, recordID: .timeOrdered(), baseVersion: 0,
                     fields: fields, clocks: fields.mapValues { _ in stamp }, createdAt: Timestamp.now())
             }
+            let sentBefore = await transport.transferred.bytesSent
             let started = clock.now
             let response = try await transport.push(PushRequest(mutations: mutations))
             seconds += (clock.now - started).seconds
+            bytesSent += await transport.transferred.bytesSent - sentBefore
             let applied = response.results.filter { if case .applied = $0.outcome { true } else { false } }.count
             guard applied == mutations.count else {
                 throw BenchmarkFailure("push: \(applied) of \(mutations.count) applied; first answer: \(String(describing: response.results.first?.outcome))")
             }
         }
-        return seconds
+        return (seconds, bytesSent)
     }
 
     /// Rows per second of the `sqlite3` CLI writing what the server wrote for `project`'s issues: each
@@ -317,8 +354,10 @@ struct BenchServer {
     }
 
     /// An `HTTPTransport` as an app makes it.
-    func transport(token: String) -> HTTPTransport {
-        HTTPTransport(configuration: .init(baseURL: baseURL, schemaVersion: LocalSchema.latestVersion), token: token)
+    func transport(token: String, sharesClocks: Bool = true) -> HTTPTransport {
+        HTTPTransport(
+            configuration: .init(baseURL: baseURL, schemaVersion: LocalSchema.latestVersion, sharesClocks: sharesClocks),
+            token: token)
     }
 
     func stop() async {
@@ -347,16 +386,4 @@ private struct PerFieldClocks: SyncTransport {
         try await base.downloadBundle(project: project, format: format, to: destination)
     }
     var transferred: TransferCounts { get async { await base.transferred } }
-}
-
-/// User and system CPU time this process has used so far: the device and the server both run in it.
-private func processCPUSeconds() -> Double {
-    var usage = rusage()
-    #if canImport(Glibc)
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    #else
-    getrusage(RUSAGE_SELF, &usage)
-    #endif
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
 }
