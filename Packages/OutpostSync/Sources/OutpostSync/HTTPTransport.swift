@@ -20,7 +20,7 @@ public actor HTTPTransport: SyncTransport {
         /// Whether bodies over 10 KB are sent gzip-compressed (turned off for good by a server's 415).
         public var compressesRequests: Bool
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
-        /// said it reads that form (turned off for good by its 400 to such a push).
+        /// said it reads that form (turned off for the transport's life when the server refuses it).
         public var sharesClocks: Bool
 
         /// Creates a configuration.
@@ -49,7 +49,8 @@ public actor HTTPTransport: SyncTransport {
     /// Set by a response naming `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`.
     private var serverReadsSharedClock = false
     /// Set when a push in that form got a 400 all the same (say, from an instance of a fleet that is
-    /// mid-upgrade): the form is not sent again, whatever later responses say.
+    /// mid-upgrade) and its copy with a clock per field did not: this transport does not send the form
+    /// again, whatever later responses say.
     private var sharedClockRefused = false
 
     /// Creates a transport; `token` is sent as `Authorization: Bearer`.
@@ -88,16 +89,20 @@ public actor HTTPTransport: SyncTransport {
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         let name = "POST /push"
         let sharing = configuration.sharesClocks && serverReadsSharedClock && !sharedClockRefused
+            && request.mutations.contains { $0.sharedClock != nil }
         var (data, response) = try await post(request, sharingClocks: sharing, name: name)
         // A server that cannot read the form refuses the whole batch as unreadable before applying any
         // of it (the form has no `clocks`, which it requires), so sending it again per field is safe.
-        if sharing, response.statusCode == 400,
-            (try? WireCoding.decoder().decode(ErrorBody.self, from: data))?.code == .invalidRequest
-        {
-            sharedClockRefused = true
+        // Only when that copy is read was the form the trouble; then it is not sent again.
+        if sharing, Self.refusesAsUnreadable(data, response) {
             (data, response) = try await post(request, sharingClocks: false, name: name)
+            if !Self.refusesAsUnreadable(data, response) { sharedClockRefused = true }
         }
         return try decode(data, response, name: name)
+    }
+
+    private static func refusesAsUnreadable(_ data: Data, _ response: HTTPURLResponse) -> Bool {
+        response.statusCode == 400 && (try? WireCoding.decoder().decode(ErrorBody.self, from: data))?.code == .invalidRequest
     }
 
     private func post(_ request: PushRequest, sharingClocks: Bool, name: String)

@@ -73,6 +73,8 @@ public struct PushMutation: Sendable, Hashable, Codable {
         case idempotencyKey, entity, operation, recordID, serverID, baseVersion, fields, clocks, clock, deletion, createdAt
     }
 
+    /// Reads either clock form: `clocks` for every field, or `clock` for every field `clocks` (if
+    /// present) does not name. A null `clock` is refused, as by the wire reader.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         idempotencyKey = try container.decode(UUID.self, forKey: .idempotencyKey)
@@ -94,6 +96,7 @@ public struct PushMutation: Sendable, Hashable, Codable {
         createdAt = try container.decodeIfPresent(Date.self, forKey: .createdAt)
     }
 
+    /// Writes the long form, a clock per field, which every server reads.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(idempotencyKey, forKey: .idempotencyKey)

@@ -55,15 +55,15 @@ extension PushRequest: WireReadable {
         self.init(mutations: mutations)
     }
 
-    /// The batch as the wire's JSON, as `JSONEncoder` with sorted keys writes it. With `sharingClocks`,
-    /// a mutation whose fields all carry one clock sends it once as `clock`: only for a server that
-    /// names `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`.
+    /// The batch as the wire's JSON, as `JSONEncoder` with sorted keys writes it; with `sharingClocks`,
+    /// a mutation whose fields all carry one clock has it once as `clock` instead of `clocks` (only for a
+    /// server that names `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`).
     public func json(sharingClocks: Bool = false) throws(JSONWriterError) -> Data {
         var writer = JSONWriter(capacity: 512 * mutations.count + 16)
         writer.raw(#"{"mutations":["#)
         for (index, mutation) in mutations.enumerated() {
             if index > 0 { writer.raw(",") }
-            try mutation.write(to: &writer, sharingClock: sharingClocks)
+            try mutation.write(to: &writer, sharingClocks: sharingClocks)
         }
         writer.raw("]}")
         return Data(writer.bytes)
@@ -131,11 +131,11 @@ extension PushMutation: WireReadable {
     }
 
     /// Writes the mutation with its keys in sorted order, nil members left out (as `JSONEncoder` does);
-    /// with `sharingClock`, its `sharedClock` (if any) once as `clock`, in place of `clocks`.
-    func write(to writer: inout JSONWriter, sharingClock: Bool = false) throws(JSONWriterError) {
+    /// with `sharingClocks`, its `sharedClock` (if any) once as `clock`, in place of `clocks`.
+    func write(to writer: inout JSONWriter, sharingClocks: Bool = false) throws(JSONWriterError) {
         writer.raw(#"{"baseVersion":"#)
         writer.integer(baseVersion)
-        if sharingClock, let shared = sharedClock {
+        if sharingClocks, let shared = sharedClock {
             writer.raw(#","clock":"#)
             writer.string(shared.encoded)
         } else {

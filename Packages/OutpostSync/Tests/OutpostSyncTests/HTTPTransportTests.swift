@@ -103,6 +103,27 @@ import Testing
         #expect(await client.transferred.requests == 4)
     }
 
+    /// A 400 that the same batch with a clock per field gets too was not about the form, which is kept;
+    /// a batch with no mutation to share goes once, as it is, whatever the answer.
+    @Test func aRefusalThatIsNotAboutTheSharedClockKeepsIt() async throws {
+        let names = [SyncProtocol.acceptsHeader: SyncProtocol.sharedClockForm]
+        let health = HealthResponse(minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 0))
+        let server = try LocalHTTPServer(routes: [
+            "GET /v1/health": .init(body: try Self.json(health), headers: names),
+            "POST /v1/push": .init(status: 400, body: try Self.json(Fixtures.errorBody), headers: names),
+        ])
+        defer { server.stop() }
+        let client = transport(server)
+        _ = try await client.health()
+        var folded = Fixtures.createIssue()
+        folded.clocks["title"] = Fixtures.clock(5)
+        for batch in [[folded], [Fixtures.createIssue()], [Fixtures.createIssue()]] {
+            await #expect(throws: TransportError.self) { try await client.push(PushRequest(mutations: batch)) }
+        }
+        let pushes = try await server.requests().filter { $0.path == "/v1/push" }.map { $0.body.contains(#""clock":"#) }
+        #expect(pushes == [false, true, false, true, false])
+    }
+
     @Test func errorResponsesAreClassifiedWithTheServersCodeAndMessage() async throws {
         func error(_ status: Int, _ code: String, headers: [String: String] = [:]) -> LocalHTTPServer.Response {
             .init(status: status, body: #"{"code":"\#(code)","message":"m \#(code)"}"#, headers: headers)
