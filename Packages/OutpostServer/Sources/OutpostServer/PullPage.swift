@@ -208,6 +208,46 @@ extension StoredRow {
     static func sharedClock(of clocks: UnsafeBufferPointer<UInt8>, naming fields: UnsafeBufferPointer<UInt8>)
         -> (shared: Range<Int>, others: [Range<Int>])?
     {
+        func same(_ one: Range<Int>, _ other: Range<Int>) -> Bool {
+            one.count == other.count && memcmp(clocks.baseAddress! + one.lowerBound, clocks.baseAddress! + other.lowerBound, one.count) == 0
+        }
+        // Most records were written whole, so one clock is on every field: a first pass, which
+        // allocates nothing, finds that.
+        var first: Range<Int>?, differs = false
+        let named = forEachMember(of: clocks, naming: fields) { _, value in
+            if let first {
+                differs = differs || !same(first, value)
+            } else {
+                first = value
+            }
+        }
+        guard named, let first else { return nil }
+        guard differs else { return (first, []) }
+        // Each member's whole text and which distinct value it holds; each distinct value with how many hold it.
+        var members: [(member: Range<Int>, value: Int)] = []
+        var values: [(value: Range<Int>, count: Int)] = []
+        _ = forEachMember(of: clocks, naming: fields) { member, value in
+            if let known = values.firstIndex(where: { same($0.value, value) }) {
+                values[known].count += 1
+                members.append((member, known))
+            } else {
+                members.append((member, values.count))
+                values.append((value, 1))
+            }
+        }
+        guard let shared = values.indices.max(by: { values[$0].count < values[$1].count }),
+            values[shared].count >= min(2, members.count)
+        else { return nil }
+        return (values[shared].value, members.filter { $0.value != shared }.map(\.member))
+    }
+
+    /// Calls `body` with each member of `clocks` whole and its value (quotes included), in order, and
+    /// returns true, when `clocks` is a compact object of plain strings naming `fields`' top-level
+    /// members one by one; false otherwise (an empty object, an escape, another name or order).
+    private static func forEachMember(
+        of clocks: UnsafeBufferPointer<UInt8>, naming fields: UnsafeBufferPointer<UInt8>,
+        _ body: (_ member: Range<Int>, _ value: Range<Int>) -> Void
+    ) -> Bool {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         /// The index just past the string that opens at `start`; nil if none does, or it holds an escape.
         func string(at start: Int) -> Int? {
@@ -219,37 +259,23 @@ extension StoredRow {
             }
             return index < clocks.count ? index + 1 : nil
         }
-        guard clocks.count > 2, clocks[0] == UInt8(ascii: "{") else { return nil }
+        guard clocks.count > 2, clocks[0] == UInt8(ascii: "{") else { return false }
         var names = MemberNames(of: fields)
-        // Each member's whole text and which distinct value it holds; each distinct value with how many hold it.
-        var members: [(member: Range<Int>, value: Int)] = []
-        var values: [(value: Range<Int>, count: Int)] = []
         var index = 1
-        scan: while true {
+        while true {
             guard let keyEnd = string(at: index), keyEnd < clocks.count, clocks[keyEnd] == UInt8(ascii: ":"),
                 let valueEnd = string(at: keyEnd + 1), let field = names.next(),
-                fields[field].elementsEqual(clocks[index..<keyEnd]), valueEnd < clocks.count
-            else { return nil }
-            let value = keyEnd + 1..<valueEnd
-            if let known = values.firstIndex(where: { clocks[$0.value].elementsEqual(clocks[value]) }) {
-                values[known].count += 1
-                members.append((index..<valueEnd, known))
-            } else {
-                members.append((index..<valueEnd, values.count))
-                values.append((value, 1))
-            }
+                field.count == keyEnd - index,
+                memcmp(fields.baseAddress! + field.lowerBound, clocks.baseAddress! + index, field.count) == 0,
+                valueEnd < clocks.count
+            else { return false }
+            body(index..<valueEnd, keyEnd + 1..<valueEnd)
             switch clocks[valueEnd] {
             case UInt8(ascii: ","): index = valueEnd + 1
-            case UInt8(ascii: "}"):
-                guard valueEnd == clocks.count - 1, names.next() == nil else { return nil }
-                break scan
-            default: return nil
+            case UInt8(ascii: "}"): return valueEnd == clocks.count - 1 && names.next() == nil
+            default: return false
             }
         }
-        guard let shared = values.indices.max(by: { values[$0].count < values[$1].count }),
-            values[shared].count >= min(2, members.count)
-        else { return nil }
-        return (values[shared].value, members.filter { $0.value != shared }.map(\.member))
     }
 
     /// The names of a JSON object's top-level members in order, as their raw text (quotes included):
@@ -287,16 +313,20 @@ extension StoredRow {
             return nil
         }
 
-        /// Moves past the string whose opening quote was just read.
+        /// Moves past the string whose opening quote was just read: to the first quote after it that an
+        /// odd run of backslashes does not escape (found with `memchr`, as field values can be long).
         private mutating func skipString() {
+            let start = index
             while index < json.count {
-                let byte = json[index]
-                index += 1
-                if byte == UInt8(ascii: "\\") {
-                    index += 1
-                } else if byte == UInt8(ascii: "\"") {
+                guard let found = memchr(json.baseAddress! + index, Int32(UInt8(ascii: "\"")), json.count - index) else {
+                    index = json.count
                     return
                 }
+                let end = json.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                index = end + 1
+                var backslashes = 0
+                while end - backslashes - 1 >= start, json[end - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+                if backslashes.isMultiple(of: 2) { return }
             }
         }
     }

@@ -218,6 +218,9 @@ struct StorageTests {
         // Text that looks like members, nested objects and escapes are not fields.
         let tricky = #"{"a":{"text":"q\",\"c\":{"},"b":{"blob":"AA=="},"d":null}"#
         #expect(plan(fields: tricky, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#) == [#""\#(x)""#])
+        // A quote after an even run of backslashes ends its string; after an odd run it does not.
+        let backslashes = #"{"a":{"text":"q\\"},"b":{"text":"\\\"}\\\\"},"d":null}"#
+        #expect(plan(fields: backslashes, clocks: #"{"a":"\#(x)","b":"\#(x)","d":"\#(x)"}"#) == [#""\#(x)""#])
         let refused = [
             (two, #"{"a":"\#(x)","c":"\#(x)"}"#),  // as many clocks as fields, not the same names
             (two, #"{"b":"\#(x)","a":"\#(x)"}"#),  // not in the stored order
