@@ -41,6 +41,20 @@ struct CompressionTests {
         }
         #expect(inflated == uncompressed.body)
 
+        // A bundle goes gzip-compressed as it streams, to a client that accepts it (URL loading inflates
+        // it; a body that was not gzip would fail that), and plain otherwise: the same records either way.
+        let bundlePath = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
+        let gzipBundle = try await server.send("GET", bundlePath, token: TestServer.aliceToken, headers: ["Accept-Encoding": "gzip"])
+        let plainBundle = try await server.send("GET", bundlePath, token: TestServer.aliceToken, headers: ["Accept-Encoding": "identity"])
+        #expect(gzipBundle.status == 200 && plainBundle.status == 200)
+        #expect(gzipBundle.headers["content-encoding"] == "gzip" && plainBundle.headers["content-encoding"] == nil)
+        func records(_ body: Data) throws -> NSArray? {
+            (try JSONSerialization.jsonObject(with: body) as? NSDictionary)?["records"] as? NSArray
+        }
+        let plainRecords = try #require(try records(plainBundle.body))
+        #expect(plainRecords.count == 40 + 3)
+        #expect(try records(gzipBundle.body) == plainRecords)
+
         // The real transport: compressed push, and a page it decodes either way.
         let transport = server.transport(token: TestServer.aliceToken)
         let more = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }

@@ -79,7 +79,8 @@ public actor HTTPTransport: SyncTransport {
         self.token = token
     }
 
-    /// Traffic so far (body bytes as on the wire).
+    /// Traffic so far (body bytes as on the wire). A bundle counts as the file URL loading wrote: when
+    /// it came compressed, its inflated size, since a streamed body has no `Content-Length` to count by.
     public var transferred: TransferCounts { counts }
 
     public func health() async throws(TransportError) -> HealthResponse {
@@ -161,6 +162,17 @@ public actor HTTPTransport: SyncTransport {
         }
         guard (200..<300).contains(http.statusCode) else {
             throw Self.failure(name: name, response: http, body: (try? Data(contentsOf: downloaded)) ?? Data())
+        }
+        // A bundle comes gzip-compressed (`Accept-Encoding: gzip`), and URL loading inflates it into the
+        // file on Apple platforms and Linux alike; a bundle never starts with gzip's magic bytes otherwise.
+        if let handle = try? FileHandle(forReadingFrom: downloaded) {
+            let start = (try? handle.read(upToCount: 2)) ?? nil
+            try? handle.close()
+            if let start, Gzip.isCompressed(start) {
+                throw TransportError(
+                    .invalidResponse, request: name, status: http.statusCode,
+                    message: "the bundle arrived gzip-compressed and URL loading did not inflate it")
+            }
         }
         do {
             try? FileManager.default.removeItem(at: destination)

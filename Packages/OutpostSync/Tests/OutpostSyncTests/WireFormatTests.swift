@@ -1,6 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
+import OutpostTesting
 import Testing
 @testable import OutpostSync
 
@@ -109,5 +110,32 @@ import Testing
         #expect(Gzip.decompress(compressed) == body)
         #expect(Gzip.decompress(compressed.prefix(compressed.count / 2)) == nil)
         #expect(Gzip.decompress(Gzip.compress(Data())) == Data())
+    }
+
+    /// A member written a piece at a time, cut anywhere, inflates to the pieces joined; over 64 KB of
+    /// output at once, and no piece at all, included. Seeded, so a failure names its seed.
+    @Test func aGzipStreamInflatesToItsPiecesJoined() throws {
+        let json = try WireCoding.encoder().encode(PushRequest(mutations: (0..<400).map { _ in Fixtures.createIssue() }))
+        for seed in UInt64(1)...20 {
+            var random = SeededGenerator(seed: seed)
+            var noise = [UInt8](repeating: 0, count: Int.random(in: 0...200_000, using: &random))
+            for index in noise.indices { noise[index] = UInt8.random(in: 0...255, using: &random) }
+            let input = [UInt8](json) + noise
+            let stream = GzipStream()
+            var output: [UInt8] = [], offset = 0
+            while offset < input.count {
+                let end = min(input.count, offset + Int.random(in: 0...90_000, using: &random))
+                output += stream.compress(Array(input[offset..<end]))
+                offset = end
+            }
+            output += stream.finish()
+            #expect(Gzip.isCompressed(Data(output)), "seed \(seed)")
+            #expect(Gzip.decompress(Data(output)) == Data(input), "seed \(seed)")
+        }
+        let empty = GzipStream()
+        #expect(Gzip.decompress(Data(empty.finish())) == Data())
+        let plain = GzipStream()
+        #expect(Gzip.decompress(Data(plain.compress(Array(json)) + plain.finish())) == json)
+        #expect(Gzip.compress(json).count < json.count / 4)
     }
 }
