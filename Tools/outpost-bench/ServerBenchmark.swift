@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import GRDB
 import Outpost
 import OutpostServer
@@ -179,9 +182,18 @@ struct ServerBenchmark: BenchmarkSuite {
             throw BenchmarkFailure("pre-sync imported \(summary.total.inserted) records, not \(bundleRecords) issues")
         }
         let bundle = folder.appendingPathComponent("bundle.json")
+        let wireBefore = try await server.bundleBytesSent()
         started = clock.now
         let bundleBytes = try await surveyor.downloadBundle(project: Self.bundleProject, format: .json, to: bundle)
         let downloadSeconds = (clock.now - started).seconds
+        let wireBytes = try await server.bundleBytesSent() - wireBefore
+        started = clock.now
+        let plainBytes = try await server.downloadPlainBundle(
+            project: Self.bundleProject, token: Self.surveyorToken, to: folder.appendingPathComponent("bundle-plain.json"))
+        let plainSeconds = (clock.now - started).seconds
+        guard plainBytes == bundleBytes else {
+            throw BenchmarkFailure("the plain bundle has \(plainBytes) bytes, the inflated gzip one \(bundleBytes)")
+        }
         let importPath = folder.appendingPathComponent("import-alone.sqlite").path
         started = clock.now
         _ = try BundleImporter().importBundle(at: bundle, intoDatabaseAt: importPath)
@@ -196,8 +208,10 @@ struct ServerBenchmark: BenchmarkSuite {
             metric: "  pre-sync rate", value: presyncRecords / presyncSeconds, unit: "records/s",
             peer: "sqlite3 .import of the same issue rows", peerValue: peerImportRate))
         rows.append(BenchmarkRow(
-            metric: "  of which: bundle download alone (\(String(format: "%.1f", Double(bundleBytes) / 1_048_576)) MB)",
+            metric: "  of which: bundle download alone (\(String(format: "%.1f", Double(bundleBytes) / 1_048_576)) MB of JSON, "
+                + "\(String(format: "%.2f", Double(wireBytes) / 1_048_576)) MB gzip on the wire)",
             value: downloadSeconds, unit: "s"))
+        rows.append(BenchmarkRow(metric: "    the same download, plain (Accept-Encoding: identity)", value: plainSeconds, unit: "s"))
         rows.append(BenchmarkRow(metric: "  of which: BundleImporter alone (same file)", value: importSeconds, unit: "s"))
 
         // What the shared clock is worth in a push: `records / 5` creates into a third member's project (so
@@ -365,6 +379,29 @@ struct BenchServer {
     func stop() async {
         task.cancel()
         _ = await task.result
+    }
+
+    /// The server's `outpost_bundle_bytes_total`: bundle bytes as they went on the wire, compressed or not.
+    func bundleBytesSent() async throws -> Int {
+        let (data, _) = try await URLSession.shared.data(from: baseURL.appendingPathComponent("metrics"))
+        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("outpost_bundle_bytes_total ") }
+        return line.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0
+    }
+
+    /// Downloads a project's JSON bundle as a client that does not accept gzip would; returns its size.
+    func downloadPlainBundle(project: UUID, token: String, to destination: URL) async throws -> Int {
+        var request = URLRequest(url: baseURL.appendingPathComponent("projects/\(project.uuidString.lowercased())/bundle"))
+        request.setValue(String(SyncProtocol.version), forHTTPHeaderField: SyncProtocol.protocolVersionHeader)
+        request.setValue(String(LocalSchema.latestVersion), forHTTPHeaderField: SyncProtocol.schemaVersionHeader)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        let (file, response) = try await URLSession.shared.download(for: request)
+        guard (response as? HTTPURLResponse)?.statusCode == 200,
+            (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding") == nil
+        else { throw BenchmarkFailure("the plain bundle download failed: \(response)") }
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.moveItem(at: file, to: destination)
+        return (try FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? Int) ?? 0
     }
 }
 

@@ -187,7 +187,7 @@ public struct SyncServer: Sendable {
             return Self.stream(
                 source, project: project, format: format,
                 contentType: format == .xml ? "application/xml" : "application/json", gzip: request.acceptsGzip,
-                holding: slot)
+                holding: slot, metrics: metrics)
         }
 
         router.get("metrics") { _, _ -> Response in
@@ -260,7 +260,7 @@ public struct SyncServer: Sendable {
     /// download a crew makes, and its JSON shrinks about 20 times.
     private static func stream(
         _ source: BundleRecords, project: UUID, format: OutpostBundles.BundleFormat, contentType: String,
-        gzip: Bool, holding slot: BundleGate.Slot
+        gzip: Bool, holding slot: BundleGate.Slot, metrics: ServerMetrics
     ) -> Response {
         let body = ResponseBody { writer in
             // The download's slot stays taken until the body is done (see `BundleGate`).
@@ -275,8 +275,11 @@ public struct SyncServer: Sendable {
             for try await batch in source.batches {
                 for record in batch { try encoder.write(record) }
                 add(encoder.take())
-                if pending.count >= 64 * 1024 {
+                // Compressed, 8 KB is some 150 KB of JSON: sent that often, the device inflates and
+                // writes one part while the next is encoded, as with 64 KB plain.
+                if pending.count >= (compressor == nil ? 64 : 8) * 1024 {
                     try await writer.write(ByteBuffer(bytes: pending))
+                    await metrics.add("outpost_bundle_bytes_total", pending.count)
                     pending.removeAll(keepingCapacity: true)
                 }
             }
@@ -286,6 +289,7 @@ public struct SyncServer: Sendable {
             add(encoder.take())
             if let compressor { pending += compressor.finish() }
             try await writer.write(ByteBuffer(bytes: pending))
+            await metrics.add("outpost_bundle_bytes_total", pending.count)
             try await writer.finish(nil)
         }
         var headers: HTTPFields = [.contentType: contentType, .vary: "Accept-Encoding"]
