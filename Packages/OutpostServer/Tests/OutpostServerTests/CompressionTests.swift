@@ -44,8 +44,18 @@ struct CompressionTests {
         // A bundle goes gzip-compressed as it streams, to a client that accepts it (URL loading inflates
         // it; a body that was not gzip would fail that), and plain otherwise: the same records either way.
         let bundlePath = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
+        func bundleBytesSent() async throws -> Int {
+            let text = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+            let line = text.split(separator: "\n").first { $0.hasPrefix("outpost_bundle_bytes_total ") }
+            return line.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0
+        }
+        let before = try await bundleBytesSent()
         let gzipBundle = try await server.send("GET", bundlePath, token: TestServer.aliceToken, headers: ["Accept-Encoding": "gzip"])
+        let afterGzip = try await bundleBytesSent()
         let plainBundle = try await server.send("GET", bundlePath, token: TestServer.aliceToken, headers: ["Accept-Encoding": "identity"])
+        // The server counts what went on the wire: the plain bundle whole, the compressed one far smaller.
+        #expect(try await bundleBytesSent() - afterGzip == plainBundle.body.count)
+        #expect(afterGzip - before > 0 && afterGzip - before < plainBundle.body.count / 4)
         #expect(gzipBundle.status == 200 && plainBundle.status == 200)
         #expect(gzipBundle.headers["content-encoding"] == "gzip" && plainBundle.headers["content-encoding"] == nil)
         func records(_ body: Data) throws -> NSArray? {
