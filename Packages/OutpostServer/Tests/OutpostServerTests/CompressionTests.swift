@@ -41,8 +41,19 @@ struct CompressionTests {
         }
         #expect(inflated == uncompressed.body)
 
+        // The real transport: compressed push, and a page it decodes either way.
+        let transport = server.transport(token: TestServer.aliceToken)
+        let more = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        #expect(try await transport.push(PushRequest(mutations: more)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        #expect(try await transport.pull(PullRequest(cursor: nil, limit: 1000)).changes.count == 80 + 3)
+
         // A bundle goes gzip-compressed as it streams, to a client that accepts it (URL loading inflates
         // it; a body that was not gzip would fail that), and plain otherwise: the same records either way.
+        // 1,200 more issues make it several batches, so compressed parts go out before the last.
+        for _ in 0..<3 {
+            let batch = (0..<400).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+            #expect(try await transport.push(PushRequest(mutations: batch)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
         let bundlePath = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
         func bundleBytesSent() async throws -> Int {
             let text = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
@@ -62,14 +73,9 @@ struct CompressionTests {
             (try JSONSerialization.jsonObject(with: body) as? NSDictionary)?["records"] as? NSArray
         }
         let plainRecords = try #require(try records(plainBundle.body))
-        #expect(plainRecords.count == 40 + 3)
+        #expect(plainRecords.count == 1_280 + 3)
         #expect(try records(gzipBundle.body) == plainRecords)
 
-        // The real transport: compressed push, and a page it decodes either way.
-        let transport = server.transport(token: TestServer.aliceToken)
-        let more = (0..<40).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
-        #expect(try await transport.push(PushRequest(mutations: more)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
-        #expect(try await transport.pull(PullRequest(cursor: nil, limit: 1000)).changes.count == 80 + 3)
         await server.stop()
     }
 }

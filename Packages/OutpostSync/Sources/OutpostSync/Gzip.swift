@@ -95,6 +95,8 @@ public final class GzipStream {
     /// zlib's state points back at its `z_stream`, so the stream lives at one address for its life.
     private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
     private var finished = false
+    /// Where zlib writes, reused by every piece.
+    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Starts a member at zlib's default level (6): a bundle's JSON shrinks about 20 times for about
     /// 6 ms of CPU per megabyte.
@@ -129,7 +131,6 @@ public final class GzipStream {
 
     private func run(_ bytes: [UInt8], flush: Int32) -> [UInt8] {
         var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         bytes.withUnsafeBufferPointer { input in
             stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
             stream.pointee.avail_in = uInt(input.count)
@@ -148,6 +149,7 @@ public final class GzipStream {
                 if status == Z_STREAM_END || (flush != Z_FINISH && stream.pointee.avail_out > 0) { break }
             }
             stream.pointee.next_in = nil
+            stream.pointee.next_out = nil
         }
         return output
     }
