@@ -69,8 +69,14 @@ public struct PushMutation: Sendable, Hashable, Codable {
         return first
     }
 
+    /// What `Codable` writes: the long form, a clock per field, which every server reads.
     private enum CodingKeys: String, CodingKey {
-        case idempotencyKey, entity, operation, recordID, serverID, baseVersion, fields, clocks, clock, deletion, createdAt
+        case idempotencyKey, entity, operation, recordID, serverID, baseVersion, fields, clocks, deletion, createdAt
+    }
+
+    /// The members of either clock form, read beside the others.
+    private enum ClockKeys: String, CodingKey {
+        case clock, clocks
     }
 
     /// Reads either clock form: `clocks` for every field, or `clock` for every field `clocks` (if
@@ -84,30 +90,8 @@ public struct PushMutation: Sendable, Hashable, Codable {
         serverID = try container.decodeIfPresent(String.self, forKey: .serverID)
         baseVersion = try container.decode(Int64.self, forKey: .baseVersion)
         fields = try container.decode([String: FieldValue].self, forKey: .fields)
-        // The same forms, and as strict, as the wire reader: see `ServerRecord.init(from:)`.
-        if container.contains(.clock) {
-            let shared = try container.decode(HybridTimestamp.self, forKey: .clock)
-            let others = container.contains(.clocks) ? try container.decode([String: HybridTimestamp].self, forKey: .clocks) : [:]
-            clocks = ServerRecord.clocks(sharing: shared, with: fields, besides: others)
-        } else {
-            clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
-        }
+        clocks = try decoder.container(keyedBy: ClockKeys.self).fieldClocks(of: fields, shared: .clock, listed: .clocks)
         deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
         createdAt = try container.decodeIfPresent(Date.self, forKey: .createdAt)
-    }
-
-    /// Writes the long form, a clock per field, which every server reads.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(idempotencyKey, forKey: .idempotencyKey)
-        try container.encode(entity, forKey: .entity)
-        try container.encode(operation, forKey: .operation)
-        try container.encode(recordID, forKey: .recordID)
-        try container.encodeIfPresent(serverID, forKey: .serverID)
-        try container.encode(baseVersion, forKey: .baseVersion)
-        try container.encode(fields, forKey: .fields)
-        try container.encode(clocks, forKey: .clocks)
-        try container.encodeIfPresent(deletion, forKey: .deletion)
-        try container.encodeIfPresent(createdAt, forKey: .createdAt)
     }
 }

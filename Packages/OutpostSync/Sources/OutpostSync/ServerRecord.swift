@@ -60,14 +60,7 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         serverID = try container.decodeIfPresent(String.self, forKey: .serverID)
         version = try container.decode(Int64.self, forKey: .version)
         fields = try container.decode([String: FieldValue].self, forKey: .fields)
-        // As strict as the wire reader: a null `clock`, or a null `clocks` beside it, is refused.
-        if container.contains(.clock) {
-            let shared = try container.decode(HybridTimestamp.self, forKey: .clock)
-            let others = container.contains(.clocks) ? try container.decode([String: HybridTimestamp].self, forKey: .clocks) : [:]
-            clocks = Self.clocks(sharing: shared, with: fields, besides: others)
-        } else {
-            clocks = try container.decode([String: HybridTimestamp].self, forKey: .clocks)
-        }
+        clocks = try container.fieldClocks(of: fields, shared: .clock, listed: .clocks)
         deletion = try container.decodeIfPresent(HybridTimestamp.self, forKey: .deletion)
         createdAt = try Self.timestamp(container, .createdAt)
         updatedAt = try Self.timestamp(container, .updatedAt)
@@ -122,5 +115,17 @@ public struct ServerRecord: Sendable, Hashable, Codable {
                 record: EntityRecord(entity: entity, id: recordID, fields: fields, sync: sync), clocks: clocks,
                 deletion: deletion)
         }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// The clocks of `fields` in either wire form (`ServerRecord`, `PushMutation`): `listed` for every
+    /// field, or `shared` for every field `listed` (if present) does not name. As strict as the wire
+    /// reader: a null `shared`, or a null `listed` beside it, is refused.
+    func fieldClocks(of fields: [String: FieldValue], shared: Key, listed: Key) throws -> [String: HybridTimestamp] {
+        guard contains(shared) else { return try decode([String: HybridTimestamp].self, forKey: listed) }
+        let clock = try decode(HybridTimestamp.self, forKey: shared)
+        let others = contains(listed) ? try decode([String: HybridTimestamp].self, forKey: listed) : [:]
+        return ServerRecord.clocks(sharing: clock, with: fields, besides: others)
     }
 }
