@@ -171,8 +171,11 @@ public final class Device: Sendable {
     }
 
     /// Downloads a project's bundle from the server and imports it: the "pre-sync this project" button.
+    /// `progress` reports the import as it goes, as `importBundle(at:progress:)` does.
     @discardableResult
-    public func preSync(project: UUID, format: OutpostSync.BundleFormat = .json) async throws(OutpostError) -> ImportSummary {
+    public func preSync(
+        project: UUID, format: OutpostSync.BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
+    ) async throws(OutpostError) -> ImportSummary {
         let connection = try connected()
         let file = FileManager.default.temporaryDirectory
             .appendingPathComponent("outpost-presync-\(UUID().uuidString).\(format.rawValue)")
@@ -182,7 +185,7 @@ public final class Device: Sendable {
         } catch {
             throw .transport(error)
         }
-        return try importBundle(at: file)
+        return try importBundle(at: file, progress: progress)
     }
 
     /// One sync run (pull, push, then media when allowed); see `SyncEngine.sync`.

@@ -82,6 +82,32 @@ import Testing
         #expect(try a.openConflicts().isEmpty)
     }
 
+    /// The "pre-sync this project" button: the server's bundle lands on the device, with the import's
+    /// progress reported up to the last record.
+    @Test func preSyncImportsTheServersBundleAndReportsProgress() async throws {
+        let folder = try Folder()
+        let server = InMemoryTransport()
+        var root = URL(fileURLWithPath: #filePath)
+        while !FileManager.default.fileExists(atPath: root.appendingPathComponent("schemas/examples").path) {
+            root.deleteLastPathComponent()
+            #expect(root.path != "/", "no schemas/examples above this file")
+            if root.path == "/" { return }
+        }
+        let bundle = try Data(contentsOf: root.appendingPathComponent("schemas/examples/project-bundle.json"))
+        let project = try #require(UUID(uuidString: "0b5e55ed-0000-4000-8000-000000000002"))
+        await server.setBundle(bundle, for: project)
+        let device = try Device(path: folder.path("presync.sqlite"), transport: server)
+        // The importer reports from its own thread; a stream's continuation takes values from any.
+        let (reports, report) = AsyncStream<ImportProgress>.makeStream()
+        let summary = try await device.preSync(project: project) { report.yield($0) }
+        report.finish()
+        var last: ImportProgress?
+        for await progress in reports { last = progress }
+        #expect(summary.total.inserted > 5)
+        #expect(last?.records == summary.total.records)
+        #expect(try device.fetch(Project.self, id: project)?.name == "Müller kitchen")
+    }
+
     @Test func withoutAServerSyncSaysSo() async throws {
         let folder = try Folder()
         let device = try Device(path: folder.path("offline.sqlite"))
