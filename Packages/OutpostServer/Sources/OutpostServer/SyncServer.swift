@@ -271,6 +271,11 @@ public struct SyncServer: Sendable {
             func add(_ bytes: [UInt8]) {
                 pending += compressor?.compress(bytes) ?? bytes
             }
+            func send() async throws {
+                try await writer.write(ByteBuffer(bytes: pending))
+                await metrics.add("outpost_bundle_bytes_total", pending.count)
+                pending.removeAll(keepingCapacity: true)
+            }
             add(encoder.take())
             for try await batch in source.batches {
                 for record in batch { try encoder.write(record) }
@@ -278,19 +283,14 @@ public struct SyncServer: Sendable {
                 // Compressed, a batch (500 records, some 250 KB of JSON) gives about 14 KB once zlib
                 // closes a block: sent after each such batch, the device inflates and writes one part
                 // while the next is encoded, as with 64 KB plain (at 64 KB it waited on a megabyte).
-                if pending.count >= (compressor == nil ? 64 : 8) * 1024 {
-                    try await writer.write(ByteBuffer(bytes: pending))
-                    await metrics.add("outpost_bundle_bytes_total", pending.count)
-                    pending.removeAll(keepingCapacity: true)
-                }
+                if pending.count >= (compressor == nil ? 64 : 8) * 1024 { try await send() }
             }
             // A cancelled stream ends like a finished one; never close a bundle whose records were cut short.
             try Task.checkCancellation()
             try encoder.finish()
             add(encoder.take())
             if let compressor { pending += compressor.finish() }
-            try await writer.write(ByteBuffer(bytes: pending))
-            await metrics.add("outpost_bundle_bytes_total", pending.count)
+            try await send()
             try await writer.finish(nil)
         }
         var headers: HTTPFields = [.contentType: contentType, .vary: "Accept-Encoding"]

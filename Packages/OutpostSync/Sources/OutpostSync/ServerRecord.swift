@@ -86,13 +86,16 @@ public struct ServerRecord: Sendable, Hashable, Codable {
         try container.encode(Timestamp.string(from: updatedAt), forKey: .updatedAt)
     }
 
-    /// The shared form expanded: `clock` for every field of `fields`, but those `others` names. A name
-    /// in `others` without a value stays, so converting the record refuses it as the long form would.
+    /// The clocks of `fields` from either wire form: without `shared`, `listed` names every field;
+    /// beside it, `listed` names only the fields with another clock and every other field of `fields`
+    /// carries `shared`. A name in `listed` without a value stays, so converting the record refuses it
+    /// as the long form would.
     static func clocks(
-        sharing clock: HybridTimestamp, with fields: [String: FieldValue], besides others: [String: HybridTimestamp]
+        of fields: [String: FieldValue], shared: HybridTimestamp?, listed: [String: HybridTimestamp]?
     ) -> [String: HybridTimestamp] {
-        var clocks = fields.mapValues { _ in clock }
-        for (name, other) in others { clocks[name] = other }
+        guard let shared else { return listed ?? [:] }
+        var clocks = fields.mapValues { _ in shared }
+        for (name, other) in listed ?? [:] { clocks[name] = other }
         return clocks
     }
 
@@ -125,7 +128,7 @@ extension KeyedDecodingContainer {
     func fieldClocks(of fields: [String: FieldValue], shared: Key, listed: Key) throws -> [String: HybridTimestamp] {
         guard contains(shared) else { return try decode([String: HybridTimestamp].self, forKey: listed) }
         let clock = try decode(HybridTimestamp.self, forKey: shared)
-        let others = contains(listed) ? try decode([String: HybridTimestamp].self, forKey: listed) : [:]
-        return ServerRecord.clocks(sharing: clock, with: fields, besides: others)
+        let others = contains(listed) ? try decode([String: HybridTimestamp].self, forKey: listed) : nil
+        return ServerRecord.clocks(of: fields, shared: clock, listed: others)
     }
 }

@@ -124,10 +124,10 @@ extension PushMutation: WireReadable {
                 "a mutation needs 'idempotencyKey', 'entity', 'operation', 'recordID', 'baseVersion', 'fields' and 'clock' or 'clocks'")
         }
         // The form of a pulled record (`ServerRecord`): `clock` for every field `clocks` does not name.
-        let fieldClocks = shared.map { ServerRecord.clocks(sharing: $0, with: fields, besides: clocks ?? [:]) } ?? clocks ?? [:]
         self.init(
             idempotencyKey: idempotencyKey, entity: entity, operation: operation, recordID: recordID, serverID: serverID,
-            baseVersion: baseVersion, fields: fields, clocks: fieldClocks, deletion: deletion, createdAt: createdAt)
+            baseVersion: baseVersion, fields: fields, clocks: ServerRecord.clocks(of: fields, shared: shared, listed: clocks),
+            deletion: deletion, createdAt: createdAt)
     }
 
     /// Writes the mutation with its keys in sorted order, nil members left out (as `JSONEncoder` does);
@@ -254,17 +254,12 @@ extension ServerRecord: WireReadable {
             throw reader.error(
                 "a record needs 'sequence', 'entity', 'recordID', 'version', 'fields', 'clock' or 'clocks', 'deleted', 'createdAt' and 'updatedAt'")
         }
-        let fieldClocks: [String: HybridTimestamp]
-        if let shared {
-            fieldClocks = Self.clocks(sharing: shared, with: fields, besides: clocks ?? [:])
-        } else {
-            fieldClocks = clocks ?? [:]
-        }
         // A flag without its clock (or the reverse) cannot be merged safely: refuse rather than guess.
         guard deleted == (deletion != nil) else { throw reader.error("'deleted' and 'deletion' disagree") }
         self.init(
             sequence: sequence, entity: entity, recordID: recordID, serverID: serverID, version: version,
-            fields: fields, clocks: fieldClocks, deletion: deletion, createdAt: createdAt, updatedAt: updatedAt)
+            fields: fields, clocks: Self.clocks(of: fields, shared: shared, listed: clocks), deletion: deletion,
+            createdAt: createdAt, updatedAt: updatedAt)
     }
 
     static func entity(_ reader: inout JSONReader) throws(JSONReaderError) -> EntityType {
