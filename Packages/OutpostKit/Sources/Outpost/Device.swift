@@ -147,6 +147,18 @@ public final class Device: Sendable {
         }
     }
 
+    /// The same records as `records(_:where:is:)`, read a window at a time (`RecordList.fetch`): for a
+    /// long list, whose screen shows a few dozen of them.
+    public func list<Model: Syncable>(_ type: Model.Type, where field: String, is value: FieldValue) throws(OutpostError)
+        -> RecordList<Model>
+    {
+        do {
+            return try store.list(type, where: field, equals: value)
+        } catch {
+            throw .store(error)
+        }
+    }
+
     /// The asset a scanned QR tag names, if the device has it.
     public func asset(withQRCode code: String) throws(OutpostError) -> Asset? {
         do {

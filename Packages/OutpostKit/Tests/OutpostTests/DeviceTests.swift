@@ -38,6 +38,9 @@ import Testing
         #expect(status.pendingChanges == 10)
         #expect(status.pendingMediaUploads == 1)
         #expect(try device.records(Issue.self, where: "projectID", is: .uuid(project.id)).map(\.id) == [issue.id])
+        let list = try device.list(Issue.self, where: "projectID", is: .uuid(project.id))
+        #expect(list.ids == [issue.id])
+        #expect(try list.fetch(0..<1).map(\.title) == ["Water damage under sink"])
 
         let report = try await device.sync(conditions: SyncConditions(mediaRequested: true))
         #expect(report.pushed == 10)

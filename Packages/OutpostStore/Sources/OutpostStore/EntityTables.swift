@@ -121,6 +121,23 @@ struct TableLayout: Sendable {
         return "SELECT \(list) FROM \(description.table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ? AND deleted_at IS NULL ORDER BY created_at, id"
     }
 
+    /// The ids alone of `selectLive`'s rows, in its order: a `RecordList`'s read, which a covering index
+    /// (issues' list index) answers without visiting the table.
+    func selectLiveIDs(where column: String) -> String {
+        "SELECT id FROM \(description.table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ? AND deleted_at IS NULL ORDER BY created_at, id"
+    }
+
+    /// The rows of a JSON array of ids (the first argument) that are still live and still hold the
+    /// second argument in `column`, in the array's order: a `RecordList`'s window.
+    func selectLiveByIDList(where column: String) -> String {
+        let table = description.table.quotedDatabaseIdentifier
+        let qualified = columns.map { "\(table).\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
+        return """
+            SELECT \(qualified) FROM json_each(?) AS page CROSS JOIN \(table) ON \(table).id = page.value
+            WHERE \(table).\(column.quotedDatabaseIdentifier) = ? AND \(table).deleted_at IS NULL ORDER BY page.key
+            """
+    }
+
     /// The upsert's values, in `columns` order.
     func bind(_ record: EntityRecord, to binder: inout StatementBinder) {
         let sync = record.sync

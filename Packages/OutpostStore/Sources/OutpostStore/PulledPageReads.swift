@@ -122,11 +122,11 @@ struct PulledPageReads {
     /// statement serves pages of any size. The queries walk the array and look each id up (`CROSS JOIN`
     /// keeps that order): `IN (SELECT value FROM json_each(?))` first copied the ids into a temporary
     /// B-tree, nearly half of these reads' time in `perf`.
-    private static func jsonArray(_ ids: [UUID]) -> String {
+    static func jsonArray(_ ids: some Collection<UUID>) -> String {
         var text = "["
         text.reserveCapacity(ids.count * 39 + 2)
-        for (index, id) in ids.enumerated() {
-            if index > 0 { text += "," }
+        for id in ids {
+            if text.utf8.count > 1 { text += "," }
             text += "\"" + id.storageText + "\""
         }
         return text + "]"

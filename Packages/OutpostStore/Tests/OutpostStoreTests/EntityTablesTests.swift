@@ -55,16 +55,33 @@ import OutpostTesting
     /// A project's issue list reads `issues_in_list_order` alone (v12), in its order: never the table
     /// (a column added to `issues` later and not to the index would quietly send every list back to the
     /// scattered rows) and never a sort of its own (a temporary B-tree took a third of SQLite's time).
-    @Test func aProjectsIssueListReadsOnlyItsCoveringIndexInOrder() throws {
+    /// The same holds for a windowed list's ids (`RecordList`).
+    @Test(arguments: [false, true])
+    func aProjectsIssueListReadsOnlyItsCoveringIndexInOrder(idsAlone: Bool) throws {
         let database = try TemporaryDatabase()
         try LocalSchema.migrator.migrate(database.queue)
-        let sql = TableLayout.of(.issue).selectLive(where: EntityTables.column(for: "projectID"))
+        let layout = TableLayout.of(.issue)
+        let column = EntityTables.column(for: "projectID")
+        let sql = idsAlone ? layout.selectLiveIDs(where: column) : layout.selectLive(where: column)
         let plan = try database.queue.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [UUID().storageText]).map { $0["detail"] as String }
         }
         #expect(plan.contains { $0.contains("USING COVERING INDEX issues_in_list_order") }, "\(plan)")
         #expect(!plan.contains { $0.hasPrefix("SCAN issues") }, "\(plan)")
         #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
+    }
+
+    /// A windowed list's window looks its rows up by key, in the ids' order: a scan of the table, or of
+    /// the project's index, would make every window cost what the whole list does.
+    @Test func aListWindowLooksItsRowsUpByKey() throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue)
+        let sql = TableLayout.of(.issue).selectLiveByIDList(where: EntityTables.column(for: "projectID"))
+        let plan = try database.queue.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: ["[]", UUID().storageText]).map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.hasPrefix("SEARCH issues USING PRIMARY KEY (id=?)") }, "\(plan)")
+        #expect(!plan.contains { $0.hasPrefix("SCAN issues") }, "\(plan)")
     }
 
     /// The upsert binds with SQLite's C API: a row SQLite refuses is a `DatabaseError` naming the
