@@ -98,6 +98,23 @@ struct ServerBenchmark: BenchmarkSuite {
         }
         let pullRate = Double(report.pulled) / pullSeconds
 
+        // What reading further ahead is worth: the same pull with one page fetched ahead (the engine
+        // before) and with the default, alternating twice so each goes first once.
+        var depths = [(depth: 1, seconds: 0.0), (depth: SyncEngine.defaultPullDepth, seconds: 0.0)]
+        for round in 0..<2 {
+            for index in round == 0 ? Array(depths.indices) : depths.indices.reversed() {
+                let engine = SyncEngine(
+                    store: try LocalStore.open(at: folder.appendingPathComponent("device-depth-\(index)-\(round).sqlite").path),
+                    transport: pusher, pullLimit: pullLimit, pullDepth: depths[index].depth)
+                started = clock.now
+                let run = try await engine.sync()
+                depths[index].seconds += (clock.now - started).seconds
+                guard run.isComplete, run.pulled == report.pulled else {
+                    throw BenchmarkFailure("the pull \(depths[index].depth) pages ahead brought \(run.pulled), not \(report.pulled)")
+                }
+            }
+        }
+
         // The same pull with half-size pages, the engine's default before: what the page size is worth.
         let halfPages = SyncEngine(
             store: try LocalStore.open(at: folder.appendingPathComponent("device-half-pages.sqlite").path), transport: pusher,
@@ -153,6 +170,11 @@ struct ServerBenchmark: BenchmarkSuite {
             target: "≥ 50,000 records/s", met: pullRate >= 50_000))
         rows.append(BenchmarkRow(
             metric: "  the same pull, \(pullLimit / 2)/page", value: halfPagesRate, unit: "records/s"))
+        for entry in depths {
+            rows.append(BenchmarkRow(
+                metric: "  the same pull, \(entry.depth) page\(entry.depth == 1 ? "" : "s") fetched ahead (mean of 2, each first once)",
+                value: Double(report.pulled) * 2 / entry.seconds, unit: "records/s"))
+        }
         // Wall time moves with whatever else the host runs; the CPU both ends spent moves much less.
         for form in forms {
             rows.append(BenchmarkRow(

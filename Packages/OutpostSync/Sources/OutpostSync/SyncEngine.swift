@@ -17,6 +17,7 @@ public actor SyncEngine {
     private var random: AnyRandomNumberGenerator
     private let batchSize: Int
     private let pullLimit: Int
+    private let pullDepth: Int
     private let monitor: ConnectivityMonitor?
     private let mediaChunkSize: Int
     private var recoveredInFlight = false
@@ -32,6 +33,11 @@ public actor SyncEngine {
     /// page of large records (Workspace.md: 500 → 1,000 took the bench's pull from 36–39K to 43–45K/s).
     public static let defaultPullLimit = 1_000
 
+    /// Pull pages fetched ahead of the one being applied unless told otherwise. With one, the apply
+    /// waited for pages the server had not finished (Workspace.md, the engine's "Pages fetched ahead");
+    /// each costs a page's memory, a few megabytes at most (the server's page limit is 4 MiB).
+    public static let defaultPullDepth = 2
+
     /// Creates an engine. `random` drives retry jitter (inject a seeded one in tests); `clock` measures
     /// the time budget of a run. With a `monitor`, media goes up whenever it judges the connection good;
     /// without one, only when a run's conditions ask for it.
@@ -39,7 +45,8 @@ public actor SyncEngine {
         store: LocalStore, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
         retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
         random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(), batchSize: Int = 500,
-        pullLimit: Int = SyncEngine.defaultPullLimit, monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024
+        pullLimit: Int = SyncEngine.defaultPullLimit, pullDepth: Int = SyncEngine.defaultPullDepth,
+        monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024
     ) {
         self.monitor = monitor
         self.mediaChunkSize = max(mediaChunkSize, 1)
@@ -52,6 +59,7 @@ public actor SyncEngine {
         self.random = AnyRandomNumberGenerator(base: random)
         self.batchSize = batchSize
         self.pullLimit = pullLimit
+        self.pullDepth = max(pullDepth, 1)
     }
 
     /// Lifts a pause once its cause is fixed (new credentials set on the transport, the app updated).
@@ -110,34 +118,18 @@ public actor SyncEngine {
 
     /// Returns false when the server could not be reached (the push is then not attempted).
     ///
-    /// While a page is applied, the next one is already being fetched and read (its cursor is known
-    /// from the page in hand), so the network and the wire's decoding overlap the store's writes. The
-    /// cursor still advances only with an applied page; a fetched page a stop leaves unapplied is
-    /// dropped and fetched again by the next run.
+    /// While a page is applied, the next ones are already being fetched and read (`PullPrefetch`,
+    /// `pullDepth` pages ahead), so the network, the server and the wire's decoding overlap the store's
+    /// writes. The cursor still advances only with an applied page; a fetched page a stop leaves
+    /// unapplied is dropped and fetched again by the next run.
     private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
-        var ahead: Task<FetchedPage, any Error>?
-        defer { ahead?.cancel() }
         do {
-            var cursor = try store.pullCursor()
-            while withinBudget(), !Task.isCancelled {
-                let fetched: FetchedPage
-                if let pending = ahead {
-                    ahead = nil
-                    // The fetch runs in a task of its own: cancelling this run must reach it, as it
-                    // reached the request when the run made it itself.
-                    fetched = try await withTaskCancellationHandler {
-                        try await pending.value
-                    } onCancel: {
-                        pending.cancel()
-                    }
-                } else {
-                    fetched = try await Self.fetch(PullRequest(cursor: cursor, limit: pullLimit), from: transport)
-                }
+            guard withinBudget(), !Task.isCancelled else { return true }
+            let ahead = PullPrefetch(from: try store.pullCursor(), limit: pullLimit, depth: pullDepth, transport: transport)
+            defer { ahead.stop() }
+            for try await fetched in ahead.pages {
+                ahead.taken()
                 let response = fetched.response
-                if response.hasMore {
-                    let request = PullRequest(cursor: response.nextCursor, limit: pullLimit), transport = self.transport
-                    ahead = Task { try await Self.fetch(request, from: transport) }
-                }
                 let quarantinedAt = now()
                 let unreadable = fetched.unreadable.map { change, reason in
                     QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
@@ -149,8 +141,8 @@ public actor SyncEngine {
                 report.quarantined += applied.quarantined
                 report.conflictsSurfaced += applied.conflictsSurfaced
                 report.orphaned += applied.orphaned
-                cursor = response.nextCursor
                 if !response.hasMore { report.pullCompleted = true; break }
+                guard withinBudget(), !Task.isCancelled else { break }
             }
             // A run cancelled between pages stops as one cancelled inside a request does: no push.
             if !report.pullCompleted, Task.isCancelled {
@@ -169,31 +161,6 @@ public actor SyncEngine {
             report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
             return false
         }
-    }
-
-    /// A pull page with its records converted for the store.
-    private struct FetchedPage: Sendable {
-        var response: PullResponse
-        var records: [VersionedRecord] = []
-        /// Changes that could not be converted, with why.
-        var unreadable: [(ServerRecord, String)] = []
-    }
-
-    private static func fetch(_ request: PullRequest, from transport: any SyncTransport)
-        async throws(TransportError) -> FetchedPage
-    {
-        var page = FetchedPage(response: try await transport.pull(request))
-        page.records.reserveCapacity(page.response.changes.count)
-        // A record that cannot be converted is quarantined with the page, never allowed to stop the
-        // run: otherwise every later run would stop at the same page.
-        for change in page.response.changes {
-            do {
-                page.records.append(try change.versionedRecord)
-            } catch {
-                page.unreadable.append((change, "\(error)"))
-            }
-        }
-        return page
     }
 
     /// Runs a sync each time `monitor` sees the server come back after being unreachable (or at

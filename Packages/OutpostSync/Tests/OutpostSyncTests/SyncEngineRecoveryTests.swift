@@ -260,6 +260,33 @@ extension SyncEngineTests {
         #expect(!report.pullCompleted && report.pulled == 2)
     }
 
+    /// The read-ahead fetches each page as soon as the one before it arrived, up to its depth of pages
+    /// not yet taken, and no more until one is taken: memory stays bounded however slow the store is.
+    @Test(arguments: [1, 2, 3])
+    func pagesAreFetchedAheadUpToTheDepthAndNoFurther(depth: Int) async throws {
+        let (server, _) = try await nineIssuesOnAServer()
+        let counting = DamagingTransport(base: server)
+        let ahead = PullPrefetch(from: nil, limit: 2, depth: depth, transport: counting)
+        defer { ahead.stop() }
+        #expect(await eventually { await counting.pulls == depth })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await counting.pulls == depth, "nothing was taken, so nothing more is fetched")
+
+        var pages = ahead.pages.makeAsyncIterator()
+        var cursors: [String] = []
+        var records = 0
+        while let page = try await pages.next() {
+            ahead.taken()
+            cursors.append(page.response.nextCursor)
+            records += page.records.count
+            let expected = min(5, depth + cursors.count)
+            #expect(await eventually { await counting.pulls == expected }, "page \(cursors.count) taken")
+        }
+        #expect(cursors == ["2", "4", "6", "8", "9"])
+        #expect(records == 9)
+        #expect(await counting.pulls == 5)
+    }
+
     @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {
         let device = try Device()
         let server = InMemoryTransport()

@@ -1,0 +1,79 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+
+/// Pull pages fetched ahead of the one the engine is applying, each requested as soon as the page
+/// before it has arrived (its cursor is then known), up to `depth` pages that are not yet taken.
+///
+/// With one page ahead, the next request went out only when the engine began applying a page; on a
+/// two-core device sharing the host with its server, the apply then often waited for a page the
+/// server had not finished (Workspace.md, the engine's "Pages fetched ahead"). The pages wait in memory
+/// only: the store's cursor still moves with an applied page alone.
+struct PullPrefetch: Sendable {
+    /// A page with its records converted for the store.
+    struct FetchedPage: Sendable {
+        var response: PullResponse
+        var records: [VersionedRecord] = []
+        /// Changes that could not be converted, with why.
+        var unreadable: [(ServerRecord, String)] = []
+    }
+
+    /// The pages in cursor order, ending after the last one. Read by one consumer, which calls
+    /// `taken()` for each page it takes. An error is the fetch's `TransportError`.
+    let pages: AsyncThrowingStream<FetchedPage, any Error>
+    private let slots: AsyncStream<Void>.Continuation
+    private let fetcher: Task<Void, Never>
+
+    /// Starts fetching from `cursor`, `limit` changes a page, through `transport`.
+    init(from cursor: String?, limit: Int, depth: Int, transport: any SyncTransport) {
+        let (pages, delivered) = AsyncThrowingStream.makeStream(of: FetchedPage.self)
+        let (freed, slots) = AsyncStream.makeStream(of: Void.self)
+        for _ in 0..<max(depth, 1) { slots.yield() }
+        self.pages = pages
+        self.slots = slots
+        fetcher = Task {
+            var cursor = cursor
+            var slot = freed.makeAsyncIterator()
+            do {
+                while await slot.next() != nil, !Task.isCancelled {
+                    let page = try await Self.fetch(PullRequest(cursor: cursor, limit: limit), from: transport)
+                    delivered.yield(page)
+                    guard page.response.hasMore else { break }
+                    cursor = page.response.nextCursor
+                }
+                delivered.finish()
+            } catch {
+                delivered.finish(throwing: error)
+            }
+        }
+    }
+
+    /// Frees the slot of a page taken from `pages`, so one more may be fetched.
+    func taken() {
+        slots.yield()
+    }
+
+    /// Stops fetching; a page in flight is cancelled and any fetched page is dropped.
+    func stop() {
+        fetcher.cancel()
+        slots.finish()
+    }
+
+    private static func fetch(_ request: PullRequest, from transport: any SyncTransport)
+        async throws(TransportError) -> FetchedPage
+    {
+        var page = FetchedPage(response: try await transport.pull(request))
+        page.records.reserveCapacity(page.response.changes.count)
+        // A record that cannot be converted is quarantined with the page, never allowed to stop the
+        // run: otherwise every later run would stop at the same page.
+        for change in page.response.changes {
+            do {
+                page.records.append(try change.versionedRecord)
+            } catch {
+                page.unreadable.append((change, "\(error)"))
+            }
+        }
+        return page
+    }
+}
