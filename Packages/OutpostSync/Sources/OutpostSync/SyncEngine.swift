@@ -35,7 +35,7 @@ public actor SyncEngine {
 
     /// Pull pages fetched ahead of the one being applied unless told otherwise. With one, the apply
     /// waited for pages the server had not finished (Workspace.md, the engine's "Pages fetched ahead");
-    /// each costs a page's memory, a few megabytes at most (the server's page limit is 4 MiB).
+    /// each holds a page in memory, as read and as converted (the server ends a page at 4 MiB of records).
     public static let defaultPullDepth = 2
 
     /// Creates an engine. `random` drives retry jitter (inject a seeded one in tests); `clock` measures
@@ -124,27 +124,28 @@ public actor SyncEngine {
     /// unapplied is dropped and fetched again by the next run.
     private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
         do {
-            guard withinBudget(), !Task.isCancelled else { return true }
-            let ahead = PullPrefetch(from: try store.pullCursor(), limit: pullLimit, depth: pullDepth, transport: transport)
-            defer { ahead.stop() }
-            for try await fetched in ahead.pages {
-                ahead.taken()
-                let response = fetched.response
-                let quarantinedAt = now()
-                let unreadable = fetched.unreadable.map { change, reason in
-                    QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
+            if withinBudget(), !Task.isCancelled {
+                let ahead = PullPrefetch(from: try store.pullCursor(), limit: pullLimit, depth: pullDepth, transport: transport)
+                defer { ahead.stop() }
+                for try await fetched in ahead.pages {
+                    ahead.taken()
+                    let response = fetched.response
+                    let quarantinedAt = now()
+                    let unreadable = fetched.unreadable.map { change, reason in
+                        QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
+                    }
+                    let applied = try await store.applyPulledPage(
+                        PulledPage(changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable),
+                        policy: policy, now: quarantinedAt)
+                    report.pulled += response.changes.count - applied.quarantined
+                    report.quarantined += applied.quarantined
+                    report.conflictsSurfaced += applied.conflictsSurfaced
+                    report.orphaned += applied.orphaned
+                    if !response.hasMore { report.pullCompleted = true; break }
+                    guard withinBudget(), !Task.isCancelled else { break }
                 }
-                let applied = try await store.applyPulledPage(
-                    PulledPage(changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable),
-                    policy: policy, now: quarantinedAt)
-                report.pulled += response.changes.count - applied.quarantined
-                report.quarantined += applied.quarantined
-                report.conflictsSurfaced += applied.conflictsSurfaced
-                report.orphaned += applied.orphaned
-                if !response.hasMore { report.pullCompleted = true; break }
-                guard withinBudget(), !Task.isCancelled else { break }
             }
-            // A run cancelled between pages stops as one cancelled inside a request does: no push.
+            // A run cancelled before or between pages stops as one cancelled inside a request does: no push.
             if !report.pullCompleted, Task.isCancelled {
                 throw TransportError(.cancelled, request: "POST /pull", message: "the sync run was cancelled")
             }

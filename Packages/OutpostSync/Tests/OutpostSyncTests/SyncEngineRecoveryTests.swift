@@ -258,6 +258,27 @@ extension SyncEngineTests {
         #expect(ContinuousClock.now - cancelled < .seconds(30), "the stalled fetch was cancelled, not waited out (60 s)")
         #expect(report.lastTransportError?.code == .cancelled)
         #expect(!report.pullCompleted && report.pulled == 2)
+        // The run no longer waits on the fetch itself, so see that the fetch was cancelled too.
+        #expect(await eventually { await stalling.cancelledPulls == 1 }, "the stalled fetch is cancelled, not left running")
+    }
+
+    /// A run cancelled before it starts pulls nothing and pushes nothing: a cancelled task must not
+    /// send a batch.
+    @Test func aRunCancelledBeforeItStartsNeitherPullsNorPushes() async throws {
+        let device = try Device()
+        let (server, _) = try await nineIssuesOnAServer()
+        let counting = DamagingTransport(base: server)
+        try await device.store.save(Issue(projectID: UUID(), title: "Queued"), now: now)
+        let engine = SyncEngine(store: device.store, transport: counting, random: SeededGenerator(seed: 34), pullLimit: 2)
+        let run = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await engine.sync(now: { self.now })
+        }
+        let report = try await run.value
+        #expect(report.lastTransportError?.code == .cancelled)
+        #expect(report.pulled == 0 && report.pushed == 0)
+        #expect(await counting.pulls == 0)
+        #expect(try device.store.mutations(status: .pending).count == 1)
     }
 
     /// The read-ahead fetches each page as soon as the one before it arrived, up to its depth of pages
@@ -340,6 +361,8 @@ actor DamagingTransport: SyncTransport {
     let failingPull: Int?
     let stallingPull: Int?
     private(set) var pulls = 0
+    /// Stalled pulls that ended because their task was cancelled.
+    private(set) var cancelledPulls = 0
 
     init(base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil, stallingPull: Int? = nil) {
         self.base = base
@@ -356,6 +379,7 @@ actor DamagingTransport: SyncTransport {
         if pulls == stallingPull {
             // A request that hangs until its task is cancelled (or 60 s pass).
             do { try await Task.sleep(for: .seconds(60)) } catch {
+                cancelledPulls += 1
                 throw TransportError(.cancelled, request: "POST /pull", message: "cancelled")
             }
         }
