@@ -148,7 +148,7 @@ public final class Device: Sendable {
     }
 
     /// The same records as `records(_:where:is:)`, read a window at a time (`RecordList.fetch`): for a
-    /// long list, whose screen shows a few dozen of them.
+    /// long list, whose screen shows a few dozen of them. A window's read throws the store's `StoreError`.
     public func list<Model: Syncable>(_ type: Model.Type, where field: String, is value: FieldValue) throws(OutpostError)
         -> RecordList<Model>
     {

@@ -40,7 +40,7 @@ import Testing
         #expect(try device.records(Issue.self, where: "projectID", is: .uuid(project.id)).map(\.id) == [issue.id])
         let list = try device.list(Issue.self, where: "projectID", is: .uuid(project.id))
         #expect(list.ids == [issue.id])
-        #expect(try list.fetch(0..<1).map(\.title) == ["Water damage under sink"])
+        #expect(try list.fetch(0..<1).map { $0?.title } == ["Water damage under sink"])
 
         let report = try await device.sync(conditions: SyncConditions(mediaRequested: true))
         #expect(report.pushed == 10)

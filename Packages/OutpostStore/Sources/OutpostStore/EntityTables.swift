@@ -128,13 +128,14 @@ struct TableLayout: Sendable {
     }
 
     /// The rows of a JSON array of ids (the first argument) that are still live and still hold the
-    /// second argument in `column`, in the array's order: a `RecordList`'s window.
+    /// second argument in `column`: a `RecordList`'s window, which puts each at its position itself
+    /// (an `ORDER BY` would sort the rows in a temporary B-tree).
     func selectLiveByIDList(where column: String) -> String {
         let table = description.table.quotedDatabaseIdentifier
         let qualified = columns.map { "\(table).\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
         return """
             SELECT \(qualified) FROM json_each(?) AS page CROSS JOIN \(table) ON \(table).id = page.value
-            WHERE \(table).\(column.quotedDatabaseIdentifier) = ? AND \(table).deleted_at IS NULL ORDER BY page.key
+            WHERE \(table).\(column.quotedDatabaseIdentifier) = ? AND \(table).deleted_at IS NULL
             """
     }
 

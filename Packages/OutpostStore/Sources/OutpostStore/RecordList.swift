@@ -8,7 +8,7 @@ import OutpostModels
 ///
 /// `LocalStore.list(_:where:equals:)` reads the ids, in order, from the list's index; `fetch(_:)`
 /// reads the records at the positions asked for. A list is the store as it was when it was made: a
-/// window leaves out a record deleted since, or whose field no longer holds the value, and a record
+/// window has nil for a record deleted since, or whose field no longer holds the value, and a record
 /// created since is not in it. The app makes a new list when `LocalStore.changes()` says so, as it
 /// would fetch an eager list again.
 public struct RecordList<Model: Syncable>: Sendable {
@@ -28,9 +28,10 @@ public struct RecordList<Model: Syncable>: Sendable {
     /// How many records the list holds.
     public var count: Int { ids.count }
 
-    /// The records at `positions` (within `0..<count`), in list order, read in one query; those
-    /// deleted or moved out of the list since it was made are left out.
-    public func fetch(_ positions: Range<Int>) throws(StoreError) -> [Model] {
+    /// The records at `positions` (within `0..<count`), one per position in order, read in one query:
+    /// nil at a position whose record was deleted, or moved out of the list, since the list was made, so
+    /// a row of a table view keeps showing the record it showed.
+    public func fetch(_ positions: Range<Int>) throws(StoreError) -> [Model?] {
         precondition(
             positions.lowerBound >= 0 && positions.upperBound <= ids.count,
             "positions \(positions) are outside a list of \(ids.count)")
@@ -38,9 +39,16 @@ public struct RecordList<Model: Syncable>: Sendable {
         let layout = TableLayout.of(Model.entityType)
         let sql = layout.selectLiveByIDList(where: column)
         let arguments: StatementArguments = [PulledPageReads.jsonArray(ids[positions]), value.databaseValue]
-        return try store.read { db in
+        let found = try store.read { db in
             try RowDecoder.decodeAll(Model.self, from: db.cachedStatement(sql: sql), arguments: arguments, layout: layout)
         }
+        var offsets: [UUID: Int] = Dictionary(minimumCapacity: positions.count)
+        for (offset, id) in ids[positions].enumerated() { offsets[id] = offset }
+        var records = [Model?](repeating: nil, count: positions.count)
+        for record in found {
+            if let offset = offsets[record.id] { records[offset] = record }
+        }
+        return records
     }
 }
 

@@ -82,6 +82,7 @@ import OutpostTesting
         }
         #expect(plan.contains { $0.hasPrefix("SEARCH issues USING PRIMARY KEY (id=?)") }, "\(plan)")
         #expect(!plan.contains { $0.hasPrefix("SCAN issues") }, "\(plan)")
+        #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
     }
 
     /// The upsert binds with SQLite's C API: a row SQLite refuses is a `DatabaseError` naming the
