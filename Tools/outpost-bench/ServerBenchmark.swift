@@ -99,21 +99,11 @@ struct ServerBenchmark: BenchmarkSuite {
         let pullRate = Double(report.pulled) / pullSeconds
 
         // What reading further ahead is worth: the same pull with one page fetched ahead (the engine
-        // before) and with the default, alternating twice so each goes first once.
-        var depths = [(depth: 1, seconds: 0.0), (depth: SyncEngine.defaultPullDepth, seconds: 0.0)]
-        for round in 0..<2 {
-            for index in round == 0 ? Array(depths.indices) : depths.indices.reversed() {
-                let engine = SyncEngine(
-                    store: try LocalStore.open(at: folder.appendingPathComponent("device-depth-\(index)-\(round).sqlite").path),
-                    transport: pusher, pullLimit: pullLimit, pullDepth: depths[index].depth)
-                started = clock.now
-                let run = try await engine.sync()
-                depths[index].seconds += (clock.now - started).seconds
-                guard run.isComplete, run.pulled == report.pulled else {
-                    throw BenchmarkFailure("the pull \(depths[index].depth) pages ahead brought \(run.pulled), not \(report.pulled)")
-                }
-            }
-        }
+        // before) and with the default.
+        let depths = try await alternatingPulls([
+            PullVariant(name: "1 page fetched ahead", transport: pusher, depth: 1),
+            PullVariant(name: "\(SyncEngine.defaultPullDepth) pages fetched ahead", transport: pusher, depth: SyncEngine.defaultPullDepth),
+        ], expecting: report.pulled, folder: folder)
 
         // The same pull with half-size pages, the engine's default before: what the page size is worth.
         let halfPages = SyncEngine(
@@ -124,27 +114,11 @@ struct ServerBenchmark: BenchmarkSuite {
         let halfPagesRate = Double(halfReport.pulled) / (clock.now - started).seconds
 
         // What the shared clock is worth: the same pull as a client that reads only per-field clocks asks
-        // for it, and with the shared clock again, alternating twice, so neither form has the warm place.
-        var forms: [(name: String, transport: any SyncTransport, seconds: Double, cpu: Double, bytes: Int64)] = [
-            ("a clock per field", PerFieldClocks(base: pusher), 0, 0, 0), ("a shared clock", pusher, 0, 0, 0),
-        ]
-        for round in 0..<2 {
-            // Each form goes first once.
-            for index in round == 0 ? Array(forms.indices) : forms.indices.reversed() {
-                let engine = SyncEngine(
-                    store: try LocalStore.open(at: folder.appendingPathComponent("device-form-\(index)-\(round).sqlite").path),
-                    transport: forms[index].transport, pullLimit: pullLimit)
-                started = clock.now
-                let cpuBefore = PullBenchmark.processCPUSeconds()
-                let run = try await engine.sync()
-                forms[index].seconds += (clock.now - started).seconds
-                forms[index].cpu += PullBenchmark.processCPUSeconds() - cpuBefore
-                forms[index].bytes += run.bytesReceived
-                guard run.isComplete, run.pulled == report.pulled else {
-                    throw BenchmarkFailure("the pull with \(forms[index].name) brought \(run.pulled), not \(report.pulled)")
-                }
-            }
-        }
+        // for it, and with the shared clock again.
+        let forms = try await alternatingPulls([
+            PullVariant(name: "a clock per field", transport: PerFieldClocks(base: pusher)),
+            PullVariant(name: "a shared clock", transport: pusher),
+        ], expecting: report.pulled, folder: folder)
 
         // The same pages, fetched alone and then applied alone with no network in between.
         var pages: [PulledPage] = []
@@ -172,7 +146,7 @@ struct ServerBenchmark: BenchmarkSuite {
             metric: "  the same pull, \(pullLimit / 2)/page", value: halfPagesRate, unit: "records/s"))
         for entry in depths {
             rows.append(BenchmarkRow(
-                metric: "  the same pull, \(entry.depth) page\(entry.depth == 1 ? "" : "s") fetched ahead (mean of 2, each first once)",
+                metric: "  the same pull, \(entry.name) (mean of 2, each first once)",
                 value: Double(report.pulled) * 2 / entry.seconds, unit: "records/s"))
         }
         // Wall time moves with whatever else the host runs; the CPU both ends spent moves much less.
@@ -281,6 +255,40 @@ struct ServerBenchmark: BenchmarkSuite {
 
     /// Pushes `count` issue creates to `project`, `batchSize` per request; returns the seconds spent in
     /// the push calls and the bytes they sent. Every mutation must come back applied.
+    /// One way of pulling, compared with others by `alternatingPulls`.
+    struct PullVariant {
+        let name: String
+        let transport: any SyncTransport
+        var depth = SyncEngine.defaultPullDepth
+    }
+
+    /// Each variant's pull of everything into a fresh store, twice, alternating so that each goes
+    /// first once (none keeps the warm place): the summed wall time, the process's CPU (client and
+    /// server together) and the bytes received, per variant.
+    private func alternatingPulls(
+        _ variants: [PullVariant], expecting pulled: Int, folder: URL
+    ) async throws -> [(name: String, seconds: Double, cpu: Double, bytes: Int64)] {
+        var sums = variants.map { (name: $0.name, seconds: 0.0, cpu: 0.0, bytes: Int64(0)) }
+        let clock = ContinuousClock()
+        for round in 0..<2 {
+            for index in round == 0 ? Array(variants.indices) : variants.indices.reversed() {
+                let engine = SyncEngine(
+                    store: try LocalStore.open(at: folder.appendingPathComponent("device-\(UUID().uuidString).sqlite").path),
+                    transport: variants[index].transport, pullLimit: pullLimit, pullDepth: variants[index].depth)
+                let started = clock.now
+                let cpuBefore = PullBenchmark.processCPUSeconds()
+                let run = try await engine.sync()
+                sums[index].seconds += (clock.now - started).seconds
+                sums[index].cpu += PullBenchmark.processCPUSeconds() - cpuBefore
+                sums[index].bytes += run.bytesReceived
+                guard run.isComplete, run.pulled == pulled else {
+                    throw BenchmarkFailure("the pull with \(variants[index].name) brought \(run.pulled), not \(pulled)")
+                }
+            }
+        }
+        return sums
+    }
+
     func push(_ count: Int, to project: UUID, through transport: HTTPTransport) async throws -> (seconds: Double, bytesSent: Int64) {
         // The member record the issues are assigned to, as a real crew's would be.
         let first = try await transport.pull(PullRequest(cursor: nil, limit: 10))
