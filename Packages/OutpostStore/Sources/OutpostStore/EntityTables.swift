@@ -62,8 +62,13 @@ public enum EntityTables {
 
     /// Inserts the record, or replaces every column of the row with the same id.
     public static func save(_ record: EntityRecord, in db: Database) throws {
+        try save(record, with: db.cachedStatement(sql: TableLayout.of(record.entity).upsert))
+    }
+
+    /// `save` through `upsert`, the entity's `TableLayout.upsert` statement looked up once for many records.
+    static func save(_ record: EntityRecord, with upsert: Statement) throws {
         let layout = TableLayout.of(record.entity)
-        try db.cachedStatement(sql: layout.upsert).execute { layout.bind(record, to: &$0) }
+        try upsert.execute { layout.bind(record, to: &$0) }
     }
 
     /// The column holding `field` of any entity (`projectID` → `project_id`).

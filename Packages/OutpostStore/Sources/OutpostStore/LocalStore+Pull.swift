@@ -97,6 +97,7 @@ extension StoreWriter {
             // Read once for the whole page what each record needs, after the mappings above linked
             // the references that waited for them.
             var reads = try PulledPageReads(page.changes, in: db)
+            var statements = PageStatements()
             for remote in page.changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
@@ -113,7 +114,9 @@ extension StoreWriter {
                     try Quarantine.clear(entity, id, in: db)
                     reads.clearQuarantine(entity, id)
                 }
-                try apply(translated, policy: policy, pageIDs: pageIDs, reads: &reads, report: &report, db: db, now: now)
+                try apply(
+                    translated, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements, report: &report,
+                    db: db, now: now)
                 reads.wrote(entity, id)
             }
             if let cursor = page.cursor {
@@ -126,7 +129,7 @@ extension StoreWriter {
 
     private func apply(
         _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, reads: inout PulledPageReads,
-        report: inout PullReport, db: Database, now: Date
+        statements: inout PageStatements, report: inout PullReport, db: Database, now: Date
     ) throws {
         let entity = remote.record.entity, id = remote.record.id
         let local: EntityRecord?
@@ -184,9 +187,9 @@ extension StoreWriter {
             written.sync.isOrphaned = try reads.hasMissingParent(written, besides: pageIDs, in: db)
             if written.sync.isOrphaned { report.orphaned += 1 }
         }
-        try EntityTables.save(written, in: db)
+        try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
         try ServerIDs.noteUnmapped(in: written, db: db)
-        try FieldClocks.write(clocks, entity, id, in: db)
+        try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
         }
@@ -194,6 +197,28 @@ extension StoreWriter {
 
     private func receive(_ stamp: HybridTimestamp, now: Date) throws -> HybridTimestamp {
         try clock.receive(stamp, now: now)
+    }
+}
+
+/// The statements a page's apply runs for every record, looked up once a page: GRDB's statement cache
+/// hashes and compares a statement's whole SQL text on each lookup, and an issue's upsert is about
+/// 1,000 characters.
+private struct PageStatements {
+    private var upserts: [EntityType: Statement] = [:]
+    private var fieldClocksUpsert: Statement?
+
+    mutating func upsert(of entity: EntityType, in db: Database) throws -> Statement {
+        if let statement = upserts[entity] { return statement }
+        let statement = try db.cachedStatement(sql: TableLayout.of(entity).upsert)
+        upserts[entity] = statement
+        return statement
+    }
+
+    mutating func fieldClocks(in db: Database) throws -> Statement {
+        if let fieldClocksUpsert { return fieldClocksUpsert }
+        let statement = try db.cachedStatement(sql: FieldClocks.upsertSQL)
+        fieldClocksUpsert = statement
+        return statement
     }
 }
 

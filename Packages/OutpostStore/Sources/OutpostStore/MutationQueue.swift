@@ -359,13 +359,19 @@ enum FieldClocks {
         return try Stored.read(text, entity: entity)
     }
 
+    static let upsertSQL = "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)"
+
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
+        try write(clocks, entity, id, with: db.cachedStatement(sql: upsertSQL))
+    }
+
+    /// `write` through `upsert`, a statement of `upsertSQL` the caller looked up once for many records.
+    static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, with upsert: Statement) throws {
         let encoded = try clocks.encoded(for: entity)
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)")
-            .execute { row in
-                row.bind(entity.rawValue)
-                row.bind(id.storageText)
-                row.bind(encoded)
-            }
+        try upsert.execute { row in
+            row.bind(entity.rawValue)
+            row.bind(id.storageText)
+            row.bind(encoded)
+        }
     }
 }
