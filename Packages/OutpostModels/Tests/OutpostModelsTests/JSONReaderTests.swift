@@ -118,6 +118,25 @@ import Testing
         }
     }
 
+    /// `string()` stops at the byte that ends its fast pass: a raw control byte is named where it is,
+    /// an unterminated string at the end, and text around an escape or outside ASCII reads whole.
+    @Test func stringsReadWholeOrFailWhereTheyStop() throws {
+        var control = JSONReader(Data("\"ab\u{1}c\"".utf8))
+        #expect(throws: JSONReaderError(message: "a control character in a string", offset: 3, line: 1, column: 4)) {
+            _ = try control.string()
+        }
+        var open = JSONReader(Data(#""open"#.utf8))
+        #expect(throws: JSONReaderError(message: "an unterminated string", offset: 5, line: 1, column: 6)) {
+            _ = try open.string()
+        }
+        var mixed = JSONReader(Data(#"["plain","ñandú","a\"b","ç\n"]"#.utf8))
+        var read: [String] = []
+        try mixed.beginArray()
+        while try mixed.nextElement() { read.append(try mixed.string()) }
+        try mixed.expectEnd()
+        #expect(read == ["plain", "ñandú", "a\"b", "ç\n"])
+    }
+
     @Test func refusesInvalidUTF8AndDeepNestingWithAPosition() {
         var reader = JSONReader(Data([0x0A, 0x22, 0x61, 0xC3, 0x28, 0x22]))
         #expect(throws: JSONReaderError(message: "a string that is not valid UTF-8", offset: 2, line: 2, column: 2)) {
