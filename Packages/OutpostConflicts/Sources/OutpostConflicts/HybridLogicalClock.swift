@@ -35,6 +35,16 @@ public struct HybridLogicalClock: Sendable, Hashable {
         return remember(Self.after(last.physicalMilliseconds, counter: last.counter, node: node))
     }
 
+    /// A stamp for a local write over values stamped up to `seen`: after `seen` and after every stamp
+    /// issued before, since the user wrote over what they saw. A `seen` that `receive` would refuse (this
+    /// device's time is behind) is stepped past for this write only, so the clock is not dragged along.
+    public mutating func tick(now: Date, after seen: HybridTimestamp?) -> HybridTimestamp {
+        let stamp = tick(now: now)
+        guard let seen, seen >= stamp else { return stamp }
+        if let received = try? receive(seen, now: now) { return received }
+        return Self.after(seen.physicalMilliseconds, counter: seen.counter, node: node)
+    }
+
     /// Absorbs a stamp received from another node (every stamp of a pulled page, or of a pushed change)
     /// and returns a local stamp after both, refusing a stamp more than `maximumDrift` ahead of `now`.
     ///

@@ -57,6 +57,23 @@ import OutpostTesting
         #expect(clock.tick(now: Fixtures.date(start + 1)).physicalMilliseconds == start + 1)
     }
 
+    @Test func aWriteOverASeenValueIsStampedAfterItWithoutDraggingTheClock() throws {
+        var clock = HybridLogicalClock(node: Fixtures.deviceA)
+        let now = Fixtures.date(start)
+        let older = HybridTimestamp(physicalMilliseconds: start - 60_000, counter: 3, node: Fixtures.deviceB)
+        #expect(clock.tick(now: now, after: older).physicalMilliseconds == start, "an older value changes nothing")
+
+        let near = HybridTimestamp(physicalMilliseconds: start + 60_000, counter: 4, node: Fixtures.deviceB)
+        let overNear = clock.tick(now: now, after: near)
+        #expect(overNear > near && clock.last == overNear, "within the drift the clock follows, as receive does")
+
+        let far = HybridTimestamp(physicalMilliseconds: start + 3_600_000, counter: .max, node: Fixtures.deviceB)
+        let overFar = clock.tick(now: now, after: far)
+        #expect(overFar > far && overFar.node == Fixtures.deviceA)
+        #expect(clock.last != overFar && clock.last! < far, "a value an hour ahead does not move the clock an hour")
+        #expect(clock.tick(now: now).physicalMilliseconds < start + 3_600_000)
+    }
+
     @Test func theDriftBoundIsInclusive() throws {
         let bound: Int64 = 5 * 60 * 1000
         var clock = HybridLogicalClock(node: Fixtures.server)

@@ -273,6 +273,11 @@ enum FieldClocks {
             self.pulled = pulled
         }
 
+        /// The newest clock of a value or of the delete: what a local write over this record must follow.
+        var newest: HybridTimestamp? {
+            fields.values.reduce(deletion) { newest, clock in newest.map { max($0, clock) } ?? clock }
+        }
+
         /// The column's keys, as written by every version.
         private struct Columns: Decodable {
             var fields: [String: HybridTimestamp]?

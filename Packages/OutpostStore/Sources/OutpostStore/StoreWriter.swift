@@ -84,14 +84,14 @@ actor StoreWriter {
     func save(
         _ record: EntityRecord, in pool: DatabasePool, now: Date, alongside: (@Sendable (Database) throws -> Void)? = nil
     ) throws -> (EntityRecord, MutationOperation) {
-        let stamp = clock.tick(now: now)
-        return try transaction(in: pool) { db in
+        try transaction(in: pool) { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
+            // A record the table did not hold has no clocks yet (the row and its clocks are written together).
+            let clocksBefore = stored == nil ? nil : try FieldClocks.read(record.entity, record.id, in: db)
             var written = record
             var surfaced: [StaleCopy.Surfaced] = []
-            var clocksBefore: FieldClocks.Stored?
-            if let stored, record.sync.version < stored.sync.version {
-                clocksBefore = try FieldClocks.read(record.entity, record.id, in: db)
+            let isStale = stored.map { record.sync.version < $0.sync.version } ?? false
+            if let stored, isStale {
                 (written, surfaced) = StaleCopy.reconcile(record, with: stored, clocks: clocksBefore)
             }
             // Writing to a tombstone brings the record back with every field.
@@ -106,10 +106,13 @@ actor StoreWriter {
             // A tombstone the server holds (version above 0) comes back as an update of the server's
             // version: the server answers a create of a record it has with a conflict, every time.
             let operation: MutationOperation = isCreate && (stored?.sync.version ?? 0) == 0 ? .create : .update
+            // After every clock the record carries, even when this device's time is behind them: a write
+            // stamped before the value it replaces would lose to it, and the server would keep that value.
+            let stamp = clock.tick(now: now, after: clocksBefore?.newest)
             try commit(
-                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, isNew: stored == nil, db: db,
+                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocksBefore, db: db,
                 now: now)
-            if let clocksBefore {
+            if isStale, let clocksBefore {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
             }
             try alongside?(db)
@@ -119,27 +122,26 @@ actor StoreWriter {
 
     /// Soft-deletes the record: a tombstone that syncs, never a missing row.
     func delete(_ entity: EntityType, id: UUID, in pool: DatabasePool, now: Date) throws -> EntityRecord? {
-        let stamp = clock.tick(now: now)
-        return try transaction(in: pool) { db in
+        try transaction(in: pool) { db in
             guard var record = try EntityTables.fetchRecord(entity, id: id, in: db), !record.sync.isDeleted else {
                 return nil
             }
+            let clocks = try FieldClocks.read(entity, id, in: db)
+            let stamp = clock.tick(now: now, after: clocks?.newest)
             record.sync.deletedAt = now
             record.sync.updatedAt = now
             record.sync.syncStatus = .pending
-            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, isNew: false, db: db, now: now)
+            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, clocks: clocks, db: db, now: now)
             return record
         }
     }
 
     private func commit(
         _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
-        stamp: HybridTimestamp, isNew: Bool, db: Database, now: Date
+        stamp: HybridTimestamp, clocks stored: FieldClocks.Stored?, db: Database, now: Date
     ) throws {
         try EntityTables.save(record, in: db)
 
-        // A record the table did not hold has no clocks yet (the row and its clocks are written together).
-        let stored = isNew ? nil : try FieldClocks.read(record.entity, record.id, in: db)
         var clocks = stored ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
         for field in changed { clocks.fields[field] = stamp }
         clocks.deletion = deletion

@@ -341,4 +341,31 @@ import Testing
         let stamp = try #require(try reopened.mutations().first?.clocks["title"])
         #expect(stamp.physicalMilliseconds >= ahead)
     }
+
+    @Test func aWriteOverPulledValuesFollowsThemWhenThisDevicesTimeIsBehind() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let wall = Date(timeIntervalSince1970: 1_000)
+        let ahead: Int64 = 1_000_000 + 10 * 60_000  // ten minutes ahead: more than a pull lets the clock follow
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        let gone = Issue(projectID: issue.projectID, title: "Duplicate")
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: ahead), remote(gone, version: 1, at: ahead)], cursor: "c-1"),
+            now: wall)
+
+        var mine = try #require(try store.fetch(Issue.self, id: issue.id))
+        mine.status = .resolved
+        try await store.save(mine, now: wall)
+        try await store.delete(.issue, id: gone.id, now: wall)
+        try await store.save(Issue(projectID: issue.projectID, title: "Unrelated"), now: wall)
+
+        let queued = try store.mutations()
+        let edit = try #require(queued.first { $0.recordID == issue.id })
+        #expect(try #require(edit.clocks["status"]) > stamp(ahead), "the edit must win over the value it replaced")
+        let deletion = try #require(queued.first { $0.recordID == gone.id }?.deletion)
+        #expect(deletion > stamp(ahead))
+        // The clock itself was not dragged ten minutes ahead: a record nobody else wrote gets this device's time.
+        let unrelated = try #require(queued.first { $0.recordID != issue.id && $0.recordID != gone.id })
+        #expect(try #require(unrelated.clocks["title"]).physicalMilliseconds < ahead)
+    }
 }
