@@ -276,6 +276,20 @@ public final class Device: Sendable {
         }
     }
 
+    // MARK: Failed changes
+
+    /// Puts every failed change back in line for the next sync, once its cause is fixed (the app
+    /// updated, a long outage over); a failed change otherwise holds back later edits of its record.
+    /// Returns how many.
+    @discardableResult
+    public func retryFailedChanges() throws(OutpostError) -> Int {
+        do {
+            return try store.retryFailedMutations()
+        } catch {
+            throw .store(error)
+        }
+    }
+
     private func connected() throws(OutpostError) -> Connection {
         guard let connection else { throw .noServer }
         return connection

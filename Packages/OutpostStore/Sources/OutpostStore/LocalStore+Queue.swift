@@ -154,6 +154,38 @@ extension LocalStore {
         return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)
     }
 
+    /// Puts every failed mutation back in line, its attempts counted from zero, once the cause is fixed
+    /// (the app updated, the server's limits raised, a long outage over): a failed mutation otherwise
+    /// holds back every later change of its record for good. Each goes under a new idempotency key,
+    /// since the server answers the old one with the old refusal; a change the server did apply comes
+    /// back as a conflict on its own version and merges to nothing left to send. Returns how many.
+    @discardableResult
+    public func retryFailedMutations() throws(StoreError) -> Int {
+        try write { db in
+            // Read by key only: a mutation failed because its payload no longer reads is retried too (and
+            // fails again at its claim, with why), rather than keeping every other one from its retry.
+            let failed = try Row.fetchAll(
+                db, sql: "SELECT seq, entity, record_id FROM mutation_queue WHERE status = 'failed' ORDER BY seq")
+            for row in failed {
+                try db.execute(
+                    sql: """
+                        UPDATE mutation_queue SET status = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL,
+                            idempotency_key = ?
+                        WHERE seq = ?
+                        """,
+                    arguments: [UUID.timeOrdered().storageText, row["seq"] as Int64])
+                guard let entity = EntityType(rawValue: row["entity"]), let id = UUID(uuidString: row["record_id"]) else {
+                    continue
+                }
+                if var record = try EntityTables.fetchRecord(entity, id: id, in: db), record.sync.syncStatus == .failed {
+                    record.sync.syncStatus = .pending
+                    try EntityTables.save(record, in: db)
+                }
+            }
+            return failed.count
+        }
+    }
+
     /// Mutations that cannot be sent because a mutation they wait on (directly or through others) failed.
     public func blockedMutations() throws(StoreError) -> [(mutation: Mutation, blockedBy: [Int64])] {
         try read { db in

@@ -264,23 +264,46 @@ public actor SyncEngine {
     // MARK: Push
 
     private func push(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async {
+        var limit = batchSize
+        var claimed: [Mutation] = []
         do {
             while withinBudget(), pause == nil {
-                let batch = try store.claimMutations(syncClass: .structured, limit: batchSize, now: now())
+                let batch = try store.claimMutations(syncClass: .structured, limit: limit, now: now())
                 guard !batch.isEmpty else { report.pushCompleted = true; break }
+                claimed = batch
                 let request = PushRequest(mutations: try batch.map(outgoing))
                 let response: PushResponse
                 do {
                     response = try await transport.push(request)
+                } catch where Self.refusesTheWholeRequest(error) {
+                    if batch.count > 1 {
+                        // Says nothing about any one mutation (a body or batch over the server's limit, a
+                        // proxy's 4xx): send halves, down to one mutation alone, which alone then fails.
+                        try store.release(batch)
+                        limit = max(1, batch.count / 2)
+                    } else {
+                        try handle(error, for: batch, report: &report, now: now())
+                    }
+                    claimed = []
+                    continue
                 } catch {
                     try handle(error, for: batch, report: &report, now: now())
+                    claimed = []
                     return
                 }
                 try await settle(batch, with: response, report: &report, now: now())
+                claimed = []
             }
         } catch {
+            // What was claimed and not settled goes back in line, not left in flight until a restart.
+            try? store.release(claimed)
             report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
         }
+    }
+
+    /// A refusal of a push request as a whole, not of its mutations (which the server answers one by one).
+    private static func refusesTheWholeRequest(_ error: TransportError) -> Bool {
+        error.code == .rejected || error.code == .forbidden
     }
 
     /// The wire form of a queued mutation, with references to records the server has named rewritten
@@ -330,9 +353,20 @@ public actor SyncEngine {
                 // take the record back to the older version. Either way the change goes once more, under
                 // a new key, since the old key's answer will stay that conflict.
                 if try !(isAnsweredAgain(outcome) && isMergedAlready(mutation, serverVersion: serverRecord.version)) {
+                    // Sent again without a merge, the change would overwrite the server's record unseen.
+                    guard let remote = try? serverRecord.versionedRecord else {
+                        report.blocked += try store.fail(mutation, reason: Self.unmergeable(serverRecord)).count
+                        report.failed += 1
+                        continue
+                    }
                     let merged = try await store.applyPulledPage(
-                        PulledPage(changes: [try serverRecord.versionedRecord], cursor: nil), policy: policy, now: now)
+                        PulledPage(changes: [remote], cursor: nil), policy: policy, now: now)
                     report.conflictsSurfaced += merged.conflictsSurfaced
+                    if merged.quarantined > 0 {
+                        report.blocked += try store.fail(mutation, reason: Self.unmergeable(serverRecord)).count
+                        report.failed += 1
+                        continue
+                    }
                 }
                 if mutation.attempts + 1 > retryPolicy.retryLimit {
                     try store.fail(mutation, reason: "the server kept reporting a newer version")
@@ -349,6 +383,12 @@ public actor SyncEngine {
             }
         }
         try store.release(unanswered)
+    }
+
+    /// Why a change was failed when the server's newer record could not be merged into the store.
+    private static func unmergeable(_ record: ServerRecord) -> String {
+        "the server's newer \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()) does not fit this app's catalog "
+            + "(it may come from a newer app), so this change cannot be merged with it; update the app, then retry"
     }
 
     private func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
