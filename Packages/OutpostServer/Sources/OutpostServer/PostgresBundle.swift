@@ -82,7 +82,7 @@ struct PostgresBundleCursor {
         for try await (value) in rows.decode(Int64?.self) { newest = value }
         if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
             let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger),
-            linked.projectID != project
+            linked.projectID == nil  // as the SQLite backend: never one another project owns
         {
             extraOpportunity = linked
             newest = max(newest ?? 0, linked.updatedAt.milliseconds)

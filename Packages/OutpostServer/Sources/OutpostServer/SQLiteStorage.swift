@@ -388,12 +388,13 @@ final class SQLiteStorage: ServerStorage {
             var newest = try Int64.fetchOne(
                 db, sql: "SELECT MAX(updated_at) FROM records WHERE project_id = ?", arguments: [project.storageText])
             var extra: UUID?
-            // The opportunity the project names, when it still belongs to nobody else's project.
+            // The opportunity the project names, when it belongs to no project yet (one this project owns
+            // streams with its records; one another project owns is that project's members' business).
             if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
                 let row = try Row.fetchOne(
                     db, sql: "SELECT project_id, updated_at FROM records WHERE entity = 'opportunity' AND id = ?",
                     arguments: [opportunity.storageText]),
-                row["project_id"] as String? != project.storageText
+                row["project_id"] as String? == nil
             {
                 extra = opportunity
                 newest = max(newest ?? 0, row["updated_at"] as Int64)

@@ -355,6 +355,37 @@ struct StorageTests {
         #expect(largest <= 501)
     }
 
+    @Test("A project's bundle never carries an opportunity another project owns", arguments: Backend.available)
+    func bundleLeavesOthersOpportunities(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Carol, a member of both projects, links B's opportunity to A as well.
+        let carol = Caller(userID: TestServer.carol)
+        let opportunity = UUID()
+        let fields = Opportunity(id: opportunity, name: "Oak Avenue deal", customerName: "Bob's client").record.fields
+        let written = try await storage.push([
+            Sample.create(.opportunity, id: opportunity, fields: fields),
+            // Clocks after the seed's, which stamped the projects as they were loaded.
+            Sample.update(
+                .project, id: TestServer.projectB, baseVersion: 1, fields: ["opportunityID": .uuid(opportunity)],
+                clock: Sample.clock(120_000)),
+            Sample.update(
+                .project, id: TestServer.projectA, baseVersion: 1, fields: ["opportunityID": .uuid(opportunity)],
+                clock: Sample.clock(120_001)),
+        ], by: carol, now: Timestamp.now())
+        #expect(written.allSatisfy { $0.outcome.appliedVersion != nil }, "\(written)")
+
+        var bundled: [EntityRecord] = []
+        for try await batch in try await storage.bundle(project: TestServer.projectA, by: Caller(userID: TestServer.alice)).batches {
+            bundled += batch
+        }
+        #expect(bundled.contains { $0.id == TestServer.projectA })
+        #expect(!bundled.contains { $0.id == opportunity }, "Alice is not a member of B, which owns the opportunity")
+        var ownersBundle: [EntityRecord] = []
+        for try await batch in try await storage.bundle(project: TestServer.projectB, by: carol).batches { ownersBundle += batch }
+        #expect(ownersBundle.contains { $0.id == opportunity })
+    }
+
     @Test("At most the gate's limit of bundle downloads stream at once; a slot frees itself when dropped")
     func bundleGateBoundsDownloads() {
         let gate = BundleGate(limit: 2)
