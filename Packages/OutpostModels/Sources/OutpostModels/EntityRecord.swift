@@ -77,6 +77,13 @@ public struct EntityRecord: Sendable, Hashable, Codable {
     }
 
     private func fieldError(_ field: FieldDescription) -> ModelError? {
+        if case .text(let text) = self[field.name], let scalar = Self.firstCharacterXMLCannotCarry(in: text) {
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            return error(
+                .forbiddenCharacter, field.name,
+                "contains \(code), a control character no bundle can carry; remove it")
+        }
         switch (field.kind, self[field.name]) {
         case (_, .text(let text)) where field.isRequiredText && text.isBlank:
             return error(.emptyRequiredField, field.name, "must not be empty")
@@ -94,6 +101,22 @@ public struct EntityRecord: Sendable, Hashable, Codable {
                 ? nil : error(.invalidFormat, field.name, "is not 64 lowercase hex digits")
         default:
             return nil
+        }
+    }
+
+    /// The first scalar outside XML 1.0's characters: C0 controls but tab, line feed and carriage
+    /// return, and U+FFFE and U+FFFF. Read byte by byte, since nearly every text has none.
+    static func firstCharacterXMLCannotCarry(in text: String) -> Unicode.Scalar? {
+        let suspect = text.utf8.contains { byte in
+            (byte < 0x20 && byte != 0x09 && byte != 0x0A && byte != 0x0D) || byte == 0xEF
+        }
+        guard suspect else { return nil }
+        return text.unicodeScalars.first { scalar in
+            switch scalar.value {
+            case 0x09, 0x0A, 0x0D: false
+            case ..<0x20, 0xFFFE, 0xFFFF: true
+            default: false
+            }
         }
     }
 

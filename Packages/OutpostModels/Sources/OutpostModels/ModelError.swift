@@ -9,6 +9,7 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case emptyRequiredField, negativeAmount, unknownEnumValue, missingField
             case typeMismatch, unknownField, outOfRange, invalidFormat, inconsistentFields, wrongEntity
+            case forbiddenCharacter
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -33,6 +34,9 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let inconsistentFields = Code(.inconsistentFields)
         /// A record of one entity was converted to the typed model of another.
         public static let wrongEntity = Code(.wrongEntity)
+        /// A text holds a character XML 1.0 cannot carry (a control character such as U+0001), which
+        /// would make every XML bundle of the record's project unwritable.
+        public static let forbiddenCharacter = Code(.forbiddenCharacter)
 
         public var description: String { wrapped.rawValue }
     }

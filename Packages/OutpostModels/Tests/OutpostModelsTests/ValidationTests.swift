@@ -142,6 +142,20 @@ import Testing
         #expect(photo(issue: UUID(), log: UUID()).validationErrors.map(\.code) == [.inconsistentFields])
     }
 
+    @Test(arguments: [("bad\u{01}title", "U+0001"), ("\u{00}", "U+0000"), ("form\u{0C}feed", "U+000C"), ("end\u{1F}", "U+001F"), ("\u{FFFE}", "U+FFFE"), ("x\u{FFFF}", "U+FFFF")])
+    func textXMLCannotCarryIsRefused(text: String, named: String) {
+        let issue = Issue(projectID: project, title: "Leak", details: text)
+        let error = issue.validationErrors.first
+        #expect(error?.code == .forbiddenCharacter)
+        #expect(error?.field == "details")
+        #expect(error?.description.contains(named) == true, "\(String(describing: error))")
+    }
+
+    @Test func textWithTabsNewlinesAndAnyOtherCharacterPasses() {
+        let text = "tab\t, line\n, return\r, DEL \u{7F}, C1 \u{85}, \u{FFFD}, \u{EFFF} é 🏗️ 中"
+        #expect(Issue(projectID: project, title: "Leak", details: text).validationErrors.isEmpty)
+    }
+
     @Test func everyRuleBrokenIsReportedNotOnlyTheFirst() {
         let fee = Fee(projectID: project, name: "", amountCents: -5)
         #expect(fee.validationErrors.map(\.code) == [.emptyRequiredField, .negativeAmount])

@@ -15,12 +15,19 @@ struct PushTests {
         let invalid = Sample.create(.issue, fields: blank)
         let unknownField = Sample.create(.issue, fields: ["colour": .text("red")])
         let orphanUpdate = Sample.update(.issue, id: UUID(), baseVersion: 1, fields: ["title": .text("x")])
-        let response = try await transport.push(PushRequest(mutations: [good, invalid, unknownField, orphanUpdate]))
-        #expect(response.results.map(\.idempotencyKey) == [good, invalid, unknownField, orphanUpdate].map(\.idempotencyKey))
+        // A control character XML cannot carry would break every XML bundle of the project for good.
+        let unbundlable = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "bad\u{01}title"))
+        let batch = [good, invalid, unknownField, orphanUpdate, unbundlable]
+        let response = try await transport.push(PushRequest(mutations: batch))
+        #expect(response.results.map(\.idempotencyKey) == batch.map(\.idempotencyKey))
         #expect(response.results[0].outcome.appliedVersion == 1)
         #expect(response.results[1].outcome.rejectedCode == .invalidRequest)
         #expect(response.results[2].outcome.rejectedCode == .invalidRequest)
         #expect(response.results[3].outcome.rejectedCode == .notFound)
+        #expect(response.results[4].outcome.rejectedCode == .invalidRequest)
+        if case .rejected(let reason) = response.results[4].outcome {
+            #expect(reason.message.contains("U+0001"), "\(reason.message)")
+        }
         let page = try await transport.pull(PullRequest(cursor: nil, limit: 100, projects: [TestServer.projectA]))
         #expect(page.changes.filter { $0.entity == .issue }.map(\.recordID) == [good.recordID])
         await server.stop()
