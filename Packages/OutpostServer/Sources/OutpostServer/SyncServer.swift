@@ -17,7 +17,10 @@ public struct SyncServer: Sendable {
     private let metrics = ServerMetrics()
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
-    private let bundleGate = BundleGate(limit: SyncServer.maximumConcurrentBundles)
+    /// A device downloads one bundle at a time; two leave room for a retry while the first winds down.
+    static let maximumConcurrentBundlesPerCaller = 2
+    private let bundleGate = BundleGate(
+        limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
     private let readAhead: PullReadAhead
     private let logger: Logger
 
@@ -176,10 +179,11 @@ public struct SyncServer: Sendable {
             case "xml": format = .xml
             default: throw ServerError.badRequest("format is json or xml")
             }
-            guard let slot = bundleGate.enter() else {
+            guard let slot = bundleGate.enter(for: caller.userID) else {
                 throw ServerError(
                     status: 503, .unavailable,
-                    "\(SyncServer.maximumConcurrentBundles) bundle downloads are streaming; try again shortly",
+                    "\(SyncServer.maximumConcurrentBundles) bundle downloads, or \(SyncServer.maximumConcurrentBundlesPerCaller) "
+                        + "of yours, are streaming; try again shortly",
                     retryAfterSeconds: 5)
             }
             let source = try await storage.bundle(project: project, by: caller)

@@ -386,20 +386,24 @@ struct StorageTests {
         #expect(ownersBundle.contains { $0.id == opportunity })
     }
 
-    @Test("At most the gate's limit of bundle downloads stream at once; a slot frees itself when dropped")
+    @Test("At most the gate's limit of bundle downloads stream at once, and its limit per caller; a slot frees itself when dropped")
     func bundleGateBoundsDownloads() {
-        let gate = BundleGate(limit: 2)
-        var first: BundleGate.Slot? = gate.enter()
-        let second = gate.enter()
+        let gate = BundleGate(limit: 3, limitPerCaller: 2)
+        let alice = UUID(), bob = UUID(), carol = UUID()
+        var first: BundleGate.Slot? = gate.enter(for: alice)
+        let second = gate.enter(for: alice)
         #expect(first != nil && second != nil)
-        #expect(gate.enter() == nil)
-        #expect(gate.streaming == 2)
+        #expect(gate.enter(for: alice) == nil, "a caller who never reads cannot take every place")
+        let bobs = gate.enter(for: bob)
+        #expect(bobs != nil)
+        #expect(gate.enter(for: carol) == nil, "the gate is full")
+        #expect(gate.streaming == 3)
         first = nil
-        #expect(gate.streaming == 1)
-        let third = gate.enter()
+        #expect(gate.streaming == 2)
+        let third = gate.enter(for: alice)
         #expect(third != nil)
-        #expect(gate.enter() == nil)
-        withExtendedLifetime((second, third)) {}
+        #expect(gate.enter(for: carol) == nil)
+        withExtendedLifetime((second, third, bobs)) {}
     }
 
     @Test(
