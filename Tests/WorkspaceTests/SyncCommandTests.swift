@@ -66,4 +66,32 @@ struct SyncCommandTests {
         #expect(refused.status == 2)
         #expect(refused.output.contains("paused: credentialsRejected"))
     }
+
+    @Test func retryFailedSendsAFailedChangeAgain() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let db = folder.appendingPathComponent("device.sqlite").path
+        do {
+            // A change that failed (its retries ran out in a long outage, say).
+            let store = try LocalStore.open(at: db)
+            try await store.save(Issue(projectID: Self.project, title: "Cracked sill"))
+            let claimed = try #require(try store.claimMutations(limit: 1, now: Date()).first)
+            try store.fail(claimed, reason: "timed out 11 times")
+        }
+        let (server, port) = try Self.startServer(in: folder)
+        defer { server.terminate() }
+        let url = "http://127.0.0.1:\(port)"
+        let plain = try Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--json"])
+        let before = try #require(try JSONSerialization.jsonObject(with: Data(plain.output.utf8)) as? [String: String])
+        #expect(before["pushed"] == "0", "a failed change stays failed until asked")
+        #expect(try LocalStore.open(at: db).status().failedChanges == 1)
+
+        let retried = try Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--retry-failed", "--json"])
+        #expect(retried.status == 0, "\(retried.output)\(retried.errorOutput)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(retried.output.utf8)) as? [String: String])
+        #expect(report["retriedFailed"] == "1")
+        #expect(report["pushed"] == "1")
+        #expect(try LocalStore.open(at: db).status().failedChanges == 0)
+    }
 }

@@ -30,6 +30,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Upload photos' original files in this run, whatever the connection.")
     var media = false
 
+    @Flag(help: "Put every failed change back in line before the run (once its cause is fixed).")
+    var retryFailed = false
+
     @Flag(help: "Print the run's report as JSON.")
     var json = false
 
@@ -41,6 +44,8 @@ struct SyncCommand: AsyncParsableCommand {
         let transport = HTTPTransport(
             configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: token)
         let engine = SyncEngine(store: store, transport: transport)
+        let retried = retryFailed ? try store.retryFailedMutations() : 0
+        if retried > 0, !json { print("\(retried) failed changes put back in line") }
         let report: SyncReport
         do {
             report = try await engine.sync(
@@ -55,6 +60,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "failed": "\(report.failed)", "conflictsSurfaced": "\(report.conflictsSurfaced)",
                 "mediaUploaded": "\(report.mediaUploaded)", "bytesSent": "\(report.bytesSent)",
                 "bytesReceived": "\(report.bytesReceived)", "pendingChanges": "\(status.pendingChanges)",
+                "retriedFailed": "\(retried)",
                 "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
             let encoder = JSONEncoder()
