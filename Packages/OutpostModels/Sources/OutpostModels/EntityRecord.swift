@@ -77,13 +77,6 @@ public struct EntityRecord: Sendable, Hashable, Codable {
     }
 
     private func fieldError(_ field: FieldDescription) -> ModelError? {
-        if case .text(let text) = self[field.name], let scalar = Self.firstCharacterXMLCannotCarry(in: text) {
-            let hex = String(scalar.value, radix: 16, uppercase: true)
-            let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-            return error(
-                .forbiddenCharacter, field.name,
-                "contains \(code), a control character no bundle can carry; remove it")
-        }
         switch (field.kind, self[field.name]) {
         case (_, .text(let text)) where field.isRequiredText && text.isBlank:
             return error(.emptyRequiredField, field.name, "must not be empty")
@@ -102,6 +95,21 @@ public struct EntityRecord: Sendable, Hashable, Codable {
         default:
             return nil
         }
+    }
+
+    /// The first of `fields` whose text holds a character XML 1.0 cannot carry, as a `forbiddenCharacter`
+    /// error. Checked on what a write changes, not in `validationErrors`: a record stored before the rule
+    /// must stay editable and deletable, and its project's bundles importable, until someone fixes it.
+    public func forbiddenCharacterError(in fields: some Sequence<String>) -> ModelError? {
+        for name in fields {
+            guard case .text(let text) = self[name], let scalar = Self.firstCharacterXMLCannotCarry(in: text) else {
+                continue
+            }
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            return error(.forbiddenCharacter, name, "contains \(code), a control character no bundle can carry; remove it")
+        }
+        return nil
     }
 
     /// The first scalar outside XML 1.0's characters: C0 controls but tab, line feed and carriage

@@ -137,6 +137,12 @@ struct PushRules: Sendable {
         if (mutation.operation == .delete) != (mutation.deletion != nil) {
             throw ServerError.badRequest("a delete, and only a delete, carries a deletion clock")
         }
+        // What the mutation brings, not the stored record: a value stored before the rule stays editable.
+        let incoming = EntityRecord(
+            entity: mutation.entity, id: mutation.recordID, fields: mutation.fields, sync: SyncMetadata(createdAt: now, updatedAt: now))
+        if let error = incoming.forbiddenCharacterError(in: mutation.fields.keys.sorted()) {
+            throw ServerError.badRequest(error.description)
+        }
         let limit = now.addingTimeInterval(Double(HybridLogicalClock.defaultMaximumDrift.components.seconds))
         let clocks = Array(mutation.clocks.values) + (mutation.deletion.map { [$0] } ?? [])
         if let ahead = clocks.first(where: { $0.date > limit }) {

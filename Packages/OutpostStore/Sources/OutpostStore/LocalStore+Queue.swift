@@ -14,31 +14,43 @@ extension LocalStore {
     /// same transaction, instead of stopping every other one.
     public func claimMutations(syncClass: SyncClass = .structured, limit: Int, now: Date) throws(StoreError) -> [Mutation] {
         try write { db in
-            let seqs = try Int64.fetchAll(db, sql: """
-                SELECT m.seq FROM mutation_queue AS m
-                WHERE m.status = 'pending' AND m.sync_class = ? AND m.next_attempt_at <= ?
-                  AND NOT EXISTS (
-                    SELECT 1 FROM mutation_queue AS e
-                    WHERE e.record_id = m.record_id AND e.seq < m.seq AND e.status != 'done')
-                  AND NOT EXISTS (
-                    SELECT 1 FROM json_each(coalesce(m.depends_on, '[]')) AS d
-                    JOIN mutation_queue AS p ON p.record_id = d.value
-                    WHERE p.operation = 'create' AND p.status != 'done')
-                ORDER BY m.seq LIMIT ?
-                """, arguments: [syncClass.rawValue, now.storageMilliseconds, limit])
-            guard !seqs.isEmpty else { return [] }
-            let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
-            try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1 WHERE seq IN (\(marks))",
-                arguments: StatementArguments(seqs))
-            let (claimed, unreadable) = try MutationQueue.readable(sequences: seqs, in: db)
-            for (sequence, reason) in unreadable {
-                try db.execute(
-                    sql: "UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ? WHERE seq = ?",
-                    arguments: [reason, sequence])
+            // Until something readable is claimed or nothing is left: an empty answer means "nothing to
+            // send", so a batch of unreadable mutations alone must not end a run with others waiting.
+            while true {
+                let (claimed, failedAny) = try Self.claim(syncClass: syncClass, limit: limit, now: now, in: db)
+                if !claimed.isEmpty || !failedAny { return claimed }
             }
-            return claimed
         }
+    }
+
+    /// One claim of `claimMutations`; also says whether any claimed mutation was failed as unreadable.
+    private static func claim(
+        syncClass: SyncClass, limit: Int, now: Date, in db: Database
+    ) throws -> (claimed: [Mutation], failedAny: Bool) {
+        let seqs = try Int64.fetchAll(db, sql: """
+            SELECT m.seq FROM mutation_queue AS m
+            WHERE m.status = 'pending' AND m.sync_class = ? AND m.next_attempt_at <= ?
+              AND NOT EXISTS (
+                SELECT 1 FROM mutation_queue AS e
+                WHERE e.record_id = m.record_id AND e.seq < m.seq AND e.status != 'done')
+              AND NOT EXISTS (
+                SELECT 1 FROM json_each(coalesce(m.depends_on, '[]')) AS d
+                JOIN mutation_queue AS p ON p.record_id = d.value
+                WHERE p.operation = 'create' AND p.status != 'done')
+            ORDER BY m.seq LIMIT ?
+            """, arguments: [syncClass.rawValue, now.storageMilliseconds, limit])
+        guard !seqs.isEmpty else { return ([], false) }
+        let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+        try db.execute(
+            sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1 WHERE seq IN (\(marks))",
+            arguments: StatementArguments(seqs))
+        let (claimed, unreadable) = try MutationQueue.readable(sequences: seqs, in: db)
+        for (sequence, reason) in unreadable {
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                arguments: [reason, sequence])
+        }
+        return (claimed, !unreadable.isEmpty)
     }
 
     /// Puts mutations found in flight (the app stopped before the server answered) back in line.
@@ -155,10 +167,12 @@ extension LocalStore {
     }
 
     /// Puts every failed mutation back in line, its attempts counted from zero, once the cause is fixed
-    /// (the app updated, the server's limits raised, a long outage over): a failed mutation otherwise
-    /// holds back every later change of its record for good. Each goes under a new idempotency key,
-    /// since the server answers the old one with the old refusal; a change the server did apply comes
-    /// back as a conflict on its own version and merges to nothing left to send. Returns how many.
+    /// (the app updated, the server's limits raised, a long outage over, the value the server refused
+    /// edited): a failed mutation otherwise holds back every later change of its record for good. The
+    /// record's updates queued behind it are folded into it, so a fix goes with it. Each goes under a
+    /// new idempotency key, since the server answers the old one with the old refusal; a change the
+    /// server did apply comes back as a conflict on its own version and merges to nothing left to send.
+    /// Returns how many.
     @discardableResult
     public func retryFailedMutations() throws(StoreError) -> Int {
         try write { db in
@@ -167,13 +181,15 @@ extension LocalStore {
             let failed = try Row.fetchAll(
                 db, sql: "SELECT seq, entity, record_id FROM mutation_queue WHERE status = 'failed' ORDER BY seq")
             for row in failed {
+                // Not marked as sent: under its new key it is a new request, so later edits may fold into it.
                 try db.execute(
                     sql: """
                         UPDATE mutation_queue SET status = 'pending', attempts = 0, next_attempt_at = 0, last_error = NULL,
-                            idempotency_key = ?
+                            idempotency_key = ?, sent = 0
                         WHERE seq = ?
                         """,
                     arguments: [UUID.timeOrdered().storageText, row["seq"] as Int64])
+                try MutationQueue.foldLaterUpdates(into: row["seq"], in: db)
                 guard let entity = EntityType(rawValue: row["entity"]), let id = UUID(uuidString: row["record_id"]) else {
                     continue
                 }

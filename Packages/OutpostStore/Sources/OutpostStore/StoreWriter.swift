@@ -99,6 +99,8 @@ actor StoreWriter {
             let changed = record.entity.description.fields.map(\.name).filter { name in
                 isCreate || stored?[name] != written[name]
             }
+            // Only what this write changes: a value stored before the rule must not block other edits.
+            if let error = written.forbiddenCharacterError(in: changed) { throw error }
             written.sync = SyncMetadata(
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,

@@ -368,4 +368,47 @@ import Testing
         let unrelated = try #require(queued.first { $0.recordID != issue.id && $0.recordID != gone.id })
         #expect(try #require(unrelated.clocks["title"]).physicalMilliseconds < ahead)
     }
+
+    @Test func aValueStoredBeforeTheCharacterRuleKeepsItsRecordEditable() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let legacy = Issue(projectID: UUID(), title: "Leak", details: "page\u{0C}break")
+        try await store.applyPulledPage(PulledPage(changes: [remote(legacy, version: 1, at: 1_000)], cursor: "c-1"), now: now)
+
+        var edited = try #require(try store.fetch(Issue.self, id: legacy.id))
+        edited.status = .resolved
+        try await store.save(edited, now: now)
+        #expect(try store.fetch(Issue.self, id: legacy.id)?.status == .resolved)
+
+        edited.title = "Leak\u{01}"
+        let error = await #expect(throws: StoreError.self) { try await store.save(edited, now: now) }
+        #expect(error?.code == .invalidRecord && error?.modelError?.code == .forbiddenCharacter)
+        #expect(error?.modelError?.field == "title")
+        #expect(try store.fetch(Issue.self, id: legacy.id)?.title == "Leak", "nothing of the refused write was stored")
+        #expect(try await store.delete(.issue, id: legacy.id, now: now))
+    }
+
+    @Test func aRetriedChangeTakesTheEditsQueuedBehindIt() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Refused title"), now: now)
+        let create = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.fail(create, reason: "invalid_request: the server refused the title")
+        var fixed = issue
+        fixed.title = "Fixed title"
+        try await store.save(fixed, now: now.addingTimeInterval(1))
+        fixed.priority = .high
+        try await store.save(fixed, now: now.addingTimeInterval(2))
+        #expect(try store.mutations().count == 2, "the fix waits behind the failed create, which went out")
+        try await store.delete(.issue, id: issue.id, now: now.addingTimeInterval(3))
+
+        #expect(try store.retryFailedMutations() == 1)
+        let queued = try store.mutations()
+        #expect(queued.map(\.operation) == [.create, .delete], "the updates went into the create; the delete stays behind it")
+        let retried = try #require(queued.first)
+        #expect(retried.status == .pending && retried.idempotencyKey != create.idempotencyKey)
+        #expect(retried.fields["title"] == .text("Fixed title") && retried.fields["priority"] == .text("high"))
+        #expect(try #require(retried.clocks["title"]) > create.clocks["title"]!)
+        #expect(try #require(retried.clocks["status"]) == create.clocks["status"]!)
+    }
 }

@@ -282,7 +282,9 @@ public actor SyncEngine {
                         try store.release(batch)
                         limit = max(1, batch.count / 2)
                     } else {
+                        // The one mutation the halving was looking for: the rest go in full batches again.
                         try handle(error, for: batch, report: &report, now: now())
+                        limit = batchSize
                     }
                     claimed = []
                     continue

@@ -42,6 +42,8 @@ import OutpostTesting
         let report = try await engine.sync(now: { self.now })
         #expect(report.failed == 1)
         #expect(report.pushed == 2)
+        // One pull, then three pushes: the batch, the culprit alone, the other two together again.
+        #expect(await server.transferred.requests == 4)
         #expect(await server.record(saved[0].id) == nil)
         #expect(await server.record(saved[1].id) != nil)
         #expect(await server.record(saved[2].id) != nil)
