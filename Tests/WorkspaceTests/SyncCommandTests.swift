@@ -39,15 +39,19 @@ struct SyncCommandTests {
         return (process, port)
     }
 
-    @Test func aRunSendsTheQueueAndAnUnreachableServerLeavesItQueued() async throws {
+    /// A new folder holding a device database with one issue queued; the caller removes the folder.
+    static func deviceWithOneChange() async throws -> (folder: URL, db: String, store: LocalStore) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let db = folder.appendingPathComponent("device.sqlite").path
-        do {
-            let store = try LocalStore.open(at: db)
-            try await store.save(Issue(projectID: Self.project, title: "Cracked sill"))
-        }
+        let store = try LocalStore.open(at: db)
+        try await store.save(Issue(projectID: project, title: "Cracked sill"))
+        return (folder, db, store)
+    }
+
+    @Test func aRunSendsTheQueueAndAnUnreachableServerLeavesItQueued() async throws {
+        let (folder, db, _) = try await Self.deviceWithOneChange()
+        defer { try? FileManager.default.removeItem(at: folder) }
 
         // No server yet: exit 2, the change still waits.
         let offline = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:9", "--token", "alice-token"])
@@ -68,17 +72,11 @@ struct SyncCommandTests {
     }
 
     @Test func retryFailedSendsAFailedChangeAgain() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (folder, db, store) = try await Self.deviceWithOneChange()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let db = folder.appendingPathComponent("device.sqlite").path
-        do {
-            // A change that failed (its retries ran out in a long outage, say).
-            let store = try LocalStore.open(at: db)
-            try await store.save(Issue(projectID: Self.project, title: "Cracked sill"))
-            let claimed = try #require(try store.claimMutations(limit: 1, now: Date()).first)
-            try store.fail(claimed, reason: "timed out 11 times")
-        }
+        // The change failed (its retries ran out in a long outage, say).
+        let claimed = try #require(try store.claimMutations(limit: 1, now: Date()).first)
+        try store.fail(claimed, reason: "timed out 11 times")
         let (server, port) = try Self.startServer(in: folder)
         defer { server.terminate() }
         let url = "http://127.0.0.1:\(port)"
