@@ -126,11 +126,11 @@ enum MutationQueue {
         }
     }
 
-    /// Every mutation in queue order, optionally only those with `status`.
     /// Folds into mutation `sequence` (a create or update going out again after it failed) the updates
     /// of its record queued behind it since: they never went out, and the fix for what made it fail is
     /// likely among them, so sending it alone again would fail again and keep them waiting. Stops at the
-    /// first later mutation that is not such an update (a delete, or one that went out).
+    /// first later mutation that is not such an update (a delete, or one that went out). Every payload
+    /// is read before anything is written: one that no longer reads leaves all of them as they were.
     static func foldLaterUpdates(into sequence: Int64, in db: Database) throws {
         guard let head = try Row.fetchOne(
                 db, sql: "SELECT record_id, operation, payload, depends_on, audit_seq, \(auditFieldsColumn) FROM mutation_queue WHERE seq = ?",
@@ -146,16 +146,24 @@ enum MutationQueue {
             arguments: [head["record_id"] as String, sequence])
         let folded = later.prefix { $0["operation"] == "update" && $0["status"] == "pending" && $0["sent"] == 0 }
         guard !folded.isEmpty else { return }
-        var merged = try Payload.read(head["payload"], auditFields: head["audit_fields"], sequence: sequence)
-        var parents = try (head["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
+        var merged: Payload
+        var parents: [String]
         var auditSequence: Int64? = head["audit_seq"]
+        do {
+            merged = try Payload.read(head["payload"], auditFields: head["audit_fields"], sequence: sequence)
+            parents = try (head["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
+            for row in folded {
+                let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+                merged.fields.merge(payload.fields) { _, new in new }
+                merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
+                let more = try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
+                parents += more.filter { !parents.contains($0) }
+                auditSequence = row["audit_seq"] ?? auditSequence
+            }
+        } catch {
+            return  // sent as they are: the claim fails the unreadable one with why
+        }
         for row in folded {
-            let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
-            merged.fields.merge(payload.fields) { _, new in new }
-            merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
-            let more = try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
-            parents += more.filter { !parents.contains($0) }
-            auditSequence = row["audit_seq"] ?? auditSequence
             try db.execute(sql: "DELETE FROM mutation_queue WHERE seq = ?", arguments: [row["seq"] as Int64])
         }
         try db.execute(
@@ -163,6 +171,7 @@ enum MutationQueue {
             arguments: [try merged.encoded(), auditSequence, parents.isEmpty ? nil : encode(strings: parents), sequence])
     }
 
+    /// Every mutation in queue order, optionally only those with `status`.
     static func all(status: MutationStatus? = nil, in db: Database) throws -> [Mutation] {
         let rows =
             if let status {

@@ -411,4 +411,25 @@ import Testing
         #expect(try #require(retried.clocks["title"]) > create.clocks["title"]!)
         #expect(try #require(retried.clocks["status"]) == create.clocks["status"]!)
     }
+
+    @Test func aRetryThatMeetsAnUnreadableUpdateFoldsNothingAndLosesNothing() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Refused title"), now: now)
+        let create = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.fail(create, reason: "invalid_request")
+        var fixed = issue
+        fixed.title = "Fixed title"
+        try await store.save(fixed, now: now.addingTimeInterval(1))
+        let update = try #require(try store.mutations(status: .pending).first)
+        try await folder.queue.write { db in
+            try db.execute(sql: "UPDATE mutation_queue SET payload = 'damaged' WHERE seq = ?", arguments: [update.sequence])
+        }
+
+        #expect(try store.retryFailedMutations() == 1)
+        let sequences = try await folder.queue.read { db in
+            try Int64.fetchAll(db, sql: "SELECT seq FROM mutation_queue WHERE status = 'pending' ORDER BY seq")
+        }
+        #expect(sequences == [create.sequence, update.sequence], "both still queued, neither folded")
+    }
 }
