@@ -60,6 +60,13 @@ enum MutationQueue {
             return Payload(fields: fields, clocks: clocks, deletion: stored.deletion)
         }
 
+        /// Takes in a later write of the same record that the server has not seen either: each field's
+        /// newest value and the newer of the two clocks.
+        mutating func fold(_ later: Payload) {
+            fields.merge(later.fields) { _, new in new }
+            clocks.merge(later.clocks) { old, new in max(old, new) }
+        }
+
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
         var sharedClock: HybridTimestamp? {
             guard let first = clocks.first?.value, clocks.count == fields.count,
@@ -94,8 +101,7 @@ enum MutationQueue {
         {
             // The union is written whole: the new audit entry holds only this write's fields.
             var merged = try Payload.read(pending["payload"], auditFields: pending["audit_fields"], sequence: pending["seq"])
-            merged.fields.merge(payload.fields) { _, new in new }
-            merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
+            merged.fold(payload)
             let earlier = try (pending["depends_on"] as String?).map {
                 try decoder.decode([String].self, from: Data($0.utf8))
             } ?? []
@@ -154,8 +160,7 @@ enum MutationQueue {
             parents = try (head["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
             for row in folded {
                 let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
-                merged.fields.merge(payload.fields) { _, new in new }
-                merged.clocks.merge(payload.clocks) { old, new in max(old, new) }
+                merged.fold(payload)
                 let more = try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
                 parents += more.filter { !parents.contains($0) }
                 auditSequence = row["audit_seq"] ?? auditSequence

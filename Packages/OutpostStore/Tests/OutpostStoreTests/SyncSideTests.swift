@@ -388,15 +388,24 @@ import Testing
         #expect(try await store.delete(.issue, id: legacy.id, now: now))
     }
 
-    @Test func aRetriedChangeTakesTheEditsQueuedBehindIt() async throws {
+    /// An issue whose create the server refused, and the edit that fixed its title, queued behind it.
+    func storeWithARefusedCreateAndItsFix() async throws
+        -> (TemporaryDatabase, LocalStore, OutpostModels.Issue, create: Mutation)
+    {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
-        let issue = try await store.save(Issue(projectID: UUID(), title: "Refused title"), now: now)
+        var issue = try await store.save(Issue(projectID: UUID(), title: "Refused title"), now: now)
         let create = try #require(try store.claimMutations(limit: 1, now: now).first)
         try store.fail(create, reason: "invalid_request: the server refused the title")
+        issue.title = "Fixed title"
+        try await store.save(issue, now: now.addingTimeInterval(1))
+        return (folder, store, issue, create)
+    }
+
+    @Test func aRetriedChangeTakesTheEditsQueuedBehindIt() async throws {
+        let (database, store, issue, create) = try await storeWithARefusedCreateAndItsFix()
+        defer { withExtendedLifetime(database) {} }
         var fixed = issue
-        fixed.title = "Fixed title"
-        try await store.save(fixed, now: now.addingTimeInterval(1))
         fixed.priority = .high
         try await store.save(fixed, now: now.addingTimeInterval(2))
         #expect(try store.mutations().count == 2, "the fix waits behind the failed create, which went out")
@@ -413,14 +422,7 @@ import Testing
     }
 
     @Test func aRetryThatMeetsAnUnreadableUpdateFoldsNothingAndLosesNothing() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = try await store.save(Issue(projectID: UUID(), title: "Refused title"), now: now)
-        let create = try #require(try store.claimMutations(limit: 1, now: now).first)
-        try store.fail(create, reason: "invalid_request")
-        var fixed = issue
-        fixed.title = "Fixed title"
-        try await store.save(fixed, now: now.addingTimeInterval(1))
+        let (folder, store, _, create) = try await storeWithARefusedCreateAndItsFix()
         let update = try #require(try store.mutations(status: .pending).first)
         try await folder.queue.write { db in
             try db.execute(sql: "UPDATE mutation_queue SET payload = 'damaged' WHERE seq = ?", arguments: [update.sequence])
