@@ -102,9 +102,7 @@ enum MutationQueue {
             // The union is written whole: the new audit entry holds only this write's fields.
             var merged = try Payload.read(pending["payload"], auditFields: pending["audit_fields"], sequence: pending["seq"])
             merged.fold(payload)
-            let earlier = try (pending["depends_on"] as String?).map {
-                try decoder.decode([String].self, from: Data($0.utf8))
-            } ?? []
+            let earlier = try parents(in: pending)
             let parents = earlier + dependsOn.map(\.storageText).filter { !earlier.contains($0) }
             try db.cachedStatement(sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ?, depends_on = ? WHERE seq = ?").execute(
                 arguments: [
@@ -157,11 +155,11 @@ enum MutationQueue {
         var auditSequence: Int64? = head["audit_seq"]
         do {
             merged = try Payload.read(head["payload"], auditFields: head["audit_fields"], sequence: sequence)
-            parents = try (head["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
+            parents = try Self.parents(in: head)
             for row in folded {
                 let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
                 merged.fold(payload)
-                let more = try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
+                let more = try Self.parents(in: row)
                 parents += more.filter { !parents.contains($0) }
                 auditSequence = row["audit_seq"] ?? auditSequence
             }
@@ -174,6 +172,11 @@ enum MutationQueue {
         try db.execute(
             sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ?, depends_on = ? WHERE seq = ?",
             arguments: [try merged.encoded(), auditSequence, parents.isEmpty ? nil : encode(strings: parents), sequence])
+    }
+
+    /// The ids of the records a queued row waits on (its `depends_on` column), as stored.
+    private static func parents(in row: Row) throws -> [String] {
+        try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
     }
 
     /// Every mutation in queue order, optionally only those with `status`.
@@ -265,9 +268,7 @@ enum MutationQueue {
 
     private static func mutation(from row: Row) throws -> Mutation {
         let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
-        let dependsOn = try (row["depends_on"] as String?).map {
-            try decoder.decode([String].self, from: Data($0.utf8)).compactMap(UUID.init(uuidString:))
-        } ?? []
+        let dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
             let status = MutationStatus(rawValue: row["status"]), let syncClass = SyncClass(rawValue: row["sync_class"])
