@@ -107,9 +107,10 @@ public struct BundleImporter: Sendable {
     /// sorter that orders staged rows; staging tables in a temporary file, never in memory, whatever
     /// SQLite was built with (`temp_store` cannot change inside a transaction, so it is set here). Both
     /// keep memory bounded for the memory target. Durability is SQLite's default: a crash mid-import
-    /// leaves the database as it was before, never half-imported.
+    /// leaves the database as it was before, never half-imported. It waits for the store's writes as
+    /// they wait for it (`LocalDatabase.busyTimeout`).
     private static var configuration: Configuration {
-        var configuration = Configuration()
+        var configuration = LocalDatabase.configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA cache_size = -8192")
             try db.execute(sql: "PRAGMA temp_store = FILE")

@@ -103,7 +103,11 @@ final class ImportSession {
         orphaned.sync.isOrphaned = true
         let before: PendingRecord.Before =
             stored == nil ? .absent : stored == incoming ? .sameAsAttached : stored == orphaned ? .sameAsOrphaned : .different
-        if stored != orphaned { try EntityTables.save(orphaned, in: db) }
+        if let stored, stored != orphaned {
+            try EntityTables.replaceWithServerVersion(stored, by: orphaned, in: db)
+        } else if stored == nil {
+            try EntityTables.save(orphaned, in: db)
+        }
         pending.append(PendingRecord(entity: entity, id: incoming.id, before: before))
     }
 
@@ -133,7 +137,11 @@ final class ImportSession {
             counts[record.entity, default: ImportCounts()].unchanged += 1
             return
         }
-        try EntityTables.save(record, in: db)
+        if let stored {
+            try EntityTables.replaceWithServerVersion(stored, by: record, in: db)
+        } else {
+            try EntityTables.save(record, in: db)
+        }
         if stored == nil {
             counts[record.entity, default: ImportCounts()].inserted += 1
         } else {

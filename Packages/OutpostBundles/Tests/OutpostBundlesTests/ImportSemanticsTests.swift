@@ -43,6 +43,29 @@ import Testing
         #expect(try workspace.record(.issue, issue.id, in: target)?["status"] == .text("resolved"))
     }
 
+    @Test func aScreenThatReadARecordBeforeAnImportDoesNotSendBackTheValuesTheImportReplaced() async throws {
+        let (workspace, url) = try exported()
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let store = try LocalStore.open(at: target)
+        // A detail screen reads the issue before the night's pre-sync…
+        var onScreen = try #require(try store.fetch(Issue.self, id: SampleProject.id(51)))
+        // …the office resolved it meanwhile, and the pre-sync brings that…
+        var office = try #require(try workspace.record(.issue, SampleProject.id(51)))
+        office["status"] = .text("resolved")
+        office.sync.version += 1
+        try workspace.save([office])
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        // …then the user edits only the title and saves the copy still on screen.
+        #expect(onScreen.status != .resolved)
+        onScreen.title = "Outlet cover cracked, photo taken"
+        let saved = try await store.save(onScreen)
+        #expect(saved.status == .resolved, "the office's status stays")
+        let queued = try #require(try store.mutations().last)
+        #expect(Set(queued.fields.keys) == ["title"], "only the user's edit goes to the server")
+    }
+
     @Test(arguments: [SyncStatus.pending, .failed, .conflicted])
     func aRecordWithUnsyncedLocalChangesIsNeverOverwritten(status: SyncStatus) throws {
         let (workspace, url) = try exported()

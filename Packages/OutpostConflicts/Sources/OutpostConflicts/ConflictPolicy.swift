@@ -18,6 +18,12 @@ public struct ConflictPolicy: Sendable, Hashable {
         set { strategies[entity] = newValue }
     }
 
+    /// The entities whose strategy differs from the catalog's default, with that strategy: what a device
+    /// and its server must agree on (`SyncProtocol.conflictPolicyHeader`).
+    public var overrides: [EntityType: ConflictStrategy] {
+        strategies.filter { $0.value != ConflictStrategy($0.key.description.defaultPolicy) }
+    }
+
     /// Settles two versions of one record with the strategy of its entity.
     public func resolve(client: VersionedRecord, server: VersionedRecord) throws(ConflictError) -> ConflictResolution {
         try self[server.record.entity].resolve(client: client, server: server)

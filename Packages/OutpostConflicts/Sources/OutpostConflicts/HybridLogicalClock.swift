@@ -26,10 +26,18 @@ public struct HybridLogicalClock: Sendable, Hashable {
     }
 
     /// A stamp for a local write at wall time `now`: later than every stamp issued or received before,
-    /// even if `now` went backwards.
+    /// even if `now` went backwards, unless it went back by more than `maximumDrift`.
+    ///
+    /// A clock more than `maximumDrift` ahead of `now` can only hold this node's own stamps (`receive`
+    /// refuses others that far ahead) from a time its wall clock ran ahead: a phone set to the wrong
+    /// day, since corrected. Following them would stamp every later write that far ahead, and a server
+    /// refuses every such write, so the clock starts again from wall time instead. What was stamped
+    /// meanwhile is stamped again when a server refuses it (`LocalStore.restampRefusedClocks`).
     public mutating func tick(now: Date) -> HybridTimestamp {
         let wall = Self.milliseconds(now)
-        guard let last, last.physicalMilliseconds >= wall else {
+        guard let last, last.physicalMilliseconds >= wall,
+            last.physicalMilliseconds - wall <= Self.milliseconds(of: maximumDrift)
+        else {
             return remember(HybridTimestamp(physicalMilliseconds: wall, counter: 0, node: node))
         }
         return remember(Self.after(last.physicalMilliseconds, counter: last.counter, node: node))
@@ -38,6 +46,9 @@ public struct HybridLogicalClock: Sendable, Hashable {
     /// A stamp for a local write over values stamped up to `seen`: after `seen` and after every stamp
     /// issued before, since the user wrote over what they saw. A `seen` that `receive` would refuse (this
     /// device's time is behind) is stepped past for this write only, so the clock is not dragged along.
+    /// A `seen` that is this node's own stamp from a time its clock ran ahead is stepped past too: the
+    /// user wrote after it, and if a server took it this write must follow it there. If no server took
+    /// it, the server refuses this write as well, and the store stamps both again in order.
     public mutating func tick(now: Date, after seen: HybridTimestamp?) -> HybridTimestamp {
         let stamp = tick(now: now)
         guard let seen, seen >= stamp else { return stamp }

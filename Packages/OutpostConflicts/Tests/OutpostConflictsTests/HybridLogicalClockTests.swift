@@ -10,11 +10,23 @@ import OutpostTesting
         var clock = HybridLogicalClock(node: Fixtures.deviceA)
         let first = clock.tick(now: Fixtures.date(start + 1_000))
         let second = clock.tick(now: Fixtures.date(start))  // wall clock jumped back a second
-        let third = clock.tick(now: Fixtures.date(start - 3_600_000))  // and an hour
+        let third = clock.tick(now: Fixtures.date(start - 240_000))  // and four minutes, within the drift allowance
         #expect(first < second && second < third)
         #expect(third.physicalMilliseconds == start + 1_000 && third.counter == 2)
         let later = clock.tick(now: Fixtures.date(start + 2_000))
         #expect(later.physicalMilliseconds == start + 2_000 && later.counter == 0)
+    }
+
+    @Test func aClockOnceFarAheadStartsAgainFromWallTimeInsteadOfStampingEveryWriteAhead() {
+        // The phone ran a day ahead, stamped a write, and was corrected; the app restarts from the saved stamp.
+        let dayAhead = HybridTimestamp(physicalMilliseconds: start + 86_400_000, counter: 3, node: Fixtures.deviceA)
+        var clock = HybridLogicalClock(node: Fixtures.deviceA, last: dayAhead)
+        let next = clock.tick(now: Fixtures.date(start))
+        #expect(next.physicalMilliseconds == start && next.counter == 0)
+        #expect(clock.tick(now: Fixtures.date(start)) > next, "monotonic again from there")
+        // A stamp of this node's that far ahead is not followed either, unless told to by the caller.
+        let edit = clock.tick(now: Fixtures.date(start + 10), after: nil)
+        #expect(edit.physicalMilliseconds == start + 10)
     }
 
     @Test func aFullCounterMovesToTheNextMillisecond() {

@@ -31,3 +31,18 @@ extension EntityTables {
         return written
     }
 }
+
+extension EntityTables {
+    /// Writes `remote`, a server version of a record that has no change waiting, over `stored`, the row the
+    /// store holds, as a pull would: the values it replaces are noted (`FieldClocks.Stored.pulled`), so a
+    /// screen that read the record before and saves after is judged as after a pull (`StaleCopy`) and
+    /// cannot send the replaced values back as fresh edits. Inside the caller's transaction.
+    public static func replaceWithServerVersion(_ stored: EntityRecord, by remote: EntityRecord, in db: Database) throws {
+        try save(remote, in: db)
+        guard stored.fields != remote.fields else { return }
+        var clocks = try FieldClocks.read(remote.entity, remote.id, in: db)
+            ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+        FieldClocks.notePulledChanges(from: stored, to: remote, in: &clocks)
+        try FieldClocks.write(clocks, remote.entity, remote.id, in: db)
+    }
+}

@@ -61,6 +61,21 @@ public enum LocalDatabase {
     /// Opens the file; with `mustExist`, a missing file is an error instead of a new database. Reads
     /// open read-write all the same: after a crash SQLite must be able to roll back the interrupted
     /// transaction's journal before anyone reads, and a read-only connection cannot.
+    /// How long a connection to a local database waits for another connection's write transaction
+    /// (a pre-sync import, another process's sync, a migration) before its own write fails as busy.
+    /// SQLite's default is not to wait at all: a save during an import failed at once with "database is
+    /// locked". A minute covers an import of a large project on a slow phone; a write still refused
+    /// after it fails with the store's error and changes nothing.
+    public static let busyTimeout: TimeInterval = 60
+
+    /// A GRDB configuration for a local database connection: it waits `busyTimeout` for other writers.
+    /// Every connection to the file (the store's, the importer's, the migrator's) starts from it.
+    public static func configuration() -> Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        return configuration
+    }
+
     static func open(_ path: String, mustExist: Bool) throws(StoreError) -> DatabaseQueue {
         if mustExist, !FileManager.default.fileExists(atPath: path) {
             throw StoreError(.databaseNotFound, path: path, message: "no database file here")
@@ -69,7 +84,7 @@ public enum LocalDatabase {
         // off, whose mutex the writer and the readers would queue on (Workspace.md).
         SQLiteProcessSettings.apply()
         do {
-            return try DatabaseQueue(path: path)
+            return try DatabaseQueue(path: path, configuration: configuration())
         } catch {
             throw StoreError(.databaseFailure, path: path, message: "\(error)")
         }

@@ -133,11 +133,11 @@ extension StoreWriter {
     ) throws {
         let entity = remote.record.entity, id = remote.record.id
         let local: EntityRecord?
-        let waiting: Set<String>?
+        let waiting: MutationQueue.UnfinishedChange?
         let before: FieldClocks.Stored?
         if reads.needsExactReads(entity, id) {
             local = try EntityTables.fetchRecord(entity, id: id, in: db)
-            waiting = try MutationQueue.unfinishedFields(entity, id, in: db)
+            waiting = try MutationQueue.unfinishedChange(entity, id, in: db)
             before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
         } else {
             // No local change waiting (the page's reads found none) and not written by this page yet.
@@ -148,11 +148,14 @@ extension StoreWriter {
         var clocks: FieldClocks.Stored
         if let local, let waiting {
             let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+            // The change is judged on the version it was made on, which an import may have moved the row past.
+            var base = local
+            base.sync.version = min(local.sync.version, waiting.baseVersion)
             let client = try VersionedRecord(
-                record: local,
+                record: base,
                 clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
                 deletion: local.sync.isDeleted ? (stored.deletion ?? .origin) : nil
-            ).change(of: waiting)
+            ).change(of: waiting.fields)
             let resolution = try policy.resolve(client: client, server: remote)
             written = resolution.merged.record
             written.sync = SyncMetadata(

@@ -135,6 +135,7 @@ extension LocalStore {
             try db.execute(
                 sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('last_successful_sync', ?)",
                 arguments: [String(date.storageMilliseconds)])
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = 'clock_warning'")
         }
     }
 
@@ -155,9 +156,14 @@ extension LocalStore {
     @discardableResult
     public func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
         try write { db in
+            // Not a mutation a merge just settled (done): failing it would hold its record back for nothing.
             try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                sql: """
+                    UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ?
+                    WHERE seq = ? AND status != 'done'
+                    """,
                 arguments: [reason, mutation.sequence])
+            guard db.changesCount > 0 else { return }
             if var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) {
                 record.sync.syncStatus = .failed
                 try EntityTables.save(record, in: db)
@@ -202,34 +208,12 @@ extension LocalStore {
         }
     }
 
-    /// Mutations that cannot be sent because a mutation they wait on (directly or through others) failed.
+    /// Mutations that can never be sent as things stand, each with what holds it: the failed mutations
+    /// it waits on (directly or through others), or the members of a cycle of waits it is in or waits
+    /// on. The queue never builds such a cycle (`MutationQueue.enqueue`), but a queue damaged or written
+    /// by an older build may hold one, and a mutation stuck in it must show, not wait unseen.
     public func blockedMutations() throws(StoreError) -> [(mutation: Mutation, blockedBy: [Int64])] {
-        try read { db in
-            let queue = try MutationQueue.all(in: db).filter { $0.status != .done }
-            var blockers: [Int64: Set<Int64>] = [:]
-            for mutation in queue where mutation.status == .failed { blockers[mutation.sequence] = [mutation.sequence] }
-            // A mutation waits on earlier mutations of its record and on the creates of the records it
-            // references (which a folded edit may have queued after it), so spread until nothing changes.
-            var changed = true
-            while changed {
-                changed = false
-                for mutation in queue where mutation.status != .failed {
-                    var found = blockers[mutation.sequence] ?? []
-                    for other in queue where other.sequence != mutation.sequence {
-                        guard let roots = blockers[other.sequence] else { continue }
-                        let sameRecord = other.recordID == mutation.recordID && other.sequence < mutation.sequence
-                        let parentCreate = other.operation == .create && mutation.dependsOn.contains(other.recordID)
-                        if sameRecord || parentCreate { found.formUnion(roots) }
-                    }
-                    if !found.isEmpty, found != blockers[mutation.sequence] {
-                        blockers[mutation.sequence] = found
-                        changed = true
-                    }
-                }
-            }
-            return queue.filter { $0.status != .failed && blockers[$0.sequence] != nil }
-                .map { ($0, blockers[$0.sequence]!.sorted()) }
-        }
+        try read { db in WaitGraph(try MutationQueue.all(in: db).filter { $0.status != .done }).blocked() }
     }
 
     /// The id the server gave the record, when the server assigns its own.

@@ -25,7 +25,7 @@ public final class LocalStore: Sendable {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
         try LocalDatabase.migrate(at: path)
-        var configuration = Configuration()
+        var configuration = LocalDatabase.configuration()
         let pragma = synchronous.rawValue
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")

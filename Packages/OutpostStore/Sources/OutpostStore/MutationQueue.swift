@@ -83,6 +83,12 @@ enum MutationQueue {
     /// folded into that mutation: the server has seen neither, so sending the union once, with each
     /// field's newest value and clock, is the same as sending both in order. The folded mutation also
     /// takes on the new write's parents, so it still waits for every create it now refers to.
+    ///
+    /// Not when the write names a record whose create is queued after that mutation: the earlier
+    /// mutation would then wait on a later one, and that create may itself wait on this record (a
+    /// clock-in edited into a clock-out naming a clock-out that names it), a cycle nothing could send.
+    /// Every wait points to an earlier mutation, so the queue never deadlocks (`blockedMutations`
+    /// reports one all the same, should a damaged queue hold it).
     static func enqueue(
         entity: EntityType, recordID: UUID, operation: MutationOperation, baseVersion: Int64,
         payload: Payload, fieldsInAudit: Bool = false, dependsOn: [UUID], syncClass: SyncClass, auditSequence: Int64,
@@ -97,7 +103,8 @@ enum MutationQueue {
                   AND NOT EXISTS (SELECT 1 FROM mutation_queue AS later
                                   WHERE later.record_id = mutation_queue.record_id AND later.seq > mutation_queue.seq)
                 ORDER BY seq DESC LIMIT 1
-                """), arguments: [entity.rawValue, id])
+                """), arguments: [entity.rawValue, id]),
+            try !waitsOnLaterCreates(dependsOn.map(\.storageText), after: pending["seq"], in: db)
         {
             // The union is written whole: the new audit entry holds only this write's fields.
             var merged = try Payload.read(pending["payload"], auditFields: pending["audit_fields"], sequence: pending["seq"])
@@ -148,12 +155,19 @@ enum MutationQueue {
                 WHERE record_id = ? AND seq > ? AND status != 'done' ORDER BY seq
                 """,
             arguments: [head["record_id"] as String, sequence])
-        let folded = later.prefix { $0["operation"] == "update" && $0["status"] == "pending" && $0["sent"] == 0 }
-        guard !folded.isEmpty else { return }
         var merged: Payload
         var parents: [String]
         var auditSequence: Int64? = head["audit_seq"]
+        var folded: [Row] = []
         do {
+            // As `enqueue` folds: not an update naming a record created after the head (see there).
+            for row in later {
+                guard row["operation"] == "update", row["status"] == "pending", row["sent"] == 0,
+                    try !waitsOnLaterCreates(try Self.parents(in: row), after: sequence, in: db)
+                else { break }
+                folded.append(row)
+            }
+            guard !folded.isEmpty else { return }
             merged = try Payload.read(head["payload"], auditFields: head["audit_fields"], sequence: sequence)
             parents = try Self.parents(in: head)
             for row in folded {
@@ -174,6 +188,17 @@ enum MutationQueue {
             arguments: [try merged.encoded(), auditSequence, parents.isEmpty ? nil : encode(strings: parents), sequence])
     }
 
+    /// Whether any of `parents` (record ids as stored) has an unfinished create queued after `sequence`.
+    private static func waitsOnLaterCreates(_ parents: [String], after sequence: Int64, in db: Database) throws -> Bool {
+        guard !parents.isEmpty else { return false }
+        return try Bool.fetchOne(
+            db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM json_each(?) AS d JOIN mutation_queue AS p ON p.record_id = d.value
+                               WHERE p.operation = 'create' AND p.status != 'done' AND p.seq > ?)
+                """),
+            arguments: [encode(strings: parents), sequence]) ?? false
+    }
+
     /// The ids of the records a queued row waits on (its `depends_on` column), as stored.
     private static func parents(in row: Row) throws -> [String] {
         try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
@@ -192,19 +217,38 @@ enum MutationQueue {
         return try rows.map(mutation(from:))
     }
 
-    /// The fields written by the record's mutations the server has not acknowledged (a delete counts
-    /// as no field), or nil when nothing of the record is waiting.
-    static func unfinishedFields(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Set<String>? {
+    /// What the record's mutations the server has not acknowledged hold: the fields they write (a delete
+    /// counts as no field) and the oldest server version they were made on, or nil when nothing of the
+    /// record is waiting.
+    ///
+    /// The base version, not the row's: a pre-sync import moves the row to a newer server version
+    /// around a waiting change (`EntityTables.refreshUnchangedFields`), yet the change was still made
+    /// without seeing that version, and the role-based strategies must see it as concurrent with it.
+    static func unfinishedChange(_ entity: EntityType, _ id: UUID, in db: Database) throws -> UnfinishedChange? {
         let rows = try Row.fetchAll(
             db, sql: """
-                SELECT seq, payload, \(auditFieldsColumn) FROM mutation_queue
+                SELECT seq, payload, base_version, \(auditFieldsColumn) FROM mutation_queue
                 WHERE record_id = ? AND entity = ? AND status != 'done'
                 """,
             arguments: [id.storageText, entity.rawValue])
         guard !rows.isEmpty else { return nil }
-        return try rows.reduce(into: Set<String>()) { fields, row in
-            fields.formUnion(try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]).fields.keys)
+        var change = UnfinishedChange(fields: [], baseVersion: .max)
+        for row in rows {
+            change.fields.formUnion(try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]).fields.keys)
+            change.baseVersion = min(change.baseVersion, row["base_version"])
         }
+        return change
+    }
+
+    /// The fields of `unfinishedChange`, or nil when nothing of the record is waiting.
+    static func unfinishedFields(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Set<String>? {
+        try unfinishedChange(entity, id, in: db)?.fields
+    }
+
+    /// A record's change the server has not acknowledged: its fields and the server version it was made on.
+    struct UnfinishedChange {
+        var fields: Set<String>
+        var baseVersion: Int64
     }
 
     /// After a merge, what is still to be sent for the record: each unfinished mutation keeps only the
@@ -327,6 +371,19 @@ enum FieldClocks {
         /// The newest clock of a value or of the delete: what a local write over this record must follow.
         var newest: HybridTimestamp? {
             fields.values.reduce(deletion) { newest, clock in newest.map { max($0, clock) } ?? clock }
+        }
+
+        /// The newest clock of this record a fresh stamp must follow when a refused change is stamped
+        /// again (`LocalStore.restampRefusedClocks`): `newest`, less this device's own stamps from a time
+        /// its clock ran more than the drift allowance ahead of `now` that no server took (not among
+        /// `server`). No server holds those values, and following them would stamp it as far ahead.
+        func newestToFollow(by clock: HybridLogicalClock, now: Date) -> HybridTimestamp? {
+            let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))
+            let taken = Set(server.map { Array($0.values) } ?? [])
+            func follows(_ stamp: HybridTimestamp) -> Bool {
+                stamp.node != clock.node || stamp.date <= limit || taken.contains(stamp)
+            }
+            return (Array(fields.values) + (deletion.map { [$0] } ?? [])).filter(follows).max()
         }
 
         /// The column's keys, as written by every version.

@@ -46,9 +46,15 @@ actor StoreWriter {
         return result
     }
 
-    /// Writes `clock_last` a reserve ahead of the clock when the clock has passed the saved value.
+    /// Writes `clock_last` a reserve ahead of the clock when the clock has passed the saved value, or
+    /// when the clock started again below a saved value that ran too far ahead (`HybridLogicalClock.tick`):
+    /// left there, a restart would resume from it and stamps after the restart could repeat earlier ones.
     private func saveClockIfNeeded(_ db: Database) throws -> HybridTimestamp? {
-        guard let last = clock.last, savedClock.map({ last > $0 }) ?? true else { return nil }
+        let restartedBelow = { (saved: HybridTimestamp, last: HybridTimestamp) in
+            saved.physicalMilliseconds - last.physicalMilliseconds
+                > Self.clockReserveMilliseconds + Self.milliseconds(of: self.clock.maximumDrift)
+        }
+        guard let last = clock.last, savedClock.map({ last > $0 || restartedBelow($0, last) }) ?? true else { return nil }
         let physical = min(
             last.physicalMilliseconds + Self.clockReserveMilliseconds, HybridTimestamp.maximumPhysicalMilliseconds)
         let reserved = max(last, HybridTimestamp(physicalMilliseconds: physical, counter: 0, node: clock.node))
@@ -58,6 +64,11 @@ actor StoreWriter {
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """).execute(arguments: [reserved.encoded])
         return reserved
+    }
+
+    static func milliseconds(of duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
     /// Reads (or creates) the node id and the clock's last value, persisted in `sync_state`.

@@ -1,0 +1,102 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+
+extension LocalStore {
+    /// A mutation the server refused because a clock of it runs more than 5 minutes ahead of the
+    /// server's time (`clock_ahead`): never failed for that, since the user's change is sound and only
+    /// the device's date was wrong.
+    ///
+    /// When one of its clocks runs more than the drift allowance ahead of this device's own time now (a
+    /// stamp from a time its clock ran ahead, since corrected), every stamp of this device in it and in
+    /// the record's mutations queued behind it (none went out yet) is stamped again, one fresh stamp per
+    /// mutation in queue order, after every clock of the record a server holds, in the queue and in the record's field clocks
+    /// alike: device and server then judge the change by the same clocks, and a later edit of a field
+    /// still follows the write it edited. It goes back in line at once, under a new idempotency key
+    /// (the server answers the old one with the old refusal); returns true. Otherwise this device's
+    /// clock itself still runs ahead: the change goes back in line as it
+    /// is, no attempt counted (the engine sends no more in this run), and the store's status says the
+    /// clock is off (`StoreStatus.clockWarning`) until a sync completes; returns false. No later attempt
+    /// time is set: it would be reckoned by the very clock that is wrong, and once the date is corrected
+    /// the change would wait that far.
+    @discardableResult
+    public func restampRefusedClocks(of mutation: Mutation, reason: String, now: Date) async throws(StoreError) -> Bool {
+        try await StoreError.mapping(path: path) {
+            try await writer.restamp(mutation, reason: reason, in: pool, now: now)
+        }
+    }
+}
+
+extension StoreWriter {
+    func restamp(_ mutation: Mutation, reason: String, in pool: DatabasePool, now: Date) throws -> Bool {
+        try transaction(in: pool) { db in
+            // The refused mutation and every one of its record queued behind it: none went out yet.
+            let rows = try Row.fetchAll(
+                db, sql: """
+                    SELECT seq, payload, \(MutationQueue.auditFieldsColumn) FROM mutation_queue
+                    WHERE record_id = ? AND entity = ? AND seq >= ? AND status != 'done' ORDER BY seq
+                    """,
+                arguments: [mutation.recordID.storageText, mutation.entity.rawValue, mutation.sequence])
+            guard let head = rows.first, head["seq"] == mutation.sequence else { return false }
+            let payloads = try rows.map { row in
+                (sequence: row["seq"] as Int64,
+                 payload: try MutationQueue.Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]))
+            }
+            let node = clock.node
+            let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))
+            let refusedAhead = (Array(payloads[0].payload.clocks.values) + [payloads[0].payload.deletion].compactMap { $0 })
+                .contains { $0.node == node && $0.date > limit }
+            guard refusedAhead else {
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
+                    arguments: [UUID.timeOrdered().storageText, reason, mutation.sequence])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)",
+                    arguments: ["the server refused changes stamped by this device's clock as more than 5 minutes ahead of its own time; check the device's date and time (\(reason))"])
+                return false
+            }
+            // Every stamp of this device in those mutations gets a fresh one, in the same order, so a later
+            // edit still follows the write it edited; all after the record's clocks a server holds.
+            let own = Set(payloads.flatMap { Array($0.payload.clocks.values) + [$0.payload.deletion].compactMap { $0 } }
+                .filter { $0.node == node })
+            let clocks = try FieldClocks.read(mutation.entity, mutation.recordID, in: db)
+            let floor = clocks.flatMap { stored in
+                var rest = stored
+                rest.fields = rest.fields.filter { !own.contains($0.value) }
+                if let deletion = rest.deletion, own.contains(deletion) { rest.deletion = nil }
+                return rest.newestToFollow(by: clock, now: now)
+            }
+            // One fresh stamp per mutation, in queue order: the order the user wrote in, which the old
+            // stamps, some from a wrong date, no longer tell.
+            var previous = floor
+            var latest: [String: HybridTimestamp] = [:]
+            var deletion: HybridTimestamp?
+            for index in payloads.indices {
+                let stamp = clock.tick(now: now, after: previous)
+                previous = stamp
+                var payload = payloads[index].payload
+                payload.clocks = payload.clocks.mapValues { $0.node == node ? stamp : $0 }
+                for (field, clock) in payload.clocks where clock == stamp { latest[field] = stamp }
+                if let old = payload.deletion, old.node == node {
+                    payload.deletion = stamp
+                    deletion = stamp
+                }
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET payload = ? WHERE seq = ?",
+                    arguments: [try payload.encoded(), payloads[index].sequence])
+            }
+            if var stored = clocks {
+                for (field, clock) in stored.fields where own.contains(clock) { stored.fields[field] = latest[field] ?? clock }
+                if let old = stored.deletion, own.contains(old) { stored.deletion = deletion ?? old }
+                try FieldClocks.write(stored, mutation.entity, mutation.recordID, in: db)
+            }
+            // A new request: the server answers the old key with the old refusal.
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = NULL WHERE seq = ?",
+                arguments: [UUID.timeOrdered().storageText, mutation.sequence])
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = 'clock_warning'")
+            return true
+        }
+    }
+}

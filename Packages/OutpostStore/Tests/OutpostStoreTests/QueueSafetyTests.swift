@@ -1,0 +1,159 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+/// Paths an outside review found where the queue could stop or the store refuse a write: folding that
+/// built a cycle of waits, a failure that undid a merge's verdict, a write during another connection's
+/// transaction, and a clock that once ran ahead.
+@Suite struct QueueSafetyTests {
+    let now = Date(timeIntervalSince1970: 1_795_000_000)
+
+    /// Claims and acknowledges until nothing is claimed; returns the records in the order they went.
+    func drain(_ store: LocalStore) throws -> [UUID] {
+        var sent: [UUID] = []
+        for version in 1...20 {
+            let batch = try store.claimMutations(limit: 10, now: now)
+            if batch.isEmpty { break }
+            for mutation in batch {
+                try store.acknowledge(mutation, serverVersion: Int64(version), serverID: nil, now: now)
+                sent.append(mutation.recordID)
+            }
+        }
+        return sent
+    }
+
+    @Test func aClockInEditedIntoAClockOutNamingItsOwnClockOutDoesNotDeadlockTheQueue() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = UUID(), member = UUID()
+        // Clock-in B, then clock-out A naming B, then B edited into a clock-out naming A: folded into B's
+        // unsent create, B would wait on A's create, which waits on B.
+        var b = try await store.save(
+            TimeEntry(projectID: project, memberID: member, kind: .clockIn, recordedAt: now), now: now)
+        let a = try await store.save(
+            TimeEntry(projectID: project, memberID: member, kind: .clockOut, recordedAt: now, clockInID: b.id), now: now)
+        b.kind = .clockOut
+        b.clockInID = a.id
+        b = try await store.save(b, now: now.addingTimeInterval(1))
+
+        #expect(try store.blockedMutations().isEmpty)
+        let sent = try drain(store)
+        #expect(sent == [b.id, a.id, b.id], "B's create, A's create, then B's edit on its own")
+        #expect(try store.status().pendingChanges == 0)
+    }
+
+    @Test func aCycleOfWaitsInTheQueueIsReportedAsBlocked() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let first = try await store.save(Issue(projectID: UUID(), title: "One"), now: now)
+        let second = try await store.save(Issue(projectID: UUID(), title: "Two"), now: now)
+        let third = try await store.save(Issue(projectID: UUID(), title: "Waits on two"), now: now)
+        // A queue written by an older build: each create waits on the other's.
+        let queue = try DatabaseQueue(path: folder.path)
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE mutation_queue SET depends_on = ? WHERE record_id = ?",
+                arguments: ["[\"\(second.id.storageText)\"]", first.id.storageText])
+            try db.execute(
+                sql: "UPDATE mutation_queue SET depends_on = ? WHERE record_id = ?",
+                arguments: ["[\"\(first.id.storageText)\"]", second.id.storageText])
+            try db.execute(
+                sql: "UPDATE mutation_queue SET depends_on = ? WHERE record_id = ?",
+                arguments: ["[\"\(second.id.storageText)\"]", third.id.storageText])
+        }
+        #expect(try store.claimMutations(limit: 10, now: now).isEmpty)
+        let blocked = try store.blockedMutations()
+        let cycle = try store.mutations().filter { [first.id, second.id].contains($0.recordID) }.map(\.sequence).sorted()
+        #expect(Set(blocked.map(\.mutation.recordID)) == [first.id, second.id, third.id])
+        #expect(blocked.allSatisfy { $0.blockedBy == cycle })
+    }
+
+    @Test func failingAMutationAMergeAlreadySettledLeavesItDone() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.acknowledge(claimed, serverVersion: 1, serverID: nil, now: now)
+        let blocked = try store.fail(claimed, reason: "a late answer")
+        #expect(blocked.isEmpty)
+        #expect(try store.mutations(status: .failed).isEmpty)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+    }
+
+    @Test func aSaveWhileAnotherConnectionWritesWaitsForItInsteadOfFailing() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        // Another connection (an import, another process's sync) holds the write lock for a while.
+        let other = try DatabaseQueue(path: folder.path)
+        let locked = DispatchSemaphore(value: 0)
+        let holder = Thread {
+            try? other.writeWithoutTransaction { db in
+                try db.execute(sql: "BEGIN IMMEDIATE")
+                locked.signal()
+                Thread.sleep(forTimeInterval: 1.0)
+                try db.execute(sql: "COMMIT")
+            }
+        }
+        holder.start()
+        locked.wait()
+        let saved = try await store.save(Issue(projectID: UUID(), title: "Saved while locked"), now: now)
+        #expect(try store.fetch(Issue.self, id: saved.id)?.title == "Saved while locked")
+        #expect(try store.status().pendingChanges == 1)
+    }
+
+    @Test func aDeviceWhoseClockRanADayAheadStampsItsNextWritesByItsCorrectedClock() async throws {
+        let folder = try TemporaryDatabase()
+        let ahead = now.addingTimeInterval(86_400)
+        do {
+            let store = try LocalStore.open(at: folder.path)
+            _ = try await store.save(Issue(projectID: UUID(), title: "Written a day ahead"), now: ahead)
+        }
+        // The date is corrected and the app starts again: the saved clock still says a day ahead.
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Written on time"), now: now)
+        let mutation = try #require(try store.mutations().first { $0.recordID == issue.id })
+        let stamp = try #require(mutation.clocks.values.first)
+        #expect(abs(stamp.date.timeIntervalSince(now)) < 5, "stamped by the wall clock, not a day ahead")
+        // And after another restart, never before what was stamped since.
+        let reopened = try LocalStore.open(at: folder.path)
+        let later = try await reopened.save(Issue(projectID: UUID(), title: "After a restart"), now: now)
+        let laterStamp = try #require(try reopened.mutations().first { $0.recordID == later.id }?.clocks.values.first)
+        #expect(laterStamp > stamp)
+    }
+
+    @Test func aRecordStampedWhileTheClockRanAheadIsStampedAgainWhenTheServerRefusesIt() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let ahead = now.addingTimeInterval(86_400)
+        var issue = try await store.save(Issue(projectID: UUID(), title: "Written a day ahead"), now: ahead)
+        // An edit after the date was corrected still follows the write it edits, bad stamp and all.
+        issue.title = "Edited on time"
+        issue = try await store.save(issue, now: now)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(claimed.clocks.values.contains { $0.date > now.addingTimeInterval(3_600) }, "the folded create keeps the bad stamp")
+        #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: now))
+        let again = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(again.sequence == claimed.sequence)
+        #expect(again.idempotencyKey != claimed.idempotencyKey)
+        #expect(again.clocks.values.allSatisfy { $0.date <= now.addingTimeInterval(5) })
+        #expect(try store.status().clockWarning == nil)
+    }
+
+    @Test func aDeviceWhoseClockStillRunsAheadWaitsAndSaysSo() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let ahead = now.addingTimeInterval(86_400)
+        _ = try await store.save(Issue(projectID: UUID(), title: "Written a day ahead"), now: ahead)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: ahead).first)
+        #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: ahead) == false)
+        #expect(try store.mutations(status: .failed).isEmpty)
+        #expect(try store.status().clockWarning != nil)
+        // Once the date is right, it goes at once: nothing was scheduled by the wrong clock.
+        let again = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(again.idempotencyKey != claimed.idempotencyKey)
+        #expect(again.attempts == claimed.attempts)
+    }
+}
