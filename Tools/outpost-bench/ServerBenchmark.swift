@@ -13,7 +13,7 @@ import OutpostSync
 /// - Push: `records` issue creates of one project, 500 per push, mutations/s. Peer: the `sqlite3` CLI
 ///   replaying the very rows the server wrote (each mutation's `records` row, its `applied_mutations`
 ///   row and the sequence counter) into the server's own schema, 500 per transaction, WAL and
-///   synchronous=NORMAL as the server runs: what SQLite costs for the same durable writes.
+///   synchronous=FULL as the server runs: what SQLite costs for the same durable writes.
 /// - Pull: the same records pulled by `SyncEngine.sync` into a fresh `LocalStore`, records/s. Peer: the
 ///   `sqlite3` CLI's `.import` of the rows the store ended with into a fresh device schema (the bulk
 ///   insert floor). Two more rows split our time: the HTTP pull alone, and `applyPulledPage` of the same
@@ -328,7 +328,7 @@ struct ServerBenchmark: BenchmarkSuite {
 
     /// Rows per second of the `sqlite3` CLI writing what the server wrote for `project`'s issues: each
     /// `records` row with its `applied_mutations` row and the sequence counter's update, `batchSize` per
-    /// transaction, into an empty copy of the server's schema (WAL, synchronous=NORMAL, as GRDB opens it).
+    /// transaction, into an empty copy of the server's schema (WAL, synchronous=FULL, as the server runs it).
     private func sqlite3ReplayRate(of database: String, project: UUID, user: UUID, folder: URL) throws -> Double {
         let schema = folder.appendingPathComponent("server-schema.sql"), recordRows = folder.appendingPathComponent("records.sql")
         let appliedRows = folder.appendingPathComponent("applied.sql")
@@ -346,7 +346,7 @@ struct ServerBenchmark: BenchmarkSuite {
             throw BenchmarkFailure("the server holds \(inserts.count) issue rows and \(applied.count) applied mutations")
         }
         let script = try BufferedFile(folder.appendingPathComponent("replay.sql"))
-        try script.write("PRAGMA journal_mode=WAL;\nPRAGMA synchronous=NORMAL;\n")
+        try script.write("PRAGMA journal_mode=WAL;\nPRAGMA synchronous=FULL;\n")
         try script.write(try String(contentsOf: schema, encoding: .utf8))
         try script.write("\nINSERT INTO counters (name, value) VALUES ('change_sequence', 0), ('server_id', 0);\n")
         for start in stride(from: 0, to: inserts.count, by: batchSize) {

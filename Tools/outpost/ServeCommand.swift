@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import OutpostConflicts
 import OutpostServer
+import OutpostSync
 
 /// `outpost serve`: the reference sync server on one SQLite file (demos, tests, small teams) or on a
 /// PostgreSQL database that several instances share.
@@ -54,12 +56,21 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Read each pull page only when asked, instead of preparing the next one while the client applies its page.")
     var noReadAhead = false
 
+    @Option(help: """
+        Conflict strategies that differ from the catalog's, as entity=strategy pairs, comma-separated \
+        (issue=manual,discount=serverWins); the devices must run the same (outpost sync --conflict-policy).
+        """)
+    var conflictPolicy: String = "default"
+
     @Option(help: "The least severe log level written to standard error (trace … critical; info logs each request).")
     var logLevel: String = "info"
 
     func validate() throws {
         guard (db == nil) != (postgres == nil) else {
             throw ValidationError("give exactly one of --db FILE and --postgres URL")
+        }
+        if SyncProtocol.conflictPolicy(fromText: conflictPolicy) == nil {
+            throw ValidationError("--conflict-policy: expected entity=strategy pairs, comma-separated (strategies: \(ConflictStrategy.all.map(\.description).joined(separator: ", ")))")
         }
         if postgres != nil, media == nil {
             throw ValidationError("--postgres needs --media DIR: a folder every instance shares")
@@ -74,7 +85,8 @@ struct ServeCommand: AsyncParsableCommand {
                     databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
                     maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
                     maximumPullPageBytes: maxPullBytes, logLevel: logLevel, postgresURL: postgres,
-                    readsPullsAhead: !noReadAhead))
+                    readsPullsAhead: !noReadAhead,
+                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy) ?? ConflictPolicy()))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }

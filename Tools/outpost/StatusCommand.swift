@@ -28,6 +28,7 @@ struct StatusCommand: ParsableCommand {
             print("failed changes:       \(status.failedChanges)")
             print("open conflicts:       \(status.openConflicts)")
             print("last successful sync: \(status.lastSuccessfulSync.map { $0.formatted(.iso8601) } ?? "never")")
+            if let warning = status.clockWarning { print("clock:                \(warning)") }
         }
     }
 }

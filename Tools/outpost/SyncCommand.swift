@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostConflicts
 import OutpostStore
 import OutpostSync
 
@@ -33,6 +34,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Put every failed change back in line before the run (once its cause is fixed).")
     var retryFailed = false
 
+    @Option(help: "Conflict strategies that differ from the catalog's, as the server was started with (outpost serve --conflict-policy).")
+    var conflictPolicy: String = "default"
+
     @Flag(help: "Print the run's report as JSON.")
     var json = false
 
@@ -43,7 +47,10 @@ struct SyncCommand: AsyncParsableCommand {
         let store = try openExistingStore(db)
         let transport = HTTPTransport(
             configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: token)
-        let engine = SyncEngine(store: store, transport: transport)
+        guard let policy = SyncProtocol.conflictPolicy(fromText: conflictPolicy) else {
+            throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, such as issue=manual")
+        }
+        let engine = SyncEngine(store: store, transport: transport, policy: policy)
         let retried = retryFailed ? try store.retryFailedMutations() : 0
         if retried > 0, !json { print("\(retried) failed changes put back in line") }
         let report: SyncReport
@@ -71,6 +78,7 @@ struct SyncCommand: AsyncParsableCommand {
             print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
             if let error = report.lastTransportError { print("last transport error: \(error)") }
             if let pause = report.pause { print("paused: \(pause.rawValue)") }
+            for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(difference)") }
         }
         if !report.isComplete { throw ExitCode(2) }
     }

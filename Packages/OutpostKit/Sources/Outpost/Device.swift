@@ -310,6 +310,9 @@ public struct DeviceStatus: Sendable, Hashable {
     public let pendingMediaUploads: Int
     /// When a sync last completed.
     public let lastSuccessfulSync: Date?
+    /// Set while the server refuses this device's changes because its clock runs ahead: show it, so the
+    /// user fixes the date and time (`StoreStatus.clockWarning`).
+    public let clockWarning: String?
 
     init(connectivity: ConnectivityStatus, store: StoreStatus) {
         self.connectivity = connectivity
@@ -318,6 +321,7 @@ public struct DeviceStatus: Sendable, Hashable {
         openConflicts = store.openConflicts
         pendingMediaUploads = store.pendingMediaUploads
         lastSuccessfulSync = store.lastSuccessfulSync
+        clockWarning = store.clockWarning
     }
 }
 

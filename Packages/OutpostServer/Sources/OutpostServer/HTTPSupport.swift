@@ -11,6 +11,7 @@ enum Header {
     static let schemaVersion = HTTPField.Name(SyncProtocol.schemaVersionHeader)!
     static let mediaDigest = HTTPField.Name(SyncProtocol.mediaDigestHeader)!
     static let accepts = HTTPField.Name(SyncProtocol.acceptsHeader)!
+    static let conflictPolicy = HTTPField.Name(SyncProtocol.conflictPolicyHeader)!
     static let requestID = HTTPField.Name("Outpost-Request-ID")!
     static let retryAfter = HTTPField.Name("Retry-After")!
 }
@@ -21,6 +22,8 @@ enum Header {
 struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
     let schemaVersions: ClosedRange<Int>
     let metrics: ServerMetrics
+    /// The server's conflict policy as `SyncProtocol.conflictPolicyText` writes it.
+    let conflictPolicy: String
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
@@ -36,6 +39,7 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         response.headers[Header.protocolVersion] = String(SyncProtocol.version)
         // The push reader (`PushRequest(json:)`) takes a mutation's one shared clock.
         response.headers[Header.accepts] = SyncProtocol.sharedClockForm
+        response.headers[Header.conflictPolicy] = conflictPolicy
         response.headers[Header.requestID] = context.id
         let route = Self.routeLabel(request)
         let elapsed = ContinuousClock.now - started

@@ -19,6 +19,8 @@ final class PostgresStorage: ServerStorage {
     /// The URL with its password hidden, for errors.
     let location: String
     let assignsServerIDs: Bool
+    /// The conflict policy pushes are settled with (`ServerConfiguration.conflictPolicy`).
+    let policy: ConflictPolicy
     private let client: PostgresClient
     private let connectionConfiguration: PostgresConnection.Configuration
     private let runTask: Task<Void, Never>
@@ -29,7 +31,8 @@ final class PostgresStorage: ServerStorage {
     static let writeLockKey: Int64 = 0x6f75_7470_6f73_7402
 
     /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
-    init(url: String, assignsServerIDs: Bool, logger: Logger) throws(ServerError) {
+    init(url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), logger: Logger) throws(ServerError) {
+        self.policy = policy
         let parsed = try PostgresConnectionURL(url)
         self.location = parsed.redacted
         self.assignsServerIDs = assignsServerIDs
@@ -153,7 +156,7 @@ final class PostgresStorage: ServerStorage {
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let logger = self.logger
-        let rules = PushRules(assignsServerIDs: assignsServerIDs)
+        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         return try await write { connection in
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)

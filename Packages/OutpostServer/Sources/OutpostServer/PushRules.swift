@@ -14,7 +14,13 @@ import OutpostSync
 /// in the snapshot, so one bad mutation never fails the batch.
 struct PushRules: Sendable {
     let assignsServerIDs: Bool
-    let policy = ConflictPolicy()
+    /// The server's configured policy (`ServerConfiguration.conflictPolicy`), the devices' own.
+    let policy: ConflictPolicy
+
+    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy()) {
+        self.assignsServerIDs = assignsServerIDs
+        self.policy = policy
+    }
 
     /// Runs the whole batch against `snapshot` (which the backend loaded for `batch`).
     func plan(_ batch: PushBatch, snapshot initial: PushSnapshot) throws -> PushPlan {
@@ -146,7 +152,8 @@ struct PushRules: Sendable {
         let limit = now.addingTimeInterval(Double(HybridLogicalClock.defaultMaximumDrift.components.seconds))
         let clocks = Array(mutation.clocks.values) + (mutation.deletion.map { [$0] } ?? [])
         if let ahead = clocks.first(where: { $0.date > limit }) {
-            throw ServerError.badRequest(
+            throw ServerError(
+                status: 400, .clockAhead,
                 "clock \(ahead.encoded) runs more than 5 minutes ahead of the server: check the device's date and time")
         }
     }

@@ -18,9 +18,9 @@ final class SQLiteStorage: ServerStorage {
     static let pageSize = 8192
 
     /// Opens (creating and migrating) the database at `path`.
-    init(path: String, assignsServerIDs: Bool) throws(ServerError) {
+    init(path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy()) throws(ServerError) {
         self.path = path
-        self.rules = PushRules(assignsServerIDs: assignsServerIDs)
+        self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (Workspace.md, the migrator's `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()
@@ -42,6 +42,13 @@ final class SQLiteStorage: ServerStorage {
                 try db.execute(sql: "PRAGMA cache_size = -32768")
             }
             pool = try DatabasePool(path: path, configuration: configuration)
+            // An `applied` answer must survive a power loss, not only a crash of the process: a device
+            // drops its copy of the change once answered, and a lost commit would also roll the change
+            // sequence back below cursors devices already hold, so later changes reusing those numbers
+            // would never be pulled. WAL with NORMAL syncs only at checkpoints; FULL syncs the WAL on
+            // every commit. Set on the writer after the pool is open: GRDB sets NORMAL when it turns
+            // WAL on, after `prepareDatabase` ran.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path)
         }
@@ -50,6 +57,11 @@ final class SQLiteStorage: ServerStorage {
         } catch {
             throw ServerError(.migrationFailed, message: "\(error)", path: path)
         }
+    }
+
+    /// The writer connection's `PRAGMA synchronous` (2 is FULL), for the durability test.
+    func writerSynchronousMode() async throws -> Int {
+        try await pool.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// Runs `body` in a write transaction, turning anything but a `ServerError` into `databaseFailure`.

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostConflicts
 import Logging
 
 /// Everything `outpost serve` can set: where to listen, where the data lives, and the limits that
@@ -39,6 +40,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The least severe log level written: `trace`, `debug`, `info` (one line per request), `notice`,
     /// `warning`, `error` or `critical`.
     public var logLevel: String
+    /// How pushes that meet a newer server version are settled, per entity: the same policy the apps'
+    /// devices merge with (`Device(policy:)`, `SyncEngine(policy:)`). Every response names its
+    /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:
+    /// with two policies the device would keep one value and the server another.
+    public var conflictPolicy: ConflictPolicy
 
     /// Creates a configuration; only the database path has no default.
     public init(
@@ -46,8 +52,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
         maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...12,
-        logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true
+        logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
+        conflictPolicy: ConflictPolicy = ConflictPolicy()
     ) {
+        self.conflictPolicy = conflictPolicy
         self.databasePath = databasePath
         self.postgresURL = postgresURL
         self.host = host

@@ -41,9 +41,13 @@ public struct SyncServer: Sendable {
         self.logger = logger
         let storage: any ServerStorage =
             if let url = configuration.postgresURL {
-                try PostgresStorage(url: url, assignsServerIDs: configuration.assignsServerIDs, logger: logger)
+                try PostgresStorage(
+                    url: url, assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
+                    logger: logger)
             } else {
-                try SQLiteStorage(path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs)
+                try SQLiteStorage(
+                    path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
+                    policy: configuration.conflictPolicy)
             }
         self.storage = storage
         self.media = try MediaStore(
@@ -63,7 +67,9 @@ public struct SyncServer: Sendable {
     {
         try await storage.prepare()
         let router = Router()
-        router.add(middleware: ProtocolMiddleware(schemaVersions: configuration.schemaVersions, metrics: metrics))
+        router.add(middleware: ProtocolMiddleware(
+            schemaVersions: configuration.schemaVersions, metrics: metrics,
+            conflictPolicy: SyncProtocol.conflictPolicyText(configuration.conflictPolicy)))
         addRoutes(to: router)
         let app = Application(
             router: router,
@@ -89,7 +95,7 @@ public struct SyncServer: Sendable {
         let metrics = self.metrics
         let bundleGate = self.bundleGate
         let readAhead = configuration.readsPullsAhead ? self.readAhead : nil
-        let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs)
+        let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy)
 
         router.get("health") { request, _ -> Response in
             try jsonResponse(

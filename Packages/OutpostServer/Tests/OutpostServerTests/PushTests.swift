@@ -155,7 +155,7 @@ struct PushTests {
         let results = try await alice.push(PushRequest(mutations: [issue, member, comment, edit, future])).results
         #expect(results.prefix(3).allSatisfy { $0.outcome.appliedVersion == 1 })
         #expect(results[3].outcome.rejectedCode == .invalidRequest)
-        #expect(results[4].outcome.rejectedCode == .invalidRequest)
+        #expect(results[4].outcome.rejectedCode == .clockAhead)
         await server.stop()
     }
 

@@ -48,6 +48,8 @@ public actor HTTPTransport: SyncTransport {
     private var compressesRequests: Bool
     /// Set by a response naming `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`.
     private var serverReadsSharedClock = false
+    /// The policy the server's last response named, as sent (`SyncProtocol.conflictPolicyHeader`).
+    public private(set) var serverConflictPolicyText: String?
     /// Set when a push in that form got a 400 all the same (say, from an instance of a fleet that is
     /// mid-upgrade) and its copy with a clock per field did not: this transport does not send the form
     /// again, whatever later responses say.
@@ -257,6 +259,9 @@ public actor HTTPTransport: SyncTransport {
             accepted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm })
         {
             serverReadsSharedClock = true
+        }
+        if let text = http.value(forHTTPHeaderField: SyncProtocol.conflictPolicyHeader) {
+            serverConflictPolicyText = text
         }
         // Count the body as it crossed the wire: its Content-Length when URL loading decompressed it.
         let wireLength = http.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }

@@ -21,6 +21,10 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     public static let notFound = Self(rawValue: "not_found")
     /// 400 (or per mutation): the body or a record breaks the schema or a validation rule.
     public static let invalidRequest = Self(rawValue: "invalid_request")
+    /// Per mutation: a clock of the mutation runs more than 5 minutes ahead of the server's time. The
+    /// device stamps the change again with its clock once that is right (`LocalStore.restampRefusedClocks`)
+    /// and sends it again: it is never failed for this.
+    public static let clockAhead = Self(rawValue: "clock_ahead")
     /// 409: a media chunk does not start at the offset the server has received.
     public static let rangeMismatch = Self(rawValue: "range_mismatch")
     /// 413: the body is larger than the server accepts.
@@ -41,7 +45,7 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
-        .invalidRequest, .rangeMismatch, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .invalidRequest, .clockAhead, .rangeMismatch, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
         .checksumMismatch, .rateLimited, .internal, .unavailable,
     ]
 

@@ -21,6 +21,10 @@ public actor SyncEngine {
     private let monitor: ConnectivityMonitor?
     private let mediaChunkSize: Int
     private var recoveredInFlight = false
+    /// Mutations this engine claimed whose release back in line failed (the store busy or full): put
+    /// back at the start of the next run, so a long-lived engine never leaves them in flight until the
+    /// app restarts.
+    private var stranded: [Mutation] = []
     /// Whether a run is under way: a second caller (a connectivity trigger, say) must not interleave
     /// with it across its awaits, or two runs could apply pages out of order.
     private var isRunning = false
@@ -93,10 +97,16 @@ public actor SyncEngine {
         if !recoveredInFlight {
             report.recovered = try store.requeueInFlightMutations()
             recoveredInFlight = true
+            stranded = []
+        } else if !stranded.isEmpty {
+            try store.release(stranded)
+            report.recovered = stranded.count
+            stranded = []
         }
         if pause == nil {
             let pulled = await pull(&report, withinBudget: withinBudget, now: now)
-            if pulled { await push(&report, withinBudget: withinBudget, now: now) }
+            if pulled { await checkPolicy(&report) }
+            if pulled, pause == nil { await push(&report, withinBudget: withinBudget, now: now) }
             // Structured data first, always: media goes only once every ready mutation is sent.
             if report.pushCompleted, pause == nil {
                 await uploadMedia(&report, conditions: conditions, withinBudget: withinBudget)
@@ -177,6 +187,24 @@ public actor SyncEngine {
             guard status.isOnline, !wasOnline, let report = try? await sync(conditions: conditions) else { continue }
             await onReport(report)
         }
+    }
+
+    /// Stops before pushing when the server names a conflict policy other than this engine's: the two
+    /// would settle the same conflict differently (the device keeping its value, the server the office's,
+    /// each answering that it won), and the next pull would overwrite the device's without a word.
+    private func checkPolicy(_ report: inout SyncReport) async {
+        guard let text = await transport.serverConflictPolicyText else { return }
+        let differences: [String]
+        if let server = SyncProtocol.conflictPolicy(fromText: text) {
+            differences = EntityCatalog.all.map(\.type).filter { policy[$0] != server[$0] }.map {
+                "\($0.rawValue): this app \(policy[$0]), the server \(server[$0])"
+            }
+        } else {
+            differences = ["the server names a policy this app cannot read (\(text))"]
+        }
+        guard !differences.isEmpty else { return }
+        pause = .conflictPolicyMismatch
+        report.conflictPolicyDifferences = differences
     }
 
     // MARK: Media
@@ -295,10 +323,17 @@ public actor SyncEngine {
                 }
                 try await settle(batch, with: response, report: &report, now: now())
                 claimed = []
+                // This device's clock still runs ahead: whatever it stamps now is refused the same way.
+                if report.heldForClock > 0 { break }
             }
         } catch {
-            // What was claimed and not settled goes back in line, not left in flight until a restart.
-            try? store.release(claimed)
+            // What was claimed and not settled goes back in line, not left in flight until a restart; if
+            // the store refuses that too, the next run puts it back.
+            do {
+                try store.release(claimed)
+            } catch {
+                stranded += claimed
+            }
             report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
         }
     }
@@ -377,6 +412,15 @@ public actor SyncEngine {
                     try store.rebase(mutation, onto: serverRecord.version)
                     report.rebased += 1
                 }
+            case .rejected(let reason) where reason.code == .clockAhead:
+                // The change is sound; this device's date was, or is, wrong. Stamped again, it goes in this
+                // run; otherwise it waits for the clock to be right, and the status says so.
+                let why = "\(reason.code.rawValue): \(reason.message)"
+                if try await store.restampRefusedClocks(of: mutation, reason: why, now: now) {
+                    report.restamped += 1
+                } else {
+                    report.heldForClock += 1
+                }
             case .rejected(let reason):
                 report.blocked += try store.fail(mutation, reason: "\(reason.code.rawValue): \(reason.message)").count
                 report.failed += 1
@@ -430,6 +474,10 @@ public enum SyncPause: String, Sendable, Hashable, Codable {
     case credentialsRejected
     /// The server does not accept this app's protocol or schema version.
     case appUpdateRequired
+    /// The server settles conflicts of some entity with another strategy than this app
+    /// (`SyncReport.conflictPolicyDifferences` says which): the app and the server must be configured
+    /// with the same `ConflictPolicy`. Nothing is pushed until then; every change stays queued.
+    case conflictPolicyMismatch
 }
 
 /// Any generator behind one concrete type, so the engine can keep an injected one and pass it `inout`.

@@ -1,3 +1,6 @@
+import OutpostConflicts
+import OutpostModels
+
 /// The constants of the sync protocol that both ends must agree on; `schemas/sync-api.yaml` is
 /// the full contract.
 public enum SyncProtocol {
@@ -20,6 +23,33 @@ public enum SyncProtocol {
     /// The `acceptsHeader` token of a server that reads a push mutation's one shared `clock`
     /// (`PushRequest.json(sharingClocks:)`).
     public static let sharedClockForm = "shared-clock"
+
+    /// Header a server sets on every response, naming its conflict policy (`conflictPolicyText`), so a
+    /// device that settles conflicts differently stops before it pushes (`SyncPause.conflictPolicyMismatch`).
+    public static let conflictPolicyHeader = "Outpost-Conflict-Policy"
+
+    /// A policy as `conflictPolicyHeader` carries it: `default` when every entity keeps the catalog's
+    /// strategy, else its overrides as `entity=strategy` pairs sorted by entity, comma-separated
+    /// (`issue=lastWriteWins,discount=manual` sorted).
+    public static func conflictPolicyText(_ policy: ConflictPolicy) -> String {
+        let overrides = policy.overrides.map { "\($0.key.rawValue)=\($0.value.name.rawValue)" }.sorted()
+        return overrides.isEmpty ? "default" : overrides.joined(separator: ",")
+    }
+
+    /// Reads `conflictPolicyText`; nil when it is not such a text. An entity this client does not know
+    /// is skipped (it never sends one); a strategy it does not know makes the whole text unreadable.
+    public static func conflictPolicy(fromText text: String) -> ConflictPolicy? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed == "default" { return ConflictPolicy() }
+        var overrides: [EntityType: ConflictStrategy] = [:]
+        for pair in trimmed.split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, let name = ConflictPolicyName(rawValue: parts[1]) else { return nil }
+            guard let entity = EntityType(rawValue: parts[0]) else { continue }
+            overrides[entity] = ConflictStrategy(name)
+        }
+        return ConflictPolicy(overriding: overrides)
+    }
 
     /// Bodies above this size (10 KB) travel gzip-compressed; smaller ones are not worth the CPU.
     public static let compressionThreshold = 10 * 1024

@@ -33,6 +33,14 @@ public struct SyncReport: Sendable {
     public var alreadyRunning = false
     /// Set when sending is on hold.
     public var pause: SyncPause?
+    /// Changes the server refused as stamped too far ahead, stamped again by this device's corrected
+    /// clock and sent again (`LocalStore.restampRefusedClocks`).
+    public var restamped = 0
+    /// Changes the server refused as stamped too far ahead while this device's clock still runs ahead:
+    /// kept in line, and no more sent in this run (`StoreStatus.clockWarning` says why).
+    public var heldForClock = 0
+    /// With `SyncPause.conflictPolicyMismatch`: each entity the app and the server settle differently.
+    public var conflictPolicyDifferences: [String] = []
     /// The last transport failure met, if any (offline, timeout, refused).
     public var lastTransportError: TransportError?
     /// Original files whose upload completed in this run.

@@ -24,4 +24,16 @@ public protocol SyncTransport: Sendable {
 
     /// Traffic so far; take the difference across a run with `TransferCounts.since(_:)`.
     var transferred: TransferCounts { get async }
+
+    /// The conflict policy the server last named, as sent (`SyncProtocol.conflictPolicyHeader`), or nil
+    /// when it named none (an older server, or no answer yet): the engine then cannot compare and
+    /// pushes as before.
+    var serverConflictPolicyText: String? { get async }
+}
+
+extension SyncTransport {
+    /// A transport that learns no policy: nil.
+    public var serverConflictPolicyText: String? {
+        get async { nil }
+    }
 }

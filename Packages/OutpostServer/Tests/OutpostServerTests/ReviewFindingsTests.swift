@@ -1,0 +1,161 @@
+import Foundation
+import OutpostBundles
+import OutpostConflicts
+import OutpostModels
+@testable import OutpostServer
+import OutpostStore
+import OutpostSync
+import Testing
+
+/// Paths an outside review found where a crew's write could be lost or silently overwritten although
+/// every other test passed: a pre-sync import over unsynced edits, a device clock that once ran ahead,
+/// a server that settled conflicts with another policy than the app, and an acknowledgement that did
+/// not survive a power loss. Each runs the real engine against the real server on 127.0.0.1.
+@Suite("Review findings: imports, clocks, policies and durability, end to end")
+struct ReviewFindingsTests {
+    func device(_ server: TestServer, _ name: String) throws -> LocalStore {
+        try LocalStore.open(at: server.directory.appendingPathComponent("\(name).sqlite").path)
+    }
+
+    @Test(
+        "An office edit made while a crew member edited offline is still a conflict after the night's pre-sync import",
+        arguments: [ConflictStrategy.serverWins, .clientWins, .manual])
+    func anImportBeforeSyncStillSurfacesTheOfficesConcurrentEdit(_ strategy: ConflictStrategy) async throws {
+        let policy = ConflictPolicy(overriding: [.discount: strategy])
+        let server = try await TestServer.start(conflictPolicy: policy)
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken), policy: policy)
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken), policy: policy)
+
+        var discount = try await crew.save(Discount(projectID: TestServer.projectA, name: "Winter", kind: .fixedAmount, value: 100))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+
+        // Offline, the crew member changes the value; the office changes it too.
+        discount = try #require(try crew.fetch(Discount.self, id: discount.id))
+        discount.value = 999
+        _ = try await crew.save(discount)
+        var officeCopy = try #require(try office.fetch(Discount.self, id: discount.id))
+        officeCopy.value = 250
+        _ = try await office.save(officeCopy)
+        #expect(try await officeEngine.sync().isComplete)
+
+        // The night's pre-sync brings the office's version, then the device syncs.
+        let bundle = server.directory.appendingPathComponent("bundle.json")
+        _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(
+            project: TestServer.projectA, format: .json, to: bundle)
+        let imported = try BundleImporter().importBundle(at: bundle, intoDatabaseAt: crew.path)
+        #expect(imported.total.refreshedAroundLocalChanges + imported.total.skippedLocallyModified == 1)
+        let report = try await crewEngine.sync()
+        #expect(report.isComplete)
+
+        let serverValue = try #require(try await server.transport(token: TestServer.carolToken)
+            .pull(PullRequest(cursor: nil, limit: 1000)).changes.last { $0.recordID == discount.id }?.fields["value"])
+        let expected: FieldValue = strategy == .clientWins ? .integer(999) : .integer(250)
+        #expect(serverValue == expected)
+        #expect(try crew.fetch(Discount.self, id: discount.id)?.value == (strategy == .clientWins ? 999 : 250))
+        let conflicts = try crew.openConflicts().filter { $0.recordID == discount.id && $0.field == "value" }
+        #expect(conflicts.count == 1, "the value that lost is surfaced, not dropped")
+        #expect(conflicts.first?.losingValue == (strategy == .clientWins ? .integer(250) : .integer(999)))
+    }
+
+    @Test("A device whose clock once ran a day ahead gets every write to the server once its date is right")
+    func aDeviceWhoseClockWasOnceADayAheadGetsEveryWriteThrough() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let path = server.directory.appendingPathComponent("crew.sqlite").path
+        let dayAhead = Timestamp.now().addingTimeInterval(86_400)
+        let early: OutpostModels.Issue
+        do {
+            let store = try LocalStore.open(at: path)
+            early = try await store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Written a day ahead"), now: dayAhead)
+            // Syncing while the clock is wrong keeps the change and says why.
+            let engine = SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken))
+            let held = try await engine.sync(now: { dayAhead })
+            #expect(held.heldForClock == 1)
+            #expect(!held.isComplete)
+            #expect(try store.status().failedChanges == 0)
+            #expect(try store.status().clockWarning != nil)
+        }
+        // The date is corrected and the app starts again.
+        let store = try LocalStore.open(at: path)
+        var edited = try #require(try store.fetch(OutpostModels.Issue.self, id: early.id))
+        edited.details = "edited after the date was fixed"
+        _ = try await store.save(edited)
+        let later = try await store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Written on time"))
+        let engine = SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken))
+        let report = try await engine.sync()
+        #expect(report.isComplete)
+        #expect(report.restamped >= 1)
+        #expect(report.failed == 0)
+        #expect(try store.status().pendingChanges == 0)
+        #expect(try store.status().clockWarning == nil)
+        let onServer = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+        let first = try #require(onServer.changes.last { $0.recordID == early.id })
+        #expect(first.fields["details"] == .text("edited after the date was fixed"))
+        #expect(onServer.changes.contains { $0.recordID == later.id })
+        // The device and the server judge the record by the same clocks.
+        let local = try #require(try store.record(.issue, id: early.id))
+        #expect(local.fields == first.fields)
+    }
+
+    @Test("A device whose conflict policy differs from its server's is stopped before it pushes, with what differs")
+    func aDeviceWithAnotherPolicyThanItsServerIsStoppedBeforeItPushes() async throws {
+        let server = try await TestServer.start(conflictPolicy: ConflictPolicy(overriding: [.issue: .manual]))
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let mismatched = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let refused = try await mismatched.sync()
+        #expect(refused.pause == .conflictPolicyMismatch)
+        #expect(refused.pushed == 0)
+        #expect(refused.conflictPolicyDifferences.contains { $0.hasPrefix("issue:") })
+        #expect(try crew.status().pendingChanges == 1, "every change stays queued")
+
+        let agreeing = SyncEngine(
+            store: crew, transport: server.transport(token: TestServer.aliceToken),
+            policy: ConflictPolicy(overriding: [.issue: .manual]))
+        #expect(try await agreeing.sync().isComplete)
+        #expect(try crew.status().pendingChanges == 0)
+        #expect(try crew.fetch(OutpostModels.Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+    }
+
+    @Test("The server settles a push with its configured policy, the same as the device merged with")
+    func theServerSettlesPushesWithItsConfiguredPolicy() async throws {
+        let policy = ConflictPolicy(overriding: [.issue: .serverWins])
+        let server = try await TestServer.start(conflictPolicy: policy)
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken), policy: policy)
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken), policy: policy)
+        var issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        issue = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        issue.title = "Loose rail, stairs"
+        _ = try await crew.save(issue)
+        var officeCopy = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
+        officeCopy.details = "the office's note"
+        _ = try await office.save(officeCopy)
+        #expect(try await officeEngine.sync().isComplete)
+        #expect(try await crewEngine.sync().isComplete)
+        // Server wins (not the catalog's field merge): the crew's title lost on both sides, surfaced on the device.
+        let onServer = try #require(try await server.transport(token: TestServer.carolToken)
+            .pull(PullRequest(cursor: nil, limit: 1000)).changes.last { $0.recordID == issue.id })
+        #expect(onServer.fields["title"] == .text("Loose rail"))
+        #expect(try crew.record(.issue, id: issue.id)?.fields == onServer.fields)
+        #expect(try crew.openConflicts().contains { $0.recordID == issue.id && $0.losingValue == .text("Loose rail, stairs") })
+    }
+
+    @Test("The SQLite server's acknowledgement survives a power loss: every commit is synced to disk")
+    func theSQLiteServerSyncsEveryCommitBeforeItAnswers() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-durable-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+        #expect(try await storage.writerSynchronousMode() == 2, "PRAGMA synchronous = FULL on the writer")
+    }
+}
