@@ -244,7 +244,7 @@ public actor SyncEngine {
         }
         defer { try? handle.close() }
         do {
-            var status = try await transport.mediaUploadStatus(for: upload.attachmentID)
+            var status = try Self.checked(try await transport.mediaUploadStatus(for: upload.attachmentID), of: upload)
             while !status.complete {
                 guard withinBudget() else { return false }
                 let offset = status.receivedBytes
@@ -258,9 +258,11 @@ public actor SyncEngine {
                     return true
                 }
                 let started = ContinuousClock.now
-                status = try await transport.uploadMedia(MediaChunk(
-                    attachmentID: upload.attachmentID, offset: offset, totalBytes: upload.byteSize,
-                    sha256: upload.sha256, data: data))
+                status = try Self.checked(
+                    try await transport.uploadMedia(MediaChunk(
+                        attachmentID: upload.attachmentID, offset: offset, totalBytes: upload.byteSize,
+                        sha256: upload.sha256, data: data)),
+                    of: upload)
                 await monitor?.recordTransfer(bytes: Int64(data.count), duration: ContinuousClock.now - started)
                 report.mediaBytesUploaded += Int64(data.count)
                 try store.recordMediaProgress(of: upload.attachmentID, uploadedBytes: status.receivedBytes, complete: status.complete)
@@ -287,6 +289,18 @@ public actor SyncEngine {
             }
             return false
         }
+    }
+
+    /// A server's upload status, refused unless it says it holds between 0 and the file's size: a broken
+    /// or hostile server's answer must never reach a seek or a chunk's bounds, which trap (it crashed the
+    /// device on every later sync). Refused as an invalid response, so the upload is tried again later.
+    private static func checked(_ status: MediaUploadStatus, of upload: MediaUpload) throws(TransportError) -> MediaUploadStatus {
+        guard (0...upload.byteSize).contains(status.receivedBytes) else {
+            throw TransportError(
+                .invalidResponse, request: "GET /media/\(upload.attachmentID)/upload",
+                message: "the server says it holds \(status.receivedBytes) bytes of a \(upload.byteSize)-byte file")
+        }
+        return status
     }
 
     // MARK: Push

@@ -51,6 +51,29 @@ import OutpostTesting
         #expect(try device.store.status().pendingMediaUploads == 1, "still waiting, not dropped")
     }
 
+    @Test(arguments: [Int64(50_000), -1])
+    func aServerClaimingImpossibleUploadProgressNeitherCrashesTheDeviceNorLosesThePhoto(received: Int64) async throws {
+        let device = try SyncEngineTests.Device()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 10_000)
+        // The records go to a well-behaved server first; the original waits for a good connection.
+        _ = try await SyncEngine(store: device.store, transport: InMemoryTransport()).sync(now: { self.now })
+        let wire = { (value: any Encodable) in String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self) }
+        let hostile = try LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(body: try wire(PullResponse(changes: [], nextCursor: "c-9", hasMore: false))),
+            "GET /v1/media/\(photo.id.uuidString.lowercased())/upload": .init(body: try wire(MediaUploadStatus(
+                attachmentID: photo.id, receivedBytes: received, totalBytes: 10_000, complete: false))),
+        ])
+        defer { hostile.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: hostile.baseURL, schemaVersion: 5), token: "t1")
+        let engine = SyncEngine(store: device.store, transport: transport)
+        for _ in 0..<2 {
+            let report = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
+            #expect(report.mediaUploaded == 0)
+            #expect(report.lastTransportError?.code == .invalidResponse)
+        }
+        #expect(try device.store.pendingMediaUploads().map(\.attachmentID) == [photo.id], "kept for a later try")
+    }
+
     @Test func aCutUploadResumesWhereTheServerStands() async throws {
         let device = try SyncEngineTests.Device()
         let server = InMemoryTransport()
