@@ -85,10 +85,21 @@ extension StoreWriter {
             try db.execute(sql: "PRAGMA cache_size = -\(Self.pullCacheKilobytes)")
             var report = PullReport()
             let pageIDs = Set(page.changes.map(\.record.id))
+            // A server id names one record. One the server gave two records (a broken or hostile server)
+            // would make a reference to it resolve to either: the second record is quarantined instead.
+            var named: [ServerIDs.Name: UUID] = [:]
+            var sharedServerID: [PulledPageReads.Key: String] = [:]
             for remote in page.changes {
-                if let serverID = remote.record.sync.serverID {
-                    try ServerIDs.remember(serverID, for: remote.record.entity, clientID: remote.record.id, in: db, now: now)
+                let entity = remote.record.entity, id = remote.record.id
+                guard let serverID = remote.record.sync.serverID else { continue }
+                let name = ServerIDs.Name(entity: entity, serverID: serverID)
+                if let holder = try named[name] ?? ServerIDs.clientID(of: entity, serverID: serverID, in: db), holder != id {
+                    sharedServerID[.init(entity: entity, id: id)] =
+                        "the server gave server id \(serverID) to \(entity.rawValue) \(holder.storageText) as well; a server id names one record"
+                    continue
                 }
+                named[name] = id
+                try ServerIDs.remember(serverID, for: entity, clientID: id, in: db, now: now)
             }
             for unreadable in page.unreadable {
                 try Quarantine.add(unreadable, stream: page.stream, in: db)
@@ -102,7 +113,7 @@ extension StoreWriter {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
-                if let problem = Quarantine.problem(with: translated.record) {
+                if let problem = sharedServerID[.init(entity: entity, id: id)] ?? Quarantine.problem(with: translated.record) {
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
                         stream: page.stream, in: db)
@@ -284,6 +295,12 @@ enum Conflicts {
 /// device keeps client ids everywhere; references travel as server ids once the server has named the
 /// record, and come back to client ids here.
 enum ServerIDs {
+    /// A server id of one entity.
+    struct Name: Hashable {
+        let entity: EntityType
+        let serverID: String
+    }
+
     /// Records the mapping and, in the same transaction, links the references that arrived earlier
     /// holding `serverID` because the mapping was not known yet.
     static func remember(_ serverID: String, for entity: EntityType, clientID: UUID, in db: Database, now: Date) throws {

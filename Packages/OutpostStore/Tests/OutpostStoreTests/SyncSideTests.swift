@@ -294,6 +294,29 @@ import Testing
         #expect(queued.last?.fields == ["title": .text("Leak under the sink")])
     }
 
+    @Test func aSecondRecordWithTheSameServerIDIsQuarantinedNotStored() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var first = remote(Issue(projectID: UUID(), title: "One"), version: 1, at: 1_000)
+        var second = remote(Issue(projectID: UUID(), title: "Two"), version: 1, at: 1_000)
+        var firstRecord = first.record, secondRecord = second.record
+        firstRecord.sync.serverID = "7"
+        secondRecord.sync.serverID = "7"
+        first = VersionedRecord(record: firstRecord, stampedAt: stamp(1_000))
+        second = VersionedRecord(record: secondRecord, stampedAt: stamp(1_000))
+        let report = try await store.applyPulledPage(PulledPage(changes: [first, second], cursor: "c-1"), now: now)
+        #expect(report.quarantined == 1)
+        #expect(try store.record(.issue, id: second.record.id) == nil)
+        #expect(try store.quarantinedRecords().first?.reason.contains("server id 7") == true)
+        // A later page naming the same id for yet another record is refused too.
+        var third = remote(Issue(projectID: UUID(), title: "Three"), version: 1, at: 2_000).record
+        third.sync.serverID = "7"
+        let later = try await store.applyPulledPage(
+            PulledPage(changes: [VersionedRecord(record: third, stampedAt: stamp(2_000))], cursor: "c-2"), now: now)
+        #expect(later.quarantined == 1)
+        #expect(try store.serverID(of: .issue, clientID: first.record.id) == "7")
+    }
+
     @Test func aFoldedEditWaitsForItsNewParent() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)

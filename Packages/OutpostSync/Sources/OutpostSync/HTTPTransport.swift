@@ -73,7 +73,7 @@ public actor HTTPTransport: SyncTransport {
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
         sessionConfiguration.timeoutIntervalForRequest = timeoutInterval(timeout)
-        return URLSession(configuration: sessionConfiguration)
+        return URLSession(configuration: sessionConfiguration, delegate: SameOriginRedirects(), delegateQueue: nil)
     }
 
     /// Replaces the bearer token (after a 401, say); counters and learned server traits are kept.
@@ -350,5 +350,26 @@ public actor HTTPTransport: SyncTransport {
             default: .noConnection
             }
         return TransportError(code, request: name, message: urlError.localizedDescription)
+    }
+}
+
+/// Follows a redirect only within the origin (scheme, host and port) of the request it answers. URL
+/// loading carries every header of the request along, the bearer token included, so a redirect to
+/// another host (a hostile or misconfigured server, a captive portal) would hand it the crew member's
+/// credentials. Refused, the redirect itself is the answer, which the transport reports as an error.
+final class SameOriginRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        let from = task.originalRequest?.url
+        let to = request.url
+        let sameOrigin = from != nil && to != nil && from?.scheme?.lowercased() == to?.scheme?.lowercased()
+            && from?.host?.lowercased() == to?.host?.lowercased() && Self.port(of: from) == Self.port(of: to)
+        completionHandler(sameOrigin ? request : nil)
+    }
+
+    private static func port(of url: URL?) -> Int? {
+        url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
     }
 }

@@ -35,9 +35,11 @@ struct PullPrefetch: Sendable {
         fetcher = Task {
             var cursor = cursor
             var slot = freed.makeAsyncIterator()
+            var emptyPages = 0
             do {
                 while await slot.next() != nil, !Task.isCancelled {
                     let page = try await Self.fetch(PullRequest(cursor: cursor, limit: limit), from: transport)
+                    try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
                     delivered.yield(page)
                     guard page.response.hasMore else { break }
                     cursor = page.response.nextCursor
@@ -46,6 +48,29 @@ struct PullPrefetch: Sendable {
             } catch {
                 delivered.finish(throwing: error)
             }
+        }
+    }
+
+    /// How many pages in a row may say more follows while bringing no change: a server skipping a run of
+    /// changes the caller may not see can send some; a broken one inventing cursors would never stop.
+    static let maximumEmptyPages = 1_000
+
+    /// Refuses a page that says more follows but would make the pull go round forever: its cursor is
+    /// the one it was asked with (the same page again and again), or too many pages in a row were empty.
+    static func checkProgress(of response: PullResponse, after cursor: String?, emptyPagesBefore empty: inout Int)
+        throws(TransportError)
+    {
+        guard response.hasMore else { return }
+        if response.nextCursor == cursor {
+            throw TransportError(
+                .invalidResponse, request: "POST /pull",
+                message: "the server said more changes follow but gave back the cursor it was asked with (\(response.nextCursor))")
+        }
+        empty = response.changes.isEmpty ? empty + 1 : 0
+        if empty > maximumEmptyPages {
+            throw TransportError(
+                .invalidResponse, request: "POST /pull",
+                message: "the server sent \(maximumEmptyPages) pages in a row with no change that each said more follow")
         }
     }
 

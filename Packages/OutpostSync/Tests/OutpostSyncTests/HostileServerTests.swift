@@ -1,0 +1,64 @@
+import Foundation
+import OutpostModels
+import OutpostStore
+import Testing
+@testable import OutpostSync
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A broken or hostile server must not hurt a device: no endless pull, no credentials handed to
+/// another host. Each runs the real engine and `HTTPTransport` against a scripted server on 127.0.0.1.
+@Suite struct HostileServerTests {
+    let now = Date(timeIntervalSince1970: 1_795_000_000)
+
+    static func wire(_ value: some Encodable) throws -> String {
+        String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
+    }
+
+    @Test func aPullWhoseCursorNeverMovesStopsWithAnErrorInsteadOfLoopingForever() async throws {
+        let server = try LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "same", hasMore: true)))
+        ])
+        defer { server.stop() }
+        let device = try SyncEngineTests.Device()
+        let engine = SyncEngine(
+            store: device.store, transport: HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1"))
+        let report = try await engine.sync(now: { self.now })
+        #expect(!report.pullCompleted)
+        #expect(report.lastTransportError?.code == .invalidResponse)
+        #expect(try await server.requests().count <= 4, "stopped at the repeated cursor")
+    }
+
+    @Test func aServerThatInventsEmptyPagesForeverIsStopped() throws {
+        var empty = 0
+        var thrown: TransportError?
+        for page in 0...PullPrefetch.maximumEmptyPages {
+            do {
+                try PullPrefetch.checkProgress(
+                    of: PullResponse(changes: [], nextCursor: "c-\(page + 1)", hasMore: true), after: "c-\(page)",
+                    emptyPagesBefore: &empty)
+            } catch {
+                thrown = error
+                break
+            }
+        }
+        #expect(thrown?.code == .invalidResponse)
+    }
+
+    @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
+        let elsewhere = try LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)))
+        ])
+        defer { elsewhere.stop() }
+        let server = try LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(status: 307, headers: ["Location": "http://127.0.0.1:\(elsewhere.port)/v1/pull"])
+        ])
+        defer { server.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "secret-token")
+        await #expect(throws: TransportError.self) { _ = try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
+        let leaked = try await elsewhere.requests().filter { $0.header("Authorization") != nil }
+        #expect(leaked.isEmpty)
+    }
+}
