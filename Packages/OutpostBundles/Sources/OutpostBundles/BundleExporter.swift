@@ -37,8 +37,11 @@ public struct BundleExporter: Sendable {
         }
     }
 
-    /// The project, its opportunity, and every record one of whose parents is already included,
-    /// entity by entity in catalog order.
+    /// The project, its opportunity, and every record whose owning parent (the first parent it names,
+    /// the one that makes it a project's: an issue's project, a comment's issue) is already included,
+    /// entity by entity in catalog order. Only the owning parent counts: a record of another project
+    /// that names one of this project's records in another reference (a comment whose author is this
+    /// project's member) is that project's, and must not travel to this one's members.
     static func records(of projectID: UUID, in db: Database) throws -> [EntityRecord] {
         guard let project = try EntityTables.fetchRecord(.project, id: projectID, in: db) else {
             throw BundleError(.databaseFailure, message: "the database holds no project \(projectID.uuidString.lowercased())")
@@ -57,11 +60,11 @@ public struct BundleExporter: Sendable {
                 result.append(opportunity)
             default:
                 for record in try EntityTables.fetchAll(description.type, in: db) {
-                    let belongs = description.parents.contains { relation in
-                        guard case .uuid(let parent) = record[relation.field] else { return false }
-                        return included[relation.entity]?.contains(parent) == true
-                    }
-                    guard belongs else { continue }
+                    let owner = description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
+                        guard case .uuid(let parent) = record[relation.field] else { return nil }
+                        return (relation.entity, parent)
+                    }.first
+                    guard let (parentEntity, parent) = owner, included[parentEntity]?.contains(parent) == true else { continue }
                     included[description.type, default: []].insert(record.id)
                     result.append(record)
                 }

@@ -66,6 +66,23 @@ import Testing
         #expect(Set(queued.fields.keys) == ["title"], "only the user's edit goes to the server")
     }
 
+    @Test func anExportCarriesOnlyTheProjectsOwnRecordsWhateverElseNamesThem() throws {
+        let workspace = try Workspace()
+        let otherProject = Project(id: SampleProject.id(900), sync: SampleProject.sync(1), name: "Oak Avenue").record
+        let issue = Issue(id: SampleProject.id(901), sync: SampleProject.sync(1), projectID: otherProject.id,
+            title: "Side gate", assigneeID: SampleProject.foreman).record
+        let comment = Comment(id: SampleProject.id(902), sync: SampleProject.sync(1), issueID: issue.id,
+            authorID: SampleProject.foreman, body: "Gate code 4471").record
+        try workspace.save(SampleProject.records + [otherProject, issue, comment])
+        let url = workspace.url("bundle.json")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let exported = Set(try workspace.contents(of: target).map(\.id))
+        #expect(exported == Set(SampleProject.records.map(\.id)))
+        #expect(!exported.contains(issue.id) && !exported.contains(comment.id))
+    }
+
     @Test(arguments: [SyncStatus.pending, .failed, .conflicted])
     func aRecordWithUnsyncedLocalChangesIsNeverOverwritten(status: SyncStatus) throws {
         let (workspace, url) = try exported()

@@ -102,7 +102,7 @@ struct PushRules: Sendable {
             throw ServerError.badRequest(problem.description)
         }
         let project = try projectOf(merged.record, existing: existing, caller: caller, snapshot: snapshot)
-        try checkReferences(merged.record, caller: caller, snapshot: snapshot)
+        try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
 
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == .project { link(opportunityOf: merged.record, snapshot: &snapshot, plan: &plan) }
@@ -206,15 +206,24 @@ struct PushRules: Sendable {
     }
 
     /// Every other record the record names must be one the caller may see, so ids of other projects'
-    /// records cannot be probed or linked. A reference to a record the server does not hold is kept
-    /// (the device flags such records orphaned rather than dropping them).
-    private func checkReferences(_ record: EntityRecord, caller: Caller, snapshot: PushSnapshot) throws {
+    /// records cannot be probed or linked, and one of the record's own project: a member of two
+    /// projects could otherwise tie one project's records to the other's (an issue of P2 assigned to
+    /// her P1 member record), and every export and bundle of P1 would then carry them to P1's members.
+    /// A reference to a record the server does not hold is kept (the device flags such records
+    /// orphaned rather than dropping them); an opportunity no project has linked yet belongs to none.
+    private func checkReferences(_ record: EntityRecord, project: UUID?, caller: Caller, snapshot: PushSnapshot) throws {
         for relation in record.entity.description.parents {
             guard case .uuid(let parentID) = record[relation.field],
                 let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID))
             else { continue }
             guard parent.isVisible(to: caller, memberships: snapshot.memberships) else {
                 throw ServerError.forbidden("\(relation.field) names a record of a project you are not a member of")
+            }
+            let parentProject = relation.entity == .project ? parentID : parent.projectID
+            if let project, let parentProject, parentProject != project {
+                throw ServerError.badRequest(
+                    "\(relation.field) names \(relation.entity.rawValue) \(parentID.storageText) of project "
+                        + "\(parentProject.storageText); a record may name only records of its own project (\(project.storageText))")
             }
         }
     }

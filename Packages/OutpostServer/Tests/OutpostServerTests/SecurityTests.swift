@@ -71,6 +71,32 @@ struct SecurityTests {
         await server.stop()
     }
 
+    @Test("A member of two projects cannot tie one project's records to the other's", arguments: Backend.available)
+    func aRecordNamingAnotherProjectsRecordIsRefused(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let carol = server.transport(token: TestServer.carolToken)
+        let memberOfA = UUID()
+        let member = Sample.create(.member, id: memberOfA, fields: [
+            "projectID": .uuid(TestServer.projectA), "userID": .uuid(TestServer.carol), "name": .text("Carol"),
+            "email": .text(""), "role": .text("projectManager"),
+        ])
+        var issueOfB = Sample.issueFields(project: TestServer.projectB)
+        issueOfB["assigneeID"] = .uuid(memberOfA)
+        let assignedAcross = Sample.create(.issue, fields: issueOfB)
+        let plainIssueOfB = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let commentAcross = Sample.create(.comment, fields: [
+            "issueID": .uuid(plainIssueOfB.recordID), "authorID": .uuid(memberOfA), "body": .text("Gate code 4471"),
+        ])
+        var issueOfA = Sample.issueFields(project: TestServer.projectA)
+        issueOfA["assigneeID"] = .uuid(memberOfA)
+        let assignedWithin = Sample.create(.issue, fields: issueOfA)
+        let results = try await carol.push(PushRequest(mutations: [member, assignedAcross, plainIssueOfB, commentAcross, assignedWithin])).results
+        #expect(results.map { $0.outcome.appliedVersion } == [1, nil, 1, nil, 1])
+        #expect(results[1].outcome.rejectedCode == .invalidRequest)
+        #expect(results[3].outcome.rejectedCode == .invalidRequest)
+    }
+
     @Test("Unsupported protocol or schema versions get the codes the client pauses on", arguments: Backend.available)
     func versions(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
