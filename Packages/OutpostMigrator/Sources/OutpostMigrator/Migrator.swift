@@ -134,15 +134,24 @@ public struct Migrator: Sendable {
             try Ledger.create(db)
             let ignored: Set<String> = [Self.ledgerTable]
             let before = try SchemaSnapshot.capture(db, excluding: ignored)
+            let ledgerBefore = try Ledger.entries(db)
+            let writes = StepWrites(existing: before.tables, ledger: Self.ledgerTable)
+            db.add(transactionObserver: writes, extent: .observerLifetime)
             do {
                 try step.run(db)
+                db.remove(transactionObserver: writes)
             } catch {
+                db.remove(transactionObserver: writes)
                 throw refuse(.stepFailed, ["\(error)"])
             }
             let after = try SchemaSnapshot.capture(db, excluding: ignored)
             let check = SchemaChangeCheck(
                 before: before, after: after, syncedTables: syncedTables, redundantIndexes: step.redundantIndexes)
-            if !check.destructiveChanges.isEmpty { throw refuse(.destructiveStep, check.destructiveChanges) }
+            var destructive = check.destructiveChanges + writes.findings
+            if try Ledger.entries(db) != ledgerBefore, !writes.findings.contains(where: { $0.contains(Self.ledgerTable) }) {
+                destructive.append("changed the migrator's ledger \(Self.ledgerTable), which only the migrator writes")
+            }
+            if !destructive.isEmpty { throw refuse(.destructiveStep, destructive + check.unsafeNewColumns) }
             if !check.unsafeNewColumns.isEmpty { throw refuse(.unsafeColumn, check.unsafeNewColumns) }
             if !check.newUniqueConstraintsOnSyncedTables.isEmpty {
                 throw refuse(.uniqueOnSyncedTable, check.newUniqueConstraintsOnSyncedTables)
@@ -176,7 +185,7 @@ func attempt<T>(path: String?, _ body: () throws -> T) throws(MigrationError) ->
 
 /// The ledger: one row per applied step, written in the step's own transaction.
 enum Ledger {
-    struct Entry {
+    struct Entry: Equatable {
         let version: Int
         let name: String
         let checksum: String
@@ -203,5 +212,70 @@ enum Ledger {
         try db.execute(
             sql: "INSERT INTO \(Migrator.ledgerTable) (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
             arguments: [step.version, step.name, step.checksum, ISO8601DateFormatter().string(from: Date())])
+    }
+}
+
+/// Watches a step's writes, row by row: an existing column's values rewritten (a backfill writes only
+/// new columns), rows deleted from an existing table (even when as many are added back, so the count
+/// alone would not tell), or the migrator's ledger written at all. SQLite reports the columns an UPDATE
+/// (its triggers' and foreign keys' actions included) may write when it runs; the rows it did change
+/// come one by one, so a statement that matched none is not held against the step.
+final class StepWrites: TransactionObserver {
+    private let existing: [String: Set<String>]
+    private let ledger: String
+    /// Per table, the existing columns the step's UPDATE statements write.
+    private var rewrittenColumns: [String: Set<String>] = [:]
+    private var updatedRows: [String: Int] = [:]
+    private var deletedRows: [String: Int] = [:]
+    private var ledgerWritten = false
+
+    init(existing tables: [String: [SchemaSnapshot.Column]], ledger: String) {
+        existing = Dictionary(uniqueKeysWithValues: tables.map { ($0.key.lowercased(), Set($0.value.map { $0.name.lowercased() })) })
+        self.ledger = ledger.lowercased()
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool {
+        let table = eventKind.tableName.lowercased()
+        if table == ledger { return true }
+        guard let columns = existing[table] else { return false }
+        switch eventKind {
+        case .insert: return false
+        case .delete: return true
+        case .update(_, let written):
+            let old = Set(written.map { $0.lowercased() }).intersection(columns)
+            guard !old.isEmpty else { return false }
+            rewrittenColumns[table, default: []].formUnion(old)
+            return true
+        }
+    }
+
+    func databaseDidChange(with event: DatabaseEvent) {
+        let table = event.tableName.lowercased()
+        if table == ledger {
+            ledgerWritten = true
+            return
+        }
+        switch event.kind {
+        case .update: updatedRows[table, default: 0] += 1
+        case .delete: deletedRows[table, default: 0] += 1
+        case .insert: break
+        }
+    }
+
+    func databaseDidCommit(_ db: Database) {}
+    func databaseDidRollback(_ db: Database) {}
+
+    /// What the step did to existing data, each naming the table (and columns).
+    var findings: [String] {
+        var found: [String] = []
+        for (table, count) in updatedRows.sorted(by: { $0.key < $1.key }) {
+            let columns = (rewrittenColumns[table] ?? []).sorted().map { "\(table).\($0)" }.joined(separator: ", ")
+            found.append("rewrote existing values in \(count) row\(count == 1 ? "" : "s") of \(table) (\(columns)); a backfill may write only new columns")
+        }
+        for (table, count) in deletedRows.sorted(by: { $0.key < $1.key }) {
+            found.append("deleted \(count) existing row\(count == 1 ? "" : "s") of \(table)")
+        }
+        if ledgerWritten { found.append("wrote the migrator's ledger \(ledger), which only the migrator writes") }
+        return found
     }
 }

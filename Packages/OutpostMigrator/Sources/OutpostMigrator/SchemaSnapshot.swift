@@ -22,9 +22,25 @@ struct SchemaSnapshot: Equatable {
         let origin: String
         let isPartial: Bool
         let columns: [String]
+        /// Each key column's collation (`pragma_index_xinfo`): a key turned NOCASE merges rows that were distinct.
+        let collations: [String]
+        /// The CREATE INDEX text, nil for an index behind a constraint: a partial index's WHERE lives here.
+        let sql: String?
+    }
+
+    /// A foreign key of a table, as `pragma_foreign_key_list` gives it.
+    struct ForeignKey: Hashable {
+        let table: String
+        let parent: String
+        let from: String
+        let onDelete: String
+        let onUpdate: String
     }
 
     var tables: [String: [Column]] = [:]
+    /// Each table's CREATE TABLE text, whitespace folded.
+    var tableSQL: [String: String] = [:]
+    var foreignKeys: Set<ForeignKey> = []
     var indexes: [String: Index] = [:]
     var views: [String: String] = [:]
     var triggers: [String: String] = [:]
@@ -42,6 +58,11 @@ struct SchemaSnapshot: Equatable {
             guard !ignored.contains(name) else { continue }
             switch type {
             case "table":
+                snapshot.tableSQL[name] = Self.folded(object["sql"] as String? ?? "")
+                for key in try Row.fetchAll(db, sql: "SELECT * FROM pragma_foreign_key_list(?)", arguments: [name]) {
+                    snapshot.foreignKeys.insert(ForeignKey(
+                        table: name, parent: key["table"], from: key["from"], onDelete: key["on_delete"], onUpdate: key["on_update"]))
+                }
                 snapshot.tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM pragma_table_xinfo(?)", arguments: [name])
                     .map { row in
                         Column(
@@ -50,12 +71,14 @@ struct SchemaSnapshot: Equatable {
                     }
                 for index in try Row.fetchAll(db, sql: "SELECT * FROM pragma_index_list(?)", arguments: [name]) {
                     let indexName: String = index["name"]
-                    let columns = try String.fetchAll(
-                        db, sql: "SELECT coalesce(name, '<expression>') FROM pragma_index_info(?) ORDER BY seqno",
+                    let keys = try Row.fetchAll(
+                        db, sql: "SELECT coalesce(name, '<expression>') AS name, coll FROM pragma_index_xinfo(?) WHERE key ORDER BY seqno",
                         arguments: [indexName])
+                    let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", arguments: [indexName])
                     snapshot.indexes[indexName] = Index(
                         table: name, isUnique: index["unique"], origin: index["origin"], isPartial: index["partial"],
-                        columns: columns)
+                        columns: keys.map { $0["name"] }, collations: keys.map { ($0["coll"] as String?)?.uppercased() ?? "BINARY" },
+                        sql: sql.map(Self.folded))
                 }
                 snapshot.rowCounts[name] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(name.quotedDatabaseIdentifier)")
             case "view":
@@ -67,6 +90,11 @@ struct SchemaSnapshot: Equatable {
             }
         }
         return snapshot
+    }
+
+    /// SQL with runs of white space folded to one space, for comparing definitions.
+    static func folded(_ sql: String) -> String {
+        sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
     }
 }
 
@@ -101,6 +129,21 @@ struct SchemaChangeCheck {
             if let lost = before.rowCounts[table].map({ $0 - (after.rowCounts[table] ?? 0) }), lost > 0 {
                 found.append("deleted \(lost) row\(lost == 1 ? "" : "s") from \(table)")
             }
+            if let old = before.tableSQL[table], let new = after.tableSQL[table], !Self.onlyAddsColumns(old, new) {
+                found.append(
+                    "redefined table \(table) (its definition changed beyond columns added at its end: a rebuild may "
+                        + "change collations, checks or references that older rows and apps rely on)")
+            }
+        }
+        for key in after.foreignKeys.subtracting(before.foreignKeys).sorted(by: { ($0.table, $0.from) < ($1.table, $1.from) })
+        where before.tables[key.table] != nil || before.tables[key.parent] != nil {
+            let actions = [("ON DELETE", key.onDelete), ("ON UPDATE", key.onUpdate)]
+                .filter { !["NO ACTION", "RESTRICT"].contains($0.1.uppercased()) }
+            if !actions.isEmpty {
+                found.append(
+                    "added a reference \(key.table).\(key.from) → \(key.parent) with \(actions.map { "\($0.0) \($0.1)" }.joined(separator: ", ")), "
+                        + "which changes or removes existing rows when another changes")
+            }
         }
         for (name, index) in before.indexes.sorted(by: { $0.key < $1.key }) where after.tables[index.table] != nil {
             guard let new = after.indexes[name] else {
@@ -115,7 +158,78 @@ struct SchemaChangeCheck {
         }
         found += removedOrChanged("view", before.views, after.views)
         found += removedOrChanged("trigger", before.triggers, after.triggers)
+        for (name, sql) in after.triggers.sorted(by: { $0.key < $1.key }) where before.triggers[name] == nil {
+            if let problem = Self.writesExistingData(trigger: name, sql: sql, existing: Set(before.tables.keys)) {
+                found.append(problem)
+            }
+        }
         return found
+    }
+
+    /// Whether `new` is `old` with column definitions added at the end of its column list, as ALTER TABLE
+    /// ADD COLUMN writes it (SQLite splices the new definition in before the list's closing parenthesis).
+    static func onlyAddsColumns(_ old: String, _ new: String) -> Bool {
+        guard old != new else { return true }
+        guard let close = old.lastIndex(of: ")") else { return false }
+        let head = old[..<close], tail = old[close...]
+        guard new.hasPrefix(head), new.hasSuffix(tail), new.count > old.count else { return false }
+        let added = new.dropFirst(head.count).dropLast(tail.count)
+        return added.trimmingCharacters(in: .whitespaces).hasPrefix(",")
+    }
+
+    /// Why a trigger a step adds writes to or hides existing data, or nil: it may write only tables the
+    /// step created, and may not drop writes to existing tables with RAISE. Read from its text (string
+    /// literals left out), which is what SQLite runs.
+    static func writesExistingData(trigger name: String, sql: String, existing: Set<String>) -> String? {
+        let words = Self.words(ofSQLWithoutLiterals: sql)
+        let lowered = Set(existing.map { $0.lowercased() })
+        var targets: [String] = []
+        for (index, word) in words.enumerated() {
+            let next = index + 1 < words.count ? words[index + 1] : ""
+            let afterNext = index + 2 < words.count ? words[index + 2] : ""
+            switch word {
+            case "update" where next != "of": targets.append(next == "or" && index + 3 < words.count ? words[index + 3] : next)
+            case "delete" where next == "from": targets.append(afterNext)
+            case "into": targets.append(next)
+            default: continue
+            }
+        }
+        if let target = targets.first(where: { lowered.contains($0) }) {
+            return "trigger \(name) writes to existing table \(target); a step's triggers may write only tables it creates"
+        }
+        if words.contains("raise"), let table = onTable(words), lowered.contains(table) {
+            return "trigger \(name) can refuse or drop writes to existing table \(table) (RAISE)"
+        }
+        return nil
+    }
+
+    /// The table after the trigger's ON.
+    private static func onTable(_ words: [String]) -> String? {
+        guard let on = words.firstIndex(of: "on"), on + 1 < words.count else { return nil }
+        return words[on + 1]
+    }
+
+    /// The SQL's words, lower-cased, identifiers unquoted, string literals and punctuation left out.
+    private static func words(ofSQLWithoutLiterals sql: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        var inString = false
+        for character in sql {
+            if inString {
+                if character == "'" { inString = false }
+                continue
+            }
+            if character == "'" {
+                inString = true
+            } else if character.isLetter || character.isNumber || character == "_" {
+                current.append(character)
+                continue
+            }
+            if !current.isEmpty { words.append(current.lowercased()) }
+            current = ""
+        }
+        if !current.isEmpty { words.append(current.lowercased()) }
+        return words
     }
 
     /// Why the dropped index `name` was not redundant, or nil when an index the step leaves on the same

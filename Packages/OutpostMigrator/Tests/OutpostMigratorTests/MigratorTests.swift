@@ -87,6 +87,31 @@ enum CrewSchema {
         ("redefine view", "DROP VIEW big_crews; CREATE VIEW big_crews AS SELECT * FROM crews", "redefined view big_crews"),
         ("drop trigger", "DROP TRIGGER crews_touch", "removed trigger crews_touch"),
         ("delete rows", "DELETE FROM jobs WHERE id = 'j2'", "deleted 1 row from jobs"),
+        ("rebuild with a case-blind key", CrewSchema.rebuildCrews("id TEXT PRIMARY KEY COLLATE NOCASE, name TEXT NOT NULL, size INTEGER"),
+         "redefined table crews"),
+        ("rebuild with a tighter check", CrewSchema.rebuildCrews("id TEXT PRIMARY KEY, name TEXT NOT NULL, size INTEGER CHECK (size > 5)"),
+         "redefined table crews"),
+        ("rebuild with a cascading reference", """
+            PRAGMA defer_foreign_keys = ON;
+            CREATE TABLE jobs_new (id TEXT PRIMARY KEY, crew_id TEXT REFERENCES crews(id) ON DELETE CASCADE,
+                title TEXT NOT NULL, description TEXT, status TEXT NOT NULL DEFAULT 'open', notes TEXT);
+            INSERT INTO jobs_new SELECT * FROM jobs;
+            DROP TABLE jobs;
+            ALTER TABLE jobs_new RENAME TO jobs;
+            CREATE INDEX jobs_crew ON jobs(crew_id);
+            CREATE INDEX jobs_status ON jobs(status);
+            """, "ON DELETE CASCADE"),
+        ("a column added with a cascading reference", "ALTER TABLE jobs ADD COLUMN lead_crew TEXT REFERENCES crews(id) ON DELETE CASCADE",
+         "ON DELETE CASCADE"),
+        ("rewritten values", "UPDATE jobs SET title = upper(title)", "rewrote existing values in 2 rows of jobs (jobs.title)"),
+        ("rows deleted and added back", "DELETE FROM jobs WHERE id = 'j2'; INSERT INTO jobs (id, title) VALUES ('j3', 'Roof')",
+         "deleted 1 existing row of jobs"),
+        ("a trigger that deletes children", "CREATE TRIGGER crews_purge AFTER INSERT ON crews BEGIN DELETE FROM jobs; END;",
+         "trigger crews_purge writes to existing table jobs"),
+        ("a trigger that drops writes", "CREATE TRIGGER jobs_ignore BEFORE INSERT ON jobs BEGIN SELECT RAISE(IGNORE); END;",
+         "trigger jobs_ignore can refuse or drop writes to existing table jobs"),
+        ("a ledger rewritten", "UPDATE migrator_ledger SET checksum = 'forged' WHERE version = 1", "migrator_ledger"),
+        ("a ledger entry added", "INSERT INTO migrator_ledger VALUES (4, 'forged', 'x', '2026-01-01')", "migrator_ledger"),
     ])
     func destructiveStepsAreRefusedAndChangeNothing(name: String, sql: String, finding: String) throws {
         let database = try TemporaryDatabase()
@@ -107,6 +132,35 @@ enum CrewSchema {
         #expect(try migrator.appliedVersions(in: database.queue) == [1, 2, 3])
         #expect(try database.dump() == rows)
         #expect(try Migrator.schemaSQL(of: database.queue) == schema)
+    }
+
+    @Test func aUniquePartialIndexRedefinedToCoverNothingIsRefused() throws {
+        let database = try TemporaryDatabase()
+        let settings = MigrationStep(version: 4, name: "settings", sql: """
+            CREATE TABLE settings (key TEXT NOT NULL, device TEXT, value TEXT);
+            CREATE UNIQUE INDEX settings_shared ON settings(key) WHERE device IS NULL;
+            """)
+        try CrewSchema.with(settings).migrate(database.queue)
+        let emptied = MigrationStep(version: 5, name: "index covers nothing", sql: """
+            DROP INDEX settings_shared;
+            CREATE UNIQUE INDEX settings_shared ON settings(key) WHERE 0;
+            """)
+        let migrator = Migrator(steps: [CrewSchema.v1, CrewSchema.v2, CrewSchema.v3, settings, emptied], syncedTables: ["crews", "jobs"])
+        #expect { try migrator.migrate(database.queue) } throws: { error in
+            (error as? MigrationError)?.message.contains("redefined index settings_shared") == true
+        }
+        #expect(try migrator.appliedVersions(in: database.queue) == [1, 2, 3, 4])
+    }
+
+    @Test func aBackfillOfANewColumnAndANewTablesTriggerAreAllowed() throws {
+        let database = try TemporaryDatabase()
+        let step = MigrationStep(version: 4, name: "job history", sql: """
+            ALTER TABLE jobs ADD COLUMN title_upper TEXT;
+            UPDATE jobs SET title_upper = upper(title);
+            CREATE TABLE job_history (job_id TEXT, title TEXT);
+            CREATE TRIGGER jobs_history AFTER UPDATE OF title ON jobs BEGIN INSERT INTO job_history VALUES (new.id, old.title); END;
+            """)
+        #expect(try CrewSchema.with(step).migrate(database.queue).applied == [1, 2, 3, 4])
     }
 
     /// The one removal a step may make: an index another index of its table begins with, when the
@@ -234,8 +288,10 @@ enum CrewSchema {
             try CrewSchema.with(step).migrate(database.queue)
             Issue.record("applied")
         } catch {
-            #expect(error.code == .unsafeColumn)
-            #expect(error.message.contains("crews.foreman"))
+            // A rebuild is refused as such (its definition changed); the column is named all the same.
+            #expect(error.code == .destructiveStep)
+            #expect(error.message.contains("redefined table crews"))
+            #expect(error.message.contains("crews.foreman is NOT NULL without a default"))
         }
         let allowed = MigrationStep(version: 4, name: "foreman", sql: "ALTER TABLE crews ADD COLUMN foreman TEXT NOT NULL DEFAULT ''")
         #expect(try CrewSchema.with(allowed).migrate(database.queue).applied == [4])
