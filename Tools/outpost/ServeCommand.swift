@@ -69,8 +69,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard (db == nil) != (postgres == nil) else {
             throw ValidationError("give exactly one of --db FILE and --postgres URL")
         }
-        if SyncProtocol.conflictPolicy(fromText: conflictPolicy) == nil {
-            throw ValidationError("--conflict-policy: expected entity=strategy pairs, comma-separated (strategies: \(ConflictStrategy.all.map(\.description).joined(separator: ", ")))")
+        if SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) == nil {
+            throw ValidationError("--conflict-policy: expected entity=strategy pairs, comma-separated, each entity once (`outpost entities` names them; strategies: \(ConflictStrategy.all.map(\.description).joined(separator: ", ")))")
         }
         if postgres != nil, media == nil {
             throw ValidationError("--postgres needs --media DIR: a folder every instance shares")
@@ -86,7 +86,7 @@ struct ServeCommand: AsyncParsableCommand {
                     maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
                     maximumPullPageBytes: maxPullBytes, logLevel: logLevel, postgresURL: postgres,
                     readsPullsAhead: !noReadAhead,
-                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy) ?? ConflictPolicy()))
+                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy()))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }

@@ -47,8 +47,8 @@ struct SyncCommand: AsyncParsableCommand {
         let store = try openExistingStore(db)
         let transport = HTTPTransport(
             configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: token)
-        guard let policy = SyncProtocol.conflictPolicy(fromText: conflictPolicy) else {
-            throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, such as issue=manual")
+        guard let policy = SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) else {
+            throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, each entity once, such as issue=manual (`outpost entities` names them)")
         }
         let engine = SyncEngine(store: store, transport: transport, policy: policy)
         let retried = retryFailed ? try store.retryFailedMutations() : 0

@@ -41,10 +41,20 @@ public struct BundleExporter: Sendable {
     /// the one that makes it a project's: an issue's project, a comment's issue) is already included,
     /// entity by entity in catalog order. Only the owning parent counts: a record of another project
     /// that names one of this project's records in another reference (a comment whose author is this
-    /// project's member) is that project's, and must not travel to this one's members.
+    /// project's member) is that project's, and must not travel to this one's members. Records with a
+    /// change the server has not acknowledged are left out (and so are their children), as the server
+    /// does not hold them so either.
     static func records(of projectID: UUID, in db: Database) throws -> [EntityRecord] {
         guard let project = try EntityTables.fetchRecord(.project, id: projectID, in: db) else {
             throw BundleError(.databaseFailure, message: "the database holds no project \(projectID.uuidString.lowercased())")
+        }
+        // A bundle is the server's state, and an importing device stores its records as synced: a change of
+        // this device's the server has not acknowledged must not travel in one (the receiver would hold a
+        // value the server never had, or an edit of a record the server does not know, as synced).
+        guard project.sync.syncStatus == .synced, project.sync.version > 0 else {
+            throw BundleError(
+                .databaseFailure,
+                message: "project \(projectID.uuidString.lowercased()) has changes this device has not synced; sync, then export")
         }
         var included: [EntityType: Set<UUID>] = [.project: [projectID]]
         if case .uuid(let opportunity) = project["opportunityID"] { included[.opportunity] = [opportunity] }
@@ -59,7 +69,8 @@ public struct BundleExporter: Sendable {
                 else { continue }
                 result.append(opportunity)
             default:
-                for record in try EntityTables.fetchAll(description.type, in: db) {
+                for record in try EntityTables.fetchAll(description.type, in: db)
+                where record.sync.syncStatus == .synced && record.sync.version > 0 {
                     let owner = description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
                         guard case .uuid(let parent) = record[relation.field] else { return nil }
                         return (relation.entity, parent)

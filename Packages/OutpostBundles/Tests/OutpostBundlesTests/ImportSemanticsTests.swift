@@ -83,6 +83,24 @@ import Testing
         #expect(!exported.contains(issue.id) && !exported.contains(comment.id))
     }
 
+    @Test func anExportLeavesOutChangesTheServerHasNotAcknowledged() throws {
+        let workspace = try Workspace()
+        var edited = try #require(SampleProject.records.first { $0.id == SampleProject.id(51) })
+        edited["title"] = .text("Edited offline, not synced")
+        edited.sync.syncStatus = .pending
+        var created = Issue(id: SampleProject.id(950), sync: SampleProject.sync(1, version: 0), projectID: SampleProject.project,
+            title: "Created offline").record
+        created.sync.syncStatus = .pending
+        try workspace.save(SampleProject.records.filter { $0.id != edited.id } + [edited, created])
+        let url = workspace.url("bundle.json")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let exported = try workspace.contents(of: target)
+        #expect(!exported.contains { $0.id == edited.id || $0.id == created.id })
+        #expect(!exported.contains { $0["title"] == .text("Edited offline, not synced") })
+    }
+
     @Test(arguments: [SyncStatus.pending, .failed, .conflicted])
     func aRecordWithUnsyncedLocalChangesIsNeverOverwritten(status: SyncStatus) throws {
         let (workspace, url) = try exported()

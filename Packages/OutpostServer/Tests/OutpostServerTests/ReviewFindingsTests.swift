@@ -101,25 +101,43 @@ struct ReviewFindingsTests {
         #expect(local.fields == first.fields)
     }
 
-    @Test("A device whose conflict policy differs from its server's is stopped before it pushes, with what differs")
-    func aDeviceWithAnotherPolicyThanItsServerIsStoppedBeforeItPushes() async throws {
-        let server = try await TestServer.start(conflictPolicy: ConflictPolicy(overriding: [.issue: .manual]))
+    @Test("A device whose conflict policy differs from its server's stops before it merges or pushes, with what differs")
+    func aDeviceWithAnotherPolicyThanItsServerIsStoppedBeforeItMergesOrPushes() async throws {
+        let manual = ConflictPolicy(overriding: [.issue: .manual])
+        let server = try await TestServer.start(conflictPolicy: manual)
         defer { Task { await server.stop() } }
         let crew = try device(server, "crew")
-        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let office = try device(server, "office")
+        let agreeing = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken), policy: manual)
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken), policy: manual)
+        var issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await agreeing.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        var officeCopy = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
+        officeCopy.title = "Loose rail (office)"
+        _ = try await office.save(officeCopy)
+        #expect(try await officeEngine.sync().isComplete)
+        issue = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        issue.title = "Loose rail (crew)"
+        _ = try await crew.save(issue)
+
+        // The app forgot its override: nothing is merged with the wrong strategy, nothing is pushed.
         let mismatched = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
         let refused = try await mismatched.sync()
         #expect(refused.pause == .conflictPolicyMismatch)
         #expect(refused.pushed == 0)
+        #expect(refused.pulled == 0, "no page merged under the wrong policy")
         #expect(refused.conflictPolicyDifferences.contains { $0.hasPrefix("issue:") })
         #expect(try crew.status().pendingChanges == 1, "every change stays queued")
+        #expect(try crew.openConflicts().isEmpty)
+        #expect(try crew.record(.issue, id: issue.id)?.sync.version == 1)
 
-        let agreeing = SyncEngine(
-            store: crew, transport: server.transport(token: TestServer.aliceToken),
-            policy: ConflictPolicy(overriding: [.issue: .manual]))
+        // With the server's policy, manual: the office's title stays, the crew's is an open conflict.
         #expect(try await agreeing.sync().isComplete)
-        #expect(try crew.status().pendingChanges == 0)
-        #expect(try crew.fetch(OutpostModels.Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+        let onServer = try #require(try await server.transport(token: TestServer.carolToken)
+            .pull(PullRequest(cursor: nil, limit: 1000)).changes.last { $0.recordID == issue.id })
+        #expect(onServer.fields["title"] == .text("Loose rail (office)"))
+        #expect(try crew.openConflicts().contains { $0.recordID == issue.id && $0.losingValue == .text("Loose rail (crew)") })
     }
 
     @Test("The server settles a push with its configured policy, the same as the device merged with")

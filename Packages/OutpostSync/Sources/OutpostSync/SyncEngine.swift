@@ -105,7 +105,6 @@ public actor SyncEngine {
         }
         if pause == nil {
             let pulled = await pull(&report, withinBudget: withinBudget, now: now)
-            if pulled { await checkPolicy(&report) }
             if pulled, pause == nil { await push(&report, withinBudget: withinBudget, now: now) }
             // Structured data first, always: media goes only once every ready mutation is sent.
             if report.pushCompleted, pause == nil {
@@ -139,6 +138,9 @@ public actor SyncEngine {
                 defer { ahead.stop() }
                 for try await fetched in ahead.pages {
                     ahead.taken()
+                    // The first answer names the server's policy: a page merged with another policy than
+                    // the server's would settle local changes the server would settle otherwise.
+                    if await checkPolicy(&report) { break }
                     let response = fetched.response
                     let quarantinedAt = now()
                     let unreadable = fetched.unreadable.map { change, reason in
@@ -189,11 +191,12 @@ public actor SyncEngine {
         }
     }
 
-    /// Stops before pushing when the server names a conflict policy other than this engine's: the two
-    /// would settle the same conflict differently (the device keeping its value, the server the office's,
-    /// each answering that it won), and the next pull would overwrite the device's without a word.
-    private func checkPolicy(_ report: inout SyncReport) async {
-        guard let text = await transport.serverConflictPolicyText else { return }
+    /// Stops before merging a pulled page or pushing when the server names a conflict policy other than
+    /// this engine's: the two would settle the same conflict differently (the device keeping its value,
+    /// the server the office's, each answering that it won), and the next pull would overwrite the
+    /// device's without a word. Returns true when it paused the engine.
+    private func checkPolicy(_ report: inout SyncReport) async -> Bool {
+        guard let text = await transport.serverConflictPolicyText else { return false }
         let differences: [String]
         if let server = SyncProtocol.conflictPolicy(fromText: text) {
             differences = EntityCatalog.all.map(\.type).filter { policy[$0] != server[$0] }.map {
@@ -202,9 +205,10 @@ public actor SyncEngine {
         } else {
             differences = ["the server names a policy this app cannot read (\(text))"]
         }
-        guard !differences.isEmpty else { return }
+        guard !differences.isEmpty else { return false }
         pause = .conflictPolicyMismatch
         report.conflictPolicyDifferences = differences
+        return true
     }
 
     // MARK: Media

@@ -38,14 +38,20 @@ public enum SyncProtocol {
 
     /// Reads `conflictPolicyText`; nil when it is not such a text. An entity this client does not know
     /// is skipped (it never sends one); a strategy it does not know makes the whole text unreadable.
-    public static func conflictPolicy(fromText text: String) -> ConflictPolicy? {
+    /// `strict`, for what a person typed (`--conflict-policy`): an unknown entity or one named twice
+    /// makes it unreadable too, so a typo never runs another policy than the one meant.
+    public static func conflictPolicy(fromText text: String, strict: Bool = false) -> ConflictPolicy? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if trimmed == "default" { return ConflictPolicy() }
         var overrides: [EntityType: ConflictStrategy] = [:]
         for pair in trimmed.split(separator: ",") {
             let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard parts.count == 2, let name = ConflictPolicyName(rawValue: parts[1]) else { return nil }
-            guard let entity = EntityType(rawValue: parts[0]) else { continue }
+            guard let entity = EntityType(rawValue: parts[0]) else {
+                if strict { return nil }
+                continue
+            }
+            if strict, overrides[entity] != nil { return nil }
             overrides[entity] = ConflictStrategy(name)
         }
         return ConflictPolicy(overriding: overrides)
