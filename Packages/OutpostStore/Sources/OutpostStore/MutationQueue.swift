@@ -374,16 +374,18 @@ enum FieldClocks {
         }
 
         /// The newest clock of this record a fresh stamp must follow when a refused change is stamped
-        /// again (`LocalStore.restampRefusedClocks`): `newest`, less this device's own stamps from a time
-        /// its clock ran more than the drift allowance ahead of `now` that no server took (not among
-        /// `server`). No server holds those values, and following them would stamp it as far ahead.
+        /// again (`LocalStore.restampRefusedClocks`): `newest` and the server's clocks as last pulled (a
+        /// value the change beat in a local merge must stay beaten on the server), less this device's
+        /// own stamps from a time its clock ran more than the drift allowance ahead of `now` that no
+        /// server took (not among `server`). No server holds those, and following them would stamp it
+        /// as far ahead.
         func newestToFollow(by clock: HybridLogicalClock, now: Date) -> HybridTimestamp? {
             let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))
             let taken = Set(server.map { Array($0.values) } ?? [])
             func follows(_ stamp: HybridTimestamp) -> Bool {
                 stamp.node != clock.node || stamp.date <= limit || taken.contains(stamp)
             }
-            return (Array(fields.values) + (deletion.map { [$0] } ?? [])).filter(follows).max()
+            return (Array(fields.values) + (deletion.map { [$0] } ?? []) + Array(taken)).filter(follows).max()
         }
 
         /// The column's keys, as written by every version.
