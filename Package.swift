@@ -60,6 +60,7 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 
 /// `outpost-reliability --quick`: a few seeds of every scenario, run as the built binary, the way
-/// `make reliability` runs the full scale. Every lost, duplicated, diverged, crash and corrupt figure
-/// must be 0, and the faults and kills must really have happened.
+/// `make reliability` runs the full scale. Every lost, overwritten, duplicated, diverged, stuck, crash
+/// and corrupt figure must be 0, and the faults and kills must really have happened.
 @Suite("outpost-reliability")
 struct ReliabilityTests {
     struct Report: Decodable {
@@ -14,8 +14,10 @@ struct ReliabilityTests {
             let kills: Int
             let mutations: Int
             let lost: Int
+            let overwritten: Int
             let duplicated: Int
             let diverged: Int
+            let stuck: Int
             let crashes: Int
             let corrupt: Int
             let failingSeeds: [UInt64]
@@ -39,6 +41,7 @@ struct ReliabilityTests {
     /// The scenarios of the quick subset.
     static let quickScenarios = [
         "faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles", "load", "crash-migrate", "fuzz-server",
+        "presync",
     ]
 
     @Test func theQuickRunLosesDuplicatesAndDivergesNothing() throws {
@@ -64,6 +67,7 @@ struct ReliabilityTests {
         for row in report.scenarios {
             #expect(row.seeds > 0 && row.mutations > 0, "\(row.scenario) ran nothing")
             #expect(row.lost == 0 && row.duplicated == 0 && row.diverged == 0, "\(row.scenario): \(printed)")
+            #expect(row.overwritten == 0 && row.stuck == 0, "\(row.scenario): \(printed)")
             #expect(row.crashes == 0 && row.corrupt == 0, "\(row.scenario): \(printed)")
             #expect(row.failingSeeds.isEmpty)
         }

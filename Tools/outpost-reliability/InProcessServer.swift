@@ -1,4 +1,5 @@
 import Foundation
+import OutpostConflicts
 import OutpostServer
 import OutpostStore
 import OutpostSync
@@ -17,10 +18,14 @@ final class InProcessServer: Sendable {
         self.task = task
     }
 
-    /// Starts a server on a new database file at `databasePath` and waits until it listens.
-    static func start(databasePath: String, assignsServerIDs: Bool = true) async throws -> InProcessServer {
+    /// Starts a server on a new database file at `databasePath` and waits until it listens. `policy` is
+    /// the app's conflict policy, which the server must settle pushes with too.
+    static func start(
+        databasePath: String, assignsServerIDs: Bool = true, policy: ConflictPolicy = ConflictPolicy()
+    ) async throws -> InProcessServer {
         let server = try SyncServer(configuration: ServerConfiguration(
-            databasePath: databasePath, port: 0, assignsServerIDs: assignsServerIDs, logLevel: "critical"))
+            databasePath: databasePath, port: 0, assignsServerIDs: assignsServerIDs, logLevel: "critical",
+            conflictPolicy: policy))
         try await server.load(Crew.seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }

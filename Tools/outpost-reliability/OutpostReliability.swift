@@ -2,14 +2,14 @@ import ArgumentParser
 import Foundation
 
 /// `make reliability`: runs the reliability scenarios over many seeds and ends with a table of
-/// faults injected, kills, mutations, and what went wrong: lost, duplicated, diverged, crashes and
-/// corrupt files, each of which must be 0. Exits 1 otherwise, printing each failing seed with the
-/// command that replays it.
+/// faults injected, kills, mutations, and what went wrong: lost, overwritten, duplicated, diverged,
+/// stuck, crashes and corrupt files, each of which must be 0. Exits 1 otherwise, printing each
+/// failing seed with the command that replays it.
 @main
 struct OutpostReliability: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outpost-reliability",
-        abstract: "Faults, kills and convergence at scale: every lost, duplicated and diverged figure must be 0.",
+        abstract: "Faults, kills and convergence at scale: every lost, overwritten, duplicated, diverged and stuck figure must be 0.",
         discussion: "Scenarios: " + Scenario.all.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
     )
 
@@ -57,7 +57,8 @@ struct OutpostReliability: AsyncParsableCommand {
                 if verbose || outcome.failed {
                     say(
                         "  seed \(seed): faults \(outcome.faults), kills \(outcome.kills), mutations \(outcome.mutations), "
-                            + "lost \(outcome.lost), duplicated \(outcome.duplicated), diverged \(outcome.diverged), "
+                            + "lost \(outcome.lost), overwritten \(outcome.overwritten), duplicated \(outcome.duplicated), "
+                            + "diverged \(outcome.diverged), stuck \(outcome.stuck), "
                             + "crashes \(outcome.crashes), corrupt \(outcome.corrupt)\(outcome.failed ? "  FAILED" : "")")
                 }
             }
@@ -72,6 +73,14 @@ struct OutpostReliability: AsyncParsableCommand {
             say("convergence: \(convergence.schedules) schedules, lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
             let answers = ConvergenceTally.shared.answerTotals
             say("convergence: conflicts answered by the users: \(answers.overridden) overridden, \(answers.discarded) discarded")
+        }
+        let presync = PreSyncTally.shared.figures
+        let ranPreSync = chosen.contains(where: { $0.name == PreSyncScenario.scenario.name })
+        if ranPreSync {
+            say("presync: \(presync.imports) imports (\(presync.importsDuringSync) during a sync), \(presync.staleSaves) stale-copy saves, "
+                + "\(presync.restarts) restarts, \(presync.farAhead) clocks beyond the allowance ahead, "
+                + "\(presync.overridden) of \(presync.seeds) seeds with policy overrides")
+            say("presync: values that did not stand \(presync.produced), surfaced in a conflicts table \(presync.surfaced)")
         }
         for row in rows {
             guard let load = row.load else { continue }
@@ -94,7 +103,8 @@ struct OutpostReliability: AsyncParsableCommand {
                     lostValuesSurfaced: convergence.surfaced,
                     conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
                     conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
-                : nil)
+                : nil,
+            presync: ranPreSync ? presync : nil)
         if let json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -112,7 +122,7 @@ struct OutpostReliability: AsyncParsableCommand {
             }
             throw ExitCode(1)
         }
-        say("PASSED: every lost, duplicated, diverged, crashes and corrupt figure is 0.")
+        say("PASSED: every lost, overwritten, duplicated, diverged, stuck, crashes and corrupt figure is 0.")
     }
 
     /// Prints a line at once, unbuffered even into a file or a pipe, so a long run shows its progress.
@@ -123,15 +133,15 @@ struct OutpostReliability: AsyncParsableCommand {
     /// The results as a fixed-width table.
     func table(_ rows: [ScenarioTotals]) -> String {
         let header = [
-            "scenario", "seeds", "faults", "kills", "mutations", "lost", "duplicated", "diverged", "crashes", "corrupt", "seconds",
-            "req/s", "push p50/p99 ms", "pull p50/p99 ms",
+            "scenario", "seeds", "faults", "kills", "mutations", "lost", "overwritten", "duplicated", "diverged", "stuck", "crashes",
+            "corrupt", "seconds", "req/s", "push p50/p99 ms", "pull p50/p99 ms",
         ]
         func latency(_ kind: LoadFigures.Kind?) -> String {
             kind.map { String(format: "%.1f/%.1f", $0.p50Milliseconds, $0.p99Milliseconds) } ?? "-"
         }
         let cells = rows.map { row in
-            [row.scenario, "\(row.seeds)", "\(row.faults)", "\(row.kills)", "\(row.mutations)", "\(row.lost)", "\(row.duplicated)",
-             "\(row.diverged)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds),
+            [row.scenario, "\(row.seeds)", "\(row.faults)", "\(row.kills)", "\(row.mutations)", "\(row.lost)", "\(row.overwritten)",
+             "\(row.duplicated)", "\(row.diverged)", "\(row.stuck)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds),
              row.load.map { String(format: "%.0f", $0.requestsPerSecond) } ?? "-",
              latency(row.load?.kinds["push"]), latency(row.load?.kinds["pull"])]
         }

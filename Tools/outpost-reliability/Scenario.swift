@@ -1,16 +1,24 @@
 import Foundation
 
-/// What one seed of a scenario did and found. Every figure but `faults`, `kills` and `mutations` must be 0.
+/// What one seed of a scenario did and found. Every figure but `faults`, `kills` and `mutations` must be 0;
+/// a scenario that does not measure one (only `presync` measures `overwritten` and `stuck`) leaves it 0.
 struct SeedOutcome: Sendable {
     var faults = 0
     var kills = 0
     var mutations = 0
-    /// Writes that did not reach the server, or were left unsent or failed on a device.
+    /// Writes that did not reach the server, or were left unsent or failed on a device (`presync` counts
+    /// those left unsent or failed under `stuck`, and here only writes that are gone).
     var lost = 0
+    /// A value that lost without being surfaced: the server accepted it, then another value replaced it
+    /// (or an old value came back over it), and no device's conflicts table holds it as the losing value.
+    var overwritten = 0
     /// Writes applied twice, or records that should not exist.
     var duplicated = 0
     /// A device that differs from the server, or a server that differs from the fault-free reference.
     var diverged = 0
+    /// A mutation still pending, in flight or failed after the final syncs, or one
+    /// `LocalStore.blockedMutations()` reports; or devices that never stopped syncing.
+    var stuck = 0
     /// A process or run that crashed, or a harness step that threw.
     var crashes = 0
     /// A database whose `integrity_check` or audit chain failed.
@@ -20,7 +28,7 @@ struct SeedOutcome: Sendable {
     /// Throughput and latency, for the load scenario.
     var load: LoadFigures?
 
-    var failed: Bool { lost + duplicated + diverged + crashes + corrupt > 0 }
+    var failed: Bool { lost + overwritten + duplicated + diverged + stuck + crashes + corrupt > 0 }
 
     /// Records a thrown error as a crash of the seed.
     mutating func crashed(_ error: any Error, during step: String) {
@@ -56,6 +64,7 @@ struct Scenario: Sendable {
     static let all: [Scenario] = [
         FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
         BundleFuzzScenario.scenario, LoadScenario.scenario, CrashMigrateScenario.scenario, ServerFuzzScenario.scenario,
+        PreSyncScenario.scenario,
     ]
 }
 
@@ -67,8 +76,10 @@ struct ScenarioTotals: Sendable, Codable {
     var kills = 0
     var mutations = 0
     var lost = 0
+    var overwritten = 0
     var duplicated = 0
     var diverged = 0
+    var stuck = 0
     var crashes = 0
     var corrupt = 0
     var failingSeeds: [UInt64] = []
@@ -84,8 +95,10 @@ struct ScenarioTotals: Sendable, Codable {
         kills += outcome.kills
         mutations += outcome.mutations
         lost += outcome.lost
+        overwritten += outcome.overwritten
         duplicated += outcome.duplicated
         diverged += outcome.diverged
+        stuck += outcome.stuck
         crashes += outcome.crashes
         corrupt += outcome.corrupt
         if let figures = outcome.load { load = figures }
@@ -103,6 +116,8 @@ struct ReliabilityReport: Sendable, Codable {
     /// The convergence scenario's schedules, lost values (every produced one must be surfaced) and the
     /// conflicts its users answered.
     var convergence: ConvergenceFigures?
+    /// The presync scenario's imports, stale-copy saves, restarts, far-ahead clocks and lost values.
+    var presync: PreSyncTally.Figures?
 
     struct ConvergenceFigures: Sendable, Codable {
         var schedules: Int
