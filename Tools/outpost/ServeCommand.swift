@@ -56,6 +56,18 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Read each pull page only when asked, instead of preparing the next one while the client applies its page.")
     var noReadAhead = false
 
+    @Option(help: "The largest media file accepted, in bytes.")
+    var maxMediaBytes: Int64 = 1024 * 1024 * 1024
+
+    @Option(help: "Seconds a connection may stay open without sending a complete request head (idle or trickling headers).")
+    var idleTimeout: Int = 30
+
+    @Option(help: "Seconds a client may leave an answer unread before its connection is closed.")
+    var stalledWriteTimeout: Int = 60
+
+    @Option(help: "The most connections held open at once.")
+    var maxConnections: Int = 1_024
+
     @Option(help: """
         Conflict strategies that differ from the catalog's, as entity=strategy pairs, comma-separated \
         (issue=manual,discount=serverWins); the devices must run the same (outpost sync --conflict-policy).
@@ -84,9 +96,10 @@ struct ServeCommand: AsyncParsableCommand {
                 configuration: ServerConfiguration(
                     databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
                     maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
-                    maximumPullPageBytes: maxPullBytes, logLevel: logLevel, postgresURL: postgres,
+                    maximumPullPageBytes: maxPullBytes, maximumMediaBytes: maxMediaBytes, logLevel: logLevel, postgresURL: postgres,
                     readsPullsAhead: !noReadAhead,
-                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy()))
+                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
+                    idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections))
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }

@@ -31,7 +31,7 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Upload photos' original files in this run, whatever the connection.")
     var media = false
 
-    @Flag(help: "Put every failed change back in line before the run (once its cause is fixed).")
+    @Flag(help: "Put every failed change and failed media upload back in line before the run (once its cause is fixed).")
     var retryFailed = false
 
     @Option(help: "Conflict strategies that differ from the catalog's, as the server was started with (outpost serve --conflict-policy).")
@@ -51,7 +51,7 @@ struct SyncCommand: AsyncParsableCommand {
             throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, each entity once, such as issue=manual (`outpost entities` names them)")
         }
         let engine = SyncEngine(store: store, transport: transport, policy: policy)
-        let retried = retryFailed ? try store.retryFailedMutations() : 0
+        let retried = retryFailed ? try store.retryFailedMutations() + store.retryFailedMediaUploads() : 0
         if retried > 0, !json { print("\(retried) failed changes put back in line") }
         let report: SyncReport
         do {

@@ -280,11 +280,11 @@ public final class Device: Sendable {
 
     /// Puts every failed change back in line for the next sync, once its cause is fixed (the app
     /// updated, a long outage over); a failed change otherwise holds back later edits of its record.
-    /// Returns how many.
+    /// Failed photo and voice-note uploads go back in line too. Returns how many.
     @discardableResult
     public func retryFailedChanges() throws(OutpostError) -> Int {
         do {
-            return try store.retryFailedMutations()
+            return try store.retryFailedMutations() + store.retryFailedMediaUploads()
         } catch {
             throw .store(error)
         }

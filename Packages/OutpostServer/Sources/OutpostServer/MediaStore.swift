@@ -1,10 +1,23 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import OutpostModels
 import OutpostSync
 
 /// Resumable media uploads, one file per attachment next to the database (`<id>.part` while it
-/// arrives, `<id>` once its SHA-256 matched). An actor, so two chunks of one file never interleave.
+/// arrives, `<id>` once its SHA-256 matched).
+///
+/// Only the member who created the attachment's record may upload its file, and only while the record
+/// is not deleted: a co-member could otherwise write garbage at the owner's next offset and make the
+/// upload end in a checksum mismatch. One chunk of a file at a time, across this server's tasks and
+/// every instance sharing the folder: each chunk holds an exclusive `flock` on `<id>.lock` from reading
+/// the upload's state to saving it (the actor alone did not serialize them: it re-enters at each
+/// await, and 16 chunks at one offset got six 200s). A chunk that finds the lock held is answered 409
+/// `range_mismatch`, and the client asks where to resume.
 actor MediaStore {
     private let directory: URL
     private let storage: any ServerStorage
@@ -44,6 +57,12 @@ actor MediaStore {
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
     ) async throws(ServerError) -> MediaUploadStatus {
         let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        guard record.deletion == nil else {
+            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted; its file is no longer taken")
+        }
+        guard record.ownerID == caller.userID else {
+            throw ServerError.forbidden("only the member who attached this file may upload it")
+        }
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }
         guard case .text(sha256) = record.fields["sha256"] ?? .null else {
@@ -58,6 +77,8 @@ actor MediaStore {
         guard Int64(data.count) == range.length else {
             throw ServerError.badRequest("Content-Range announces \(range.length) bytes but the body has \(data.count)")
         }
+        let lock = try UploadLock(directory.appendingPathComponent(attachmentID.storageText + ".lock"))
+        defer { lock.release() }
         var state = try await storage.mediaUpload(attachmentID)
             ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
         guard !state.complete, state.totalBytes == range.total, range.first == state.receivedBytes else {
@@ -152,5 +173,30 @@ extension FieldValue {
     var integerValue: Int64? {
         if case .integer(let value) = self { return value }
         return nil
+    }
+}
+
+/// An exclusive, non-blocking `flock` on an upload's lock file, held for one chunk. `flock` locks belong
+/// to the open file, so two tasks of one process exclude each other as two instances do.
+final class UploadLock: Sendable {
+    private let descriptor: Int32
+
+    /// Takes the lock, or throws 409 `range_mismatch` when another chunk of the file holds it.
+    init(_ url: URL) throws(ServerError) {
+        let descriptor = open(url.path, O_RDWR | O_CREAT, 0o644)
+        guard descriptor >= 0 else {
+            throw ServerError(.mediaFailure, message: "cannot open the upload's lock file (errno \(errno))", path: url.path)
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw ServerError(
+                status: 409, .rangeMismatch, "another chunk of this file is being stored; ask where to resume and send it again")
+        }
+        self.descriptor = descriptor
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
     }
 }

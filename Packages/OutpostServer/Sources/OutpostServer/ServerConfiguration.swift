@@ -40,6 +40,14 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The least severe log level written: `trace`, `debug`, `info` (one line per request), `notice`,
     /// `warning`, `error` or `critical`.
     public var logLevel: String
+    /// Seconds a connection may stay open without sending a complete request head: between requests
+    /// (keep-alive) and while its headers trickle in. Without it a client that never finished its headers
+    /// held its connection open indefinitely, without any login.
+    public var idleTimeoutSeconds: Int
+    /// Seconds a client may leave an answer unread (the socket full) before its connection is closed.
+    public var stalledWriteSeconds: Int
+    /// The most connections held open at once; more are closed as they arrive.
+    public var maximumConnections: Int
     /// How pushes that meet a newer server version are settled, per entity: the same policy the apps'
     /// devices merge with (`Device(policy:)`, `SyncEngine(policy:)`). Every response names its
     /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:
@@ -53,9 +61,13 @@ public struct ServerConfiguration: Sendable, Hashable {
         maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...12,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
-        conflictPolicy: ConflictPolicy = ConflictPolicy()
+        conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30, stalledWriteSeconds: Int = 60,
+        maximumConnections: Int = 1_024
     ) {
         self.conflictPolicy = conflictPolicy
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.stalledWriteSeconds = stalledWriteSeconds
+        self.maximumConnections = maximumConnections
         self.databasePath = databasePath
         self.postgresURL = postgresURL
         self.host = host
@@ -85,6 +97,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(maximumBodyBytes >= 1024, "the body limit must be at least 1 KiB")
         try check(maximumChunkBytes >= 1, "the chunk limit must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
+        try check(idleTimeoutSeconds >= 1, "the idle timeout must be at least 1 second")
+        try check(stalledWriteSeconds >= 1, "the stalled-write timeout must be at least 1 second")
+        try check(maximumConnections >= 1, "the connection limit must be at least 1")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import Logging
 import OutpostBundles
 import OutpostModels
@@ -71,8 +72,13 @@ public struct SyncServer: Sendable {
             schemaVersions: configuration.schemaVersions, metrics: metrics,
             conflictPolicy: SyncProtocol.conflictPolicyText(configuration.conflictPolicy)))
         addRoutes(to: router)
+        let connections = OpenConnections(maximum: configuration.maximumConnections)
+        let stalledWrite = TimeAmount.seconds(Int64(configuration.stalledWriteSeconds))
         let app = Application(
             router: router,
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [ConnectionGuard(connections: connections, stalledWrite: stalledWrite)],
+                idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "outpost"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },

@@ -216,6 +216,66 @@ struct EndToEndTests {
         await server.stop()
     }
 
+    @Test("Only the attachment's creator uploads its file, one chunk at a time, and never for a deleted attachment", arguments: Backend.available)
+    func mediaUploadsBelongToTheirCreator(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+        let bytes = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let digest = sha256Hex(bytes)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await alice.push(PushRequest(mutations: [issue, attachment]))
+        let id = attachment.recordID
+        _ = try await alice.uploadMedia(MediaChunk(
+            attachmentID: id, offset: 0, totalBytes: Int64(bytes.count), sha256: digest, data: bytes.prefix(5_000)))
+
+        // Carol, a member of the same project, cannot write the owner's next bytes.
+        do {
+            _ = try await carol.uploadMedia(MediaChunk(
+                attachmentID: id, offset: 5_000, totalBytes: Int64(bytes.count), sha256: digest, data: Data(repeating: 0, count: 5_000)))
+            Issue.record("a co-member's chunk was taken")
+        } catch {
+            #expect(error.serverCode == .forbidden)
+        }
+        #expect(try await alice.mediaUploadStatus(for: id).receivedBytes == 5_000)
+
+        // Sixteen copies of the next chunk at once: exactly one is stored.
+        let accepted = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    let sender = server.transport(token: TestServer.aliceToken)
+                    return (try? await sender.uploadMedia(MediaChunk(
+                        attachmentID: id, offset: 5_000, totalBytes: Int64(bytes.count), sha256: digest,
+                        data: bytes.subdata(in: 5_000..<10_000)))) != nil
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(accepted == 1)
+        #expect(try await alice.mediaUploadStatus(for: id).receivedBytes == 10_000)
+        let done = try await alice.uploadMedia(MediaChunk(
+            attachmentID: id, offset: 10_000, totalBytes: Int64(bytes.count), sha256: digest, data: bytes.suffix(from: 10_000)))
+        #expect(done.complete)
+
+        // A deleted attachment's file is no longer taken.
+        let gone = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await alice.push(PushRequest(mutations: [gone]))
+        var deletion = Sample.update(.mediaAttachment, id: gone.recordID, baseVersion: 1, fields: [:], clock: Sample.clock(60_000))
+        deletion.operation = .delete
+        deletion.deletion = Sample.clock(60_000)
+        let deleted = try await alice.push(PushRequest(mutations: [deletion])).results
+        #expect(deleted.first?.outcome.appliedVersion == 2)
+        do {
+            _ = try await alice.uploadMedia(MediaChunk(
+                attachmentID: gone.recordID, offset: 0, totalBytes: Int64(bytes.count), sha256: digest, data: bytes))
+            Issue.record("a deleted attachment's file was taken")
+        } catch {
+            #expect(error.serverCode == .notFound)
+        }
+    }
+
     @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml], Backend.available)
     func bundles(format: OutpostSync.BundleFormat, backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)

@@ -66,7 +66,8 @@ final class TestServer: Sendable {
     static func start(
         _ backend: Backend = .sqlite, assignsServerIDs: Bool = false, maximumBatchSize: Int = 500,
         maximumPullLimit: Int = 1000, maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024,
-        sharing other: TestServer? = nil, conflictPolicy: ConflictPolicy = ConflictPolicy()
+        sharing other: TestServer? = nil, conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30,
+        maximumConnections: Int = 1_024
     ) async throws -> TestServer {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-server-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -80,7 +81,8 @@ final class TestServer: Sendable {
                 maximumPullLimit: maximumPullLimit, maximumPullPageBytes: maximumPullPageBytes,
                 maximumBodyBytes: maximumBodyBytes,
                 // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
-                logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy),
+                logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy,
+                idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections),
             logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -33,18 +33,26 @@ extension LocalStore {
     /// Saves `attachment` with a copy of its original file at `file`, measured and hashed here (the
     /// record's `byteSize` and `sha256` are set from the file). The record, its mutation and the upload
     /// entry are one transaction; the file goes up later, when sync judges the connection good.
+    ///
+    /// Attaching a file again to the same attachment keeps the previous original aside until the new
+    /// record is saved: a save the store refuses (an invalid record) puts it back, so a refused
+    /// re-attach never costs the photo the user had.
     @discardableResult
     public func attach(
         _ attachment: MediaAttachment, originalAt file: URL, now: Date = Timestamp.now()
     ) async throws(StoreError) -> MediaAttachment {
         let destination = mediaFolder.appendingPathComponent(attachment.id.storageText)
+        let previous = destination.appendingPathExtension("previous")
         let (size, digest) = try StoreError.mapping(path: path) { () throws -> (Int64, String) in
             try FileManager.default.createDirectory(at: mediaFolder, withIntermediateDirectories: true)
             let partial = destination.appendingPathExtension("partial")
             try? FileManager.default.removeItem(at: partial)
             try FileManager.default.copyItem(at: file, to: partial)
             let measured = try Self.measure(partial)
-            try? FileManager.default.removeItem(at: destination)
+            try? FileManager.default.removeItem(at: previous)
+            if FileManager.default.fileExists(atPath: destination.path) {
+                try FileManager.default.moveItem(at: destination, to: previous)
+            }
             try FileManager.default.moveItem(at: partial, to: destination)
             return measured
         }
@@ -67,10 +75,25 @@ extension LocalStore {
                     arguments: [id, fileName, size, digest, created])
             }
             record.sync = saved.sync
+            try? FileManager.default.removeItem(at: previous)
             return record
         } catch {
             try? FileManager.default.removeItem(at: destination)
+            try? FileManager.default.moveItem(at: previous, to: destination)
             throw error
+        }
+    }
+
+    /// Puts every upload that failed for good (the server refused the file, a checksum mismatch after a
+    /// co-member's or a broken server's bytes, retries used up) back in line from the server's offset,
+    /// its attempts counted from zero, once the cause is fixed. Returns how many.
+    @discardableResult
+    public func retryFailedMediaUploads() throws(StoreError) -> Int {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE media_uploads SET status = 'pending', attempts = 0, last_error = NULL WHERE status = 'failed'
+                """)
+            return db.changesCount
         }
     }
 

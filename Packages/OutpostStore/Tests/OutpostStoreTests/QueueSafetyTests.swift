@@ -142,6 +142,30 @@ import Testing
         #expect(try store.status().clockWarning == nil)
     }
 
+    @Test func aRefusedReattachKeepsThePreviousOriginalAndAFailedUploadCanBeRetried() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Cracked sill"), now: now)
+        let first = folder.directory.appendingPathComponent("first.jpg")
+        try Data(repeating: 1, count: 1_000).write(to: first)
+        let photo = try await store.attach(
+            MediaAttachment(issueID: issue.id, kind: .photo, fileName: "first.jpg", contentType: "image/jpeg",
+                            byteSize: 0, sha256: "", capturedAt: now),
+            originalAt: first, now: now)
+        let second = folder.directory.appendingPathComponent("second.jpg")
+        try Data(repeating: 2, count: 2_000).write(to: second)
+        var invalid = photo
+        invalid.fileName = ""
+        await #expect(throws: StoreError.self) { try await store.attach(invalid, originalAt: second, now: now) }
+        let kept = try Data(contentsOf: store.mediaFolder.appendingPathComponent(photo.id.storageText))
+        #expect(kept == Data(repeating: 1, count: 1_000), "the photo the user had is still there")
+
+        try store.recordMediaFailure(of: photo.id, reason: "422 checksum_mismatch", permanently: true)
+        #expect(try store.status().pendingMediaUploads == 0)
+        #expect(try store.retryFailedMediaUploads() == 1)
+        #expect(try store.status().pendingMediaUploads == 1)
+    }
+
     @Test func aDeviceWhoseClockStillRunsAheadWaitsAndSaysSo() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
