@@ -65,6 +65,20 @@ struct ServerCommandTests {
         #expect(changes.map { $0["entity"] as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["member", "project"])
         #expect(changes.allSatisfy { $0["serverID"] is String })
 
+        // The operator revokes Alice's token and issues a new one, then takes her out of the project,
+        // on the running server's file: each takes effect on the next request.
+        let revoked = try Outpost.run(["admin", "revoke-token", "--db", database, "--token", "alice-demo-token"])
+        #expect(revoked.status == 0, "\(revoked.errorOutput)")
+        #expect(try await request("POST", "/pull", token: "alice-demo-token", body: pullBody).0 == 401)
+        let issued = try Outpost.run(["admin", "issue-token", "--db", database, "--user", user])
+        #expect(issued.status == 0, "\(issued.errorOutput)")
+        let fresh = issued.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 200)
+        let removed = try Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
+        #expect(removed.status == 0, "\(removed.errorOutput)")
+        #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 403)
+        #expect(try Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)
+
         process.terminate()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)

@@ -3,8 +3,9 @@ import OutpostServer
 import OutpostTesting
 import Synchronization
 
-/// The people and the shared project every scenario starts from: five crew members, all on one
-/// project, each with a token.
+/// The people and the shared project every scenario starts from: five members, all on one project,
+/// each with a token. Project managers, since the scenarios change fees, which only the office may
+/// (roles are tested in the server's own tests).
 enum Crew {
     static let project = UUID(uuidString: "5ea10000-0000-4000-8000-000000000001")!
     static let users: [UUID] = (1...5).map { UUID(uuidString: String(format: "c0000000-0000-4000-8000-%012d", $0))! }
@@ -13,7 +14,9 @@ enum Crew {
     static var seed: ServerSeed {
         ServerSeed(
             projects: [.init(id: project, name: "Reliability yard", address: "1 Test Lane")],
-            members: users.enumerated().map { .init(userID: $0.element, name: "Crew \($0.offset)", projects: [project]) },
+            members: users.enumerated().map {
+                .init(userID: $0.element, name: "Crew \($0.offset)", role: "projectManager", projects: [project])
+            },
             tokens: users.enumerated().map { .init(userID: $0.element, token: token(of: $0.offset)) })
     }
 

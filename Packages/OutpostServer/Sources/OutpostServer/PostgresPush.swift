@@ -62,6 +62,16 @@ extension PostgresStorage {
             }
         }
         snapshot.memberships = try await PostgresAccess.projects(of: batch.caller, on: connection, logger: logger)
+        var roles: [UUID: [Member.Role]] = [:]
+        for project in snapshot.memberships {
+            let members = try await PostgresRecords.fetchAll(
+                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member' AND deletion IS NULL",
+                on: connection, logger: logger)
+            for member in members {
+                if let role = Roles.role(in: member.fields, of: batch.caller.userID) { roles[project, default: []].append(role) }
+            }
+        }
+        snapshot.roles = roles.compactMapValues(Roles.strongest)
         if !batch.projects.isEmpty {
             for try await project in try await connection.query(
                 "SELECT DISTINCT project_id FROM memberships WHERE project_id = ANY(\(batch.projects.map(\.storageText)))",

@@ -360,6 +360,45 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Seed
 
+    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
+        let logger = self.logger
+        return try await write { connection in
+            var removed = 0
+            for try await _ in try await connection.query(
+                """
+                DELETE FROM memberships WHERE project_id = \(project.storageText) AND user_id = \(user.storageText)
+                RETURNING project_id
+                """, logger: logger
+            ).decode(String.self) { removed += 1 }
+            let members = try await PostgresRecords.fetchAll(
+                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member' AND deletion IS NULL",
+                on: connection, logger: logger)
+            for var member in members where member.fields["userID"] == .uuid(user) {
+                member.tombstone(
+                    at: now, sequence: try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger))
+                try await PostgresRecords.save([member], on: connection, logger: logger)
+            }
+            return removed
+        }
+    }
+
+    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
+        let logger = self.logger
+        return try await write { connection in
+            var revoked = 0
+            if let digest {
+                for try await _ in try await connection.query(
+                    "DELETE FROM tokens WHERE token_sha256 = \(digest) RETURNING user_id", logger: logger
+                ).decode(String.self) { revoked += 1 }
+            } else if let user {
+                for try await _ in try await connection.query(
+                    "DELETE FROM tokens WHERE user_id = \(user.storageText) RETURNING user_id", logger: logger
+                ).decode(String.self) { revoked += 1 }
+            }
+            return revoked
+        }
+    }
+
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError) {
         try seed.validate()
         let logger = self.logger
@@ -399,6 +438,9 @@ final class PostgresStorage: ServerStorage {
                     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
                     """, logger: logger)
                 for project in member.projects {
+                    guard try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger) != nil else {
+                        throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
+                    }
                     try await connection.query(
                         """
                         INSERT INTO memberships (project_id, user_id)
@@ -415,6 +457,11 @@ final class PostgresStorage: ServerStorage {
                 }
             }
             for token in seed.tokens {
+                var known = false
+                for try await _ in try await connection.query(
+                    "SELECT id FROM users WHERE id = \(token.userID.storageText)", logger: logger
+                ).decode(String.self) { known = true }
+                guard known else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try await connection.query(
                     """
                     INSERT INTO tokens (token_sha256, user_id, created_at)

@@ -103,6 +103,15 @@ struct PushRules: Sendable {
         }
         let project = try projectOf(merged.record, existing: existing, caller: caller, snapshot: snapshot)
         try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
+        // The creator of a new project is its owner; in any other project the caller's role decides.
+        if let project, !(mutation.entity == .project && existing == nil) {
+            let role = snapshot.roles[project] ?? .owner
+            guard Roles.mayWrite(mutation.entity, as: role) else {
+                throw ServerError.forbidden(
+                    "a \(role.rawValue) may not change \(mutation.entity.rawValue) records in this project: "
+                        + "money (discounts, finance options, fees) and membership are the office's")
+            }
+        }
 
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == .project { link(opportunityOf: merged.record, snapshot: &snapshot, plan: &plan) }

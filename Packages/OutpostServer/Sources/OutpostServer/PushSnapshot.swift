@@ -92,6 +92,8 @@ struct PushSnapshot: Sendable {
     var memberships: Set<UUID> = []
     /// Of `PushBatch.projects`, those with at least one member.
     var projectsWithMembers: Set<UUID> = []
+    /// The caller's role in each project of `memberships` a member record names them in (`Roles`).
+    var roles: [UUID: Member.Role] = [:]
     /// The counters' values when loaded: the last change sequence and the last server id handed out.
     var changeSequence: Int64 = 0
     var lastServerID: Int64 = 0

@@ -156,6 +156,7 @@ final class SQLiteStorage: ServerStorage {
             }
         }
         snapshot.memberships = try Access.projects(of: batch.caller, in: db)
+        snapshot.roles = try Access.roles(of: batch.caller, in: snapshot.memberships, db: db)
         for chunk in chunks(batch.projects.map(\.storageText)) {
             let projects = try String.fetchAll(
                 db, sql: "SELECT DISTINCT project_id FROM memberships WHERE project_id IN (\(placeholders(chunk.count)))",
@@ -459,6 +460,9 @@ final class SQLiteStorage: ServerStorage {
                     sql: "INSERT OR REPLACE INTO users (id, name) VALUES (?, ?)",
                     arguments: [member.userID.storageText, member.name])
                 for project in member.projects {
+                    guard try StoredRecord.fetch(.project, id: project, in: db) != nil else {
+                        throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
+                    }
                     try db.execute(
                         sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)",
                         arguments: [project.storageText, member.userID.storageText])
@@ -476,10 +480,44 @@ final class SQLiteStorage: ServerStorage {
             }
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             for token in seed.tokens {
+                guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [token.userID.storageText]) ?? false
+                else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at) VALUES (?, ?, ?)",
                     arguments: [TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds])
             }
+        }
+    }
+
+    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM memberships WHERE project_id = ? AND user_id = ?",
+                arguments: [project.storageText, user.storageText])
+            let removed = db.changesCount
+            var sequence = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'") ?? 0
+            let lastServerID = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0
+            let members = try StoredRecord.fetchAll(
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member' AND deletion IS NULL",
+                arguments: [project.storageText])
+            for var member in members where member.fields["userID"] == .uuid(user) {
+                sequence += 1
+                member.tombstone(at: now, sequence: sequence)
+                try member.save(in: db)
+            }
+            try Self.writeCounters(changeSequence: sequence, lastServerID: lastServerID, in: db)
+            return removed
+        }
+    }
+
+    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
+        try await write { db in
+            if let digest {
+                try db.execute(sql: "DELETE FROM tokens WHERE token_sha256 = ?", arguments: [digest])
+            } else if let user {
+                try db.execute(sql: "DELETE FROM tokens WHERE user_id = ?", arguments: [user.storageText])
+            }
+            return db.changesCount
         }
     }
 
@@ -548,6 +586,20 @@ enum Access {
         try Bool.fetchOne(
             db, sql: "SELECT 1 FROM memberships WHERE project_id = ? AND user_id = ?",
             arguments: [project.storageText, caller.userID.storageText]) ?? false
+    }
+
+    /// The caller's role in each of `projects` a live member record names them in (`Roles`).
+    static func roles(of caller: Caller, in projects: Set<UUID>, db: Database) throws -> [UUID: Member.Role] {
+        var found: [UUID: [Member.Role]] = [:]
+        for project in projects {
+            let members = try StoredRecord.fetchAll(
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member' AND deletion IS NULL",
+                arguments: [project.storageText])
+            for member in members {
+                if let role = Roles.role(in: member.fields, of: caller.userID) { found[project, default: []].append(role) }
+            }
+        }
+        return found.compactMapValues(Roles.strongest)
     }
 
     static func projects(of caller: Caller, in db: Database) throws -> Set<UUID> {

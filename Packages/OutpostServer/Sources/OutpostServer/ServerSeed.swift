@@ -71,6 +71,13 @@ public struct ServerSeed: Sendable, Hashable, Codable {
     public var members: [Member]
     /// Tokens to accept.
     public var tokens: [Token]
+    /// Set for an operator's addition to a running server (`SyncServer.addMember`, `issueToken`): its
+    /// members may name projects, and its tokens users, that the server already has rather than the seed.
+    var extendsServer = false
+
+    private enum CodingKeys: String, CodingKey {
+        case projects, members, tokens
+    }
 
     /// Creates a seed.
     public init(projects: [Project] = [], members: [Member] = [], tokens: [Token] = []) {
@@ -93,14 +100,14 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         let projectIDs = Set(projects.map(\.id))
         let userIDs = Set(members.map(\.userID))
         for member in members {
-            if let missing = member.projects.first(where: { !projectIDs.contains($0) }) {
+            if !extendsServer, let missing = member.projects.first(where: { !projectIDs.contains($0) }) {
                 throw ServerError(.invalidSeed, message: "member \(member.name) names unknown project \(missing)")
             }
             if let role = member.role, !OutpostModels.Member.Role.allCases.map(\.rawValue).contains(role) {
                 throw ServerError(.invalidSeed, message: "member \(member.name) has unknown role '\(role)'")
             }
         }
-        for token in tokens where !userIDs.contains(token.userID) {
+        for token in tokens where !extendsServer && !userIDs.contains(token.userID) {
             throw ServerError(.invalidSeed, message: "a token names unknown user \(token.userID)")
         }
         if tokens.contains(where: { $0.token.count < 8 }) {

@@ -45,6 +45,16 @@ protocol ServerStorage: Sendable {
     /// Creates the seed's projects, members and tokens that do not exist yet.
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError)
 
+    /// Takes `user` out of `project`: the membership goes, so their next request to it is refused on
+    /// every instance (each request reads memberships), and the project's live member records naming
+    /// them become tombstones at the next change sequences, so every device learns. Returns how many
+    /// memberships went (0 or 1).
+    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int
+
+    /// Deletes tokens: the one with `digest`, or every token of `user`. Each request reads its token,
+    /// so the next one with a deleted token is answered 401 on every instance. Returns how many went.
+    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int
+
     /// Connects and migrates, for a backend that cannot in its synchronous initializer (PostgreSQL).
     func prepare() async throws(ServerError)
 

@@ -45,3 +45,24 @@ struct StoredRecord: Sendable, Hashable {
         }
     }
 }
+
+extension StoredRecord {
+    /// Makes this record a tombstone at `sequence`, stamped by the server at `now`: an operator's removal
+    /// (a member taken out of a project), which every device pulls like any delete.
+    mutating func tombstone(at now: Date, sequence: Int64) {
+        let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
+        version += 1
+        self.sequence = sequence
+        deletion = max(stamp, clocks.values.max() ?? stamp).next
+        updatedAt = now
+    }
+}
+
+extension HybridTimestamp {
+    /// The stamp right after this one, on the server's node.
+    fileprivate var next: HybridTimestamp {
+        counter == .max
+            ? HybridTimestamp(physicalMilliseconds: physicalMilliseconds + 1, counter: 0, node: NodeID(0))
+            : HybridTimestamp(physicalMilliseconds: physicalMilliseconds, counter: counter + 1, node: NodeID(0))
+    }
+}

@@ -61,6 +61,49 @@ public struct SyncServer: Sendable {
         try await storage.load(seed, now: Timestamp.now())
     }
 
+    /// Takes `user` out of `project`: their next request to it is refused (403) on every instance, and
+    /// their member record there becomes a tombstone every device pulls. Returns false when they were not
+    /// a member. Their devices keep their unsent changes; pushes of them are refused.
+    @discardableResult
+    public func removeMember(_ user: UUID, from project: UUID) async throws(ServerError) -> Bool {
+        try await storage.prepare()
+        return try await storage.removeMember(user, from: project, now: Timestamp.now()) > 0
+    }
+
+    /// Adds `member` to each project it names (projects this server already has): the membership, and
+    /// the project's member record with its role, which decides what they may write (money and
+    /// membership are the office's). An existing member record is left as it is.
+    public func addMember(_ member: ServerSeed.Member) async throws(ServerError) {
+        var seed = ServerSeed(members: [member])
+        seed.extendsServer = true
+        try await load(seed)
+    }
+
+    /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is
+    /// returned once, never kept.
+    public func issueToken(for user: UUID) async throws(ServerError) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
+        var seed = ServerSeed(tokens: [.init(userID: user, token: token)])
+        seed.extendsServer = true
+        try await load(seed)
+        return token
+    }
+
+    /// Revokes `token`: its next request is answered 401 on every instance. Returns false if unknown.
+    @discardableResult
+    public func revokeToken(_ token: String) async throws(ServerError) -> Bool {
+        try await storage.prepare()
+        return try await storage.revokeTokens(digest: TokenDigest.hex(of: token), user: nil) > 0
+    }
+
+    /// Revokes every token of `user`; returns how many.
+    @discardableResult
+    public func revokeTokens(of user: UUID) async throws(ServerError) -> Int {
+        try await storage.prepare()
+        return try await storage.revokeTokens(digest: nil, user: user)
+    }
+
     /// Serves until cancelled (or, with `handlingSignals`, until SIGTERM/SIGINT), calling `onRunning`
     /// with the bound port once it listens: with port 0 that is how a caller learns it.
     public func run(handlingSignals: Bool = true, onRunning: @escaping @Sendable (Int) async -> Void = { _ in })

@@ -26,7 +26,8 @@ struct ReviewFindingsTests {
         defer { Task { await server.stop() } }
         let crew = try device(server, "crew")
         let office = try device(server, "office")
-        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken), policy: policy)
+        // Money is the office's to change: both devices are the project manager's (her tablet and her laptop).
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.carolToken), policy: policy)
         let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken), policy: policy)
 
         var discount = try await crew.save(Discount(projectID: TestServer.projectA, name: "Winter", kind: .fixedAmount, value: 100))
@@ -44,7 +45,7 @@ struct ReviewFindingsTests {
 
         // The night's pre-sync brings the office's version, then the device syncs.
         let bundle = server.directory.appendingPathComponent("bundle.json")
-        _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(
+        _ = try await server.transport(token: TestServer.carolToken).downloadBundle(
             project: TestServer.projectA, format: .json, to: bundle)
         let imported = try BundleImporter().importBundle(at: bundle, intoDatabaseAt: crew.path)
         #expect(imported.total.refreshedAroundLocalChanges + imported.total.skippedLocallyModified == 1)

@@ -97,6 +97,77 @@ struct SecurityTests {
         #expect(results[3].outcome.rejectedCode == .invalidRequest)
     }
 
+    @Test("Money and membership are the office's: crew and viewers are refused, with why", arguments: Backend.available)
+    func rolesDecideWhoMayWriteWhat(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let bob = server.transport(token: TestServer.bobToken)  // crew in B
+        let carol = server.transport(token: TestServer.carolToken)  // project manager in A and B
+        let fee = Sample.create(.fee, fields: [
+            "projectID": .uuid(TestServer.projectB), "name": .text("Disposal"), "amountCents": .integer(15_000),
+            "isTaxable": .bool(false),
+        ])
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let results = try await bob.push(PushRequest(mutations: [fee, issue])).results
+        #expect(results[0].outcome.rejectedCode == .forbidden, "a crew member cannot set a fee")
+        #expect(results[1].outcome.appliedVersion == 1, "but records the field")
+        #expect(try await carol.push(PushRequest(mutations: [
+            Sample.create(.fee, id: fee.recordID, fields: fee.fields, key: UUID()),
+        ])).results[0].outcome.appliedVersion == 1)
+
+        // Bob cannot promote himself: his member record is the office's.
+        let pulled = try await bob.pull(PullRequest(cursor: nil, limit: 1000)).changes
+        let own = try #require(pulled.first { $0.entity == .member && $0.fields["userID"] == .uuid(TestServer.bob) })
+        let promotion = Sample.update(.member, id: own.recordID, baseVersion: own.version, fields: ["role": .text("owner")],
+            clock: Sample.clock(120_000))
+        #expect(try await bob.push(PushRequest(mutations: [promotion])).results[0].outcome.rejectedCode == .forbidden)
+
+        // A project a crew member creates on a device is theirs to run, money included.
+        let ownProject = UUID()
+        let created = try await bob.push(PushRequest(mutations: [
+            Sample.create(.project, id: ownProject, fields: [
+                "opportunityID": .null, "name": .text("Side job"), "number": .null, "address": .text(""),
+                "status": .text("planned"), "startDay": .null,
+            ]),
+            Sample.create(.fee, fields: [
+                "projectID": .uuid(ownProject), "name": .text("Permit"), "amountCents": .integer(9_000), "isTaxable": .bool(false),
+            ]),
+        ])).results
+        #expect(created.allSatisfy { $0.outcome.appliedVersion == 1 }, "\(created)")
+    }
+
+    @Test("A removed member and a revoked token are refused from their next request on", arguments: Backend.available)
+    func removalAndRevocationTakeEffectAtOnce(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let carol = server.transport(token: TestServer.carolToken)
+        let before = try await carol.push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+        ])).results
+        #expect(before[0].outcome.appliedVersion == 1)
+        #expect(try await server.server.removeMember(TestServer.carol, from: TestServer.projectA))
+        let after = try await carol.push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+        ])).results
+        #expect(after[0].outcome.rejectedCode == .forbidden)
+        let bundle = try await server.send("GET", "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle", token: TestServer.carolToken)
+        #expect(bundle.status == 403)
+        // Alice, still a member, pulls the tombstone of Carol's member record.
+        let pulled = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
+        #expect(pulled.contains { $0.entity == .member && $0.fields["userID"] == .uuid(TestServer.carol) && $0.isDeleted })
+        // Carol keeps project B; a revoked token loses everything.
+        #expect(try await carol.push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB)),
+        ])).results[0].outcome.appliedVersion == 1)
+        #expect(try await server.server.revokeToken(TestServer.carolToken))
+        #expect(try await server.send("GET", "/projects/\(TestServer.projectB.uuidString.lowercased())/bundle", token: TestServer.carolToken).status == 401)
+        // A new token, and a new member added by the operator, work at once.
+        let fresh = try await server.server.issueToken(for: TestServer.carol)
+        #expect(try await server.send("GET", "/projects/\(TestServer.projectB.uuidString.lowercased())/bundle", token: fresh).status == 200)
+        try await server.server.addMember(.init(userID: TestServer.carol, name: "Carol", role: "crew", projects: [TestServer.projectA]))
+        #expect(try await server.send("GET", "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle", token: fresh).status == 200)
+    }
+
     @Test("Unsupported protocol or schema versions get the codes the client pauses on", arguments: Backend.available)
     func versions(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

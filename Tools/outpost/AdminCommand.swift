@@ -1,0 +1,141 @@
+import ArgumentParser
+import Foundation
+import OutpostServer
+
+/// `outpost admin`: what an operator does to a server's people, on its SQLite file or PostgreSQL
+/// database, while it runs: add and remove members, issue and revoke tokens. Every instance reads
+/// memberships and tokens on each request, so a change takes effect on the next one, everywhere.
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Add and remove members, issue and revoke tokens, on a server's database.",
+        subcommands: [AddMember.self, RemoveMember.self, IssueToken.self, RevokeToken.self])
+
+    /// Which server database to work on.
+    struct Target: ParsableArguments {
+        @Option(help: "The server's SQLite file.")
+        var db: String?
+
+        @Option(help: "The server's PostgreSQL URL (postgres://user@host:port/db), password in PGPASSWORD.")
+        var postgres: String?
+
+        func validate() throws {
+            guard (db == nil) != (postgres == nil) else { throw ValidationError("give exactly one of --db FILE and --postgres URL") }
+        }
+
+        /// The server over that database, nothing listening.
+        func server() throws -> SyncServer {
+            if let db, !FileManager.default.fileExists(atPath: db) { throw CommandFailure("\(db): no such server database") }
+            // The media folder is not touched by these commands; PostgreSQL has none of its own here.
+            let media = db.map { $0 + ".media" } ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-admin-media").path
+            do {
+                return try SyncServer(configuration: ServerConfiguration(
+                    databasePath: db ?? "", mediaDirectory: media, logLevel: "error", postgresURL: postgres))
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+        }
+    }
+
+    struct AddMember: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-member", abstract: "Make a user a member of a project, with a role.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The project's id.") var project: String
+        @Option(help: "The user's id.") var user: String
+        @Option(help: "The user's name.") var name: String
+        @Option(help: "owner, projectManager, estimator, foreman, crew or viewer; money and membership are the office's (owner, projectManager; estimator: money).")
+        var role: String = "crew"
+        @Option(help: "The user's e-mail address.") var email: String?
+
+        func run() async throws {
+            let server = try target.server()
+            guard let project = UUID(uuidString: project), let user = UUID(uuidString: user) else {
+                throw CommandFailure("--project and --user take UUIDs")
+            }
+            do {
+                try await server.addMember(.init(userID: user, name: name, email: email, role: role, projects: [project]))
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            print("\(name) is a \(role) of project \(project.uuidString.lowercased())")
+        }
+    }
+
+    struct RemoveMember: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove-member",
+            abstract: "Take a user out of a project: their next request to it is refused, their member record goes.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The project's id.") var project: String
+        @Option(help: "The user's id.") var user: String
+
+        func run() async throws {
+            let server = try target.server()
+            guard let project = UUID(uuidString: project), let user = UUID(uuidString: user) else {
+                throw CommandFailure("--project and --user take UUIDs")
+            }
+            let removed: Bool
+            do {
+                removed = try await server.removeMember(user, from: project)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            guard removed else { throw CommandFailure("\(user.uuidString.lowercased()) is not a member of that project") }
+            print("removed \(user.uuidString.lowercased()) from project \(project.uuidString.lowercased())")
+        }
+    }
+
+    struct IssueToken: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "issue-token", abstract: "Print a new bearer token for a user (stored hashed, shown once).")
+
+        @OptionGroup var target: Target
+        @Option(help: "The user's id.") var user: String
+
+        func run() async throws {
+            let server = try target.server()
+            guard let user = UUID(uuidString: user) else { throw CommandFailure("--user takes a UUID") }
+            do {
+                print(try await server.issueToken(for: user))
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+        }
+    }
+
+    struct RevokeToken: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-token", abstract: "Revoke a token, or every token of a user: the next request with one gets 401.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The token to revoke.") var token: String?
+        @Option(help: "Revoke every token of this user instead.") var user: String?
+
+        func validate() throws {
+            guard (token == nil) != (user == nil) else { throw ValidationError("give exactly one of --token and --user") }
+        }
+
+        func run() async throws {
+            let server = try target.server()
+            let revoked: Int
+            do {
+                if let token {
+                    revoked = try await server.revokeToken(token) ? 1 : 0
+                } else if let user, let id = UUID(uuidString: user) {
+                    revoked = try await server.revokeTokens(of: id)
+                } else {
+                    throw CommandFailure("--user takes a UUID")
+                }
+            } catch let failure as CommandFailure {
+                throw failure
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            guard revoked > 0 else { throw CommandFailure("no such token") }
+            print("revoked \(revoked) token\(revoked == 1 ? "" : "s")")
+        }
+    }
+}
