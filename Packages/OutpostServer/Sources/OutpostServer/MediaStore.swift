@@ -126,6 +126,39 @@ actor MediaStore {
             complete: state.complete)
     }
 
+    /// How long an unfinished upload's bytes are kept after its last chunk: a device that never comes
+    /// back must not hold disk space for ever. The upload then starts again from 0.
+    static let partLifetime: TimeInterval = 7 * 24 * 3600
+
+    /// Drops unfinished uploads whose last chunk is older than `partLifetime` (their `.part` file and
+    /// their state), and lock files of finished ones, skipping any upload a chunk is being stored for.
+    /// Returns how many unfinished uploads went. The server runs it at start and every hour.
+    @discardableResult
+    func sweep(now: Date) async -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        var dropped = 0
+        for name in names where name.hasSuffix(".part") {
+            let part = directory.appendingPathComponent(name)
+            guard let id = UUID(uuidString: String(name.dropLast(".part".count))),
+                let modified = (try? FileManager.default.attributesOfItem(atPath: part.path))?[.modificationDate] as? Date,
+                now.timeIntervalSince(modified) > Self.partLifetime,
+                let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock"))
+            else { continue }
+            defer { lock.release() }
+            if (try? await storage.mediaUpload(id))??.complete == true { continue }
+            try? FileManager.default.removeItem(at: part)
+            try? await storage.setMediaUpload(nil, for: id, now: now)
+            dropped += 1
+        }
+        for name in names where name.hasSuffix(".lock") {
+            let stem = String(name.dropLast(".lock".count))
+            if FileManager.default.fileExists(atPath: directory.appendingPathComponent(stem).path) {
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+            }
+        }
+        return dropped
+    }
+
     private static func sha256(of url: URL) throws(ServerError) -> String {
         do {
             let handle = try FileHandle(forReadingFrom: url)

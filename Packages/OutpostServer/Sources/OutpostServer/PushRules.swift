@@ -102,6 +102,13 @@ struct PushRules: Sendable {
             throw ServerError.badRequest(problem.description)
         }
         let project = try projectOf(merged.record, existing: existing, caller: caller, snapshot: snapshot)
+        // A record stays in its project: moved, it would carry its children's references across the
+        // boundary, show up for the new project's members and vanish unseen from the old one's devices.
+        if let before = existing?.projectID, let project, before != project {
+            throw ServerError.badRequest(
+                "\(mutation.entity.rawValue) \(mutation.recordID.storageText) belongs to project \(before.storageText); "
+                    + "a record cannot move to another project: create it there instead")
+        }
         try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
         if let project, !(mutation.entity == .project && existing == nil) {

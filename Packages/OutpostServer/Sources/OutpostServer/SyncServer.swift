@@ -14,7 +14,7 @@ public struct SyncServer: Sendable {
     /// The settings it was created with.
     public let configuration: ServerConfiguration
     private let storage: any ServerStorage
-    private let media: MediaStore
+    let media: MediaStore
     private let metrics = ServerMetrics()
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
@@ -126,6 +126,14 @@ public struct SyncServer: Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: "outpost"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
+        let media = self.media
+        let sweeper = Task {
+            while !Task.isCancelled {
+                await media.sweep(now: Timestamp.now())
+                try? await Task.sleep(for: .seconds(3600))
+            }
+        }
+        defer { sweeper.cancel() }
         do {
             try await app.runService(gracefulShutdownSignals: handlingSignals ? [.sigterm, .sigint] : [])
         } catch {

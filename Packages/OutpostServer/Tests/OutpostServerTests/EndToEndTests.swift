@@ -1,5 +1,6 @@
 import Foundation
 import OutpostBundles
+@testable import OutpostServer
 import OutpostModels
 import OutpostStore
 import OutpostSync
@@ -274,6 +275,26 @@ struct EndToEndTests {
         } catch {
             #expect(error.serverCode == .notFound)
         }
+    }
+
+    @Test("An upload left unfinished for a week gives its disk space back and starts again from 0", arguments: Backend.available)
+    func abandonedUploadsExpire(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let bytes = Data(repeating: 9, count: 30_000)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await alice.push(PushRequest(mutations: [issue, attachment]))
+        let id = attachment.recordID
+        _ = try await alice.uploadMedia(MediaChunk(
+            attachmentID: id, offset: 0, totalBytes: Int64(bytes.count), sha256: sha256Hex(bytes), data: bytes.prefix(10_000)))
+        let part = URL(fileURLWithPath: server.server.configuration.mediaDirectory).appendingPathComponent(id.uuidString.lowercased() + ".part")
+        #expect(await server.server.media.sweep(now: Timestamp.now()) == 0, "a fresh upload stays")
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-8 * 24 * 3600)], ofItemAtPath: part.path)
+        #expect(await server.server.media.sweep(now: Timestamp.now()) == 1)
+        #expect(!FileManager.default.fileExists(atPath: part.path))
+        #expect(try await alice.mediaUploadStatus(for: id).receivedBytes == 0)
     }
 
     @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml], Backend.available)

@@ -95,6 +95,11 @@ struct SecurityTests {
         #expect(results.map { $0.outcome.appliedVersion } == [1, nil, 1, nil, 1])
         #expect(results[1].outcome.rejectedCode == .invalidRequest)
         #expect(results[3].outcome.rejectedCode == .invalidRequest)
+        // Nor can a record of B be moved into A (its children would then name across the boundary).
+        let move = Sample.update(
+            .issue, id: plainIssueOfB.recordID, baseVersion: 1,
+            fields: ["projectID": .uuid(TestServer.projectA), "assigneeID": .null, "assetID": .null], clock: Sample.clock(120_000))
+        #expect(try await carol.push(PushRequest(mutations: [move])).results[0].outcome.rejectedCode == .invalidRequest)
     }
 
     @Test("Money and membership are the office's: crew and viewers are refused, with why", arguments: Backend.available)

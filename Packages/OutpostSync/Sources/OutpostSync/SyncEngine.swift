@@ -298,11 +298,22 @@ public actor SyncEngine {
     /// A server's upload status, refused unless it says it holds between 0 and the file's size: a broken
     /// or hostile server's answer must never reach a seek or a chunk's bounds, which trap (it crashed the
     /// device on every later sync). Refused as an invalid response, so the upload is tried again later.
+    /// The status must also be this attachment's, and complete only with every byte held: a status
+    /// saying `complete` at 0 bytes made the device drop a photo the server never received.
     private static func checked(_ status: MediaUploadStatus, of upload: MediaUpload) throws(TransportError) -> MediaUploadStatus {
+        let request = "GET /media/\(upload.attachmentID)/upload"
+        guard status.attachmentID == upload.attachmentID else {
+            throw TransportError(.invalidResponse, request: request, message: "the server answered with another attachment's status")
+        }
         guard (0...upload.byteSize).contains(status.receivedBytes) else {
             throw TransportError(
-                .invalidResponse, request: "GET /media/\(upload.attachmentID)/upload",
+                .invalidResponse, request: request,
                 message: "the server says it holds \(status.receivedBytes) bytes of a \(upload.byteSize)-byte file")
+        }
+        guard !status.complete || status.receivedBytes == upload.byteSize else {
+            throw TransportError(
+                .invalidResponse, request: request,
+                message: "the server says the upload is complete with \(status.receivedBytes) of \(upload.byteSize) bytes")
         }
         return status
     }

@@ -51,8 +51,10 @@ import OutpostTesting
         #expect(try device.store.status().pendingMediaUploads == 1, "still waiting, not dropped")
     }
 
-    @Test(arguments: [Int64(50_000), -1])
-    func aServerClaimingImpossibleUploadProgressNeitherCrashesTheDeviceNorLosesThePhoto(received: Int64) async throws {
+    @Test(arguments: [(Int64(50_000), false, false), (-1, false, false), (0, true, false), (10_000, true, true)])
+    func aServerClaimingImpossibleUploadProgressNeitherCrashesTheDeviceNorLosesThePhoto(
+        received: Int64, complete: Bool, otherAttachment: Bool
+    ) async throws {
         let device = try SyncEngineTests.Device()
         let (photo, _) = try await issueWithPhoto(on: device, size: 10_000)
         // The records go to a well-behaved server first; the original waits for a good connection.
@@ -61,7 +63,8 @@ import OutpostTesting
         let hostile = try LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try wire(PullResponse(changes: [], nextCursor: "c-9", hasMore: false))),
             "GET /v1/media/\(photo.id.uuidString.lowercased())/upload": .init(body: try wire(MediaUploadStatus(
-                attachmentID: photo.id, receivedBytes: received, totalBytes: 10_000, complete: false))),
+                attachmentID: otherAttachment ? UUID() : photo.id, receivedBytes: received, totalBytes: 10_000,
+                complete: complete))),
         ])
         defer { hostile.stop() }
         let transport = HTTPTransport(configuration: .init(baseURL: hostile.baseURL, schemaVersion: 5), token: "t1")
