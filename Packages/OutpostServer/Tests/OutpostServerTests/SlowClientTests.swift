@@ -64,6 +64,26 @@ struct SlowClientTests {
         #expect(status == 200)
     }
 
+    @Test("A client with a valid token sending its body a byte at a time is closed, and others are served")
+    func aBodyTrickledByteByByteIsCutOff() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let trickling = try RawConnection(port: server.port)
+        trickling.send(
+            "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
+                + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                + "Content-Length: 1000000\r\n\r\n")
+        var closed = false
+        let started = ContinuousClock.now
+        while !closed, ContinuousClock.now - started < .seconds(20) {
+            trickling.send("{")
+            closed = trickling.isClosedByServer()  // waits up to a second
+        }
+        #expect(closed)
+        #expect(ContinuousClock.now - started < .seconds(18), "closed soon after the grace period")
+        #expect(try await server.send("GET", "/health").status == 200)
+    }
+
     @Test("Connections past the server's limit are closed as they arrive")
     func connectionsPastTheLimitAreClosed() async throws {
         let server = try await TestServer.start(maximumConnections: 3)
