@@ -22,10 +22,6 @@ public actor HTTPTransport: SyncTransport {
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
         /// said it reads that form (turned off for the transport's life when the server refuses it).
         public var sharesClocks: Bool
-        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated: a
-        /// broken or hostile server's 255 KB gzip reply inflating to 256 MiB took a device to 844 MB.
-        /// A pull page is about 4 MiB of records; 64 MiB leaves room to spare.
-        public var maximumResponseBytes: Int = 64 << 20
 
         /// Creates a configuration.
         public init(
@@ -45,11 +41,7 @@ public actor HTTPTransport: SyncTransport {
     public let configuration: Configuration
     /// Two sessions, because URL loading on Linux applies the session's timeout rather than the request's.
     private let session: URLSession
-    /// Media chunks: the transfer timeout, answers collected within `maximumResponseBytes` as `session`'s.
-    private let chunkSession: URLSession
-    /// Bundle downloads, streamed to a file (bounded by `BundleLimits` when imported).
     private let transferSession: URLSession
-    private let bodies = BoundedBodies()
     private var token: String?
     private var counts = TransferCounts()
     /// Cleared when a server answers a compressed body with 415, so it is asked only once.
@@ -68,22 +60,20 @@ public actor HTTPTransport: SyncTransport {
         self.configuration = configuration
         self.token = token
         self.compressesRequests = configuration.compressesRequests
-        session = Self.makeSession(timeout: configuration.requestTimeout, delegate: bodies)
-        chunkSession = Self.makeSession(timeout: configuration.transferTimeout, delegate: bodies)
-        transferSession = Self.makeSession(timeout: configuration.transferTimeout, delegate: SameOriginRedirects())
+        session = Self.makeSession(timeout: configuration.requestTimeout)
+        transferSession = Self.makeSession(timeout: configuration.transferTimeout)
     }
 
     deinit {
         session.invalidateAndCancel()
-        chunkSession.invalidateAndCancel()
         transferSession.invalidateAndCancel()
     }
 
-    private static func makeSession(timeout: Duration, delegate: any URLSessionDelegate) -> URLSession {
+    private static func makeSession(timeout: Duration) -> URLSession {
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
         sessionConfiguration.timeoutIntervalForRequest = timeoutInterval(timeout)
-        return URLSession(configuration: sessionConfiguration, delegate: delegate, delegateQueue: nil)
+        return URLSession(configuration: sessionConfiguration, delegate: SameOriginRedirects(), delegateQueue: nil)
     }
 
     /// Replaces the bearer token (after a 401, say); counters and learned server traits are kept.
@@ -145,7 +135,7 @@ public actor HTTPTransport: SyncTransport {
         request.setValue(chunk.contentRange, forHTTPHeaderField: "Content-Range")
         request.setValue(chunk.sha256, forHTTPHeaderField: SyncProtocol.mediaDigestHeader)
         // Media is already compressed (JPEG, AAC): sent as is.
-        let (data, response) = try await send(request, body: chunk.data, name: name, session: chunkSession)
+        let (data, response) = try await send(request, body: chunk.data, name: name, session: transferSession)
         return try decode(data, response, name: name)
     }
 
@@ -252,12 +242,13 @@ public actor HTTPTransport: SyncTransport {
         let data: Data
         let response: URLResponse
         counts.requests += 1
-        if let body { counts.bytesSent += Int64(body.count) }
         do {
-            (data, response) = try await bodies.fetch(request, body: body, in: session, limit: configuration.maximumResponseBytes)
-        } catch let tooLarge as BoundedBodies.TooLarge {
-            throw TransportError(
-                .invalidResponse, request: name, message: "the answer is larger than \(tooLarge.limit) bytes; it was cut off")
+            if let body {
+                counts.bytesSent += Int64(body.count)
+                (data, response) = try await session.upload(for: request, from: body)
+            } else {
+                (data, response) = try await session.data(for: request)
+            }
         } catch {
             throw Self.classify(error, name: name)
         }
@@ -277,7 +268,7 @@ public actor HTTPTransport: SyncTransport {
         counts.bytesReceived += wireLength ?? Int64(data.count)
         // URL loading decodes gzip on its own on Apple platforms and Linux; this catches one that did not.
         if http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() == "gzip", Gzip.isCompressed(data) {
-            guard case .complete(let plain) = Gzip.inflate(data, limit: configuration.maximumResponseBytes) else {
+            guard let plain = Gzip.decompress(data) else {
                 throw TransportError(
                     .invalidResponse, request: name, status: http.statusCode, message: "corrupt gzip body")
             }
@@ -380,86 +371,5 @@ final class SameOriginRedirects: NSObject, URLSessionTaskDelegate, Sendable {
 
     private static func port(of url: URL?) -> Int? {
         url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
-    }
-}
-
-/// Collects each request's answer itself, so one past the limit is cut off as it arrives rather than
-/// held whole (URL loading inflates a gzip body before handing it over, so only the arriving bytes can
-/// be counted); and follows redirects within the request's origin only, as `SameOriginRedirects` does.
-final class BoundedBodies: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    /// An answer cut off at `limit` bytes.
-    struct TooLarge: Error {
-        let limit: Int
-    }
-
-    private struct Pending {
-        var data = Data()
-        var response: URLResponse?
-        let limit: Int
-        var exceeded = false
-        let continuation: CheckedContinuation<(Data, URLResponse), any Error>
-    }
-
-    /// Every access to `pending` holds `lock`, hence `@unchecked Sendable`.
-    private let lock = NSLock()
-    private var pending: [Int: Pending] = [:]
-    private let redirects = SameOriginRedirects()
-
-    /// Sends `request` (uploading `body`, if any) on `session`, whose delegate this is, and returns its
-    /// answer, or throws `TooLarge` once more than `limit` bytes arrived. Cancelling the calling task
-    /// cancels the request.
-    func fetch(_ request: URLRequest, body: Data?, in session: URLSession, limit: Int) async throws -> (Data, URLResponse) {
-        let task = body.map { session.uploadTask(with: request, from: $0) } ?? session.dataTask(with: request)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                lock.withLock { pending[task.taskIdentifier] = Pending(limit: limit, continuation: continuation) }
-                task.resume()
-            }
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
-    ) {
-        lock.withLock { pending[dataTask.taskIdentifier]?.response = response }
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let exceeded = lock.withLock { () -> Bool in
-            guard var entry = pending[dataTask.taskIdentifier], !entry.exceeded else { return false }
-            entry.data.append(data)
-            if entry.data.count > entry.limit {
-                entry.exceeded = true
-                entry.data = Data()
-            }
-            pending[dataTask.taskIdentifier] = entry
-            return entry.exceeded
-        }
-        if exceeded { dataTask.cancel() }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        guard let entry = lock.withLock({ pending.removeValue(forKey: task.taskIdentifier) }) else { return }
-        if entry.exceeded {
-            entry.continuation.resume(throwing: TooLarge(limit: entry.limit))
-        } else if let error {
-            entry.continuation.resume(throwing: error)
-        } else if let response = entry.response ?? task.response {
-            entry.continuation.resume(returning: (entry.data, response))
-        } else {
-            entry.continuation.resume(throwing: URLError(.badServerResponse))
-        }
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        redirects.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request,
-            completionHandler: completionHandler)
     }
 }
