@@ -51,8 +51,8 @@ actor StoreWriter {
     /// left there, a restart would resume from it and stamps after the restart could repeat earlier ones.
     private func saveClockIfNeeded(_ db: Database) throws -> HybridTimestamp? {
         let restartedBelow = { (saved: HybridTimestamp, last: HybridTimestamp) in
-            saved.physicalMilliseconds - last.physicalMilliseconds
-                > Self.clockReserveMilliseconds + Self.milliseconds(of: self.clock.maximumDrift)
+            Duration.milliseconds(saved.physicalMilliseconds - last.physicalMilliseconds)
+                > .milliseconds(Self.clockReserveMilliseconds) + self.clock.maximumDrift
         }
         guard let last = clock.last, savedClock.map({ last > $0 || restartedBelow($0, last) }) ?? true else { return nil }
         let physical = min(
@@ -64,11 +64,6 @@ actor StoreWriter {
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """).execute(arguments: [reserved.encoded])
         return reserved
-    }
-
-    static func milliseconds(of duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
     /// Reads (or creates) the node id and the clock's last value, persisted in `sync_state`.
