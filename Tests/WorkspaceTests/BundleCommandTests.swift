@@ -15,45 +15,45 @@ import Testing
     }
 
     @Test(arguments: ["project-bundle.xml", "project-bundle.json"])
-    func theExamplesValidateImportOnceAndExportTheSameBytes(example: String) throws {
+    func theExamplesValidateImportOnceAndExportTheSameBytes(example: String) async throws {
         let folder = try TemporaryFolder()
         let bundle = Self.examples.appendingPathComponent(example).path
         let database = folder.file("device.sqlite")
 
-        #expect(try Outpost.run(["bundle", "validate", bundle]).status == 0)
-        let first = try Outpost.run(["import", bundle, "--db", database, "--json"])
+        #expect(try await Outpost.run(["bundle", "validate", bundle]).status == 0)
+        let first = try await Outpost.run(["import", bundle, "--db", database, "--json"])
         #expect(first.status == 0, "\(first.errorOutput)")
         let summary = try JSONSerialization.jsonObject(with: Data(first.output.utf8)) as? [String: Any]
         let firstTotals = summary?["total"] as? [String: Any]
         #expect((firstTotals?["inserted"] as? Int ?? 0) > 10, "\(first.output)")
 
-        let second = try Outpost.run(["import", bundle, "--db", database, "--json"])
+        let second = try await Outpost.run(["import", bundle, "--db", database, "--json"])
         let secondTotals = (try JSONSerialization.jsonObject(with: Data(second.output.utf8)) as? [String: Any])?["total"] as? [String: Any]
         #expect(secondTotals?["inserted"] as? Int == 0)
         #expect(secondTotals?["updated"] as? Int == 0)
 
-        let project = try #require(try DatabaseQueue(path: database).read { try String.fetchAll($0, sql: "SELECT id FROM projects") }.first)
+        let project = try #require(try await DatabaseQueue(path: database).read { try String.fetchAll($0, sql: "SELECT id FROM projects") }.first)
         let format = example.hasSuffix(".xml") ? "xml" : "json"
         let exported = folder.file("export.\(format)")
-        let export = try Outpost.run(["bundle", "export", "--db", database, "--project", project, "--format", format, "--out", exported])
+        let export = try await Outpost.run(["bundle", "export", "--db", database, "--project", project, "--format", format, "--out", exported])
         #expect(export.status == 0, "\(export.errorOutput)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: exported)) == Data(contentsOf: URL(fileURLWithPath: bundle)))
     }
 
-    @Test func aBrokenBundleFailsWithItsLocationAndChangesNothing() throws {
+    @Test func aBrokenBundleFailsWithItsLocationAndChangesNothing() async throws {
         let folder = try TemporaryFolder()
         let broken = folder.file("broken.xml")
         let text = try String(contentsOf: Self.examples.appendingPathComponent("project-bundle.xml"), encoding: .utf8)
         try text.replacingOccurrences(of: "<status>", with: "<statuz>", options: [], range: nil)
             .replacingOccurrences(of: "</status>", with: "</statuz>").write(toFile: broken, atomically: true, encoding: .utf8)
-        let validate = try Outpost.run(["bundle", "validate", broken])
+        let validate = try await Outpost.run(["bundle", "validate", broken])
         #expect(validate.status != 0)
         #expect(validate.errorOutput.contains("broken.xml:") || validate.output.contains("broken.xml:"))
 
         let database = folder.file("device.sqlite")
         try LocalDatabase.migrate(at: database)
         let before = try Data(contentsOf: URL(fileURLWithPath: database))
-        #expect(try Outpost.run(["import", broken, "--db", database]).status != 0)
+        #expect(try await Outpost.run(["import", broken, "--db", database]).status != 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == before)
     }
 }

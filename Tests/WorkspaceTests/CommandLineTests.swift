@@ -4,8 +4,8 @@ import Testing
 
 /// Runs the built `outpost` executable, as a user would, and reads what it prints.
 @Suite struct CommandLineTests {
-    @Test func entitiesAsJSONListsEveryEntityWithItsParents() throws {
-        let result = try Outpost.run(["entities", "--json"])
+    @Test func entitiesAsJSONListsEveryEntityWithItsParents() async throws {
+        let result = try await Outpost.run(["entities", "--json"])
         #expect(result.status == 0)
         let rows = try JSONDecoder().decode([Row].self, from: Data(result.output.utf8))
         #expect(Set(rows.map(\.name)) == Set(EntityType.allCases.map(\.rawValue)))
@@ -20,8 +20,8 @@ import Testing
         #expect(byName["timeEntry"]?.table == "time_entries")
     }
 
-    @Test func entitiesAsATableHasAHeaderAndARowPerEntity() throws {
-        let result = try Outpost.run(["entities"])
+    @Test func entitiesAsATableHasAHeaderAndARowPerEntity() async throws {
+        let result = try await Outpost.run(["entities"])
         #expect(result.status == 0)
         let lines = result.output.split(separator: "\n")
         #expect(lines.first?.hasPrefix("entity") == true)
@@ -29,19 +29,19 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("scopeItem ") && $0.contains("scope_items") })
     }
 
-    @Test func everyCommandHasHelpAndTheToolHasAVersion() throws {
-        let version = try Outpost.run(["--version"])
+    @Test func everyCommandHasHelpAndTheToolHasAVersion() async throws {
+        let version = try await Outpost.run(["--version"])
         #expect(version.status == 0)
         #expect(version.output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").count == 3)
         for command in [[], ["entities"]] {
-            let help = try Outpost.run(command + ["--help"])
+            let help = try await Outpost.run(command + ["--help"])
             #expect(help.status == 0)
             #expect(help.output.contains("USAGE: outpost"))
         }
     }
 
-    @Test func anUnknownCommandFailsWithAMessage() throws {
-        let result = try Outpost.run(["teleport"])
+    @Test func anUnknownCommandFailsWithAMessage() async throws {
+        let result = try await Outpost.run(["teleport"])
         #expect(result.status != 0)
         #expect(result.errorOutput.contains("teleport"))
     }

@@ -3,17 +3,13 @@ import Testing
 
 /// `make demo` is the first thing a newcomer runs: it must pass, and fail loudly when a claim breaks.
 @Suite struct DemoTests {
-    @Test func theFieldDayDemoPassesEveryCheck() throws {
+    @Test func theFieldDayDemoPassesEveryCheck() async throws {
         let binary = Outpost.executable.deletingLastPathComponent().appendingPathComponent("outpost-demo")
         let process = Process()
         process.executableURL = binary
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "the demo failed:\n\(text)")
+        let (status, output, errors) = try await ChildProcess.finish(process)
+        let text = String(decoding: output, as: UTF8.self) + String(decoding: errors, as: UTF8.self)
+        #expect(status == 0, "the demo failed:\n\(text)")
         #expect(text.contains("Demo passed"))
         #expect(text.contains("1 conflict surfaced"))
         #expect(text.contains("notes from Alice") && text.contains("weather from Bob"))

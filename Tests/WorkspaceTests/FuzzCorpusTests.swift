@@ -32,25 +32,25 @@ struct FuzzCorpusTests {
     }
 
     @Test(arguments: inputs)
-    func anInputIsRefusedOrImportedAndNeverCrashes(_ name: String) throws {
+    func anInputIsRefusedOrImportedAndNeverCrashes(_ name: String) async throws {
         let folder = try TemporaryFolder()
         let examples = Self.corpus.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("schemas/examples")
         let database = folder.file("device.sqlite")
-        let seeded = try Outpost.run(["import", examples.appendingPathComponent("project-bundle.xml").path, "--db", database])
+        let seeded = try await Outpost.run(["import", examples.appendingPathComponent("project-bundle.xml").path, "--db", database])
         #expect(seeded.status == 0, "\(seeded.errorOutput)")
         let before = try content(database)
 
         let input = try Data(contentsOf: Self.corpus.appendingPathComponent(name))
         let file = folder.file("input.\(Self.fileExtension(of: input))")
         try input.write(to: URL(fileURLWithPath: file))
-        let result = try Outpost.run(["import", file, "--db", database])
+        let result = try await Outpost.run(["import", file, "--db", database])
         #expect(result.status == 0 || result.status == 1, "\(name): outpost import ended with \(result.status)")
         if result.status != 0 {
             #expect(!result.errorOutput.isEmpty, "\(name): refused without a message")
             #expect(try content(database) == before, "\(name): refused, but the database changed")
         }
         let queue = try DatabaseQueue(path: database)
-        #expect(try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") } == ["ok"])
+        #expect(try await queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") } == ["ok"])
         try queue.close()
     }
 

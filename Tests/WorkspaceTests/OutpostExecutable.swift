@@ -29,20 +29,91 @@ enum Outpost {
         return process
     }
 
-    /// Runs `outpost` with `arguments` to the end and returns its exit status and output.
-    static func run(_ arguments: [String]) throws -> Result {
+    /// Runs `outpost` with `arguments` to the end and returns its exit status and output, waiting off
+    /// Swift's cooperative pool (`ChildProcess.finish`).
+    static func run(_ arguments: [String]) async throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        let (status, out, err) = try await ChildProcess.finish(process)
+        return Result(
+            status: status, output: String(decoding: out, as: UTF8.self), errorOutput: String(decoding: err, as: UTF8.self))
+    }
+}
+
+/// Child processes run to their end without holding a thread of Swift's cooperative pool. That pool
+/// has one thread per core: on a 2-core CI machine two tests blocked in `waitUntilExit` (the demo and
+/// the reliability run take a minute each) left no thread for any other test for 40 s, so in-process
+/// servers stopped answering and their clients' requests timed out.
+enum ChildProcess {
+    /// Starts `process` with its output and errors captured and waits on a thread of its own until it
+    /// exits, reading both pipes meanwhile so neither fills and stalls the child.
+    static func finish(_ process: Process) async throws -> (status: Int32, output: Data, errors: Data) {
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus, output: String(decoding: out, as: UTF8.self),
-            errorOutput: String(decoding: err, as: UTF8.self))
+        return await offThePool {
+            let errorText = LockedData()
+            Thread {
+                errorText.set(errors.fileHandleForReading.readDataToEndOfFile())
+                errorText.finish()
+            }.start()
+            let out = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, out, errorText.waitForValue())
+        }
+    }
+
+    /// Waits for `process` to exit without holding a thread of the pool.
+    static func waitUntilExit(_ process: Process) async {
+        await offThePool { process.waitUntilExit() }
+    }
+
+    /// The first line `pipe` carries (without waiting for more), read off the pool; empty at its end.
+    static func firstLine(of pipe: Pipe) async -> String {
+        await offThePool {
+            var printed = Data()
+            while !printed.contains(UInt8(ascii: "\n")) {
+                let chunk = pipe.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { break }
+                printed.append(chunk)
+            }
+            return String(decoding: printed, as: UTF8.self)
+        }
+    }
+
+    /// Runs `body` on a new thread and returns its value, suspending (not blocking) the caller.
+    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: body()) }.start()
+        }
+    }
+}
+
+/// Bytes one thread reads and another waits for.
+private final class LockedData: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var data = Data()
+    private var done = false
+
+    func set(_ value: Data) {
+        condition.lock()
+        data = value
+        condition.unlock()
+    }
+
+    func finish() {
+        condition.lock()
+        done = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func waitForValue() -> Data {
+        condition.lock()
+        defer { condition.unlock() }
+        while !done { condition.wait() }
+        return data
     }
 }

@@ -44,7 +44,7 @@ struct ReliabilityTests {
         "presync",
     ]
 
-    @Test func theQuickRunLosesDuplicatesAndDivergesNothing() throws {
+    @Test func theQuickRunLosesDuplicatesAndDivergesNothing() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-reliability-test-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -53,14 +53,10 @@ struct ReliabilityTests {
         let process = Process()
         process.executableURL = Outpost.executable.deletingLastPathComponent().appendingPathComponent("outpost-reliability")
         process.arguments = ["--quick", "--json", json.path] + Self.quickScenarios.flatMap { ["--scenario", $0] }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (status, output, errors) = try await ChildProcess.finish(process)
+        let printed = String(decoding: output, as: UTF8.self) + String(decoding: errors, as: UTF8.self)
 
-        #expect(process.terminationStatus == 0, "\(printed)")
+        #expect(status == 0, "\(printed)")
         let report = try JSONDecoder().decode(Report.self, from: Data(contentsOf: json))
         #expect(report.passed)
         #expect(report.scenarios.map(\.scenario) == Self.quickScenarios)

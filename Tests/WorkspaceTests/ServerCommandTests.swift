@@ -33,13 +33,7 @@ struct ServerCommandTests {
         defer { if process.isRunning { process.terminate() } }
 
         // The first line names the port it picked.
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            printed.append(chunk)
-        }
-        let line = String(decoding: printed, as: UTF8.self)
+        let line = await ChildProcess.firstLine(of: output)
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "printed: \(line)")
         #expect(line.hasPrefix("listening on http://127.0.0.1:"))
 
@@ -67,20 +61,20 @@ struct ServerCommandTests {
 
         // The operator revokes Alice's token and issues a new one, then takes her out of the project,
         // on the running server's file: each takes effect on the next request.
-        let revoked = try Outpost.run(["admin", "revoke-token", "--db", database, "--token", "alice-demo-token"])
+        let revoked = try await Outpost.run(["admin", "revoke-token", "--db", database, "--token", "alice-demo-token"])
         #expect(revoked.status == 0, "\(revoked.errorOutput)")
         #expect(try await request("POST", "/pull", token: "alice-demo-token", body: pullBody).0 == 401)
-        let issued = try Outpost.run(["admin", "issue-token", "--db", database, "--user", user])
+        let issued = try await Outpost.run(["admin", "issue-token", "--db", database, "--user", user])
         #expect(issued.status == 0, "\(issued.errorOutput)")
         let fresh = issued.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 200)
-        let removed = try Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
+        let removed = try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
         #expect(removed.status == 0, "\(removed.errorOutput)")
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 403)
-        #expect(try Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)
+        #expect(try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)
 
         process.terminate()
-        process.waitUntilExit()
+        await ChildProcess.waitUntilExit(process)
         #expect(process.terminationStatus == 0)
         // The file holds the token's digest, never the token.
         var bytes = try Data(contentsOf: URL(fileURLWithPath: database))
@@ -90,11 +84,11 @@ struct ServerCommandTests {
     }
 
     @Test("serve refuses --db with --postgres, and --postgres without a shared --media folder")
-    func postgresArguments() throws {
-        let both = try Outpost.run(["serve", "--db", "x.sqlite", "--postgres", "postgres://u@127.0.0.1/db"])
+    func postgresArguments() async throws {
+        let both = try await Outpost.run(["serve", "--db", "x.sqlite", "--postgres", "postgres://u@127.0.0.1/db"])
         #expect(both.status != 0)
         #expect(both.errorOutput.contains("exactly one of --db FILE and --postgres URL"))
-        let noMedia = try Outpost.run(["serve", "--postgres", "postgres://u@127.0.0.1/db"])
+        let noMedia = try await Outpost.run(["serve", "--postgres", "postgres://u@127.0.0.1/db"])
         #expect(noMedia.status != 0)
         #expect(noMedia.errorOutput.contains("--media"))
     }
@@ -109,8 +103,8 @@ struct ServerCommandTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let name = "outpost_serve_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try psql(base, "CREATE DATABASE \(name)")
-        defer { try? psql(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        try await psql(base, "CREATE DATABASE \(name)")
+        defer { Task { [self] in try? await psql(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") } }
         var components = try #require(URLComponents(string: base))
         components.path = "/" + name
         let seedFile = folder.appendingPathComponent("seed.json")
@@ -132,13 +126,7 @@ struct ServerCommandTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            printed.append(chunk)
-        }
-        let line = String(decoding: printed, as: UTF8.self)
+        let line = await ChildProcess.firstLine(of: output)
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "printed: \(line)")
 
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/pull")!)
@@ -153,18 +141,15 @@ struct ServerCommandTests {
         #expect(changes.compactMap { $0["entity"] as? String }.sorted() == ["member", "project"])
 
         process.terminate()
-        process.waitUntilExit()
+        await ChildProcess.waitUntilExit(process)
         #expect(process.terminationStatus == 0)
     }
 
     /// One statement of the test's own through the `psql` client that comes with the server.
-    private func psql(_ url: String, _ sql: String) throws {
+    private func psql(_ url: String, _ sql: String) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        guard try await ChildProcess.finish(process).status == 0 else { throw CocoaError(.fileWriteUnknown) }
     }
 }

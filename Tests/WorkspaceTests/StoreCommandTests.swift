@@ -12,7 +12,7 @@ import Testing
         let path = folder.file("device.sqlite")
         let store = try LocalStore.open(at: path)
         for index in 0..<3 { try await store.save(Issue(projectID: UUID(), title: "Issue \(index)")) }
-        let result = try Outpost.run(["status", "--db", path, "--json"])
+        let result = try await Outpost.run(["status", "--db", path, "--json"])
         #expect(result.status == 0)
         let json = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]
         #expect(json?["pendingChanges"] as? Int == 3)
@@ -24,23 +24,23 @@ import Testing
         let path = folder.file("device.sqlite")
         let store = try LocalStore.open(at: path)
         for index in 0..<4 { try await store.save(Issue(projectID: UUID(), title: "Issue \(index)")) }
-        let intact = try Outpost.run(["audit", "verify", "--db", path])
+        let intact = try await Outpost.run(["audit", "verify", "--db", path])
         #expect(intact.status == 0)
         #expect(intact.output.contains("intact: 4 entries"))
 
         let queue = try DatabaseQueue(path: path)
         try await queue.write { try $0.execute(sql: "UPDATE audit_log SET at = at + 1 WHERE seq = 2") }
         try queue.close()
-        let broken = try Outpost.run(["audit", "verify", "--db", path])
+        let broken = try await Outpost.run(["audit", "verify", "--db", path])
         #expect(broken.status != 0)
         #expect(broken.errorOutput.contains("broken at entry 2"))
     }
 
-    @Test func storeCommandsNeverCreateAFile() throws {
+    @Test func storeCommandsNeverCreateAFile() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("absent.sqlite")
-        #expect(try Outpost.run(["status", "--db", path]).status != 0)
-        #expect(try Outpost.run(["audit", "verify", "--db", path]).status != 0)
+        #expect(try await Outpost.run(["status", "--db", path]).status != 0)
+        #expect(try await Outpost.run(["audit", "verify", "--db", path]).status != 0)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 }
@@ -67,7 +67,7 @@ import Testing
         theirs.status = .resolved
         try await store.applyPulledPage(pulled(theirs, version: 2, at: 5_000), now: Date(timeIntervalSince1970: 5))
 
-        let list = try Outpost.run(["conflicts", "list", "--db", path])
+        let list = try await Outpost.run(["conflicts", "list", "--db", path])
         #expect(list.status == 0)
         #expect(list.output.contains("issue") && list.output.contains("status"))
         #expect(list.output.contains("\"inProgress\"") && list.output.contains("\"resolved\""))
@@ -75,10 +75,10 @@ import Testing
         #expect(row.hasSuffix("this device"), "the side whose value override brings back: \(row)")
         let id = try #require(try store.openConflicts().first?.id)
 
-        let resolve = try Outpost.run(["conflicts", "resolve", String(id), "--choice", "override", "--db", path])
+        let resolve = try await Outpost.run(["conflicts", "resolve", String(id), "--choice", "override", "--db", path])
         #expect(resolve.status == 0, "\(resolve.errorOutput)")
         #expect(try LocalStore.open(at: path).fetch(Issue.self, id: issue.id)?.status == .inProgress)
-        #expect(try Outpost.run(["conflicts", "list", "--db", path]).output.contains("no open conflicts"))
-        #expect(try Outpost.run(["conflicts", "resolve", String(id), "--choice", "discard", "--db", path]).status != 0)
+        #expect(try await Outpost.run(["conflicts", "list", "--db", path]).output.contains("no open conflicts"))
+        #expect(try await Outpost.run(["conflicts", "resolve", String(id), "--choice", "discard", "--db", path]).status != 0)
     }
 }

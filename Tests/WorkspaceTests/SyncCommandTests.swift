@@ -9,7 +9,7 @@ struct SyncCommandTests {
     static let project = UUID(uuidString: "a0000000-0000-4000-8000-00000000000a")!
 
     /// Starts `outpost serve` with one project and Alice's token; returns the process and its port.
-    static func startServer(in folder: URL) throws -> (Process, Int) {
+    static func startServer(in folder: URL) async throws -> (Process, Int) {
         let user = "a11ce000-0000-4000-8000-000000000001"
         let seed = """
             {"projects": [{"id": "\(project.uuidString.lowercased())", "name": "Maple Street"}],
@@ -25,13 +25,7 @@ struct SyncCommandTests {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            printed.append(chunk)
-        }
-        let line = String(decoding: printed, as: UTF8.self)
+        let line = await ChildProcess.firstLine(of: output)
         guard let port = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
             process.terminate()
             throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "serve printed: \(line)"])
@@ -54,19 +48,19 @@ struct SyncCommandTests {
         defer { try? FileManager.default.removeItem(at: folder) }
 
         // No server yet: exit 2, the change still waits.
-        let offline = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:9", "--token", "alice-token"])
+        let offline = try await Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:9", "--token", "alice-token"])
         #expect(offline.status == 2, "\(offline.output)\(offline.errorOutput)")
         #expect(try LocalStore.open(at: db).status().pendingChanges == 1)
 
-        let (server, port) = try Self.startServer(in: folder)
+        let (server, port) = try await Self.startServer(in: folder)
         defer { server.terminate() }
-        let online = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "alice-token", "--json"])
+        let online = try await Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "alice-token", "--json"])
         #expect(online.status == 0, "\(online.output)\(online.errorOutput)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(online.output.utf8)) as? [String: String])
         #expect(report["pushed"] == "1")
         #expect(report["pendingChanges"] == "0")
 
-        let refused = try Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "wrong"])
+        let refused = try await Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "wrong"])
         #expect(refused.status == 2)
         #expect(refused.output.contains("paused: credentialsRejected"))
     }
@@ -77,15 +71,15 @@ struct SyncCommandTests {
         // The change failed (its retries ran out in a long outage, say).
         let claimed = try #require(try store.claimMutations(limit: 1, now: Date()).first)
         try store.fail(claimed, reason: "timed out 11 times")
-        let (server, port) = try Self.startServer(in: folder)
+        let (server, port) = try await Self.startServer(in: folder)
         defer { server.terminate() }
         let url = "http://127.0.0.1:\(port)"
-        let plain = try Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--json"])
+        let plain = try await Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--json"])
         let before = try #require(try JSONSerialization.jsonObject(with: Data(plain.output.utf8)) as? [String: String])
         #expect(before["pushed"] == "0", "a failed change stays failed until asked")
         #expect(try LocalStore.open(at: db).status().failedChanges == 1)
 
-        let retried = try Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--retry-failed", "--json"])
+        let retried = try await Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token", "--retry-failed", "--json"])
         #expect(retried.status == 0, "\(retried.output)\(retried.errorOutput)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(retried.output.utf8)) as? [String: String])
         #expect(report["retriedFailed"] == "1")

@@ -17,8 +17,11 @@ final class SQLiteStorage: ServerStorage {
     /// The page size of a new database file, in bytes.
     static let pageSize = 8192
 
-    /// Opens (creating and migrating) the database at `path`.
-    init(path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy()) throws(ServerError) {
+    /// Opens (creating and migrating) the database at `path`. `durableCommits` false keeps SQLite's
+    /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
+    init(
+        path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true
+    ) throws(ServerError) {
         self.path = path
         self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
@@ -48,7 +51,9 @@ final class SQLiteStorage: ServerStorage {
             // would never be pulled. WAL with NORMAL syncs only at checkpoints; FULL syncs the WAL on
             // every commit. Set on the writer after the pool is open: GRDB sets NORMAL when it turns
             // WAL on, after `prepareDatabase` ran.
-            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+            if durableCommits {
+                try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+            }
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path)
         }

@@ -53,6 +53,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:
     /// with two policies the device would keep one value and the server another.
     public var conflictPolicy: ConflictPolicy
+    /// Whether the SQLite backend syncs its log to disk on every commit (`PRAGMA synchronous = FULL`), so
+    /// an `applied` answer survives a power loss. Leave it on for any server a device syncs with; turn it
+    /// off only for a throwaway server (a test run), as a throwaway PostgreSQL runs with `fsync = off`: an
+    /// fsync per push is what such a run spends most on when many servers share one slow disk.
+    public var durableCommits: Bool
 
     /// Creates a configuration; only the database path has no default.
     public init(
@@ -62,8 +67,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...12,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
         conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30, stalledWriteSeconds: Int = 60,
-        maximumConnections: Int = 1_024
+        maximumConnections: Int = 1_024, durableCommits: Bool = true
     ) {
+        self.durableCommits = durableCommits
         self.conflictPolicy = conflictPolicy
         self.idleTimeoutSeconds = idleTimeoutSeconds
         self.stalledWriteSeconds = stalledWriteSeconds

@@ -23,6 +23,8 @@ public struct SyncServer: Sendable {
     private let bundleGate = BundleGate(
         limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
     private let readAhead: PullReadAhead
+    /// The connections held open now, against `configuration.maximumConnections`.
+    let openConnections: OpenConnections
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
@@ -37,6 +39,7 @@ public struct SyncServer: Sendable {
         self.readAhead = readAhead
         try configuration.validate()
         self.configuration = configuration
+        self.openConnections = OpenConnections(maximum: configuration.maximumConnections)
         var logger = logger ?? Logger(label: "outpost.server")
         if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
         self.logger = logger
@@ -48,7 +51,7 @@ public struct SyncServer: Sendable {
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
-                    policy: configuration.conflictPolicy)
+                    policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits)
             }
         self.storage = storage
         self.media = try MediaStore(
@@ -115,7 +118,7 @@ public struct SyncServer: Sendable {
             schemaVersions: configuration.schemaVersions, metrics: metrics,
             conflictPolicy: SyncProtocol.conflictPolicyText(configuration.conflictPolicy)))
         addRoutes(to: router)
-        let connections = OpenConnections(maximum: configuration.maximumConnections)
+        let connections = openConnections
         let stalledWrite = TimeAmount.seconds(Int64(configuration.stalledWriteSeconds))
         let app = Application(
             router: router,

@@ -176,5 +176,9 @@ struct ReviewFindingsTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
         #expect(try await storage.writerSynchronousMode() == 2, "PRAGMA synchronous = FULL on the writer")
+        #expect(ServerConfiguration(databasePath: "s.sqlite").durableCommits, "a configured server is durable unless told")
+        let throwaway = try SQLiteStorage(
+            path: folder.appendingPathComponent("t.sqlite").path, assignsServerIDs: false, durableCommits: false)
+        #expect(try await throwaway.writerSynchronousMode() == 1, "NORMAL only when asked")
     }
 }

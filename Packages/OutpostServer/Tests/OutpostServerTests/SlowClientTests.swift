@@ -89,7 +89,13 @@ struct SlowClientTests {
         let server = try await TestServer.start(maximumConnections: 3)
         defer { Task { await server.stop() } }
         let held = try (0..<3).map { _ in try RawConnection(port: server.port) }
-        try await Task.sleep(for: .milliseconds(200))
+        // Until the server holds all three: on a loaded machine its event loops admit them late, and
+        // an extra one admitted first would take a held one's place.
+        let started = ContinuousClock.now
+        while server.server.openConnections.current < 3, ContinuousClock.now - started < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(server.server.openConnections.current == 3)
         let extra = try RawConnection(port: server.port)
         #expect(extra.isClosedByServer())
         #expect(held.allSatisfy { !$0.isClosedByServer() }, "the first three stay open")

@@ -66,9 +66,13 @@ final class TestServer: Sendable {
     static func start(
         _ backend: Backend = .sqlite, assignsServerIDs: Bool = false, maximumBatchSize: Int = 500,
         maximumPullLimit: Int = 1000, maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024,
-        sharing other: TestServer? = nil, conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30,
+        sharing other: TestServer? = nil, conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 180,
         maximumConnections: Int = 1_024
     ) async throws -> TestServer {
+        // Throwaway servers skip the fsync per commit, as the throwaway PostgreSQL runs with fsync off:
+        // with FULL, dozens of servers in one run queued on one slow disk until requests timed out.
+        // OUTPOST_TEST_SQLITE_DURABLE=1 keeps it (the durability test checks the default on its own).
+        let durableCommits = ProcessInfo.processInfo.environment["OUTPOST_TEST_SQLITE_DURABLE"] == "1"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-server-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let postgres: (name: String, url: String)? =
@@ -82,7 +86,8 @@ final class TestServer: Sendable {
                 maximumBodyBytes: maximumBodyBytes,
                 // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
                 logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy,
-                idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections),
+                idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections,
+                durableCommits: durableCommits),
             logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -123,9 +128,15 @@ final class TestServer: Sendable {
         try await queue.write { db in try db.execute(sql: sql) }
     }
 
-    /// An `HTTPTransport` as an app would make it.
+    /// How long a test's request may wait: far above what any answer takes, so a test machine busy
+    /// with the rest of the run (a 2-core CI machine stalled a whole run for 40 s) fails no request.
+    static let requestTimeout: Duration = .seconds(180)
+
+    /// An `HTTPTransport` as an app would make it (with the tests' patient timeout).
     func transport(token: String?, schemaVersion: Int = 7) -> HTTPTransport {
-        HTTPTransport(configuration: .init(baseURL: baseURL, schemaVersion: schemaVersion), token: token)
+        HTTPTransport(
+            configuration: .init(baseURL: baseURL, schemaVersion: schemaVersion, requestTimeout: Self.requestTimeout),
+            token: token)
     }
 
     /// A raw request, for what `HTTPTransport` never sends (no token, wrong versions, gzip by hand).
@@ -134,6 +145,7 @@ final class TestServer: Sendable {
         headers: [String: String] = [:], versions: Bool = true
     ) async throws -> (status: Int, headers: [String: String], body: Data) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.timeoutInterval = 180
         request.httpMethod = method
         if versions {
             request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")

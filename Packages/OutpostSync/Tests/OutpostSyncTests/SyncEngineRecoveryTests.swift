@@ -255,7 +255,8 @@ extension SyncEngineTests {
         let cancelled = ContinuousClock.now
         run.cancel()
         let report = try await run.value
-        #expect(ContinuousClock.now - cancelled < .seconds(30), "the stalled fetch was cancelled, not waited out (60 s)")
+        // Far below the stall, far above what a loaded CI machine needs to wind a run down (44 s seen).
+        #expect(ContinuousClock.now - cancelled < .seconds(150), "the stalled fetch was cancelled, not waited out (300 s)")
         #expect(report.lastTransportError?.code == .cancelled)
         #expect(!report.pullCompleted && report.pulled == 2)
         // The run no longer waits on the fetch itself, so see that the fetch was cancelled too.
@@ -377,8 +378,8 @@ actor DamagingTransport: SyncTransport {
         pulls += 1
         if pulls == failingPull { throw TransportError(.noConnection, request: "POST /pull", message: "cut") }
         if pulls == stallingPull {
-            // A request that hangs until its task is cancelled (or 60 s pass).
-            do { try await Task.sleep(for: .seconds(60)) } catch {
+            // A request that hangs until its task is cancelled (or 300 s pass).
+            do { try await Task.sleep(for: .seconds(300)) } catch {
                 cancelledPulls += 1
                 throw TransportError(.cancelled, request: "POST /pull", message: "cancelled")
             }
