@@ -90,8 +90,13 @@ import Darwin
         var versionsSeen: Set<Int> = []
         for attempt in 0..<12 {
             let process = try Outpost.start(["migrate", "--db", path])
-            try await Task.sleep(for: .microseconds(Int.random(in: 20_000...700_000, using: &random)))
-            kill(process.processIdentifier, SIGKILL)
+            // Slept and killed on a thread of its own: a task's sleep resumes late on a busy machine, and
+            // the migration would be over before its kill.
+            let pause = UInt32.random(in: 20_000...700_000, using: &random)
+            await ChildProcess.offThePool {
+                usleep(pause)
+                kill(process.processIdentifier, SIGKILL)
+            }
             await ChildProcess.waitUntilExit(process)
             let summary = try LocalDatabase.inspect(at: path)
             versionsSeen.insert(summary.schemaVersion)

@@ -168,7 +168,7 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Pull
 
-    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+    func pull(after cursor: PullCursor, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
         async throws(ServerError) -> PullPage
     {
         let logger = self.logger
@@ -178,7 +178,12 @@ final class PostgresStorage: ServerStorage {
             if let projects, let other = projects.first(where: { !mine.contains($0) }) {
                 throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
-            let visible = (projects.map { Set($0) } ?? mine).map(\.storageText).sorted()
+            let read = (projects.map { Set($0) } ?? mine).sorted { $0.storageText < $1.storageText }
+            let visible = read.map(\.storageText)
+            // Each project's changes after its own position: the sequence index is walked from the lowest
+            // and every row checked against its project's position, so a page still stops at its size.
+            let positions = read.map(cursor.position(of:))
+            let lowest = cursor.lowestPosition(among: read, includingBase: projects == nil)
             // Another user's id matches no row, so passing nobody's keeps one statement for both cases.
             let unlinkedOwner = projects == nil ? caller.userID.storageText : ""
             // The candidates' sizes first (octet_length reads a TOASTed value's length, not the value),
@@ -190,8 +195,10 @@ final class PostgresStorage: ServerStorage {
             for try await (sequence, size) in try await connection.query(
                 """
                 SELECT sequence, octet_length(fields) + octet_length(clocks) FROM records
-                WHERE sequence > \(cursor)
-                  AND (project_id = ANY(\(visible)::text[]) OR (project_id IS NULL AND owner_id = \(unlinkedOwner)))
+                WHERE sequence > \(lowest)
+                  AND ((project_id = ANY(\(visible)::text[])
+                        AND sequence > (\(positions)::bigint[])[array_position(\(visible)::text[], project_id)])
+                    OR (project_id IS NULL AND owner_id = \(unlinkedOwner) AND sequence > \(cursor.base)))
                 ORDER BY sequence LIMIT \(Int64(limit + 1))
                 """, logger: logger
             ).decode((Int64, Int64).self) {
@@ -206,7 +213,10 @@ final class PostgresStorage: ServerStorage {
                 WHERE sequence = ANY(\(sequences)::bigint[]) ORDER BY sequence
                 """, on: connection, logger: logger)
             var page = PullPage(
-                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
+                rows: rows,
+                nextCursor: cursor.advanced(
+                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
+                hasMore: hasMore,
                 basis: PullBasis(
                     memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
             if assignsServerIDs {

@@ -61,7 +61,7 @@ struct PullBasis: Sendable, Hashable {
 /// summaries of the parents they name. `json` writes the wire's `PullResponse` around the stored JSON.
 struct PullPage: Sendable {
     var rows: [StoredRow]
-    var nextCursor: String
+    var nextCursor: PullCursor
     var hasMore: Bool
     /// The parents the rows name, for server-id references; empty when the server keeps client ids.
     var parents: [RecordKey: RecordSummary] = [:]
@@ -126,7 +126,7 @@ struct PullPage: Sendable {
         json.raw(#"],"hasMore":"#)
         json.bool(hasMore)
         json.raw(#","nextCursor":"#)
-        json.string(nextCursor)
+        json.string(nextCursor.text)
         json.raw("}")
         return json.bytes
     }

@@ -14,7 +14,7 @@ actor PullReadAhead {
     /// What a pull asks for, as far as its answer depends on it.
     struct Request: Hashable, Sendable {
         let user: UUID
-        let after: Int64
+        let after: PullCursor
         let limit: Int
         let projects: [UUID]?
         let gzip: Bool
@@ -22,7 +22,7 @@ actor PullReadAhead {
         let sharedClock: Bool
 
         /// The same pull, continued after `cursor`.
-        func continued(after cursor: Int64) -> Request {
+        func continued(after cursor: PullCursor) -> Request {
             Request(user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock)
         }
     }
@@ -31,7 +31,7 @@ actor PullReadAhead {
     struct Answer: Sendable {
         let body: JSONBody
         let records: Int
-        let nextCursor: Int64
+        let nextCursor: PullCursor
         let hasMore: Bool
         let basis: PullBasis
     }

@@ -214,37 +214,46 @@ final class SQLiteStorage: ServerStorage {
     /// ORDER BY`), though the index had read them in order: 5.4 against 2.2 ms per 500-record page.
     /// Past `maximumArms` projects it walks `records_by_sequence` instead, which stops at the page size
     /// too and reads the rows at once (`readsRows`).
-    private static func pullQuery(after cursor: Int64, limit: Int, projects: [String], unlinkedOf caller: Caller?)
+    private static func pullQuery(after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?)
         -> (sql: String, arguments: StatementArguments, readsRows: Bool)
     {
         let maximumArms = 200
         var arguments: StatementArguments = []
         guard projects.count <= maximumArms else {
-            var sql = """
-                SELECT * FROM records INDEXED BY records_by_sequence WHERE sequence > ?
-                AND (project_id IN (\(placeholders(projects.count)))
-                """
-            arguments += [cursor]
-            arguments += StatementArguments(projects)
-            if let caller {
-                sql += " OR (project_id IS NULL AND owner_id = ?)"
-                arguments += [caller.userID.storageText]
+            // One condition per distinct position: after a catch-up every project stands at the same one.
+            let lowest = cursor.lowestPosition(among: projects, includingBase: caller != nil)
+            var conditions: [String] = []
+            var groupArguments: StatementArguments = []
+            for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)).sorted(by: { $0.key < $1.key }) {
+                conditions.append("(project_id IN (\(placeholders(group.count))) AND sequence > ?)")
+                groupArguments += StatementArguments(group.map(\.storageText).sorted())
+                groupArguments += [position]
             }
+            if let caller {
+                conditions.append("(project_id IS NULL AND owner_id = ? AND sequence > ?)")
+                groupArguments += [caller.userID.storageText, cursor.base]
+            }
+            arguments += [lowest]
+            arguments += groupArguments
             arguments += [limit + 1]
-            return (sql + ") ORDER BY sequence LIMIT ?", arguments, true)
+            let sql = """
+                SELECT * FROM records INDEXED BY records_by_sequence WHERE sequence > ?
+                AND (\(conditions.joined(separator: " OR "))) ORDER BY sequence LIMIT ?
+                """
+            return (sql, arguments, true)
         }
         var arms: [String] = []
-        for project in projects {
+        for project in projects.sorted(by: { $0.storageText < $1.storageText }) {
             arms.append(
                 "SELECT sequence FROM (SELECT sequence FROM records WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?)")
-            arguments += [project, cursor, limit + 1]
+            arguments += [project.storageText, cursor.position(of: project), limit + 1]
         }
         if let caller {
             arms.append("""
                 SELECT sequence FROM (SELECT sequence FROM records WHERE project_id IS NULL AND owner_id = ? AND sequence > ?
                 ORDER BY sequence LIMIT ?)
                 """)
-            arguments += [caller.userID.storageText, cursor, limit + 1]
+            arguments += [caller.userID.storageText, cursor.base, limit + 1]
         }
         guard !arms.isEmpty else { return ("SELECT * FROM records WHERE 0", [], true) }
         arguments += [limit + 1]
@@ -285,7 +294,7 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Pull
 
-    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+    func pull(after cursor: PullCursor, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
         async throws(ServerError) -> PullPage
     {
         let assignsServerIDs = rules.assignsServerIDs
@@ -294,9 +303,8 @@ final class SQLiteStorage: ServerStorage {
             if let projects, let other = projects.first(where: { !mine.contains($0) }) {
                 throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
-            let query = Self.pullQuery(
-                after: cursor, limit: limit, projects: (projects.map { Set($0) } ?? mine).map(\.storageText).sorted(),
-                unlinkedOf: projects == nil ? caller : nil)
+            let read = Array(projects.map { Set($0) } ?? mine)
+            let query = Self.pullQuery(after: cursor, limit: limit, projects: read, unlinkedOf: projects == nil ? caller : nil)
             var extent = PullPage.Extent(limit: limit, maximumBytes: maximumBytes)
             var rows: [StoredRow]
             let hasMore: Bool
@@ -321,7 +329,10 @@ final class SQLiteStorage: ServerStorage {
                 hasMore = rows.count < sequences.count
             }
             var page = PullPage(
-                rows: rows, nextCursor: String(rows.last?.sequence ?? cursor), hasMore: hasMore,
+                rows: rows,
+                nextCursor: cursor.advanced(
+                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
+                hasMore: hasMore,
                 basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {

@@ -17,11 +17,12 @@ protocol ServerStorage: Sendable {
     /// all in one transaction (see `PushSnapshot.swift`).
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult]
 
-    /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs).
+    /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs),
+    /// each project's after its own position there (`PullCursor`), merged in sequence order.
     /// The rows go out as stored (`PullPage.json`); in server-id mode the page carries its parents' summaries.
     /// The page ends at `limit` changes, or after the change whose stored fields and clocks bring it to
     /// `maximumBytes` (see `PullPage.Extent`); rows past that point are not read.
-    func pull(after cursor: Int64, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
+    func pull(after cursor: PullCursor, limit: Int, maximumBytes: Int, projects: [UUID]?, by caller: Caller)
         async throws(ServerError) -> PullPage
 
     /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request

@@ -190,13 +190,7 @@ public struct SyncServer: Sendable {
             var request = request
             let pull = try await request.decode(PullRequest.self, limit: configuration.maximumBodyBytes)
             guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
-            let after: Int64
-            if let cursor = pull.cursor {
-                guard let value = Int64(cursor), value >= 0 else { throw ServerError.badRequest("unknown cursor") }
-                after = value
-            } else {
-                after = 0
-            }
+            let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
             let answer = try await Self.pull(
                 PullReadAhead.Request(
                     user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
@@ -281,7 +275,7 @@ public struct SyncServer: Sendable {
             let json = try page.json(rules: rules, sharedClock: request.sharedClock)
             return PullReadAhead.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
-                nextCursor: Int64(page.nextCursor) ?? request.after, hasMore: page.hasMore, basis: page.basis)
+                nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)
         }
         var answer: PullReadAhead.Answer?
         if let prepared = await readAhead?.take(request) {

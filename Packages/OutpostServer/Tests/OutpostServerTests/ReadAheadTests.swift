@@ -129,10 +129,10 @@ struct ReadAheadTests {
     @Test("Read-ahead holds at most its number of pages and reads, and never serves an expired page")
     func bounds() async throws {
         let request = { (after: Int64) in
-            PullReadAhead.Request(user: TestServer.alice, after: after, limit: 5, projects: nil, gzip: true, sharedClock: true)
+            PullReadAhead.Request(user: TestServer.alice, after: try! PullCursor(text: String(after)), limit: 5, projects: nil, gzip: true, sharedClock: true)
         }
         let answer = PullReadAhead.Answer(
-            body: JSONBody([], gzip: false), records: 0, nextCursor: 0, hasMore: false,
+            body: JSONBody([], gzip: false), records: 0, nextCursor: .start, hasMore: false,
             basis: PullBasis(memberships: [], newestSequence: 0))
         // Lifetimes far beyond the test: a busy parallel run can stall a task for half a minute.
         let bounded = PullReadAhead(maximumPages: 2, lifetime: .seconds(3600))

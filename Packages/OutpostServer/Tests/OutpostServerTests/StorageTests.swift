@@ -58,7 +58,7 @@ struct StorageTests {
             let issue = UUID()
             let results = try await storage.push([Sample.create(.issue, id: issue, fields: fields)], by: caller, now: Timestamp.now())
             #expect(results[0].outcome.appliedVersion == 1)
-            let page = try await Self.pull(storage, after: 0, limit: 100, by: caller)
+            let page = try await Self.pull(storage, after: .start, limit: 100, by: caller)
             #expect(page.changes.first { $0.recordID == issue }?.fields["details"] == fields["details"])
             let queue = try DatabaseQueue(path: path)
             let pageSize = try await queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") }
@@ -82,7 +82,7 @@ struct StorageTests {
         #expect(results[2].outcome.appliedVersion == 1)
         #expect(results[3].outcome == .duplicate(original: results[0].outcome))
         // The refused mutation took no sequence number: the two records follow each other.
-        let page = try await Self.pull(storage, after: 0, limit: 100, by: caller)
+        let page = try await Self.pull(storage, after: .start, limit: 100, by: caller)
         let sequences = page.changes.filter { $0.entity != .project && $0.entity != .member }.map(\.sequence)
         #expect(sequences.count == 2)
         #expect(sequences.last == (sequences.first ?? 0) + 1)
@@ -99,19 +99,19 @@ struct StorageTests {
         }
         let results = try await storage.push(batch, by: carol, now: Timestamp.now())
         #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
-        var cursor: Int64 = 0
+        var cursor = PullCursor.start
         var seen: [ServerRecord] = []
         while true {
             let page = try await Self.pull(storage, after: cursor, limit: 2, by: carol)
             #expect(page.changes.count <= 2)
             seen += page.changes
-            cursor = Int64(page.nextCursor) ?? -1
+            cursor = try PullCursor(text: page.nextCursor)
             if !page.hasMore { break }
         }
         #expect(seen.map(\.sequence) == seen.map(\.sequence).sorted())
         #expect(Set(seen.map(\.sequence)).count == seen.count)
         #expect(Set(batch.map(\.recordID)).isSubset(of: Set(seen.map(\.recordID))))
-        let alice = try await Self.pull(storage, after: 0, limit: 100, by: Caller(userID: TestServer.alice))
+        let alice = try await Self.pull(storage, after: .start, limit: 100, by: Caller(userID: TestServer.alice))
         #expect(alice.changes.filter { $0.entity == .issue }.count == 4)
         #expect(!alice.changes.contains { $0.recordID == TestServer.projectB })
     }
@@ -129,11 +129,12 @@ struct StorageTests {
             let results = try await storage.push(Array(creates[start..<min(start + 500, creates.count)]), by: carol, now: Timestamp.now())
             #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
         }
-        let first = try await Self.pull(storage, after: 0, limit: 1_000, by: carol)
+        let first = try await Self.pull(storage, after: .start, limit: 1_000, by: carol)
         #expect(first.changes.count == 1_000)
         #expect(first.hasMore)
-        #expect(first.nextCursor == first.changes.last.map { String($0.sequence) })
-        let rest = try await Self.pull(storage, after: Int64(first.nextCursor) ?? -1, limit: 1_000, by: carol)
+        let next = try PullCursor(text: first.nextCursor)
+        #expect([TestServer.projectA, TestServer.projectB].map(next.position(of:)) == Array(repeating: first.changes.last?.sequence, count: 2))
+        let rest = try await Self.pull(storage, after: try PullCursor(text: first.nextCursor), limit: 1_000, by: carol)
         #expect(!rest.hasMore)
         let seen = first.changes + rest.changes
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
@@ -160,7 +161,7 @@ struct StorageTests {
         ], by: alice, now: Timestamp.now())
         #expect(later.allSatisfy { $0.outcome.appliedVersion == 2 })
 
-        let page = try await storage.pull(after: 0, limit: 1_000, maximumBytes: .max, projects: nil, by: alice)
+        let page = try await storage.pull(after: .start, limit: 1_000, maximumBytes: .max, projects: nil, by: alice)
         let rules = PushRules(assignsServerIDs: false)
         let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
         let sharedPage = try PullResponse(json: Data(shared)), fullPage = try PullResponse(json: Data(full))
@@ -266,7 +267,7 @@ struct StorageTests {
                     deletion: Bool.random(using: &random) ? pool[0].encoded : nil, createdAt: 0, updatedAt: 0)
             }
             withOthers += rows.filter { !($0.sharedClockPlan?.others.isEmpty ?? true) }.count
-            let page = PullPage(rows: rows, nextCursor: "8", hasMore: false, parents: [project.key: project])
+            let page = PullPage(rows: rows, nextCursor: try PullCursor(text: "8"), hasMore: false, parents: [project.key: project])
             let rules = PushRules(assignsServerIDs: round % 2 == 1)
             let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
             let expected = try PullResponse(json: Data(full))
@@ -297,7 +298,7 @@ struct StorageTests {
     }
 
     /// A pull page as a client reads it: the JSON the route sends, decoded.
-    private static func pull(_ storage: any ServerStorage, after cursor: Int64, limit: Int, by caller: Caller)
+    private static func pull(_ storage: any ServerStorage, after cursor: PullCursor, limit: Int, by caller: Caller)
         async throws -> PullResponse
     {
         let page = try await storage.pull(after: cursor, limit: limit, maximumBytes: .max, projects: nil, by: caller)

@@ -1,0 +1,94 @@
+import Foundation
+import OutpostModels
+
+/// How far a device has pulled each project it belongs to. One change sequence for all of a user's
+/// projects lost history: a member added to a project later only got its changes newer than her
+/// cursor, never the project record or anything older, and the pull still said it was complete. With
+/// a position per project, a project the cursor does not name (joined since, or never asked for) is
+/// read from its beginning while the others go on from where they were, so a device ends up with
+/// exactly what a fresh device of the same user would hold.
+///
+/// Text form, opaque to clients: `<base>:<entries>`, the entries comma-separated, `<project id>` for a
+/// project read up to `base` and `<project id>=<position>` for one read up to another position.
+/// `base` is where the caller's own records outside any project stand. A bare number is a cursor from
+/// before positions per project (protocol 1 servers until 2026-11): every project the caller belongs to
+/// counts as read up to it.
+struct PullCursor: Hashable, Sendable {
+    /// The position of the caller's records outside any project (and of every project, in the old form).
+    private(set) var base: Int64
+    /// The position of each project named; nil in the old form.
+    private(set) var projects: [UUID: Int64]?
+
+    /// Where a device that has pulled nothing stands.
+    static let start = PullCursor(base: 0, projects: [:])
+
+    private init(base: Int64, projects: [UUID: Int64]?) {
+        self.base = base
+        self.projects = projects
+    }
+
+    /// Reads a cursor's text; a cursor this server never wrote is a bad request.
+    init(text: String) throws(ServerError) {
+        let unknown = ServerError.badRequest("unknown cursor")
+        guard let colon = text.firstIndex(of: ":") else {
+            guard let base = Int64(text), base >= 0 else { throw unknown }
+            self.init(base: base, projects: nil)
+            return
+        }
+        guard let base = Int64(text[..<colon]), base >= 0 else { throw unknown }
+        var projects: [UUID: Int64] = [:]
+        for entry in text[text.index(after: colon)...].split(separator: ",") {
+            let parts = entry.split(separator: "=", omittingEmptySubsequences: false)
+            guard parts.count <= 2, let id = UUID(uuidString: String(parts[0])) else { throw unknown }
+            let position = parts.count == 2 ? Int64(parts[1]) : base
+            guard let position, position >= 0 else { throw unknown }
+            projects[id] = position
+        }
+        self.init(base: base, projects: projects)
+    }
+
+    /// The text a client sends back; entries in a stable order, so one position reads one way.
+    var text: String {
+        guard let projects else { return String(base) }
+        let entries = projects.sorted { $0.key.storageText < $1.key.storageText }.map { id, position in
+            position == base ? id.storageText : "\(id.storageText)=\(position)"
+        }
+        return "\(base):" + entries.joined(separator: ",")
+    }
+
+    /// The sequence after which `project`'s changes are still to be pulled.
+    func position(of project: UUID) -> Int64 {
+        guard let projects else { return base }
+        return projects[project] ?? 0
+    }
+
+    /// The lowest position among `projects` (and `base` when the caller's own records are read too).
+    func lowestPosition(among projects: [UUID], includingBase: Bool) -> Int64 {
+        let positions = projects.map(position(of:)) + (includingBase ? [base] : [])
+        return positions.min() ?? base
+    }
+
+    /// The cursor after a page read from `projects` (and the caller's own records when `includingBase`)
+    /// whose last change is `last`: every change of those up to `last` was in the page, since a page is
+    /// read in sequence order across all of them, so each moves to `last` unless it already stood later.
+    /// Projects not read keep their positions; only those in `memberships` are kept at all, so the
+    /// cursor stays as long as the caller's projects (and a project left and joined again is read anew).
+    func advanced(through last: Int64?, reading projects: [UUID], includingBase: Bool, memberships: Set<UUID>)
+        -> PullCursor
+    {
+        var positions: [UUID: Int64] = [:]
+        for project in memberships {
+            // An old-form cursor names no project: those not read now count from the beginning later.
+            if let position = self.projects?[project] ?? (self.projects == nil && projects.contains(project) ? base : nil) {
+                positions[project] = position
+            }
+        }
+        for project in projects {
+            let position = self.position(of: project)
+            positions[project] = max(position, last ?? position)
+        }
+        var next = PullCursor(base: base, projects: positions)
+        if includingBase, let last { next.base = max(base, last) }
+        return next
+    }
+}

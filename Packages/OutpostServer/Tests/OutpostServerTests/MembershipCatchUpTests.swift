@@ -1,0 +1,107 @@
+import Foundation
+import OutpostModels
+import OutpostSync
+import Testing
+
+/// A pull's cursor says how far each project was read, so a project a device joins, or first asks
+/// for, comes from its beginning while the others go on where they were.
+@Suite("A new member catches up: a project joined later arrives whole")
+struct MembershipCatchUpTests {
+    /// A record as a device keys it.
+    struct Key: Hashable {
+        var entity: EntityType
+        var id: UUID
+    }
+
+    /// Every page from `cursor` to the end, newest state per record, and the cursor after the last.
+    static func pullToTheEnd(_ transport: HTTPTransport, from cursor: String?, projects: [UUID]? = nil) async throws
+        -> (records: [Key: ServerRecord], cursor: String?)
+    {
+        var cursor = cursor
+        var records: [Key: ServerRecord] = [:]
+        for _ in 0..<1_000 {
+            let page = try await transport.pull(PullRequest(cursor: cursor, limit: 2, projects: projects))
+            for change in page.changes { records[Key(entity: change.entity, id: change.recordID)] = change }
+            cursor = page.nextCursor
+            if !page.hasMore { return (records, cursor) }
+        }
+        Issue.record("the pull never ended")
+        return (records, cursor)
+    }
+
+    /// What a record looks like to a device: which version, deleted or not.
+    static func versions(_ records: [Key: ServerRecord]) -> [Key: String] {
+        records.mapValues { "v\($0.version)\($0.isDeleted ? " deleted" : "")" }
+    }
+
+    @Test("A member added to a project later pulls its whole history, as a fresh device of hers would", arguments: Backend.available)
+    func aMemberAddedLaterCatchesUp(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let bob = server.transport(token: TestServer.bobToken)
+        let alice = server.transport(token: TestServer.aliceToken)
+        // Project B's history before Alice is in it: an issue edited twice, another created and deleted.
+        let early = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let gone = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        _ = try await bob.push(PushRequest(mutations: [early, gone]))
+        _ = try await bob.push(PushRequest(mutations: [
+            Sample.update(.issue, id: early.recordID, baseVersion: 1, fields: ["title": .text("Rail fixed")], clock: Sample.clock(1)),
+            PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: gone.recordID, baseVersion: 1,
+                deletion: Sample.clock(1)),
+        ]))
+        // Alice's device pulls to the end: project A only.
+        let (before, cursor) = try await Self.pullToTheEnd(alice, from: nil)
+        // Project A moves on, B gets one more issue, and then Alice joins B.
+        _ = try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let late = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        _ = try await bob.push(PushRequest(mutations: [late]))
+        try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectB]))
+
+        // Her device goes on from its cursor; a fresh device of hers starts from nothing.
+        let (caughtUp, _) = try await Self.pullToTheEnd(alice, from: cursor)
+        let (fresh, _) = try await Self.pullToTheEnd(alice, from: nil)
+        #expect(caughtUp[Key(entity: .project, id: TestServer.projectB)] != nil, "the project record itself arrives")
+        #expect(caughtUp[Key(entity: .issue, id: early.recordID)]?.version == 2)
+        #expect(caughtUp[Key(entity: .issue, id: late.recordID)] != nil)
+        // What her device holds now is what the fresh one holds, record for record and version for version.
+        #expect(Self.versions(before.merging(caughtUp) { $1 }) == Self.versions(fresh))
+        #expect(fresh[Key(entity: .issue, id: gone.recordID)]?.isDeleted == true)
+    }
+
+    @Test("A device that pulled one project and then asks for all of them gets the others from their beginning", arguments: Backend.available)
+    func aPullOfOneProjectThenAllCatchesUpTheOthers(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let carol = server.transport(token: TestServer.carolToken)
+        let inB = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let inA = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        _ = try await carol.push(PushRequest(mutations: [inB, inA]))
+        let (onlyA, cursor) = try await Self.pullToTheEnd(carol, from: nil, projects: [TestServer.projectA])
+        #expect(onlyA[Key(entity: .issue, id: inA.recordID)] != nil)
+        #expect(onlyA[Key(entity: .issue, id: inB.recordID)] == nil)
+        let (rest, _) = try await Self.pullToTheEnd(carol, from: cursor)
+        #expect(rest[Key(entity: .issue, id: inB.recordID)] != nil, "B's issue, older than the cursor, arrives")
+        #expect(rest[Key(entity: .project, id: TestServer.projectB)] != nil)
+        #expect(rest[Key(entity: .issue, id: inA.recordID)] == nil, "A is not sent again")
+    }
+
+    @Test("A cursor from before per-project positions still reads on from where it was", arguments: Backend.available)
+    func aPlainNumberCursorIsStillRead(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let all = try await alice.pull(PullRequest(cursor: "0", limit: 1_000)).changes
+        #expect(!all.isEmpty)
+        let newest = try #require(all.map(\.sequence).max())
+        let created = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        _ = try await alice.push(PushRequest(mutations: [created]))
+        let after = try await alice.pull(PullRequest(cursor: String(newest), limit: 1_000))
+        #expect(after.changes.map(\.recordID) == [created.recordID])
+        for bad in ["-1", "x", "5:zz", "5:\(TestServer.projectA.uuidString.lowercased())=-3"] {
+            let answer = try await server.send(
+                "POST", "/pull", token: TestServer.aliceToken, body: Data(#"{"cursor":"\#(bad)","limit":5}"#.utf8))
+            #expect(answer.status == 400, "cursor \(bad)")
+        }
+    }
+}
