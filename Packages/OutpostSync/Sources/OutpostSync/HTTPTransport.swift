@@ -22,6 +22,10 @@ public actor HTTPTransport: SyncTransport {
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
         /// said it reads that form (turned off for the transport's life when the server refuses it).
         public var sharesClocks: Bool
+        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated: a
+        /// broken or hostile server's 2.3 MB gzip pull answer inflating to 512 MB took a device to 1.1 GB.
+        /// A pull page is about 4 MiB of records; 64 MiB leaves room to spare.
+        public var maximumResponseBytes: Int = 64 << 20
 
         /// Creates a configuration.
         public init(
@@ -242,18 +246,36 @@ public actor HTTPTransport: SyncTransport {
         let data: Data
         let response: URLResponse
         counts.requests += 1
+        // The answer goes to a file and is read only if it is within `maximumResponseBytes`: URL loading
+        // inflates a gzip body before handing it over, so collected in memory a 2.3 MB answer became
+        // 512 MB there. Counting the bytes as they arrive needs a data delegate, and with one
+        // outpost-demo crashed in Linux's URL loading (f833b93); a download is the path bundles
+        // already take. Reading back a 4 MiB page from a fresh file costs about a millisecond.
+        var request = request
+        if let body {
+            counts.bytesSent += Int64(body.count)
+            request.httpBody = body
+        }
+        let file: URL
         do {
-            if let body {
-                counts.bytesSent += Int64(body.count)
-                (data, response) = try await session.upload(for: request, from: body)
-            } else {
-                (data, response) = try await session.data(for: request)
-            }
+            (file, response) = try await session.download(for: request)
         } catch {
             throw Self.classify(error, name: name)
         }
+        defer { try? FileManager.default.removeItem(at: file) }
         guard let http = response as? HTTPURLResponse else {
             throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+        guard size <= configuration.maximumResponseBytes else {
+            throw TransportError(
+                .invalidResponse, request: name, status: http.statusCode,
+                message: "the answer is larger than \(configuration.maximumResponseBytes) bytes (\(size)); it was not read")
+        }
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw TransportError(.invalidResponse, request: name, status: http.statusCode, message: "the answer could not be read: \(error)")
         }
         if let accepted = http.value(forHTTPHeaderField: SyncProtocol.acceptsHeader),
             accepted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm })
@@ -268,7 +290,7 @@ public actor HTTPTransport: SyncTransport {
         counts.bytesReceived += wireLength ?? Int64(data.count)
         // URL loading decodes gzip on its own on Apple platforms and Linux; this catches one that did not.
         if http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() == "gzip", Gzip.isCompressed(data) {
-            guard let plain = Gzip.decompress(data) else {
+            guard case .complete(let plain) = Gzip.inflate(data, limit: configuration.maximumResponseBytes) else {
                 throw TransportError(
                     .invalidResponse, request: name, status: http.statusCode, message: "corrupt gzip body")
             }

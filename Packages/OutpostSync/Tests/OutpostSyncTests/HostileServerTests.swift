@@ -47,6 +47,28 @@ import FoundationNetworking
         #expect(thrown?.code == .invalidResponse)
     }
 
+    @Test func aGzipBombIsRefusedAtTheResponseLimitInsteadOfFillingMemory() async throws {
+        // Two MiB of one letter inside a valid pull page: a few KB on the wire.
+        let bomb = #"{"changes":[],"hasMore":false,"nextCursor":""# + String(repeating: "a", count: 2 << 20) + #""}"#
+        let server = try LocalHTTPServer(routes: ["POST /v1/pull": .init(body: bomb, gzip: true)])
+        defer { server.stop() }
+        var configuration = HTTPTransport.Configuration(baseURL: server.baseURL, schemaVersion: 5)
+        configuration.maximumResponseBytes = 1 << 20
+        let transport = HTTPTransport(configuration: configuration, token: "t1")
+        do {
+            _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+            Issue.record("an answer over the limit was taken")
+        } catch {
+            #expect(error.code == .invalidResponse)
+            #expect(error.description.contains("larger than"))
+        }
+        // Within the limit, the same answer reads.
+        var roomy = configuration
+        roomy.maximumResponseBytes = 4 << 20
+        let page = try await HTTPTransport(configuration: roomy, token: "t1").pull(PullRequest(cursor: nil, limit: 10))
+        #expect(page.nextCursor.count == 2 << 20)
+    }
+
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
         let elsewhere = try LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)))
