@@ -51,6 +51,12 @@ struct SyncCommandTests {
         let offline = try await Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:9", "--token", "alice-token"])
         #expect(offline.status == 2, "\(offline.output)\(offline.errorOutput)")
         #expect(try LocalStore.open(at: db).status().pendingChanges == 1)
+        // What waits can be listed, and printed whole to hand over.
+        let unsent = try await Outpost.run(["unsent", "--db", db])
+        #expect(unsent.output.hasPrefix("1 unsent change\n"), "\(unsent.output)\(unsent.errorOutput)")
+        let whole = try await Outpost.run(["unsent", "--db", db, "--json"])
+        let changes = try #require(try JSONSerialization.jsonObject(with: Data(whole.output.utf8)) as? [[String: Any]])
+        #expect(changes.count == 1 && (changes.first?["fields"] as? [String: Any])?.isEmpty == false)
 
         let (server, port) = try await Self.startServer(in: folder)
         defer { server.terminate() }

@@ -29,6 +29,9 @@ struct StatusCommand: ParsableCommand {
             print("open conflicts:       \(status.openConflicts)")
             print("last successful sync: \(status.lastSuccessfulSync.map { $0.formatted(.iso8601) } ?? "never")")
             if let warning = status.clockWarning { print("clock:                \(warning)") }
+            for project in status.leftProjects {
+                print("left project:         \(project.uuidString.lowercased()) (no longer a member; see outpost unsent)")
+            }
         }
     }
 }
@@ -71,5 +74,40 @@ func openExistingStore(_ path: String) throws -> LocalStore {
         return try LocalStore.open(at: path)
     } catch {
         throw CommandFailure("\(error)")
+    }
+}
+
+/// `outpost unsent`: the changes this device made that the server has not taken, to hand over.
+struct UnsentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unsent",
+        abstract: "List every change of this device the server has not taken (waiting, in flight or refused).",
+        discussion: """
+            A crew member taken off a project keeps the changes they made to it: the server refuses them, \
+            and they stay here. --json prints each whole (entity, record id, operation, fields with their \
+            clocks, status, the server's reason) for the office to enter or send again.
+            """
+    )
+
+    @Option(help: "The database file.")
+    var db: String
+
+    @Flag(help: "Print the changes as a JSON array, fields included.")
+    var json = false
+
+    func run() throws {
+        let unsent = try openExistingStore(db).unsentChanges()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            encoder.dateEncodingStrategy = .iso8601
+            print(String(decoding: try encoder.encode(unsent), as: UTF8.self))
+            return
+        }
+        print("\(unsent.count) unsent change\(unsent.count == 1 ? "" : "s")")
+        for change in unsent {
+            let reason = change.lastError.map { ": \($0)" } ?? ""
+            print("  \(change.status.rawValue) \(change.operation.rawValue) \(change.entity.rawValue) \(change.recordID.uuidString.lowercased())\(reason)")
+        }
     }
 }

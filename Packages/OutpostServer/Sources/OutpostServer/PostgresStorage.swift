@@ -216,7 +216,7 @@ final class PostgresStorage: ServerStorage {
                 rows: rows,
                 nextCursor: cursor.advanced(
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
-                hasMore: hasMore,
+                hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
                 basis: PullBasis(
                     memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
             if assignsServerIDs {

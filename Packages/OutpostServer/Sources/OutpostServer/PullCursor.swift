@@ -56,6 +56,11 @@ struct PullCursor: Hashable, Sendable {
         return "\(base):" + entries.joined(separator: ",")
     }
 
+    /// The projects this cursor names, among which those the caller has left since (`PullResponse.leftProjects`).
+    func projectsLeft(outside memberships: Set<UUID>) -> [UUID] {
+        (projects?.keys.filter { !memberships.contains($0) } ?? []).sorted { $0.storageText < $1.storageText }
+    }
+
     /// The sequence after which `project`'s changes are still to be pulled.
     func position(of project: UUID) -> Int64 {
         guard let projects else { return base }

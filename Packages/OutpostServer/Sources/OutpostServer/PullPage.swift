@@ -63,6 +63,8 @@ struct PullPage: Sendable {
     var rows: [StoredRow]
     var nextCursor: PullCursor
     var hasMore: Bool
+    /// Projects the request's cursor named whose member the caller no longer is.
+    var leftProjects: [UUID] = []
     /// The parents the rows name, for server-id references; empty when the server keeps client ids.
     var parents: [RecordKey: RecordSummary] = [:]
     /// What the page was read against, for the read-ahead's check when it is served.
@@ -125,6 +127,14 @@ struct PullPage: Sendable {
         }
         json.raw(#"],"hasMore":"#)
         json.bool(hasMore)
+        if !leftProjects.isEmpty {
+            json.raw(#","leftProjects":["#)
+            for (index, project) in leftProjects.enumerated() {
+                if index > 0 { json.raw(",") }
+                json.string(project.storageText)
+            }
+            json.raw("]")
+        }
         json.raw(#","nextCursor":"#)
         json.string(nextCursor.text)
         json.raw("}")

@@ -332,7 +332,7 @@ final class SQLiteStorage: ServerStorage {
                 rows: rows,
                 nextCursor: cursor.advanced(
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
-                hasMore: hasMore,
+                hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
                 basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {

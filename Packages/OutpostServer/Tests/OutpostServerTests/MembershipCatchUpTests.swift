@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostStore
 import OutpostSync
 import Testing
 
@@ -103,5 +104,34 @@ struct MembershipCatchUpTests {
                 "POST", "/pull", token: TestServer.aliceToken, body: Data(#"{"cursor":"\#(bad)","limit":5}"#.utf8))
             #expect(answer.status == 400, "cursor \(bad)")
         }
+    }
+
+    @Test("A removed member's device is told at its next sync and keeps its unsent changes for export", arguments: Backend.available)
+    func aRemovedMembersDeviceIsToldAndKeepsItsChanges(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let device = try LocalStore.open(at: server.directory.appendingPathComponent("carol.sqlite").path)
+        let engine = SyncEngine(store: device, transport: server.transport(token: TestServer.carolToken))
+        #expect(try await engine.sync().isComplete)
+        // Offline, Carol writes up an issue in project A; meanwhile the office takes her off A.
+        let issue = EntityRecord(
+            entity: .issue, id: UUID(), fields: Sample.issueFields(project: TestServer.projectA, title: "Loose stair rail"),
+            sync: SyncMetadata(createdAt: Timestamp.now()))
+        _ = try await device.save(issue)
+        #expect(try await server.server.removeMember(TestServer.carol, from: TestServer.projectA))
+
+        let report = try await engine.sync()
+        #expect(report.leftProjects == [TestServer.projectA], "the sync says which project she left")
+        #expect(try device.status().leftProjects == [TestServer.projectA], "and so does the status, after the run")
+        // Her write is neither lost nor sent: it waits, whole, for her to hand it over.
+        #expect(try device.record(.issue, id: issue.id)?["title"] == .text("Loose stair rail"))
+        let unsent = try device.unsentChanges()
+        #expect(unsent.map(\.recordID) == [issue.id])
+        #expect(unsent.first?.fields["title"] == .text("Loose stair rail"))
+        // A later sync tells no more, and once she is a member again the mark goes.
+        #expect(try await engine.sync().leftProjects.isEmpty)
+        try await server.server.addMember(.init(userID: TestServer.carol, name: "Carol", role: "projectManager", projects: [TestServer.projectA]))
+        _ = try await engine.sync()
+        #expect(try device.status().leftProjects.isEmpty)
     }
 }

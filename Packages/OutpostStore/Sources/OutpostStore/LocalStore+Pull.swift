@@ -16,15 +16,20 @@ public struct PulledPage: Sendable {
     /// Records of the page the engine could not even convert: quarantined with the page, so the
     /// cursor can move past them (see `QuarantinedRecord`).
     public let unreadable: [QuarantinedRecord]
+    /// Projects the server says this device's user is no longer a member of: remembered with the
+    /// page (`StoreStatus.leftProjects`) until a project record of theirs arrives again.
+    public let leftProjects: [UUID]
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
-        changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = []
+        changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
+        leftProjects: [UUID] = []
     ) {
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
         self.unreadable = unreadable
+        self.leftProjects = leftProjects
     }
 }
 
@@ -129,6 +134,12 @@ extension StoreWriter {
                     translated, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements, report: &report,
                     db: db, now: now)
                 reads.wrote(entity, id)
+            }
+            for change in page.changes where change.record.entity == .project {
+                try LeftProjects.forget(change.record.id, in: db)
+            }
+            for project in page.leftProjects {
+                try LeftProjects.remember(project, at: now, in: db)
             }
             if let cursor = page.cursor {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")

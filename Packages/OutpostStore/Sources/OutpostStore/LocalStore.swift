@@ -100,6 +100,13 @@ public final class LocalStore: Sendable {
         try read { try MutationQueue.all(status: status, in: $0) }
     }
 
+    /// Every change of this device the server has not taken (waiting, being sent, or refused), in queue
+    /// order: what a user taken off a project hands over, and what an app shows before it lets a
+    /// device be reset. Each carries the fields it writes.
+    public func unsentChanges() throws(StoreError) -> [Mutation] {
+        try read { db in try MutationQueue.all(status: nil, in: db).filter { $0.status != .done } }
+    }
+
     /// What the app shows as sync status: pending and failed changes, open conflicts, last sync.
     public func status() throws(StoreError) -> StoreStatus {
         try read { try StoreStatus.read($0) }

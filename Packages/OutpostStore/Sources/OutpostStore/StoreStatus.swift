@@ -17,6 +17,10 @@ public struct StoreStatus: Sendable, Hashable, Codable {
     /// ahead of the server's, and stamping them again did not help: the device's date and time are
     /// wrong. The changes wait, and go once it is right; cleared by the next complete sync.
     public let clockWarning: String?
+    /// Projects the server said this device's user was taken off (`PullResponse.leftProjects`). Their
+    /// records stay on the device, and changes to them the server has not taken stay in the queue
+    /// (failed, as the server refuses them) for the user to hand over: `LocalStore.unsentChanges()`.
+    public let leftProjects: [UUID]
 
     static func read(_ db: Database) throws -> StoreStatus {
         let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status IN ('pending', 'inFlight')") ?? 0
@@ -28,6 +32,28 @@ public struct StoreStatus: Sendable, Hashable, Codable {
             openConflicts: try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE status = 'open'") ?? 0,
             lastSuccessfulSync: lastSync,
             pendingMediaUploads: try Int.fetchOne(db, sql: "SELECT count(*) FROM media_uploads WHERE status = 'pending'") ?? 0,
-            clockWarning: try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'clock_warning'"))
+            clockWarning: try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'clock_warning'"),
+            leftProjects: try LeftProjects.all(in: db))
+    }
+}
+
+/// Projects the user was taken off, one `sync_state` key each (`left_project:` and the id), so no
+/// schema version is needed for them.
+enum LeftProjects {
+    private static let prefix = "left_project:"
+
+    static func remember(_ project: UUID, at now: Date, in db: Database) throws {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO sync_state (key, value) VALUES (?, ?)",
+            arguments: [prefix + project.storageText, String(now.storageMilliseconds)])
+    }
+
+    static func forget(_ project: UUID, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [prefix + project.storageText])
+    }
+
+    static func all(in db: Database) throws -> [UUID] {
+        try String.fetchAll(db, sql: "SELECT key FROM sync_state WHERE key LIKE 'left\\_project:%' ESCAPE '\\' ORDER BY key")
+            .compactMap { UUID(uuidString: String($0.dropFirst(prefix.count))) }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One page of changes in server sequence order, tombstones included.
 public struct PullResponse: Sendable, Hashable, Codable {
     /// Changed records, each once with its latest state, ordered by `sequence`.
@@ -6,11 +8,38 @@ public struct PullResponse: Sendable, Hashable, Codable {
     public var nextCursor: String
     /// Whether more changes wait after this page.
     public var hasMore: Bool
+    /// Projects the device had pulled (its cursor names them) whose member the caller no longer is:
+    /// the device is told once, with the page whose cursor drops them, and keeps its unsent changes
+    /// of them for its user to hand over (`LocalStore.unsentChanges()`). Absent when empty.
+    public var leftProjects: [UUID]
 
     /// Creates a page.
-    public init(changes: [ServerRecord], nextCursor: String, hasMore: Bool) {
+    public init(changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = []) {
         self.changes = changes
         self.nextCursor = nextCursor
         self.hasMore = hasMore
+        self.leftProjects = leftProjects
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case changes, nextCursor, hasMore, leftProjects
+    }
+
+    /// Reads a page; `leftProjects` is absent from older servers' pages and from most pages.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        changes = try container.decode([ServerRecord].self, forKey: .changes)
+        nextCursor = try container.decode(String.self, forKey: .nextCursor)
+        hasMore = try container.decode(Bool.self, forKey: .hasMore)
+        leftProjects = try container.decodeIfPresent([UUID].self, forKey: .leftProjects) ?? []
+    }
+
+    /// Writes a page, leaving `leftProjects` out when empty.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(changes, forKey: .changes)
+        try container.encode(nextCursor, forKey: .nextCursor)
+        try container.encode(hasMore, forKey: .hasMore)
+        if !leftProjects.isEmpty { try container.encode(leftProjects, forKey: .leftProjects) }
     }
 }

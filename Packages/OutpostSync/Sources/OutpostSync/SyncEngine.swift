@@ -147,8 +147,11 @@ public actor SyncEngine {
                         QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
                     }
                     let applied = try await store.applyPulledPage(
-                        PulledPage(changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable),
+                        PulledPage(
+                            changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
+                            leftProjects: response.leftProjects),
                         policy: policy, now: quarantinedAt)
+                    report.leftProjects += response.leftProjects
                     report.pulled += response.changes.count - applied.quarantined
                     report.quarantined += applied.quarantined
                     report.conflictsSurfaced += applied.conflictsSurfaced

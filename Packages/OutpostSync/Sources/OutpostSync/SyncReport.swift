@@ -1,3 +1,5 @@
+import Foundation
+
 import OutpostStore
 
 /// What one sync run did, for the status bar and for logs.
@@ -41,6 +43,9 @@ public struct SyncReport: Sendable {
     public var heldForClock = 0
     /// With `SyncPause.conflictPolicyMismatch`: each entity the app and the server settle differently.
     public var conflictPolicyDifferences: [String] = []
+    /// Projects the server said, in this run, that the user was taken off: their records stay on the
+    /// device and their unsent changes wait for the user to hand them over (`StoreStatus.leftProjects`).
+    public var leftProjects: [UUID] = []
     /// The last transport failure met, if any (offline, timeout, refused).
     public var lastTransportError: TransportError?
     /// Original files whose upload completed in this run.

@@ -177,6 +177,7 @@ extension PullResponse: WireReadable {
 
     init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?
+        var leftProjects: [UUID] = []
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -190,13 +191,17 @@ extension PullResponse: WireReadable {
             case "hasMore":
                 try reader.firstOccurrence(of: 2, key, in: &seen)
                 hasMore = try reader.bool()
+            case "leftProjects":
+                try reader.firstOccurrence(of: 3, key, in: &seen)
+                try reader.beginArray()
+                while try reader.nextElement() { leftProjects.append(try reader.uuid()) }
             default: try reader.skipValue()
             }
         }
         guard let changes, let nextCursor, let hasMore else {
             throw reader.error("a pull page needs 'changes', 'nextCursor' and 'hasMore'")
         }
-        self.init(changes: changes, nextCursor: nextCursor, hasMore: hasMore)
+        self.init(changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects)
     }
 }
 

@@ -63,7 +63,10 @@ enum Fixtures {
             PullRequest(cursor: "12", limit: 100, projects: [projectID]),
             PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false),
         ],
-        "PullResponse": [PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true)],
+        "PullResponse": [
+            PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true),
+            PullResponse(changes: [], nextCursor: "43", hasMore: false, leftProjects: [UUID()]),
+        ],
         "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
         "MediaUploadStatus": [MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false)],
         "ErrorBody": [errorBody],
