@@ -59,6 +59,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The largest media file accepted, in bytes.")
     var maxMediaBytes: Int64 = 1024 * 1024 * 1024
 
+    @Option(help: "The most media bytes one project's live attachments may hold.")
+    var maxProjectMediaBytes: Int64 = 100 << 30
+
+    @Option(help: "The most media bytes one member's live attachments may hold, across projects.")
+    var maxUserMediaBytes: Int64 = 25 << 30
+
     @Option(help: "Seconds a connection may stay open without sending a complete request head (idle or trickling headers).")
     var idleTimeout: Int = 30
 
@@ -92,14 +98,16 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let server: SyncServer
         do {
-            server = try SyncServer(
-                configuration: ServerConfiguration(
-                    databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
-                    maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
-                    maximumPullPageBytes: maxPullBytes, maximumMediaBytes: maxMediaBytes, logLevel: logLevel, postgresURL: postgres,
-                    readsPullsAhead: !noReadAhead,
-                    conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
-                    idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections))
+            var configuration = ServerConfiguration(
+                databasePath: db ?? "", host: host, port: port, mediaDirectory: media, assignsServerIDs: serverIDs,
+                maximumBatchSize: maxBatch, maximumPullLimit: maxPull,
+                maximumPullPageBytes: maxPullBytes, maximumMediaBytes: maxMediaBytes, logLevel: logLevel, postgresURL: postgres,
+                readsPullsAhead: !noReadAhead,
+                conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
+                idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
+            configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
+            configuration.maximumMediaBytesPerUser = maxUserMediaBytes
+            server = try SyncServer(configuration: configuration)
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
             }

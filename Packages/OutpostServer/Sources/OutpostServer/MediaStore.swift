@@ -22,11 +22,15 @@ actor MediaStore {
     private let directory: URL
     private let storage: any ServerStorage
     private let maximumFileBytes: Int64
+    private let quotas: MediaQuotas
 
-    init(directory: String, storage: any ServerStorage, maximumFileBytes: Int64) throws(ServerError) {
+    init(directory: String, storage: any ServerStorage, maximumFileBytes: Int64, quotas: MediaQuotas = MediaQuotas())
+        throws(ServerError)
+    {
         self.directory = URL(fileURLWithPath: directory, isDirectory: true)
         self.storage = storage
         self.maximumFileBytes = maximumFileBytes
+        self.quotas = quotas
         do {
             try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
         } catch {
@@ -35,11 +39,11 @@ actor MediaStore {
     }
 
     /// Where the finished file of an attachment lives.
-    func fileURL(of attachmentID: UUID) -> URL {
+    nonisolated func fileURL(of attachmentID: UUID) -> URL {
         directory.appendingPathComponent(attachmentID.storageText)
     }
 
-    private func partURL(of attachmentID: UUID) -> URL {
+    private nonisolated func partURL(of attachmentID: UUID) -> URL {
         directory.appendingPathComponent(attachmentID.storageText + ".part")
     }
 
@@ -79,8 +83,23 @@ actor MediaStore {
         }
         let lock = try UploadLock(directory.appendingPathComponent(attachmentID.storageText + ".lock"))
         defer { lock.release() }
-        var state = try await storage.mediaUpload(attachmentID)
-            ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
+        let held = try await storage.mediaUpload(attachmentID)
+        if held == nil {
+            // A new upload takes its whole size from the quotas at once (checked under its lock; two
+            // uploads starting together on other attachments may both pass, by one file each).
+            let used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
+            guard used.project + range.total <= quotas.perProject else {
+                throw ServerError(
+                    status: 413, .payloadTooLarge,
+                    "this project's media would pass its quota of \(quotas.perProject) bytes (\(used.project) held)")
+            }
+            guard used.owner + range.total <= quotas.perUser else {
+                throw ServerError(
+                    status: 413, .payloadTooLarge,
+                    "your media would pass your quota of \(quotas.perUser) bytes (\(used.owner) held)")
+            }
+        }
+        var state = held ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
         guard !state.complete, state.totalBytes == range.total, range.first == state.receivedBytes else {
             throw ServerError(
                 status: 409, .rangeMismatch,
@@ -149,6 +168,17 @@ actor MediaStore {
             try? FileManager.default.removeItem(at: part)
             try? await storage.setMediaUpload(nil, for: id, now: now)
             dropped += 1
+        }
+        // Files of attachments deleted since: nobody can reach them, and they count against no quota.
+        let stored = names.compactMap { name -> UUID? in
+            UUID(uuidString: name.hasSuffix(".part") ? String(name.dropLast(".part".count)) : name)
+        }
+        for id in (try? await storage.deletedAttachments(among: stored)) ?? [] {
+            guard let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock")) else { continue }
+            defer { lock.release() }
+            try? FileManager.default.removeItem(at: fileURL(of: id))
+            try? FileManager.default.removeItem(at: partURL(of: id))
+            try? await storage.setMediaUpload(nil, for: id, now: now)
         }
         for name in names where name.hasSuffix(".lock") {
             let stem = String(name.dropLast(".lock".count))
@@ -232,4 +262,10 @@ final class UploadLock: Sendable {
         flock(descriptor, LOCK_UN)
         close(descriptor)
     }
+}
+
+/// How many media bytes one project's, and one member's, live attachments may hold.
+struct MediaQuotas: Sendable {
+    var perProject: Int64 = 100 << 30
+    var perUser: Int64 = 25 << 30
 }

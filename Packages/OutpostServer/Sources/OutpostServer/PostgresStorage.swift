@@ -281,6 +281,42 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+        -> (project: Int64, owner: Int64)
+    {
+        let logger = self.logger
+        return try await withConnection { connection in
+            var held = (project: Int64(0), owner: Int64(0))
+            for try await (ofProject, ofOwner) in try await connection.query(
+                """
+                SELECT coalesce(sum(m.total_bytes) FILTER (WHERE r.project_id = \(project?.storageText ?? "")), 0)::bigint,
+                       coalesce(sum(m.total_bytes) FILTER (WHERE r.owner_id = \(owner.storageText)), 0)::bigint
+                FROM media_uploads m JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
+                WHERE r.deletion IS NULL AND m.attachment_id <> \(attachment.storageText)
+                """, logger: logger
+            ).decode((Int64, Int64).self) {
+                held = (ofProject, ofOwner)
+            }
+            return held
+        }
+    }
+
+    func deletedAttachments(among attachments: [UUID]) async throws(ServerError) -> Set<UUID> {
+        let logger = self.logger
+        return try await withConnection { connection in
+            var deleted: Set<UUID> = []
+            for try await id in try await connection.query(
+                """
+                SELECT id FROM records WHERE entity = 'mediaAttachment' AND deletion IS NOT NULL
+                AND id = ANY(\(attachments.map(\.storageText))::text[])
+                """, logger: logger
+            ).decode(String.self) {
+                if let uuid = UUID(uuidString: id) { deleted.insert(uuid) }
+            }
+            return deleted
+        }
+    }
+
     func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) {
         let logger = self.logger
         try await withConnection { connection in

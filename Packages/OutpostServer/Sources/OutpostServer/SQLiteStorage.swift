@@ -378,6 +378,41 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+        -> (project: Int64, owner: Int64)
+    {
+        try await read { db in
+            let held = """
+                SELECT coalesce(sum(m.total_bytes), 0) FROM media_uploads m
+                JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
+                WHERE r.deletion IS NULL AND m.attachment_id != ?
+                """
+            let ofProject = try project.map { project in
+                try Int64.fetchOne(db, sql: held + " AND r.project_id = ?", arguments: [attachment.storageText, project.storageText])
+            } ?? 0
+            let ofOwner = try Int64.fetchOne(
+                db, sql: held + " AND r.owner_id = ?", arguments: [attachment.storageText, owner.storageText])
+            return (ofProject ?? 0, ofOwner ?? 0)
+        }
+    }
+
+    func deletedAttachments(among attachments: [UUID]) async throws(ServerError) -> Set<UUID> {
+        try await read { db in
+            var deleted: Set<UUID> = []
+            for chunk in Self.chunks(attachments.map(\.storageText)) {
+                let ids = try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id FROM records WHERE entity = 'mediaAttachment' AND deletion IS NOT NULL
+                        AND id IN (\(Self.placeholders(chunk.count)))
+                        """,
+                    arguments: StatementArguments(Array(chunk)))
+                deleted.formUnion(ids.compactMap(UUID.init(uuidString:)))
+            }
+            return deleted
+        }
+    }
+
     func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) {
         try await write { db in
             guard let state else {

@@ -32,6 +32,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumChunkBytes: Int
     /// The largest media file accepted.
     public var maximumMediaBytes: Int64
+    /// The most media bytes one project's live attachments may hold (uploaded or under way): one
+    /// project cannot fill the disk every other project's photos go to. Default 100 GiB.
+    public var maximumMediaBytesPerProject: Int64 = 100 << 30
+    /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
+    public var maximumMediaBytesPerUser: Int64 = 25 << 30
     /// The client schema versions accepted (`Outpost-Schema-Version`).
     public var schemaVersions: ClosedRange<Int>
     /// Whether a pull that says more changes wait has its next page read and encoded before the client
@@ -102,6 +107,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(maximumPullPageBytes >= 1, "the pull page size must be at least 1 byte")
         try check(maximumBodyBytes >= 1024, "the body limit must be at least 1 KiB")
         try check(maximumChunkBytes >= 1, "the chunk limit must be at least 1 byte")
+        try check(maximumMediaBytes >= 1, "the media file limit must be at least 1 byte")
+        try check(
+            maximumMediaBytesPerProject >= 1 && maximumMediaBytesPerUser >= 1, "media quotas must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
         try check(idleTimeoutSeconds >= 1, "the idle timeout must be at least 1 second")
         try check(stalledWriteSeconds >= 1, "the stalled-write timeout must be at least 1 second")

@@ -35,6 +35,14 @@ protocol ServerStorage: Sendable {
     /// The upload state of an attachment's file, nil before its first chunk.
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
 
+    /// The media bytes (each upload's announced total) that live attachments of `project` and of
+    /// `owner` hold, leaving out `attachment`: what the quotas count.
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+        -> (project: Int64, owner: Int64)
+
+    /// Which of `attachments` the server holds as deleted: their files are not kept.
+    func deletedAttachments(among attachments: [UUID]) async throws(ServerError) -> Set<UUID>
+
     /// Saves (or, with nil, forgets) an attachment's upload state.
     func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError)
 

@@ -55,7 +55,9 @@ public struct SyncServer: Sendable {
             }
         self.storage = storage
         self.media = try MediaStore(
-            directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes)
+            directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes,
+            quotas: MediaQuotas(
+                perProject: configuration.maximumMediaBytesPerProject, perUser: configuration.maximumMediaBytesPerUser))
     }
 
     /// Creates the seed's projects, members and tokens that do not exist yet (tokens stored hashed).

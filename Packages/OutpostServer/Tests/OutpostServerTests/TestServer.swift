@@ -67,7 +67,7 @@ final class TestServer: Sendable {
         _ backend: Backend = .sqlite, assignsServerIDs: Bool = false, maximumBatchSize: Int = 500,
         maximumPullLimit: Int = 1000, maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024,
         sharing other: TestServer? = nil, conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 180,
-        maximumConnections: Int = 1_024
+        maximumConnections: Int = 1_024, configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         // Throwaway servers skip the fsync per commit, as the throwaway PostgreSQL runs with fsync off:
         // with FULL, dozens of servers in one run queued on one slow disk until requests timed out.
@@ -77,18 +77,19 @@ final class TestServer: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let postgres: (name: String, url: String)? =
             if let other { other.postgres } else if backend == .postgres { try await TestPostgres.createDatabase() } else { nil }
+        var configuration = ServerConfiguration(
+            databasePath: directory.appendingPathComponent("server.sqlite").path, port: 0,
+            mediaDirectory: other?.server.configuration.mediaDirectory,
+            assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
+            maximumPullLimit: maximumPullLimit, maximumPullPageBytes: maximumPullPageBytes,
+            maximumBodyBytes: maximumBodyBytes,
+            // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
+            logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy,
+            idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections,
+            durableCommits: durableCommits)
+        configure(&configuration)
         let server = try SyncServer(
-            configuration: ServerConfiguration(
-                databasePath: directory.appendingPathComponent("server.sqlite").path, port: 0,
-                mediaDirectory: other?.server.configuration.mediaDirectory,
-                assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
-                maximumPullLimit: maximumPullLimit, maximumPullPageBytes: maximumPullPageBytes,
-                maximumBodyBytes: maximumBodyBytes,
-                // Cancelling the server task makes Hummingbird log its shutdown as errors; tests check answers instead.
-                logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy,
-                idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections,
-                durableCommits: durableCommits),
-            logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
+            configuration: configuration, logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task {
