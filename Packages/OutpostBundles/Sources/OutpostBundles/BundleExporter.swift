@@ -10,7 +10,7 @@ public struct BundleExporter: Sendable {
     /// An exporter.
     public init() {}
 
-    /// Writes project `projectID` and every record that hangs from it (tombstones included) to `url`,
+    /// Writes project `projectID` and every live record that hangs from it (tombstones left out) to `url`,
     /// returning how many records it wrote.
     @discardableResult
     public func exportProject(
@@ -69,8 +69,10 @@ public struct BundleExporter: Sendable {
                 else { continue }
                 result.append(opportunity)
             default:
+                // Tombstones stay out: a deleted record's contents do not travel (a device that held it
+                // learns of the delete from its pull), and neither do its children.
                 for record in try EntityTables.fetchAll(description.type, in: db)
-                where record.sync.syncStatus == .synced && record.sync.version > 0 {
+                where record.sync.syncStatus == .synced && record.sync.version > 0 && !record.sync.isDeleted {
                     let owner = description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
                         guard case .uuid(let parent) = record[relation.field] else { return nil }
                         return (relation.entity, parent)

@@ -27,6 +27,31 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == bytes)
     }
 
+    /// Exports leave tombstones out now (a deleted record's contents stay where they are), but a bundle
+    /// from an older server or device still carries them, and its delete still applies.
+    @Test func aTombstoneInAnOlderBundleDeletesTheHeldCopyAndANewExportLeavesItOut() throws {
+        let (workspace, url) = try exported(.json)
+        let target = try workspace.database("target.sqlite")
+        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        // The older form: the tombstone with its fields, as the example bundles had it.
+        var bundle = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        var records = try #require(bundle["records"] as? [[String: Any]])
+        let index = try #require(records.firstIndex { ($0["id"] as? String) == "0b5e55ed-0000-4000-8000-000000000051" })
+        records[index]["version"] = 2
+        records[index]["deletedAt"] = "2026-11-18T11:11:40.125Z"
+        bundle["records"] = records
+        let older = workspace.url("older.json")
+        try JSONSerialization.data(withJSONObject: bundle).write(to: older)
+        let summary = try BundleImporter().importBundle(at: older, intoDatabaseAt: target)
+        #expect(summary.total.updated == 1)
+        let held = try #require(try workspace.record(.issue, SampleProject.id(51), in: target))
+        #expect(held.sync.isDeleted && held.sync.version == 2)
+        // Exported again, the deleted issue is not in the bundle.
+        let again = workspace.url("again.json")
+        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: target, format: .json, to: again)
+        #expect(try !String(contentsOf: again, encoding: .utf8).contains("0b5e55ed-0000-4000-8000-000000000051"))
+    }
+
     @Test func aNewerBundleUpdatesOnlyWhatChanged() throws {
         let (workspace, url) = try exported()
         let target = try workspace.database("target.sqlite")

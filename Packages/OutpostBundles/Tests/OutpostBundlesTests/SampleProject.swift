@@ -53,7 +53,6 @@ enum SampleProject {
                 priority: .high, assigneeID: foreman, latitude: 47.6062, longitude: -122.3321, assetID: id(40),
                 modelElementID: "IFC-0042"),
             Issue(id: id(51), sync: sync(11), projectID: project, title: "Outlet missing cover", priority: .low),
-            Issue(id: id(52), sync: sync(12, version: 2, deleted: true), projectID: project, title: "Duplicate report"),
             Comment(id: id(60), sync: sync(13), issueID: id(50), authorID: estimator, body: "Ordered a replacement tile."),
             Comment(id: id(61), sync: sync(14), issueID: id(50), authorID: foreman, body: "  Subfloor is dry 👍  "),
             DailyLog(id: id(70), sync: sync(15), projectID: project, authorID: foreman, day: "2026-11-22",

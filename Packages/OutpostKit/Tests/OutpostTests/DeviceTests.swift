@@ -44,7 +44,7 @@ import Testing
 
         let report = try await device.sync(conditions: SyncConditions(mediaRequested: true))
         #expect(report.pushed == 10)
-        #expect(report.mediaUploaded == 1)
+        #expect(report.mediaUploaded == 1, "\(report)")
         #expect(await server.mediaData(for: photo.id)?.count == 5_000)
         status = try await device.status()
         #expect(status.pendingChanges == 0)

@@ -97,6 +97,7 @@ struct PostgresBundleCursor {
                 """
                 SELECT \(unescaped: PostgresRecords.columns) FROM records
                 WHERE project_id = \(project.storageText) AND entity = \(entity.rawValue) AND id > \(lastID)
+                  AND deletion IS NULL
                 ORDER BY id LIMIT \(Self.pageSize)
                 """, on: connection, logger: logger)
             if page.count < Self.pageSize {

@@ -610,7 +610,8 @@ private actor BundleCursor {
                 let page = try StoredRecord.fetchAll(
                     db,
                     sql: """
-                        SELECT * FROM records WHERE project_id = ? AND entity = ? AND id > ? ORDER BY id LIMIT ?
+                        SELECT * FROM records WHERE project_id = ? AND entity = ? AND id > ? AND deletion IS NULL
+                        ORDER BY id LIMIT ?
                         """,
                     arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize])
                 return (page, try extra.flatMap { id in try StoredRecord.fetch(.opportunity, id: id, in: db) })
