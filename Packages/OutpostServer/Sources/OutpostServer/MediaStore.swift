@@ -85,19 +85,10 @@ actor MediaStore {
         defer { lock.release() }
         let held = try await storage.mediaUpload(attachmentID)
         if held == nil {
-            // A new upload takes its whole size from the quotas at once (checked under its lock; two
-            // uploads starting together on other attachments may both pass, by one file each).
-            let used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
-            guard used.project + range.total <= quotas.perProject else {
-                throw ServerError(
-                    status: 413, .payloadTooLarge,
-                    "this project's media would pass its quota of \(quotas.perProject) bytes (\(used.project) held)")
+            guard range.first == 0 else {
+                throw ServerError(status: 409, .rangeMismatch, "the server holds 0 of \(range.total) bytes; resume there")
             }
-            guard used.owner + range.total <= quotas.perUser else {
-                throw ServerError(
-                    status: 413, .payloadTooLarge,
-                    "your media would pass your quota of \(quotas.perUser) bytes (\(used.owner) held)")
-            }
+            try await admit(range.total, sha256: sha256, for: attachmentID, of: record, by: caller, now: now)
         }
         var state = held ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
         guard !state.complete, state.totalBytes == range.total, range.first == state.receivedBytes else {
@@ -145,6 +136,79 @@ actor MediaStore {
             complete: state.complete)
     }
 
+    /// Takes a new upload's whole size from its project's and its uploader's quotas, one admission at a
+    /// time (uploads started together all passed a check made before any of them was counted), and
+    /// reserves it: its state with nothing received, and its empty part file, so the next admission
+    /// counts it and the sweep frees it if no byte ever comes. Attachments deleted since still count
+    /// until their files go; past a quota they are removed first, then the quota is checked again.
+    private func admit(
+        _ total: Int64, sha256: String, for attachmentID: UUID, of record: StoredRecord, by caller: Caller, now: Date
+    ) async throws(ServerError) {
+        await enterAdmission()
+        defer { leaveAdmission() }
+        func fits(_ used: (project: Int64, owner: Int64)) -> Bool {
+            used.project + total <= quotas.perProject && used.owner + total <= quotas.perUser
+        }
+        var used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
+        if !fits(used) {
+            await removeDeletedAttachments(now: now)
+            used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
+        }
+        guard used.project + total <= quotas.perProject else {
+            throw ServerError(
+                status: 413, .payloadTooLarge,
+                "this project's media would pass its quota of \(quotas.perProject) bytes (\(used.project) held)")
+        }
+        guard used.owner + total <= quotas.perUser else {
+            throw ServerError(
+                status: 413, .payloadTooLarge, "your media would pass your quota of \(quotas.perUser) bytes (\(used.owner) held)")
+        }
+        let part = partURL(of: attachmentID)
+        if !FileManager.default.fileExists(atPath: part.path) {
+            guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
+                throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
+            }
+        }
+        try await storage.setMediaUpload(
+            MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+    }
+
+    private var admitting = false
+    private var waitingToAdmit: [CheckedContinuation<Void, Never>] = []
+
+    private func enterAdmission() async {
+        guard admitting else {
+            admitting = true
+            return
+        }
+        await withCheckedContinuation { waitingToAdmit.append($0) }
+    }
+
+    private func leaveAdmission() {
+        if waitingToAdmit.isEmpty {
+            admitting = false
+        } else {
+            waitingToAdmit.removeFirst().resume()
+        }
+    }
+
+    /// Removes the files, partial uploads and upload state of attachments deleted since they were
+    /// uploaded, each under its upload lock.
+    private func removeDeletedAttachments(now: Date) async {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        let stored = Set(names.compactMap { name -> UUID? in
+            UUID(uuidString: name.hasSuffix(".part") ? String(name.dropLast(".part".count)) : name)
+        })
+        for id in (try? await storage.deletedAttachments(among: Array(stored))) ?? [] {
+            guard let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock")) else { continue }
+            try? FileManager.default.removeItem(at: fileURL(of: id))
+            try? FileManager.default.removeItem(at: partURL(of: id))
+            try? await storage.setMediaUpload(nil, for: id, now: now)
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(id.storageText + ".lock"))
+            lock.release()
+        }
+    }
+
     /// How long an unfinished upload's bytes are kept after its last chunk: a device that never comes
     /// back must not hold disk space for ever. The upload then starts again from 0.
     static let partLifetime: TimeInterval = 7 * 24 * 3600
@@ -169,22 +233,16 @@ actor MediaStore {
             try? await storage.setMediaUpload(nil, for: id, now: now)
             dropped += 1
         }
-        // Files of attachments deleted since: nobody can reach them, and they count against no quota.
-        let stored = names.compactMap { name -> UUID? in
-            UUID(uuidString: name.hasSuffix(".part") ? String(name.dropLast(".part".count)) : name)
-        }
-        for id in (try? await storage.deletedAttachments(among: stored)) ?? [] {
-            guard let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock")) else { continue }
-            defer { lock.release() }
-            try? FileManager.default.removeItem(at: fileURL(of: id))
-            try? FileManager.default.removeItem(at: partURL(of: id))
-            try? await storage.setMediaUpload(nil, for: id, now: now)
-        }
+        // Files of attachments deleted since: nobody can reach them, and their room goes back.
+        await removeDeletedAttachments(now: now)
+        // Lock files of uploads that are finished or gone (one per attachment ever uploaded to).
         for name in names where name.hasSuffix(".lock") {
             let stem = String(name.dropLast(".lock".count))
-            if FileManager.default.fileExists(atPath: directory.appendingPathComponent(stem).path) {
-                try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
-            }
+            guard !FileManager.default.fileExists(atPath: directory.appendingPathComponent(stem + ".part").path),
+                let lock = try? UploadLock(directory.appendingPathComponent(name))  // not while a chunk holds it
+            else { continue }
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+            lock.release()
         }
         return dropped
     }

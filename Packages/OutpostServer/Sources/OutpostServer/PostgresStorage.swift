@@ -292,7 +292,7 @@ final class PostgresStorage: ServerStorage {
                 SELECT coalesce(sum(m.total_bytes) FILTER (WHERE r.project_id = \(project?.storageText ?? "")), 0)::bigint,
                        coalesce(sum(m.total_bytes) FILTER (WHERE r.owner_id = \(owner.storageText)), 0)::bigint
                 FROM media_uploads m JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
-                WHERE r.deletion IS NULL AND m.attachment_id <> \(attachment.storageText)
+                WHERE m.attachment_id <> \(attachment.storageText)
                 """, logger: logger
             ).decode((Int64, Int64).self) {
                 held = (ofProject, ofOwner)

@@ -19,6 +19,9 @@ struct PullCursor: Hashable, Sendable {
     /// The position of each project named; nil in the old form.
     private(set) var projects: [UUID: Int64]?
 
+    /// The most projects a cursor may name (those of one user).
+    static let maximumProjects = 10_000
+
     /// Where a device that has pulled nothing stands.
     static let start = PullCursor(base: 0, projects: [:])
 
@@ -37,7 +40,10 @@ struct PullCursor: Hashable, Sendable {
         }
         guard let base = Int64(text[..<colon]), base >= 0 else { throw unknown }
         var projects: [UUID: Int64] = [:]
-        for entry in text[text.index(after: colon)...].split(separator: ",") {
+        let entries = text[text.index(after: colon)...].split(separator: ",")
+        // Ours name only the caller's projects; a forged one naming 200,000 cost 3.8 s a pull.
+        guard entries.count <= Self.maximumProjects else { throw unknown }
+        for entry in entries {
             let parts = entry.split(separator: "=", omittingEmptySubsequences: false)
             guard parts.count <= 2, let id = UUID(uuidString: String(parts[0])) else { throw unknown }
             let position = parts.count == 2 ? Int64(parts[1]) : base

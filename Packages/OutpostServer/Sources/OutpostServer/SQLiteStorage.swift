@@ -385,7 +385,7 @@ final class SQLiteStorage: ServerStorage {
             let held = """
                 SELECT coalesce(sum(m.total_bytes), 0) FROM media_uploads m
                 JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
-                WHERE r.deletion IS NULL AND m.attachment_id != ?
+                WHERE m.attachment_id != ?
                 """
             let ofProject = try project.map { project in
                 try Int64.fetchOne(db, sql: held + " AND r.project_id = ?", arguments: [attachment.storageText, project.storageText])

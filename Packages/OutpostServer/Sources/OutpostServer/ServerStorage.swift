@@ -35,8 +35,9 @@ protocol ServerStorage: Sendable {
     /// The upload state of an attachment's file, nil before its first chunk.
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
 
-    /// The media bytes (each upload's announced total) that live attachments of `project` and of
-    /// `owner` hold, leaving out `attachment`: what the quotas count.
+    /// The media bytes (each upload's announced total, finished, under way or reserved) that attachments
+    /// of `project` and of `owner` hold, leaving out `attachment`: what the quotas count. A deleted
+    /// attachment counts until its file and state are removed.
     func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
         -> (project: Int64, owner: Int64)
 

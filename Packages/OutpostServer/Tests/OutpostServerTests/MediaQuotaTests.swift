@@ -46,9 +46,45 @@ struct MediaQuotaTests {
         #expect(deleted.first?.outcome.appliedVersion == 2)
         let file = server.server.media.fileURL(of: ids[0])
         #expect(FileManager.default.fileExists(atPath: file.path))
-        await server.server.media.sweep(now: Timestamp.now())
-        #expect(!FileManager.default.fileExists(atPath: file.path), "a deleted attachment's file is not kept")
+        // Its bytes count until its file goes: an upload past the quota removes deleted files first.
         #expect(try await Self.upload(second, to: ids[1], on: server).status == 200)
+        #expect(!FileManager.default.fileExists(atPath: file.path), "a deleted attachment's file is not kept")
+    }
+
+    @Test("Uploads started together pass a quota by not one byte", arguments: Backend.available)
+    func uploadsStartedTogetherStayWithinTheQuota(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend) { $0.maximumMediaBytesPerUser = 10 }
+        defer { Task { await server.stop() } }
+        let files = (0..<8).map { Data("pic\($0)".utf8) }
+        let ids = try await Self.attachments(files, on: server)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (file, id) in zip(files, ids) {
+                group.addTask { try await Self.upload(file, to: id, on: server).status }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 2, "4-byte files against 10 bytes: \(statuses.sorted())")
+        #expect(statuses.allSatisfy { [200, 409, 413].contains($0) })
+    }
+
+    @Test("Deleting and attaching again and again never holds more than the quota on disk")
+    func deleteAndReattachCyclesStayWithinTheQuota() async throws {
+        let server = try await TestServer.start { $0.maximumMediaBytesPerUser = 10 }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        for round in 0..<6 {
+            let file = Data("photo\(round)".utf8)
+            let id = try #require(try await Self.attachments([file], on: server).first)
+            #expect(try await Self.upload(file, to: id, on: server).status == 200, "round \(round)")
+            _ = try await alice.push(PushRequest(mutations: [
+                PushMutation(idempotencyKey: UUID(), entity: .mediaAttachment, operation: .delete, recordID: id, baseVersion: 1,
+                    deletion: Sample.clock(5_000)),
+            ]))
+        }
+        let folder = URL(fileURLWithPath: server.server.configuration.mediaDirectory)
+        let held = try FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: [.fileSizeKey])
+            .reduce(0) { $0 + ((try? $1.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0) }
+        #expect(held <= 10, "\(held) bytes on disk")
     }
 
     @Test("One member's media past their quota is refused, while another member's goes", arguments: Backend.available)

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+@testable import OutpostServer
 import OutpostStore
 import OutpostSync
 import Testing
@@ -99,10 +100,11 @@ struct MembershipCatchUpTests {
         _ = try await alice.push(PushRequest(mutations: [created]))
         let after = try await alice.pull(PullRequest(cursor: String(newest), limit: 1_000))
         #expect(after.changes.map(\.recordID) == [created.recordID])
-        for bad in ["-1", "x", "5:zz", "5:\(TestServer.projectA.uuidString.lowercased())=-3"] {
+        let tooMany = "5:" + (0...PullCursor.maximumProjects).map { _ in UUID().uuidString.lowercased() }.joined(separator: ",")
+        for bad in ["-1", "x", "5:zz", "5:\(TestServer.projectA.uuidString.lowercased())=-3", tooMany] {
             let answer = try await server.send(
                 "POST", "/pull", token: TestServer.aliceToken, body: Data(#"{"cursor":"\#(bad)","limit":5}"#.utf8))
-            #expect(answer.status == 400, "cursor \(bad)")
+            #expect(answer.status == 400, "cursor \(bad.prefix(80))")
         }
     }
 

@@ -55,11 +55,21 @@ struct PullPrefetch: Sendable {
     /// changes the caller may not see can send some; a broken one inventing cursors would never stop.
     static let maximumEmptyPages = 1_000
 
+    /// The longest cursor taken (a position per project is about 40 bytes: room for 25,000 projects).
+    static let maximumCursorBytes = 1 << 20
+
     /// Refuses a page that says more follows but would make the pull go round forever: its cursor is
     /// the one it was asked with (the same page again and again), or too many pages in a row were empty.
     static func checkProgress(of response: PullResponse, after cursor: String?, emptyPagesBefore empty: inout Int)
         throws(TransportError)
     {
+        // A cursor is saved and sent back with every pull: one a server made huge (63 MiB seen) left
+        // every later pull refused by the real server as too large, the device stuck for good.
+        guard response.nextCursor.utf8.count <= maximumCursorBytes else {
+            throw TransportError(
+                .invalidResponse, request: "POST /pull",
+                message: "the server's next cursor has \(response.nextCursor.utf8.count) bytes; at most \(maximumCursorBytes) are taken")
+        }
         guard response.hasMore else { return }
         if response.nextCursor == cursor {
             throw TransportError(

@@ -47,6 +47,20 @@ import FoundationNetworking
         #expect(thrown?.code == .invalidResponse)
     }
 
+    @Test func aCursorTooLongToSendBackIsRefusedBeforeItIsSaved() throws {
+        var empty = 0
+        let huge = String(repeating: "c", count: PullPrefetch.maximumCursorBytes + 1)
+        for hasMore in [true, false] {
+            #expect(throws: TransportError.self) {
+                try PullPrefetch.checkProgress(
+                    of: PullResponse(changes: [], nextCursor: huge, hasMore: hasMore), after: "c-1", emptyPagesBefore: &empty)
+            }
+        }
+        try PullPrefetch.checkProgress(
+            of: PullResponse(changes: [], nextCursor: String(repeating: "c", count: 40_000), hasMore: false), after: "c-1",
+            emptyPagesBefore: &empty)
+    }
+
     @Test func aGzipBombIsRefusedAtTheResponseLimitInsteadOfFillingMemory() async throws {
         // Two MiB of one letter inside a valid pull page: a few KB on the wire.
         let bomb = #"{"changes":[],"hasMore":false,"nextCursor":""# + String(repeating: "a", count: 2 << 20) + #""}"#
