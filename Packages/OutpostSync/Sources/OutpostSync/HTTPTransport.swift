@@ -22,9 +22,9 @@ public actor HTTPTransport: SyncTransport {
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
         /// said it reads that form (turned off for the transport's life when the server refuses it).
         public var sharesClocks: Bool
-        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated: a
-        /// broken or hostile server's 2.3 MB gzip pull answer inflating to 512 MB took a device to 1.1 GB.
-        /// A pull page is about 4 MiB of records; 64 MiB leaves room to spare.
+        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated; a
+        /// larger one is refused before it is decoded. A pull page is about 4 MiB of records; 64 MiB
+        /// leaves room to spare. URL loading still holds the whole answer first (see `send`).
         public var maximumResponseBytes: Int = 64 << 20
 
         /// Creates a configuration.
@@ -246,36 +246,30 @@ public actor HTTPTransport: SyncTransport {
         let data: Data
         let response: URLResponse
         counts.requests += 1
-        // The answer goes to a file and is read only if it is within `maximumResponseBytes`: URL loading
-        // inflates a gzip body before handing it over, so collected in memory a 2.3 MB answer became
-        // 512 MB there. Counting the bytes as they arrive needs a data delegate, and with one
-        // outpost-demo crashed in Linux's URL loading (f833b93); a download is the path bundles
-        // already take. Reading back a 4 MiB page from a fresh file costs about a millisecond.
-        var request = request
-        if let body {
-            counts.bytesSent += Int64(body.count)
-            request.httpBody = body
-        }
-        let file: URL
+        // URL loading inflates a gzip answer before handing it over, whole: a hostile server's 2.3 MB
+        // answer inflating to 512 MB still takes that much memory here (see `maximumResponseBytes`).
+        // Bounding it as it arrives was tried three ways on Linux's URL loading: a data delegate and
+        // a completion handler both crashed outpost-demo with a corrupted heap, and a download to a
+        // file filled the disk with an endless answer (a task's byte count stays 0 there) and left a
+        // temporary file behind for every failed request. An answer past the limit is at least
+        // refused before it is decoded, which would take several times its size again.
         do {
-            (file, response) = try await session.download(for: request)
+            if let body {
+                counts.bytesSent += Int64(body.count)
+                (data, response) = try await session.upload(for: request, from: body)
+            } else {
+                (data, response) = try await session.data(for: request)
+            }
         } catch {
             throw Self.classify(error, name: name)
         }
-        defer { try? FileManager.default.removeItem(at: file) }
         guard let http = response as? HTTPURLResponse else {
             throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
         }
-        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
-        guard size <= configuration.maximumResponseBytes else {
+        guard data.count <= configuration.maximumResponseBytes else {
             throw TransportError(
                 .invalidResponse, request: name, status: http.statusCode,
-                message: "the answer is larger than \(configuration.maximumResponseBytes) bytes (\(size)); it was not read")
-        }
-        do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw TransportError(.invalidResponse, request: name, status: http.statusCode, message: "the answer could not be read: \(error)")
+                message: "the answer is larger than \(configuration.maximumResponseBytes) bytes (\(data.count)); it was not read")
         }
         if let accepted = http.value(forHTTPHeaderField: SyncProtocol.acceptsHeader),
             accepted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm })
