@@ -253,12 +253,14 @@ public actor HTTPTransport: SyncTransport {
         // file filled the disk with an endless answer (a task's byte count stays 0 there) and left a
         // temporary file behind for every failed request. An answer past the limit is at least
         // refused before it is decoded, which would take several times its size again.
+        if let body { counts.bytesSent += Int64(body.count) }
+        // URL loading's timeout is for a silence between bytes: a server dripping a byte every few
+        // seconds held a sync for good. A whole exchange may take four times that, at most.
+        let deadline = Duration.seconds(request.timeoutInterval * 4)
         do {
-            if let body {
-                counts.bytesSent += Int64(body.count)
-                (data, response) = try await session.upload(for: request, from: body)
-            } else {
-                (data, response) = try await session.data(for: request)
+            (data, response) = try await Self.within(deadline) {
+                if let body { return try await session.upload(for: request, from: body) }
+                return try await session.data(for: request)
             }
         } catch {
             throw Self.classify(error, name: name)
@@ -291,6 +293,28 @@ public actor HTTPTransport: SyncTransport {
             return (plain, http)
         }
         return (data, http)
+    }
+
+    /// `exchange`'s result, or `URLError(.timedOut)` once `deadline` passes (the exchange is cancelled).
+    private static func within(
+        _ deadline: Duration, _ exchange: @escaping @Sendable () async throws -> (Data, URLResponse)
+    ) async throws -> (Data, URLResponse) {
+        let answer = Task { try await exchange() }
+        let timer = Task {
+            try await Task.sleep(for: deadline)
+            answer.cancel()
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            do {
+                return try await answer.value
+            } catch {
+                if timer.isCancelled == false, answer.isCancelled, !Task.isCancelled { throw URLError(.timedOut) }
+                throw error
+            }
+        } onCancel: {
+            answer.cancel()
+        }
     }
 
     private func decode<Response: Decodable>(_ data: Data, _ response: HTTPURLResponse, name: String)

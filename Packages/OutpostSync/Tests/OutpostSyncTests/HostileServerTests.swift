@@ -83,6 +83,19 @@ import FoundationNetworking
         #expect(page.nextCursor.count == 2 << 20)
     }
 
+    @Test func anAnswerDrippedAByteAtATimeIsCutOffAtItsDeadline() async throws {
+        // Every byte comes within the request timeout, so URL loading alone would wait for ever.
+        let server = try LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(body: #"{"changes":[],"hasMore":false,"nextCursor":"c"}"#, dripSeconds: 0.4),
+        ])
+        defer { server.stop() }
+        let transport = HTTPTransport(
+            configuration: .init(baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1)), token: "t1")
+        let started = ContinuousClock.now
+        await #expect(throws: TransportError.self) { _ = try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
+        #expect(ContinuousClock.now - started < .seconds(12), "cut off at four times the request timeout")
+    }
+
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
         let elsewhere = try LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)))

@@ -16,6 +16,8 @@ final class LocalHTTPServer {
         var gzip = false
         /// Wait this long before answering (to provoke a client timeout).
         var delaySeconds = 0.0
+        /// Send the body one byte at a time, this many seconds apart (a server that drips its answer).
+        var dripSeconds = 0.0
     }
 
     /// One request as the server saw it.
@@ -161,6 +163,21 @@ final class LocalHTTPServer {
                     return
                 time.sleep(route["delaySeconds"])
                 headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
+                if route["dripSeconds"] > 0:
+                    data = route["body"].encode("utf-8")
+                    self.send_response(route["status"])
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    try:
+                        for byte in data:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(route["dripSeconds"])
+                    except OSError:
+                        pass
+                    return
                 self.answer(route["status"], route["body"], headers, route["gzip"])
 
             do_GET = do_POST = do_PUT = do_HEAD = handle_any
