@@ -118,13 +118,6 @@ struct PullPage: Sendable {
         let page: Set<RecordKey> = rules.assignsServerIDs ? Set(rows.map(\.key)) : []
         for (index, row) in rows.enumerated() {
             if index > 0 { json.raw(",") }
-            if row.deletion != nil {
-                // A tombstone goes out without its contents (see `PushRules.wireRecord`).
-                var tombstone = row
-                tombstone.clocksJSON = "{}"
-                Self.write(tombstone, fields: "{}", clocks: nil, into: &json)
-                continue
-            }
             var fields = row.fieldsJSON
             if rules.assignsServerIDs, !row.entity.description.parents.isEmpty {
                 let wire = rules.wireRecord(try row.decoded(), page: page) { parents[$0] }

@@ -274,14 +274,6 @@ struct PushRules: Sendable {
         _ record: StoredRecord, page: Set<RecordKey> = [], parent: (RecordKey) throws -> RecordSummary?
     ) rethrows -> ServerRecord {
         var wire = record.serverRecord
-        if record.deletion != nil {
-            // A tombstone travels as its id, version and deletion clock, nothing more: a deleted
-            // issue's "gate code 4471" went to every member, future ones included. Its last contents
-            // stay on the server, so a device that brings the record back merges onto them as before.
-            wire.fields = [:]
-            wire.clocks = [:]
-            return wire
-        }
         guard assignsServerIDs else { return wire }
         for relation in record.entity.description.parents {
             guard case .uuid(let parentID) = wire.fields[relation.field] ?? .null else { continue }

@@ -118,11 +118,7 @@ extension StoreWriter {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
-                // A tombstone comes without its contents (servers keep them): there is nothing to check.
-                let contentless = translated.deletion != nil && translated.record.fields.isEmpty
-                if let problem = sharedServerID[.init(entity: entity, id: id)]
-                    ?? (contentless ? nil : Quarantine.problem(with: translated.record))
-                {
+                if let problem = sharedServerID[.init(entity: entity, id: id)] ?? Quarantine.problem(with: translated.record) {
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
                         stream: page.stream, in: db)
@@ -170,13 +166,6 @@ extension StoreWriter {
             let stored = reads.stored(entity, id)
             (local, waiting, before) = (stored?.record, nil, stored?.clocks)
         }
-        var remote = remote
-        let contentless = remote.deletion != nil && remote.record.fields.isEmpty
-        if contentless {
-            // Nothing to delete, and nothing to keep: a record this device never held.
-            guard let local else { return }
-            remote = try Self.tombstone(remote, holding: local, apartFrom: waiting?.fields ?? [], clocks: before)
-        }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
         if let local, let waiting {
@@ -209,11 +198,6 @@ extension StoreWriter {
                 deletionLost: resolution.losingDeletion?.side == .client, serverVersion: remote.record.sync.version,
                 in: db)
             if try MutationQueue.unfinishedFields(entity, id, in: db) == nil { written.sync.syncStatus = .synced }
-            if contentless, written.sync.isDeleted {
-                // The device keeps its last values of what it deleted (the edits that lost are also
-                // surfaced as conflicts), so the row stays whole and a user who restores it has them.
-                for (field, value) in local.fields where written.fields[field] == nil { written.fields[field] = value }
-            }
         } else {
             written = remote.record
             written.sync.syncStatus = .synced
@@ -234,22 +218,6 @@ extension StoreWriter {
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
         }
-    }
-
-    /// A tombstone that came without contents, given the values this device holds: the server's last
-    /// values as far as the device knows them, with the server's clocks it last pulled (its own where
-    /// the server took its write). Fields of a change still waiting to be sent are left out: the server
-    /// never had those values, so the merge judges the edits against the delete, as with contents.
-    private static func tombstone(
-        _ remote: VersionedRecord, holding local: EntityRecord, apartFrom waiting: Set<String>, clocks: FieldClocks.Stored?
-    ) throws -> VersionedRecord {
-        var record = remote.record
-        var fieldClocks: [String: HybridTimestamp] = [:]
-        for (field, value) in local.fields where !waiting.contains(field) {
-            record.fields[field] = value
-            fieldClocks[field] = clocks?.server?[field] ?? clocks?.fields[field] ?? .origin
-        }
-        return try VersionedRecord(record: record, clocks: fieldClocks, deletion: remote.deletion)
     }
 
     private func receive(_ stamp: HybridTimestamp, now: Date) throws -> HybridTimestamp {

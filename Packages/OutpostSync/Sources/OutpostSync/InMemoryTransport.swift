@@ -106,8 +106,7 @@ public actor InMemoryTransport: SyncTransport {
             let pending = records.values.filter { $0.sequence > after }.sorted { $0.sequence < $1.sequence }
             let page = Array(pending.prefix(min(request.limit, maximumPullLimit)))
             return PullResponse(
-                changes: page.map(Self.asSent), nextCursor: String(page.last?.sequence ?? after),
-                hasMore: pending.count > page.count)
+                changes: page, nextCursor: String(page.last?.sequence ?? after), hasMore: pending.count > page.count)
         }
     }
 
@@ -183,15 +182,6 @@ public actor InMemoryTransport: SyncTransport {
         }
     }
 
-    /// A record as the server sends it: a tombstone without its contents, which stay on the server.
-    private static func asSent(_ record: ServerRecord) -> ServerRecord {
-        guard record.isDeleted else { return record }
-        var tombstone = record
-        tombstone.fields = [:]
-        tombstone.clocks = [:]
-        return tombstone
-    }
-
     private func outcome(of mutation: PushMutation) -> MutationOutcome {
         if let problem = problem(with: mutation) {
             return .rejected(reason: problem)
@@ -199,11 +189,11 @@ public actor InMemoryTransport: SyncTransport {
         let existing = records[mutation.recordID]
         switch (mutation.operation, existing) {
         case (.create, let current?):
-            return .conflict(serverRecord: Self.asSent(current))
+            return .conflict(serverRecord: current)
         case (.update, nil), (.delete, nil):
             return .rejected(reason: ErrorBody(code: .notFound, message: "no \(mutation.entity.rawValue) \(mutation.recordID)"))
         case (_, let current?) where current.version != mutation.baseVersion:
-            return .conflict(serverRecord: Self.asSent(current))
+            return .conflict(serverRecord: current)
         default:
             break
         }
