@@ -25,8 +25,8 @@ struct PullPrefetch: Sendable {
     private let slots: AsyncStream<Void>.Continuation
     private let fetcher: Task<Void, Never>
 
-    /// Starts fetching from `cursor`, `limit` changes a page, through `transport`.
-    init(from cursor: String?, limit: Int, depth: Int, transport: any SyncTransport) {
+    /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
+    init(from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, transport: any SyncTransport) {
         let (pages, delivered) = AsyncThrowingStream.makeStream(of: FetchedPage.self)
         let (freed, slots) = AsyncStream.makeStream(of: Void.self)
         for _ in 0..<max(depth, 1) { slots.yield() }
@@ -38,7 +38,8 @@ struct PullPrefetch: Sendable {
             var emptyPages = 0
             do {
                 while await slot.next() != nil, !Task.isCancelled {
-                    let page = try await Self.fetch(PullRequest(cursor: cursor, limit: limit), from: transport)
+                    let page = try await Self.fetch(
+                        PullRequest(cursor: cursor, limit: limit, projects: projects), from: transport)
                     try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
                     delivered.yield(page)
                     guard page.response.hasMore else { break }

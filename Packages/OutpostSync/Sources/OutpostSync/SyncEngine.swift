@@ -20,6 +20,8 @@ public actor SyncEngine {
     private let pullDepth: Int
     private let monitor: ConnectivityMonitor?
     private let mediaChunkSize: Int
+    /// The projects this device pulls; nil for every project its user belongs to.
+    private let projects: Set<UUID>?
     private var recoveredInFlight = false
     /// Mutations this engine claimed whose release back in line failed (the store busy or full): put
     /// back at the start of the next run, so a long-lived engine never leaves them in flight until the
@@ -50,8 +52,9 @@ public actor SyncEngine {
         retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
         random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(), batchSize: Int = 500,
         pullLimit: Int = SyncEngine.defaultPullLimit, pullDepth: Int = SyncEngine.defaultPullDepth,
-        monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024
+        monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024, projects: Set<UUID>? = nil
     ) {
+        self.projects = projects
         self.monitor = monitor
         self.mediaChunkSize = max(mediaChunkSize, 1)
         self.store = store
@@ -125,6 +128,26 @@ public actor SyncEngine {
 
     // MARK: Pull
 
+    /// The project `record` belongs to, following its owning parents (the first parent each names)
+    /// through the page and the store: nil when that cannot be told (an opportunity, a parent held
+    /// nowhere, a reference sent as a server id, a tombstone of a record never held).
+    private func project(of record: EntityRecord, in page: [UUID: EntityRecord]) throws -> UUID? {
+        var current = record
+        if current.fields.isEmpty, let held = try store.record(current.entity, id: current.id) { current = held }
+        for _ in 0..<EntityCatalog.all.count {
+            if current.entity == .project { return current.id }
+            let owner = current.entity.description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
+                guard case .uuid(let parent) = current[relation.field] else { return nil }
+                return (relation.entity, parent)
+            }.first
+            guard let (entity, id) = owner else { return nil }
+            if entity == .project { return id }
+            guard let parent = try page[id] ?? store.record(entity, id: id) else { return nil }
+            current = parent
+        }
+        return nil
+    }
+
     /// Returns false when the server could not be reached (the push is then not attempted).
     ///
     /// While a page is applied, the next ones are already being fetched and read (`PullPrefetch`,
@@ -134,7 +157,9 @@ public actor SyncEngine {
     private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
         do {
             if withinBudget(), !Task.isCancelled {
-                let ahead = PullPrefetch(from: try store.pullCursor(), limit: pullLimit, depth: pullDepth, transport: transport)
+                let ahead = PullPrefetch(
+                    from: try store.pullCursor(), limit: pullLimit, depth: pullDepth,
+                    projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } }, transport: transport)
                 defer { ahead.stop() }
                 for try await fetched in ahead.pages {
                     ahead.taken()
@@ -143,12 +168,30 @@ public actor SyncEngine {
                     if await checkPolicy(&report) { break }
                     let response = fetched.response
                     let quarantinedAt = now()
-                    let unreadable = fetched.unreadable.map { change, reason in
+                    var unreadable = fetched.unreadable.map { change, reason in
                         QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
+                    }
+                    var records = fetched.records
+                    if let projects {
+                        // A record of a project this device did not ask for is quarantined, not stored: a
+                        // broken or hostile server's answer must not put other projects' data here.
+                        let page = Dictionary(records.map { ($0.record.id, $0.record) }, uniquingKeysWith: { first, _ in first })
+                        var kept: [VersionedRecord] = []
+                        for change in records {
+                            if let project = try project(of: change.record, in: page), !projects.contains(project) {
+                                unreadable.append(QuarantinedRecord(
+                                    entity: change.record.entity, recordID: change.record.id,
+                                    reason: "it belongs to project \(project.uuidString.lowercased()), which this device did not ask for",
+                                    quarantinedAt: quarantinedAt))
+                            } else {
+                                kept.append(change)
+                            }
+                        }
+                        records = kept
                     }
                     let applied = try await store.applyPulledPage(
                         PulledPage(
-                            changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
+                            changes: records, cursor: response.nextCursor, unreadable: unreadable,
                             leftProjects: response.leftProjects),
                         policy: policy, now: quarantinedAt)
                     report.leftProjects += response.leftProjects

@@ -212,6 +212,30 @@ extension SyncEngineTests {
     }
 
     /// An in-memory server holding nine issues of one project, pushed by another device.
+    /// The in-memory server answers every project whatever a pull names: for a device that asked for
+    /// one, it is a server sending records it was not asked for.
+    @Test func recordsOfAProjectTheDeviceDidNotAskForAreQuarantinedNotStored() async throws {
+        let office = try Device()
+        let server = InMemoryTransport()
+        let mine = UUID(), theirs = UUID()
+        for project in [mine, theirs] {
+            try await office.store.save(Project(id: project, name: "Site"), now: now)
+            let issue = try await office.store.save(Issue(projectID: project, title: "Leak"), now: now)
+            try await office.store.save(Comment(issueID: issue.id, authorID: UUID(), body: "On it"), now: now)
+        }
+        _ = try await SyncEngine(store: office.store, transport: server, random: SeededGenerator(seed: 40)).sync(now: { self.now })
+
+        let device = try Device()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 41), projects: [mine])
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.quarantined == 3, "the other project, its issue and the issue's comment")
+        #expect(try device.store.record(.project, id: theirs) == nil)
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(theirs)).isEmpty)
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(mine)).count == 1)
+        #expect(try device.store.record(.project, id: mine) != nil)
+        #expect(try device.store.quarantinedRecords().allSatisfy { $0.reason.contains(theirs.uuidString.lowercased()) })
+    }
+
     func nineIssuesOnAServer() async throws -> (InMemoryTransport, project: UUID) {
         let other = try Device()
         let server = InMemoryTransport()
