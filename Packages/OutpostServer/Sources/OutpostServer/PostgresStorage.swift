@@ -21,6 +21,8 @@ final class PostgresStorage: ServerStorage {
     let assignsServerIDs: Bool
     /// The conflict policy pushes are settled with (`ServerConfiguration.conflictPolicy`).
     let policy: ConflictPolicy
+    /// The largest media file the server takes, checked at push (`PushRules.maximumMediaBytes`).
+    let maximumMediaBytes: Int64
     private let client: PostgresClient
     private let connectionConfiguration: PostgresConnection.Configuration
     private let runTask: Task<Void, Never>
@@ -31,8 +33,12 @@ final class PostgresStorage: ServerStorage {
     static let writeLockKey: Int64 = 0x6f75_7470_6f73_7402
 
     /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
-    init(url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), logger: Logger) throws(ServerError) {
+    init(
+        url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max,
+        logger: Logger
+    ) throws(ServerError) {
         self.policy = policy
+        self.maximumMediaBytes = maximumMediaBytes
         let parsed = try PostgresConnectionURL(url)
         self.location = parsed.redacted
         self.assignsServerIDs = assignsServerIDs
@@ -156,7 +162,7 @@ final class PostgresStorage: ServerStorage {
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let logger = self.logger
-        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy)
+        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         return try await write { connection in
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)

@@ -16,10 +16,13 @@ struct PushRules: Sendable {
     let assignsServerIDs: Bool
     /// The server's configured policy (`ServerConfiguration.conflictPolicy`), the devices' own.
     let policy: ConflictPolicy
+    /// The largest media file the server takes (`ServerConfiguration.maximumMediaBytes`).
+    let maximumMediaBytes: Int64
 
-    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy()) {
+    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max) {
         self.assignsServerIDs = assignsServerIDs
         self.policy = policy
+        self.maximumMediaBytes = maximumMediaBytes
     }
 
     /// Runs the whole batch against `snapshot` (which the backend loaded for `batch`).
@@ -100,6 +103,14 @@ struct PushRules: Sendable {
         }
         if let problem = merged.record.validationErrors.first {
             throw ServerError.badRequest(problem.description)
+        }
+        // An attachment whose file this server would never take is refused now, with why, rather than
+        // accepted and its upload refused for ever after.
+        if merged.record.entity == .mediaAttachment, merged.deletion == nil,
+            case .integer(let size) = merged.record["byteSize"], size > maximumMediaBytes
+        {
+            throw ServerError.badRequest(
+                "the attached file has \(size) bytes; this server takes files of at most \(maximumMediaBytes) bytes")
         }
         let project = try projectOf(merged.record, existing: existing, caller: caller, snapshot: snapshot)
         // A record stays in its project: moved, it would carry its children's references across the

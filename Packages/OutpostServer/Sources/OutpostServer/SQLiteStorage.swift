@@ -20,10 +20,11 @@ final class SQLiteStorage: ServerStorage {
     /// Opens (creating and migrating) the database at `path`. `durableCommits` false keeps SQLite's
     /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
     init(
-        path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true
+        path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true,
+        maximumMediaBytes: Int64 = .max
     ) throws(ServerError) {
         self.path = path
-        self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy)
+        self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (Workspace.md, the migrator's `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()

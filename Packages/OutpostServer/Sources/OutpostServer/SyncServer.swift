@@ -47,11 +47,12 @@ public struct SyncServer: Sendable {
             if let url = configuration.postgresURL {
                 try PostgresStorage(
                     url: url, assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
-                    logger: logger)
+                    maximumMediaBytes: configuration.maximumMediaBytes, logger: logger)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
-                    policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits)
+                    policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
+                    maximumMediaBytes: configuration.maximumMediaBytes)
             }
         self.storage = storage
         self.media = try MediaStore(
@@ -157,7 +158,9 @@ public struct SyncServer: Sendable {
         let metrics = self.metrics
         let bundleGate = self.bundleGate
         let readAhead = configuration.readsPullsAhead ? self.readAhead : nil
-        let rules = PushRules(assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy)
+        let rules = PushRules(
+            assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
+            maximumMediaBytes: configuration.maximumMediaBytes)
 
         router.get("health") { request, _ -> Response in
             try jsonResponse(

@@ -87,6 +87,19 @@ struct MediaQuotaTests {
         #expect(held <= 10, "\(held) bytes on disk")
     }
 
+    @Test("An attachment bigger than the server's file limit is refused at push, with why", arguments: Backend.available)
+    func anAttachmentPastTheFileLimitIsRefusedAtPush(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend) { $0.maximumMediaBytes = 5 }
+        defer { Task { await server.stop() } }
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let small = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: Data("tiny".utf8)))
+        let large = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: Data("too big".utf8)))
+        let results = try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: [issue, small, large])).results
+        #expect(results[1].outcome.appliedVersion == 1)
+        #expect(results[2].outcome.rejectedCode == .invalidRequest)
+        if case .rejected(let reason) = results[2].outcome { #expect(reason.message.contains("at most 5 bytes")) }
+    }
+
     @Test("One member's media past their quota is refused, while another member's goes", arguments: Backend.available)
     func aMemberQuotaHolds(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend) { $0.maximumMediaBytesPerUser = 10 }

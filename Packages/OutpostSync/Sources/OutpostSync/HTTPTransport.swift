@@ -300,16 +300,17 @@ public actor HTTPTransport: SyncTransport {
         _ deadline: Duration, _ exchange: @escaping @Sendable () async throws -> (Data, URLResponse)
     ) async throws -> (Data, URLResponse) {
         let answer = Task { try await exchange() }
-        let timer = Task {
-            try await Task.sleep(for: deadline)
-            answer.cancel()
-        }
+        // A dispatch timer, not a sleeping task: a busy cooperative pool (every thread in long work)
+        // woke a sleeping task 90 s late.
+        let timer = DispatchWorkItem { answer.cancel() }
+        let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
             do {
                 return try await answer.value
             } catch {
-                if timer.isCancelled == false, answer.isCancelled, !Task.isCancelled { throw URLError(.timedOut) }
+                if answer.isCancelled, !Task.isCancelled { throw URLError(.timedOut) }
                 throw error
             }
         } onCancel: {

@@ -94,8 +94,8 @@ import FoundationNetworking
             configuration: .init(baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1)), token: "t1")
         let started = ContinuousClock.now
         await #expect(throws: TransportError.self) { _ = try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
-        // Cut off at four times the request timeout (4 s), far below the 100 s the drip takes; the margin
-        // is for a loaded machine, where the deadline's task may wake late.
+        // The run gets its answer (timed out) at four times the request timeout (4 s), far below the 100 s
+        // the drip takes; the margin is for a loaded machine, where the awaiting task resumes late.
         #expect(ContinuousClock.now - started < .seconds(60), "cut off at four times the request timeout")
     }
 
