@@ -88,7 +88,14 @@ actor MediaStore {
             guard range.first == 0 else {
                 throw ServerError(status: 409, .rangeMismatch, "the server holds 0 of \(range.total) bytes; resume there")
             }
-            try await admit(range.total, sha256: sha256, for: attachmentID, of: record, by: caller, now: now)
+            do {
+                try await admit(range.total, sha256: sha256, for: attachmentID, of: record, by: caller, now: now)
+            } catch {
+                // A refused upload leaves nothing behind, its lock file included (one per attachment
+                // record, which cost nothing to push, piled up otherwise).
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(attachmentID.storageText + ".lock"))
+                throw error
+            }
         }
         var state = held ?? MediaUploadState(totalBytes: range.total, receivedBytes: 0, sha256: sha256, complete: false)
         guard !state.complete, state.totalBytes == range.total, range.first == state.receivedBytes else {

@@ -108,6 +108,9 @@ struct MediaQuotaTests {
         let alices = try await Self.attachments(files, on: server)
         #expect(try await Self.upload(files[0], to: alices[0], on: server).status == 200)
         #expect(try await Self.upload(files[1], to: alices[1], on: server).code == .payloadTooLarge)
+        let folder = URL(fileURLWithPath: server.server.configuration.mediaDirectory)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).allSatisfy { !$0.hasPrefix(alices[1].uuidString.lowercased()) },
+            "a refused upload leaves nothing behind, its lock file included")
         let carols = try await Self.attachments([files[1]], on: server, token: TestServer.carolToken)
         #expect(try await Self.upload(files[1], to: carols[0], on: server, token: TestServer.carolToken).status == 200)
     }

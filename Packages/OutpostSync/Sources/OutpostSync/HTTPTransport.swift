@@ -255,8 +255,10 @@ public actor HTTPTransport: SyncTransport {
         // refused before it is decoded, which would take several times its size again.
         if let body { counts.bytesSent += Int64(body.count) }
         // URL loading's timeout is for a silence between bytes: a server dripping a byte every few
-        // seconds held a sync for good. A whole exchange may take four times that, at most.
-        let deadline = Duration.seconds(request.timeoutInterval * 4)
+        // seconds held a sync for good. A whole exchange may take four times that, and at least the
+        // transfer timeout: a full 4 MiB pull page must still arrive over a 15 KB/s field connection
+        // (at 120 s, one over 30 KB/s timed out on every try).
+        let deadline = max(Duration.seconds(request.timeoutInterval * 4), configuration.transferTimeout)
         do {
             (data, response) = try await Self.within(deadline) {
                 if let body { return try await session.upload(for: request, from: body) }

@@ -56,8 +56,9 @@ struct PullPrefetch: Sendable {
     /// changes the caller may not see can send some; a broken one inventing cursors would never stop.
     static let maximumEmptyPages = 1_000
 
-    /// The longest cursor taken (a position per project is about 40 bytes: room for 25,000 projects).
-    static let maximumCursorBytes = 1 << 20
+    /// The longest cursor taken: a position per project is about 40 bytes, so room for the 100,000
+    /// projects a server's cursor may name, within the 8 MiB a pull request may take.
+    static let maximumCursorBytes = 6 << 20
 
     /// Refuses a page that says more follows but would make the pull go round forever: its cursor is
     /// the one it was asked with (the same page again and again), or too many pages in a row were empty.

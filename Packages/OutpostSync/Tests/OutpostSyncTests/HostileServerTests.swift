@@ -91,7 +91,9 @@ import FoundationNetworking
         ])
         defer { server.stop() }
         let transport = HTTPTransport(
-            configuration: .init(baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1)), token: "t1")
+            configuration: .init(
+                baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1), transferTimeout: .seconds(2)),
+            token: "t1")
         let started = ContinuousClock.now
         await #expect(throws: TransportError.self) { _ = try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
         // The run gets its answer (timed out) at four times the request timeout (4 s), far below the 100 s
