@@ -297,26 +297,29 @@ public actor HTTPTransport: SyncTransport {
         return (data, http)
     }
 
-    /// `exchange`'s result, or `URLError(.timedOut)` once `deadline` passes (the exchange is cancelled).
+    /// `exchange`'s result, or `URLError(.timedOut)` once `deadline` passes. The exchange is cancelled
+    /// then, and the caller gets its answer whether or not URL loading lets go of it at once: under
+    /// load, Linux's URL loading finished a cancelled exchange's dripping answer 90 s later. A
+    /// dispatch timer, not a sleeping task, so a busy cooperative pool cannot make it late.
     private static func within(
         _ deadline: Duration, _ exchange: @escaping @Sendable () async throws -> (Data, URLResponse)
     ) async throws -> (Data, URLResponse) {
         let answer = Task { try await exchange() }
-        // A dispatch timer, not a sleeping task: a busy cooperative pool (every thread in long work)
-        // woke a sleeping task 90 s late.
-        let timer = DispatchWorkItem { answer.cancel() }
+        let race = ExchangeRace()
+        let timer = DispatchWorkItem {
+            answer.cancel()
+            race.finish(.failure(URLError(.timedOut)))
+        }
         let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
         defer { timer.cancel() }
+        let waiter = Task { race.finish(await answer.result) }
+        defer { waiter.cancel() }
         return try await withTaskCancellationHandler {
-            do {
-                return try await answer.value
-            } catch {
-                if answer.isCancelled, !Task.isCancelled { throw URLError(.timedOut) }
-                throw error
-            }
+            try await withCheckedThrowingContinuation { race.wait($0) }
         } onCancel: {
             answer.cancel()
+            race.finish(.failure(CancellationError()))
         }
     }
 
@@ -414,5 +417,33 @@ final class SameOriginRedirects: NSObject, URLSessionTaskDelegate, Sendable {
 
     private static func port(of url: URL?) -> Int? {
         url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
+    }
+}
+
+/// The first of an exchange's answer, its deadline and its caller's cancellation, delivered once.
+private final class ExchangeRace: @unchecked Sendable {
+    /// Every access holds `lock`, hence `@unchecked Sendable`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
+    private var outcome: Result<(Data, URLResponse), any Error>?
+
+    /// Delivers the outcome when it is known, now or later.
+    func wait(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
+        let known = lock.withLock { () -> Result<(Data, URLResponse), any Error>? in
+            if outcome == nil { self.continuation = continuation }
+            return outcome
+        }
+        if let known { continuation.resume(with: known) }
+    }
+
+    /// Settles the race with `result` unless it is settled already.
+    func finish(_ result: Result<(Data, URLResponse), any Error>) {
+        let waiting = lock.withLock { () -> CheckedContinuation<(Data, URLResponse), any Error>? in
+            guard outcome == nil else { return nil }
+            outcome = result
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(with: result)
     }
 }
