@@ -325,6 +325,8 @@ public actor SyncEngine {
             return true
         } catch let error as TransportError {
             report.lastTransportError = error
+            // A cancelled run costs an upload no attempt either; it resumes where the server stands.
+            if error.code == .cancelled { return false }
             switch retryPolicy.decision(after: error, failedAttempts: upload.attempts + 1, using: &random) {
             case .retry:
                 try store.recordMediaFailure(of: upload.attachmentID, reason: error.description, permanently: false)
@@ -525,6 +527,13 @@ public actor SyncEngine {
     private func handle(_ error: any Error, for batch: [Mutation], report: inout SyncReport, now: Date) throws {
         guard let error = error as? TransportError else { throw error }
         report.lastTransportError = error
+        if error.code == .cancelled {
+            // The run was cut short (a background window expired), not refused: the batch goes back in
+            // line as it was, with no attempt charged and no backoff. Charged, ten short windows failed
+            // a change for good that never met a server error.
+            try store.release(batch)
+            return
+        }
         for mutation in batch {
             switch retryPolicy.decision(after: error, failedAttempts: mutation.attempts + 1, using: &random) {
             case .retry(let delay):

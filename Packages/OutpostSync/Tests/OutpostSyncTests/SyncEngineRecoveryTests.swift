@@ -212,6 +212,37 @@ extension SyncEngineTests {
     }
 
     /// An in-memory server holding nine issues of one project, pushed by another device.
+    /// A background window that expires mid-push cancels the run: that costs the batch no attempt and
+    /// no backoff, so ten short windows cannot fail a change that never met a server error.
+    @Test func aCancelledPushChargesNoAttemptAndNoBackoff() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let stalling = StallingPushTransport(base: server)
+        let engine = SyncEngine(store: device.store, transport: stalling, random: SeededGenerator(seed: 42))
+        for window in 0..<12 {
+            let run = Task { try await engine.sync(now: { self.now }) }
+            let started = ContinuousClock.now
+            while await stalling.pushes <= window, ContinuousClock.now - started < .seconds(20) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            run.cancel()
+            _ = try await run.value
+            guard await stalling.pushes > window else {
+                Issue.record("window \(window) pushed nothing: the change was held back after a cancelled run")
+                break
+            }
+        }
+        let waiting = try #require(try device.store.mutations().first { $0.recordID == issue.id })
+        #expect(waiting.status == .pending, "still waiting, not failed after twelve cut windows")
+        #expect(waiting.attempts == 0)
+        #expect(waiting.nextAttemptAt <= now, "no backoff either")
+        // The next run with the server reachable sends it at once.
+        let report = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 43))
+            .sync(now: { self.now })
+        #expect(report.pushed == 1)
+    }
+
     /// The in-memory server answers every project whatever a pull names: for a device that asked for
     /// one, it is a server sending records it was not asked for.
     @Test func recordsOfAProjectTheDeviceDidNotAskForAreQuarantinedNotStored() async throws {
@@ -424,4 +455,34 @@ actor DamagingTransport: SyncTransport {
         try await base.downloadBundle(project: project, format: format, to: destination)
     }
     var transferred: TransferCounts { get async { await base.transferred } }
+}
+
+/// A server whose pushes hang until their task is cancelled (as a background window expiring cuts them).
+actor StallingPushTransport: SyncTransport {
+    let base: InMemoryTransport
+    private(set) var pushes = 0
+
+    init(base: InMemoryTransport) {
+        self.base = base
+    }
+
+    var transferred: TransferCounts { get async { await base.transferred } }
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        pushes += 1
+        do { try await Task.sleep(for: .seconds(300)) } catch {
+            throw TransportError(.cancelled, request: "POST /push", message: "cancelled")
+        }
+        return try await base.push(request)
+    }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
 }
