@@ -166,6 +166,9 @@ extension StoreWriter {
             let stored = reads.stored(entity, id)
             (local, waiting, before) = (stored?.record, nil, stored?.clocks)
         }
+        // A page read before one already applied (two pulls at once, from two processes of one app)
+        // must not move a record back to an older version.
+        if let local, remote.record.sync.version < local.sync.version { return }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
         if let local, let waiting {

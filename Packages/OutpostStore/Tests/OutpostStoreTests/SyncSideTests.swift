@@ -23,6 +23,21 @@ import Testing
         HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server)
     }
 
+    /// Two pulls at once (an app and its extension): the page read first may be applied last.
+    @Test func anOlderPageAppliedAfterANewerOneNeverMovesARecordBack() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var issue = OutpostModels.Issue(projectID: UUID(), title: "Leak")
+        let older = remote(issue, version: 1, at: 1_000)
+        issue.title = "Leak, fixed"
+        let newer = remote(issue, version: 2, at: 2_000)
+        _ = try await store.applyPulledPage(PulledPage(changes: [newer], cursor: "2"), now: now)
+        _ = try await store.applyPulledPage(PulledPage(changes: [older], cursor: "1"), now: now)
+        let held = try #require(try store.record(.issue, id: issue.id))
+        #expect(held.sync.version == 2)
+        #expect(held["title"] == .text("Leak, fixed"))
+    }
+
     @Test func anEstimateGraphIsClaimedParentsFirst() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
