@@ -30,6 +30,8 @@ public actor SyncEngine {
     /// Whether a run is under way: a second caller (a connectivity trigger, say) must not interleave
     /// with it across its awaits, or two runs could apply pages out of order.
     private var isRunning = false
+    /// Callers waiting for the run under way to end (`runEnd()`).
+    private var runEndWaiters: [CheckedContinuation<Void, Never>] = []
     /// Why sending is on hold, until `resume()`.
     public private(set) var pause: SyncPause?
 
@@ -89,7 +91,11 @@ public actor SyncEngine {
             return report
         }
         isRunning = true
-        defer { isRunning = false }
+        defer {
+            isRunning = false
+            for waiter in runEndWaiters { waiter.resume() }
+            runEndWaiters = []
+        }
         let start = elapsed()
         let before = await transport.transferred
         let elapsed = self.elapsed
@@ -232,9 +238,23 @@ public actor SyncEngine {
         for await status in await monitor.statusChanges() {
             if Task.isCancelled { return }
             defer { wasOnline = status.isOnline }
-            guard status.isOnline, !wasOnline, let report = try? await sync(conditions: conditions) else { continue }
+            guard status.isOnline, !wasOnline, var report = try? await sync(conditions: conditions) else { continue }
+            // A run already going (one that started offline and hangs on a request bound to time out)
+            // would answer for this reconnect without having seen the connection back: wait for it to
+            // end, then run. Giving the trigger up left everything unsent until the next reconnect.
+            while report.alreadyRunning, !Task.isCancelled {
+                await runEnd()
+                guard let again = try? await sync(conditions: conditions) else { break }
+                report = again
+            }
             await onReport(report)
         }
+    }
+
+    /// Returns once no run is under way.
+    private func runEnd() async {
+        guard isRunning else { return }
+        await withCheckedContinuation { runEndWaiters.append($0) }
     }
 
     /// Stops before merging a pulled page or pushing when the server names a conflict policy other than

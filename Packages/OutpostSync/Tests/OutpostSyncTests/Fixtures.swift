@@ -176,6 +176,16 @@ struct FixedGenerator: RandomNumberGenerator {
 }
 
 
+/// Waits, napping 10 ms at a time, until `condition` holds or `limit` passes.
+func eventually(within limit: Duration, _ condition: () async -> Bool) async -> Bool {
+    let started = ContinuousClock.now
+    while ContinuousClock.now - started < limit {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}
+
 /// Waits, yielding and then napping a millisecond at a time (two seconds at most), until `condition` holds.
 func eventually(_ condition: () async -> Bool) async -> Bool {
     for attempt in 0..<2_200 {

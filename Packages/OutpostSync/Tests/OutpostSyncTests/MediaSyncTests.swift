@@ -108,6 +108,30 @@ import OutpostTesting
         #expect(try device.store.status().pendingMediaUploads == 0)
     }
 
+    /// The connection returns while a run started offline still hangs on a request that will time out:
+    /// that run ends without sending anything, and must not have swallowed the reconnect's sync.
+    @Test func aReconnectDuringARunningSyncStillSyncsOnceThatRunEnds() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = InMemoryTransport()
+        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
+        let monitor = ConnectivityMonitor(transport: server)
+        let hangingPull = HangingFirstPullTransport(base: server, hang: .seconds(2))
+        let engine = SyncEngine(store: device.store, transport: hangingPull, random: SeededGenerator(seed: 8))
+        let follower = Task { await engine.syncOnReconnect(of: monitor) }
+        defer { follower.cancel() }
+        await server.inject(.dropRequest, on: .health)
+        #expect(await monitor.checkNow() == .offline)
+
+        let hanging = Task { try await engine.sync(now: { self.now }) }
+        while await hangingPull.pulls < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await monitor.checkNow().isOnline, "back online while the run hangs")
+        let ended = try await hanging.value
+        #expect(ended.lastTransportError?.code == .timedOut && ended.pushed == 0)
+        #expect(await eventually(within: .seconds(60)) { await server.record(issue.id) != nil },
+            "the reconnect's sync ran once the hanging run ended")
+        await monitor.stop()
+    }
+
     @Test func aReturningConnectionStartsASync() async throws {
         let device = try SyncEngineTests.Device()
         let server = InMemoryTransport()
@@ -123,5 +147,38 @@ import OutpostTesting
         #expect(await monitor.checkNow().isOnline)
         #expect(await eventually { await server.record(issue.id) != nil }, "the connection came back and a sync ran")
         await monitor.stop()
+    }
+}
+
+/// A server whose first pull hangs, then times out (a request sent while offline); later ones answer.
+actor HangingFirstPullTransport: SyncTransport {
+    let base: InMemoryTransport
+    let hang: Duration
+    private(set) var pulls = 0
+
+    init(base: InMemoryTransport, hang: Duration) {
+        self.base = base
+        self.hang = hang
+    }
+
+    var transferred: TransferCounts { get async { await base.transferred } }
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        pulls += 1
+        if pulls == 1 {
+            try? await Task.sleep(for: hang)
+            throw TransportError(.timedOut, request: "POST /pull", message: "timed out")
+        }
+        return try await base.pull(request)
+    }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
     }
 }

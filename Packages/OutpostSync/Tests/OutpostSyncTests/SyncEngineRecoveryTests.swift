@@ -460,17 +460,23 @@ actor DamagingTransport: SyncTransport {
 /// A server whose pushes hang until their task is cancelled (as a background window expiring cuts them).
 actor StallingPushTransport: SyncTransport {
     let base: InMemoryTransport
+    /// How long a stalled push hangs, and how many pushes stall (the first ones).
+    let stall: Duration
+    let stallingPushes: Int
     private(set) var pushes = 0
 
-    init(base: InMemoryTransport) {
+    init(base: InMemoryTransport, stall: Duration = .seconds(300), stallingPushes: Int = .max) {
         self.base = base
+        self.stall = stall
+        self.stallingPushes = stallingPushes
     }
 
     var transferred: TransferCounts { get async { await base.transferred } }
     func health() async throws(TransportError) -> HealthResponse { try await base.health() }
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
-        do { try await Task.sleep(for: .seconds(300)) } catch {
+        guard pushes <= stallingPushes else { return try await base.push(request) }
+        do { try await Task.sleep(for: stall) } catch {
             throw TransportError(.cancelled, request: "POST /push", message: "cancelled")
         }
         return try await base.push(request)
