@@ -310,8 +310,7 @@ public actor HTTPTransport: SyncTransport {
             answer.cancel()
             race.finish(.failure(URLError(.timedOut)))
         }
-        let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
+        DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
         defer { timer.cancel() }
         let waiter = Task { race.finish(await answer.result) }
         defer { waiter.cancel() }

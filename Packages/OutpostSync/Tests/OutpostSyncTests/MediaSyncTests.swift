@@ -115,7 +115,7 @@ import OutpostTesting
         let server = InMemoryTransport()
         let issue = try await device.store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
         let monitor = ConnectivityMonitor(transport: server)
-        let hangingPull = HangingFirstPullTransport(base: server, hang: .seconds(2))
+        let hangingPull = DamagingTransport(base: server, timingOutPull: 1)
         let engine = SyncEngine(store: device.store, transport: hangingPull, random: SeededGenerator(seed: 8))
         let follower = Task { await engine.syncOnReconnect(of: monitor) }
         defer { follower.cancel() }
@@ -150,35 +150,3 @@ import OutpostTesting
     }
 }
 
-/// A server whose first pull hangs, then times out (a request sent while offline); later ones answer.
-actor HangingFirstPullTransport: SyncTransport {
-    let base: InMemoryTransport
-    let hang: Duration
-    private(set) var pulls = 0
-
-    init(base: InMemoryTransport, hang: Duration) {
-        self.base = base
-        self.hang = hang
-    }
-
-    var transferred: TransferCounts { get async { await base.transferred } }
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
-    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
-    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
-        pulls += 1
-        if pulls == 1 {
-            try? await Task.sleep(for: hang)
-            throw TransportError(.timedOut, request: "POST /pull", message: "timed out")
-        }
-        return try await base.pull(request)
-    }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        try await base.uploadMedia(chunk)
-    }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-}

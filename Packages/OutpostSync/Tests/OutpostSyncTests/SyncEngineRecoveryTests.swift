@@ -218,7 +218,7 @@ extension SyncEngineTests {
         let device = try Device()
         let server = InMemoryTransport()
         let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
-        let stalling = StallingPushTransport(base: server)
+        let stalling = DamagingTransport(base: server, stallsPushes: true)
         let engine = SyncEngine(store: device.store, transport: stalling, random: SeededGenerator(seed: 42))
         for window in 0..<12 {
             let run = Task { try await engine.sync(now: { self.now }) }
@@ -410,28 +410,50 @@ extension SyncEngineTests {
 }
 
 /// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages, and
-/// can answer one pull (counted from 1) with no connection or hold it until it is cancelled.
+/// can answer one pull (counted from 1) with no connection, hold it until it is cancelled, or hold it
+/// 2 s and then time out (a request sent while offline); and can hold every push until it is cancelled
+/// (a background window expiring).
 actor DamagingTransport: SyncTransport {
     let base: InMemoryTransport
     let damaging: UUID?
     let failingPull: Int?
     let stallingPull: Int?
+    let timingOutPull: Int?
+    let stallsPushes: Bool
     private(set) var pulls = 0
+    private(set) var pushes = 0
     /// Stalled pulls that ended because their task was cancelled.
     private(set) var cancelledPulls = 0
 
-    init(base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil, stallingPull: Int? = nil) {
+    init(
+        base: InMemoryTransport, damaging: UUID? = nil, failingPull: Int? = nil, stallingPull: Int? = nil,
+        timingOutPull: Int? = nil, stallsPushes: Bool = false
+    ) {
         self.base = base
         self.damaging = damaging
         self.failingPull = failingPull
         self.stallingPull = stallingPull
+        self.timingOutPull = timingOutPull
+        self.stallsPushes = stallsPushes
     }
 
     func health() async throws(TransportError) -> HealthResponse { try await base.health() }
-    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        pushes += 1
+        if stallsPushes {
+            do { try await Task.sleep(for: .seconds(300)) } catch {
+                throw TransportError(.cancelled, request: "POST /push", message: "cancelled")
+            }
+        }
+        return try await base.push(request)
+    }
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         pulls += 1
         if pulls == failingPull { throw TransportError(.noConnection, request: "POST /pull", message: "cut") }
+        if pulls == timingOutPull {
+            try? await Task.sleep(for: .seconds(2))
+            throw TransportError(.timedOut, request: "POST /pull", message: "timed out")
+        }
         if pulls == stallingPull {
             // A request that hangs until its task is cancelled (or 300 s pass).
             do { try await Task.sleep(for: .seconds(300)) } catch {
@@ -457,38 +479,3 @@ actor DamagingTransport: SyncTransport {
     var transferred: TransferCounts { get async { await base.transferred } }
 }
 
-/// A server whose pushes hang until their task is cancelled (as a background window expiring cuts them).
-actor StallingPushTransport: SyncTransport {
-    let base: InMemoryTransport
-    /// How long a stalled push hangs, and how many pushes stall (the first ones).
-    let stall: Duration
-    let stallingPushes: Int
-    private(set) var pushes = 0
-
-    init(base: InMemoryTransport, stall: Duration = .seconds(300), stallingPushes: Int = .max) {
-        self.base = base
-        self.stall = stall
-        self.stallingPushes = stallingPushes
-    }
-
-    var transferred: TransferCounts { get async { await base.transferred } }
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
-    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
-        pushes += 1
-        guard pushes <= stallingPushes else { return try await base.push(request) }
-        do { try await Task.sleep(for: stall) } catch {
-            throw TransportError(.cancelled, request: "POST /push", message: "cancelled")
-        }
-        return try await base.push(request)
-    }
-    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        try await base.uploadMedia(chunk)
-    }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-}
