@@ -118,6 +118,15 @@ struct PullPage: Sendable {
         let page: Set<RecordKey> = rules.assignsServerIDs ? Set(rows.map(\.key)) : []
         for (index, row) in rows.enumerated() {
             if index > 0 { json.raw(",") }
+            if row.deletion != nil {
+                // A tombstone goes out as its id, version and deletion clock: a deleted issue's "gate code
+                // 4471" went to every member, future ones included. The contents stay on the server, for
+                // the merge of a member's write to the record (its conflict answer carries them).
+                var tombstone = row
+                tombstone.clocksJSON = "{}"
+                Self.write(tombstone, fields: "{}", clocks: nil, into: &json)
+                continue
+            }
             var fields = row.fieldsJSON
             if rules.assignsServerIDs, !row.entity.description.parents.isEmpty {
                 let wire = rules.wireRecord(try row.decoded(), page: page) { parents[$0] }

@@ -150,6 +150,10 @@ struct SecurityTests {
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
         ])).results
         #expect(before[0].outcome.appliedVersion == 1)
+        let aliceSees = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
+        let carolsMemberRecord = try #require(aliceSees.first {
+            $0.entity == .member && $0.fields["userID"] == .uuid(TestServer.carol) && $0.fields["projectID"] == .uuid(TestServer.projectA)
+        }?.recordID)
         #expect(try await server.server.removeMember(TestServer.carol, from: TestServer.projectA))
         let after = try await carol.push(PushRequest(mutations: [
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
@@ -159,7 +163,7 @@ struct SecurityTests {
         #expect(bundle.status == 403)
         // Alice, still a member, pulls the tombstone of Carol's member record.
         let pulled = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
-        #expect(pulled.contains { $0.entity == .member && $0.fields["userID"] == .uuid(TestServer.carol) && $0.isDeleted })
+        #expect(pulled.contains { $0.entity == .member && $0.recordID == carolsMemberRecord && $0.isDeleted })
         // Carol keeps project B; a revoked token loses everything.
         #expect(try await carol.push(PushRequest(mutations: [
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB)),

@@ -182,7 +182,8 @@ struct StorageTests {
         }
         let sharedForms = try forms(shared)
         #expect(sharedForms[whole.recordID] == "clock")
-        #expect(sharedForms[deleted.recordID] == "clock")
+        #expect(sharedForms[deleted.recordID] == "clocks", "a tombstone carries no clocks to share")
+        #expect(sharedPage.changes.first { $0.recordID == deleted.recordID }?.fields.isEmpty == true)
         #expect(sharedForms[edited.recordID] == "clock+clocks")
         #expect(try forms(full).values.allSatisfy { $0 == "clocks" })
         // The edited record's `clocks` holds only the field edited later.
@@ -274,9 +275,11 @@ struct StorageTests {
             #expect(try PullResponse(json: Data(shared)) == expected, "round \(round)")
             #expect(try WireJSON.decoder().decode(PullResponse.self, from: Data(shared)) == expected, "round \(round)")
             #expect(shared.count <= full.count, "round \(round)")
-            if round % 2 == 1 {
+            if round % 2 == 1, rows.contains(where: { $0.deletion == nil && $0.fieldsJSON.contains("projectID") }) {
                 #expect(expected.changes.contains { $0.fields["projectID"] == .text("42") }, "round \(round)")
             }
+            // Tombstones travel without contents in either form.
+            #expect(expected.changes.filter(\.isDeleted).allSatisfy { $0.fields.isEmpty && $0.clocks.isEmpty }, "round \(round)")
         }
         #expect(withOthers > 200)
     }

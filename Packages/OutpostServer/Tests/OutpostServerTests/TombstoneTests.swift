@@ -3,7 +3,7 @@ import OutpostModels
 import OutpostSync
 import Testing
 
-/// What a deleted record leaves travelling.
+/// What a deleted record leaves travelling: its id, version and deletion clock in pulls, nothing in bundles.
 @Suite("Tombstones and bundles")
 struct TombstoneTests {
     @Test("A deleted issue's text is not in the project's bundle, in either format", arguments: Backend.available)
@@ -29,5 +29,39 @@ struct TombstoneTests {
         // A device that held the issue learns of the delete from its pull, which still carries the tombstone.
         let page = try await alice.pull(PullRequest(cursor: nil, limit: 1_000))
         #expect(page.changes.first { $0.recordID == issue.recordID }?.isDeleted == true)
+    }
+
+    @Test("A deleted issue's text is not in any member's pull, a future member's included, in either clock form", arguments: Backend.available)
+    func pullsCarryTombstonesWithoutContents(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let secret = "gate code 4471"
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: secret))
+        _ = try await alice.push(PushRequest(mutations: [issue]))
+        _ = try await alice.push(PushRequest(mutations: [
+            PushMutation(idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 1,
+                deletion: Sample.clock(5_000)),
+        ]))
+        for (token, shared) in [(TestServer.aliceToken, true), (TestServer.aliceToken, false), (TestServer.carolToken, false)] {
+            let answer = try await server.send(
+                "POST", "/pull", token: token,
+                body: try wireJSON(PullRequest(cursor: nil, limit: 1_000, acceptsSharedClock: shared)))
+            #expect(answer.status == 200)
+            #expect(answer.body.range(of: Data(secret.utf8)) == nil, "the pull carries the deleted text")
+            let tombstone = try #require(try PullResponse(json: answer.body).changes.first { $0.recordID == issue.recordID })
+            #expect(tombstone.isDeleted && tombstone.version == 2 && tombstone.deletion != nil)
+            #expect(tombstone.fields.isEmpty && tombstone.clocks.isEmpty)
+        }
+        // A member who writes to the deleted record meets its last contents in the conflict's answer:
+        // the device that merges needs them, and a member who may write could bring it back and read it.
+        let stale = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["status": .text("resolved")], clock: Sample.clock(-30_000)),
+        ])).results
+        guard case .conflict(let record) = stale.first?.outcome else {
+            Issue.record("a stale edit of a tombstone is a conflict, got \(String(describing: stale.first?.outcome))")
+            return
+        }
+        #expect(record.isDeleted && record.fields["title"] == .text(secret))
     }
 }

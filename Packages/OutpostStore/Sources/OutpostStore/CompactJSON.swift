@@ -210,6 +210,17 @@ extension FieldClocks.Stored {
                 json.raw("]")
             }
         }
+        if let deferredTombstone {
+            json.raw(",\"deferredTombstone\":{\"deletion\":")
+            json.string(deferredTombstone.deletion.encoded)
+            json.raw(",\"version\":")
+            json.integer(deferredTombstone.version)
+            json.raw("}")
+        }
+        if let heldVersion {
+            json.raw(",\"heldVersion\":")
+            json.integer(heldVersion)
+        }
         if let server {
             if server == fields {
                 json.raw(",\"serverAsFields\":true")

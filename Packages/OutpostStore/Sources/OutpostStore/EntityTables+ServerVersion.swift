@@ -39,9 +39,11 @@ extension EntityTables {
     /// cannot send the replaced values back as fresh edits. Inside the caller's transaction.
     public static func replaceWithServerVersion(_ stored: EntityRecord, by remote: EntityRecord, in db: Database) throws {
         try save(remote, in: db)
-        guard stored.fields != remote.fields else { return }
         var clocks = try FieldClocks.read(remote.entity, remote.id, in: db)
             ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+        // The row now holds the values of `remote`'s version, whatever a contents-less tombstone left.
+        guard stored.fields != remote.fields || clocks.heldVersion != nil else { return }
+        clocks.heldVersion = nil
         FieldClocks.notePulledChanges(from: stored, to: remote, in: &clocks)
         try FieldClocks.write(clocks, remote.entity, remote.id, in: db)
     }

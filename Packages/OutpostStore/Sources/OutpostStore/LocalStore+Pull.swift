@@ -118,7 +118,11 @@ extension StoreWriter {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
-                if let problem = sharedServerID[.init(entity: entity, id: id)] ?? Quarantine.problem(with: translated.record) {
+                // A pulled tombstone comes without its contents: there is nothing to check.
+                let contentless = translated.isContentlessTombstone
+                if let problem = sharedServerID[.init(entity: entity, id: id)]
+                    ?? (contentless ? nil : Quarantine.problem(with: translated.record))
+                {
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
                         stream: page.stream, in: db)
@@ -169,6 +173,10 @@ extension StoreWriter {
         // A page read before one already applied (two pulls at once, from two processes of one app)
         // must not move a record back to an older version.
         if let local, remote.record.sync.version < local.sync.version { return }
+        if remote.isContentlessTombstone {
+            try applyContentless(remote, over: local, waiting: waiting != nil, clocks: before, report: &report, db: db)
+            return
+        }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
         if let local, let waiting {
@@ -207,6 +215,9 @@ extension StoreWriter {
             clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
             report.applied += 1
         }
+        if let deferred = before?.deferredTombstone, deferred.version > remote.record.sync.version {
+            clocks.deferredTombstone = deferred  // an answer older than the delete this device has heard of
+        }
         if let local {
             clocks.pulled = before?.pulled
             FieldClocks.notePulledChanges(from: local, to: written, in: &clocks)
@@ -221,6 +232,40 @@ extension StoreWriter {
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
         }
+    }
+
+    /// A tombstone a pull sent without its contents (the server keeps them). A record this device never
+    /// held stores nothing. One with a change still to send is left as it is: without the server's last
+    /// values the device cannot tell which of its edits lost to a change the delete hid, so the change
+    /// goes out on the version it was made on and its conflict answer brings the tombstone whole (the
+    /// delete is kept as `deferredTombstone`, for an answer that acknowledges the change instead). Else
+    /// the held copy is deleted at the tombstone's version, keeping its values, and `heldVersion` names
+    /// the version they are of: a later save over it goes out on that version, for the same reason.
+    private func applyContentless(
+        _ remote: VersionedRecord, over local: EntityRecord?, waiting: Bool, clocks before: FieldClocks.Stored?,
+        report: inout PullReport, db: Database
+    ) throws {
+        guard let local, let deletion = remote.deletion else { return }
+        var clocks = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+        if waiting {
+            if (clocks.deferredTombstone?.version ?? 0) < remote.record.sync.version {
+                clocks.deferredTombstone = .init(version: remote.record.sync.version, deletion: deletion)
+                try FieldClocks.write(clocks, local.entity, local.id, in: db)
+            }
+            return
+        }
+        var written = local
+        written.sync.version = remote.record.sync.version
+        written.sync.deletedAt = remote.record.sync.deletedAt ?? remote.deletion?.date
+        written.sync.updatedAt = max(local.sync.updatedAt, remote.record.sync.updatedAt)
+        written.sync.syncStatus = .synced
+        clocks.deletion = deletion
+        clocks.heldVersion = clocks.heldVersion ?? local.sync.version
+        clocks.deferredTombstone = nil
+        try EntityTables.save(written, in: db)
+        try FieldClocks.write(clocks, local.entity, local.id, in: db)
+        report.applied += 1
+        report.orphaned += try EntityTables.flagOrphans(childrenOf: local.entity, id: local.id, in: db)
     }
 
     private func receive(_ stamp: HybridTimestamp, now: Date) throws -> HybridTimestamp {
@@ -345,4 +390,9 @@ enum ServerIDs {
         guard translated else { return change }
         return try VersionedRecord(record: record, clocks: change.clocks, deletion: change.deletion)
     }
+}
+
+extension VersionedRecord {
+    /// A tombstone as a server's pull sends it, without the record's last values and clocks.
+    var isContentlessTombstone: Bool { deletion != nil && record.fields.isEmpty }
 }

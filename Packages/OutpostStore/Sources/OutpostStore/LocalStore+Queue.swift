@@ -96,7 +96,31 @@ extension LocalStore {
                 arguments: [mutation.recordID.storageText]) ?? 0
             if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
             try EntityTables.save(record, in: db)
+            try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
         }
+    }
+
+    /// A delete pulled without contents while the record had a change to send (see
+    /// `FieldClocks.Stored.deferredTombstone`): once nothing of the record waits, the server's later
+    /// delete applies, the row's values being those of the acknowledged version.
+    private static func applyDeferredTombstone(
+        of record: EntityRecord, acknowledgedAt serverVersion: Int64, unfinished: Int, in db: Database
+    ) throws {
+        guard var clocks = try FieldClocks.read(record.entity, record.id, in: db), let deferred = clocks.deferredTombstone,
+            serverVersion >= deferred.version || unfinished == 0
+        else { return }
+        clocks.deferredTombstone = nil
+        if serverVersion < deferred.version {
+            var deleted = record
+            deleted.sync.version = deferred.version
+            deleted.sync.deletedAt = deferred.deletion.date
+            deleted.sync.syncStatus = .synced
+            clocks.deletion = deferred.deletion
+            clocks.heldVersion = serverVersion
+            try EntityTables.save(deleted, in: db)
+            _ = try EntityTables.flagOrphans(childrenOf: record.entity, id: record.id, in: db)
+        }
+        try FieldClocks.write(clocks, record.entity, record.id, in: db)
     }
 
     /// The server's record moved on since the mutation was made (a push conflict). Once that record is

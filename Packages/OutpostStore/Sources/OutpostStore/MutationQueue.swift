@@ -357,15 +357,27 @@ enum FieldClocks {
         /// at an older version held, so saving that copy can tell the fields its user changed from
         /// those that are merely out of date (see `StaleCopy`).
         var pulled: [String: [PulledChange]]?
+        /// Set on a record deleted by a tombstone pulled without contents: the server version this
+        /// device's values are of, older than the row's. A save over the tombstone goes out on it, so the
+        /// server answers with its last values for the merge instead of applying the save over values
+        /// this device never saw.
+        var heldVersion: Int64?
+        /// A tombstone pulled without contents while a change of the record waited to be sent. The
+        /// change goes out first: a conflict answer brings the tombstone whole for the merge, and an
+        /// acknowledgement (a change the server had applied before the delete, answered again) deletes
+        /// the record then, since the pull that carried the tombstone has moved on.
+        var deferredTombstone: DeferredTombstone?
 
         init(
             fields: [String: HybridTimestamp], deletion: HybridTimestamp?, server: [String: HybridTimestamp]?,
-            pulled: [String: [PulledChange]]? = nil
+            pulled: [String: [PulledChange]]? = nil, heldVersion: Int64? = nil, deferredTombstone: DeferredTombstone? = nil
         ) {
             self.fields = fields
             self.deletion = deletion
             self.server = server
             self.pulled = pulled
+            self.heldVersion = heldVersion
+            self.deferredTombstone = deferredTombstone
         }
 
         /// The newest clock of a value or of the delete: what a local write over this record must follow.
@@ -398,6 +410,8 @@ enum FieldClocks {
             var serverByClock: [String: [String]]?
             var serverAsFields: Bool?
             var pulled: [String: [PulledChange]]?
+            var heldVersion: Int64?
+            var deferredTombstone: DeferredTombstone?
         }
 
         /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
@@ -410,7 +424,9 @@ enum FieldClocks {
                 for name in FieldClocks.catalogNames(of: entity) { fields[name] = shared }
             }
             let server = columns.serverAsFields == true ? fields : try clocks(columns.server, columns.serverByClock)
-            return Stored(fields: fields, deletion: columns.deletion, server: server, pulled: columns.pulled)
+            return Stored(
+                fields: fields, deletion: columns.deletion, server: server, pulled: columns.pulled,
+                heldVersion: columns.heldVersion, deferredTombstone: columns.deferredTombstone)
         }
 
         /// Clocks stored one per field, grouped by clock, or both; nil if neither.
@@ -443,6 +459,13 @@ enum FieldClocks {
 
     private static let catalogNamesByEntity: [EntityType: [String]] = Dictionary(
         uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, $0.fields.map(\.name)) })
+
+    /// A server's delete of a record at `version`, stamped `deletion`, not yet applied (see
+    /// `Stored.deferredTombstone`).
+    struct DeferredTombstone: Codable, Hashable {
+        var version: Int64
+        var deletion: HybridTimestamp
+    }
 
     /// A field's value replaced by a pull: `previous` was held from version `since` (0: as far back as
     /// the device knows) until version `version` brought another.

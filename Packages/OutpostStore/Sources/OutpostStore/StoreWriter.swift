@@ -153,6 +153,10 @@ actor StoreWriter {
         var clocks = stored ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
         for field in changed { clocks.fields[field] = stamp }
         clocks.deletion = deletion
+        // A save over a tombstone pulled without contents goes out on the version this device's values
+        // are of (see `FieldClocks.Stored.heldVersion`); from then on the queued change carries it.
+        let baseVersion = operation == .update && stored?.deletion != nil ? stored?.heldVersion ?? record.sync.version : record.sync.version
+        clocks.heldVersion = nil
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
 
         let fields = Dictionary(uniqueKeysWithValues: changed.map { ($0, record[$0]) })
@@ -163,7 +167,7 @@ actor StoreWriter {
         let audit = try AuditTrail.append(
             entity: record.entity, recordID: record.id, operation: operation, fields: encodedFields, at: now, in: db)
         try MutationQueue.enqueue(
-            entity: record.entity, recordID: record.id, operation: operation, baseVersion: record.sync.version,
+            entity: record.entity, recordID: record.id, operation: operation, baseVersion: baseVersion,
             payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
             fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)

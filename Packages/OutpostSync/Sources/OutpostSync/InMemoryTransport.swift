@@ -106,8 +106,19 @@ public actor InMemoryTransport: SyncTransport {
             let pending = records.values.filter { $0.sequence > after }.sorted { $0.sequence < $1.sequence }
             let page = Array(pending.prefix(min(request.limit, maximumPullLimit)))
             return PullResponse(
-                changes: page, nextCursor: String(page.last?.sequence ?? after), hasMore: pending.count > page.count)
+                changes: page.map(Self.asPulled), nextCursor: String(page.last?.sequence ?? after),
+                hasMore: pending.count > page.count)
         }
+    }
+
+    /// A record as the server's pull sends it: a tombstone without its contents, which stay on the
+    /// server for the conflict answer of a member's write to it.
+    private static func asPulled(_ record: ServerRecord) -> ServerRecord {
+        guard record.isDeleted else { return record }
+        var tombstone = record
+        tombstone.fields = [:]
+        tombstone.clocks = [:]
+        return tombstone
     }
 
     public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
