@@ -193,9 +193,11 @@ extension FieldClocks.Stored {
             json.raw("\"byClock\":")
             json.groupedByClock(fields)
         }
-        if let pulled {
-            json.raw(",\"pulled\":")
-            try json.object(pulled) { json, changes in
+        let histories: [(StaticString, [String: [FieldClocks.PulledChange]]?)] = [(",\"pulled\":", pulled), (",\"written\":", written)]
+        for (key, history) in histories {
+            guard let history else { continue }
+            json.raw(key)
+            try json.object(history) { json, changes in
                 json.raw("[")
                 for (index, change) in changes.enumerated() {
                     if index > 0 { json.raw(",") }

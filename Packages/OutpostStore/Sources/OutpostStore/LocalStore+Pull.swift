@@ -220,6 +220,7 @@ extension StoreWriter {
         }
         if let local {
             clocks.pulled = before?.pulled
+            clocks.written = before?.written
             FieldClocks.notePulledChanges(from: local, to: written, in: &clocks)
         }
         if !written.sync.isDeleted {

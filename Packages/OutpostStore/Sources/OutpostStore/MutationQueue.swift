@@ -357,6 +357,11 @@ enum FieldClocks {
         /// at an older version held, so saving that copy can tell the fields its user changed from
         /// those that are merely out of date (see `StaleCopy`).
         var pulled: [String: [PulledChange]]?
+        /// Per field, the last few values a local write replaced, oldest first, keyed by the
+        /// `updatedAt` milliseconds of the writes (each write moves it forward, see `StoreWriter.save`):
+        /// what a copy read before another task's or process's write held, so saving it changes only
+        /// what its own user changed (see `StaleCopy.reconcileLocal`).
+        var written: [String: [PulledChange]]?
         /// Set on a record deleted by a tombstone pulled without contents: the server version this
         /// device's values are of, older than the row's. A save over the tombstone goes out on it, so the
         /// server answers with its last values for the merge instead of applying the save over values
@@ -370,12 +375,14 @@ enum FieldClocks {
 
         init(
             fields: [String: HybridTimestamp], deletion: HybridTimestamp?, server: [String: HybridTimestamp]?,
-            pulled: [String: [PulledChange]]? = nil, heldVersion: Int64? = nil, deferredTombstone: DeferredTombstone? = nil
+            pulled: [String: [PulledChange]]? = nil, written: [String: [PulledChange]]? = nil, heldVersion: Int64? = nil,
+            deferredTombstone: DeferredTombstone? = nil
         ) {
             self.fields = fields
             self.deletion = deletion
             self.server = server
             self.pulled = pulled
+            self.written = written
             self.heldVersion = heldVersion
             self.deferredTombstone = deferredTombstone
         }
@@ -410,6 +417,7 @@ enum FieldClocks {
             var serverByClock: [String: [String]]?
             var serverAsFields: Bool?
             var pulled: [String: [PulledChange]]?
+            var written: [String: [PulledChange]]?
             var heldVersion: Int64?
             var deferredTombstone: DeferredTombstone?
         }
@@ -426,7 +434,7 @@ enum FieldClocks {
             let server = columns.serverAsFields == true ? fields : try clocks(columns.server, columns.serverByClock)
             return Stored(
                 fields: fields, deletion: columns.deletion, server: server, pulled: columns.pulled,
-                heldVersion: columns.heldVersion, deferredTombstone: columns.deferredTombstone)
+                written: columns.written, heldVersion: columns.heldVersion, deferredTombstone: columns.deferredTombstone)
         }
 
         /// Clocks stored one per field, grouped by clock, or both; nil if neither.
@@ -468,7 +476,8 @@ enum FieldClocks {
     }
 
     /// A field's value replaced by a pull: `previous` was held from version `since` (0: as far back as
-    /// the device knows) until version `version` brought another.
+    /// the device knows) until version `version` brought another. In `Stored.written`, by a local write:
+    /// the same, with `updatedAt` milliseconds for versions.
     struct PulledChange: Codable, Hashable {
         var version: Int64
         var since: Int64
@@ -478,6 +487,19 @@ enum FieldClocks {
     /// How many replaced values are kept per field. A copy older than all of them is still handled
     /// safely (see `StaleCopy`), only less precisely.
     static let keptChanges = 4
+
+    /// Notes, in `clocks`, the fields a local write changed on their way from `before` to `after`, by
+    /// `after`'s `updatedAt`.
+    static func noteLocalChanges(of fields: [String], from before: EntityRecord, to after: EntityRecord, in clocks: inout Stored) {
+        let at = after.sync.updatedAt.storageMilliseconds
+        for field in fields where before[field] != after[field] {
+            var changes = clocks.written?[field] ?? []
+            changes.append(PulledChange(version: at, since: changes.last?.version ?? 0, previous: before[field]))
+            if changes.count > keptChanges { changes.removeFirst(changes.count - keptChanges) }
+            clocks.written = clocks.written ?? [:]
+            clocks.written?[field] = changes
+        }
+    }
 
     /// Notes, in `clocks`, the fields a pull or merge changed on their way from `before` to `after`.
     static func notePulledChanges(from before: EntityRecord, to after: EntityRecord, in clocks: inout Stored) {

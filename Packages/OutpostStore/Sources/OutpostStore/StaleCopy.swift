@@ -21,7 +21,9 @@ import OutpostModels
 /// - the copy is older than the values kept: which is the user's cannot be told, so the stored value
 ///   stays and the copy's value is surfaced as a conflict for the user to override or discard.
 ///
-/// A copy at the stored version (the usual case) is written as it is.
+/// A copy at the stored version (the usual case) is written as it is. A copy read before another local
+/// write (a widget's, a share extension's, another task's) is judged the same way by the values local
+/// writes replaced (`reconcileLocal`), so it never reverts that write either.
 enum StaleCopy {
     /// The fields of `copy` reconciled with `stored`, and the conflicts to surface once it is written.
     static func reconcile(
@@ -39,6 +41,29 @@ enum StaleCopy {
                 } else {
                     surfaced.append(Surfaced(field: field, losing: stored[field], side: .server))
                 }
+            } else {
+                result[field] = stored[field]
+                surfaced.append(Surfaced(field: field, losing: copy[field], side: .client))
+            }
+        }
+        return (result, surfaced)
+    }
+
+    /// The fields of `copy`, read at `readAt` (its `updatedAt` in milliseconds) and saved after another
+    /// local write of the record (another task or process of the app), reconciled with `stored`: a
+    /// field that write changed keeps the stored value unless the copy holds something else than it
+    /// read, which is its own user's edit and written (the later save of one field wins, as one after
+    /// the other would). A copy older than the kept history keeps the stored value and surfaces its own.
+    static func reconcileLocal(
+        _ copy: EntityRecord, readAt: Int64, with stored: EntityRecord, clocks: FieldClocks.Stored?
+    ) -> (EntityRecord, [Surfaced]) {
+        guard let history = clocks?.written else { return (copy, []) }
+        var result = copy
+        var surfaced: [Surfaced] = []
+        for field in copy.entity.description.fields.map(\.name) where copy[field] != stored[field] {
+            guard let change = history[field]?.first(where: { $0.version > readAt }) else { continue }
+            if change.since <= readAt {
+                if copy[field] == change.previous ?? .null { result[field] = stored[field] }
             } else {
                 result[field] = stored[field]
                 surfaced.append(Surfaced(field: field, losing: copy[field], side: .client))

@@ -100,6 +100,13 @@ actor StoreWriter {
             if let stored, isStale {
                 (written, surfaced) = StaleCopy.reconcile(record, with: stored, clocks: clocksBefore)
             }
+            // Read before another local write: `updatedAt` moves forward with every write of the record.
+            let readAt = record.sync.updatedAt.storageMilliseconds
+            if let stored, !stored.sync.isDeleted, readAt < stored.sync.updatedAt.storageMilliseconds {
+                let (local, more) = StaleCopy.reconcileLocal(written, readAt: readAt, with: stored, clocks: clocksBefore)
+                written = local
+                surfaced += more
+            }
             // Writing to a tombstone brings the record back with every field.
             let isCreate = stored == nil || stored?.sync.isDeleted == true
             let changed = record.entity.description.fields.map(\.name).filter { name in
@@ -109,16 +116,18 @@ actor StoreWriter {
             if let error = written.forbiddenCharacterError(in: changed) { throw error }
             written.sync = SyncMetadata(
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
-                createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: now, deletedAt: nil,
-                syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
+                createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: Self.writeTime(after: stored, now: now),
+                deletedAt: nil, syncStatus: .pending, isOrphaned: stored?.sync.isOrphaned ?? record.sync.isOrphaned)
             // A tombstone the server holds (version above 0) comes back as an update of the server's
             // version: the server answers a create of a record it has with a conflict, every time.
             let operation: MutationOperation = isCreate && (stored?.sync.version ?? 0) == 0 ? .create : .update
             // After every clock the record carries, even when this device's time is behind them: a write
             // stamped before the value it replaces would lose to it, and the server would keep that value.
             let stamp = clock.tick(now: now, after: clocksBefore?.newest)
+            var clocks = clocksBefore ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+            if let stored, !isCreate { FieldClocks.noteLocalChanges(of: changed, from: stored, to: written, in: &clocks) }
             try commit(
-                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocksBefore, db: db,
+                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocks, db: db,
                 now: now)
             if isStale, let clocksBefore {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
@@ -126,6 +135,14 @@ actor StoreWriter {
             try alongside?(db)
             return (written, operation)
         }
+    }
+
+    /// A local write's `updatedAt`: now, or a millisecond after the stored one, so every write of a
+    /// record moves it forward and a copy's `updatedAt` tells which writes it was read before.
+    static func writeTime(after stored: EntityRecord?, now: Date) -> Date {
+        guard let stored else { return now }
+        let next = stored.sync.updatedAt.storageMilliseconds + 1
+        return now.storageMilliseconds >= next ? now : Date(storageMilliseconds: next)
     }
 
     /// Soft-deletes the record: a tombstone that syncs, never a missing row.
@@ -136,8 +153,9 @@ actor StoreWriter {
             }
             let clocks = try FieldClocks.read(entity, id, in: db)
             let stamp = clock.tick(now: now, after: clocks?.newest)
+            let updatedAt = Self.writeTime(after: record, now: now)
             record.sync.deletedAt = now
-            record.sync.updatedAt = now
+            record.sync.updatedAt = updatedAt
             record.sync.syncStatus = .pending
             try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, clocks: clocks, db: db, now: now)
             return record

@@ -110,4 +110,54 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.status == .open, "a copy of the current version writes what it holds")
         #expect(try store.openConflicts().isEmpty)
     }
+
+    @Test func aCopyReadBeforeAnotherLocalWriteChangesOnlyWhatItsUserChanged() async throws {
+        // A detail screen reads an issue; a widget (another task, or another process of the app) then
+        // resolves it; the screen saves an edit of the details. Every write lands in one millisecond.
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let now = Date(timeIntervalSince1970: 1_795_000_000)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.save(issue, now: now)
+        let detailScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var widget = try #require(try store.fetch(Issue.self, id: issue.id))
+        widget.status = .resolved
+        try await store.save(widget, now: now)
+        var edited = detailScreen
+        edited.details = "Under the sink"
+        try await store.save(edited, now: now)
+        var stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(stored.status == .resolved, "the widget's write is not reverted")
+        #expect(stored.details == "Under the sink")
+        #expect(try store.mutations().allSatisfy { $0.fields["status"] != .text("open") }, "nothing sends the old status")
+
+        // The same once the widget's write is acknowledged by the server.
+        for mutation in try store.claimMutations(limit: 10, now: now) {
+            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: now)
+        }
+        var late = detailScreen
+        late.title = "Leak under the sink"
+        try await store.save(late, now: now)
+        stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(stored.status == .resolved && stored.details == "Under the sink" && stored.title == "Leak under the sink")
+        #expect(try store.mutations(status: .pending).map(\.fields) == [["title": .text("Leak under the sink")]])
+        #expect(try store.openConflicts().isEmpty)
+    }
+
+    @Test func twoCopiesEditingTheSameFieldKeepTheLaterSave() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let now = Date(timeIntervalSince1970: 1_795_000_000)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.save(issue, now: now)
+        var first = try #require(try store.fetch(Issue.self, id: issue.id))
+        var second = first
+        first.status = .inProgress
+        try await store.save(first, now: now)
+        second.status = .resolved
+        try await store.save(second, now: now)
+        // Both are this device's users' edits of the field: the later one is written, as it would be
+        // one after the other.
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved)
+    }
 }
