@@ -32,6 +32,7 @@ public enum LocalSchema {
         MigrationStep(
             version: 12, name: "2.9: a project's issue list in creation order from its index", sql: version12,
             droppingRedundantIndexes: ["issues_listing"]),
+        MigrationStep(version: 13, name: "3.0: a mutation's claim names its owner and expires", sql: version13),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -387,5 +388,13 @@ extension LocalSchema {
             project_id, deleted_at, created_at, id, status, server_id, version, updated_at, sync_status, title,
             description, priority, assignee_id, latitude, longitude, asset_id, model_element_id, is_orphaned, details);
         DROP INDEX issues_listing;
+        """
+
+    /// Who claimed an in-flight mutation (`pid:host:instance`) and until when (milliseconds): another
+    /// process on the file leaves a live claim alone and takes one whose owner is gone or whose lease
+    /// ran out. A mutation in flight from an older build has neither, so it counts as expired.
+    static let version13 = """
+        ALTER TABLE mutation_queue ADD COLUMN claimed_by TEXT;
+        ALTER TABLE mutation_queue ADD COLUMN claim_expires_at INTEGER NOT NULL DEFAULT 0;
         """
 }

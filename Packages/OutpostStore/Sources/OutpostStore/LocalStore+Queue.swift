@@ -12,24 +12,49 @@ extension LocalStore {
     /// wait on each other, so one that keeps failing holds back only what depends on it. A mutation
     /// that cannot be read (its payload or its audit entry damaged or gone) is failed with why, in the
     /// same transaction, instead of stopping every other one.
-    public func claimMutations(syncClass: SyncClass = .structured, limit: Int, now: Date) throws(StoreError) -> [Mutation] {
-        try write { db in
+    ///
+    /// The claim names this store as its owner and holds for `lease`: another store on the file (the
+    /// app's share extension, a second `outpost sync`) leaves it alone while it holds, and takes it
+    /// once it ran out or its process is gone. A lease longer than the longest exchange keeps a slow
+    /// push from being sent twice; a shorter one would only cost a duplicate the server recognizes.
+    public func claimMutations(
+        syncClass: SyncClass = .structured, limit: Int, now: Date, lease: Duration = .seconds(300)
+    ) throws(StoreError) -> [Mutation] {
+        let owner = claimOwner.text
+        let expires = now.addingTimeInterval(Double(lease.components.seconds)).storageMilliseconds
+        return try write { db in
+            let gone = try Self.goneOwners(in: db)
             // Until something readable is claimed or nothing is left: an empty answer means "nothing to
             // send", so a batch of unreadable mutations alone must not end a run with others waiting.
             while true {
-                let (claimed, failedAny) = try Self.claim(syncClass: syncClass, limit: limit, now: now, in: db)
+                let (claimed, failedAny) = try Self.claim(
+                    syncClass: syncClass, limit: limit, now: now, owner: owner, expires: expires, gone: gone, in: db)
                 if !claimed.isEmpty || !failedAny { return claimed }
             }
         }
     }
 
+    /// The owners of claims in flight whose processes are gone, as a JSON array for `json_each`.
+    private static func goneOwners(in db: Database) throws -> String {
+        let owners = try String.fetchAll(
+            db, sql: "SELECT DISTINCT claimed_by FROM mutation_queue WHERE status = 'inFlight' AND claimed_by IS NOT NULL")
+        let gone = owners.filter(ClaimOwner.isGone)
+        return String(decoding: try JSONEncoder().encode(gone), as: UTF8.self)
+    }
+
+    /// Whether an in-flight mutation's claim may be taken: its lease ran out (or it has none, from an
+    /// older build) or its owner's process is gone. Arguments: now, then `goneOwners`.
+    private static let claimIsStale =
+        "(m.claim_expires_at <= ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
+
     /// One claim of `claimMutations`; also says whether any claimed mutation was failed as unreadable.
     private static func claim(
-        syncClass: SyncClass, limit: Int, now: Date, in db: Database
+        syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, gone: String, in db: Database
     ) throws -> (claimed: [Mutation], failedAny: Bool) {
         let seqs = try Int64.fetchAll(db, sql: """
             SELECT m.seq FROM mutation_queue AS m
-            WHERE m.status = 'pending' AND m.sync_class = ? AND m.next_attempt_at <= ?
+            WHERE (m.status = 'pending' OR (m.status = 'inFlight' AND \(claimIsStale)))
+              AND m.sync_class = ? AND m.next_attempt_at <= ?
               AND NOT EXISTS (
                 SELECT 1 FROM mutation_queue AS e
                 WHERE e.record_id = m.record_id AND e.seq < m.seq AND e.status != 'done')
@@ -38,12 +63,12 @@ extension LocalStore {
                 JOIN mutation_queue AS p ON p.record_id = d.value
                 WHERE p.operation = 'create' AND p.status != 'done')
             ORDER BY m.seq LIMIT ?
-            """, arguments: [syncClass.rawValue, now.storageMilliseconds, limit])
+            """, arguments: [now.storageMilliseconds, gone, syncClass.rawValue, now.storageMilliseconds, limit])
         guard !seqs.isEmpty else { return ([], false) }
         let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
         try db.execute(
-            sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1 WHERE seq IN (\(marks))",
-            arguments: StatementArguments(seqs))
+            sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1, claimed_by = ?, claim_expires_at = ? WHERE seq IN (\(marks))",
+            arguments: [owner, expires] + StatementArguments(seqs))
         let (claimed, unreadable) = try MutationQueue.readable(sequences: seqs, in: db)
         for (sequence, reason) in unreadable {
             try db.execute(
@@ -53,11 +78,15 @@ extension LocalStore {
         return (claimed, !unreadable.isEmpty)
     }
 
-    /// Puts mutations found in flight (the app stopped before the server answered) back in line.
+    /// Puts mutations found in flight whose claim is stale back in line: the process that claimed them
+    /// is gone (the app stopped before the server answered) or its lease ran out. A claim another live
+    /// process holds (the share extension mid-push) is left alone. Returns how many.
     @discardableResult
-    public func requeueInFlightMutations() throws(StoreError) -> Int {
+    public func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
-            try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status = 'inFlight'")
+            try db.execute(
+                sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
+                arguments: [now.storageMilliseconds, try Self.goneOwners(in: db)])
             return db.changesCount
         }
     }
@@ -71,8 +100,12 @@ extension LocalStore {
     /// later pull or merge knows the device has seen them (see `FieldClocks.Stored.server`).
     public func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
         try write { db in
+            // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
+            // a retry re-keyed it) is another request, and this late answer must not settle it.
             try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ?", arguments: [mutation.sequence])
+                sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ? AND lower(idempotency_key) = ?",
+                arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
+            guard db.changesCount > 0 else { return }
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET base_version = ?
@@ -136,9 +169,9 @@ extension LocalStore {
                 sql: """
                     UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, base_version = max(base_version, ?),
                         idempotency_key = ?
-                    WHERE seq = ? AND status = 'inFlight'
+                    WHERE seq = ? AND status = 'inFlight' AND lower(idempotency_key) = ?
                     """,
-                arguments: [serverVersion, UUID.timeOrdered().storageText, mutation.sequence])
+                arguments: [serverVersion, UUID.timeOrdered().storageText, mutation.sequence, mutation.idempotencyKey.storageText])
         }
     }
 
@@ -147,8 +180,8 @@ extension LocalStore {
         try write { db in
             for mutation in mutations {
                 try db.execute(
-                    sql: "UPDATE mutation_queue SET status = 'pending' WHERE seq = ? AND status = 'inFlight'",
-                    arguments: [mutation.sequence])
+                    sql: "UPDATE mutation_queue SET status = 'pending' WHERE seq = ? AND status = 'inFlight' AND lower(idempotency_key) = ?",
+                    arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
             }
         }
     }
@@ -169,9 +202,9 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET status = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ?
-                    WHERE seq = ?
+                    WHERE seq = ? AND status != 'done' AND lower(idempotency_key) = ?
                     """,
-                arguments: [reason, retryAt.storageMilliseconds, mutation.sequence])
+                arguments: [reason, retryAt.storageMilliseconds, mutation.sequence, mutation.idempotencyKey.storageText])
         }
     }
 
@@ -184,9 +217,9 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET status = 'failed', attempts = attempts + 1, last_error = ?
-                    WHERE seq = ? AND status != 'done'
+                    WHERE seq = ? AND status != 'done' AND lower(idempotency_key) = ?
                     """,
-                arguments: [reason, mutation.sequence])
+                arguments: [reason, mutation.sequence, mutation.idempotencyKey.storageText])
             guard db.changesCount > 0 else { return }
             if var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) {
                 record.sync.syncStatus = .failed

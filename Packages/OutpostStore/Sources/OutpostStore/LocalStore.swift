@@ -17,6 +17,8 @@ public final class LocalStore: Sendable {
     let pool: DatabasePool
     let writer: StoreWriter
     let observers = StoreObservers()
+    /// The owner this store's claims name (see `claimMutations`).
+    let claimOwner: ClaimOwner
 
     /// Opens (creating and migrating as needed) the store at `path`. WAL with `synchronous = NORMAL`:
     /// a committed write survives a crash of the app; a power loss may lose the last few commits but
@@ -52,10 +54,13 @@ public final class LocalStore: Sendable {
 
     private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
         self.path = path
+        self.claimOwner = ClaimOwner.current()
         self.pool = pool
         self.node = node
         self.writer = StoreWriter(clock: HybridLogicalClock(node: node, last: last))
     }
+
+    deinit { claimOwner.release() }
 
     /// SQLite's durability setting for the store's connections.
     public enum SynchronousMode: String, Sendable {

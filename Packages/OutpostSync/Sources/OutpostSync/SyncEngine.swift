@@ -104,7 +104,7 @@ public actor SyncEngine {
             return elapsed() - start < budget
         }
         if !recoveredInFlight {
-            report.recovered = try store.requeueInFlightMutations()
+            report.recovered = try store.requeueInFlightMutations(now: now())
             recoveredInFlight = true
             stranded = []
         } else if !stranded.isEmpty {

@@ -158,8 +158,9 @@ extension SyncEngineTests {
         _ = await server.apply(PushMutation(
             idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 1,
             fields: ["note": .text("office: check")], clocks: ["note": office(5_000)]))
-        // Sent; the server answers conflict; the app dies before it merges and rebases.
-        let sent = try #require(try device.store.claimMutations(limit: 1, now: now.addingTimeInterval(20)).first)
+        // Sent; the server answers conflict; the app dies before it merges and rebases. (A store of a
+        // process that is gone frees its claims at once; this one, still open here, after its lease.)
+        let sent = try #require(try device.store.claimMutations(limit: 1, now: now.addingTimeInterval(20), lease: .seconds(5)).first)
         guard case .conflict = await server.apply(wire(sent)) else { Issue.record("expected a conflict"); return }
         // Meanwhile the office writes again.
         _ = await server.apply(PushMutation(
@@ -407,6 +408,28 @@ extension SyncEngineTests {
         #expect(try device.store.openConflicts().isEmpty, "this device's own acknowledged title is not a conflict")
         #expect(await server.record(issue.id)?.fields["title"] == .text("Leak under the sink, fixed"))
     }
+    @Test func twoProcessesOnOneDatabaseNeverSendEachOthersBatchAndAGoneOnesIsSent() async throws {
+        let device = try Device()
+        let server = InMemoryTransport()
+        for index in 0..<6 {
+            try await device.store.save(Issue(projectID: UUID(), title: "Issue \(index)"), now: now)
+        }
+        // The share extension's store, on the same file, claims the batch and is mid-push.
+        var extensionStore: LocalStore? = try LocalStore.open(at: device.store.path)
+        let inFlight = try #require(try extensionStore?.claimMutations(limit: 3, now: now))
+        #expect(inFlight.count == 3)
+        // The app's engine, first run included, sends only what nobody holds.
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 31))
+        let first = try await engine.sync(now: { self.now.addingTimeInterval(1) })
+        #expect(first.recovered == 0 && first.pushed == 3)
+        for mutation in inFlight { #expect(await server.record(mutation.recordID) == nil, "sent by another process") }
+        // The extension is killed mid-push: the same long-lived engine sends its batch on its next run.
+        extensionStore = nil
+        let second = try await engine.sync(now: { self.now.addingTimeInterval(2) })
+        #expect(second.pushed == 3)
+        #expect(try device.store.status().pendingChanges == 0)
+        for mutation in inFlight { #expect(await server.record(mutation.recordID) != nil) }
+    }
 }
 
 /// Passes everything to an in-memory server, but strips the clocks of one record in pulled pages, and
@@ -478,4 +501,3 @@ actor DamagingTransport: SyncTransport {
     }
     var transferred: TransferCounts { get async { await base.transferred } }
 }
-
