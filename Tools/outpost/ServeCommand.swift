@@ -71,6 +71,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a client may leave an answer unread before its connection is closed.")
     var stalledWriteTimeout: Int = 60
 
+    @Option(help: "PostgreSQL: seconds a request waits for a lock (another instance's write) before a 503; a statement gets six times this.")
+    var databaseLockWait: Int = 10
+
+    @Option(help: "PostgreSQL: seconds a session may sit idle inside a transaction before the database ends it and frees its locks.")
+    var idleTransactionTimeout: Int = 15
+
     @Option(help: "The most connections held open at once.")
     var maxConnections: Int = 1_024
 
@@ -107,6 +113,8 @@ struct ServeCommand: AsyncParsableCommand {
                 idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
+            configuration.databaseLockWaitSeconds = databaseLockWait
+            configuration.idleTransactionSeconds = idleTransactionTimeout
             server = try SyncServer(configuration: configuration)
             if let seed {
                 try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))

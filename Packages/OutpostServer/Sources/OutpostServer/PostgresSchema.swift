@@ -28,7 +28,7 @@ enum PostgresSchema {
     static func migrate(on connection: PostgresConnection, logger: Logger) async throws(ServerError) {
         do {
             try await connection.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLockKey))", logger: logger)
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLockKey))", logger: logger).collect()
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS migrator_ledger (

@@ -32,10 +32,27 @@ final class PostgresStorage: ServerStorage {
     /// The advisory lock every write transaction holds until it commits (see the type's comment).
     static let writeLockKey: Int64 = 0x6f75_7470_6f73_7402
 
+    /// How long the pool's sessions wait (`ServerConfiguration.databaseLockWaitSeconds`,
+    /// `idleTransactionSeconds`): set as each pooled session starts, so no transaction pays a round trip.
+    struct Waits: Sendable {
+        var lockSeconds = 10
+        var idleTransactionSeconds = 15
+
+        /// The session settings: lock waits and statements bounded (a statement gets six lock waits),
+        /// and a session idle in a transaction ended by the database, which frees its locks.
+        var startupParameters: [(String, String)] {
+            [
+                ("lock_timeout", "\(lockSeconds)s"),
+                ("statement_timeout", "\(lockSeconds * 6)s"),
+                ("idle_in_transaction_session_timeout", "\(idleTransactionSeconds)s"),
+            ]
+        }
+    }
+
     /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
     init(
         url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max,
-        logger: Logger
+        waits: Waits = Waits(), logger: Logger
     ) throws(ServerError) {
         self.policy = policy
         self.maximumMediaBytes = maximumMediaBytes
@@ -44,7 +61,9 @@ final class PostgresStorage: ServerStorage {
         self.assignsServerIDs = assignsServerIDs
         self.logger = logger
         self.connectionConfiguration = parsed.connection
-        let client = PostgresClient(configuration: parsed.configuration, backgroundLogger: logger)
+        var pool = parsed.configuration
+        pool.options.additionalStartupParameters = waits.startupParameters
+        let client = PostgresClient(configuration: pool, backgroundLogger: logger)
         self.client = client
         self.runTask = Task { await client.run() }
     }
@@ -101,7 +120,9 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", logger: logger)
+                // Read to the end: a query's error (here the lock wait running out) reaches the caller
+                // only with its rows, and unread it surfaced as the next statement's "transaction aborted".
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", logger: logger).collect()
                 return try await body(connection)
             }
         }
@@ -120,10 +141,37 @@ final class PostgresStorage: ServerStorage {
 
     private func map(_ error: any Error) -> ServerError {
         if let error = error as? ServerError { return error }
-        if let error = error as? PostgresTransactionError, let inner = error.closureError {
+        if let error = error as? PostgresTransactionError,
+            let inner = error.closureError ?? error.beginError ?? error.commitError
+        {
             return map(inner)
         }
+        if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState], Self.busyStates.contains(state) {
+            // Another instance holds the lock, or a statement ran out its time: a client retries later.
+            return ServerError(
+                status: 503, .unavailable, "the database is busy (\(Self.describe(error))); try again shortly",
+                retryAfterSeconds: 2)
+        }
         return ServerError(.databaseFailure, message: Self.describe(error), path: location)
+    }
+
+    /// SQLSTATEs of a bounded wait that ran out: lock_not_available (`lock_timeout`), query_canceled
+    /// (`statement_timeout`), idle_in_transaction_session_timeout (this session was ended while idle).
+    static let busyStates: Set<String> = ["55P03", "57014", "25P03"]
+
+    /// Whether the database answers a query within `seconds`: what `/health` reports.
+    func checkHealth() async throws(ServerError) {
+        do {
+            try await HealthDeadline.run(seconds: 3) { [self] in
+                _ = try await self.withConnection { connection in
+                    try await connection.query("SELECT 1", logger: self.logger).collect()
+                }
+            }
+        } catch {
+            throw ServerError(
+                status: 503, .unavailable, "the database is not usable: \((error as? ServerError)?.message ?? "\(error)")",
+                retryAfterSeconds: 5)
+        }
     }
 
     /// PostgreSQL's own message when there is one (postgres-nio's description hides it by default).

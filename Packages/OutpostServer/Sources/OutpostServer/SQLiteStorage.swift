@@ -91,6 +91,19 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    /// Whether the file answers a read within 3 seconds: what `/health` reports.
+    func checkHealth() async throws(ServerError) {
+        do {
+            try await HealthDeadline.run(seconds: 3) { [self] in
+                _ = try await self.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+            }
+        } catch {
+            throw ServerError(
+                status: 503, .unavailable, "the database is not usable: \((error as? ServerError)?.message ?? "\(error)")",
+                retryAfterSeconds: 5)
+        }
+    }
+
     // MARK: - Tokens
 
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {

@@ -37,6 +37,15 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytesPerProject: Int64 = 100 << 30
     /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
     public var maximumMediaBytesPerUser: Int64 = 25 << 30
+    /// PostgreSQL: the longest a request waits for a lock (the write lock another instance holds)
+    /// before it is answered 503 with `Retry-After`, and the longest one statement may run. Without
+    /// them one stalled writer held every instance's pushes until the clients gave up. Default 10 s.
+    public var databaseLockWaitSeconds: Int = 10
+    /// PostgreSQL: how long a session may sit idle inside a transaction before the database ends it
+    /// and frees its locks: an instance frozen mid-push (SIGSTOP, a VM paused) otherwise held the
+    /// write lock for as long as it stayed frozen. Default 15 s; a write transaction of this server
+    /// never waits on anything outside the database.
+    public var idleTransactionSeconds: Int = 15
     /// The client schema versions accepted (`Outpost-Schema-Version`).
     public var schemaVersions: ClosedRange<Int>
     /// Whether a pull that says more changes wait has its next page read and encoded before the client
@@ -114,6 +123,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(idleTimeoutSeconds >= 1, "the idle timeout must be at least 1 second")
         try check(stalledWriteSeconds >= 1, "the stalled-write timeout must be at least 1 second")
         try check(maximumConnections >= 1, "the connection limit must be at least 1")
+        try check(databaseLockWaitSeconds >= 1, "the database lock wait must be at least 1 second")
+        try check(idleTransactionSeconds >= 1, "the idle transaction limit must be at least 1 second")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")

@@ -9,6 +9,9 @@ import OutpostSync
 /// transaction as the work, so a check can never go stale between reading and writing. (A pull page
 /// read ahead of its request is checked again when served: see `PullReadAhead`.)
 protocol ServerStorage: Sendable {
+    /// Returns when the database answers a query promptly; else a 503 `unavailable` error saying why.
+    func checkHealth() async throws(ServerError)
+
     /// The user a token's SHA-256 (lowercase hex) belongs to, nil for an unknown token.
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
 
@@ -91,4 +94,59 @@ struct BundleRecords: Sendable {
     var asOf: Date?
     /// Batches of records in catalog order (parents first), read as the consumer asks for them.
     var batches: AsyncThrowingStream<[EntityRecord], any Error>
+}
+
+/// Runs a health probe with a deadline: a database that hangs (a frozen writer, a lost network)
+/// must make `/health` fail, not wait with it. The probe runs as its own task, cancelled at the
+/// deadline, and the answer does not wait for it to notice (a query on a dead connection may not).
+enum HealthDeadline {
+    struct TimedOut: Error, CustomStringConvertible {
+        let seconds: Int
+        var description: String { "no answer within \(seconds) s" }
+    }
+
+    static func run(seconds: Int, _ probe: @escaping @Sendable () async throws -> Void) async throws {
+        let outcome = Outcome()
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            outcome.wait(continuation)
+            let work = Task {
+                do {
+                    try await probe()
+                    outcome.finish(.success(()))
+                } catch {
+                    outcome.finish(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                work.cancel()
+                outcome.finish(.failure(TimedOut(seconds: seconds)))
+            }
+        }
+    }
+
+    /// The first result wins; every access holds `lock`, hence `@unchecked Sendable`.
+    private final class Outcome: @unchecked Sendable {
+        private let lock = NSLock()
+        private var continuation: CheckedContinuation<Void, any Error>?
+        private var result: Result<Void, any Error>?
+
+        func wait(_ continuation: CheckedContinuation<Void, any Error>) {
+            let known = lock.withLock { () -> Result<Void, any Error>? in
+                if result == nil { self.continuation = continuation }
+                return result
+            }
+            if let known { continuation.resume(with: known) }
+        }
+
+        func finish(_ outcome: Result<Void, any Error>) {
+            let waiting = lock.withLock { () -> CheckedContinuation<Void, any Error>? in
+                guard result == nil else { return nil }
+                result = outcome
+                defer { continuation = nil }
+                return continuation
+            }
+            waiting?.resume(with: outcome)
+        }
+    }
 }

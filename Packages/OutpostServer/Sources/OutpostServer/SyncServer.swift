@@ -47,7 +47,10 @@ public struct SyncServer: Sendable {
             if let url = configuration.postgresURL {
                 try PostgresStorage(
                     url: url, assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
-                    maximumMediaBytes: configuration.maximumMediaBytes, logger: logger)
+                    maximumMediaBytes: configuration.maximumMediaBytes,
+                    waits: .init(lockSeconds: configuration.databaseLockWaitSeconds,
+                                 idleTransactionSeconds: configuration.idleTransactionSeconds),
+                    logger: logger)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
@@ -163,7 +166,9 @@ public struct SyncServer: Sendable {
             maximumMediaBytes: configuration.maximumMediaBytes)
 
         router.get("health") { request, _ -> Response in
-            try jsonResponse(
+            // A load balancer asks here: an instance whose database does not answer is not healthy.
+            try await storage.checkHealth()
+            return try jsonResponse(
                 HealthResponse(
                     minimumProtocolVersion: SyncProtocol.version, maximumProtocolVersion: SyncProtocol.version,
                     minimumSchemaVersion: configuration.schemaVersions.lowerBound,

@@ -56,6 +56,13 @@ enum TestPostgres {
         return (name, components.string!)
     }
 
+    /// Makes a database made by `createDatabase` refuse new connections and ends those it has: a
+    /// database that stopped answering, as far as a server on it can tell.
+    static func refuseConnections(to name: String) async throws {
+        try await administer("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+        try await administer("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+    }
+
     /// Drops a database made by `createDatabase`, closing whatever is still connected to it.
     static func dropDatabase(_ name: String) async {
         try? await administer("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")

@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+import OutpostSync
+@testable import OutpostServer
+import PostgresNIO
+import Testing
+
+/// Several instances on one PostgreSQL: one frozen while it holds the write lock must not stop the
+/// others for longer than the bounds, and `/health` must say when the database does not answer.
+@Suite("Database waits are bounded")
+struct DatabaseWaitTests {
+    private static let logger = Logger(label: "outpost.tests.waits") { _ in SwiftLogNoOpLogHandler() }
+
+    @Test("A writer frozen mid-push: pushes elsewhere are answered 503 within the lock wait, and its lock is freed once it sits idle past the limit",
+          .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
+    func aFrozenWriterIsBounded() async throws {
+        let server = try await TestServer.start(.postgres) { configuration in
+            configuration.databaseLockWaitSeconds = 2
+            configuration.idleTransactionSeconds = 8
+        }
+        defer { Task { await server.stop() } }
+        let url = try #require(server.postgres?.url)
+        // Another instance's write transaction, frozen (SIGSTOP) after it took the write lock: its own
+        // session carries the same idle limit this server sets on every session.
+        let frozen = try await PostgresConnection.connect(
+            configuration: try PostgresConnectionURL(url).connection, id: 7, logger: Self.logger)
+        defer { Task { try? await frozen.close() } }
+        try await frozen.query("BEGIN", logger: Self.logger)
+        try await frozen.query("SET LOCAL idle_in_transaction_session_timeout = '8s'", logger: Self.logger)
+        try await frozen.query("SELECT pg_advisory_xact_lock(\(PostgresStorage.writeLockKey))", logger: Self.logger)
+        let frozenAt = ContinuousClock.now
+
+        let alice = server.transport(token: TestServer.aliceToken)
+        let started = ContinuousClock.now
+        let blocked = try await server.send(
+            "POST", "/push", token: TestServer.aliceToken,
+            body: try wireJSON(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])))
+        let waited = ContinuousClock.now - started
+        #expect(blocked.status == 503, "answered while the lock is held: \(String(decoding: blocked.body, as: UTF8.self))")
+        #expect(waited < .seconds(60), "bounded by the lock wait (2 s), not by the frozen writer")
+        if ContinuousClock.now - frozenAt < .seconds(8) {
+            // Still within the frozen session's idle limit: the server itself stays healthy.
+            #expect(try await server.send("GET", "/health").status == 200)
+        }
+        // The database ends the frozen session once idle past its limit, and its lock goes with it.
+        let applied = try await eventuallyApplied(alice, within: .seconds(120))
+        #expect(applied, "a push goes through once the frozen writer's session is ended")
+    }
+
+    @Test("Health answers 503 when the database does not answer, within its deadline")
+    func healthHasADeadline() async throws {
+        let started = ContinuousClock.now
+        await #expect(throws: HealthDeadline.TimedOut.self) {
+            try await HealthDeadline.run(seconds: 1) {
+                // A probe that never returns and ignores cancellation, as a query on a dead connection may.
+                while true { try? await Task.sleep(for: .seconds(3_600)) }
+            }
+        }
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
+    @Test("Health answers 503, not 200, once the PostgreSQL database stops accepting connections",
+          .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
+    func healthSeesTheDatabase() async throws {
+        let server = try await TestServer.start(.postgres)
+        defer { Task { await server.stop() } }
+        #expect(try await server.send("GET", "/health").status == 200)
+        let name = try #require(server.postgres?.name)
+        try await TestPostgres.refuseConnections(to: name)
+        let answer = try await server.send("GET", "/health")
+        #expect(answer.status == 503, "\(String(decoding: answer.body, as: UTF8.self))")
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .unavailable)
+    }
+
+    /// Pushes a new issue every second until one is applied or `limit` passes.
+    private func eventuallyApplied(_ transport: HTTPTransport, within limit: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let answer = try? await transport.push(PushRequest(mutations: [
+                Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+            ]))
+            if answer?.results.first?.outcome.appliedVersion == 1 { return true }
+            try await Task.sleep(for: .seconds(1))
+        }
+        return false
+    }
+}
