@@ -56,7 +56,9 @@ struct DatabaseWaitTests {
                 while true { try? await Task.sleep(for: .seconds(3_600)) }
             }
         }
-        #expect(ContinuousClock.now - started < .seconds(30))
+        // It returns at all, although the probe never does; under make test's load a 1 s timer has woken
+        // 55 s late, hence the margin.
+        #expect(ContinuousClock.now - started < .seconds(150))
     }
 
     @Test("Health answers 503, not 200, once the PostgreSQL database stops accepting connections",

@@ -32,7 +32,9 @@ public enum LocalSchema {
         MigrationStep(
             version: 12, name: "2.9: a project's issue list in creation order from its index", sql: version12,
             droppingRedundantIndexes: ["issues_listing"]),
-        MigrationStep(version: 13, name: "3.0: a mutation's claim names its owner and expires", sql: version13),
+        MigrationStep(
+            version: 13, name: "3.0: a mutation's claim names its owner and expires; a journal of changes for other processes",
+            sql: version13),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -393,8 +395,17 @@ extension LocalSchema {
     /// Who claimed an in-flight mutation (`pid:host:instance`) and until when (milliseconds): another
     /// process on the file leaves a live claim alone and takes one whose owner is gone or whose lease
     /// ran out. A mutation in flight from an older build has neither, so it counts as expired.
+    ///
+    /// `change_journal`: each committed write's records (`entity id operation` lines) and the store that
+    /// wrote it, read by the other processes on the file so their `changes()` subscribers hear it
+    /// (`ChangeJournal`); trimmed as it grows.
     static let version13 = """
         ALTER TABLE mutation_queue ADD COLUMN claimed_by TEXT;
         ALTER TABLE mutation_queue ADD COLUMN claim_expires_at INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE change_journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            origin TEXT NOT NULL,
+            changes TEXT NOT NULL
+        );
         """
 }

@@ -59,10 +59,7 @@ extension LocalStore {
         let report = try await StoreError.mapping(path: path) {
             try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }
-        for change in page.changes {
-            observers.publish(StoreChange(
-                entity: change.record.entity, recordID: change.record.id, operation: change.isDeleted ? .delete : .update))
-        }
+        for change in page.changes { observers.publish(change.storeChange) }
         return report
     }
 
@@ -149,6 +146,7 @@ extension StoreWriter {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")
                     .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
+            try ChangeJournal.append(page.changes.map(\.storeChange), origin: origin, in: db)
             return report
         }
     }
@@ -396,4 +394,11 @@ enum ServerIDs {
 extension VersionedRecord {
     /// A tombstone as a server's pull sends it, without the record's last values and clocks.
     var isContentlessTombstone: Bool { deletion != nil && record.fields.isEmpty }
+}
+
+extension VersionedRecord {
+    /// A pulled record as `changes()` subscribers see it.
+    var storeChange: StoreChange {
+        StoreChange(entity: record.entity, recordID: record.id, operation: isDeleted ? .delete : .update)
+    }
 }

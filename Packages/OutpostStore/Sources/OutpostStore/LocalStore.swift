@@ -54,10 +54,11 @@ public final class LocalStore: Sendable {
 
     private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
         self.path = path
-        self.claimOwner = ClaimOwner.current()
+        let owner = ClaimOwner.current()
+        self.claimOwner = owner
         self.pool = pool
         self.node = node
-        self.writer = StoreWriter(clock: HybridLogicalClock(node: node, last: last))
+        self.writer = StoreWriter(clock: HybridLogicalClock(node: node, last: last), origin: owner.text)
     }
 
     deinit { claimOwner.release() }
@@ -117,9 +118,37 @@ public final class LocalStore: Sendable {
         try read { try StoreStatus.read($0) }
     }
 
-    /// Changes committed from now on, for a UI that refreshes what it shows.
+    /// Changes committed from now on, for a UI that refreshes what it shows: this store's own writes
+    /// and pulls at once, and those of other processes on the file (the app's share extension, a
+    /// widget, another `LocalStore`) within about a quarter of a second (`ChangeJournal`).
     public func changes() -> AsyncStream<StoreChange> {
-        observers.subscribe()
+        let (stream, startWatching) = observers.subscribe()
+        if startWatching { watchOtherProcesses() }
+        return stream
+    }
+
+    /// Publishes other stores' commits to this store's subscribers until none is left.
+    private func watchOtherProcesses() {
+        let after: Int64
+        do {
+            after = try read { try ChangeJournal.latest(in: $0) }
+        } catch {
+            observers.stopWatching()
+            return
+        }
+        let pool = self.pool, observers = self.observers, origin = claimOwner.text
+        Task.detached {
+            var last = after
+            while observers.keepWatching() {
+                try? await Task.sleep(for: ChangeJournal.pollInterval)
+                let since = last
+                guard let (newest, changes) = try? await pool.read({ db in
+                    try ChangeJournal.changes(after: since, notBy: origin, in: db)
+                }) else { continue }
+                last = newest
+                for change in changes { observers.publish(change) }
+            }
+        }
     }
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
@@ -144,13 +173,33 @@ final class StoreObservers: @unchecked Sendable {
     private let lock = NSLock()
     private var continuations: [UUID: AsyncStream<StoreChange>.Continuation] = [:]
 
-    func subscribe() -> AsyncStream<StoreChange> {
+    /// Whether a task watches the change journal for this store's subscribers.
+    private var watching = false
+
+    /// A new subscriber's stream, and whether the caller must start watching the change journal.
+    func subscribe() -> (AsyncStream<StoreChange>, startWatching: Bool) {
         let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
         let id = UUID()
-        lock.withLock { continuations[id] = continuation }
+        let start = lock.withLock { () -> Bool in
+            continuations[id] = continuation
+            defer { watching = true }
+            return !watching
+        }
         continuation.onTermination = { [weak self] _ in self?.remove(id) }
-        return stream
+        return (stream, start)
     }
+
+    /// Whether the journal watch goes on: while anyone subscribes; else it ends, under the lock, so a
+    /// subscriber arriving now starts another.
+    func keepWatching() -> Bool {
+        lock.withLock {
+            if continuations.isEmpty { watching = false }
+            return watching
+        }
+    }
+
+    /// The watch could not start.
+    func stopWatching() { lock.withLock { watching = false } }
 
     func publish(_ change: StoreChange) {
         for continuation in lock.withLock({ Array(continuations.values) }) { continuation.yield(change) }

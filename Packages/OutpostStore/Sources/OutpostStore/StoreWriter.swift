@@ -17,9 +17,13 @@ actor StoreWriter {
     /// it catches up.
     static let clockReserveMilliseconds: Int64 = 1_000
 
-    init(clock: HybridLogicalClock) {
+    /// The store this writer writes for, as its commits name it in the change journal.
+    let origin: String
+
+    init(clock: HybridLogicalClock, origin: String) {
         self.clock = clock
         self.savedClock = clock.last
+        self.origin = origin
     }
 
     /// Runs `body` in one write transaction and, when the clock has moved past the value the file
@@ -133,6 +137,8 @@ actor StoreWriter {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
             }
             try alongside?(db)
+            try ChangeJournal.append(
+                [StoreChange(entity: written.entity, recordID: written.id, operation: operation)], origin: origin, in: db)
             return (written, operation)
         }
     }
@@ -158,6 +164,7 @@ actor StoreWriter {
             record.sync.updatedAt = updatedAt
             record.sync.syncStatus = .pending
             try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, clocks: clocks, db: db, now: now)
+            try ChangeJournal.append([StoreChange(entity: entity, recordID: id, operation: .delete)], origin: origin, in: db)
             return record
         }
     }
