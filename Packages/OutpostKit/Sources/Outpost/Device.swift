@@ -189,8 +189,14 @@ public final class Device: Sendable {
         project: UUID, format: OutpostSync.BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) async throws(OutpostError) -> ImportSummary {
         let connection = try connected()
-        let file = FileManager.default.temporaryDirectory
-            .appendingPathComponent("outpost-presync-\(UUID().uuidString).\(format.rawValue)")
+        // In the store's scratch folder, marked as this process's: what a crash leaves there is removed
+        // by the next sync's first run (`LocalStore.collectMediaLeftovers`), not left in a temp folder.
+        let file: URL
+        do {
+            file = try store.scratchFile(pathExtension: format.rawValue)
+        } catch {
+            throw .store(error)
+        }
         defer { try? FileManager.default.removeItem(at: file) }
         do {
             _ = try await connection.transport.downloadBundle(project: project, format: format, to: file)

@@ -37,24 +37,24 @@ extension LocalStore {
     /// Attaching a file again to the same attachment keeps the previous original aside until the new
     /// record is saved: a save the store refuses (an invalid record) puts it back, so a refused
     /// re-attach never costs the photo the user had.
+    ///
+    /// A crash at any point leaves files and rows consistent once the store is opened again
+    /// (`collectMediaLeftovers`): the copy is made under a name of this process, and the file is moved
+    /// into place inside the write transaction of its record, so the sweep, which runs in one too, never
+    /// sees an attach half done. A file with no record goes; a previous original comes back unless the
+    /// new record was committed.
     @discardableResult
     public func attach(
         _ attachment: MediaAttachment, originalAt file: URL, now: Date = Timestamp.now()
     ) async throws(StoreError) -> MediaAttachment {
         let destination = mediaFolder.appendingPathComponent(attachment.id.storageText)
         let previous = destination.appendingPathExtension("previous")
+        let partial = mediaFolder.appendingPathComponent(MediaLeftovers.partialName(for: attachment.id))
         let (size, digest) = try StoreError.mapping(path: path) { () throws -> (Int64, String) in
             try FileManager.default.createDirectory(at: mediaFolder, withIntermediateDirectories: true)
-            let partial = destination.appendingPathExtension("partial")
             try? FileManager.default.removeItem(at: partial)
             try FileManager.default.copyItem(at: file, to: partial)
-            let measured = try Self.measure(partial)
-            try? FileManager.default.removeItem(at: previous)
-            if FileManager.default.fileExists(atPath: destination.path) {
-                try FileManager.default.moveItem(at: destination, to: previous)
-            }
-            try FileManager.default.moveItem(at: partial, to: destination)
-            return measured
+            return try Self.measure(partial)
         }
         var record = attachment
         record.byteSize = size
@@ -62,8 +62,17 @@ extension LocalStore {
         let id = attachment.id.storageText
         let fileName = destination.lastPathComponent
         let created = now.storageMilliseconds
+        let moved = MovedFlag()
         do {
             let saved = try await save(record.record, now: now) { db in
+                // In the record's transaction: a crash before its commit leaves `previous` beside the new
+                // file, which the sweep puts back since the record still names the old one.
+                try? FileManager.default.removeItem(at: previous)
+                if FileManager.default.fileExists(atPath: destination.path) {
+                    try FileManager.default.moveItem(at: destination, to: previous)
+                }
+                try FileManager.default.moveItem(at: partial, to: destination)
+                moved.set()
                 try db.execute(
                     sql: """
                         INSERT INTO media_uploads (attachment_id, file_name, byte_size, sha256, created_at)
@@ -78,10 +87,38 @@ extension LocalStore {
             try? FileManager.default.removeItem(at: previous)
             return record
         } catch {
-            try? FileManager.default.removeItem(at: destination)
-            try? FileManager.default.moveItem(at: previous, to: destination)
+            try? FileManager.default.removeItem(at: partial)
+            if moved.isSet {
+                try? FileManager.default.removeItem(at: destination)
+                try? FileManager.default.moveItem(at: previous, to: destination)
+            } else if !FileManager.default.fileExists(atPath: destination.path) {
+                try? FileManager.default.moveItem(at: previous, to: destination)
+            }
             throw error
         }
+    }
+
+    /// Puts right what a crash left in the media and scratch folders: copies and downloads of processes
+    /// that are gone, files no record names, a previous original whose replacement never committed (put
+    /// back) or did (removed). In one write transaction, so no attach of another process is half done
+    /// meanwhile (see `attach`). `open` runs it; returns how many files it removed or put back.
+    @discardableResult
+    public func collectMediaLeftovers() throws(StoreError) -> Int {
+        try write { db in
+            try MediaLeftovers.collect(media: mediaFolder, scratch: scratchFolder, in: db)
+        }
+    }
+
+    /// A folder beside the database for files the store's tools write and remove (a pre-sync download).
+    /// What a process that is gone left there is removed when a store is opened.
+    public var scratchFolder: URL { URL(fileURLWithPath: path + ".scratch", isDirectory: true) }
+
+    /// A new file name in `scratchFolder` (the folder created), marked as this process's, ending in `pathExtension`.
+    public func scratchFile(pathExtension: String) throws(StoreError) -> URL {
+        try StoreError.mapping(path: path) {
+            try FileManager.default.createDirectory(at: scratchFolder, withIntermediateDirectories: true)
+        }
+        return scratchFolder.appendingPathComponent(MediaLeftovers.scratchName(pathExtension: pathExtension))
     }
 
     /// Puts every upload that failed for good (the server refused the file, a checksum mismatch after a

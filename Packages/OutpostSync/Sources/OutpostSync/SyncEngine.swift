@@ -105,6 +105,9 @@ public actor SyncEngine {
         }
         if !recoveredInFlight {
             report.recovered = try store.requeueInFlightMutations(now: now())
+            // Files a crash left (a copy or a download of a process that is gone, a photo whose record
+            // never committed): a failure here costs only disk, so it does not stop the run.
+            _ = try? store.collectMediaLeftovers()
             recoveredInFlight = true
             stranded = []
         } else if !stranded.isEmpty {
