@@ -70,7 +70,7 @@ public enum LocalDatabase {
 
     /// A GRDB configuration for a local database connection: it waits `busyTimeout` for other writers.
     /// Every connection to the file (the store's, the importer's, the migrator's) starts from it.
-    public static func configuration() -> Configuration {
+    public static func configuration(busyTimeout: TimeInterval = busyTimeout) -> Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         return configuration

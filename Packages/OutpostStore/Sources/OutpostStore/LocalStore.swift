@@ -23,11 +23,18 @@ public final class LocalStore: Sendable {
     /// Opens (creating and migrating as needed) the store at `path`. WAL with `synchronous = NORMAL`:
     /// a committed write survives a crash of the app; a power loss may lose the last few commits but
     /// never corrupts the file (see Workspace.md).
-    public static func open(at path: String, synchronous: SynchronousMode = .normal) throws(StoreError) -> LocalStore {
+    ///
+    /// `busyTimeout` is how long a write waits for another process's write transaction on the file (a
+    /// pull page, an import) before it fails with `databaseBusy`, writing nothing: a share extension
+    /// with a few seconds to live may want less than the default minute.
+    public static func open(
+        at path: String, synchronous: SynchronousMode = .normal, busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
+    ) throws(StoreError) -> LocalStore {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
         try LocalDatabase.migrate(at: path)
-        var configuration = LocalDatabase.configuration()
+        var configuration = LocalDatabase.configuration(
+            busyTimeout: Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
         let pragma = synchronous.rawValue
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")

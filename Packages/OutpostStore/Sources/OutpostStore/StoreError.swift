@@ -1,3 +1,4 @@
+import GRDB
 import OutpostMigrator
 import OutpostModels
 
@@ -9,7 +10,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong; compare with the static members.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
-            case databaseNotFound, migrationRefused, databaseFailure, invalidRecord, conflictNotFound
+            case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -20,6 +21,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let migrationRefused = Code(.migrationRefused)
         /// SQLite could not open or read the file.
         public static let databaseFailure = Code(.databaseFailure)
+        /// Another connection (another process on the file: a pull, an import) held the write lock for
+        /// longer than the store waits (`LocalStore.open(busyTimeout:)`). Nothing was written, and
+        /// nothing the caller gave was consumed (an `attach`'s file stays where it was): try again.
+        public static let databaseBusy = Code(.databaseBusy)
         /// A write broke a rule of the domain; see `modelError`. Nothing was written.
         public static let invalidRecord = Code(.invalidRecord)
         /// No open conflict has the given number.
@@ -57,6 +62,18 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 extension StoreError {
+    /// A SQLite or other failure of the file at `path`: `databaseBusy` when another connection's write
+    /// outlasted the busy timeout, else `databaseFailure`.
+    init(failure error: any Error, path: String) {
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            self.init(
+                .databaseBusy, path: path,
+                message: "another process kept the database busy for longer than this store waits; nothing was written, try again (\(error))")
+        } else {
+            self.init(.databaseFailure, path: path, message: "\(error)")
+        }
+    }
+
     /// Runs `body`, letting a `StoreError` through and reporting anything else (SQLite, a record that
     /// no longer decodes) as a database failure of the file at `path`.
     static func mapping<T>(path: String, _ body: () throws -> T) throws(StoreError) -> T {
@@ -67,7 +84,7 @@ extension StoreError {
         } catch let error as ModelError {
             throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
         } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+            throw StoreError(failure: error, path: path)
         }
     }
 
@@ -80,7 +97,7 @@ extension StoreError {
         } catch let error as ModelError {
             throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
         } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+            throw StoreError(failure: error, path: path)
         }
     }
 }

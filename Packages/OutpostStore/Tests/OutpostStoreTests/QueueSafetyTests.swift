@@ -104,6 +104,64 @@ import Testing
         #expect(try store.status().pendingChanges == 1)
     }
 
+    @Test func anAttachThatCannotCommitForAnotherProcesssWriteLeavesTheCallersFileAndNothingElse() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path, busyTimeout: .milliseconds(300))
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Cracked sill"), now: now)
+        let source = folder.directory.appendingPathComponent("camera-temp.jpg")
+        try Data(repeating: 9, count: 4_000).write(to: source)
+        // Another process (a long import) holds the write lock for longer than this store waits.
+        let other = try DatabaseQueue(path: folder.path)
+        let locked = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let holder = Thread {
+            try? other.writeWithoutTransaction { db in
+                try db.execute(sql: "BEGIN IMMEDIATE")
+                locked.signal()
+                release.wait()
+                try db.execute(sql: "COMMIT")
+            }
+        }
+        holder.start()
+        locked.wait()
+        defer { release.signal() }
+        let attachment = MediaAttachment(
+            issueID: issue.id, kind: .photo, fileName: "sill.jpg", contentType: "image/jpeg", byteSize: 0, sha256: "", capturedAt: now)
+        do {
+            try await store.attach(attachment, originalAt: source, now: now)
+            Issue.record("the attach committed while another connection held the write lock")
+        } catch {
+            #expect(error.code == .databaseBusy, "\(error)")
+        }
+        #expect(try Data(contentsOf: source) == Data(repeating: 9, count: 4_000), "the caller's file is untouched")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: store.mediaFolder.path)) ?? []
+        #expect(left.isEmpty, "no copy left behind: \(left)")
+        release.signal()
+        // Once the other write is done, the same attach goes through.
+        try await Task.sleep(for: .milliseconds(200))
+        let attached = try await store.attach(attachment, originalAt: source, now: now)
+        #expect(FileManager.default.fileExists(atPath: store.mediaFolder.appendingPathComponent(attached.id.storageText).path))
+    }
+
+    @Test func aSaveDuringAnotherStoresPullWaitsForIt() async throws {
+        let folder = try TemporaryDatabase()
+        let app = try LocalStore.open(at: folder.path)
+        let sync = try LocalStore.open(at: folder.path)
+        let page = (0..<3_000).map { index -> VersionedRecord in
+            var record = Issue(projectID: UUID(), title: "Pulled \(index)").record
+            record.sync.version = 1
+            return VersionedRecord(record: record, stampedAt: HybridTimestamp(physicalMilliseconds: 1_000, counter: 0, node: NodeID(9)))
+        }
+        async let pulled = sync.applyPulledPage(PulledPage(changes: page, cursor: "1"), now: now)
+        var saved = 0
+        for index in 0..<20 {
+            try await app.save(Issue(projectID: UUID(), title: "Saved \(index)"), now: now)
+            saved += 1
+        }
+        #expect(try await pulled.applied == 3_000)
+        let pending = try app.status().pendingChanges
+        #expect(saved == 20 && pending == 20)
+    }
+
     @Test func aDeviceWhoseClockRanADayAheadStampsItsNextWritesByItsCorrectedClock() async throws {
         let folder = try TemporaryDatabase()
         let ahead = now.addingTimeInterval(86_400)
