@@ -153,6 +153,10 @@ actor MediaStore {
     ) async throws(ServerError) {
         await enterAdmission()
         defer { leaveAdmission() }
+        // Across the instances sharing the folder too: each admission reserves its size before the next
+        // one counts what is held (two instances each admitted a file past the quota before).
+        let folderLock = try await UploadLock.waiting(for: directory.appendingPathComponent(".admission"), seconds: 30)
+        defer { folderLock.release() }
         func fits(_ used: (project: Int64, owner: Int64)) -> Bool {
             used.project + total <= quotas.perProject && used.owner + total <= quotas.perUser
         }
@@ -320,8 +324,45 @@ final class UploadLock: Sendable {
             throw ServerError(
                 status: 409, .rangeMismatch, "another chunk of this file is being stored; ask where to resume and send it again")
         }
+        // The sweep (or a refused admission) removes a lock file while holding it: a chunk that opened
+        // it just before then locks a file no longer at the path, while the next one opens a new file and
+        // locks that too. Only a lock on the file still at the path counts.
+        guard Self.isStillAtPath(descriptor, url) else {
+            flock(descriptor, LOCK_UN)
+            close(descriptor)
+            throw ServerError(
+                status: 409, .rangeMismatch, "another chunk of this file is being stored; ask where to resume and send it again")
+        }
         self.descriptor = descriptor
     }
+
+    /// Whether the open file `descriptor` is the one at `url` (same device and inode).
+    static func isStillAtPath(_ descriptor: Int32, _ url: URL) -> Bool {
+        var open = stat(), named = stat()
+        guard fstat(descriptor, &open) == 0, stat(url.path, &named) == 0 else { return false }
+        return open.st_dev == named.st_dev && open.st_ino == named.st_ino
+    }
+
+    /// Waits for an exclusive `flock` on `url`, trying every 10 ms for up to `seconds` without holding
+    /// a thread; throws 503 `unavailable` when it stays held. The file is never removed.
+    static func waiting(for url: URL, seconds: Int) async throws(ServerError) -> UploadLock {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let descriptor = open(url.path, O_RDWR | O_CREAT, 0o644)
+            guard descriptor >= 0 else {
+                throw ServerError(.mediaFailure, message: "cannot open the lock file (errno \(errno))", path: url.path)
+            }
+            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return UploadLock(holding: descriptor) }
+            close(descriptor)
+            guard ContinuousClock.now < deadline else {
+                throw ServerError(
+                    status: 503, .unavailable, "other uploads are being admitted; try again shortly", retryAfterSeconds: 2)
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    private init(holding descriptor: Int32) { self.descriptor = descriptor }
 
     func release() {
         flock(descriptor, LOCK_UN)

@@ -67,6 +67,44 @@ struct MediaQuotaTests {
         #expect(statuses.allSatisfy { [200, 409, 413].contains($0) })
     }
 
+    @Test("Instances sharing one database and media folder: uploads started together through each pass the quota by not one byte, and one chunk of a file is stored once",
+          .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
+    func instancesShareTheQuotaAndTheUploadLock() async throws {
+        let first = try await TestServer.start(.postgres) { $0.maximumMediaBytesPerUser = 10 }
+        defer { Task { await first.stop() } }
+        let second = try await TestServer.start(.postgres, sharing: first) { $0.maximumMediaBytesPerUser = 10 }
+        defer { Task { await second.stop() } }
+        let files = (0..<8).map { Data("pic\($0)".utf8) }
+        let ids = try await Self.attachments(files, on: first)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, (file, id)) in zip(files, ids).enumerated() {
+                let server = index % 2 == 0 ? first : second
+                group.addTask { try await Self.upload(file, to: id, on: server).status }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 2, "4-byte files against 10 bytes, through two instances: \(statuses.sorted())")
+        #expect(statuses.allSatisfy { [200, 409, 413].contains($0) })
+
+        // One file's same chunk, sent through both instances at once many times: stored once.
+        let big = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        let roomy = try await TestServer.start(.postgres) { $0.maximumMediaBytesPerUser = 1 << 20 }
+        defer { Task { await roomy.stop() } }
+        let other = try await TestServer.start(.postgres, sharing: roomy) { $0.maximumMediaBytesPerUser = 1 << 20 }
+        defer { Task { await other.stop() } }
+        let id = try #require(try await Self.attachments([big], on: roomy).first)
+        let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<16 {
+                let server = index % 2 == 0 ? roomy : other
+                group.addTask { try await Self.upload(big, to: id, on: server).status == 200 }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(accepted == 1)
+        let stored = try Data(contentsOf: roomy.server.media.fileURL(of: id))
+        #expect(stored == big, "the file is whole and nobody else's bytes")
+    }
+
     @Test("Deleting and attaching again and again never holds more than the quota on disk")
     func deleteAndReattachCyclesStayWithinTheQuota() async throws {
         let server = try await TestServer.start { $0.maximumMediaBytesPerUser = 10 }
