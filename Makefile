@@ -73,11 +73,12 @@ bench: setup
 	$(SWIFT) build -c release --product outpost
 	OUTPOST_TEST_POSTGRES_DURABLE=1 scripts/with-test-postgres.sh $(SWIFT) run -c release outpost-bench $(SUITE)
 
-## reliability: faults, kills and convergence at full scale; a table of lost/duplicated/diverged (all must be 0)
+## reliability: faults, kills and convergence at full scale (a throwaway PostgreSQL for the multi-instance scenario); a table of lost/duplicated/diverged (all must be 0)
 reliability: setup
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES)"
 	$(SWIFT) build --product outpost
 	$(SWIFT) build --product outpost-reliability
-	"$$($(SWIFT) build --show-bin-path)/outpost-reliability" $(ARGS)
+	scripts/with-test-postgres.sh "$$($(SWIFT) build --show-bin-path)/outpost-reliability" $(ARGS)
 
 ## fuzz: the bundle importer's libFuzzer target for FUZZ_SECONDS (60) over schemas/examples and Fuzz/Corpus;
 ## a crashing input is written to Fuzz/Corpus/regressions, which `make test` replays

@@ -55,6 +55,10 @@ final class Child: Sendable {
     }
 
     var isRunning: Bool { process.isRunning }
+
+    /// SIGSTOP and SIGCONT: the process freezes with everything it holds (a VM paused, a debugger).
+    func freeze() { _ = Glibc.kill(process.processIdentifier, SIGSTOP) }
+    func thaw() { _ = Glibc.kill(process.processIdentifier, SIGCONT) }
 }
 
 /// `outpost serve` as a child process, seeded with the crew; restartable on the same database file.
@@ -74,10 +78,14 @@ final class ServeChild: Sendable {
 
     /// Starts the server on `databasePath` (created on first start) and waits for its "listening on" line.
     static func start(databasePath: String, seedPath: String) throws -> ServeChild {
+        try start(["--db", databasePath, "--seed", seedPath, "--server-ids"])
+    }
+
+    /// Starts `outpost serve` with `arguments` (the storage and its options) on a free port, quietly,
+    /// and waits for its "listening on" line.
+    static func start(_ arguments: [String]) throws -> ServeChild {
         let output = Pipe()
-        let child = try Child(
-            ["serve", "--db", databasePath, "--port", "0", "--seed", seedPath, "--server-ids", "--log-level", "critical"],
-            output: output)
+        let child = try Child(["serve", "--port", "0", "--log-level", "critical"] + arguments, output: output)
         var printed = Data()
         while !printed.contains(UInt8(ascii: "\n")) {
             let chunk = output.fileHandleForReading.availableData

@@ -64,7 +64,7 @@ struct Scenario: Sendable {
     static let all: [Scenario] = [
         FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
         BundleFuzzScenario.scenario, LoadScenario.scenario, CrashMigrateScenario.scenario, ServerFuzzScenario.scenario,
-        PreSyncScenario.scenario, SharedFileScenario.scenario,
+        PreSyncScenario.scenario, SharedFileScenario.scenario, FrozenInstanceScenario.scenario,
     ]
 }
 

@@ -28,6 +28,7 @@ final class PostgresStorage: ServerStorage {
     private let runTask: Task<Void, Never>
     private let readiness = Readiness()
     private let logger: Logger
+    private let waits: Waits
 
     /// The advisory lock every write transaction holds until it commits (see the type's comment).
     static let writeLockKey: Int64 = 0x6f75_7470_6f73_7402
@@ -37,6 +38,9 @@ final class PostgresStorage: ServerStorage {
     struct Waits: Sendable {
         var lockSeconds = 10
         var idleTransactionSeconds = 15
+
+        /// The longest one storage call may take on its connection: a statement's bound and some.
+        var operationSeconds: Int { lockSeconds * 6 + 10 }
 
         /// The session settings: lock waits and statements bounded (a statement gets six lock waits),
         /// and a session idle in a transaction ended by the database, which frees its locks.
@@ -55,6 +59,7 @@ final class PostgresStorage: ServerStorage {
         waits: Waits = Waits(), logger: Logger
     ) throws(ServerError) {
         self.policy = policy
+        self.waits = waits
         self.maximumMediaBytes = maximumMediaBytes
         let parsed = try PostgresConnectionURL(url)
         self.location = parsed.redacted
@@ -99,24 +104,37 @@ final class PostgresStorage: ServerStorage {
     /// Stops the connection pool: open connections close, and later calls fail.
     func close() async {
         runTask.cancel()
-        await runTask.value
+        // Not for ever: a connection held by a call the deadline gave up on may never be handed back.
+        let run = runTask
+        _ = try? await Deadline.run(seconds: 10) { await run.value }
     }
 
     // MARK: - Transactions
 
     /// Runs `body` on one pooled connection, after migrating; errors other than `ServerError` become
     /// `databaseFailure` with PostgreSQL's own message.
-    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+    ///
+    /// Bounded by `Waits.operationSeconds`, then 503: a statement is bounded by the database, but not a
+    /// connection whose session the database ended while this instance was frozen, nor a database that
+    /// stopped answering (both left a request unanswered for good, and SIGTERM waiting on it).
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
         try await prepare()
+        let client = self.client, seconds = waits.operationSeconds
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await Deadline.run(seconds: seconds) {
+                try await client.withConnection { connection in try await body(connection) }
+            }
+        } catch let error as Deadline.TimedOut {
+            throw ServerError(
+                status: 503, .unavailable, "the database did not answer within \(error.seconds) s; try again shortly",
+                retryAfterSeconds: 5)
         } catch {
             throw map(error)
         }
     }
 
     /// A write transaction, serialized with every other writer of the database by the advisory lock.
-    func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
         let logger = self.logger
         return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in
@@ -129,7 +147,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     /// A read-only transaction on one snapshot, so a page and the references it names agree.
-    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
         let logger = self.logger
         return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in
@@ -162,7 +180,7 @@ final class PostgresStorage: ServerStorage {
     /// Whether the database answers a query within `seconds`: what `/health` reports.
     func checkHealth() async throws(ServerError) {
         do {
-            try await HealthDeadline.run(seconds: 3) { [self] in
+            try await Deadline.run(seconds: 3) { [self] in
                 _ = try await self.withConnection { connection in
                     try await connection.query("SELECT 1", logger: self.logger).collect()
                 }

@@ -74,6 +74,12 @@ struct PushRules: Sendable {
         if let existing, !existing.summary.isVisible(to: caller, memberships: snapshot.memberships) {
             throw ServerError.forbidden("you are not a member of this record's project")
         }
+        // Before the version check: a conflict answer carries the record whole (a tombstone's last
+        // values too), and a member who may not write it (a viewer; crew, for money) got them back by
+        // writing on an old version.
+        if let existing, let project = existing.projectID {
+            try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
+        }
         let merged: VersionedRecord
         switch (mutation.operation, existing) {
         case (.create, nil):
@@ -123,12 +129,7 @@ struct PushRules: Sendable {
         try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
         if let project, !(mutation.entity == .project && existing == nil) {
-            let role = snapshot.roles[project] ?? .owner
-            guard Roles.mayWrite(mutation.entity, as: role) else {
-                throw ServerError.forbidden(
-                    "a \(role.rawValue) may not change \(mutation.entity.rawValue) records in this project: "
-                        + "money (discounts, finance options, fees) and membership are the office's")
-            }
+            try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
         }
 
         // Nothing below can fail: the mutation is applied.
@@ -273,6 +274,16 @@ struct PushRules: Sendable {
             plan.records[key] = whole
         } else {
             plan.moves[key] = (project.id, opportunity.sequence)
+        }
+    }
+
+    /// Refuses a write of `entity` in `project` the caller's role there does not allow.
+    private func checkRole(of entity: EntityType, in project: UUID, snapshot: PushSnapshot) throws {
+        let role = snapshot.roles[project] ?? .owner
+        guard Roles.mayWrite(entity, as: role) else {
+            throw ServerError.forbidden(
+                "a \(role.rawValue) may not change \(entity.rawValue) records in this project: "
+                    + "money (discounts, finance options, fees) and membership are the office's")
         }
     }
 

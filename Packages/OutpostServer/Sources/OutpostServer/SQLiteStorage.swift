@@ -94,7 +94,7 @@ final class SQLiteStorage: ServerStorage {
     /// Whether the file answers a read within 3 seconds: what `/health` reports.
     func checkHealth() async throws(ServerError) {
         do {
-            try await HealthDeadline.run(seconds: 3) { [self] in
+            try await Deadline.run(seconds: 3) { [self] in
                 _ = try await self.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
             }
         } catch {

@@ -96,51 +96,51 @@ struct BundleRecords: Sendable {
     var batches: AsyncThrowingStream<[EntityRecord], any Error>
 }
 
-/// Runs a health probe with a deadline: a database that hangs (a frozen writer, a lost network)
-/// must make `/health` fail, not wait with it. The probe runs as its own task, cancelled at the
-/// deadline, and the answer does not wait for it to notice (a query on a dead connection may not).
-enum HealthDeadline {
+/// Runs work with a deadline: a database that hangs (a frozen writer, a lost network, a session
+/// the database ended under a query) must make a request fail, not wait with it. The work runs as its
+/// own task, cancelled at the deadline, and the answer does not wait for it to notice (a query on a
+/// dead connection may not): a push that commits after all is answered `duplicate` when resent.
+enum Deadline {
     struct TimedOut: Error, CustomStringConvertible {
         let seconds: Int
         var description: String { "no answer within \(seconds) s" }
     }
 
-    static func run(seconds: Int, _ probe: @escaping @Sendable () async throws -> Void) async throws {
-        let outcome = Outcome()
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+    static func run<T: Sendable>(seconds: Int, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let outcome = Outcome<T>()
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             outcome.wait(continuation)
-            let work = Task {
+            let task = Task {
                 do {
-                    try await probe()
-                    outcome.finish(.success(()))
+                    outcome.finish(.success(try await work()))
                 } catch {
                     outcome.finish(.failure(error))
                 }
             }
             Task {
                 try? await Task.sleep(for: .seconds(seconds))
-                work.cancel()
+                task.cancel()
                 outcome.finish(.failure(TimedOut(seconds: seconds)))
             }
         }
     }
 
     /// The first result wins; every access holds `lock`, hence `@unchecked Sendable`.
-    private final class Outcome: @unchecked Sendable {
+    private final class Outcome<T: Sendable>: @unchecked Sendable {
         private let lock = NSLock()
-        private var continuation: CheckedContinuation<Void, any Error>?
-        private var result: Result<Void, any Error>?
+        private var continuation: CheckedContinuation<T, any Error>?
+        private var result: Result<T, any Error>?
 
-        func wait(_ continuation: CheckedContinuation<Void, any Error>) {
-            let known = lock.withLock { () -> Result<Void, any Error>? in
+        func wait(_ continuation: CheckedContinuation<T, any Error>) {
+            let known = lock.withLock { () -> Result<T, any Error>? in
                 if result == nil { self.continuation = continuation }
                 return result
             }
             if let known { continuation.resume(with: known) }
         }
 
-        func finish(_ outcome: Result<Void, any Error>) {
-            let waiting = lock.withLock { () -> CheckedContinuation<Void, any Error>? in
+        func finish(_ outcome: Result<T, any Error>) {
+            let waiting = lock.withLock { () -> CheckedContinuation<T, any Error>? in
                 guard result == nil else { return nil }
                 result = outcome
                 defer { continuation = nil }

@@ -50,8 +50,8 @@ struct DatabaseWaitTests {
     @Test("Health answers 503 when the database does not answer, within its deadline")
     func healthHasADeadline() async throws {
         let started = ContinuousClock.now
-        await #expect(throws: HealthDeadline.TimedOut.self) {
-            try await HealthDeadline.run(seconds: 1) {
+        await #expect(throws: Deadline.TimedOut.self) {
+            try await Deadline.run(seconds: 1) {
                 // A probe that never returns and ignores cancellation, as a query on a dead connection may.
                 while true { try? await Task.sleep(for: .seconds(3_600)) }
             }

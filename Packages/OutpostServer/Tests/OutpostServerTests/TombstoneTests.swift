@@ -64,4 +64,38 @@ struct TombstoneTests {
         }
         #expect(record.isDeleted && record.fields["title"] == .text(secret))
     }
+
+    @Test("A member who may not write a record never gets its contents from a conflict, deleted or not", arguments: Backend.available)
+    func aConflictAnswerIsOnlyForThoseWhoMayWrite(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let carol = server.transport(token: TestServer.carolToken)  // project manager in B
+        let bob = server.transport(token: TestServer.bobToken)  // crew in B: money is not his to write
+        let secret = "Friends and family 40%"
+        let fee = Sample.create(.fee, fields: [
+            "projectID": .uuid(TestServer.projectB), "name": .text(secret), "amountCents": .integer(15_000),
+            "isTaxable": .bool(false),
+        ])
+        let live = Sample.create(.fee, fields: [
+            "projectID": .uuid(TestServer.projectB), "name": .text("Disposal"), "amountCents": .integer(9_000),
+            "isTaxable": .bool(false),
+        ])
+        _ = try await carol.push(PushRequest(mutations: [fee, live]))
+        _ = try await carol.push(PushRequest(mutations: [
+            PushMutation(idempotencyKey: UUID(), entity: .fee, operation: .delete, recordID: fee.recordID, baseVersion: 1,
+                deletion: Sample.clock(5_000)),
+        ]))
+        // Bob learns the deleted fee's id from his pull and writes to it on an old version, and to the live one.
+        for (id, version) in [(fee.recordID, Int64(1)), (live.recordID, Int64(0))] {
+            let answer = try await server.send(
+                "POST", "/push", token: TestServer.bobToken,
+                body: try wireJSON(PushRequest(mutations: [
+                    Sample.update(.fee, id: id, baseVersion: version, fields: ["amountCents": .integer(1)], clock: Sample.clock(60_000)),
+                ])))
+            #expect(answer.body.range(of: Data(secret.utf8)) == nil, "a crew member read the deleted fee through a conflict")
+            let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+            #expect(outcome?.rejectedCode == .forbidden, "\(String(describing: outcome))")
+        }
+        _ = bob
+    }
 }

@@ -1,0 +1,238 @@
+import Foundation
+import Logging
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostTesting
+import PostgresNIO
+
+/// Scenario `frozen-instance`: three `outpost serve` instances on one PostgreSQL database and media
+/// folder, three devices each syncing through its own instance. In every round one instance is frozen
+/// (SIGSTOP) a few milliseconds into its device's push, while the other devices keep writing and
+/// syncing through theirs for a few seconds, and is then thawed. Afterwards every device settles:
+/// nothing is left unsent, every record a device wrote is on the server as each device holds it, the
+/// database applied no key no device holds as done, and no sync through a healthy instance hung.
+///
+/// Needs `OUTPOST_TEST_POSTGRES_URL` (a cluster it may create databases on): `make reliability` and
+/// `make test` start a throwaway one (`scripts/with-test-postgres.sh`).
+enum FrozenInstanceScenario {
+    static let scenario = Scenario(
+        name: "frozen-instance",
+        summary: "three outpost serve instances on one PostgreSQL, one frozen (SIGSTOP) mid-push each round and thawed",
+        quickSeeds: 1, fullSeeds: 8
+    ) { seed, quick in await run(seed: seed, quick: quick) }
+
+    /// The bounds the instances run with, short so a seed takes seconds: a push meeting the frozen
+    /// writer's lock waits `lockWait`, and the database ends the frozen session after `idleLimit`.
+    static let lockWait = 2, idleLimit = 4
+    /// A sync through a healthy instance that takes longer than this counts as a hang.
+    static let hangLimit: Duration = .seconds(90)
+
+    private static let logger = Logger(label: "outpost.reliability.postgres") { _ in SwiftLogNoOpLogHandler() }
+
+    static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
+        var outcome = SeedOutcome()
+        guard let base = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"], !base.isEmpty else {
+            outcome.crashed(
+                ReliabilityError("OUTPOST_TEST_POSTGRES_URL is not set: run it through make reliability (or scripts/with-test-postgres.sh)"),
+                during: "setup")
+            return outcome
+        }
+        let folder: ScratchFolder
+        let database: (name: String, url: String)
+        do {
+            folder = try ScratchFolder("frozen-instance")
+            database = try await createDatabase(on: base)
+        } catch {
+            outcome.crashed(error, during: "setup")
+            return outcome
+        }
+        var instances: [ServeChild] = []
+        do {
+            let seedFile = folder.path("seed.json"), media = folder.path("media")
+            try Crew.seedJSON.write(to: URL(fileURLWithPath: seedFile))
+            for index in 0..<3 {
+                // One at a time: the first migrates the schema and loads the seed.
+                instances.append(try ServeChild.start([
+                    "--postgres", database.url, "--media", media, "--seed", seedFile,
+                    "--database-lock-wait", "\(lockWait)", "--idle-transaction-timeout", "\(idleLimit)",
+                ]))
+                _ = index
+            }
+            try await play(seed: seed, quick: quick, folder: folder, instances: instances, database: database.url, outcome: &outcome)
+        } catch {
+            outcome.crashed(error, during: "the scenario")
+        }
+        for instance in instances {
+            instance.child.thaw()
+            instance.child.process.terminate()
+            _ = await instance.child.exit()
+        }
+        try? await administer("DROP DATABASE IF EXISTS \(database.name) WITH (FORCE)", on: base)
+        folder.remove()
+        return outcome
+    }
+
+    private struct Phone {
+        let store: LocalStore
+        let engine: SyncEngine
+        let transport: HTTPTransport
+    }
+
+    private static func play(
+        seed: UInt64, quick: Bool, folder: ScratchFolder, instances: [ServeChild], database: String, outcome: inout SeedOutcome
+    ) async throws {
+        var phones: [Phone] = []
+        for index in 0..<3 {
+            let transport = HTTPTransport(
+                configuration: .init(
+                    baseURL: URL(string: instances[index].url)!, schemaVersion: LocalSchema.latestVersion,
+                    requestTimeout: .seconds(5)),
+                token: Crew.token(of: index))
+            let store = try LocalStore.open(at: folder.path("device-\(index).sqlite"))
+            phones.append(Phone(store: store, engine: SyncEngine(store: store, transport: transport), transport: transport))
+        }
+        var random = SeededGenerator(seed: seed ^ 0xF0F0_5E1D)
+        var workload = Workload(seed: seed)
+        let rounds = quick ? 2 : 5
+        for _ in 0..<rounds {
+            for _ in 0..<8 {
+                for (index, phone) in phones.enumerated() {
+                    try await workload.step(device: index, store: phone.store, now: { Date() })
+                }
+            }
+            // Freeze one instance a few milliseconds into its device's push.
+            let frozen = random.below(3)
+            let frozenPhone = phones[frozen]
+            let caught = Task { try? await frozenPhone.engine.sync() }
+            try await Task.sleep(for: .milliseconds(1 + random.below(40)))
+            instances[frozen].child.freeze()
+            outcome.kills += 1
+            // The others go on through their instances for longer than the lock wait and the idle limit.
+            let until = ContinuousClock.now + .seconds(idleLimit + 2)
+            while ContinuousClock.now < until {
+                for (index, phone) in phones.enumerated() where index != frozen {
+                    try await workload.step(device: index, store: phone.store, now: { Date() })
+                    let started = ContinuousClock.now
+                    _ = try? await phone.engine.sync()
+                    if ContinuousClock.now - started > hangLimit {
+                        outcome.crashes += 1
+                        outcome.problems.append("a sync through healthy instance \(index) took \(ContinuousClock.now - started)")
+                    }
+                }
+            }
+            instances[frozen].child.thaw()
+            _ = await caught.value
+        }
+        // Settle: every device syncs until nothing is left, twice over so each sees the others' last changes.
+        for _ in 0..<2 {
+            for (index, phone) in phones.enumerated() {
+                var settled = false
+                for _ in 0..<30 {
+                    if let report = try? await phone.engine.sync(), report.isComplete, try phone.store.status().pendingChanges == 0 {
+                        settled = true
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(500))
+                }
+                if !settled {
+                    outcome.stuck += 1
+                    outcome.problems.append("device \(index) did not settle")
+                }
+            }
+        }
+        outcome.mutations = workload.writes
+        try await check(phones: phones, database: database, outcome: &outcome)
+    }
+
+    private static func check(phones: [Phone], database: String, outcome: inout SeedOutcome) async throws {
+        var done: Set<String> = []
+        for (index, phone) in phones.enumerated() {
+            for mutation in try phone.store.mutations() {
+                if mutation.status == .done {
+                    done.insert(mutation.idempotencyKey.uuidString.lowercased())
+                } else {
+                    outcome.stuck += 1
+                    outcome.problems.append(
+                        "device \(index): \(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)")
+                }
+            }
+            let comparison = try await compare(phone.store, with: phone.transport)
+            outcome.diverged += comparison.mismatches.count
+            outcome.problems += comparison.mismatches.map { "device \(index): \($0)" }
+            // Every record this device wrote is on the server (the comparison walks what the server has).
+            let onServer = try await serverRecords(through: phone.transport)
+            for mutation in try phone.store.mutations() where !onServer.contains(mutation.recordID) {
+                outcome.lost += 1
+                outcome.problems.append("device \(index): \(mutation.entity.rawValue)/\(mutation.recordID) is not on the server")
+            }
+        }
+        var held: [String: String] = [:]
+        for (index, phone) in phones.enumerated() {
+            for mutation in try phone.store.mutations() {
+                held[mutation.recordID.uuidString.lowercased(), default: ""] +=
+                    " device \(index) \(mutation.operation) \(mutation.status) key \(mutation.idempotencyKey.uuidString.lowercased().prefix(13)) attempts \(mutation.attempts);"
+            }
+        }
+        for (key, record) in try await appliedKeys(in: database) where !done.contains(key) {
+            outcome.duplicated += 1
+            outcome.problems.append(
+                "the database applied key \(key) (\(record)), which no device holds as done; the devices hold:\(held[String(record.split(separator: "/").last ?? "")] ?? " nothing")")
+        }
+    }
+
+    /// The ids of every record the server holds for the transport's member.
+    private static func serverRecords(through transport: HTTPTransport) async throws -> Set<UUID> {
+        var ids: Set<UUID> = []
+        var cursor: String?
+        while true {
+            let page = try await transport.pull(PullRequest(cursor: cursor, limit: 500))
+            for record in page.changes { ids.insert(record.recordID) }
+            cursor = page.nextCursor
+            if !page.hasMore { return ids }
+        }
+    }
+
+    // MARK: - The database
+
+    private static func connect(_ url: String) async throws -> PostgresConnection {
+        guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
+            throw ReliabilityError("cannot read the PostgreSQL URL \(url)")
+        }
+        let configuration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        return try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+    }
+
+    /// Runs a statement this scenario wrote itself (names it made, never input) on the cluster's database.
+    private static func administer(_ sql: String, on url: String) async throws {
+        let connection = try await connect(url)
+        defer { Task { try? await connection.close() } }
+        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+    }
+
+    private static func createDatabase(on base: String) async throws -> (name: String, url: String) {
+        guard var components = URLComponents(string: base) else { throw ReliabilityError("cannot read \(base)") }
+        let name = "outpost_frozen_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await administer("CREATE DATABASE \(name)", on: base)
+        components.path = "/" + name
+        return (name, components.string!)
+    }
+
+    /// Every key the database applied (answered `applied`; a conflict's answer is kept too, for its
+    /// replay), with its record as `entity/id`.
+    private static func appliedKeys(in database: String) async throws -> [(key: String, record: String)] {
+        let connection = try await connect(database)
+        defer { Task { try? await connection.close() } }
+        var keys: [(key: String, record: String)] = []
+        for try await (key, entity, id, outcome) in try await connection.query(
+            "SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations", logger: logger
+        ).decode((String, String, String, String).self) {
+            let object = try JSONSerialization.jsonObject(with: Data(outcome.utf8)) as? [String: Any]
+            guard object?["status"] as? String == "applied" else { continue }
+            keys.append((key.lowercased(), "\(entity)/\(id.lowercased())"))
+        }
+        return keys
+    }
+}
