@@ -148,36 +148,8 @@ enum CrashSyncScenario {
 
     private static func check(db: String, serverDB: String, server: ServeChild?, outcome: inout SeedOutcome) async throws {
         guard let server else { return }
-        let store = try LocalStore.open(at: db)
-        let mutations = try store.mutations()
-        for mutation in mutations where mutation.status != .done {
-            outcome.lost += 1
-            outcome.problems.append(
-                "\(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)"
-                    + (mutation.lastError.map { " (\($0))" } ?? ""))
-        }
-        let state = try ServerState.read(databasePath: serverDB)
-        let done = Set(mutations.filter { $0.status == .done }.map { $0.idempotencyKey.uuidString.lowercased() })
-        for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
-            outcome.duplicated += 1
-            outcome.problems.append("the server applied key \(key) (\(record)), which the device does not hold as done")
-        }
-        var written: Set<String> = []
-        for mutation in mutations { written.insert("\(mutation.entity.rawValue)/\(mutation.recordID.uuidString.lowercased())") }
-        for record in written.sorted() where state.records[record] == nil {
-            outcome.lost += 1
-            outcome.problems.append("\(record), written on the device, is not on the server")
-        }
         let transport = HTTPTransport(
             configuration: .init(baseURL: URL(string: server.url)!, schemaVersion: LocalSchema.latestVersion), token: Crew.token(of: 0))
-        let comparison = try await compare(store, with: transport)
-        outcome.diverged += comparison.mismatches.count
-        outcome.problems += comparison.mismatches
-        let audit = try Child(["audit", "verify", "--db", db])
-        let verdict = await audit.exit()
-        if verdict.signaled || verdict.status != 0 {
-            outcome.corrupt += 1
-            outcome.problems.append("outpost audit verify: \(verdict)")
-        }
+        try await checkSyncedDevice(db: db, serverDB: serverDB, transport: transport, unsent: \.lost, outcome: &outcome)
     }
 }

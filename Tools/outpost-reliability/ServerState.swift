@@ -127,3 +127,41 @@ func integrityCheck(_ path: String) throws -> String {
     let queue = try DatabaseQueue(path: path)
     return try queue.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
 }
+
+/// The checks after a device's file was synced by processes that were killed (crash-sync, shared-file):
+/// nothing left unsent (counted under `unsent`), no key applied that the device does not hold as done,
+/// every record it wrote on the server, the device equal to the server, and its audit chain intact.
+func checkSyncedDevice(
+    db: String, serverDB: String, transport: HTTPTransport, unsent: WritableKeyPath<SeedOutcome, Int>,
+    outcome: inout SeedOutcome
+) async throws {
+    let store = try LocalStore.open(at: db)
+    let mutations = try store.mutations()
+    for mutation in mutations where mutation.status != .done {
+        outcome[keyPath: unsent] += 1
+        outcome.problems.append(
+            "\(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)"
+                + (mutation.lastError.map { " (\($0))" } ?? ""))
+    }
+    let state = try ServerState.read(databasePath: serverDB)
+    let done = Set(mutations.filter { $0.status == .done }.map { $0.idempotencyKey.uuidString.lowercased() })
+    for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
+        outcome.duplicated += 1
+        outcome.problems.append("the server applied key \(key) (\(record)), which the device does not hold as done")
+    }
+    var written: Set<String> = []
+    for mutation in mutations { written.insert("\(mutation.entity.rawValue)/\(mutation.recordID.uuidString.lowercased())") }
+    for record in written.sorted() where state.records[record] == nil {
+        outcome.lost += 1
+        outcome.problems.append("\(record), written on the device, is not on the server")
+    }
+    let comparison = try await compare(store, with: transport)
+    outcome.diverged += comparison.mismatches.count
+    outcome.problems += comparison.mismatches
+    let audit = try Child(["audit", "verify", "--db", db])
+    let verdict = await audit.exit()
+    if verdict.signaled || verdict.status != 0 {
+        outcome.corrupt += 1
+        outcome.problems.append("outpost audit verify: \(verdict)")
+    }
+}

@@ -165,29 +165,8 @@ enum SharedFileScenario {
     private static func check(
         db: String, serverDB: String, transport: HTTPTransport, probes: [Probe], outcome: inout SeedOutcome
     ) async throws {
+        try await checkSyncedDevice(db: db, serverDB: serverDB, transport: transport, unsent: \.stuck, outcome: &outcome)
         let store = try LocalStore.open(at: db)
-        let mutations = try store.mutations()
-        for mutation in mutations where mutation.status != .done {
-            outcome.stuck += 1
-            outcome.problems.append(
-                "\(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)"
-                    + (mutation.lastError.map { " (\($0))" } ?? ""))
-        }
-        let state = try ServerState.read(databasePath: serverDB)
-        let done = Set(mutations.filter { $0.status == .done }.map { $0.idempotencyKey.uuidString.lowercased() })
-        for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
-            outcome.duplicated += 1
-            outcome.problems.append("the server applied key \(key) (\(record)), which the device does not hold as done")
-        }
-        var written: Set<String> = []
-        for mutation in mutations { written.insert("\(mutation.entity.rawValue)/\(mutation.recordID.uuidString.lowercased())") }
-        for record in written.sorted() where state.records[record] == nil {
-            outcome.lost += 1
-            outcome.problems.append("\(record), written on the device, is not on the server")
-        }
-        let comparison = try await compare(store, with: transport)
-        outcome.diverged += comparison.mismatches.count
-        outcome.problems += comparison.mismatches
         for probe in probes {
             guard let issue = try store.fetch(Issue.self, id: probe.id) else {
                 outcome.lost += 1
@@ -200,12 +179,6 @@ enum SharedFileScenario {
                     "probe issue \(probe.id): title \(issue.title), status \(issue.status), details \(issue.details); "
                         + "expected \(probe.title), resolved, \(probe.details)")
             }
-        }
-        let audit = try Child(["audit", "verify", "--db", db])
-        let verdict = await audit.exit()
-        if verdict.signaled || verdict.status != 0 {
-            outcome.corrupt += 1
-            outcome.problems.append("outpost audit verify: \(verdict)")
         }
     }
 }
