@@ -49,6 +49,10 @@ actor MediaStore {
 
     func status(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
         let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        // As for its upload: a deleted attachment's file, size included, is no one's business any more.
+        guard record.deletion == nil else {
+            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
+        }
         let state = try await storage.mediaUpload(attachmentID)
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state?.receivedBytes ?? 0,

@@ -164,6 +164,13 @@ final class PostgresStorage: ServerStorage {
         {
             return map(inner)
         }
+        if let error = error as? PSQLError, Self.lostConnection.contains(error.code) {
+            // The database ended the session (this instance was frozen past the idle limit) or the
+            // network to it broke: nothing was committed, and the client sends the batch again.
+            return ServerError(
+                status: 503, .unavailable, "the connection to the database was lost (\(Self.describe(error))); try again shortly",
+                retryAfterSeconds: 2)
+        }
         if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState], Self.busyStates.contains(state) {
             // Another instance holds the lock, or a statement ran out its time: a client retries later.
             return ServerError(
@@ -176,6 +183,9 @@ final class PostgresStorage: ServerStorage {
     /// SQLSTATEs of a bounded wait that ran out: lock_not_available (`lock_timeout`), query_canceled
     /// (`statement_timeout`), idle_in_transaction_session_timeout (this session was ended while idle).
     static let busyStates: Set<String> = ["55P03", "57014", "25P03"]
+
+    /// postgres-nio's codes for a connection that is gone under a call.
+    static let lostConnection: Set<PSQLError.Code> = [.clientClosedConnection, .serverClosedConnection, .connectionError, .poolClosed]
 
     /// Whether the database answers a query within `seconds`: what `/health` reports.
     func checkHealth() async throws(ServerError) {

@@ -275,6 +275,13 @@ struct EndToEndTests {
         } catch {
             #expect(error.serverCode == .notFound)
         }
+        // Nor is its upload's state, its size included, shown to anyone.
+        do {
+            _ = try await server.transport(token: TestServer.carolToken).mediaUploadStatus(for: gone.recordID)
+            Issue.record("a deleted attachment's upload status was shown")
+        } catch {
+            #expect(error.serverCode == .notFound)
+        }
     }
 
     @Test("An upload left unfinished for a week gives its disk space back and starts again from 0", arguments: Backend.available)
