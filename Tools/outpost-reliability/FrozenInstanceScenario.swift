@@ -51,13 +51,12 @@ enum FrozenInstanceScenario {
         do {
             let seedFile = folder.path("seed.json"), media = folder.path("media")
             try Crew.seedJSON.write(to: URL(fileURLWithPath: seedFile))
-            for index in 0..<3 {
+            for _ in 0..<3 {
                 // One at a time: the first migrates the schema and loads the seed.
                 instances.append(try ServeChild.start([
                     "--postgres", database.url, "--media", media, "--seed", seedFile,
                     "--database-lock-wait", "\(lockWait)", "--idle-transaction-timeout", "\(idleLimit)",
                 ]))
-                _ = index
             }
             try await play(seed: seed, quick: quick, folder: folder, instances: instances, database: database.url, outcome: &outcome)
         } catch {

@@ -39,15 +39,18 @@ final class PostgresStorage: ServerStorage {
         var lockSeconds = 10
         var idleTransactionSeconds = 15
 
-        /// The longest one storage call may take on its connection: a statement's bound and some.
-        var operationSeconds: Int { lockSeconds * 6 + 10 }
+        /// The longest one statement may run: six lock waits.
+        var statementSeconds: Int { lockSeconds * 6 }
 
-        /// The session settings: lock waits and statements bounded (a statement gets six lock waits),
-        /// and a session idle in a transaction ended by the database, which frees its locks.
+        /// The longest one storage call may take on its connection: a statement's bound and some.
+        var operationSeconds: Int { statementSeconds + 10 }
+
+        /// The session settings: lock waits and statements bounded, and a session idle in a
+        /// transaction ended by the database, which frees its locks.
         var startupParameters: [(String, String)] {
             [
                 ("lock_timeout", "\(lockSeconds)s"),
-                ("statement_timeout", "\(lockSeconds * 6)s"),
+                ("statement_timeout", "\(statementSeconds)s"),
                 ("idle_in_transaction_session_timeout", "\(idleTransactionSeconds)s"),
             ]
         }
@@ -187,19 +190,9 @@ final class PostgresStorage: ServerStorage {
     /// postgres-nio's codes for a connection that is gone under a call.
     static let lostConnection: Set<PSQLError.Code> = [.clientClosedConnection, .serverClosedConnection, .connectionError, .poolClosed]
 
-    /// Whether the database answers a query within `seconds`: what `/health` reports.
-    func checkHealth() async throws(ServerError) {
-        do {
-            try await Deadline.run(seconds: 3) { [self] in
-                _ = try await self.withConnection { connection in
-                    try await connection.query("SELECT 1", logger: self.logger).collect()
-                }
-            }
-        } catch {
-            throw ServerError(
-                status: 503, .unavailable, "the database is not usable: \((error as? ServerError)?.message ?? "\(error)")",
-                retryAfterSeconds: 5)
-        }
+    func probeDatabase() async throws(ServerError) {
+        let logger = self.logger
+        _ = try await withConnection { connection in try await connection.query("SELECT 1", logger: logger).collect() }
     }
 
     /// PostgreSQL's own message when there is one (postgres-nio's description hides it by default).

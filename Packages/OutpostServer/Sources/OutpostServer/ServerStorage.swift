@@ -9,8 +9,8 @@ import OutpostSync
 /// transaction as the work, so a check can never go stale between reading and writing. (A pull page
 /// read ahead of its request is checked again when served: see `PullReadAhead`.)
 protocol ServerStorage: Sendable {
-    /// Returns when the database answers a query promptly; else a 503 `unavailable` error saying why.
-    func checkHealth() async throws(ServerError)
+    /// Runs one trivial query (`SELECT 1`), as `checkHealth` asks.
+    func probeDatabase() async throws(ServerError)
 
     /// The user a token's SHA-256 (lowercase hex) belongs to, nil for an unknown token.
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
@@ -94,6 +94,20 @@ struct BundleRecords: Sendable {
     var asOf: Date?
     /// Batches of records in catalog order (parents first), read as the consumer asks for them.
     var batches: AsyncThrowingStream<[EntityRecord], any Error>
+}
+
+extension ServerStorage {
+    /// Returns when the database answers a query within 3 seconds; else a 503 `unavailable` error
+    /// saying why: what `/health` reports, so a load balancer takes the instance out.
+    func checkHealth() async throws(ServerError) {
+        do {
+            try await Deadline.run(seconds: 3) { try await self.probeDatabase() }
+        } catch {
+            throw ServerError(
+                status: 503, .unavailable, "the database is not usable: \((error as? ServerError)?.message ?? "\(error)")",
+                retryAfterSeconds: 5)
+        }
+    }
 }
 
 /// Runs work with a deadline: a database that hangs (a frozen writer, a lost network, a session

@@ -37,7 +37,12 @@ struct ClaimOwner: Hashable {
         let parts = text.split(separator: ":", maxSplits: 2)
         guard parts.count == 3, parts[1] == hostName, let pid = pid_t(parts[0]), pid > 0 else { return false }
         if pid == getpid() { return !live.contains(text) }
-        return kill(pid, 0) == -1 && errno == ESRCH
+        return processIsGone(pid)
+    }
+
+    /// Whether another process `pid` of this host has certainly exited (no process has its id).
+    static func processIsGone(_ pid: pid_t) -> Bool {
+        pid > 0 && pid != getpid() && kill(pid, 0) == -1 && errno == ESRCH
     }
 }
 

@@ -17,16 +17,11 @@ enum MediaLeftovers {
         "\(getpid())-\(UUID().uuidString.lowercased()).\(pathExtension)"
     }
 
-    /// Whether process `pid` has certainly exited (no such process on this host).
-    static func isGone(_ pid: pid_t) -> Bool {
-        pid > 0 && pid != getpid() && kill(pid, 0) == -1 && errno == ESRCH
-    }
-
     static func collect(media: URL, scratch: URL, in db: Database) throws -> Int {
         var changed = 0
         let files = FileManager.default
         for name in (try? files.contentsOfDirectory(atPath: scratch.path)) ?? [] {
-            guard let pid = pid_t(name.prefix { $0 != "-" }), isGone(pid) else { continue }
+            guard let pid = pid_t(name.prefix { $0 != "-" }), ClaimOwner.processIsGone(pid) else { continue }
             if (try? files.removeItem(at: scratch.appendingPathComponent(name))) != nil { changed += 1 }
         }
         guard let names = try? files.contentsOfDirectory(atPath: media.path) else { return changed }
@@ -40,7 +35,7 @@ enum MediaLeftovers {
             if name.hasSuffix(".partial") {
                 // `<id>.<pid>.partial`; one without a pid is an older build's, left by a crash.
                 let pid = parts.count == 3 ? pid_t(parts[1]) : nil
-                if pid.map(isGone) ?? true, (try? files.removeItem(at: url)) != nil { changed += 1 }
+                if pid.map(ClaimOwner.processIsGone) ?? true, (try? files.removeItem(at: url)) != nil { changed += 1 }
             } else if name.hasSuffix(".previous"), let id = parts.first.map(String.init) {
                 let current = media.appendingPathComponent(id)
                 let committed = named[id]

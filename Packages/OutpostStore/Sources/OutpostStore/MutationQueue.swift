@@ -491,24 +491,26 @@ enum FieldClocks {
     /// Notes, in `clocks`, the fields a local write changed on their way from `before` to `after`, by
     /// `after`'s `updatedAt`.
     static func noteLocalChanges(of fields: [String], from before: EntityRecord, to after: EntityRecord, in clocks: inout Stored) {
-        let at = after.sync.updatedAt.storageMilliseconds
-        for field in fields where before[field] != after[field] {
-            var changes = clocks.written?[field] ?? []
-            changes.append(PulledChange(version: at, since: changes.last?.version ?? 0, previous: before[field]))
-            if changes.count > keptChanges { changes.removeFirst(changes.count - keptChanges) }
-            clocks.written = clocks.written ?? [:]
-            clocks.written?[field] = changes
-        }
+        note(fields, from: before, to: after, at: after.sync.updatedAt.storageMilliseconds, in: &clocks.written)
     }
 
     /// Notes, in `clocks`, the fields a pull or merge changed on their way from `before` to `after`.
     static func notePulledChanges(from before: EntityRecord, to after: EntityRecord, in clocks: inout Stored) {
-        for field in after.entity.description.fields.map(\.name) where before[field] != after[field] {
-            var changes = clocks.pulled?[field] ?? []
-            changes.append(PulledChange(version: after.sync.version, since: changes.last?.version ?? 0, previous: before[field]))
+        note(after.entity.description.fields.map(\.name), from: before, to: after, at: after.sync.version, in: &clocks.pulled)
+    }
+
+    /// Appends to `history` the value of each of `fields` that changed from `before` to `after`,
+    /// replaced at position `at`, keeping the last `keptChanges` per field.
+    private static func note(
+        _ fields: [String], from before: EntityRecord, to after: EntityRecord, at position: Int64,
+        in history: inout [String: [PulledChange]]?
+    ) {
+        for field in fields where before[field] != after[field] {
+            var changes = history?[field] ?? []
+            changes.append(PulledChange(version: position, since: changes.last?.version ?? 0, previous: before[field]))
             if changes.count > keptChanges { changes.removeFirst(changes.count - keptChanges) }
-            clocks.pulled = clocks.pulled ?? [:]
-            clocks.pulled?[field] = changes
+            history = history ?? [:]
+            history?[field] = changes
         }
     }
 

@@ -29,24 +29,9 @@ enum StaleCopy {
     static func reconcile(
         _ copy: EntityRecord, with stored: EntityRecord, clocks: FieldClocks.Stored?
     ) -> (EntityRecord, [Surfaced]) {
-        guard copy.sync.version < stored.sync.version, let history = clocks?.pulled else { return (copy, []) }
-        var result = copy
-        var surfaced: [Surfaced] = []
-        for field in copy.entity.description.fields.map(\.name) where copy[field] != stored[field] {
-            // The first value a pull replaced after the copy was read is the one the copy read.
-            guard let change = history[field]?.first(where: { $0.version > copy.sync.version }) else { continue }
-            if change.since <= copy.sync.version {
-                if copy[field] == change.previous ?? .null {
-                    result[field] = stored[field]
-                } else {
-                    surfaced.append(Surfaced(field: field, losing: stored[field], side: .server))
-                }
-            } else {
-                result[field] = stored[field]
-                surfaced.append(Surfaced(field: field, losing: copy[field], side: .client))
-            }
-        }
-        return (result, surfaced)
+        guard copy.sync.version < stored.sync.version else { return (copy, []) }
+        // A field the user edited while the server changed it: the edit is written, the server's value surfaced.
+        return reconcile(copy, readAt: copy.sync.version, history: clocks?.pulled, with: stored, surfacingReplaced: true)
     }
 
     /// The fields of `copy`, read at `readAt` (its `updatedAt` in milliseconds) and saved after another
@@ -57,13 +42,29 @@ enum StaleCopy {
     static func reconcileLocal(
         _ copy: EntityRecord, readAt: Int64, with stored: EntityRecord, clocks: FieldClocks.Stored?
     ) -> (EntityRecord, [Surfaced]) {
-        guard let history = clocks?.written else { return (copy, []) }
+        reconcile(copy, readAt: readAt, history: clocks?.written, with: stored, surfacingReplaced: false)
+    }
+
+    /// Both rules' walk: `history` holds, per field, the values replaced after positions (versions for
+    /// pulls, `updatedAt` milliseconds for local writes), and the copy was read at `readAt`. A field the
+    /// copy changed from what it read is written, and with `surfacingReplaced` the stored value it
+    /// replaces is surfaced.
+    private static func reconcile(
+        _ copy: EntityRecord, readAt: Int64, history: [String: [FieldClocks.PulledChange]]?, with stored: EntityRecord,
+        surfacingReplaced: Bool
+    ) -> (EntityRecord, [Surfaced]) {
+        guard let history else { return (copy, []) }
         var result = copy
         var surfaced: [Surfaced] = []
         for field in copy.entity.description.fields.map(\.name) where copy[field] != stored[field] {
+            // The first value replaced after the copy was read is the one the copy read.
             guard let change = history[field]?.first(where: { $0.version > readAt }) else { continue }
             if change.since <= readAt {
-                if copy[field] == change.previous ?? .null { result[field] = stored[field] }
+                if copy[field] == change.previous ?? .null {
+                    result[field] = stored[field]
+                } else if surfacingReplaced {
+                    surfaced.append(Surfaced(field: field, losing: stored[field], side: .server))
+                }
             } else {
                 result[field] = stored[field]
                 surfaced.append(Surfaced(field: field, losing: copy[field], side: .client))

@@ -180,7 +180,8 @@ actor StoreWriter {
         clocks.deletion = deletion
         // A save over a tombstone pulled without contents goes out on the version this device's values
         // are of (see `FieldClocks.Stored.heldVersion`); from then on the queued change carries it.
-        let baseVersion = operation == .update && stored?.deletion != nil ? stored?.heldVersion ?? record.sync.version : record.sync.version
+        // (Only a row deleted by such a tombstone holds one; every other write of the row clears it.)
+        let baseVersion = stored?.heldVersion ?? record.sync.version
         clocks.heldVersion = nil
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
 
