@@ -18,6 +18,7 @@ let package = Package(
         .package(path: "Packages/OutpostMigrator"),
         .package(path: "Packages/OutpostConflicts"),
         .package(path: "Packages/OutpostStore"),
+        .package(path: "Packages/OutpostWire"),
         .package(path: "Packages/OutpostSync"),
         .package(path: "Packages/OutpostBundles"),
         .package(path: "Packages/OutpostKit"),
@@ -36,6 +37,7 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
@@ -48,6 +50,7 @@ let package = Package(
             name: "OutpostDemo",
             dependencies: [
                 .product(name: "Outpost", package: "OutpostKit"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
             ],
             path: "Tools/outpost-demo"
@@ -60,6 +63,7 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
@@ -80,6 +84,7 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "Outpost", package: "OutpostKit"),
@@ -130,6 +135,7 @@ let package = Package(
             name: "OutpostBundlesTests",
             dependencies: [
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
@@ -137,9 +143,20 @@ let package = Package(
             path: "Packages/OutpostBundles/Tests/OutpostBundlesTests"
         ),
         .testTarget(
+            name: "OutpostWireTests",
+            dependencies: [
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+            ],
+            path: "Packages/OutpostWire/Tests/OutpostWireTests"
+        ),
+        .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
@@ -152,6 +169,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
@@ -161,7 +179,7 @@ let package = Package(
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Packages/OutpostServer/Tests/OutpostServerTests"
+            path: "Tests/ServerTests"
         ),
         // Cross-package and end-to-end tests.
         .testTarget(

@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostStore"),
+        .package(path: "../OutpostWire"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -25,6 +26,7 @@ let package = Package(
                 "Clibxml2",
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -32,7 +34,10 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostBundlesTests",
-            dependencies: ["OutpostBundles", .product(name: "ZIPFoundation", package: "ZIPFoundation")]
+            dependencies: [
+                "OutpostBundles", .product(name: "OutpostWire", package: "OutpostWire"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ]
         ),
     ]
 )

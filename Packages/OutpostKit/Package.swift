@@ -14,6 +14,7 @@ let package = Package(
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
+        .package(path: "../OutpostWire"),
         .package(path: "../OutpostSync"),
         .package(path: "../OutpostBundles"),
         .package(path: "../OutpostTesting"),
@@ -25,6 +26,7 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
             ]

@@ -1,9 +1,11 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The reference sync server: speaks `schemas/sync-api.yaml` over Hummingbird 2, keeps every record
-/// in one embedded SQLite file (GRDB, migrated with `OutpostMigrator`) behind a storage protocol, and
-/// resolves pushes with the same `OutpostConflicts` policy the devices run.
+/// The reference sync server: speaks `schemas/sync-api.yaml` (types from `OutpostWire`) over
+/// Hummingbird 2, keeps every record in one embedded SQLite file (GRDB, migrated with
+/// `OutpostMigrator`) or in PostgreSQL behind a storage protocol, and resolves pushes with the same
+/// `OutpostConflicts` policy the devices run. It links no device code; its tests run in the
+/// workspace (`Tests/ServerTests`), against the real device transport.
 let package = Package(
     name: "OutpostServer",
     platforms: [.macOS(.v14)],
@@ -14,10 +16,8 @@ let package = Package(
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostMigrator"),
-        .package(path: "../OutpostSync"),
+        .package(path: "../OutpostWire"),
         .package(path: "../OutpostBundles"),
-        .package(path: "../OutpostStore"),
-        .package(path: "../OutpostTesting"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
@@ -34,7 +34,7 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
-                .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -45,21 +45,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-            ]
-        ),
-        .testTarget(
-            name: "OutpostServerTests",
-            dependencies: [
-                "OutpostServer",
-                .product(name: "OutpostTesting", package: "OutpostTesting"),
-                .product(name: "OutpostSync", package: "OutpostSync"),
-                .product(name: "OutpostModels", package: "OutpostModels"),
-                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
-                .product(name: "OutpostStore", package: "OutpostStore"),
-                .product(name: "OutpostBundles", package: "OutpostBundles"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
     ]

@@ -1,9 +1,9 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The sync transport: the wire protocol's types, the `SyncTransport` protocol with its HTTP and
-/// in-memory implementations, the retry policy and the connectivity monitor. The durable queue and
-/// the sync engine build on it.
+/// The device's side of sync: the `SyncTransport` protocol with its HTTP implementation, the retry
+/// policy, the connectivity monitor and the sync engine that drives the store's queue and pull.
+/// The protocol's types come from `OutpostWire`, which the server shares.
 let package = Package(
     name: "OutpostSync",
     products: [
@@ -14,15 +14,13 @@ let package = Package(
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
+        .package(path: "../OutpostWire"),
     ],
     targets: [
-        // zlib ships with every Apple SDK and Linux distribution; a module map is all Swift needs,
-        // far cheaper to build than a compression package.
-        .systemLibrary(name: "COutpostZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
             name: "OutpostSync",
             dependencies: [
-                "COutpostZlib",
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
@@ -33,6 +31,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostSync",
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),

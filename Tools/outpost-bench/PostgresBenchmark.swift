@@ -1,6 +1,7 @@
 import Foundation
 import Outpost
 import OutpostServer
+import OutpostWire
 
 /// Issue 10's figures: push and pull through the real server on loopback with PostgreSQL behind it,
 /// one instance and two instances on one database, next to the same work on SQLite in the same run

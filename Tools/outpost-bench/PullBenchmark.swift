@@ -4,6 +4,7 @@ import OutpostConflicts
 import OutpostModels
 import OutpostStore
 import OutpostSync
+import OutpostWire
 
 /// The device side of issue 8's pull figure, with no server and no network: how fast pulled pages are
 /// applied into a `LocalStore` (`applyPulledPage`), and how fast the wire form of a page is decoded.

@@ -6,6 +6,7 @@ import GRDB
 import Outpost
 import OutpostServer
 import OutpostSync
+import OutpostWire
 
 /// Issue 8's figures, through the real server on loopback: `SyncServer` started in this process on
 /// 127.0.0.1 (port 0) with a temp SQLite file, the client side `HTTPTransport`, as an app has it.
@@ -466,7 +467,7 @@ private struct PerFieldClocks: SyncTransport {
         try await base.mediaUploadStatus(for: attachmentID)
     }
     func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
-    func downloadBundle(project: UUID, format: OutpostSync.BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
         try await base.downloadBundle(project: project, format: format, to: destination)
     }
     var transferred: TransferCounts { get async { await base.transferred } }

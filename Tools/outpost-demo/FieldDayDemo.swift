@@ -4,6 +4,7 @@ import OutpostServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import OutpostWire
 #endif
 
 /// `make demo`: a reference server on 127.0.0.1 with a seeded project, and two crew devices (two local

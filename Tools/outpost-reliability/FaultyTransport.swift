@@ -1,6 +1,7 @@
 import Foundation
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 
 /// The faults a `FaultyTransport` plays, each by seeded chance per request.
 enum Fault: String, CaseIterable, Sendable, Codable {

@@ -4,6 +4,7 @@ import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 import PostgresNIO
 
 /// Scenario `frozen-instance`: three `outpost serve` instances on one PostgreSQL database and media

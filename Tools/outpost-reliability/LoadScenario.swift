@@ -4,6 +4,7 @@ import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 import Synchronization
 
 /// Scenario `load`: one in-process server on 127.0.0.1 and 50 devices, each its own store and sync

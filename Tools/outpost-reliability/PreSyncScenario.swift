@@ -5,6 +5,7 @@ import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 import Synchronization
 
 /// Scenario `presync`: what a crew's day does to the pre-sync bundle. Two field devices (crew 0 and
@@ -558,7 +559,7 @@ private struct SeedRun {
 
     /// Downloads the project bundle as device `index`, JSON or XML; nil (a crash) when that fails.
     mutating func download(_ index: Int, name: String) async -> URL? {
-        let format: OutpostSync.BundleFormat = random.chance(0.5) ? .json : .xml
+        let format: BundleFormat = random.chance(0.5) ? .json : .xml
         let file = folder.url.appendingPathComponent("bundle-\(index)-\(name).\(format.rawValue)")
         do {
             _ = try await devices[index].transport.downloadBundle(project: Crew.project, format: format, to: file)
@@ -793,7 +794,7 @@ actor AcceptanceRecorder: SyncTransport {
 
     func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
 
-    func downloadBundle(project: UUID, format: OutpostSync.BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
         try await base.downloadBundle(project: project, format: format, to: destination)
     }
 }

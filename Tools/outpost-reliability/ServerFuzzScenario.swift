@@ -3,6 +3,7 @@ import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 import Synchronization
 
 #if canImport(FoundationNetworking)

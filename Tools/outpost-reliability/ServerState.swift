@@ -3,6 +3,7 @@ import GRDB
 import OutpostModels
 import OutpostStore
 import OutpostSync
+import OutpostWire
 
 /// What a server's database file holds, read straight from SQLite: every record (ids and fields as the
 /// server keeps them; server ids, sequences and clocks left out, since they differ between runs of the

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostWire
 
 /// `outpost bundle`: check and write pre-sync bundles.
 struct BundleCommand: ParsableCommand {

@@ -3,6 +3,7 @@ import Foundation
 import OutpostConflicts
 import OutpostServer
 import OutpostSync
+import OutpostWire
 
 /// `outpost serve`: the reference sync server on one SQLite file (demos, tests, small teams) or on a
 /// PostgreSQL database that several instances share.

@@ -3,6 +3,7 @@ import Foundation
 import OutpostConflicts
 import OutpostStore
 import OutpostSync
+import OutpostWire
 
 /// `outpost sync`: one sync run of a local database against a server, as the app would run it.
 struct SyncCommand: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import OutpostModels
 import OutpostStore
+import OutpostWire
 import ZIPFoundation
 
 /// What writing a zip bundle did.

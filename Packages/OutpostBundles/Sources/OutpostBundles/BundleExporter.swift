@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostModels
 import OutpostStore
+import OutpostWire
 
 /// Writes one project's records from a local database as a bundle: what the server serves for pre-sync,
 /// and what round-trip tests compare. The output is deterministic: entities in catalog order (parents

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 
 /// A bundle file opened for reading, whatever its container: a single `.xml` or `.json` document, or a
 /// zip holding the manifest and its files. A zip's manifest is copied to a private temporary file first

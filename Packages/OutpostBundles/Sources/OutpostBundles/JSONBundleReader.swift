@@ -1,3 +1,4 @@
+import OutpostWire
 import Foundation
 import OutpostModels
 

@@ -1,6 +1,7 @@
 import Clibxml2
 import Foundation
 import OutpostModels
+import OutpostWire
 
 /// Reads an XML bundle with libxml2's streaming reader (`xmlTextReader`), validating it against the
 /// embedded `bundle.xsd` as it goes, so memory stays flat however many records the bundle holds.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import OutpostWire
 import ZIPFoundation
 
 /// A zip bundle: one manifest (`bundle.xml` or `bundle.json`) and the files it references. Every entry

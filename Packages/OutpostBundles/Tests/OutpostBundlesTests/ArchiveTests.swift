@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostStore
+import OutpostWire
 import Testing
 import ZIPFoundation
 @testable import OutpostBundles

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostModels
 import OutpostStore
+import OutpostWire
 import Testing
 @testable import OutpostBundles
 

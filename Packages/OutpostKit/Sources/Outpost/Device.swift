@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 @_exported import OutpostBundles
 @_exported import OutpostConflicts
 @_exported import OutpostModels
@@ -186,7 +187,7 @@ public final class Device: Sendable {
     /// `progress` reports the import as it goes, as `importBundle(at:progress:)` does.
     @discardableResult
     public func preSync(
-        project: UUID, format: OutpostSync.BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
+        project: UUID, format: BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) async throws(OutpostError) -> ImportSummary {
         let connection = try connected()
         // In the store's scratch folder, marked as this process's: what a crash leaves there is removed

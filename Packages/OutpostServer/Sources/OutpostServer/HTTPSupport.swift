@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// Header names of the protocol, as Hummingbird's field names.
 enum Header {
@@ -98,7 +98,7 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         var headers: HTTPFields = [.contentType: "application/json"]
         if let seconds = failure.retryAfterSeconds { headers[Header.retryAfter] = String(seconds) }
-        let data = (try? WireJSON.encoder().encode(failure.errorBody)) ?? Data()
+        let data = (try? WireCoding.encoder().encode(failure.errorBody)) ?? Data()
         return Response(
             status: HTTPResponse.Status(code: failure.httpStatus ?? 500), headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
@@ -162,7 +162,7 @@ extension Request {
     mutating func decode<T: Decodable>(_ type: T.Type, limit: Int) async throws(ServerError) -> T {
         let data = try await data(limit: limit)
         do {
-            return try WireJSON.decoder().decode(type, from: data)
+            return try WireCoding.decoder().decode(type, from: data)
         } catch {
             throw ServerError.badRequest("the body is not a valid \(T.self): \(Self.reason(error))")
         }
@@ -182,7 +182,7 @@ extension Request {
 
 /// A JSON response, gzip-compressed above the protocol's threshold for clients that accept it.
 func jsonResponse(_ value: some Encodable, for request: Request) throws -> Response {
-    jsonResponse(bytes: Array(try WireJSON.encoder().encode(value)), for: request)
+    jsonResponse(bytes: Array(try WireCoding.encoder().encode(value)), for: request)
 }
 
 /// Answers JSON already written (gzip for clients that accept it, over the threshold).

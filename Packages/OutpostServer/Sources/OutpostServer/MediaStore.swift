@@ -6,7 +6,7 @@ import Glibc
 import Darwin
 #endif
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// Resumable media uploads, one file per attachment next to the database (`<id>.part` while it
 /// arrives, `<id>` once its SHA-256 matched).

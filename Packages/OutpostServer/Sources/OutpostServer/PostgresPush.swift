@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import OutpostModels
-import OutpostSync
+import OutpostWire
 import PostgresNIO
 
 /// The push seam on PostgreSQL: load a `PushSnapshot` in a few set-based queries, run the rules in

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import OutpostConflicts
 import OutpostModels
-import OutpostSync
+import OutpostWire
 import PostgresNIO
 
 /// The storage for a team that outgrew one SQLite file: PostgreSQL through postgres-nio's pooled
@@ -706,7 +706,7 @@ enum PostgresRecords {
     /// carry NULL here, so a missing server id travels as -1, a missing project or deletion as ''.
     static func save(_ records: [StoredRecord], on connection: PostgresConnection, logger: Logger) async throws {
         guard !records.isEmpty else { return }
-        let encoder = WireJSON.encoder()
+        let encoder = WireCoding.encoder()
         var fields: [String] = [], clocks: [String] = []
         fields.reserveCapacity(records.count)
         clocks.reserveCapacity(records.count)

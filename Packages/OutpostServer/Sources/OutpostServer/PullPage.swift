@@ -1,7 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// A record row as stored, its fields and clocks still the JSON text they were written as: what pull
 /// and bundles read, so a record that only travels on is never decoded.

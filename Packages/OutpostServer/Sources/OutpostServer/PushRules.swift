@@ -1,7 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// What the server does with a push, in memory and for any backend: per mutation, answer a repeated
 /// idempotency key with its original result, check the shape and clocks, translate server-id

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 // The storage seam of a push. The rules (`PushRules`) never touch a database: a backend loads, in a
 // few queries per batch, a `PushSnapshot` of what the batch touches (named by `PushBatch`), the rules

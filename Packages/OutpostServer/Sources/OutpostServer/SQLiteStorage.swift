@@ -4,7 +4,7 @@ import GRDB
 import OutpostConflicts
 import OutpostMigrator
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// The embedded storage: one SQLite file in WAL mode, created and migrated on open. GRDB's pool has
 /// one writer at a time, so the change sequence, taken inside each write transaction, commits in

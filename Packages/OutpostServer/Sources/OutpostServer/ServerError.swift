@@ -1,4 +1,4 @@
-import OutpostSync
+import OutpostWire
 
 /// Why the server could not start, seed or serve: a code to branch on, a message, and the file
 /// concerned. A request the server refuses carries the protocol's wire code and HTTP status too.

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// Where the server keeps records, idempotency results, users and upload states. The routes only
 /// talk to this protocol, so a PostgreSQL backend can sit beside the embedded SQLite one.

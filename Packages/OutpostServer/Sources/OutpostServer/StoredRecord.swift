@@ -1,7 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// A record as the server stores it: the wire's `ServerRecord` plus what access control needs (the
 /// project it belongs to, or for an opportunity not yet linked to one, the user who created it).

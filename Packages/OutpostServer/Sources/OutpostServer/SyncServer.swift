@@ -4,7 +4,7 @@ import NIOCore
 import Logging
 import OutpostBundles
 import OutpostModels
-import OutpostSync
+import OutpostWire
 
 /// The reference sync server: serves `schemas/sync-api.yaml` (health, push, pull, media uploads,
 /// bundles, and `/metrics`) from one SQLite file or a PostgreSQL database several servers share.
@@ -243,7 +243,7 @@ public struct SyncServer: Sendable {
         router.get("projects/:projectID/bundle") { request, context -> Response in
             let caller = try await Self.authenticate(request, storage)
             let project = try Self.uuid(context.parameters.get("projectID"))
-            let format: OutpostBundles.BundleFormat
+            let format: BundleFormat
             switch request.uri.queryParameters.get("format") ?? "json" {
             case "json": format = .json
             case "xml": format = .xml
@@ -333,7 +333,7 @@ public struct SyncServer: Sendable {
     /// With `gzip` it goes as one gzip member, compressed as it is encoded: a bundle is the largest
     /// download a crew makes, and its JSON shrinks about 20 times.
     private static func stream(
-        _ source: BundleRecords, project: UUID, format: OutpostBundles.BundleFormat, contentType: String,
+        _ source: BundleRecords, project: UUID, format: BundleFormat, contentType: String,
         gzip: Bool, holding slot: BundleGate.Slot, metrics: ServerMetrics
     ) -> Response {
         let body = ResponseBody { writer in

@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// A coarse judgement of the connection, from measured latency and throughput, that decides
 /// whether media may travel.
 public enum ConnectionQuality: Int, Sendable, Hashable, Comparable, CustomStringConvertible {

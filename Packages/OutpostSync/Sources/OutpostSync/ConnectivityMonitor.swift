@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 
 /// Watches the server's health endpoint, periodically and on demand, and publishes whether it can
 /// be reached and how well, so the engine starts a sync when the connection returns and sends

@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// Whether the server can be reached and how well, as the connectivity monitor judges it.
 public enum ConnectivityStatus: Sendable, Hashable, CustomStringConvertible {
     /// No check has finished yet.

@@ -1,3 +1,5 @@
+import OutpostWire
+
 extension Duration {
     /// The duration in seconds, for Foundation's `TimeInterval` parameters.
     var seconds: Double {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

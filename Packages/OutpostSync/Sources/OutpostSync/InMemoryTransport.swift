@@ -1,6 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
+import OutpostWire
 
 /// A test double: a small sync server in memory, for unit tests of the engine and of apps.
 ///

@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// A failure `InMemoryTransport` plays instead of (or after) serving a request, to test how the
 /// engine copes with a bad network or an unhappy server.
 public enum InjectedFailure: Sendable, Hashable {

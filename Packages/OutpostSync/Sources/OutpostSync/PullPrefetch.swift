@@ -2,6 +2,7 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostWire
 
 /// Pull pages fetched ahead of the one the engine is applying, each requested as soon as the page
 /// before it has arrived (its cursor is then known), up to `depth` pages that are not yet taken.

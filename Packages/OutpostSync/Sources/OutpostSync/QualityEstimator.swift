@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// Judges `ConnectionQuality` from the last few requests: the median latency of small ones and the
 /// throughput of large ones, so one slow request does not flip the verdict.
 struct QualityEstimator: Sendable {

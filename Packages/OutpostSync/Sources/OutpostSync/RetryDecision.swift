@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// What the queue does with a request that failed.
 public enum RetryDecision: Sendable, Hashable {
     /// Send it again after this wait.

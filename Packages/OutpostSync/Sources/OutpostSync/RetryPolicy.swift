@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// When to try a failed request again: exponential backoff from 1 s, doubling to a 60 s cap, with
 /// equal jitter, honouring the server's `Retry-After`, up to a retry limit. Pure and deterministic
 /// given the random source, so tests check the schedule without sleeping.

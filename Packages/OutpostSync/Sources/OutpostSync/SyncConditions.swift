@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// What the app knows about the device that the network cannot tell: conditions that hold media
 /// back while structured data keeps flowing.
 public struct SyncConditions: Sendable, Hashable {

@@ -2,6 +2,7 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostWire
 
 /// Runs sync between a `LocalStore` and a server: pull first (so local changes are merged against the
 /// newest server state), then push the queue in dependency order, batch by batch. One owner per store,

@@ -1,6 +1,6 @@
 import Foundation
-
 import OutpostStore
+import OutpostWire
 
 /// What one sync run did, for the status bar and for logs.
 public struct SyncReport: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 
 /// How the sync engine talks to a server: one call per route of `schemas/sync-api.yaml`. A
 /// protocol so the engine runs against `HTTPTransport` in apps and `InMemoryTransport` in tests.

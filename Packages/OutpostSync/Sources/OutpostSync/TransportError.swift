@@ -1,3 +1,5 @@
+import OutpostWire
+
 /// Why a request did not get a usable answer, classified so the retry policy and the engine know
 /// whether to retry, fail the mutation or pause the queue; with the request, status and the
 /// server's own code and message.

@@ -1,5 +1,6 @@
 import OutpostConflicts
 import OutpostModels
+import OutpostWire
 import Testing
 @testable import OutpostSync
 

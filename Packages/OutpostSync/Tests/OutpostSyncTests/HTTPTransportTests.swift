@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostWire
 import Testing
 @testable import OutpostSync
 

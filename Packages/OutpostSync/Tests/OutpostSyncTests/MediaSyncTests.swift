@@ -1,9 +1,10 @@
 import Foundation
 import OutpostModels
 import OutpostStore
+import OutpostTesting
+import OutpostWire
 import Testing
 @testable import OutpostSync
-import OutpostTesting
 
 /// Photos' original files: after structured data, only when allowed, resumed instead of restarted.
 @Suite struct MediaSyncTests {

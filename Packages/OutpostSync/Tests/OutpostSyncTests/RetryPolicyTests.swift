@@ -1,7 +1,8 @@
 import Foundation
+import OutpostTesting
+import OutpostWire
 import Testing
 @testable import OutpostSync
-import OutpostTesting
 
 @Suite struct RetryPolicyTests {
     let policy = RetryPolicy()

@@ -2,9 +2,10 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostTesting
+import OutpostWire
 import Testing
 @testable import OutpostSync
-import OutpostTesting
 
 /// The engine on the paths a review found lossy or stuck: references named by server ids that arrive
 /// before their parent, overriding a delete, a conflict answered again after a crash, a malformed

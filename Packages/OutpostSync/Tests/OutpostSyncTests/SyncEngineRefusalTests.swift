@@ -2,9 +2,10 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostTesting
+import OutpostWire
 import Testing
 @testable import OutpostSync
-import OutpostTesting
 
 /// Refusals that say nothing about a single mutation (a whole request refused), a conflict whose server
 /// record this build cannot store, and failed changes put back in line.

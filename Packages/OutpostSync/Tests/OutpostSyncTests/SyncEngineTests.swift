@@ -2,9 +2,10 @@ import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostTesting
+import OutpostWire
 import Testing
 @testable import OutpostSync
-import OutpostTesting
 
 /// The engine against the in-memory server, with a real store file in a temporary folder.
 @Suite struct SyncEngineTests {

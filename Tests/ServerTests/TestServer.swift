@@ -4,6 +4,7 @@ import OutpostConflicts
 import OutpostModels
 @testable import OutpostServer
 import OutpostSync
+import OutpostWire
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -228,5 +229,5 @@ func sha256Hex(_ data: Data) -> String {
 
 /// `value` as the wire's JSON (instants as ISO 8601 text with milliseconds), as `HTTPTransport` sends it.
 func wireJSON(_ value: some Encodable) throws -> Data {
-    try WireJSON.encoder().encode(value)
+    try WireCoding.encoder().encode(value)
 }

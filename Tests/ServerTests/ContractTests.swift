@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// Holds the server to `schemas/sync-api.yaml`: every documented route answers, every status the

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostModels
 import Testing
-@testable import OutpostSync
+@testable import OutpostWire
 
 /// `schemas/sync-api.yaml` and the Swift wire types must describe the same protocol.
 @Suite struct SchemaConformanceTests {

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostSync
+import OutpostWire
 import Testing
 
 @Suite("Several instances on one PostgreSQL: exactly once, and a change sequence no reader skips")

@@ -2,6 +2,7 @@ import Foundation
 import OutpostModels
 import OutpostStore
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// An `HTTPTransport` that writes down every call in order and can cut the connection at a chosen

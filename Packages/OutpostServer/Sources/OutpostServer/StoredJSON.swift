@@ -1,35 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
-import OutpostSync
-
-/// The JSON coders of the wire, as `HTTPTransport` uses them: instants as `Timestamp` text
-/// (ISO 8601 UTC with milliseconds), keys sorted so answers are byte-stable.
-enum WireJSON {
-    static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(Timestamp.string(from: date))
-        }
-        return encoder
-    }
-
-    static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = Timestamp.date(from: text) else {
-                throw DecodingError.dataCorruptedError(
-                    in: container, debugDescription: "'\(text)' is not an ISO 8601 UTC timestamp")
-            }
-            return date
-        }
-        return decoder
-    }
-}
+import OutpostWire
 
 /// A mutation's outcome as stored for its idempotency key: the wire's JSON, so a repeat is answered
 /// with exactly the original.
@@ -64,7 +36,7 @@ enum OutcomeJSON {
             break
         }
         do {
-            return String(decoding: try WireJSON.encoder().encode(outcome), as: UTF8.self)
+            return String(decoding: try WireCoding.encoder().encode(outcome), as: UTF8.self)
         } catch {
             throw ServerError(.databaseFailure, message: "an outcome could not be encoded: \(error)")
         }
@@ -72,7 +44,7 @@ enum OutcomeJSON {
 
     static func decode(_ text: String) throws(ServerError) -> MutationOutcome {
         do {
-            return try WireJSON.decoder().decode(MutationOutcome.self, from: Data(text.utf8))
+            return try WireCoding.decoder().decode(MutationOutcome.self, from: Data(text.utf8))
         } catch {
             throw ServerError(.databaseFailure, message: "a stored outcome is unreadable: \(error)")
         }

@@ -2,6 +2,7 @@ import Foundation
 import OutpostModels
 @testable import OutpostServer
 import OutpostSync
+import OutpostWire
 import Testing
 
 @Suite("Compression: gzip both ways above 10 KB, negotiated by headers")

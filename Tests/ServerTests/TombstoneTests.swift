@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// What a deleted record leaves travelling: its id, version and deletion clock in pulls, nothing in bundles.

@@ -25,7 +25,7 @@ public struct MediaChunk: Sendable, Hashable {
     }
 
     /// The `Content-Range` header value, `bytes first-last/total` (`bytes */total` for an empty file).
-    var contentRange: String {
+    public var contentRange: String {
         data.isEmpty
             ? "bytes */\(totalBytes)" : "bytes \(offset)-\(offset + Int64(data.count) - 1)/\(totalBytes)"
     }

@@ -3,7 +3,7 @@ import OutpostConflicts
 import OutpostModels
 import OutpostTesting
 import Testing
-@testable import OutpostSync
+@testable import OutpostWire
 
 /// `PullResponse(json:)` must read exactly what `JSONDecoder` reads: the same value for every
 /// document the server writes, and never a value for a document `JSONDecoder` refuses.

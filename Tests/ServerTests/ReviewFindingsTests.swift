@@ -5,6 +5,7 @@ import OutpostModels
 @testable import OutpostServer
 import OutpostStore
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// Paths an outside review found where a crew's write could be lost or silently overwritten although

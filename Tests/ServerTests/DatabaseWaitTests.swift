@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import OutpostSync
 @testable import OutpostServer
+import OutpostWire
 import PostgresNIO
 import Testing
 

@@ -3,7 +3,7 @@ import OutpostConflicts
 import OutpostModels
 import OutpostTesting
 import Testing
-@testable import OutpostSync
+@testable import OutpostWire
 
 @Suite struct WireFormatTests {
     private func roundTrip<Value: Codable & Equatable>(_ value: Value) throws -> Value {

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostSync
+import OutpostWire
 import Testing
 
 @Suite("Security: tokens, project membership, versions")

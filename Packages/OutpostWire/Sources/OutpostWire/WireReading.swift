@@ -6,7 +6,7 @@ import OutpostModels
 /// and `JSONEncoder`: a pull page of 500 records through `JSONDecoder` cost more than applying it to
 /// the store, and a push batch's coding on both ends more than the server's writes (Workspace.md,
 /// "Sync"). The `Codable` conformances stay, for the in-memory transport, tests and other clients.
-protocol WireReadable {
+public protocol WireReadable {
     /// Reads one value of this type from `reader`, failing on anything `JSONDecoder` would refuse (and
     /// on a few things it takes; see `PushRequest(json:)`).
     init(reading reader: inout JSONReader) throws(JSONReaderError)
@@ -14,7 +14,7 @@ protocol WireReadable {
 
 extension WireReadable {
     /// The value of a whole document.
-    init(wire data: Data) throws(JSONReaderError) {
+    public init(wire data: Data) throws(JSONReaderError) {
         var reader = JSONReader(data)
         self = try Self(reading: &reader)
         try reader.expectEnd()
@@ -23,7 +23,7 @@ extension WireReadable {
 
 extension Array where Element: WireReadable {
     /// A JSON array of such values.
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         self = []
         try reader.beginArray()
         while try reader.nextElement() { append(try Element(reading: &reader)) }
@@ -39,7 +39,7 @@ extension PushRequest: WireReadable {
         try self.init(wire: data)
     }
 
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var mutations: [PushMutation]?
         var seen: UInt64 = 0
         try reader.beginObject()
@@ -71,7 +71,7 @@ extension PushRequest: WireReadable {
 }
 
 extension PushMutation: WireReadable {
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var idempotencyKey: UUID?, entity: EntityType?, operation: Operation?, recordID: UUID?, serverID: String?
         var baseVersion: Int64?, fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?
         var shared: HybridTimestamp?, deletion: HybridTimestamp?, createdAt: Date?
@@ -175,7 +175,7 @@ extension PullResponse: WireReadable {
         try self.init(wire: data)
     }
 
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?
         var leftProjects: [UUID] = []
         var seen: UInt64 = 0
@@ -206,7 +206,7 @@ extension PullResponse: WireReadable {
 }
 
 extension ServerRecord: WireReadable {
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var sequence: Int64?, entity: EntityType?, recordID: UUID?, serverID: String?, version: Int64?
         var fields: [String: FieldValue]?, clocks: [String: HybridTimestamp]?, shared: HybridTimestamp?, deleted: Bool?
         var deletion: HybridTimestamp?, createdAt: Date?, updatedAt: Date?
@@ -324,7 +324,7 @@ extension ServerRecord: WireReadable {
 extension PushResponse: WireReadable {
     /// Reads a push's answer: a client's side of the batch. Through `JSONDecoder` it was a tenth of a
     /// push measured end to end (Workspace.md, "Sync").
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var results: [MutationResult]?
         var seen: UInt64 = 0
         try reader.beginObject()
@@ -343,7 +343,7 @@ extension PushResponse: WireReadable {
 
 extension MutationResult: WireReadable {
     /// A result is one flat object: the key beside the outcome's members.
-    init(reading reader: inout JSONReader) throws(JSONReaderError) {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var idempotencyKey: UUID?
         var members = OutcomeMembers()
         var seen: UInt64 = 0

@@ -3,6 +3,7 @@ import OutpostModels
 @testable import OutpostServer
 import OutpostStore
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// A pull's cursor says how far each project was read, so a project a device joins, or first asks

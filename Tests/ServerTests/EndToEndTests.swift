@@ -4,6 +4,7 @@ import OutpostBundles
 import OutpostModels
 import OutpostStore
 import OutpostSync
+import OutpostWire
 import Testing
 
 @Suite("End to end: the real SyncEngine and HTTPTransport against the server")
@@ -304,8 +305,8 @@ struct EndToEndTests {
         #expect(try await alice.mediaUploadStatus(for: id).receivedBytes == 0)
     }
 
-    @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [OutpostSync.BundleFormat.json, .xml], Backend.available)
-    func bundles(format: OutpostSync.BundleFormat, backend: Backend) async throws {
+    @Test("The bundle route streams a valid JSON and XML bundle of the project that imports on a device", arguments: [BundleFormat.json, .xml], Backend.available)
+    func bundles(format: BundleFormat, backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)
         let device = try LocalStore.open(at: server.directory.appendingPathComponent("device.sqlite").path)
         let graph = Self.estimateGraph()

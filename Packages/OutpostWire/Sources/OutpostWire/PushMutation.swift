@@ -63,7 +63,7 @@ public struct PushMutation: Sendable, Hashable, Codable {
     /// when there are no fields (a delete). Only this all-or-nothing form is sent, never `clock`
     /// beside some of the `clocks`, so a server from before the form refuses the whole batch (it has
     /// no `clocks`) instead of reading a partial list as fields without clocks.
-    var sharedClock: HybridTimestamp? {
+    public var sharedClock: HybridTimestamp? {
         guard clocks.count == fields.count, let first = clocks.first?.value else { return nil }
         for (name, clock) in clocks where clock != first || fields[name] == nil { return nil }
         return first

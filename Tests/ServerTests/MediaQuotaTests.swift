@@ -2,6 +2,7 @@ import Foundation
 import OutpostModels
 @testable import OutpostServer
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// The media folder cannot be filled by one project or one member, and a deleted attachment's file goes.

@@ -1,6 +1,7 @@
 import Foundation
 import OutpostModels
 import OutpostSync
+import OutpostWire
 import Testing
 
 @Suite("Push: at most once, validated, resolved with the devices' policy")

@@ -2,6 +2,7 @@ import Foundation
 import OutpostModels
 @testable import OutpostServer
 import OutpostSync
+import OutpostWire
 import Testing
 
 /// The next page of a pull, read before it is asked for (`PullReadAhead`): served only when nothing

@@ -7,6 +7,7 @@ import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
+import OutpostWire
 import Testing
 
 @Suite("Storage: the SQLite file, its schema and its settings")
@@ -166,7 +167,7 @@ struct StorageTests {
         let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
         let sharedPage = try PullResponse(json: Data(shared)), fullPage = try PullResponse(json: Data(full))
         #expect(sharedPage == fullPage)
-        #expect(try WireJSON.decoder().decode(PullResponse.self, from: Data(shared)) == fullPage)
+        #expect(try WireCoding.decoder().decode(PullResponse.self, from: Data(shared)) == fullPage)
         #expect(shared.count < full.count)
 
         // Which records came in which form, as the JSON has them.
@@ -273,7 +274,7 @@ struct StorageTests {
             let shared = try page.json(rules: rules, sharedClock: true), full = try page.json(rules: rules, sharedClock: false)
             let expected = try PullResponse(json: Data(full))
             #expect(try PullResponse(json: Data(shared)) == expected, "round \(round)")
-            #expect(try WireJSON.decoder().decode(PullResponse.self, from: Data(shared)) == expected, "round \(round)")
+            #expect(try WireCoding.decoder().decode(PullResponse.self, from: Data(shared)) == expected, "round \(round)")
             #expect(shared.count <= full.count, "round \(round)")
             if round % 2 == 1, rows.contains(where: { $0.deletion == nil && $0.fieldsJSON.contains("projectID") }) {
                 #expect(expected.changes.contains { $0.fields["projectID"] == .text("42") }, "round \(round)")
@@ -305,7 +306,7 @@ struct StorageTests {
         async throws -> PullResponse
     {
         let page = try await storage.pull(after: cursor, limit: limit, maximumBytes: .max, projects: nil, by: caller)
-        return try WireJSON.decoder().decode(
+        return try WireCoding.decoder().decode(
             PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false), sharedClock: false)))
     }
 
