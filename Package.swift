@@ -132,11 +132,22 @@ let package = Package(
             path: "Packages/OutpostStore/Tests/OutpostStoreTests"
         ),
         .testTarget(
+            name: "BundleImportTests",
+            dependencies: [
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Packages/OutpostStore/Tests/BundleImportTests"
+        ),
+        .testTarget(
             name: "OutpostBundlesTests",
             dependencies: [
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
-                .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
             ],

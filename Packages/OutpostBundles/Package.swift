@@ -1,9 +1,10 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// Pre-sync bundles: a project's records in XML (read with libxml2's streaming reader) or JSON (read with
-/// a bounded incremental tokenizer), alone or zipped with the files they reference, validated against the
-/// frozen schemas and imported into an `OutpostStore` database in one transaction.
+/// Pre-sync bundles, the format alone: a project's records in XML (read with libxml2's streaming reader)
+/// or JSON (read with a bounded incremental tokenizer), alone or zipped with the files they reference,
+/// validated against the frozen schemas, read as a stream of checked records and written by exporters.
+/// No database: the store imports the records (`LocalStore.importBundle`), the server exports them.
 let package = Package(
     name: "OutpostBundles",
     products: [
@@ -11,11 +12,9 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostModels"),
-        .package(path: "../OutpostStore"),
         .package(path: "../OutpostWire"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // libxml2 as Debian ships it (2.9.14 on Debian 12); its headers live in /usr/include/libxml2.
@@ -25,11 +24,9 @@ let package = Package(
             dependencies: [
                 "Clibxml2",
                 .product(name: "OutpostModels", package: "OutpostModels"),
-                .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

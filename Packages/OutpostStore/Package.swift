@@ -1,8 +1,10 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The device's database, the source of truth: the local schema's versions v1…v5 on OutpostMigrator,
-/// and the store that reads and writes it.
+/// The device's database, the source of truth: the local schema (`LocalSchema`, on OutpostMigrator),
+/// and the store that owns the replicated state in it: local writes, the outgoing queue, pulled
+/// pages merged through the conflict policy, and pre-sync bundles (read by OutpostBundles) imported
+/// through the same rule.
 let package = Package(
     name: "OutpostStore",
     products: [
@@ -13,7 +15,10 @@ let package = Package(
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostMigrator"),
         .package(path: "../OutpostConflicts"),
+        .package(path: "../OutpostBundles"),
+        .package(path: "../OutpostWire"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
@@ -23,6 +28,8 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for the list path that reads columns straight from a stepped statement.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -32,6 +39,17 @@ let package = Package(
         .testTarget(
             name: "OutpostStoreTests",
             dependencies: ["OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting")]
+        ),
+        // Importing and exporting pre-sync bundles through the store.
+        .testTarget(
+            name: "BundleImportTests",
+            dependencies: [
+                "OutpostStore",
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
     ]
 )

@@ -319,9 +319,9 @@ struct EndToEndTests {
         #expect(size > 0)
         #expect(BundleValidator().errors(inBundleAt: file).isEmpty)
         let fresh = server.directory.appendingPathComponent("fresh.sqlite").path
-        let summary = try BundleImporter().importBundle(at: file, intoDatabaseAt: fresh)
-        #expect(summary.total.inserted == graph.count)
         let imported = try LocalStore.open(at: fresh)
+        let summary = try imported.importBundle(at: file)
+        #expect(summary.total.inserted == graph.count)
         for record in graph {
             #expect(try imported.record(record.entity, id: record.id)?.fields == record.fields)
         }

@@ -48,7 +48,7 @@ struct ReviewFindingsTests {
         let bundle = server.directory.appendingPathComponent("bundle.json")
         _ = try await server.transport(token: TestServer.carolToken).downloadBundle(
             project: TestServer.projectA, format: .json, to: bundle)
-        let imported = try BundleImporter().importBundle(at: bundle, intoDatabaseAt: crew.path)
+        let imported = try crew.importBundle(at: bundle)
         #expect(imported.total.refreshedAroundLocalChanges + imported.total.skippedLocallyModified == 1)
         let report = try await crewEngine.sync()
         #expect(report.isComplete)

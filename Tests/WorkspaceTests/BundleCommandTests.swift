@@ -50,11 +50,23 @@ import Testing
         #expect(validate.status != 0)
         #expect(validate.errorOutput.contains("broken.xml:") || validate.output.contains("broken.xml:"))
 
+        // A device's database, opened before (it has its node id): the failed import leaves every row as it was.
         let database = folder.file("device.sqlite")
-        try LocalDatabase.migrate(at: database)
-        let before = try Data(contentsOf: URL(fileURLWithPath: database))
+        _ = try LocalStore.open(at: database)
+        let before = try Self.rows(of: database)
         #expect(try await Outpost.run(["import", broken, "--db", database]).status != 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == before)
+        #expect(try Self.rows(of: database) == before)
+    }
+
+    /// Every row of every table, by table (rows, not the file's bytes, which a WAL checkpoint rewrites).
+    static func rows(of database: String) throws -> [String: [Row]] {
+        try DatabaseQueue(path: database).read { db in
+            var tables: [String: [Row]] = [:]
+            for name in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
+                tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM \(name.quotedDatabaseIdentifier)")
+            }
+            return tables
+        }
     }
 }
 

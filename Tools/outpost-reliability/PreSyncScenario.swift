@@ -175,14 +175,14 @@ enum PreSyncScenario {
         _ = try await store.save(try Model(record: record), now: now)
     }
 
-    /// Imports `file` into the database at `path` on a thread of its own, as `Device.importBundle` does
-    /// from an app's background queue: it may wait for the store's writes, and they for it, so it must
-    /// not hold one of the few threads the concurrent sync runs on.
-    static func importOffThread(_ file: URL, into path: String) async -> Result<ImportSummary, any Error> {
+    /// Imports `file` into `store` on a thread of its own, as `Device.importBundle` does from an app's
+    /// background queue: it may wait for the store's writes, and they for it, so it must not hold one
+    /// of the few threads the concurrent sync runs on.
+    static func importOffThread(_ file: URL, into store: LocalStore) async -> Result<ImportSummary, any Error> {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 do {
-                    let summary = try BundleImporter().importBundle(at: file, intoDatabaseAt: path)
+                    let summary = try store.importBundle(at: file)
                     continuation.resume(returning: .success(summary))
                 } catch {
                     continuation.resume(returning: .failure(error))
@@ -573,7 +573,7 @@ private struct SeedRun {
     /// Imports `file` into device `index`'s database, as `Device.importBundle` does.
     mutating func importBundle(_ file: URL, into index: Int, during step: String) async -> Bool {
         figures.imports += 1
-        switch await PreSyncScenario.importOffThread(file, into: devices[index].path) {
+        switch await PreSyncScenario.importOffThread(file, into: devices[index].store) {
         case .success(let summary):
             PreSyncScenario.trace("\(PreSyncScenario.name(of: index)) imports \(file.lastPathComponent): \(summary.total)")
             return true
@@ -593,7 +593,7 @@ private struct SeedRun {
         let syncing = Task { try await engine.sync(now: clock) }
         let pause = random.below(21)
         if pause > 0 { try? await Task.sleep(for: .milliseconds(pause)) }
-        let imported = await PreSyncScenario.importOffThread(file, into: devices[index].path)
+        let imported = await PreSyncScenario.importOffThread(file, into: devices[index].store)
         switch imported {
         case .success(let summary): PreSyncScenario.trace("\(PreSyncScenario.name(of: index)) imports during a sync (after \(pause) ms): \(summary.total)")
         case .failure(let error): outcome.crashed(error, during: "\(step): the import during a sync")

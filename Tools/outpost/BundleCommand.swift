@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostStore
 import OutpostWire
 
 /// `outpost bundle`: check and write pre-sync bundles.
@@ -55,14 +56,16 @@ struct BundleExportCommand: ParsableCommand {
     func run() throws {
         guard let projectID = UUID(uuidString: project) else { throw ValidationError("--project must be a UUID") }
         guard let bundleFormat = BundleFormat(rawValue: format) else { throw ValidationError("--format must be xml or json") }
+        guard FileManager.default.fileExists(atPath: db) else { throw CommandFailure("\(db): no database file here") }
         do {
+            let store = try LocalStore.open(at: db)
             let destination = URL(fileURLWithPath: out)
             guard destination.pathExtension.lowercased() == "zip" else {
-                let count = try BundleExporter().exportProject(projectID, fromDatabaseAt: db, format: bundleFormat, to: destination)
+                let count = try store.exportBundle(project: projectID, format: bundleFormat, to: destination)
                 print("wrote \(count) records to \(out)")
                 return
             }
-            let summary = try BundleExporter().exportArchive(projectID, fromDatabaseAt: db, format: bundleFormat, to: destination)
+            let summary = try store.exportArchive(project: projectID, format: bundleFormat, to: destination)
             print("wrote \(summary.records) records and \(summary.files) files to \(out)")
             if !summary.missingFiles.isEmpty {
                 print("not on this device, so not in the archive (\(summary.missingFiles.count)): \(summary.missingFiles.joined(separator: ", "))")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostStore
 
 /// `outpost import PATH --db DB`: import a pre-sync bundle in one transaction.
 struct ImportCommand: ParsableCommand {
@@ -27,7 +28,8 @@ struct ImportCommand: ParsableCommand {
         let showProgress = isatty(STDERR_FILENO) == 1
         let summary: ImportSummary
         do {
-            summary = try BundleImporter().importBundle(at: URL(fileURLWithPath: path), intoDatabaseAt: db) { progress in
+            let store = try LocalStore.open(at: db)
+            summary = try store.importBundle(at: URL(fileURLWithPath: path)) { progress in
                 guard showProgress else { return }
                 BundleProgressBar.draw(progress)
             }

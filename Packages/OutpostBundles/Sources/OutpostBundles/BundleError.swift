@@ -115,7 +115,7 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The same error, placed at `location` where it does not already say more.
-    func located(_ location: SourceLocation) -> BundleError {
+    public func located(_ location: SourceLocation) -> BundleError {
         var copy = self
         copy.file = copy.file ?? location.file
         copy.archiveEntry = copy.archiveEntry ?? location.archiveEntry
@@ -135,10 +135,26 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Where in a bundle something was read: the document (and zip entry), line and column, or JSON path.
-struct SourceLocation: Sendable, Hashable {
-    var file: String?
-    var archiveEntry: String?
-    var line: Int?
-    var column: Int?
-    var jsonPath: String?
+public struct SourceLocation: Sendable, Hashable {
+    /// The bundle file as the caller named it.
+    public var file: String?
+    /// The zip entry holding the document, for a zip bundle.
+    public var archiveEntry: String?
+    /// The line in the document (XML), from 1.
+    public var line: Int?
+    /// The column in the line (XML), from 1.
+    public var column: Int?
+    /// The JSON path of the value (JSON), such as `$.records[3]`.
+    public var jsonPath: String?
+
+    /// A location; leave out what is not known.
+    public init(
+        file: String? = nil, archiveEntry: String? = nil, line: Int? = nil, column: Int? = nil, jsonPath: String? = nil
+    ) {
+        self.file = file
+        self.archiveEntry = archiveEntry
+        self.line = line
+        self.column = column
+        self.jsonPath = jsonPath
+    }
 }

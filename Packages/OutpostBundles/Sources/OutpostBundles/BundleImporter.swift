@@ -1,13 +1,13 @@
 import Foundation
-import GRDB
 import OutpostModels
-import OutpostStore
+import OutpostWire
 
-/// Imports a pre-sync bundle into a local database: the night-before download a crew works from all day.
+/// Reads a pre-sync bundle for import: the night-before download a crew works from all day.
 ///
-/// The whole import is one transaction: any error (a malformed document, a record breaking a rule, a file
-/// whose checksum differs) rolls it back and leaves the database as it was. Importing the same bundle
-/// twice changes nothing the second time, and records with unsynced local changes are never overwritten.
+/// It parses and checks; it writes no database. `open(_:)` gives the bundle's records a batch at a
+/// time, each checked against the schema and the catalog's rules, for the store's import to write in
+/// one transaction (`LocalStore.importBundle(at:)`), and the files a zip ships, checked against their
+/// digests.
 public struct BundleImporter: Sendable {
     /// The bounds the bundle must keep.
     public var limits: BundleLimits
@@ -17,83 +17,13 @@ public struct BundleImporter: Sendable {
         self.limits = limits
     }
 
-    /// Imports the bundle at `url` (`.xml`, `.json` or `.zip`) into the database at `databasePath`,
-    /// upgrading (or creating) it to the latest schema first, and reports progress every 1,000 records.
-    @discardableResult
-    public func importBundle(
-        at url: URL, intoDatabaseAt databasePath: String,
-        progress: (@Sendable (ImportProgress) -> Void)? = nil
-    ) throws(BundleError) -> ImportSummary {
+    /// Opens the bundle at `url` (`.xml`, `.json` or `.zip`) and starts reading it ahead on a thread of
+    /// its own. Close the stream when done with it, on success or failure.
+    public func open(_ url: URL) throws(BundleError) -> BundleRecordStream {
         let source = try BundleSource(url: url, limits: limits)
         let reader = try source.reader(collecting: false)
-        do {
-            try LocalDatabase.migrate(at: databasePath)
-        } catch {
-            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
-        }
-        let queue: DatabaseQueue
-        do {
-            queue = try DatabaseQueue(path: databasePath, configuration: Self.configuration)
-        } catch {
-            throw BundleError(.databaseFailure, message: "\(error)", file: databasePath)
-        }
         let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value ?? 0
-        var header: BundleHeader?
-        var files: [FileReference] = []
-        let readAhead = ReadAhead(reader)
-        readAhead.start()
-        defer { readAhead.finish() }
-        // A zip's files are copied aside while they are checked and stored only once the records commit.
-        var incoming = source.archive.map { _ in BundleFileStore(databasePath: databasePath).beginIncoming() }
-        do {
-            let counts = try queue.write { db -> [EntityType: ImportCounts] in
-                let session = ImportSession(db: db)
-                var records = 0
-                var bytesRead: Int64 = 0
-                while let entry = try readAhead.next() {
-                    bytesRead = entry.bytesRead
-                    switch entry.item {
-                    case .header(let value): header = value
-                    case .file(let file, _): files.append(file)
-                    case .record(let record, let location):
-                        try session.apply(record, at: location)
-                        records += 1
-                        if records % 1000 == 0 {
-                            progress?(ImportProgress(records: records, bytesRead: bytesRead, totalBytes: totalBytes))
-                        }
-                    }
-                }
-                readAhead.finish()
-                try session.finish()
-                if let archive = source.archive, var copies = incoming {
-                    for file in files {
-                        if let destination = try copies.destination(for: file) {
-                            try archive.extractVerified(file, to: destination)
-                        } else {
-                            try archive.verify(file)
-                        }
-                    }
-                    incoming = copies
-                }
-                progress?(ImportProgress(records: records, bytesRead: reader.bytesRead, totalBytes: totalBytes))
-                return session.counts
-            }
-            try? queue.close()
-            let stored = try incoming?.commit() ?? 0
-            return ImportSummary(
-                format: source.format.rawValue, projectID: header?.projectID,
-                total: counts.values.reduce(ImportCounts(), +),
-                byEntity: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) }),
-                filesVerified: source.archive == nil ? 0 : files.count, filesStored: stored, bytesRead: reader.bytesRead)
-        } catch let error as BundleError {
-            try? queue.close()
-            incoming?.discard()
-            throw error
-        } catch {
-            try? queue.close()
-            incoming?.discard()
-            throw BundleError(.databaseFailure, message: "\(error); nothing was imported", file: databasePath)
-        }
+        return BundleRecordStream(source: source, reader: reader, totalBytes: totalBytes)
     }
 
     /// The copy of a file a zip bundle shipped (a drawing's PDF, a thumbnail) that an import stored for the
@@ -102,19 +32,112 @@ public struct BundleImporter: Sendable {
     public static func storedFile(sha256: String, forDatabaseAt databasePath: String) -> URL? {
         BundleFileStore(databasePath: databasePath).storedFile(sha256: sha256)
     }
+}
 
-    /// The import connection. An 8 MiB page cache (four times SQLite's default), which also sizes the
-    /// sorter that orders staged rows; staging tables in a temporary file, never in memory, whatever
-    /// SQLite was built with (`temp_store` cannot change inside a transaction, so it is set here). Both
-    /// keep memory bounded for the memory target. Durability is SQLite's default: a crash mid-import
-    /// leaves the database as it was before, never half-imported. It waits for the store's writes as
-    /// they wait for it (`LocalDatabase.busyTimeout`).
-    private static var configuration: Configuration {
-        var configuration = LocalDatabase.configuration()
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA cache_size = -8192")
-            try db.execute(sql: "PRAGMA temp_store = FILE")
+/// An opened bundle's contents in document order: records a batch at a time, then the files a zip ships.
+///
+/// Parsing (libxml2 with the XSD, or the JSON tokenizer) runs a bounded number of records ahead on a
+/// thread of its own (`ReadAhead`), so memory stays bounded however large the bundle. Used by one
+/// thread at a time; not `Sendable`.
+public final class BundleRecordStream {
+    /// A record as the bundle gives it (synced, at the bundle's version, not orphaned), and where it stands.
+    public struct Record {
+        /// The record, checked against the catalog's rules.
+        public let record: EntityRecord
+        /// Where it stands in the bundle, for errors about it (a duplicate id).
+        public let location: SourceLocation
+    }
+
+    /// The bundle's encoding.
+    public var format: BundleFormat { source.format }
+    /// The bundle file's size in bytes (of the zip, for a zip).
+    public let totalBytes: Int64
+    /// Bytes of the document read so far.
+    public private(set) var bytesRead: Int64 = 0
+    /// The project the bundle's header names, once read.
+    public private(set) var projectID: UUID?
+    /// Files the zip listed so far (always 0 for a single document).
+    public var filesListed: Int { files.count }
+    /// Where the document is, for errors that concern it as a whole.
+    public private(set) var documentLocation: SourceLocation?
+    /// Whether the bundle is a zip that may ship files.
+    public var shipsFiles: Bool { source.archive != nil }
+
+    private let source: BundleSource
+    private let reader: any BundleItemReader
+    private let readAhead: ReadAhead
+    private var files: [FileReference] = []
+    private var incoming: BundleFileStore.Incoming?
+
+    init(source: BundleSource, reader: any BundleItemReader, totalBytes: Int64) {
+        self.source = source
+        self.reader = reader
+        self.totalBytes = totalBytes
+        readAhead = ReadAhead(reader)
+        readAhead.start()
+    }
+
+    deinit {
+        readAhead.finish()
+        incoming?.discard()
+    }
+
+    /// The next records, up to `maximum`, nil once the document has no more. A record breaking one of
+    /// the catalog's rules ends the read with its located error.
+    public func nextBatch(maximum: Int = 256) throws(BundleError) -> [Record]? {
+        var batch: [Record] = []
+        batch.reserveCapacity(maximum)
+        while batch.count < maximum, let entry = try readAhead.next() {
+            bytesRead = entry.bytesRead
+            switch entry.item {
+            case .header(let header): projectID = header.projectID
+            case .file(let file, _): files.append(file)
+            case .record(let record, let location):
+                if let failure = record.validationErrors.first { throw BundleError(failure, at: location) }
+                if documentLocation == nil {
+                    documentLocation = SourceLocation(file: location.file, archiveEntry: location.archiveEntry)
+                }
+                batch.append(Record(record: record, location: location))
+            }
         }
-        return configuration
+        if batch.isEmpty {
+            readAhead.finish()
+            bytesRead = reader.bytesRead
+            return nil
+        }
+        return batch
+    }
+
+    /// After the last batch: checks every file the zip listed against its size and SHA-256, and copies
+    /// the ones the store of the database at `databasePath` lacks into a private folder beside it. Call
+    /// inside the import's transaction, so a bad file rolls the records back; `storeFiles()` moves the
+    /// copies into place once the records committed.
+    public func stageFiles(forDatabaseAt databasePath: String) throws(BundleError) {
+        guard let archive = source.archive else { return }
+        // Kept before the first copy, so `discardFiles()` finds the folder whatever fails.
+        var copies = incoming ?? BundleFileStore(databasePath: databasePath).beginIncoming()
+        incoming = copies
+        for file in files {
+            let destination = try copies.destination(for: file)
+            incoming = copies
+            if let destination {
+                try archive.extractVerified(file, to: destination)
+            } else {
+                try archive.verify(file)
+            }
+        }
+    }
+
+    /// Moves the staged copies into the store's files folder (after the import committed); returns how
+    /// many were new there.
+    public func storeFiles() throws(BundleError) -> Int {
+        defer { incoming = nil }
+        return try incoming?.commit() ?? 0
+    }
+
+    /// Drops the staged copies (the import failed).
+    public func discardFiles() {
+        incoming?.discard()
+        incoming = nil
     }
 }

@@ -171,13 +171,15 @@ public final class Device: Sendable {
 
     // MARK: Pre-sync and sync
 
-    /// Imports a project bundle (the night before), reporting progress as it goes.
+    /// Imports a project bundle (the night before), reporting progress as it goes: one transaction on the
+    /// store, whose `changes()` subscribers hear of every record it wrote. Synchronous: call it off the
+    /// main thread.
     @discardableResult
     public func importBundle(at url: URL, progress: (@Sendable (ImportProgress) -> Void)? = nil) throws(OutpostError)
         -> ImportSummary
     {
         do {
-            return try BundleImporter().importBundle(at: url, intoDatabaseAt: store.path, progress: progress)
+            return try store.importBundle(at: url, progress: progress)
         } catch {
             throw .bundle(error)
         }

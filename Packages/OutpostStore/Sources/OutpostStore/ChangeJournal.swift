@@ -43,21 +43,43 @@ enum ChangeJournal {
 
     /// The changes other origins than `origin` appended after `sequence`, and the newest sequence read.
     static func changes(after sequence: Int64, notBy origin: String, in db: Database) throws -> (Int64, [StoreChange]) {
-        var newest = sequence
         var changes: [StoreChange] = []
+        let newest = try read(after: sequence, through: .max, in: db) { rowOrigin, change in
+            if rowOrigin != origin { changes.append(change) }
+        }
+        return (newest, changes)
+    }
+
+    /// Hands every change `origin` appended after `sequence` and up to `last` to `body`, one at a time (an
+    /// import's notes, published once it committed, without holding them all in memory).
+    static func forEachChange(
+        by origin: String, after sequence: Int64, through last: Int64, in db: Database, _ body: (StoreChange) -> Void
+    ) throws {
+        _ = try read(after: sequence, through: last, in: db) { rowOrigin, change in
+            if rowOrigin == origin { body(change) }
+        }
+    }
+
+    /// Reads the rows after `sequence` up to `last`, handing each change with its row's origin to
+    /// `body`; returns the newest sequence read.
+    private static func read(
+        after sequence: Int64, through last: Int64, in db: Database, _ body: (String, StoreChange) -> Void
+    ) throws -> Int64 {
+        var newest = sequence
         let rows = try Row.fetchCursor(
-            db, sql: "SELECT seq, origin, changes FROM change_journal WHERE seq > ? ORDER BY seq", arguments: [sequence])
+            db, sql: "SELECT seq, origin, changes FROM change_journal WHERE seq > ? AND seq <= ? ORDER BY seq",
+            arguments: [sequence, last])
         while let row = try rows.next() {
             newest = row["seq"]
-            guard (row["origin"] as String) != origin else { continue }
+            let origin: String = row["origin"]
             for line in (row["changes"] as String).split(separator: "\n") {
                 let parts = line.split(separator: " ")
                 guard parts.count == 3, let entity = EntityType(rawValue: String(parts[0])),
                     let id = UUID(uuidString: String(parts[1])), let operation = MutationOperation(rawValue: String(parts[2]))
                 else { continue }
-                changes.append(StoreChange(entity: entity, recordID: id, operation: operation))
+                body(origin, StoreChange(entity: entity, recordID: id, operation: operation))
             }
         }
-        return (newest, changes)
+        return newest
     }
 }

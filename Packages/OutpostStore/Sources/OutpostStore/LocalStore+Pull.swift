@@ -170,14 +170,16 @@ extension StoreWriter {
         }
         // A page read before one already applied (two pulls at once, from two processes of one app)
         // must not move a record back to an older version.
-        if let local, remote.record.sync.version < local.sync.version { return }
+        let arrival = ServerArrival.decide(
+            stored: local, incomingVersion: remote.record.sync.version, changeWaiting: waiting != nil, carriesClocks: true)
+        if arrival == .keepNewerStored || arrival == .keepWaitingChange { return }
         if remote.isContentlessTombstone {
             try applyContentless(remote, over: local, waiting: waiting != nil, clocks: before, report: &report, db: db)
             return
         }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
-        if let local, let waiting {
+        if arrival == .mergeWithWaitingChange, let local, let waiting {
             let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             // The change is judged on the version it was made on, which an import may have moved the row past.
             var base = local

@@ -208,6 +208,9 @@ final class StoreObservers: @unchecked Sendable {
     /// The watch could not start.
     func stopWatching() { lock.withLock { watching = false } }
 
+    /// Whether anyone listens: work done only to publish can be skipped when no one does.
+    var hasSubscribers: Bool { lock.withLock { !continuations.isEmpty } }
+
     func publish(_ change: StoreChange) {
         for continuation in lock.withLock({ Array(continuations.values) }) { continuation.yield(change) }
     }

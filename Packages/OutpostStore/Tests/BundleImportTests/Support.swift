@@ -45,6 +45,21 @@ final class Workspace: Sendable {
         return try queue.read { try EntityTables.fetchRecord(entity, id: id, in: $0) }
     }
 
+    /// Every row of every table of the database at `path` (or the workspace's), by table: what "the import
+    /// wrote nothing" compares (in stored order: the same for an unchanged table). Rows rather than the
+    /// file's bytes, which a WAL checkpoint rewrites.
+    func snapshot(of path: String? = nil) throws -> [String: [Row]] {
+        let queue = try DatabaseQueue(path: path ?? databasePath)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var tables: [String: [Row]] = [:]
+            for name in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") {
+                tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM \(name.quotedDatabaseIdentifier)")
+            }
+            return tables
+        }
+    }
+
     /// Every entity table's records, for comparing two databases.
     func contents(of path: String? = nil) throws -> [EntityRecord] {
         let queue = try DatabaseQueue(path: path ?? databasePath)

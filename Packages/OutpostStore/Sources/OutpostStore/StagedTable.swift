@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
+import OutpostBundles
 import OutpostModels
-import OutpostStore
 
 /// One entity table as an import writes it: new records go to a temporary staging table as they are read,
 /// and move into the real table at the end with one `INSERT … SELECT … ORDER BY id`.
@@ -14,7 +14,7 @@ import OutpostStore
 /// database, kept in a file (`temp_store = FILE`), so memory stays bounded however large the bundle.
 ///
 /// Every identifier comes from the entity catalog (table and column names) or is fixed here; values are
-/// always bound.
+/// always bound, by the same `TableLayout` that writes the entity's rows.
 final class StagedTable {
     let description: EntityDescription
     /// Whether the real table held no row when the import started: every record of the entity is then new,
@@ -26,15 +26,10 @@ final class StagedTable {
     private let db: Database
     private let table: String
     private let stage: String
-    private let columns: [String]
+    private let layout: TableLayout
+    private var columns: [String] { layout.columns }
     private var insertStatement: Statement?
     private var existsStatement: Statement?
-
-    /// The bookkeeping columns every entity table starts with, in the store's order (`LocalSchema`).
-    /// A test checks this list and the catalog's columns against the tables themselves.
-    static let syncColumns = [
-        "id", "server_id", "version", "created_at", "updated_at", "deleted_at", "sync_status", "is_orphaned",
-    ]
 
     /// Where each staged record came from, so a duplicate found at the end is reported where it stands.
     private static let locationColumns = ["import_line", "import_column", "import_path"]
@@ -44,7 +39,7 @@ final class StagedTable {
         self.db = db
         table = description.table.quotedDatabaseIdentifier
         stage = "outpost_import_\(description.table)".quotedDatabaseIdentifier
-        columns = Self.syncColumns + description.fields.map { EntityTables.column(for: $0.name) }
+        layout = TableLayout.of(description.type)
         startedEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM main.\(table))") ?? false)
     }
 
@@ -53,19 +48,19 @@ final class StagedTable {
         if startedEmpty { return false }
         let statement = try existsStatement ?? db.makeStatement(sql: "SELECT 1 FROM main.\(table) WHERE id = ?")
         existsStatement = statement
-        return try Row.fetchOne(statement, arguments: [StorageForm.text(of: id)]) != nil
+        return try Row.fetchOne(statement, arguments: [id.storageText]) != nil
     }
 
     /// Appends a new record to the staging table, not orphaned (orphans are flagged in `flush`).
     func stage(_ record: EntityRecord, at location: SourceLocation) throws {
         let statement = try insertStatement ?? makeStage()
         insertStatement = statement
-        var binder = ValueBinder(statement, parameters: columns.count + Self.locationColumns.count)
-        StorageForm.bind(record, fields: description.fields, to: &binder)
-        binder.bind(location.line.map(Int64.init))
-        binder.bind(location.column.map(Int64.init))
-        binder.bind(location.jsonPath)
-        try binder.execute()
+        try statement.execute { binder in
+            layout.bind(record, to: &binder)
+            binder.bind(location.line.map(Int64.init))
+            binder.bind(location.column.map(Int64.init))
+            binder.bind(location.jsonPath)
+        }
         stagedCount += 1
     }
 

@@ -1,9 +1,9 @@
 import Foundation
 import OutpostModels
-import OutpostStore
 import OutpostWire
 import Testing
 @testable import OutpostBundles
+@testable import OutpostStore
 
 /// What an import does to a database that already holds data.
 @Suite struct ImportSemanticsTests {
@@ -12,20 +12,20 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let url = workspace.url("bundle.\(format.rawValue)")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: format, to: url)
         return (workspace, url)
     }
 
     @Test func importingTheSameBundleTwiceChangesNothingTheSecondTime() throws {
         let (workspace, url) = try exported()
         let target = try workspace.database("target.sqlite")
-        let first = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: target))
-        let second = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let first = try LocalStore.open(at: target).importBundle(at: url)
+        let bytes = try workspace.snapshot(of: target)
+        let second = try LocalStore.open(at: target).importBundle(at: url)
         #expect(first.total.inserted == SampleProject.records.count)
         #expect(second.total.unchanged == SampleProject.records.count)
         #expect(second.total.inserted + second.total.updated == 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == bytes)
+        #expect(try workspace.snapshot(of: target) == bytes)
     }
 
     /// Exports leave tombstones out now (a deleted record's contents stay where they are), but a bundle
@@ -33,7 +33,7 @@ import Testing
     @Test func aTombstoneInAnOlderBundleDeletesTheHeldCopyAndANewExportLeavesItOut() throws {
         let (workspace, url) = try exported(.json)
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: target).importBundle(at: url)
         // The older form: the tombstone with its fields, as the example bundles had it.
         var bundle = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
         var records = try #require(bundle["records"] as? [[String: Any]])
@@ -43,26 +43,26 @@ import Testing
         bundle["records"] = records
         let older = workspace.url("older.json")
         try JSONSerialization.data(withJSONObject: bundle).write(to: older)
-        let summary = try BundleImporter().importBundle(at: older, intoDatabaseAt: target)
+        let summary = try LocalStore.open(at: target).importBundle(at: older)
         #expect(summary.total.updated == 1)
         let held = try #require(try workspace.record(.issue, SampleProject.id(51), in: target))
         #expect(held.sync.isDeleted && held.sync.version == 2)
         // Exported again, the deleted issue is not in the bundle.
         let again = workspace.url("again.json")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: target, format: .json, to: again)
+        try LocalStore.open(at: target).exportBundle(project: SampleProject.project, format: .json, to: again)
         #expect(try !String(contentsOf: again, encoding: .utf8).contains("0b5e55ed-0000-4000-8000-000000000051"))
     }
 
     @Test func aNewerBundleUpdatesOnlyWhatChanged() throws {
         let (workspace, url) = try exported()
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: target).importBundle(at: url)
         var issue = try #require(try workspace.record(.issue, SampleProject.id(51)))
         issue["status"] = .text("resolved")
         issue.sync.version += 1
         try workspace.save([issue])
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
+        let summary = try LocalStore.open(at: target).importBundle(at: url)
         #expect(summary.total.updated == 1)
         #expect(summary.byEntity["issue"]?.updated == 1)
         #expect(summary.total.unchanged == SampleProject.records.count - 1)
@@ -72,7 +72,7 @@ import Testing
     @Test func aScreenThatReadARecordBeforeAnImportDoesNotSendBackTheValuesTheImportReplaced() async throws {
         let (workspace, url) = try exported()
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: target).importBundle(at: url)
         let store = try LocalStore.open(at: target)
         // A detail screen reads the issue before the night's pre-sync…
         var onScreen = try #require(try store.fetch(Issue.self, id: SampleProject.id(51)))
@@ -81,8 +81,8 @@ import Testing
         office["status"] = .text("resolved")
         office.sync.version += 1
         try workspace.save([office])
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
+        try LocalStore.open(at: target).importBundle(at: url)
         // …then the user edits only the title and saves the copy still on screen.
         #expect(onScreen.status != .resolved)
         onScreen.title = "Outlet cover cracked, photo taken"
@@ -101,9 +101,9 @@ import Testing
             authorID: SampleProject.foreman, body: "Gate code 4471").record
         try workspace.save(SampleProject.records + [otherProject, issue, comment])
         let url = workspace.url("bundle.json")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: target).importBundle(at: url)
         let exported = Set(try workspace.contents(of: target).map(\.id))
         #expect(exported == Set(SampleProject.records.map(\.id)))
         #expect(!exported.contains(issue.id) && !exported.contains(comment.id))
@@ -119,9 +119,9 @@ import Testing
         created.sync.syncStatus = .pending
         try workspace.save(SampleProject.records.filter { $0.id != edited.id } + [edited, created])
         let url = workspace.url("bundle.json")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        try LocalStore.open(at: target).importBundle(at: url)
         let exported = try workspace.contents(of: target)
         #expect(!exported.contains { $0.id == edited.id || $0.id == created.id })
         #expect(!exported.contains { $0["title"] == .text("Edited offline, not synced") })
@@ -135,7 +135,7 @@ import Testing
         local["title"] = .text("Cracked tile — edited offline")
         local.sync.syncStatus = status
         try workspace.save([local], in: target)
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let summary = try LocalStore.open(at: target).importBundle(at: url)
         #expect(summary.total.skippedLocallyModified == 1)
         #expect(summary.byEntity["issue"]?.skippedLocallyModified == 1)
         #expect(try workspace.record(.issue, local.id, in: target) == local)
@@ -148,7 +148,7 @@ import Testing
         newer.sync.version = 99
         newer["title"] = .text("Outlet cover fitted")
         try workspace.save([newer], in: target)
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let summary = try LocalStore.open(at: target).importBundle(at: url)
         #expect(summary.total.skippedOutdated == 1)
         #expect(try workspace.record(.issue, newer.id, in: target) == newer)
     }
@@ -167,12 +167,12 @@ import Testing
              ]}
             """
         let url = try workspace.file("orphan.json", json)
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: workspace.databasePath)
+        let summary = try LocalStore.open(at: workspace.databasePath).importBundle(at: url)
         #expect(summary.total.inserted == 1)
         #expect(summary.total.orphaned == 1)
         #expect(try workspace.record(.comment, comment.id)?.sync.isOrphaned == true)
         // Once the parents arrive, the same bundle plus them settles the flag.
-        let again = try BundleImporter().importBundle(at: url, intoDatabaseAt: workspace.databasePath)
+        let again = try LocalStore.open(at: workspace.databasePath).importBundle(at: url)
         #expect(again.total.unchanged == 1 && again.total.orphaned == 1)
     }
 
@@ -186,11 +186,11 @@ import Testing
             + recordLines.reversed().joined(separator: ",\n") + "\n  ]\n}\n"
         let reversedURL = try workspace.file("reversed.json", reversed)
         let target = try workspace.database("target.sqlite")
-        let summary = try BundleImporter().importBundle(at: reversedURL, intoDatabaseAt: target)
+        let summary = try LocalStore.open(at: target).importBundle(at: reversedURL)
         #expect(summary.total.inserted == SampleProject.records.count)
         #expect(summary.total.orphaned == 0)
         #expect(try workspace.contents(of: target) == workspace.contents())
-        let again = try BundleImporter().importBundle(at: reversedURL, intoDatabaseAt: target)
+        let again = try LocalStore.open(at: target).importBundle(at: reversedURL)
         #expect(again.total.unchanged == SampleProject.records.count)
     }
 
@@ -198,7 +198,7 @@ import Testing
         let (workspace, url) = try exported()
         let reports = Reports()
         let target = try workspace.database("target.sqlite")
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: target) { reports.append($0) }
+        try LocalStore.open(at: target).importBundle(at: url) { reports.append($0) }
         let last = try #require(reports.all.last)
         #expect(last.records == SampleProject.records.count)
         #expect(last.bytesRead == last.totalBytes && last.totalBytes > 0)
@@ -218,9 +218,9 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let url = workspace.url("bundle.xml")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: url)
         let device = workspace.url("device.sqlite").path
-        try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+        try LocalStore.open(at: device).importBundle(at: url)
 
         // Offline, the crew retitles the issue.
         let store = try LocalStore.open(at: device)
@@ -235,9 +235,9 @@ import Testing
         office.sync.version += 1
         office.sync.updatedAt = office.sync.updatedAt.addingTimeInterval(60)
         try workspace.save([office])
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
 
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+        let summary = try LocalStore.open(at: device).importBundle(at: url)
         #expect(summary.byEntity["issue"]?.refreshedAroundLocalChanges == 1)
         #expect(summary.total.updated == 0)
         let stored = try #require(try store.record(.issue, id: SampleProject.id(51)))
@@ -253,9 +253,9 @@ import Testing
         #expect(waiting.first.map { Set($0.fields.keys) } == ["title"])
 
         // The same bundle again brings nothing newer: kept, counted, nothing written.
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: device))
-        let again = try BundleImporter().importBundle(at: url, intoDatabaseAt: device)
+        let bytes = try workspace.snapshot(of: device)
+        let again = try LocalStore.open(at: device).importBundle(at: url)
         #expect(again.byEntity["issue"]?.skippedLocallyModified == 1)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: device)) == bytes)
+        #expect(try workspace.snapshot(of: device) == bytes)
     }
 }

@@ -1,15 +1,18 @@
 import Foundation
 import GRDB
+import OutpostBundles
 import OutpostModels
-import OutpostStore
 
 /// One import's work inside the transaction its caller owns.
 ///
-/// Each record is checked against the catalog's rules, then goes one of two ways:
+/// Each record (already checked against the catalog's rules by the bundle's reader) goes one of two ways:
 /// - a record whose id the store does not hold yet is staged (`StagedTable`) and written at the end, in
 ///   key order; a table that started empty needs no lookup at all, which is the bulk of a first import;
-/// - a record the store already holds is compared with the stored one and written (or left) through
-///   `EntityTables`, as `LocalChangeDecision` says.
+/// - a record the store already holds is written (or left) as `ServerArrival`, the rule pulled records
+///   go through too, says for a server version without clocks.
+///
+/// Every record it writes is noted, and `journal()` appends the notes to the change journal, so
+/// `changes()` subscribers in this process and others hear of the import as of any other commit.
 ///
 /// Orphan-ness is settled only once everything is written, so a child listed before its parent is not
 /// flagged. A duplicate id among new records is found when the staged rows move (the primary key refuses
@@ -24,23 +27,24 @@ final class ImportSession {
     private var updatedIDs: [EntityType: Set<UUID>] = [:]
     private var storedParents = BoundedIDCache(capacity: 4096)
     private var pending: [PendingRecord] = []
-    private var documentLocation: SourceLocation?
     private(set) var counts: [EntityType: ImportCounts] = [:]
+    /// Records written since the last `journal()`.
+    private var written: [StoreChange] = []
+    private let origin: String
 
-    init(db: Database) {
+    /// A session writing in `db`'s open transaction; `origin` names the store in the change journal.
+    init(db: Database, origin: String) {
         self.db = db
+        self.origin = origin
     }
 
-    /// Checks and applies one record from the bundle.
+    /// Applies one record from the bundle.
     func apply(_ incoming: EntityRecord, at location: SourceLocation) throws {
         let entity = incoming.entity
-        if let failure = incoming.validationErrors.first { throw BundleError(failure, at: location) }
-        if documentLocation == nil {
-            documentLocation = SourceLocation(file: location.file, archiveEntry: location.archiveEntry)
-        }
         let table = try table(for: entity)
         guard try table.contains(incoming.id) else {
             try table.stage(incoming, at: location)
+            note(incoming)
             return
         }
         guard updatedIDs[entity, default: []].insert(incoming.id).inserted else {
@@ -50,11 +54,16 @@ final class ImportSession {
         try applyOverStored(incoming)
     }
 
+    /// Appends the records written since the last call to the change journal, as one entry.
+    func journal() throws {
+        try ChangeJournal.append(written, origin: origin, in: db)
+        written.removeAll(keepingCapacity: true)
+    }
+
     /// Writes the staged records, flags orphans and settles records whose parents were missing when they
-    /// were read, now that every record is in its table.
-    func finish() throws {
+    /// were read, now that every record is in its table. `place` is the document, for a duplicate's error.
+    func finish(at place: SourceLocation) throws {
         let staged = EntityCatalog.all.compactMap { tables[$0.type] }
-        let place = documentLocation ?? SourceLocation()
         for table in staged {
             try table.flush(location: place)
             counts[table.description.type, default: ImportCounts()].inserted += table.stagedCount
@@ -64,6 +73,11 @@ final class ImportSession {
         }
         for table in staged { try table.drop() }
         try settlePending()
+        try journal()
+    }
+
+    private func note(_ record: EntityRecord) {
+        written.append(StoreChange(entity: record.entity, recordID: record.id, operation: .update))
     }
 
     private func table(for entity: EntityType) throws -> StagedTable {
@@ -77,13 +91,17 @@ final class ImportSession {
     private func applyOverStored(_ incoming: EntityRecord) throws {
         let entity = incoming.entity
         let stored = try EntityTables.fetchRecord(entity, id: incoming.id, in: db)
-        switch LocalChangeDecision.decide(stored: stored, incoming: incoming) {
-        case .keepLocalChanges:
+        let arrival = ServerArrival.decide(
+            stored: stored, incomingVersion: incoming.sync.version,
+            changeWaiting: stored.map { $0.sync.syncStatus != .synced } ?? false, carriesClocks: false)
+        switch arrival {
+        case .keepWaitingChange, .mergeWithWaitingChange:
             counts[entity, default: ImportCounts()].skippedLocallyModified += 1
             return
-        case .refreshAroundLocalChanges:
+        case .refreshAroundWaitingChange:
             if try EntityTables.refreshUnchangedFields(from: incoming, in: db) != nil {
                 counts[entity, default: ImportCounts()].refreshedAroundLocalChanges += 1
+                note(incoming)
             } else {
                 counts[entity, default: ImportCounts()].skippedLocallyModified += 1
             }
@@ -91,7 +109,7 @@ final class ImportSession {
         case .keepNewerStored:
             counts[entity, default: ImportCounts()].skippedOutdated += 1
             return
-        case .write:
+        case .store:
             break
         }
         if try parentsExist(incoming) {
@@ -108,6 +126,7 @@ final class ImportSession {
         } else if stored == nil {
             try EntityTables.save(orphaned, in: db)
         }
+        note(incoming)
         pending.append(PendingRecord(entity: entity, id: incoming.id, before: before))
     }
 
@@ -142,6 +161,7 @@ final class ImportSession {
         } else {
             try EntityTables.save(record, in: db)
         }
+        note(record)
         if stored == nil {
             counts[record.entity, default: ImportCounts()].inserted += 1
         } else {

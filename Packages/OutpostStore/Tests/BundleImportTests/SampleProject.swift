@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostStore
 
 /// A small, realistic project with every entity: the content of `schemas/examples/` and of most tests.
 /// Ids and instants are fixed, so exports are byte-for-byte stable.

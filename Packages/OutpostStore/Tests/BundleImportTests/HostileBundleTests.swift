@@ -3,6 +3,7 @@ import OutpostModels
 import Testing
 import ZIPFoundation
 @testable import OutpostBundles
+@testable import OutpostStore
 
 /// Hostile and broken bundles: each gets its located error, and the database file is byte-for-byte
 /// what it was before the import.
@@ -25,8 +26,8 @@ import ZIPFoundation
             workspace = try Workspace()
             try workspace.save(SampleProject.records)
             let xmlURL = workspace.url("sample.xml"), jsonURL = workspace.url("sample.json")
-            try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: xmlURL)
-            try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: jsonURL)
+            try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: xmlURL)
+            try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: jsonURL)
             xml = try String(contentsOf: xmlURL, encoding: .utf8)
             json = try String(contentsOf: jsonURL, encoding: .utf8)
         }
@@ -174,18 +175,19 @@ import ZIPFoundation
     func refusedWithALocatedErrorAndNoChange(_ hostile: Case) throws {
         let corpus = try Corpus()
         let url = try hostile.make(corpus)
-        let before = try Data(contentsOf: URL(fileURLWithPath: corpus.workspace.databasePath))
+        let store = try LocalStore.open(at: corpus.workspace.databasePath)
+        let before = try corpus.workspace.snapshot(of: corpus.workspace.databasePath)
         #expect(throws: BundleError.self) {
-            try BundleImporter().importBundle(at: url, intoDatabaseAt: corpus.workspace.databasePath)
+            try store.importBundle(at: url)
         }
         do {
-            try BundleImporter().importBundle(at: url, intoDatabaseAt: corpus.workspace.databasePath)
+            try store.importBundle(at: url)
         } catch {
             #expect(error.code == hostile.code, "\(hostile.name): \(error)")
             #expect(hostile.check(error), "\(hostile.name): not located as expected: \(error)")
             #expect(error.description.contains(url.path) || error.file == url.path, "\(hostile.name): \(error)")
         }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: corpus.workspace.databasePath)) == before,
+        #expect(try corpus.workspace.snapshot(of: corpus.workspace.databasePath) == before,
             "\(hostile.name): the database changed")
         let validation = BundleValidator().errors(inBundleAt: url)
         #expect(validation.first?.code == hostile.code, "\(hostile.name): validate said \(validation)")
@@ -206,7 +208,7 @@ import ZIPFoundation
         let url = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
         #expect(BundleValidator().errors(inBundleAt: url).isEmpty)
         let empty = try corpus.workspace.database("empty.sqlite")
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: empty)
+        let summary = try LocalStore.open(at: empty).importBundle(at: url)
         #expect(summary.filesVerified == 1)
         #expect(summary.total.inserted == SampleProject.records.count)
     }

@@ -3,6 +3,7 @@ import OutpostModels
 import OutpostWire
 import Testing
 @testable import OutpostBundles
+@testable import OutpostStore
 
 /// Export → import into an empty database → export again gives the same bundle, in both encodings, and
 /// both encodings import to identical databases.
@@ -12,17 +13,16 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let first = workspace.url("first.\(format.rawValue)")
-        let written = try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath,
-            format: format, to: first)
+        let written = try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: format, to: first)
         #expect(written == SampleProject.records.count)
 
         let empty = try workspace.database("empty.sqlite")
-        let summary = try BundleImporter().importBundle(at: first, intoDatabaseAt: empty)
+        let summary = try LocalStore.open(at: empty).importBundle(at: first)
         #expect(summary.total.inserted == SampleProject.records.count)
         #expect(summary.total.orphaned == 0)
 
         let second = workspace.url("second.\(format.rawValue)")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: empty, format: format, to: second)
+        try LocalStore.open(at: empty).exportBundle(project: SampleProject.project, format: format, to: second)
         #expect(try Data(contentsOf: first) == Data(contentsOf: second))
         #expect(try workspace.contents(of: empty) == workspace.contents())
     }
@@ -31,11 +31,11 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let xml = workspace.url("bundle.xml"), json = workspace.url("bundle.json")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: xml)
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .json, to: json)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: xml)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: json)
         let fromXML = try workspace.database("xml.sqlite"), fromJSON = try workspace.database("json.sqlite")
-        try BundleImporter().importBundle(at: xml, intoDatabaseAt: fromXML)
-        try BundleImporter().importBundle(at: json, intoDatabaseAt: fromJSON)
+        try LocalStore.open(at: fromXML).importBundle(at: xml)
+        try LocalStore.open(at: fromJSON).importBundle(at: json)
         let contents = try workspace.contents(of: fromXML)
         #expect(contents.count == SampleProject.records.count)
         #expect(contents == (try workspace.contents(of: fromJSON)))
@@ -46,8 +46,7 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let exported = workspace.url("sample.\(format.rawValue)")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format,
-            to: exported)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: format, to: exported)
         let example = RepositorySchemas.folder.appendingPathComponent("examples/project-bundle.\(format.rawValue)")
         if !FileManager.default.fileExists(atPath: example.path) {
             try FileManager.default.createDirectory(at: example.deletingLastPathComponent(), withIntermediateDirectories: true)

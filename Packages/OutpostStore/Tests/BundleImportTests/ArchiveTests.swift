@@ -1,10 +1,10 @@
 import Foundation
 import OutpostModels
-import OutpostStore
 import OutpostWire
 import Testing
 import ZIPFoundation
 @testable import OutpostBundles
+@testable import OutpostStore
 
 /// Zip bundles end to end: the files they ship are stored for the device (only once the records
 /// commit), and a device exports what it holds as a zip that imports elsewhere and exports again to the
@@ -20,14 +20,14 @@ import ZIPFoundation
         let url = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
         let database = try corpus.workspace.database("device.sqlite")
 
-        let first = try BundleImporter().importBundle(at: url, intoDatabaseAt: database)
+        let first = try LocalStore.open(at: database).importBundle(at: url)
         #expect(first.filesVerified == 1)
         #expect(first.filesStored == 1)
         let stored = try #require(BundleImporter.storedFile(sha256: SampleProject.drawingDigest, forDatabaseAt: database))
         #expect(try Data(contentsOf: stored) == Data("test".utf8))
         #expect(Self.storedNames(database) == [SampleProject.drawingDigest])
 
-        let second = try BundleImporter().importBundle(at: url, intoDatabaseAt: database)
+        let second = try LocalStore.open(at: database).importBundle(at: url)
         #expect(second.filesVerified == 1)
         #expect(second.filesStored == 0)
         #expect(BundleImporter.storedFile(sha256: "not-a-digest/../../etc", forDatabaseAt: database) == nil)
@@ -43,10 +43,11 @@ import ZIPFoundation
             ("bundle.xml", Data(manifest.utf8)), ("docs/A-101.pdf", Data("test".utf8)), ("docs/B.pdf", Data("nope".utf8)),
         ])
         let database = try corpus.workspace.database("device.sqlite")
-        let before = try Data(contentsOf: URL(fileURLWithPath: database))
+        let store = try LocalStore.open(at: database)
+        let before = try corpus.workspace.snapshot(of: database)
 
-        #expect(throws: BundleError.self) { try BundleImporter().importBundle(at: url, intoDatabaseAt: database) }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == before)
+        #expect(throws: BundleError.self) { try store.importBundle(at: url) }
+        #expect(try corpus.workspace.snapshot(of: database) == before)
         #expect(Self.storedNames(database).isEmpty, "\(Self.storedNames(database))")
     }
 
@@ -54,11 +55,11 @@ import ZIPFoundation
         let corpus = try HostileBundleTests.Corpus()
         let source = try corpus.workspace.database("source.sqlite")
         let incoming = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
-        try BundleImporter().importBundle(at: incoming, intoDatabaseAt: source)
+        try LocalStore.open(at: source).importBundle(at: incoming)
 
         for format in BundleFormat.allCases {
             let first = corpus.workspace.url("export-\(format).zip")
-            let summary = try BundleExporter().exportArchive(SampleProject.project, fromDatabaseAt: source, format: format, to: first)
+            let summary = try LocalStore.open(at: source).exportArchive(project: SampleProject.project, format: format, to: first)
             #expect(summary.records == SampleProject.records.count)
             // Both drawings name the same bytes: shipped once, under the first one's name. The sample's photo
             // and voice note name sizes no file here has, so they are reported, not shipped.
@@ -69,12 +70,12 @@ import ZIPFoundation
             #expect(BundleValidator().errors(inBundleAt: first).isEmpty)
 
             let target = try corpus.workspace.database("target-\(format).sqlite")
-            let imported = try BundleImporter().importBundle(at: first, intoDatabaseAt: target)
+            let imported = try LocalStore.open(at: target).importBundle(at: first)
             #expect(imported.filesStored == 1)
             #expect(try corpus.workspace.contents(of: target) == corpus.workspace.contents(of: source))
 
             let second = corpus.workspace.url("again-\(format).zip")
-            try BundleExporter().exportArchive(SampleProject.project, fromDatabaseAt: target, format: format, to: second)
+            try LocalStore.open(at: target).exportArchive(project: SampleProject.project, format: format, to: second)
             #expect(try Data(contentsOf: second) == Data(contentsOf: first), "export → import → export changed the \(format) archive")
         }
     }
@@ -83,14 +84,14 @@ import ZIPFoundation
         let corpus = try HostileBundleTests.Corpus()
         let source = try corpus.workspace.database("source.sqlite")
         let incoming = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
-        try BundleImporter().importBundle(at: incoming, intoDatabaseAt: source)
+        try LocalStore.open(at: source).importBundle(at: incoming)
         let stored = try #require(BundleImporter.storedFile(sha256: SampleProject.drawingDigest, forDatabaseAt: source))
         try Data("TEST".utf8).write(to: stored)
 
         let url = corpus.workspace.url("export.zip")
-        let summary = try BundleExporter().exportArchive(SampleProject.project, fromDatabaseAt: source, format: .json, to: url)
+        let summary = try LocalStore.open(at: source).exportArchive(project: SampleProject.project, format: .json, to: url)
         #expect(summary.files == 0)
         #expect(summary.missingFiles.contains("A-101.pdf"))
-        #expect(try BundleImporter().importBundle(at: url, intoDatabaseAt: corpus.workspace.database("t.sqlite")).filesVerified == 0)
+        #expect(try LocalStore.open(at: corpus.workspace.database("t.sqlite")).importBundle(at: url).filesVerified == 0)
     }
 }

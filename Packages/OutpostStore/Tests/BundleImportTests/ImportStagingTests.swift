@@ -1,10 +1,10 @@
 import Foundation
 import GRDB
 import OutpostModels
-import OutpostStore
 import OutpostWire
 import Testing
 @testable import OutpostBundles
+@testable import OutpostStore
 
 /// The fast path of an import (staged rows written in key order, values bound straight from records, a
 /// validating spelling of the XSD) gives exactly what the store itself would write and refuses what it must.
@@ -14,9 +14,9 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let url = workspace.url("bundle.\(format.rawValue)")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: format, to: url)
         let target = try workspace.database("target.sqlite")
-        let summary = try BundleImporter().importBundle(at: url, intoDatabaseAt: target)
+        let summary = try LocalStore.open(at: target).importBundle(at: url)
         #expect(summary.total.inserted == SampleProject.records.count)
         for description in EntityCatalog.all {
             let sql = "SELECT * FROM \(description.table.quotedDatabaseIdentifier) ORDER BY id"
@@ -32,7 +32,7 @@ import Testing
             for description in EntityCatalog.all {
                 let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(description.table.quotedDatabaseIdentifier))")
                     .map { $0["name"] as String }
-                let staged = StagedTable.syncColumns + description.fields.map { EntityTables.column(for: $0.name) }
+                let staged = TableLayout.of(description.type).columns
                 // Columns outside the catalog (issues.description, kept by v4's rename; media's local_path,
                 // a device's own) are the store's to fill; `stagedRowsEqualTheRowsTheStoreWrites` checks them.
                 #expect(Set(staged).isSubset(of: columns), "\(description.table)")
@@ -46,7 +46,7 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let url = workspace.url("bundle.\(format.rawValue)")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: format, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: format, to: url)
         let text = try String(contentsOf: url, encoding: .utf8).replacingOccurrences(of: "000000000051", with: "000000000050")
         let duplicated = try workspace.file("duplicated.\(format.rawValue)", text)
         let lines = text.components(separatedBy: "\n")
@@ -54,13 +54,14 @@ import Testing
         let secondLine = try #require(lines.indices.filter { lines[$0].contains(idMark) }.dropFirst().first) + 1
 
         let target = try workspace.database("empty.sqlite")
-        let before = try Data(contentsOf: URL(fileURLWithPath: target))
-        #expect(performing: { try BundleImporter().importBundle(at: duplicated, intoDatabaseAt: target) }, throws: { error in
+        let store = try LocalStore.open(at: target)
+        let before = try workspace.snapshot(of: target)
+        #expect(performing: { try store.importBundle(at: duplicated) }, throws: { error in
             guard let error = error as? BundleError else { return false }
             return error.code == .duplicateRecord && error.id == SampleProject.id(50) && error.entity == .issue
                 && error.line == secondLine && (format == .xml || error.jsonPath?.hasPrefix("$.records[") == true)
         })
-        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
+        #expect(try workspace.snapshot(of: target) == before)
     }
 
     @Test func theFastUUIDParserAgreesWithFoundation() {
@@ -69,7 +70,7 @@ import Testing
             let id = UUID()
             #expect(UUID(hyphenatedText: id.uuidString) == id)
             #expect(UUID(hyphenatedText: id.uuidString.lowercased()) == id)
-            #expect(StorageForm.text(of: id) == id.uuidString.lowercased())
+            #expect(id.storageText == id.uuidString.lowercased())
             var broken = Array(id.uuidString.utf8)
             broken[Int.random(in: 0..<broken.count, using: &random)] = UInt8(ascii: "g")
             let text = String(decoding: broken, as: UTF8.self)
@@ -93,7 +94,7 @@ import Testing
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)
         let url = workspace.url("bundle.xml")
-        try BundleExporter().exportProject(SampleProject.project, fromDatabaseAt: workspace.databasePath, format: .xml, to: url)
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: url)
         let text = try String(contentsOf: url, encoding: .utf8)
         let head = try #require(text.range(of: "  <records>\n"))
         let tail = try #require(text.range(of: "  </records>"))

@@ -1,0 +1,148 @@
+import Crypto
+import Foundation
+import GRDB
+import OutpostBundles
+import OutpostModels
+import OutpostWire
+
+/// What writing a zip bundle did.
+public struct ArchiveExportSummary: Sendable, Hashable {
+    /// Records written to the manifest.
+    public var records: Int
+    /// Files shipped beside it (each once, however many records name it).
+    public var files: Int
+    /// Files records name that this device does not hold (or holds with other bytes), by their record's
+    /// file name: the bundle still imports, without them.
+    public var missingFiles: [String]
+}
+
+extension LocalStore {
+    /// Writes project `projectID` and every live record that hangs from it (tombstones and unsynced
+    /// changes left out) as a bundle at `url`, returning how many records it wrote.
+    @discardableResult
+    public func exportBundle(project projectID: UUID, format: BundleFormat, to url: URL) throws(BundleError) -> Int {
+        let records = try projectRecords(of: projectID)
+        try BundleExporter().export(project: projectID, records: records, format: format, to: url)
+        return records.count
+    }
+
+    /// Writes project `projectID` as a zip at `url`: the manifest (`bundle.xml` or `bundle.json`) and
+    /// the files its reference documents and media attachments name, taken from what this device holds
+    /// (files earlier zip bundles stored, photos and voice notes captured here), each checked against
+    /// its record's size and SHA-256 first.
+    @discardableResult
+    public func exportArchive(project projectID: UUID, format: BundleFormat, to url: URL) throws(BundleError)
+        -> ArchiveExportSummary
+    {
+        let records = try projectRecords(of: projectID)
+        let plan = ArchivePlan(records: records, databasePath: path)
+        try BundleExporter().exportArchive(project: projectID, records: records, files: plan.files, format: format, to: url)
+        return ArchiveExportSummary(records: records.count, files: plan.files.count, missingFiles: plan.missing)
+    }
+
+    /// The project's records (see `projectRecords(of:in:)`), read in one transaction.
+    private func projectRecords(of projectID: UUID) throws(BundleError) -> [EntityRecord] {
+        do {
+            return try pool.read { db in try Self.projectRecords(of: projectID, in: db) }
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError(.databaseFailure, message: "\(error)", file: path)
+        }
+    }
+
+    /// The project, its opportunity, and every record whose owning parent (the first parent it names,
+    /// the one that makes it a project's: an issue's project, a comment's issue) is already included,
+    /// entity by entity in catalog order. Only the owning parent counts: a record of another project
+    /// that names one of this project's records in another reference (a comment whose author is this
+    /// project's member) is that project's, and must not travel to this one's members. Records with a
+    /// change the server has not acknowledged are left out (and so are their children), as the server
+    /// does not hold them so either.
+    static func projectRecords(of projectID: UUID, in db: Database) throws -> [EntityRecord] {
+        guard let project = try EntityTables.fetchRecord(.project, id: projectID, in: db) else {
+            throw BundleError(.databaseFailure, message: "the database holds no project \(projectID.uuidString.lowercased())")
+        }
+        // A bundle is the server's state, and an importing device stores its records as synced: a change of
+        // this device's the server has not acknowledged must not travel in one (the receiver would hold a
+        // value the server never had, or an edit of a record the server does not know, as synced).
+        guard project.sync.syncStatus == .synced, project.sync.version > 0 else {
+            throw BundleError(
+                .databaseFailure,
+                message: "project \(projectID.uuidString.lowercased()) has changes this device has not synced; sync, then export")
+        }
+        var included: [EntityType: Set<UUID>] = [.project: [projectID]]
+        if case .uuid(let opportunity) = project["opportunityID"] { included[.opportunity] = [opportunity] }
+        var result: [EntityRecord] = []
+        for description in EntityCatalog.all {
+            switch description.type {
+            case .project:
+                result.append(project)
+            case .opportunity:
+                guard let id = included[.opportunity]?.first,
+                    let opportunity = try EntityTables.fetchRecord(.opportunity, id: id, in: db)
+                else { continue }
+                result.append(opportunity)
+            default:
+                // Tombstones stay out: a deleted record's contents do not travel (a device that held it
+                // learns of the delete from its pull), and neither do its children.
+                for record in try EntityTables.fetchAll(description.type, in: db)
+                where record.sync.syncStatus == .synced && record.sync.version > 0 && !record.sync.isDeleted {
+                    let owner = description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
+                        guard case .uuid(let parent) = record[relation.field] else { return nil }
+                        return (relation.entity, parent)
+                    }.first
+                    guard let (parentEntity, parent) = owner, included[parentEntity]?.contains(parent) == true else { continue }
+                    included[description.type, default: []].insert(record.id)
+                    result.append(record)
+                }
+            }
+        }
+        return result
+    }
+}
+
+/// Which files a zip bundle ships and where their bytes come from.
+struct ArchivePlan {
+    private(set) var files: [ShippedFile] = []
+    private(set) var missing: [String] = []
+
+    init(records: [EntityRecord], databasePath: String) {
+                let media = LocalStore.mediaFolder(forDatabaseAt: databasePath)
+        var found: [String: (name: String, size: Int64, source: URL)] = [:]
+        for record in records where !record.sync.isDeleted {
+            guard record.entity == .referenceDocument || record.entity == .mediaAttachment,
+                case .text(let name) = record["fileName"], case .text(let digest) = record["sha256"],
+                case .integer(let size) = record["byteSize"]
+            else { continue }
+            if let known = found[digest] {
+                // The same bytes named again ship once; a different size under the same digest cannot be them.
+                if known.size != size { missing.append(name) }
+                continue
+            }
+            var candidates: [URL] = []
+            if let copy = BundleImporter.storedFile(sha256: digest, forDatabaseAt: databasePath) { candidates.append(copy) }
+            if record.entity == .mediaAttachment { candidates.append(media.appendingPathComponent(record.id.uuidString.lowercased())) }
+            if let source = candidates.first(where: { Self.holds($0, size: size, sha256: digest) }) {
+                found[digest] = (name, size, source)
+            } else {
+                missing.append(name)
+            }
+        }
+        files = found.map { ShippedFile(name: $0.value.name, byteSize: $0.value.size, sha256: $0.key, source: $0.value.source) }
+        missing.sort()
+    }
+
+    /// Whether the file at `url` has exactly this size and digest.
+    private static func holds(_ url: URL, size: Int64, sha256: String) -> Bool {
+        guard let handle = try? FileHandle(forReadingFrom: url) else { return false }
+        defer { try? handle.close() }
+        var hash = SHA256()
+        var total: Int64 = 0
+        while let chunk = try? handle.read(upToCount: 1 << 16), !chunk.isEmpty {
+            total += Int64(chunk.count)
+            if total > size { return false }
+            hash.update(data: chunk)
+        }
+        return total == size && hash.finalize().map { String(format: "%02x", $0) }.joined() == sha256
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+import OutpostBundles
+import OutpostModels
+
+extension LocalStore {
+    /// Imports the pre-sync bundle at `url` (`.xml`, `.json` or `.zip`): the night-before download a crew
+    /// works from all day. Reports progress every 1,000 records.
+    ///
+    /// `BundleImporter` reads and checks the bundle on a thread of its own; this store writes its records
+    /// in one transaction on its writer connection, through the rule pulled records go through
+    /// (`ServerArrival`): any error (a malformed document, a record breaking a rule, a file whose
+    /// checksum differs) rolls it back and leaves the store as it was. Importing the same bundle twice
+    /// changes nothing the second time, and a record with a change waiting keeps it for the push to
+    /// settle. Every record written is published to `changes()`, here and in other processes.
+    ///
+    /// Synchronous, like the parse it waits on: call it off the main thread. Other writes wait for it
+    /// (up to the store's busy timeout, for other processes).
+    @discardableResult
+    public func importBundle(
+        at url: URL, limits: BundleLimits = .standard, progress: (@Sendable (ImportProgress) -> Void)? = nil
+    ) throws(BundleError) -> ImportSummary {
+        let stream = try BundleImporter(limits: limits).open(url)
+        let origin = claimOwner.text
+        do {
+            let (counts, journal) = try pool.writeWithoutTransaction { db in
+                // An 8 MiB page cache at least (four times SQLite's default), which also sizes the sorter
+                // that orders staged rows; staging tables in a temporary file, never in memory, whatever
+                // SQLite was built with (`temp_store` cannot change inside a transaction). Both keep an
+                // import's memory bounded however large the bundle.
+                if try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? 0 > -Self.importCacheKilobytes {
+                    try db.execute(sql: "PRAGMA cache_size = -\(Self.importCacheKilobytes)")
+                }
+                try db.execute(sql: "PRAGMA temp_store = FILE")
+                let before = try ChangeJournal.latest(in: db)
+                try db.execute(sql: "BEGIN IMMEDIATE TRANSACTION")
+                do {
+                    let session = ImportSession(db: db, origin: origin)
+                    var records = 0
+                    while let batch = try stream.nextBatch() {
+                        for item in batch { try session.apply(item.record, at: item.location) }
+                        let reached = records + batch.count
+                        if reached / Self.journalEvery > records / Self.journalEvery { try session.journal() }
+                        if let progress, reached / 1000 > records / 1000 {
+                            progress(ImportProgress(records: reached, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
+                        }
+                        records = reached
+                    }
+                    try session.finish(at: stream.documentLocation ?? SourceLocation(file: url.path))
+                    try stream.stageFiles(forDatabaseAt: path)
+                    progress?(ImportProgress(records: records, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
+                    let after = try ChangeJournal.latest(in: db)
+                    try db.execute(sql: "COMMIT TRANSACTION")
+                    return (session.counts, (before, after))
+                } catch {
+                    try? db.rollback()
+                    throw error
+                }
+            }
+            let stored = try stream.storeFiles()
+            publishImported(journal: journal, origin: origin)
+            return ImportSummary(
+                format: stream.format.rawValue, projectID: stream.projectID,
+                total: counts.values.reduce(ImportCounts(), +),
+                byEntity: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) }),
+                filesVerified: stream.shipsFiles ? stream.filesListed : 0, filesStored: stored,
+                bytesRead: stream.bytesRead)
+        } catch let error as BundleError {
+            stream.discardFiles()
+            throw error
+        } catch {
+            stream.discardFiles()
+            throw BundleError(.databaseFailure, message: "\(error); nothing was imported", file: path)
+        }
+    }
+
+    /// The writer connection's page cache during an import, at least.
+    static let importCacheKilobytes = 8 * 1024
+    /// Records per change-journal entry an import writes.
+    static let journalEvery = 1_024
+
+    /// Tells this process's subscribers of what the import wrote, read back from the journal entries it
+    /// committed (other processes read them on their own).
+    private func publishImported(journal: (before: Int64, after: Int64), origin: String) {
+        guard observers.hasSubscribers, journal.after > journal.before else { return }
+        try? pool.read { db in
+            try ChangeJournal.forEachChange(by: origin, after: journal.before, through: journal.after, in: db) {
+                observers.publish($0)
+            }
+        }
+    }
+}
