@@ -50,6 +50,8 @@ let package = Package(
             name: "OutpostDemo",
             dependencies: [
                 .product(name: "Outpost", package: "OutpostKit"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
             ],
@@ -120,6 +122,8 @@ let package = Package(
             dependencies: [
                 .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
             ],
             path: "Packages/OutpostKit/Tests/OutpostTests"
         ),

@@ -33,7 +33,11 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostTests",
-            dependencies: ["Outpost", .product(name: "OutpostTesting", package: "OutpostTesting")]
+            dependencies: [
+                "Outpost", .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSync", package: "OutpostSync"),
+            ]
         ),
     ]
 )

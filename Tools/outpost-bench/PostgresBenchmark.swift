@@ -1,6 +1,10 @@
 import Foundation
 import Outpost
+import OutpostConflicts
+import OutpostModels
 import OutpostServer
+import OutpostStore
+import OutpostSync
 import OutpostWire
 
 /// Issue 10's figures: push and pull through the real server on loopback with PostgreSQL behind it,

@@ -4,7 +4,10 @@ import FoundationNetworking
 #endif
 import GRDB
 import Outpost
+import OutpostConflicts
+import OutpostModels
 import OutpostServer
+import OutpostStore
 import OutpostSync
 import OutpostWire
 

@@ -1,10 +1,13 @@
 import Foundation
 import Outpost
 import OutpostServer
+// Beyond what an app imports: the demo checks its claims against the server's own state.
+import OutpostStore
+import OutpostSync
+import OutpostWire
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
-import OutpostWire
 #endif
 
 /// `make demo`: a reference server on 127.0.0.1 with a seeded project, and two crew devices (two local
@@ -78,7 +81,7 @@ struct FieldDayDemo {
         for (name, crew) in [("Alice", a), ("Bob", b)] {
             let summary = try await crew.preSync(project: project)
             say("\(name)'s device pre-syncs the project bundle: \(summary.total.inserted) records imported.")
-            demo.check(try crew.fetch(OutpostModels.Issue.self, id: stain.id) != nil, "\(name) has the issue after pre-sync")
+            demo.check(try crew.fetch(Issue.self, id: stain.id) != nil, "\(name) has the issue after pre-sync")
             try await crew.sync()
         }
 
@@ -103,7 +106,7 @@ struct FieldDayDemo {
         try Data((0..<180_000).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: photoFile)
         let photo = try await a.attachPhoto(to: crack, fileAt: photoFile)
         say("Alice raises \"\(crack.title)\" with a photo (\(photo.byteSize / 1024) KB).")
-        var aliceStain = try demo.require(try a.fetch(OutpostModels.Issue.self, id: stain.id), "Alice has the stain issue")
+        var aliceStain = try demo.require(try a.fetch(Issue.self, id: stain.id), "Alice has the stain issue")
         aliceStain.status = .resolved
         try await a.save(aliceStain)
         say("Alice marks \"\(stain.title)\" resolved.")
@@ -115,7 +118,7 @@ struct FieldDayDemo {
         // counter, then node, not by which came later. Bob's change comes "a little later"; the pause
         // makes sure of it.
         try await Task.sleep(for: .milliseconds(5))
-        var bobStain = try demo.require(try b.fetch(OutpostModels.Issue.self, id: stain.id), "Bob has the stain issue")
+        var bobStain = try demo.require(try b.fetch(Issue.self, id: stain.id), "Bob has the stain issue")
         bobStain.status = .inProgress
         try await b.save(bobStain)
         say("Bob, a little later, marks the same issue in progress.")
@@ -170,8 +173,8 @@ struct FieldDayDemo {
             demo.check(report.isComplete, "\(name)'s final sync completed")
         }
         try await b.sync()
-        demo.check(try b.fetch(OutpostModels.Issue.self, id: stain.id)?.status == .resolved, "Bob now sees Alice's override")
-        say("Bob's device now shows \"\(stain.title)\" as \(try b.fetch(OutpostModels.Issue.self, id: stain.id)?.status.rawValue ?? "?").")
+        demo.check(try b.fetch(Issue.self, id: stain.id)?.status == .resolved, "Bob now sees Alice's override")
+        say("Bob's device now shows \"\(stain.title)\" as \(try b.fetch(Issue.self, id: stain.id)?.status.rawValue ?? "?").")
 
         for (name, crew) in [("Alice", a), ("Bob", b)] {
             let audit = try crew.store.verifyAudit()

@@ -1,10 +1,10 @@
 import Foundation
+import OutpostBundles
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+import OutpostSync
 import OutpostWire
-@_exported import OutpostBundles
-@_exported import OutpostConflicts
-@_exported import OutpostModels
-@_exported import OutpostStore
-@_exported import OutpostSync
 
 /// One device's Outpost: the local store (the source of truth), and, once a server is set, the sync
 /// engine and the connectivity monitor. Reads never touch the network; writes land locally at once and

@@ -1,5 +1,7 @@
 import Foundation
 import Outpost
+import OutpostModels  // Timestamp and the qualified names the tests use
+import OutpostSync  // InMemoryTransport, the server double
 import OutpostTesting
 import Testing
 

@@ -7,7 +7,7 @@ import OutpostModels
 extension EntityTables {
     /// Whether a parent `record` references is absent from the store or deleted. Ids in `arriving` are
     /// parents that come in the same batch and count as present.
-    public static func hasMissingParent(_ record: EntityRecord, besides arriving: Set<UUID> = [], in db: Database) throws -> Bool {
+    static func hasMissingParent(_ record: EntityRecord, besides arriving: Set<UUID> = [], in db: Database) throws -> Bool {
         for relation in record.entity.description.parents {
             guard case .uuid(let parent) = record[relation.field], !arriving.contains(parent) else { continue }
             let table = relation.entity.description.table.quotedDatabaseIdentifier
@@ -20,7 +20,7 @@ extension EntityTables {
 
     /// Flags the live children of a deleted record as orphaned; returns how many were newly flagged.
     @discardableResult
-    public static func flagOrphans(childrenOf entity: EntityType, id: UUID, in db: Database) throws -> Int {
+    static func flagOrphans(childrenOf entity: EntityType, id: UUID, in db: Database) throws -> Int {
         var flagged = 0
         for child in EntityCatalog.all {
             for relation in child.parents where relation.entity == entity {

@@ -11,7 +11,7 @@ extension EntityTables {
     /// values it replaced are noted for stale copies, as a pull notes them). Inside the caller's
     /// transaction; returns the record as stored, or nil, with nothing written, when the record is not
     /// stored, has no change waiting, or either side is a delete (left for sync to settle).
-    public static func refreshUnchangedFields(from remote: EntityRecord, in db: Database) throws -> EntityRecord? {
+    static func refreshUnchangedFields(from remote: EntityRecord, in db: Database) throws -> EntityRecord? {
         let entity = remote.entity, id = remote.id
         guard let local = try fetchRecord(entity, id: id, in: db), !local.sync.isDeleted, !remote.sync.isDeleted,
             remote.sync.version > local.sync.version,
@@ -37,7 +37,7 @@ extension EntityTables {
     /// store holds, as a pull would: the values it replaces are noted (`FieldClocks.Stored.pulled`), so a
     /// screen that read the record before and saves after is judged as after a pull (`StaleCopy`) and
     /// cannot send the replaced values back as fresh edits. Inside the caller's transaction.
-    public static func replaceWithServerVersion(_ stored: EntityRecord, by remote: EntityRecord, in db: Database) throws {
+    static func replaceWithServerVersion(_ stored: EntityRecord, by remote: EntityRecord, in db: Database) throws {
         try save(remote, in: db)
         var clocks = try FieldClocks.read(remote.entity, remote.id, in: db)
             ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)

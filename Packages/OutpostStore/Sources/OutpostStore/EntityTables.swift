@@ -6,16 +6,16 @@ import OutpostModels
 /// `EntityRecord` is laid out in SQL. The store, the bundle importer and the sync engine all go through it,
 /// inside transactions they own. Table and column names come from the catalog, never from input.
 /// Its statements bind and step through SQLite's C API, so a GRDB `ValueObservation` does not see them.
-public enum EntityTables {
+enum EntityTables {
     /// The record `id` of `entity`, or nil when the table has no such row (tombstones included).
-    public static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {
+    static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {
         let layout = TableLayout.of(entity)
         let statement = try db.cachedStatement(sql: layout.selectByID)
         return try statement.firstRow(arguments: [id.storageText]) { try layout.record(from: $0) }
     }
 
     /// Every record of `entity` in primary-key order, tombstones included.
-    public static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
+    static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
         let layout = TableLayout.of(entity)
         var records: [EntityRecord] = []
         try db.cachedStatement(sql: layout.selectAll).forEachRow { records.append(try layout.record(from: $0)) }
@@ -23,7 +23,7 @@ public enum EntityTables {
     }
 
     /// Live (not deleted) records of `entity` whose `field` holds `value`, in creation order.
-    public static func fetchLive(
+    static func fetchLive(
         _ entity: EntityType, where field: String, equals value: FieldValue, in db: Database
     ) throws -> [EntityRecord] {
         let layout = TableLayout.of(entity)
@@ -55,13 +55,13 @@ public enum EntityTables {
 
     /// Whether the table of `entity` has a row `id` (tombstones included): the cheap existence check a
     /// bundle import makes for every parent reference, with no row to decode.
-    public static func containsRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> Bool {
+    static func containsRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> Bool {
         let statement = try db.cachedStatement(sql: TableLayout.of(entity).selectExists)
         return try Row.fetchOne(statement, arguments: [id.storageText]) != nil
     }
 
     /// Inserts the record, or replaces every column of the row with the same id.
-    public static func save(_ record: EntityRecord, in db: Database) throws {
+    static func save(_ record: EntityRecord, in db: Database) throws {
         try save(record, with: db.cachedStatement(sql: TableLayout.of(record.entity).upsert))
     }
 
@@ -72,7 +72,7 @@ public enum EntityTables {
     }
 
     /// The column holding `field` of any entity (`projectID` → `project_id`).
-    public static func column(for field: String) -> String {
+    static func column(for field: String) -> String {
         ColumnName.forField(field)
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostModels
-import OutpostStore
+@testable import OutpostStore
 
 /// A temporary folder with a migrated database in it, removed when the value goes away.
 final class Workspace: Sendable {

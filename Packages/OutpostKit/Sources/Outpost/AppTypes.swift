@@ -1,0 +1,112 @@
+import OutpostBundles
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostWire
+
+// The types an app names beside `Device`, so that `import Outpost` is all it writes. Each is defined and
+// documented in the package that owns it; an alias, not a re-export of the whole package, keeps this
+// surface deliberate. A tool that needs more (a custom transport's wire types, the engine itself)
+// imports that package.
+
+// MARK: - Records
+
+/// A clock-in or clock-out of a crew member on a project. (`OutpostModels.TimeEntry`)
+public typealias TimeEntry = OutpostModels.TimeEntry
+/// A project's log for one day: weather, crew, work done. (`OutpostModels.DailyLog`)
+public typealias DailyLog = OutpostModels.DailyLog
+/// A sales opportunity a project may come from. (`OutpostModels.Opportunity`)
+public typealias Opportunity = OutpostModels.Opportunity
+/// A job: the unit members, bundles and access are scoped to. (`OutpostModels.Project`)
+public typealias Project = OutpostModels.Project
+/// A part of a project's estimate. (`OutpostModels.Scope`)
+public typealias Scope = OutpostModels.Scope
+/// A sheet of measurements taken for a scope. (`OutpostModels.MeasureSheet`)
+public typealias MeasureSheet = OutpostModels.MeasureSheet
+/// One measurement on a measure sheet. (`OutpostModels.Measure`)
+public typealias Measure = OutpostModels.Measure
+/// A priced line of a scope. (`OutpostModels.ScopeItem`)
+public typealias ScopeItem = OutpostModels.ScopeItem
+/// A discount on an estimate. (`OutpostModels.Discount`)
+public typealias Discount = OutpostModels.Discount
+/// A financing option offered with an estimate. (`OutpostModels.FinanceOption`)
+public typealias FinanceOption = OutpostModels.FinanceOption
+/// A fee on an estimate. (`OutpostModels.Fee`)
+public typealias Fee = OutpostModels.Fee
+/// A problem raised on a project, with its status, priority and place. (`OutpostModels.Issue`)
+public typealias Issue = OutpostModels.Issue
+/// A comment on an issue. (`OutpostModels.Comment`)
+public typealias Comment = OutpostModels.Comment
+/// Equipment or material tagged with a QR code. (`OutpostModels.Asset`)
+public typealias Asset = OutpostModels.Asset
+/// A drawing or document shipped with a project's bundle. (`OutpostModels.ReferenceDocument`)
+public typealias ReferenceDocument = OutpostModels.ReferenceDocument
+/// A photo or voice note attached to a record; its original file syncs after the data. (`OutpostModels.MediaAttachment`)
+public typealias MediaAttachment = OutpostModels.MediaAttachment
+/// A person's membership and role in a project. (`OutpostModels.Member`)
+public typealias Member = OutpostModels.Member
+
+// MARK: - Records
+
+/// A record type the store can hold: every model above conforms. (`OutpostModels.Syncable`)
+public typealias Syncable = OutpostModels.Syncable
+/// The kinds of records, one per model. (`OutpostModels.EntityType`)
+public typealias EntityType = OutpostModels.EntityType
+/// A field's value, as `Device.records(_:where:is:)` and `list(_:where:is:)` compare it. (`OutpostModels.FieldValue`)
+public typealias FieldValue = OutpostModels.FieldValue
+/// A record's sync bookkeeping: server id, version, times, status, orphan flag. (`OutpostModels.SyncMetadata`)
+public typealias SyncMetadata = OutpostModels.SyncMetadata
+/// Whether a record's latest change reached the server. (`OutpostModels.SyncStatus`)
+public typealias SyncStatus = OutpostModels.SyncStatus
+/// Why a record breaks one of the catalog's rules. (`OutpostModels.ModelError`)
+public typealias ModelError = OutpostModels.ModelError
+
+// MARK: - Local store
+
+/// The device's database (`Device.store`): reads, writes, queue, conflicts, import. (`OutpostStore.LocalStore`)
+public typealias LocalStore = OutpostStore.LocalStore
+/// A long list of records, read a window at a time. (`OutpostStore.RecordList`)
+public typealias RecordList = OutpostStore.RecordList
+/// One committed change, as `LocalStore.changes()` reports it. (`OutpostStore.StoreChange`)
+public typealias StoreChange = OutpostStore.StoreChange
+/// Create, update or delete: what a change did. (`OutpostStore.MutationOperation`)
+public typealias MutationOperation = OutpostStore.MutationOperation
+/// The store's queue, conflicts and media state in one read. (`OutpostStore.StoreStatus`)
+public typealias StoreStatus = OutpostStore.StoreStatus
+/// Why the store refused or failed; nothing was written. (`OutpostStore.StoreError`)
+public typealias StoreError = OutpostStore.StoreError
+/// A value or delete that lost, waiting for the user to keep or override it. (`OutpostStore.OpenConflict`)
+public typealias OpenConflict = OutpostStore.OpenConflict
+/// What the user decided about an open conflict. (`OutpostStore.ConflictChoice`)
+public typealias ConflictChoice = OutpostStore.ConflictChoice
+
+// MARK: - Pre-sync
+
+/// What a bundle import did, in total and per entity. (`OutpostStore.ImportSummary`)
+public typealias ImportSummary = OutpostStore.ImportSummary
+/// The counts of one import, or of one entity in it. (`OutpostStore.ImportCounts`)
+public typealias ImportCounts = OutpostStore.ImportCounts
+/// How far an import has got. (`OutpostStore.ImportProgress`)
+public typealias ImportProgress = OutpostStore.ImportProgress
+/// The two encodings of a pre-sync bundle. (`OutpostWire.BundleFormat`)
+public typealias BundleFormat = OutpostWire.BundleFormat
+/// Why a bundle could not be read or imported, and where. (`OutpostBundles.BundleError`)
+public typealias BundleError = OutpostBundles.BundleError
+
+// MARK: - Sync
+
+/// What one sync run did. (`OutpostSync.SyncReport`)
+public typealias SyncReport = OutpostSync.SyncReport
+/// When a run may send media: the connection it needs. (`OutpostSync.SyncConditions`)
+public typealias SyncConditions = OutpostSync.SyncConditions
+/// Whether the server is reachable, and how well. (`OutpostSync.ConnectivityStatus`)
+public typealias ConnectivityStatus = OutpostSync.ConnectivityStatus
+/// How the engine talks to a server; `Device(transport:)` takes another than HTTP. (`OutpostSync.SyncTransport`)
+public typealias SyncTransport = OutpostSync.SyncTransport
+/// Why a request to the server got no usable answer. (`OutpostSync.TransportError`)
+public typealias TransportError = OutpostSync.TransportError
+/// Which strategy settles concurrent changes, per entity; the server runs the same one. (`OutpostConflicts.ConflictPolicy`)
+public typealias ConflictPolicy = OutpostConflicts.ConflictPolicy
+/// One way of settling concurrent changes of a record. (`OutpostConflicts.ConflictStrategy`)
+public typealias ConflictStrategy = OutpostConflicts.ConflictStrategy
