@@ -1,9 +1,10 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-// `make fuzz`: a libFuzzer target for the bundle importer, built apart from the workspace because every
-// module must be compiled with `-sanitize=fuzzer,address -parse-as-library` (see Workspace.md,
-// "Reliability"). Its own package and scratch path keep those flags out of the normal build.
+// `make fuzz`: a libFuzzer target for the bundle import (the format's reader and the store's import),
+// built apart from the workspace because every module must be compiled with
+// `-sanitize=fuzzer,address -parse-as-library`. Its own package and scratch path keep those flags out
+// of the normal build.
 let package = Package(
     name: "OutpostFuzz",
     dependencies: [

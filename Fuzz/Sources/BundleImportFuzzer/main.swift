@@ -23,10 +23,15 @@ public func fuzzBundleImport(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     defer { try? FileManager.default.removeItem(at: bundle) }
     let refused: Bool
     do {
-        try BundleImporter().importBundle(at: bundle, intoDatabaseAt: database)
-        refused = false
+        let store = try LocalStore.open(at: database)
+        do {
+            try store.importBundle(at: bundle)
+            refused = false
+        } catch {
+            refused = true
+        }
     } catch {
-        refused = true
+        fatalError("fuzz harness: could not open the database copy: \(error)")
     }
     let integrity = FuzzScratch.integrity(database)
     guard integrity == "ok" else { fatalError("integrity_check after an import: \(integrity)") }
@@ -75,9 +80,11 @@ final class FuzzScratch: Sendable {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             // libFuzzer ends the process with exit(); take the scratch folder (in /dev/shm: memory) along.
             atexit { try? FileManager.default.removeItem(at: FuzzScratch.shared.folder) }
-            _ = try LocalDatabase.migrate(at: template)
-            if let example = ProcessInfo.processInfo.environment["OUTPOST_FUZZ_EXAMPLE"] {
-                try BundleImporter().importBundle(at: URL(fileURLWithPath: example), intoDatabaseAt: template)
+            do {
+                let store = try LocalStore.open(at: template)
+                if let example = ProcessInfo.processInfo.environment["OUTPOST_FUZZ_EXAMPLE"] {
+                    try store.importBundle(at: URL(fileURLWithPath: example))
+                }
             }
             let queue = try DatabaseQueue(path: template)
             try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
