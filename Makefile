@@ -66,19 +66,20 @@ demo-bundle: setup
 	"$$bin" status --db "$$dir/device.sqlite"; \
 	"$$bin" audit verify --db "$$dir/device.sqlite"
 
-## bench: performance figures, each against a peer measured in the same run (SUITE=name for one)
+## bench: performance figures, each against a peer measured in the same run (SUITE=name for one); writes bench-results.json, and BENCHMARKS.md after a full run
 bench: setup
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(BENCH_APT_PACKAGES) $(POSTGRES_APT_PACKAGES)"
 	$(SWIFT) build -c release --product outpost-bench
 	$(SWIFT) build -c release --product outpost
-	OUTPOST_TEST_POSTGRES_DURABLE=1 scripts/with-test-postgres.sh $(SWIFT) run -c release outpost-bench $(SUITE)
+	OUTPOST_TEST_POSTGRES_DURABLE=1 scripts/with-test-postgres.sh $(SWIFT) run -c release outpost-bench $(SUITE) \
+	  --json bench-results.json --markdown BENCHMARKS.md
 
-## reliability: faults, kills and convergence at full scale (a throwaway PostgreSQL for the multi-instance scenario); a table of lost/duplicated/diverged (all must be 0)
+## reliability: faults, kills and convergence at full scale (a throwaway PostgreSQL for the multi-instance scenario); a table of lost/duplicated/diverged (all must be 0), also in reliability-results.json
 reliability: setup
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES)"
 	$(SWIFT) build --product outpost
 	$(SWIFT) build --product outpost-reliability
-	scripts/with-test-postgres.sh "$$($(SWIFT) build --show-bin-path)/outpost-reliability" $(ARGS)
+	scripts/with-test-postgres.sh "$$($(SWIFT) build --show-bin-path)/outpost-reliability" --json reliability-results.json $(ARGS)
 
 ## fuzz: the bundle importer's libFuzzer target for FUZZ_SECONDS (60) over schemas/examples and Fuzz/Corpus;
 ## a crashing input is written to Fuzz/Corpus/regressions, which `make test` replays

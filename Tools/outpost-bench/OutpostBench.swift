@@ -1,7 +1,10 @@
 import Foundation
 
-/// `outpost-bench`: every performance figure of the toolkit, each next to a peer measured in the same
-/// run, printed as a table and then as JSON. Benchmarks are not tests: nothing here asserts a time.
+/// `outpost-bench [SUITE] [--json FILE] [--markdown FILE]`: every performance figure of the toolkit,
+/// each next to a peer measured in the same run, printed as a table and then as JSON; `--json` also
+/// writes the JSON to a file, and `--markdown` writes the table with its date and commit (`make bench`
+/// keeps `BENCHMARKS.md` so, after a run of every suite). Benchmarks are not tests: nothing here
+/// asserts a time.
 @main
 struct OutpostBench {
     /// Every suite, in the order they run. A suite is one file in this folder.
@@ -11,7 +14,14 @@ struct OutpostBench {
     ]
 
     static func main() async throws {
-        let only = CommandLine.arguments.dropFirst().first
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        func option(_ name: String) -> String? {
+            guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+            defer { arguments.removeSubrange(index...(index + 1)) }
+            return arguments[index + 1]
+        }
+        let jsonFile = option("--json"), markdownFile = option("--markdown")
+        let only = arguments.first
         var rows: [BenchmarkRow] = []
         for suite in suites where only == nil || suite.name == only {
             FileHandle.standardError.write(Data("bench: \(suite.name)…\n".utf8))
@@ -21,8 +31,37 @@ struct OutpostBench {
             print("no benchmarks yet")
             return
         }
-        print(BenchmarkReport(rows: rows).table)
-        print(BenchmarkReport(rows: rows).json)
+        let report = BenchmarkReport(rows: rows)
+        print(report.table)
+        print(report.json)
+        if let jsonFile { try Data(report.json.utf8).write(to: URL(fileURLWithPath: jsonFile)) }
+        if let markdownFile {
+            guard only == nil else {
+                FileHandle.standardError.write(Data("bench: --markdown is written after a run of every suite only\n".utf8))
+                return
+            }
+            try Data(report.markdown(commit: Self.commit(), date: Date()).utf8).write(to: URL(fileURLWithPath: markdownFile))
+        }
+    }
+
+    /// The checked-out commit, with "+changes" when the tree differs from it; "unknown" outside git.
+    static func commit() -> String {
+        func git(_ arguments: [String]) -> String? {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["git"] + arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { return nil }
+            let output = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { return nil }
+            return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        guard let head = git(["rev-parse", "--short", "HEAD"]) else { return "unknown" }
+        let dirty = !(git(["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty
+        return dirty ? head + "+changes" : head
     }
 }
 
@@ -75,6 +114,27 @@ struct BenchmarkReport {
         }
         return ([line(header), line(widths.map { String(repeating: "-", count: $0) })] + cells.map(line))
             .joined(separator: "\n")
+    }
+
+    /// The table as Markdown, headed by when and on which commit it was measured.
+    func markdown(commit: String, date: Date) -> String {
+        let when = ISO8601DateFormatter.string(from: date, timeZone: .gmt, formatOptions: [.withInternetDateTime])
+        var lines = [
+            "# Benchmarks", "",
+            "The latest `make bench` run: \(when), commit \(commit), release build. Every ratio is against a peer",
+            "measured in the same run; this host's speed moves by a third from hour to hour, so compare ratios,",
+            "not absolute figures. `make bench` rewrites this file and `bench-results.json` (the same rows).", "",
+            "| metric | ours | peer | peer value | ratio | target | met |", "|---|---|---|---|---|---|---|",
+        ]
+        for row in rows {
+            let cells = [
+                row.metric, Self.format(row.value) + " " + row.unit, row.peer ?? "—",
+                row.peerValue.map { Self.format($0) + " " + row.unit } ?? "—",
+                row.ratio.map { String(format: "%.2f×", $0) } ?? "—", row.target ?? "—", row.met.map { $0 ? "yes" : "no" } ?? "—",
+            ].map { $0.replacingOccurrences(of: "|", with: "\\|") }
+            lines.append("| " + cells.joined(separator: " | ") + " |")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     var json: String {
