@@ -15,6 +15,9 @@ public struct JSONWriter: Sendable {
     /// The output as text.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// The output as data.
+    public var data: Data { Data(bytes) }
+
     /// Appends `literal` as it is: punctuation, key names, `null`.
     public mutating func raw(_ literal: StaticString) {
         literal.withUTF8Buffer { bytes.append(contentsOf: $0) }
@@ -28,6 +31,11 @@ public struct JSONWriter: Sendable {
     /// Appends part of a text that is already JSON (one value of a stored column, say) as it is.
     public mutating func json(_ text: Substring) {
         bytes.append(contentsOf: text.utf8)
+    }
+
+    /// Appends bytes that are already JSON (an encoding written earlier) as they are.
+    public mutating func json(_ encoded: Data) {
+        bytes.append(contentsOf: encoded)
     }
 
     /// Appends a number.
@@ -44,8 +52,9 @@ public struct JSONWriter: Sendable {
         if value { raw("true") } else { raw("false") }
     }
 
-    /// Appends a quoted string; quotes, backslashes and control characters are escaped, `/` and
-    /// non-ASCII are not (as `JSONEncoder` writes with `.withoutEscapingSlashes`).
+    /// Appends a quoted string; quotes, backslashes and control characters are escaped (with the short
+    /// forms `\n`, `\r`, `\t`, `\b`, `\f` where JSON has one), `/` and non-ASCII are not: byte for byte
+    /// what `JSONEncoder` writes with `.withoutEscapingSlashes`.
     public mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
         var value = value
@@ -62,6 +71,8 @@ public struct JSONWriter: Sendable {
                 case 0x0A: raw(#"\n"#)
                 case 0x0D: raw(#"\r"#)
                 case 0x09: raw(#"\t"#)
+                case 0x08: raw(#"\b"#)
+                case 0x0C: raw(#"\f"#)
                 default:
                     raw(#"\u00"#)
                     bytes.append(Self.hex[Int(byte >> 4)])

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostTesting
 import Testing
 
 @Suite("JSONWriter: the Codable shapes, written by hand")
@@ -25,5 +26,26 @@ struct JSONWriterTests {
     func nonFiniteRefused() {
         var writer = JSONWriter()
         #expect(throws: JSONWriterError.self) { try writer.value(.real(.infinity)) }
+    }
+
+    /// The store and the wire keep what this writer writes (the audit chain hashes it), and
+    /// `JSONEncoder` is the reference for those bytes: every control character, quote and backslash
+    /// escaped as it escapes them, slashes and non-ASCII left alone.
+    @Test("Field values come out byte for byte as JSONEncoder writes them", arguments: [UInt64(1), 7, 2026])
+    func bytesEqualJSONEncoders(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        let pieces = (0..<0x20).map { String(UnicodeScalar(UInt8($0))) } + ["\"", "\\", "/", "a", "é", "🏗️", " "]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for _ in 0..<200 {
+            var fields: [String: FieldValue] = [:]
+            for index in 0..<Int.random(in: 1...4, using: &random) {
+                let text = (0..<Int.random(in: 0...12, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()
+                fields["f\(index)\(pieces.randomElement(using: &random)!)"] = Bool.random(using: &random) ? .text(text) : .integer(Int64(text.count))
+            }
+            var writer = JSONWriter()
+            try writer.fields(fields)
+            #expect(writer.text == String(decoding: try encoder.encode(fields), as: UTF8.self), "seed \(seed)")
+        }
     }
 }

@@ -29,7 +29,7 @@ enum AuditTrail {
     }
 
     /// Appends the write to the chain, in the caller's transaction; returns the new entry's sequence.
-    /// `fields` is the write's fields as `CompactJSON.fields` encodes them; the write's queued mutation
+    /// `fields` is the write's fields as `JSONWriter.storedFields` encodes them; the write's queued mutation
     /// reads them from here (`"fieldsInAudit"`), so an entry is never edited or removed.
     static func append(
         entity: EntityType, recordID: UUID, operation: MutationOperation, fields payload: Data, at: Date,
@@ -118,17 +118,17 @@ enum AuditTrail {
     static let fullFormPrefix = Data("{\"at\":".utf8)
 
     /// Deterministic JSON: sorted keys, the same bytes for the same write on every platform. `fields`
-    /// is the fields object's encoding (`CompactJSON.fields`: sorted keys).
+    /// is the fields object's encoding (`JSONWriter.storedFields`: sorted keys).
     static func canonicalEncoding(
         seq: Int64, at: Int64, entity: String, recordID: String, operation: String, fields: Data
     ) -> Data {
-        var json = CompactJSON(capacity: 160 + fields.count)
+        var json = JSONWriter(capacity: 160 + fields.count)
         json.raw("{\"at\":")
         json.integer(at)
         json.raw(",\"entity\":")
         json.string(entity)
         json.raw(",\"fields\":")
-        json.append(fields)
+        json.json(fields)
         json.raw(",\"id\":")
         json.string(recordID)
         json.raw(",\"op\":")

@@ -331,7 +331,7 @@ enum MutationQueue {
     static let decoder = JSONDecoder()
 
     private static func encode(strings: [String]) -> String {
-        var json = CompactJSON(capacity: 40 * strings.count + 2)
+        var json = JSONWriter(capacity: 40 * strings.count + 2)
         json.strings(strings)
         return json.text
     }

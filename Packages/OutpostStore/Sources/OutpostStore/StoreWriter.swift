@@ -187,8 +187,8 @@ actor StoreWriter {
 
         let fields = Dictionary(uniqueKeysWithValues: changed.map { ($0, record[$0]) })
         // The audit entry holds the encoding of the fields; the queued payload points to it.
-        var encoder = CompactJSON(capacity: 64 * fields.count)
-        try encoder.fields(fields)
+        var encoder = JSONWriter(capacity: 64 * fields.count)
+        try encoder.storedFields(fields)
         let encodedFields = encoder.data
         let audit = try AuditTrail.append(
             entity: record.entity, recordID: record.id, operation: operation, fields: encodedFields, at: now, in: db)

@@ -12,7 +12,7 @@ import Testing
         try await folder.queue.write { db in
             var previous = AuditTrail.genesis
             for seq in Int64(1)...Int64(count) {
-                var fields = CompactJSON()
+                var fields = JSONWriter()
                 try fields.fields(["title": .text("Old issue \(seq)"), "projectID": .uuid(UUID())])
                 let id = UUID().storageText
                 let payload = AuditTrail.canonicalEncoding(
