@@ -1,8 +1,9 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The integration package: one `Device` a field app opens with a file path. It wires the store, the
-/// sync engine, the connectivity monitor and the bundle importer together and adds no logic of its own.
+/// The integration package: one `Device` a field app opens with a file path. It wires the store (which
+/// also imports bundles), the sync engine and the connectivity monitor together and adds no logic of
+/// its own; `import Outpost` gives `Device` and the types an app names beside it.
 /// (The folder is `OutpostKit` because a package folder named `Outpost` would share its identity with
 /// a checkout of the workspace itself; the module is `Outpost`.)
 let package = Package(

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostModels
-import OutpostStore
+@testable import OutpostStore
 import Testing
 
 /// `outpost sync` against `outpost serve`, both as child processes, the way the crash tests run them.

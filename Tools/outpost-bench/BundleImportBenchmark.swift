@@ -13,7 +13,7 @@ import Glibc
 /// each encoding for peak memory.
 ///
 /// For quick iterations, `OUTPOST_BENCH_BUNDLE_ISSUES` and `OUTPOST_BENCH_BUNDLE_MEMORY_RECORDS` change the
-/// two sizes (a memory size of 0 skips that part); the figures in Workspace.md are at the defaults.
+/// two sizes (a memory size of 0 skips that part); the figures in BENCHMARKS.md are at the defaults.
 struct BundleImportBenchmark: BenchmarkSuite {
     let name = "bundle-import"
     let issues = Self.size("OUTPOST_BENCH_BUNDLE_ISSUES", default: 200_000)

@@ -18,7 +18,7 @@ struct ServeCommand: AsyncParsableCommand {
             required (a folder every instance shares). Without a password in the URL, PGPASSWORD is used. \
             Prints 'listening on http://HOST:PORT' once it accepts connections (with --port 0, the port \
             picked). Stops cleanly on SIGTERM or SIGINT. --seed loads projects, members and tokens from a \
-            JSON file (see Workspace.md); loading it again changes nothing.
+            JSON file (see Packages/OutpostServer/README.md); loading it again changes nothing.
             """
     )
 

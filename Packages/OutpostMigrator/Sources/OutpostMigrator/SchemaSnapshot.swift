@@ -4,7 +4,7 @@ import GRDB
 /// index (including those behind UNIQUE constraints), views, triggers, and row counts. Comparing the
 /// snapshots taken before and after a step, inside its transaction, tells what the step removed or
 /// changed, whatever SQL or Swift code it ran. (GRDB owns the connection's authorizer, so the
-/// migrator never installs its own; see Workspace.md.)
+/// migrator never installs its own; see the package README.)
 struct SchemaSnapshot: Equatable {
     struct Column: Equatable {
         let name: String

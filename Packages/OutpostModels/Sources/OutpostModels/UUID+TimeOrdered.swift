@@ -4,8 +4,7 @@ extension UUID {
     /// A version 7 UUID (RFC 9562): the Unix time in milliseconds in the first 48 bits, then random
     /// bits. Ids made one after another sort together, in their text form too, so a table or index
     /// keyed by them grows at its end: a local write or a pulled page then rewrites a few B-tree
-    /// leaves instead of one random leaf per record and index (Workspace.md, "The local store",
-    /// "Time-ordered ids"). New records and queued mutations get such ids; any UUID is still accepted.
+    /// leaves instead of one random leaf per record and index (OutpostStore's README). New records and queued mutations get such ids; any UUID is still accepted.
     public static func timeOrdered(at date: Date = Date()) -> UUID {
         var generator = SystemRandomNumberGenerator()
         let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded()))

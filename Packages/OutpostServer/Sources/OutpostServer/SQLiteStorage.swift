@@ -26,7 +26,7 @@ final class SQLiteStorage: ServerStorage {
         self.path = path
         self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
-        // allocation statistics mutex (Workspace.md, the migrator's `SQLiteProcessSettings`).
+        // allocation statistics mutex (OutpostMigrator's README, `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()
         do {
             var configuration = Configuration()
@@ -39,7 +39,7 @@ final class SQLiteStorage: ServerStorage {
                 // A record's row (its fields and clocks as JSON) is about 1 KB, the most a cell of a
                 // WITHOUT ROWID B-tree keeps on a 4 KB page: every row spilled into an overflow page,
                 // read and written beside it. 8 KB pages keep rows up to about 2 KB whole (push +39–48 %,
-                // the HTTP pull alone +15 %, Workspace.md). Only a new file takes it: an existing
+                // the HTTP pull alone +15 %). Only a new file takes it: an existing
                 // one keeps its page size and works as before.
                 try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)")
                 try db.execute(sql: "PRAGMA mmap_size = \(256 << 20)")

@@ -81,7 +81,7 @@ public enum LocalDatabase {
             throw StoreError(.databaseNotFound, path: path, message: "no database file here")
         }
         // A store's connections all open after this one: before it, SQLite's allocation statistics go
-        // off, whose mutex the writer and the readers would queue on (Workspace.md).
+        // off, whose mutex the writer and the readers would queue on (the package README).
         SQLiteProcessSettings.apply()
         do {
             return try DatabaseQueue(path: path, configuration: configuration())

@@ -4,7 +4,7 @@ import OutpostModels
 /// The local database's history, one step per released version. Shipped steps are frozen (their
 /// checksums are in `schemas/local/steps.txt`, their resulting schemas in `schemas/local/vN.sql`);
 /// a change is always a new step. Entity tables have no foreign keys on purpose: a record whose
-/// parent is missing is kept and flagged orphaned, never refused (see Workspace.md).
+/// parent is missing is kept and flagged orphaned, never refused (see the package README).
 public enum LocalSchema {
     /// The migrator for the local database; entity tables are the synced tables.
     public static let migrator = Migrator(steps: steps, syncedTables: Set(EntityCatalog.all.map(\.table)))

@@ -21,7 +21,7 @@ extension LocalStore {
     /// time is set: it would be reckoned by the very clock that is wrong, and once the date is corrected
     /// the change would wait that far.
     @discardableResult
-    public func restampRefusedClocks(of mutation: Mutation, reason: String, now: Date) async throws(StoreError) -> Bool {
+    func restampRefusedClocks(of mutation: Mutation, reason: String, now: Date) async throws(StoreError) -> Bool {
         try await StoreError.mapping(path: path) {
             try await writer.restamp(mutation, reason: reason, in: pool, now: now)
         }

@@ -19,17 +19,63 @@ public struct PulledPage: Sendable {
     /// Projects the server says this device's user is no longer a member of: remembered with the
     /// page (`StoreStatus.leftProjects`) until a project record of theirs arrives again.
     public let leftProjects: [UUID]
+    /// The projects this device asked for, nil for every project its user belongs to. A record of
+    /// another project is quarantined, not stored: a broken or hostile server's answer must not put
+    /// other projects' data here.
+    public let projects: Set<UUID>?
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
         changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
-        leftProjects: [UUID] = []
+        leftProjects: [UUID] = [], projects: Set<UUID>? = nil
     ) {
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
         self.unreadable = unreadable
         self.leftProjects = leftProjects
+        self.projects = projects
+    }
+
+    /// The page with the records of projects this device did not ask for moved to `unreadable`.
+    func scoped(to projects: Set<UUID>, reading record: (EntityType, UUID) throws -> EntityRecord?, at now: Date) throws -> PulledPage {
+        let page = Dictionary(changes.map { ($0.record.id, $0.record) }, uniquingKeysWith: { first, _ in first })
+        var kept: [VersionedRecord] = []
+        var outside = unreadable
+        for change in changes {
+            if let project = try Self.project(of: change.record, in: page, reading: record), !projects.contains(project) {
+                outside.append(QuarantinedRecord(
+                    entity: change.record.entity, recordID: change.record.id,
+                    reason: "it belongs to project \(project.uuidString.lowercased()), which this device did not ask for",
+                    quarantinedAt: now))
+            } else {
+                kept.append(change)
+            }
+        }
+        return PulledPage(
+            changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil)
+    }
+
+    /// The project `record` belongs to, following its owning parents (the first parent each names)
+    /// through the page and the store: nil when that cannot be told (an opportunity, a parent held
+    /// nowhere, a reference sent as a server id, a tombstone of a record never held).
+    private static func project(
+        of record: EntityRecord, in page: [UUID: EntityRecord], reading stored: (EntityType, UUID) throws -> EntityRecord?
+    ) throws -> UUID? {
+        var current = record
+        if current.fields.isEmpty, let held = try stored(current.entity, current.id) { current = held }
+        for _ in 0..<EntityCatalog.all.count {
+            if current.entity == .project { return current.id }
+            let owner = current.entity.description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
+                guard case .uuid(let parent) = current[relation.field] else { return nil }
+                return (relation.entity, parent)
+            }.first
+            guard let (entity, id) = owner else { return nil }
+            if entity == .project { return id }
+            guard let parent = try page[id] ?? stored(entity, id) else { return nil }
+            current = parent
+        }
+        return nil
     }
 }
 
@@ -56,6 +102,12 @@ extension LocalStore {
     public func applyPulledPage(
         _ page: PulledPage, policy: ConflictPolicy = ConflictPolicy(), now: Date = Timestamp.now()
     ) async throws(StoreError) -> PullReport {
+        var page = page
+        if let projects = page.projects {
+            page = try StoreError.mapping(path: path) {
+                try page.scoped(to: projects, reading: { entity, id in try self.record(entity, id: id) }, at: now)
+            }
+        }
         let report = try await StoreError.mapping(path: path) {
             try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }

@@ -17,7 +17,7 @@ extension LocalStore {
     /// app's share extension, a second `outpost sync`) leaves it alone while it holds, and takes it
     /// once it ran out or its process is gone. A lease longer than the longest exchange keeps a slow
     /// push from being sent twice; a shorter one would only cost a duplicate the server recognizes.
-    public func claimMutations(
+    func claimMutations(
         syncClass: SyncClass = .structured, limit: Int, now: Date, lease: Duration = .seconds(300)
     ) throws(StoreError) -> [Mutation] {
         let owner = claimOwner.text
@@ -82,7 +82,7 @@ extension LocalStore {
     /// is gone (the app stopped before the server answered) or its lease ran out. A claim another live
     /// process holds (the share extension mid-push) is left alone. Returns how many.
     @discardableResult
-    public func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
+    func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
             try db.execute(
                 sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
@@ -98,7 +98,7 @@ extension LocalStore {
     /// `serverVersion`: left on the old base they would meet this very change as a "newer" server version
     /// and come back as a conflict. The fields it carried are now the server's, at their clocks, so a
     /// later pull or merge knows the device has seen them (see `FieldClocks.Stored.server`).
-    public func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
+    func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
         try write { db in
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
@@ -163,7 +163,7 @@ extension LocalStore {
     /// A mutation the merge left with nothing to send is already done and stays so.
     /// The base only ever moves forward: a conflict answered again after a crash carries the server's
     /// record as it was then, older than what the store may have pulled and merged since.
-    public func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
+    func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: """
@@ -176,7 +176,7 @@ extension LocalStore {
     }
 
     /// Mutations claimed but not answered (a paused run, a batch cut short): back in line as they were.
-    public func release(_ mutations: [Mutation]) throws(StoreError) {
+    func release(_ mutations: [Mutation]) throws(StoreError) {
         try write { db in
             for mutation in mutations {
                 try db.execute(
@@ -187,7 +187,7 @@ extension LocalStore {
     }
 
     /// Records when a sync run finished with nothing left to send or fetch, for the status bar.
-    public func recordSuccessfulSync(at date: Date) throws(StoreError) {
+    func recordSuccessfulSync(at date: Date) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('last_successful_sync', ?)",
@@ -197,7 +197,7 @@ extension LocalStore {
     }
 
     /// A transient failure: back in line with one more attempt counted, not before `retryAt`.
-    public func scheduleRetry(_ mutation: Mutation, reason: String, retryAt: Date) throws(StoreError) {
+    func scheduleRetry(_ mutation: Mutation, reason: String, retryAt: Date) throws(StoreError) {
         try write { db in
             try db.execute(
                 sql: """
@@ -211,7 +211,7 @@ extension LocalStore {
     /// A permanent refusal, or retries used up: failed, with the reason, and the record marked failed so
     /// the user sees it. Returns the mutations that can no longer go because they wait on this one.
     @discardableResult
-    public func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
+    func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
         try write { db in
             // Not a mutation a merge just settled (done): failing it would hold its record back for nothing.
             try db.execute(

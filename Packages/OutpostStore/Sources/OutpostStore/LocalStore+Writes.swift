@@ -8,7 +8,7 @@ extension LocalStore {
     ///
     /// `value.sync.version` says which version of the record the caller read. When a pull has brought a
     /// newer one since, only the fields the caller changed are written: a field the caller merely holds
-    /// an older value of keeps the stored, newer value (see `StaleCopy` and Workspace.md), and the value
+    /// an older value of keeps the stored, newer value (see `StaleCopy` and the package README), and the value
     /// returned then differs from `value` in those fields.
     @discardableResult
     public func save<Model: Syncable>(_ value: Model, now: Date = Timestamp.now()) async throws(StoreError) -> Model {

@@ -22,7 +22,7 @@ public final class LocalStore: Sendable {
 
     /// Opens (creating and migrating as needed) the store at `path`. WAL with `synchronous = NORMAL`:
     /// a committed write survives a crash of the app; a power loss may lose the last few commits but
-    /// never corrupts the file (see Workspace.md).
+    /// never corrupts the file (see the package README, "Durability").
     ///
     /// `busyTimeout` is how long a write waits for another process's write transaction on the file (a
     /// pull page, an import) before it fails with `databaseBusy`, writing nothing: a share extension
@@ -40,7 +40,7 @@ public final class LocalStore: Sendable {
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
             // about nine pages, most of them the same hot leaves again and again, so checkpoints four
-            // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%, Workspace.md).
+            // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%).
             // The WAL file is cut back to 20 MB after a checkpoint so it never stays larger.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
             try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")

@@ -10,7 +10,7 @@ enum MutationQueue {
     /// with a clock per field (`"clocks"`, all rows before this form and folded edits) read the same.
     /// A write's own mutation leaves its fields in its audit entry (`"fieldsInAudit":true`, the entry
     /// `audit_seq` names): that entry holds the very same encoding, and storing it twice was a quarter
-    /// of the database (v12 on; see Workspace.md).
+    /// of the database (v12 on; see the package README).
     struct Payload {
         var fields: [String: FieldValue]
         var clocks: [String: HybridTimestamp]
@@ -424,7 +424,7 @@ enum FieldClocks {
 
         /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
         /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
-        /// such rows as lists first (Workspace.md, "How to add a step").
+        /// such rows as lists first (Workspace.md, "How to add a migration step").
         static func read(_ text: String, entity: EntityType) throws -> Stored {
             let columns = try MutationQueue.decoder.decode(Columns.self, from: Data(text.utf8))
             var fields = try clocks(columns.fields, columns.byClock) ?? [:]

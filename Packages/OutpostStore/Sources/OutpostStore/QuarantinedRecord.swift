@@ -33,7 +33,7 @@ extension LocalStore {
 
 /// The quarantine log. It lives in `sync_state`, one key per record (`quarantined`, entity and id,
 /// separated by U+001F), since a table of its own would need a schema version the reference server
-/// must accept first (see Workspace.md).
+/// must accept first (see the package README).
 enum Quarantine {
     private static let prefix = "quarantined\u{1F}"
 

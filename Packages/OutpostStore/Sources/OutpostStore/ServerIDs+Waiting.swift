@@ -13,7 +13,7 @@ import OutpostModels
 /// The notes live in `sync_state` under keys that start with the parent's entity and server id, so
 /// learning a mapping finds its references with one range read of that table's primary key, instead
 /// of scanning every child table. (A table of their own would need a new schema version, which the
-/// reference server must accept first; see Workspace.md.)
+/// reference server must accept first; see the package README.)
 extension ServerIDs {
     private static let separator = "\u{1F}"
 

@@ -150,7 +150,7 @@ import Testing
 
 /// `"allFieldsAt"` in `field_clocks` stands for the catalog fields as this build knows them. A change
 /// to any entity's catalog fields makes this fail first: the step that adds the field must rewrite
-/// that entity's `allFieldsAt` rows as `byClock` lists (Workspace.md, "How to add a step"), and then
+/// that entity's `allFieldsAt` rows as `byClock` lists (Workspace.md, "How to add a migration step"), and then
 /// record the new names here.
 @Suite struct AllFieldsAtCatalogTests {
     @Test func theCatalogFieldsAreTheOnesAllFieldsAtWasWrittenFor() {

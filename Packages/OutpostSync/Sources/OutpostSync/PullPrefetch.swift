@@ -9,7 +9,7 @@ import OutpostWire
 ///
 /// With one page ahead, the next request went out only when the engine began applying a page; on a
 /// two-core device sharing the host with its server, the apply then often waited for a page the
-/// server had not finished (Workspace.md, the engine's "Pages fetched ahead"). The pages wait in memory
+/// server had not finished (the package README, "Pages fetched ahead"). The pages wait in memory
 /// only: the store's cursor still moves with an applied page alone.
 struct PullPrefetch: Sendable {
     /// A page with its records converted for the store.

@@ -4,12 +4,13 @@ import OutpostModels
 import OutpostStore
 import OutpostWire
 
-/// Runs sync between a `LocalStore` and a server: pull first (so local changes are merged against the
-/// newest server state), then push the queue in dependency order, batch by batch. One owner per store,
-/// hence an actor; everything it decides is written to the store before it moves on, so a run killed at
-/// any point resumes where it stood.
+/// Runs sync between a replica (`LocalStore`) and a server: pull first (so local changes are merged
+/// against the newest server state), then push the queue in dependency order, batch by batch. One owner
+/// per store, hence an actor. It decides when and what to send and how to retry; the replica does every
+/// write (`Replica`: merging pages and answers, the queue's transitions, the server-id mapping), each
+/// before the engine moves on, so a run killed at any point resumes where it stood.
 public actor SyncEngine {
-    private let store: LocalStore
+    private let store: any Replica
     private let transport: any SyncTransport
     private let policy: ConflictPolicy
     private let retryPolicy: RetryPolicy
@@ -39,11 +40,11 @@ public actor SyncEngine {
     /// Changes asked for per pull page unless told otherwise: the reference server's maximum. Each page
     /// is a round trip (a tenth of a second or more on cellular) and one write transaction, so fewer,
     /// fuller pages pull faster; the server also ends a page early at its byte limit, which bounds a
-    /// page of large records (Workspace.md: 500 → 1,000 took the bench's pull from 36–39K to 43–45K/s).
+    /// page of large records (500 → 1,000 took the bench's pull from 36–39K to 43–45K/s).
     public static let defaultPullLimit = 1_000
 
     /// Pull pages fetched ahead of the one being applied unless told otherwise. With one, the apply
-    /// waited for pages the server had not finished (Workspace.md, the engine's "Pages fetched ahead");
+    /// waited for pages the server had not finished (the package README, "Pages fetched ahead");
     /// each holds a page in memory, as read and as converted (the server ends a page at 4 MiB of records).
     public static let defaultPullDepth = 2
 
@@ -51,7 +52,7 @@ public actor SyncEngine {
     /// the time budget of a run. With a `monitor`, media goes up whenever it judges the connection good;
     /// without one, only when a run's conditions ask for it.
     public init<RunClock: Clock<Duration>>(
-        store: LocalStore, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
+        store: any Replica, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
         retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
         random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(), batchSize: Int = 500,
         pullLimit: Int = SyncEngine.defaultPullLimit, pullDepth: Int = SyncEngine.defaultPullDepth,
@@ -105,14 +106,11 @@ public actor SyncEngine {
             return elapsed() - start < budget
         }
         if !recoveredInFlight {
-            report.recovered = try store.requeueInFlightMutations(now: now())
-            // Files a crash left (a copy or a download of a process that is gone, a photo whose record
-            // never committed): a failure here costs only disk, so it does not stop the run.
-            _ = try? store.collectMediaLeftovers()
+            report.recovered = try store.recoverInterruptedRun(now: now())
             recoveredInFlight = true
             stranded = []
         } else if !stranded.isEmpty {
-            try store.release(stranded)
+            try store.putBack(stranded)
             report.recovered = stranded.count
             stranded = []
         }
@@ -129,34 +127,12 @@ public actor SyncEngine {
         let traffic = await transport.transferred.since(before)
         report.bytesSent = traffic.bytesSent
         report.bytesReceived = traffic.bytesReceived
-        if report.isComplete, try store.status().pendingChanges == 0 {
-            try store.recordSuccessfulSync(at: now())
-        }
+        try store.finishRun(complete: report.isComplete, at: now())
         try report.throwStoreError()
         return report
     }
 
     // MARK: Pull
-
-    /// The project `record` belongs to, following its owning parents (the first parent each names)
-    /// through the page and the store: nil when that cannot be told (an opportunity, a parent held
-    /// nowhere, a reference sent as a server id, a tombstone of a record never held).
-    private func project(of record: EntityRecord, in page: [UUID: EntityRecord]) throws -> UUID? {
-        var current = record
-        if current.fields.isEmpty, let held = try store.record(current.entity, id: current.id) { current = held }
-        for _ in 0..<EntityCatalog.all.count {
-            if current.entity == .project { return current.id }
-            let owner = current.entity.description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
-                guard case .uuid(let parent) = current[relation.field] else { return nil }
-                return (relation.entity, parent)
-            }.first
-            guard let (entity, id) = owner else { return nil }
-            if entity == .project { return id }
-            guard let parent = try page[id] ?? store.record(entity, id: id) else { return nil }
-            current = parent
-        }
-        return nil
-    }
 
     /// Returns false when the server could not be reached (the push is then not attempted).
     ///
@@ -168,7 +144,7 @@ public actor SyncEngine {
         do {
             if withinBudget(), !Task.isCancelled {
                 let ahead = PullPrefetch(
-                    from: try store.pullCursor(), limit: pullLimit, depth: pullDepth,
+                    from: try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
                     projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } }, transport: transport)
                 defer { ahead.stop() }
                 for try await fetched in ahead.pages {
@@ -178,31 +154,14 @@ public actor SyncEngine {
                     if await checkPolicy(&report) { break }
                     let response = fetched.response
                     let quarantinedAt = now()
-                    var unreadable = fetched.unreadable.map { change, reason in
+                    let unreadable = fetched.unreadable.map { change, reason in
                         QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
                     }
-                    var records = fetched.records
-                    if let projects {
-                        // A record of a project this device did not ask for is quarantined, not stored: a
-                        // broken or hostile server's answer must not put other projects' data here.
-                        let page = Dictionary(records.map { ($0.record.id, $0.record) }, uniquingKeysWith: { first, _ in first })
-                        var kept: [VersionedRecord] = []
-                        for change in records {
-                            if let project = try project(of: change.record, in: page), !projects.contains(project) {
-                                unreadable.append(QuarantinedRecord(
-                                    entity: change.record.entity, recordID: change.record.id,
-                                    reason: "it belongs to project \(project.uuidString.lowercased()), which this device did not ask for",
-                                    quarantinedAt: quarantinedAt))
-                            } else {
-                                kept.append(change)
-                            }
-                        }
-                        records = kept
-                    }
+                    // A record of a project this device did not ask for is quarantined, not stored.
                     let applied = try await store.applyPulledPage(
                         PulledPage(
-                            changes: records, cursor: response.nextCursor, unreadable: unreadable,
-                            leftProjects: response.leftProjects),
+                            changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
+                            leftProjects: response.leftProjects, projects: projects),
                         policy: policy, now: quarantinedAt)
                     report.leftProjects += response.leftProjects
                     report.pulled += response.changes.count - applied.quarantined
@@ -287,7 +246,7 @@ public actor SyncEngine {
     /// a time with progress saved after every chunk, so a cut connection or a killed app resumes there.
     private func uploadMedia(_ report: inout SyncReport, conditions: SyncConditions, withinBudget: () -> Bool) async {
         do {
-            let waiting = try store.pendingMediaUploads()
+            let waiting = try store.pendingMediaUploads(limit: 50)
             guard !waiting.isEmpty else { return }
             // Asked for by the user: the push that just finished proves the server answers. Otherwise
             // only a monitor's measurement of a good, unmetered connection lets media go.
@@ -397,19 +356,18 @@ public actor SyncEngine {
         var claimed: [Mutation] = []
         do {
             while withinBudget(), pause == nil {
-                let batch = try store.claimMutations(syncClass: .structured, limit: limit, now: now())
+                let batch = try store.nextBatch(limit: limit, now: now())
                 guard !batch.isEmpty else { report.pushCompleted = true; break }
-                claimed = batch
-                let request = PushRequest(mutations: try batch.map(outgoing))
+                claimed = batch.mutations
                 let response: PushResponse
                 do {
-                    response = try await transport.push(request)
+                    response = try await transport.push(batch.request)
                 } catch where Self.refusesTheWholeRequest(error) {
-                    if batch.count > 1 {
+                    if batch.mutations.count > 1 {
                         // Says nothing about any one mutation (a body or batch over the server's limit, a
                         // proxy's 4xx): send halves, down to one mutation alone, which alone then fails.
-                        try store.release(batch)
-                        limit = max(1, batch.count / 2)
+                        try store.putBack(batch.mutations)
+                        limit = max(1, batch.mutations.count / 2)
                     } else {
                         // The one mutation the halving was looking for: the rest go in full batches again.
                         try handle(error, for: batch, report: &report, now: now())
@@ -422,7 +380,8 @@ public actor SyncEngine {
                     claimed = []
                     return
                 }
-                try await settle(batch, with: response, report: &report, now: now())
+                report.add(
+                    try await store.settle(batch, with: response, policy: policy, retryLimit: retryPolicy.retryLimit, now: now()))
                 claimed = []
                 // This device's clock still runs ahead: whatever it stamps now is refused the same way.
                 if report.heldForClock > 0 { break }
@@ -431,7 +390,7 @@ public actor SyncEngine {
             // What was claimed and not settled goes back in line, not left in flight until a restart; if
             // the store refuses that too, the next run puts it back.
             do {
-                try store.release(claimed)
+                try store.putBack(claimed)
             } catch {
                 stranded += claimed
             }
@@ -444,135 +403,32 @@ public actor SyncEngine {
         error.code == .rejected || error.code == .forbidden
     }
 
-    /// The wire form of a queued mutation, with references to records the server has named rewritten
-    /// to the server's ids (for servers that assign their own).
-    private func outgoing(_ mutation: Mutation) throws -> PushMutation {
-        var fields = mutation.fields
-        for relation in mutation.entity.description.parents {
-            guard case .uuid(let parent) = fields[relation.field] ?? .null,
-                let serverID = try store.serverID(of: relation.entity, clientID: parent)
-            else { continue }
-            fields[relation.field] = .text(serverID)
-        }
-        let operation: PushMutation.Operation =
-            switch mutation.operation {
-            case .create: .create
-            case .update: .update
-            case .delete: .delete
-            }
-        // Only a create carries the record's creation time, so only a create reads the row.
-        let createdAt = mutation.operation == .create
-            ? try store.record(mutation.entity, id: mutation.recordID)?.sync.createdAt : nil
-        return PushMutation(
-            idempotencyKey: mutation.idempotencyKey, entity: mutation.entity, operation: operation,
-            recordID: mutation.recordID, serverID: try store.serverID(of: mutation.entity, clientID: mutation.recordID),
-            baseVersion: mutation.baseVersion, fields: fields, clocks: mutation.clocks, deletion: mutation.deletion,
-            createdAt: createdAt)
-    }
-
-    private func settle(_ batch: [Mutation], with response: PushResponse, report: inout SyncReport, now: Date) async throws {
-        let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
-        var unanswered: [Mutation] = []
-        for mutation in batch {
-            guard let outcome = results[mutation.idempotencyKey] else {
-                unanswered.append(mutation)
-                continue
-            }
-            switch outcome.unwrapped {
-            case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
-                try store.acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
-                report.pushed += 1
-            case .conflict(let serverRecord):
-                // Merge the server's current record with the pending change, then send the change again
-                // on top of the server's version; the merge surfaces whatever lost. A conflict answered
-                // again (`duplicate`: the app stopped between the answer and the rebase) carries the
-                // record as it was then; if the store already holds that version or a newer one, the
-                // merge happened (before the stop, or in this run's pull) and must not run twice, nor
-                // take the record back to the older version. Either way the change goes once more, under
-                // a new key, since the old key's answer will stay that conflict.
-                if try !(isAnsweredAgain(outcome) && isMergedAlready(mutation, serverVersion: serverRecord.version)) {
-                    // Sent again without a merge, the change would overwrite the server's record unseen.
-                    guard let remote = try? serverRecord.versionedRecord else {
-                        report.blocked += try store.fail(mutation, reason: Self.unmergeable(serverRecord)).count
-                        report.failed += 1
-                        continue
-                    }
-                    let merged = try await store.applyPulledPage(
-                        PulledPage(changes: [remote], cursor: nil), policy: policy, now: now)
-                    report.conflictsSurfaced += merged.conflictsSurfaced
-                    if merged.quarantined > 0 {
-                        report.blocked += try store.fail(mutation, reason: Self.unmergeable(serverRecord)).count
-                        report.failed += 1
-                        continue
-                    }
-                }
-                if mutation.attempts + 1 > retryPolicy.retryLimit {
-                    try store.fail(mutation, reason: "the server kept reporting a newer version")
-                    report.failed += 1
-                } else {
-                    try store.rebase(mutation, onto: serverRecord.version)
-                    report.rebased += 1
-                }
-            case .rejected(let reason) where reason.code == .clockAhead:
-                // The change is sound; this device's date was, or is, wrong. Stamped again, it goes in this
-                // run; otherwise it waits for the clock to be right, and the status says so.
-                let why = "\(reason.code.rawValue): \(reason.message)"
-                if try await store.restampRefusedClocks(of: mutation, reason: why, now: now) {
-                    report.restamped += 1
-                } else {
-                    report.heldForClock += 1
-                }
-            case .rejected(let reason):
-                report.blocked += try store.fail(mutation, reason: "\(reason.code.rawValue): \(reason.message)").count
-                report.failed += 1
-            case .duplicate:
-                unanswered.append(mutation)  // a duplicate of a duplicate is not an answer
-            }
-        }
-        try store.release(unanswered)
-    }
-
-    /// Why a change was failed when the server's newer record could not be merged into the store.
-    private static func unmergeable(_ record: ServerRecord) -> String {
-        "the server's newer \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()) does not fit this app's catalog "
-            + "(it may come from a newer app), so this change cannot be merged with it; update the app, then retry"
-    }
-
-    private func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
-        if case .duplicate = outcome { true } else { false }
-    }
-
-    /// Whether the store's copy of the mutation's record is at `serverVersion` or newer.
-    private func isMergedAlready(_ mutation: Mutation, serverVersion: Int64) throws -> Bool {
-        guard let record = try store.record(mutation.entity, id: mutation.recordID) else { return false }
-        return record.sync.version >= serverVersion
-    }
-
-    private func handle(_ error: any Error, for batch: [Mutation], report: inout SyncReport, now: Date) throws {
+    /// A batch the server never answered: each change as the retry policy decides, all back in line as
+    /// they were when the run was cancelled or sending pauses.
+    private func handle(_ error: any Error, for batch: OutgoingBatch, report: inout SyncReport, now: Date) throws {
         guard let error = error as? TransportError else { throw error }
         report.lastTransportError = error
-        if error.code == .cancelled {
-            // The run was cut short (a background window expired), not refused: the batch goes back in
-            // line as it was, with no attempt charged and no backoff. Charged, ten short windows failed
-            // a change for good that never met a server error.
-            try store.release(batch)
+        // A run cut short (a background window expired) was not refused: no attempt charged and no
+        // backoff. Charged, ten short windows failed a change for good that never met a server error.
+        guard error.code != .cancelled else {
+            try store.putBack(batch.mutations)
             return
         }
-        for mutation in batch {
+        var failures: [UUID: PushFailure] = [:]
+        for mutation in batch.mutations {
             switch retryPolicy.decision(after: error, failedAttempts: mutation.attempts + 1, using: &random) {
             case .retry(let delay):
-                try store.scheduleRetry(mutation, reason: error.description, retryAt: now.addingTimeInterval(delay.seconds))
-                report.retried += 1
+                failures[mutation.idempotencyKey] = .retry(at: now.addingTimeInterval(delay.seconds), reason: error.description)
             case .fail(let reason):
-                report.blocked += try store.fail(mutation, reason: reason.description).count
-                report.failed += 1
+                failures[mutation.idempotencyKey] = .fail(reason: reason.description)
             case .pauseUntilCredentialsRenewed:
                 pause = .credentialsRejected
             case .pauseUntilAppUpdated:
                 pause = .appUpdateRequired
             }
         }
-        if pause != nil { try store.release(batch) }
+        if pause != nil { failures = [:] }  // all back in line until the pause is lifted
+        report.add(try store.settle(batch, failures: failures))
     }
 }
 

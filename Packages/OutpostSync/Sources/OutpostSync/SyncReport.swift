@@ -67,4 +67,16 @@ public struct SyncReport: Sendable {
     func throwStoreError() throws(StoreError) {
         if let storeError { throw storeError }
     }
+
+    /// Counts what the replica did settling a batch.
+    mutating func add(_ settlement: Settlement) {
+        pushed += settlement.acknowledged
+        rebased += settlement.rebased
+        retried += settlement.retried
+        failed += settlement.failed
+        blocked += settlement.blocked
+        conflictsSurfaced += settlement.conflictsSurfaced
+        restamped += settlement.restamped
+        heldForClock += settlement.heldForClock
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostConflicts
 import OutpostModels
-import OutpostStore
+@testable import OutpostStore
 import OutpostTesting
 import OutpostWire
 import Testing

@@ -4,8 +4,8 @@ import OutpostModels
 
 /// The wire's batches read with `JSONReader` and written with `JSONWriter` instead of `JSONDecoder`
 /// and `JSONEncoder`: a pull page of 500 records through `JSONDecoder` cost more than applying it to
-/// the store, and a push batch's coding on both ends more than the server's writes (Workspace.md,
-/// "Sync"). The `Codable` conformances stay, for the in-memory transport, tests and other clients.
+/// the store, and a push batch's coding on both ends more than the server's writes (this package's
+/// README). The `Codable` conformances stay, for the in-memory transport, tests and other clients.
 public protocol WireReadable {
     /// Reads one value of this type from `reader`, failing on anything `JSONDecoder` would refuse (and
     /// on a few things it takes; see `PushRequest(json:)`).
@@ -323,7 +323,7 @@ extension ServerRecord: WireReadable {
 
 extension PushResponse: WireReadable {
     /// Reads a push's answer: a client's side of the batch. Through `JSONDecoder` it was a tenth of a
-    /// push measured end to end (Workspace.md, "Sync").
+    /// push measured end to end (this package's README).
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var results: [MutationResult]?
         var seen: UInt64 = 0

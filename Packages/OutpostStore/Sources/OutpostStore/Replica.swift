@@ -1,0 +1,254 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+import OutpostWire
+
+/// The device-side owner of replicated state, as the sync engine drives it: a handful of calls, each
+/// one or more whole transactions, so the engine decides when and what to send and never reaches into
+/// tables. `LocalStore` is the one implementation; the merge (pulled pages, conflict answers and
+/// imported bundles through one rule), the queue's transitions and the server-id mapping in both
+/// directions all happen behind it.
+public protocol Replica: Sendable {
+    /// Where the replica lives, for errors that name it.
+    var path: String { get }
+
+    /// Puts back what a run that stopped half-way left in flight (a killed process, a lost answer) and
+    /// removes the files it left; returns how many changes went back in line. The first run calls it.
+    func recoverInterruptedRun(now: Date) throws(StoreError) -> Int
+
+    /// Where the next pull starts: the cursor saved with the last page applied, nil before the first.
+    func pullCursor(stream: String) throws(StoreError) -> String?
+
+    /// Applies a pulled page and saves its cursor in one transaction, merging each record with any
+    /// waiting local change by `policy` and surfacing whatever loses.
+    func applyPulledPage(_ page: PulledPage, policy: ConflictPolicy, now: Date) async throws(StoreError) -> PullReport
+
+    /// The next changes to push, claimed for this run, in their wire form (references to records the
+    /// server has named rewritten to its ids); empty when nothing is ready.
+    func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch
+
+    /// Settles a batch by the server's answers: acknowledged (noting server ids), merged with the
+    /// server's record and sent again on its version (a conflict, surfaced by `policy`; failed after
+    /// `retryLimit` attempts), stamped again (a clock refused as ahead), or failed (refused). A change
+    /// the answer leaves out goes back in line.
+    func settle(_ batch: OutgoingBatch, with response: PushResponse, policy: ConflictPolicy, retryLimit: Int, now: Date)
+        async throws(StoreError) -> Settlement
+
+    /// Settles a batch the server never answered, as the engine's retry policy decided for each change.
+    func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement
+
+    /// Puts claimed changes back in line as they were, no attempt charged.
+    func putBack(_ mutations: [Mutation]) throws(StoreError)
+
+    /// Ends a run: a complete one that left nothing unsent is remembered as the last successful sync.
+    func finishRun(complete: Bool, at date: Date) throws(StoreError)
+
+    /// Photos and voice notes whose original still has to reach the server, oldest first.
+    func pendingMediaUploads(limit: Int) throws(StoreError) -> [MediaUpload]
+
+    /// Saves how much of an original the server holds, so an upload resumes there.
+    func recordMediaProgress(of attachmentID: UUID, uploadedBytes: Int64, complete: Bool) throws(StoreError)
+
+    /// Notes a failed upload: tried again later, or given up with why.
+    func recordMediaFailure(of attachmentID: UUID, reason: String, permanently: Bool) throws(StoreError)
+}
+
+/// Changes claimed for one push, and the request that carries them.
+public struct OutgoingBatch: Sendable {
+    /// The claimed changes, in the request's order.
+    public let mutations: [Mutation]
+    /// The push request: each change in its wire form.
+    public let request: PushRequest
+
+    /// Whether nothing was ready.
+    public var isEmpty: Bool { mutations.isEmpty }
+}
+
+/// What the engine's retry policy decided for one change of a batch the server never answered.
+public enum PushFailure: Sendable, Hashable {
+    /// Back in line as it was, no attempt charged (the run was cancelled, or sending is paused).
+    case putBack
+    /// Tried again from `at`, with why it failed.
+    case retry(at: Date, reason: String)
+    /// Given up with why; what depends on it is held back.
+    case fail(reason: String)
+}
+
+/// What settling a batch did, for the run's report.
+public struct Settlement: Sendable, Hashable {
+    /// Changes the server applied (or had applied, under the same key).
+    public var acknowledged = 0
+    /// Changes that met a newer server version, merged and sent again on it.
+    public var rebased = 0
+    /// Changes scheduled to be sent again after a transport failure.
+    public var retried = 0
+    /// Changes given up on.
+    public var failed = 0
+    /// Changes held back because one they depend on failed.
+    public var blocked = 0
+    /// Losing values and deletes written to the conflicts table by the merges.
+    public var conflictsSurfaced = 0
+    /// Changes refused for a clock ahead of the server's, stamped again and sent in this run.
+    public var restamped = 0
+    /// Changes refused for a clock ahead that wait for this device's clock to be right.
+    public var heldForClock = 0
+
+    /// An empty settlement.
+    public init() {}
+}
+
+extension LocalStore: Replica {
+    public func recoverInterruptedRun(now: Date) throws(StoreError) -> Int {
+        let recovered = try requeueInFlightMutations(now: now)
+        // Files a crash left (a copy or a download of a process that is gone, a photo whose record
+        // never committed): a failure here costs only disk, so it does not fail the recovery.
+        _ = try? collectMediaLeftovers()
+        return recovered
+    }
+
+    public func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch {
+        let claimed = try claimMutations(syncClass: .structured, limit: limit, now: now)
+        do {
+            return OutgoingBatch(mutations: claimed, request: PushRequest(mutations: try claimed.map(outgoing)))
+        } catch {
+            // Not left in flight until a restart: the claim goes back as it was.
+            try? release(claimed)
+            throw error
+        }
+    }
+
+    public func putBack(_ mutations: [Mutation]) throws(StoreError) {
+        try release(mutations)
+    }
+
+    public func finishRun(complete: Bool, at date: Date) throws(StoreError) {
+        if complete, try status().pendingChanges == 0 { try recordSuccessfulSync(at: date) }
+    }
+
+    public func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement {
+        var settlement = Settlement()
+        var back: [Mutation] = []
+        for mutation in batch.mutations {
+            switch failures[mutation.idempotencyKey] ?? .putBack {
+            case .putBack:
+                back.append(mutation)
+            case .retry(let at, let reason):
+                try scheduleRetry(mutation, reason: reason, retryAt: at)
+                settlement.retried += 1
+            case .fail(let reason):
+                settlement.blocked += try fail(mutation, reason: reason).count
+                settlement.failed += 1
+            }
+        }
+        try release(back)
+        return settlement
+    }
+
+    public func settle(
+        _ batch: OutgoingBatch, with response: PushResponse, policy: ConflictPolicy, retryLimit: Int, now: Date
+    ) async throws(StoreError) -> Settlement {
+        var settlement = Settlement()
+        let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
+        var unanswered: [Mutation] = []
+        for mutation in batch.mutations {
+            guard let outcome = results[mutation.idempotencyKey] else {
+                unanswered.append(mutation)
+                continue
+            }
+            switch outcome.unwrapped {
+            case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
+                try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
+                settlement.acknowledged += 1
+            case .conflict(let serverRecord):
+                // Merge the server's current record with the pending change, then send the change again
+                // on top of the server's version; the merge surfaces whatever lost. A conflict answered
+                // again (`duplicate`: the app stopped between the answer and the rebase) carries the
+                // record as it was then; if the store already holds that version or a newer one, the
+                // merge happened (before the stop, or in this run's pull) and must not run twice, nor
+                // take the record back to the older version. Either way the change goes once more, under
+                // a new key, since the old key's answer will stay that conflict.
+                let mergedAlready = Self.isAnsweredAgain(outcome) ? try isMergedAlready(mutation, serverVersion: serverRecord.version) : false
+                if !mergedAlready {
+                    // Sent again without a merge, the change would overwrite the server's record unseen.
+                    guard let remote = try? serverRecord.versionedRecord else {
+                        settlement.blocked += try fail(mutation, reason: Self.unmergeable(serverRecord)).count
+                        settlement.failed += 1
+                        continue
+                    }
+                    let merged = try await applyPulledPage(PulledPage(changes: [remote], cursor: nil), policy: policy, now: now)
+                    settlement.conflictsSurfaced += merged.conflictsSurfaced
+                    if merged.quarantined > 0 {
+                        settlement.blocked += try fail(mutation, reason: Self.unmergeable(serverRecord)).count
+                        settlement.failed += 1
+                        continue
+                    }
+                }
+                if mutation.attempts + 1 > retryLimit {
+                    try fail(mutation, reason: "the server kept reporting a newer version")
+                    settlement.failed += 1
+                } else {
+                    try rebase(mutation, onto: serverRecord.version)
+                    settlement.rebased += 1
+                }
+            case .rejected(let reason) where reason.code == .clockAhead:
+                // The change is sound; this device's date was, or is, wrong. Stamped again, it goes in this
+                // run; otherwise it waits for the clock to be right, and the status says so.
+                let why = "\(reason.code.rawValue): \(reason.message)"
+                if try await restampRefusedClocks(of: mutation, reason: why, now: now) {
+                    settlement.restamped += 1
+                } else {
+                    settlement.heldForClock += 1
+                }
+            case .rejected(let reason):
+                settlement.blocked += try fail(mutation, reason: "\(reason.code.rawValue): \(reason.message)").count
+                settlement.failed += 1
+            case .duplicate:
+                unanswered.append(mutation)  // a duplicate of a duplicate is not an answer
+            }
+        }
+        try release(unanswered)
+        return settlement
+    }
+
+    /// The wire form of a queued mutation, with references to records the server has named rewritten
+    /// to the server's ids (for servers that assign their own): the outbound half of the server-id
+    /// mapping, whose inbound half a pulled page goes through (`ServerIDs.clientReferences`).
+    private func outgoing(_ mutation: Mutation) throws(StoreError) -> PushMutation {
+        var fields = mutation.fields
+        for relation in mutation.entity.description.parents {
+            guard case .uuid(let parent) = fields[relation.field] ?? .null,
+                let serverID = try serverID(of: relation.entity, clientID: parent)
+            else { continue }
+            fields[relation.field] = .text(serverID)
+        }
+        let operation: PushMutation.Operation =
+            switch mutation.operation {
+            case .create: .create
+            case .update: .update
+            case .delete: .delete
+            }
+        // Only a create carries the record's creation time, so only a create reads the row.
+        let createdAt = mutation.operation == .create ? try record(mutation.entity, id: mutation.recordID)?.sync.createdAt : nil
+        return PushMutation(
+            idempotencyKey: mutation.idempotencyKey, entity: mutation.entity, operation: operation,
+            recordID: mutation.recordID, serverID: try serverID(of: mutation.entity, clientID: mutation.recordID),
+            baseVersion: mutation.baseVersion, fields: fields, clocks: mutation.clocks, deletion: mutation.deletion,
+            createdAt: createdAt)
+    }
+
+    /// Why a change was failed when the server's newer record could not be merged into the store.
+    private static func unmergeable(_ record: ServerRecord) -> String {
+        "the server's newer \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()) does not fit this app's catalog "
+            + "(it may come from a newer app), so this change cannot be merged with it; update the app, then retry"
+    }
+
+    private static func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
+        if case .duplicate = outcome { true } else { false }
+    }
+
+    /// Whether the store's copy of the mutation's record is at `serverVersion` or newer.
+    private func isMergedAlready(_ mutation: Mutation, serverVersion: Int64) throws(StoreError) -> Bool {
+        guard let record = try record(mutation.entity, id: mutation.recordID) else { return false }
+        return record.sync.version >= serverVersion
+    }
+}
