@@ -89,9 +89,10 @@ extension StoreError {
         if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
             self.init(
                 .databaseBusy, path: path,
-                message: "another process kept the database busy for longer than this store waits; nothing was written, try again (\(error))")
+                message: "another process kept the database busy for longer than this store waits; nothing was written, try again (\(error))",
+                underlying: error)
         } else {
-            self.init(.databaseFailure, path: path, message: "\(error)")
+            self.init(.databaseFailure, path: path, message: "\(error)", underlying: error)
         }
     }
 
@@ -103,7 +104,7 @@ extension StoreError {
         } catch let error as StoreError {
             throw error
         } catch let error as ModelError {
-            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)
         } catch {
             throw StoreError(failure: error, path: path)
         }
@@ -116,7 +117,7 @@ extension StoreError {
         } catch let error as StoreError {
             throw error
         } catch let error as ModelError {
-            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)
         } catch {
             throw StoreError(failure: error, path: path)
         }
