@@ -156,7 +156,7 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
     init(_ modelError: ModelError, at location: SourceLocation) {
         self.init(
             .invalidRecord, message: modelError.message + " [\(modelError.code)]", entity: modelError.entity,
-            id: modelError.id, field: modelError.field)
+            id: modelError.id, field: modelError.field, underlying: modelError)
         self = located(location)
     }
 }
