@@ -227,7 +227,8 @@ public actor SyncEngine {
             }
             return false
         } catch {
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
             return false
         }
     }
@@ -302,7 +303,8 @@ public actor SyncEngine {
                 guard try await send(upload, report: &report, withinBudget: withinBudget) else { return }
             }
         } catch {
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
         }
     }
 
@@ -435,7 +437,8 @@ public actor SyncEngine {
             } catch {
                 stranded += claimed
             }
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
         }
     }
 
