@@ -73,12 +73,17 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
     public var id: UUID?
     /// The field at fault, when the failure concerns one field.
     public var field: String?
+    /// The error that caused this one, when another library or package raised it first (the file
+    /// system, ZIPFoundation, SQLite, the catalog's `ModelError`); kept as a value so a caller can
+    /// inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error; use the location's properties to say where.
+    /// Creates an error; use the location's properties to say where, and `underlying` for the error
+    /// that caused it.
     public init(
         _ code: Code, message: String, file: String? = nil, line: Int? = nil, column: Int? = nil,
         jsonPath: String? = nil, archiveEntry: String? = nil, entity: EntityType? = nil, id: UUID? = nil,
-        field: String? = nil
+        field: String? = nil, underlying: (any Error & Sendable)? = nil
     ) {
         self.code = code
         self.message = message
@@ -90,6 +95,28 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
         self.entity = entity
         self.id = id
         self.field = field
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: BundleError, rhs: BundleError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.file == rhs.file && lhs.line == rhs.line
+            && lhs.column == rhs.column && lhs.jsonPath == rhs.jsonPath && lhs.archiveEntry == rhs.archiveEntry
+            && lhs.entity == rhs.entity && lhs.id == rhs.id && lhs.field == rhs.field
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(file)
+        hasher.combine(line)
+        hasher.combine(column)
+        hasher.combine(jsonPath)
+        hasher.combine(archiveEntry)
+        hasher.combine(entity)
+        hasher.combine(id)
+        hasher.combine(field)
     }
 
     public var description: String {
@@ -129,7 +156,7 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
     init(_ modelError: ModelError, at location: SourceLocation) {
         self.init(
             .invalidRecord, message: modelError.message + " [\(modelError.code)]", entity: modelError.entity,
-            id: modelError.id, field: modelError.field)
+            id: modelError.id, field: modelError.field, underlying: modelError)
         self = located(location)
     }
 }

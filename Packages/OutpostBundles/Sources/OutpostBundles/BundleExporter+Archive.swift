@@ -53,7 +53,8 @@ extension BundleExporter {
         do {
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         } catch {
-            throw BundleError(.unreadableFile, message: "cannot create a working folder: \(error)", file: scratch.path)
+            throw BundleError(.unreadableFile, message: "cannot create a working folder: \(error)", file: scratch.path,
+                underlying: error)
         }
         defer { try? FileManager.default.removeItem(at: scratch) }
 
@@ -75,13 +76,15 @@ extension BundleExporter {
             try Self.add(manifest, as: format.manifestName, to: archive, stamp: stamp)
             for entry in entries { try Self.add(entry.source, as: entry.reference.name, to: archive, stamp: stamp) }
         } catch {
-            throw BundleError(.unreadableFile, message: "cannot write the zip archive: \(error)", file: url.path)
+            throw BundleError(.unreadableFile, message: "cannot write the zip archive: \(error)", file: url.path,
+                underlying: error)
         }
         do {
             if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
             try FileManager.default.moveItem(at: partial, to: url)
         } catch {
-            throw BundleError(.unreadableFile, message: "cannot move the archive into place: \(error)", file: url.path)
+            throw BundleError(.unreadableFile, message: "cannot move the archive into place: \(error)", file: url.path,
+                underlying: error)
         }
     }
 

@@ -65,7 +65,8 @@ struct BundleFileStore {
                 do {
                     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
                 } catch {
-                    throw BundleError(.unreadableFile, message: "cannot create \(folder.path): \(error)", file: store.folder.path)
+                    throw BundleError(.unreadableFile, message: "cannot create \(folder.path): \(error)", file: store.folder.path,
+                        underlying: error)
                 }
                 store.sweepAbandonedIncoming(olderThan: 3600)
             }
@@ -85,7 +86,7 @@ struct BundleFileStore {
                 } catch {
                     throw BundleError(.unreadableFile,
                         message: "the import committed but its file could not be stored (import the bundle again): \(error)",
-                        file: target.path)
+                        file: target.path, underlying: error)
                 }
                 stored += 1
             }

@@ -27,7 +27,8 @@ final class BundleSource {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
                     attributes: [.posixPermissions: 0o700])
             } catch {
-                throw BundleError(.unreadableFile, message: "cannot create a temporary folder: \(error)", file: url.path)
+                throw BundleError(.unreadableFile, message: "cannot create a temporary folder: \(error)", file: url.path,
+                    underlying: error)
             }
             temporaryFolder = folder
             let copy = folder.appendingPathComponent(manifest.name)

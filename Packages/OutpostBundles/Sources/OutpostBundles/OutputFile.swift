@@ -37,13 +37,15 @@ final class OutputFile {
     func close() throws(BundleError) {
         guard let handle else { return }
         try flush()
-        do { try handle.close() } catch { throw BundleError(.unreadableFile, message: "cannot close: \(error)", file: path) }
+        do { try handle.close() } catch {
+            throw BundleError(.unreadableFile, message: "cannot close: \(error)", file: path, underlying: error)
+        }
     }
 
     private func flush() throws(BundleError) {
         guard let handle else { return }
         do { try handle.write(contentsOf: buffer) } catch {
-            throw BundleError(.unreadableFile, message: "cannot write: \(error)", file: path)
+            throw BundleError(.unreadableFile, message: "cannot write: \(error)", file: path, underlying: error)
         }
         buffer.removeAll(keepingCapacity: true)
     }

@@ -19,7 +19,8 @@ final class ZipContainer {
         do {
             archive = try Archive(url: URL(fileURLWithPath: path), accessMode: .read)
         } catch {
-            throw BundleError(.suspiciousArchive, message: "not a readable zip archive (truncated or damaged: \(error))", file: path)
+            throw BundleError(.suspiciousArchive, message: "not a readable zip archive (truncated or damaged: \(error))", file: path,
+                underlying: error)
         }
         var total: Int64 = 0
         var count = 0
@@ -98,7 +99,8 @@ final class ZipContainer {
             try? output.close()
             try? FileManager.default.removeItem(at: destination)
             if let error = error as? BundleError { throw error }
-            throw BundleError(.unreadableFile, message: "cannot write \(destination.path): \(error)", file: path, archiveEntry: file.name)
+            throw BundleError(.unreadableFile, message: "cannot write \(destination.path): \(error)", file: path, archiveEntry: file.name,
+                underlying: error)
         }
     }
 
@@ -148,9 +150,11 @@ final class ZipContainer {
             throw BundleError(.suspiciousArchive, message: "expands past its declared \(declared) bytes", file: path, archiveEntry: name)
         } catch let failure as ConsumerFailure {
             // Where the bytes went failed (a full disk, say), not the archive.
-            throw BundleError(.unreadableFile, message: "cannot copy it out: \(failure.underlying)", file: path, archiveEntry: name)
+            throw BundleError(.unreadableFile, message: "cannot copy it out: \(failure.underlying)", file: path, archiveEntry: name,
+                underlying: failure.underlying)
         } catch {
-            throw BundleError(.suspiciousArchive, message: "cannot be read (damaged or truncated: \(error))", file: path, archiveEntry: name)
+            throw BundleError(.suspiciousArchive, message: "cannot be read (damaged or truncated: \(error))", file: path, archiveEntry: name,
+                underlying: error)
         }
         guard seen == declared else {
             throw BundleError(.suspiciousArchive, message: "holds \(seen) bytes, not the declared \(declared)", file: path, archiveEntry: name)

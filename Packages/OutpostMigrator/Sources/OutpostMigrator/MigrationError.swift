@@ -48,14 +48,37 @@ public struct MigrationError: Error, Sendable, Hashable, CustomStringConvertible
     public var path: String?
     /// What was found, in plain words (every removed or changed object, the SQLite message…).
     public var message: String
+    /// The error that caused this one, when another library or package raised it first (SQLite's
+    /// `DatabaseError`, a step's own error); kept as a value so a caller can inspect it, beside its
+    /// text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
-    public init(_ code: Code, version: Int? = nil, stepName: String? = nil, path: String? = nil, message: String) {
+    /// Creates an error; `underlying` is the error that caused it, if any.
+    public init(
+        _ code: Code, version: Int? = nil, stepName: String? = nil, path: String? = nil, message: String,
+        underlying: (any Error & Sendable)? = nil
+    ) {
         self.code = code
         self.version = version
         self.stepName = stepName
         self.path = path
         self.message = message
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: MigrationError, rhs: MigrationError) -> Bool {
+        lhs.code == rhs.code && lhs.version == rhs.version && lhs.stepName == rhs.stepName && lhs.path == rhs.path
+            && lhs.message == rhs.message
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(version)
+        hasher.combine(stepName)
+        hasher.combine(path)
+        hasher.combine(message)
     }
 
     public var description: String {

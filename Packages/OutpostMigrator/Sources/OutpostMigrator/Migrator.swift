@@ -127,8 +127,12 @@ public struct Migrator: Sendable {
     }
 
     private func apply(_ step: MigrationStep, _ db: Database, path: String) throws {
-        func refuse(_ code: MigrationError.Code, _ findings: [String]) -> MigrationError {
-            MigrationError(code, version: step.version, stepName: step.name, path: path, message: findings.joined(separator: "; "))
+        func refuse(
+            _ code: MigrationError.Code, _ findings: [String], underlying: (any Error & Sendable)? = nil
+        ) -> MigrationError {
+            MigrationError(
+                code, version: step.version, stepName: step.name, path: path, message: findings.joined(separator: "; "),
+                underlying: underlying)
         }
         try db.inTransaction(.immediate) {
             try Ledger.create(db)
@@ -142,7 +146,7 @@ public struct Migrator: Sendable {
                 db.remove(transactionObserver: writes)
             } catch {
                 db.remove(transactionObserver: writes)
-                throw refuse(.stepFailed, ["\(error)"])
+                throw refuse(.stepFailed, ["\(error)"], underlying: error)
             }
             let after = try SchemaSnapshot.capture(db, excluding: ignored)
             let check = SchemaChangeCheck(
@@ -179,7 +183,7 @@ func attempt<T>(path: String?, _ body: () throws -> T) throws(MigrationError) ->
     } catch let error as MigrationError {
         throw error
     } catch {
-        throw MigrationError(.databaseUnreadable, path: path, message: "\(error)")
+        throw MigrationError(.databaseUnreadable, path: path, message: "\(error)", underlying: error)
     }
 }
 

@@ -428,13 +428,30 @@ public struct JSONReaderError: Error, Sendable, Hashable, CustomStringConvertibl
     public var line: Int
     /// The column of the problem, from 1, in bytes.
     public var column: Int
+    /// The error that caused this one, when another library or package raised it first; kept as a
+    /// value so a caller can inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
-    public init(message: String, offset: Int, line: Int, column: Int) {
+    /// Creates an error; `underlying` is the error that caused it, if any.
+    public init(message: String, offset: Int, line: Int, column: Int, underlying: (any Error & Sendable)? = nil) {
         self.message = message
         self.offset = offset
         self.line = line
         self.column = column
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: JSONReaderError, rhs: JSONReaderError) -> Bool {
+        lhs.message == rhs.message && lhs.offset == rhs.offset && lhs.line == rhs.line && lhs.column == rhs.column
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(message)
+        hasher.combine(offset)
+        hasher.combine(line)
+        hasher.combine(column)
     }
 
     /// Where and what, as one line.

@@ -157,9 +157,21 @@ public struct JSONWriter: Sendable {
 public struct JSONWriterError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What could not be written.
     public var message: String
+    /// The error that caused this one, when another library or package raised it first; kept as a
+    /// value so a caller can inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
-    public init(message: String) { self.message = message }
+    /// Creates an error; `underlying` is the error that caused it, if any.
+    public init(message: String, underlying: (any Error & Sendable)? = nil) {
+        self.message = message
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: JSONWriterError, rhs: JSONWriterError) -> Bool { lhs.message == rhs.message }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(message) }
 
     public var description: String { message }
 }

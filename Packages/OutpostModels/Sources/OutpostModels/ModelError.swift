@@ -51,14 +51,37 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
     public var field: String?
     /// A readable explanation of what is wrong and what was expected.
     public var message: String
+    /// The error that caused this one, when another library or package raised it first (a decoder's
+    /// error, say); kept as a value so a caller can inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error; `message` should say what was found and what was expected.
-    public init(_ code: Code, entity: EntityType, id: UUID? = nil, field: String? = nil, message: String) {
+    /// Creates an error; `message` should say what was found and what was expected, and `underlying`
+    /// is the error that caused it, if any.
+    public init(
+        _ code: Code, entity: EntityType, id: UUID? = nil, field: String? = nil, message: String,
+        underlying: (any Error & Sendable)? = nil
+    ) {
         self.code = code
         self.entity = entity
         self.id = id
         self.field = field
         self.message = message
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: ModelError, rhs: ModelError) -> Bool {
+        lhs.code == rhs.code && lhs.entity == rhs.entity && lhs.id == rhs.id && lhs.field == rhs.field
+            && lhs.message == rhs.message
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(entity)
+        hasher.combine(id)
+        hasher.combine(field)
+        hasher.combine(message)
     }
 
     public var description: String {

@@ -37,7 +37,7 @@ extension Syncable {
         } catch let error as ModelError {
             throw error
         } catch {
-            throw ModelError(.typeMismatch, entity: record.entity, id: record.id, message: "\(error)")
+            throw ModelError(.typeMismatch, entity: record.entity, id: record.id, message: "\(error)", underlying: error)
         }
     }
 

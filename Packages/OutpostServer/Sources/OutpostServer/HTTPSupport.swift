@@ -121,7 +121,7 @@ extension Request {
         do {
             buffer = try await collectBody(upTo: limit)
         } catch {
-            throw ServerError(status: 413, .payloadTooLarge, "the body is larger than \(limit) bytes")
+            throw ServerError(status: 413, .payloadTooLarge, "the body is larger than \(limit) bytes", underlying: error)
         }
         let data = Data(buffer.readableBytesView)
         switch headers[.contentEncoding]?.lowercased() {
@@ -154,7 +154,7 @@ extension Request {
         do {
             return try read(data)
         } catch {
-            throw ServerError.badRequest("the body is not a valid \(T.self): \(error)")
+            throw ServerError.badRequest("the body is not a valid \(T.self): \(error)", underlying: error)
         }
     }
 
@@ -164,7 +164,7 @@ extension Request {
         do {
             return try WireCoding.decoder().decode(type, from: data)
         } catch {
-            throw ServerError.badRequest("the body is not a valid \(T.self): \(Self.reason(error))")
+            throw ServerError.badRequest("the body is not a valid \(T.self): \(Self.reason(error))", underlying: error)
         }
     }
 

@@ -34,7 +34,8 @@ actor MediaStore {
         do {
             try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
         } catch {
-            throw ServerError(.mediaFailure, message: "cannot create the media folder: \(error)", path: directory)
+            throw ServerError(.mediaFailure, message: "cannot create the media folder: \(error)", path: directory,
+                underlying: error)
         }
     }
 
@@ -124,7 +125,7 @@ actor MediaStore {
             try handle.write(contentsOf: data)
             try handle.synchronize()
         } catch {
-            throw ServerError(.mediaFailure, message: "cannot write the upload: \(error)", path: part.path)
+            throw ServerError(.mediaFailure, message: "cannot write the upload: \(error)", path: part.path, underlying: error)
         }
         state.receivedBytes += Int64(data.count)
         if state.receivedBytes == state.totalBytes {
@@ -137,7 +138,7 @@ actor MediaStore {
                 try? FileManager.default.removeItem(at: fileURL(of: attachmentID))
                 try FileManager.default.moveItem(at: part, to: fileURL(of: attachmentID))
             } catch {
-                throw ServerError(.mediaFailure, message: "cannot keep the upload: \(error)", path: part.path)
+                throw ServerError(.mediaFailure, message: "cannot keep the upload: \(error)", path: part.path, underlying: error)
             }
             state.complete = true
         }
@@ -270,7 +271,7 @@ actor MediaStore {
             while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
             return hasher.finalize().map { String(format: "%02x", $0) }.joined()
         } catch {
-            throw ServerError(.mediaFailure, message: "cannot read the upload: \(error)", path: url.path)
+            throw ServerError(.mediaFailure, message: "cannot read the upload: \(error)", path: url.path, underlying: error)
         }
     }
 }

@@ -16,8 +16,8 @@ struct PostgresConnectionURL: Sendable {
     let redacted: String
 
     init(_ text: String, maximumConnections: Int = 20) throws(ServerError) {
-        func refuse(_ message: String) -> ServerError {
-            ServerError(.invalidConfiguration, message: "PostgreSQL URL: \(message)")
+        func refuse(_ message: String, underlying: (any Error & Sendable)? = nil) -> ServerError {
+            ServerError(.invalidConfiguration, message: "PostgreSQL URL: \(message)", underlying: underlying)
         }
         guard let components = URLComponents(string: text), let scheme = components.scheme,
             ["postgres", "postgresql"].contains(scheme.lowercased())
@@ -60,7 +60,7 @@ struct PostgresConnectionURL: Sendable {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw refuse("TLS cannot be set up: \(error)")
+            throw refuse("TLS cannot be set up: \(error)", underlying: error)
         }
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: tls)

@@ -71,11 +71,11 @@ enum PostgresSchema {
             }
         } catch let error as PostgresTransactionError {
             if let inner = error.closureError as? ServerError { throw inner }
-            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error))
+            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error), underlying: error)
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error))
+            throw ServerError(.migrationFailed, message: PostgresStorage.describe(error), underlying: error)
         }
     }
 

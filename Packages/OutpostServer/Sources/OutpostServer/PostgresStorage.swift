@@ -97,9 +97,9 @@ final class PostgresStorage: ServerStorage {
                 }
                 try await connection.close()
             } catch let error as ServerError {
-                throw ServerError(error.code, message: error.message, path: location)
+                throw ServerError(error.code, message: error.message, path: location, underlying: error.underlying)
             } catch {
-                throw ServerError(.databaseFailure, message: Self.describe(error), path: location)
+                throw ServerError(.databaseFailure, message: Self.describe(error), path: location, underlying: error)
             }
         }
     }
@@ -130,7 +130,7 @@ final class PostgresStorage: ServerStorage {
         } catch let error as Deadline.TimedOut {
             throw ServerError(
                 status: 503, .unavailable, "the database did not answer within \(error.seconds) s; try again shortly",
-                retryAfterSeconds: 5)
+                retryAfterSeconds: 5, underlying: error)
         } catch {
             throw map(error)
         }
@@ -172,15 +172,15 @@ final class PostgresStorage: ServerStorage {
             // network to it broke: nothing was committed, and the client sends the batch again.
             return ServerError(
                 status: 503, .unavailable, "the connection to the database was lost (\(Self.describe(error))); try again shortly",
-                retryAfterSeconds: 2)
+                retryAfterSeconds: 2, underlying: error)
         }
         if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState], Self.busyStates.contains(state) {
             // Another instance holds the lock, or a statement ran out its time: a client retries later.
             return ServerError(
                 status: 503, .unavailable, "the database is busy (\(Self.describe(error))); try again shortly",
-                retryAfterSeconds: 2)
+                retryAfterSeconds: 2, underlying: error)
         }
-        return ServerError(.databaseFailure, message: Self.describe(error), path: location)
+        return ServerError(.databaseFailure, message: Self.describe(error), path: location, underlying: error)
     }
 
     /// SQLSTATEs of a bounded wait that ran out: lock_not_available (`lock_timeout`), query_canceled
@@ -606,7 +606,7 @@ private actor Readiness {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)")
+            throw ServerError(.databaseFailure, message: "\(error)", underlying: error)
         }
     }
 }

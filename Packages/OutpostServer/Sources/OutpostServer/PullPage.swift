@@ -45,7 +45,8 @@ struct StoredRow: Sendable, Hashable {
             throw error
         } catch {
             throw ServerError(
-                .databaseFailure, message: "the stored \(entity.rawValue) \(id.storageText) is unreadable: \(error)")
+                .databaseFailure, message: "the stored \(entity.rawValue) \(id.storageText) is unreadable: \(error)",
+                underlying: error)
         }
     }
 }

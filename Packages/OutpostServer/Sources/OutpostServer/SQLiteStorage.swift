@@ -56,12 +56,12 @@ final class SQLiteStorage: ServerStorage {
                 try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             }
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
         do {
             _ = try ServerSchema.migrator.migrate(pool)
         } catch {
-            throw ServerError(.migrationFailed, message: "\(error)", path: path)
+            throw ServerError(.migrationFailed, message: "\(error)", path: path, underlying: error)
         }
     }
 
@@ -77,7 +77,7 @@ final class SQLiteStorage: ServerStorage {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
     }
 
@@ -87,7 +87,7 @@ final class SQLiteStorage: ServerStorage {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
     }
 
@@ -443,7 +443,7 @@ final class SQLiteStorage: ServerStorage {
         do {
             snapshot = try pool.makeSnapshot()
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
         let path = self.path
         // The checks and the header read the same snapshot the records then stream from.
@@ -483,7 +483,7 @@ final class SQLiteStorage: ServerStorage {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path)
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
     }
 

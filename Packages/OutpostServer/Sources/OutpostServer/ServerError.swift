@@ -41,20 +41,44 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
     public var httpStatus: Int?
     /// Seconds a client should wait before retrying (`Retry-After`), for 429 and 503.
     var retryAfterSeconds: Int?
+    /// The error that caused this one, when another library or package raised it first (SQLite,
+    /// PostgreSQL, the file system, a decoder); kept as a value so a caller can inspect it, beside its
+    /// text in `message`. Only logs see it: a client's error body carries `message` alone.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
-    public init(_ code: Code, message: String, path: String? = nil) {
+    /// Creates an error; `underlying` is the error that caused it, if any.
+    public init(_ code: Code, message: String, path: String? = nil, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.path = path
+        self.underlying = underlying
     }
 
     /// A refused request, answered with `status` and the error body `wireCode`, `message`.
-    init(status: Int, _ wireCode: ServerErrorCode, _ message: String, retryAfterSeconds: Int? = nil) {
-        self.init(.requestRefused, message: message)
+    init(
+        status: Int, _ wireCode: ServerErrorCode, _ message: String, retryAfterSeconds: Int? = nil,
+        underlying: (any Error & Sendable)? = nil
+    ) {
+        self.init(.requestRefused, message: message, underlying: underlying)
         self.wireCode = wireCode
         self.httpStatus = status
         self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: ServerError, rhs: ServerError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.path == rhs.path && lhs.wireCode == rhs.wireCode
+            && lhs.httpStatus == rhs.httpStatus && lhs.retryAfterSeconds == rhs.retryAfterSeconds
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(path)
+        hasher.combine(wireCode)
+        hasher.combine(httpStatus)
+        hasher.combine(retryAfterSeconds)
     }
 
     /// The body a client receives for this error; anything but a refused request is `internal`.
@@ -70,7 +94,9 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
         return text
     }
 
-    static func badRequest(_ message: String) -> ServerError { ServerError(status: 400, .invalidRequest, message) }
+    static func badRequest(_ message: String, underlying: (any Error & Sendable)? = nil) -> ServerError {
+        ServerError(status: 400, .invalidRequest, message, underlying: underlying)
+    }
     static func unauthorized(_ message: String) -> ServerError { ServerError(status: 401, .unauthorized, message) }
     static func forbidden(_ message: String) -> ServerError { ServerError(status: 403, .forbidden, message) }
     static func notFound(_ message: String) -> ServerError { ServerError(status: 404, .notFound, message) }

@@ -91,7 +91,7 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         do {
             self = try JSONDecoder().decode(ServerSeed.self, from: Data(contentsOf: url))
         } catch {
-            throw ServerError(.invalidSeed, message: "\(error)", path: url.path)
+            throw ServerError(.invalidSeed, message: "\(error)", path: url.path, underlying: error)
         }
     }
 

@@ -105,7 +105,7 @@ extension ServerStorage {
         } catch {
             throw ServerError(
                 status: 503, .unavailable, "the database is not usable: \((error as? ServerError)?.message ?? "\(error)")",
-                retryAfterSeconds: 5)
+                retryAfterSeconds: 5, underlying: error)
         }
     }
 }

@@ -38,7 +38,7 @@ enum OutcomeJSON {
         do {
             return String(decoding: try WireCoding.encoder().encode(outcome), as: UTF8.self)
         } catch {
-            throw ServerError(.databaseFailure, message: "an outcome could not be encoded: \(error)")
+            throw ServerError(.databaseFailure, message: "an outcome could not be encoded: \(error)", underlying: error)
         }
     }
 
@@ -46,7 +46,7 @@ enum OutcomeJSON {
         do {
             return try WireCoding.decoder().decode(MutationOutcome.self, from: Data(text.utf8))
         } catch {
-            throw ServerError(.databaseFailure, message: "a stored outcome is unreadable: \(error)")
+            throw ServerError(.databaseFailure, message: "a stored outcome is unreadable: \(error)", underlying: error)
         }
     }
 }
@@ -76,7 +76,7 @@ enum StoredJSON {
         do {
             try json.fields(fields)
         } catch {
-            throw ServerError.badRequest(error.message)
+            throw ServerError.badRequest(error.message, underlying: error)
         }
         return json.text
     }

@@ -12,7 +12,7 @@ public enum LocalDatabase {
         do {
             return try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
         } catch {
-            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error)
+            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error, underlying: error)
         }
     }
 
@@ -42,9 +42,9 @@ public enum LocalDatabase {
                 },
                 tables: Dictionary(uniqueKeysWithValues: counts))
         } catch let error as MigrationError {
-            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error)
+            throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error, underlying: error)
         } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+            throw StoreError(.databaseFailure, path: path, message: "\(error)", underlying: error)
         }
     }
 
@@ -54,7 +54,7 @@ public enum LocalDatabase {
         do {
             return try Migrator.schemaSQL(of: queue)
         } catch {
-            throw StoreError(.databaseFailure, path: path, message: error.message, migrationError: error)
+            throw StoreError(.databaseFailure, path: path, message: error.message, migrationError: error, underlying: error)
         }
     }
 
@@ -86,7 +86,7 @@ public enum LocalDatabase {
         do {
             return try DatabaseQueue(path: path, configuration: configuration())
         } catch {
-            throw StoreError(.databaseFailure, path: path, message: "\(error)")
+            throw StoreError(.databaseFailure, path: path, message: "\(error)", underlying: error)
         }
     }
 }

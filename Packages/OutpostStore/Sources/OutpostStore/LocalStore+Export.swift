@@ -47,7 +47,7 @@ extension LocalStore {
         } catch let error as BundleError {
             throw error
         } catch {
-            throw BundleError(.databaseFailure, message: "\(error)", file: path)
+            throw BundleError(.databaseFailure, message: "\(error)", file: path, underlying: error)
         }
     }
 

@@ -70,7 +70,7 @@ extension LocalStore {
             throw error
         } catch {
             stream.discardFiles()
-            throw BundleError(.databaseFailure, message: "\(error); nothing was imported", file: path)
+            throw BundleError(.databaseFailure, message: "\(error); nothing was imported", file: path, underlying: error)
         }
     }
 

@@ -32,7 +32,7 @@ enum RowDecoder {
         } catch {
             throw ModelError(
                 .typeMismatch, entity: layout.description.type, id: id,
-                message: "a stored \(layout.description.type.rawValue) does not fit its model: \(error)")
+                message: "a stored \(layout.description.type.rawValue) does not fit its model: \(error)", underlying: error)
         }
     }
 

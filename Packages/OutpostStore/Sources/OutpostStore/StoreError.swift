@@ -43,16 +43,37 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public var migrationError: MigrationError?
     /// The broken rule, when a write was refused as invalid.
     public var modelError: ModelError?
+    /// The error that caused this one, when another library or package raised it first (GRDB's
+    /// `DatabaseError`, the migrator's or the catalog's error, the file system); kept as a value so a
+    /// caller can inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
+    /// Creates an error; `underlying` is the error that caused it, if any.
     public init(
-        _ code: Code, path: String, message: String, migrationError: MigrationError? = nil, modelError: ModelError? = nil
+        _ code: Code, path: String, message: String, migrationError: MigrationError? = nil, modelError: ModelError? = nil,
+        underlying: (any Error & Sendable)? = nil
     ) {
         self.code = code
         self.path = path
         self.message = message
         self.migrationError = migrationError
         self.modelError = modelError
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: StoreError, rhs: StoreError) -> Bool {
+        lhs.code == rhs.code && lhs.path == rhs.path && lhs.message == rhs.message
+            && lhs.migrationError == rhs.migrationError && lhs.modelError == rhs.modelError
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(path)
+        hasher.combine(message)
+        hasher.combine(migrationError)
+        hasher.combine(modelError)
     }
 
     public var description: String {
@@ -68,9 +89,10 @@ extension StoreError {
         if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
             self.init(
                 .databaseBusy, path: path,
-                message: "another process kept the database busy for longer than this store waits; nothing was written, try again (\(error))")
+                message: "another process kept the database busy for longer than this store waits; nothing was written, try again (\(error))",
+                underlying: error)
         } else {
-            self.init(.databaseFailure, path: path, message: "\(error)")
+            self.init(.databaseFailure, path: path, message: "\(error)", underlying: error)
         }
     }
 
@@ -82,7 +104,7 @@ extension StoreError {
         } catch let error as StoreError {
             throw error
         } catch let error as ModelError {
-            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)
         } catch {
             throw StoreError(failure: error, path: path)
         }
@@ -95,7 +117,7 @@ extension StoreError {
         } catch let error as StoreError {
             throw error
         } catch let error as ModelError {
-            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error)
+            throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)
         } catch {
             throw StoreError(failure: error, path: path)
         }

@@ -120,7 +120,8 @@ public actor HTTPTransport: SyncTransport {
         do {
             payload = try request.json(sharingClocks: sharingClocks)
         } catch {
-            throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
+            throw TransportError(
+                .rejected, request: name, message: "could not encode the request: \(error)", underlying: error)
         }
         return try await send("POST", "push", json: payload, name: name)
     }
@@ -187,7 +188,7 @@ public actor HTTPTransport: SyncTransport {
         } catch {
             throw TransportError(
                 .invalidResponse, request: name, status: http.statusCode,
-                message: "could not move the bundle to \(destination.path): \(error)")
+                message: "could not move the bundle to \(destination.path): \(error)", underlying: error)
         }
         return size
     }
@@ -208,7 +209,8 @@ public actor HTTPTransport: SyncTransport {
             do {
                 payload = try WireCoding.encoder().encode(body)
             } catch {
-                throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)")
+                throw TransportError(
+                    .rejected, request: name, message: "could not encode the request: \(error)", underlying: error)
             }
         }
         let (data, response) = try await send(method, path, json: payload, name: name)
@@ -337,7 +339,7 @@ public actor HTTPTransport: SyncTransport {
         } catch {
             throw TransportError(
                 .invalidResponse, request: name, status: response.statusCode,
-                message: "the answer is not a valid \(Response.self): \(error)")
+                message: "the answer is not a valid \(Response.self): \(error)", underlying: error)
         }
     }
 
@@ -383,9 +385,9 @@ public actor HTTPTransport: SyncTransport {
     static func classify(_ error: any Error, name: String) -> TransportError {
         guard let urlError = error as? URLError else {
             if error is CancellationError {
-                return TransportError(.cancelled, request: name, message: "cancelled")
+                return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)
             }
-            return TransportError(.noConnection, request: name, message: "\(error)")
+            return TransportError(.noConnection, request: name, message: "\(error)", underlying: error)
         }
         let code: TransportError.Code =
             switch urlError.code {
@@ -395,7 +397,7 @@ public actor HTTPTransport: SyncTransport {
                 .invalidResponse
             default: .noConnection
             }
-        return TransportError(code, request: name, message: urlError.localizedDescription)
+        return TransportError(code, request: name, message: urlError.localizedDescription, underlying: urlError)
     }
 }
 

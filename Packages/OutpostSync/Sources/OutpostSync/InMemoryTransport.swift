@@ -163,7 +163,8 @@ public actor InMemoryTransport: SyncTransport {
         do {
             try data.write(to: destination)
         } catch {
-            throw TransportError(.invalidResponse, request: name, message: "could not write the bundle: \(error)")
+            throw TransportError(
+                .invalidResponse, request: name, message: "could not write the bundle: \(error)", underlying: error)
         }
         return Int64(data.count)
     }

@@ -186,7 +186,8 @@ public actor SyncEngine {
             }
             return false
         } catch {
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
             return false
         }
     }
@@ -261,7 +262,8 @@ public actor SyncEngine {
                 guard try await send(upload, report: &report, withinBudget: withinBudget) else { return }
             }
         } catch {
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
         }
     }
 
@@ -394,7 +396,8 @@ public actor SyncEngine {
             } catch {
                 stranded += claimed
             }
-            report.storeError = error as? StoreError ?? StoreError(.databaseFailure, path: store.path, message: "\(error)")
+            report.storeError = error as? StoreError
+                ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
         }
     }
 

@@ -59,11 +59,15 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
     public var message: String
     /// How long the server asked the client to wait (`Retry-After`).
     public var retryAfter: Duration?
+    /// The error that caused this one, when another library or package raised it first (URL
+    /// loading's `URLError`, a decoder's error, the file system); kept as a value so a caller can
+    /// inspect it, beside its text in `message`.
+    public var underlying: (any Error & Sendable)?
 
-    /// Creates an error.
+    /// Creates an error; `underlying` is the error that caused it, if any.
     public init(
         _ code: Code, request: String, status: Int? = nil, serverCode: ServerErrorCode? = nil, message: String,
-        retryAfter: Duration? = nil
+        retryAfter: Duration? = nil, underlying: (any Error & Sendable)? = nil
     ) {
         self.code = code
         self.request = request
@@ -71,6 +75,23 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         self.serverCode = serverCode
         self.message = message
         self.retryAfter = retryAfter
+        self.underlying = underlying
+    }
+
+    // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),
+    // and two errors with the same code, message and place are the same failure to a caller.
+    public static func == (lhs: TransportError, rhs: TransportError) -> Bool {
+        lhs.code == rhs.code && lhs.request == rhs.request && lhs.status == rhs.status
+            && lhs.serverCode == rhs.serverCode && lhs.message == rhs.message && lhs.retryAfter == rhs.retryAfter
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(request)
+        hasher.combine(status)
+        hasher.combine(serverCode)
+        hasher.combine(message)
+        hasher.combine(retryAfter)
     }
 
     /// Classifies an HTTP error response by its status and the server's code.

@@ -310,7 +310,9 @@ extension ServerRecord: WireReadable {
         do {
             return try HybridTimestamp(encodedUTF8: text)
         } catch {
-            throw reader.error(error.description)
+            var refused = reader.error(error.description)
+            refused.underlying = error
+            throw refused
         }
     }
 
