@@ -13,7 +13,7 @@ extension JSONWriter {
         do {
             try self.value(value)
         } catch {
-            throw StoreError(.invalidRecord, path: "", message: "\(error.message): it cannot be stored")
+            throw StoreError(.invalidRecord, path: "", message: "\(error.message): it cannot be stored", underlying: error)
         }
     }
 
@@ -22,7 +22,7 @@ extension JSONWriter {
         do {
             try self.fields(fields)
         } catch {
-            throw StoreError(.invalidRecord, path: "", message: "\(error.message): it cannot be stored")
+            throw StoreError(.invalidRecord, path: "", message: "\(error.message): it cannot be stored", underlying: error)
         }
     }
 
