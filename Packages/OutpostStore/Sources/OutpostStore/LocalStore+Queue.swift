@@ -98,14 +98,19 @@ extension LocalStore {
     /// `serverVersion`: left on the old base they would meet this very change as a "newer" server version
     /// and come back as a conflict. The fields it carried are now the server's, at their clocks, so a
     /// later pull or merge knows the device has seen them (see `FieldClocks.Stored.server`).
+    ///
+    /// The record's row changes (its version, server id and status, or a delete set aside until now), so
+    /// the acknowledgement reaches `changes()` as any other commit does: a screen showing what is
+    /// still to sync refreshes.
     func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
-        try write { db in
+        let origin = claimOwner.text
+        let change: StoreChange? = try write { db in
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ? AND lower(idempotency_key) = ?",
                 arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
-            guard db.changesCount > 0 else { return }
+            guard db.changesCount > 0 else { return nil }
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET base_version = ?
@@ -118,7 +123,7 @@ extension LocalStore {
                 clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
                 try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
             }
-            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
+            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return nil }
             record.sync.version = max(record.sync.version, serverVersion)
             if let serverID {
                 record.sync.serverID = serverID
@@ -129,19 +134,25 @@ extension LocalStore {
                 arguments: [mutation.recordID.storageText]) ?? 0
             if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
             try EntityTables.save(record, in: db)
-            try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
+            let deleted = try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
+            let change = StoreChange(
+                entity: record.entity, recordID: record.id, operation: deleted || record.sync.isDeleted ? .delete : .update)
+            try ChangeJournal.append([change], origin: origin, in: db)
+            return change
         }
+        if let change { observers.publish(change) }
     }
 
     /// A delete pulled without contents while the record had a change to send (see
     /// `FieldClocks.Stored.deferredTombstone`): once nothing of the record waits, the server's later
     /// delete applies, the row's values being those of the acknowledged version.
+    /// Returns whether it deleted the record.
     private static func applyDeferredTombstone(
         of record: EntityRecord, acknowledgedAt serverVersion: Int64, unfinished: Int, in db: Database
-    ) throws {
+    ) throws -> Bool {
         guard var clocks = try FieldClocks.read(record.entity, record.id, in: db), let deferred = clocks.deferredTombstone,
             serverVersion >= deferred.version || unfinished == 0
-        else { return }
+        else { return false }
         clocks.deferredTombstone = nil
         if serverVersion < deferred.version {
             var deleted = record
@@ -154,6 +165,7 @@ extension LocalStore {
             _ = try EntityTables.flagOrphans(childrenOf: record.entity, id: record.id, in: db)
         }
         try FieldClocks.write(clocks, record.entity, record.id, in: db)
+        return serverVersion < deferred.version
     }
 
     /// The server's record moved on since the mutation was made (a push conflict). Once that record is
@@ -212,7 +224,8 @@ extension LocalStore {
     /// the user sees it. Returns the mutations that can no longer go because they wait on this one.
     @discardableResult
     func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
-        try write { db in
+        let origin = claimOwner.text
+        let change: StoreChange? = try write { db in
             // Not a mutation a merge just settled (done): failing it would hold its record back for nothing.
             try db.execute(
                 sql: """
@@ -220,12 +233,16 @@ extension LocalStore {
                     WHERE seq = ? AND status != 'done' AND lower(idempotency_key) = ?
                     """,
                 arguments: [reason, mutation.sequence, mutation.idempotencyKey.storageText])
-            guard db.changesCount > 0 else { return }
-            if var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) {
-                record.sync.syncStatus = .failed
-                try EntityTables.save(record, in: db)
-            }
+            guard db.changesCount > 0,
+                var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db)
+            else { return nil }
+            record.sync.syncStatus = .failed
+            try EntityTables.save(record, in: db)
+            let change = StoreChange(entity: record.entity, recordID: record.id, operation: .update)
+            try ChangeJournal.append([change], origin: origin, in: db)
+            return change
         }
+        if let change { observers.publish(change) }  // the record shows as failed
         return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)
     }
 
@@ -238,7 +255,9 @@ extension LocalStore {
     /// Returns how many.
     @discardableResult
     public func retryFailedMutations() throws(StoreError) -> Int {
-        try write { db in
+        let origin = claimOwner.text
+        let (count, changes): (Int, [StoreChange]) = try write { db in
+            var changes: [StoreChange] = []
             // Read by key only: a mutation failed because its payload no longer reads is retried too (and
             // fails again at its claim, with why), rather than keeping every other one from its retry.
             let failed = try Row.fetchAll(
@@ -259,10 +278,14 @@ extension LocalStore {
                 if var record = try EntityTables.fetchRecord(entity, id: id, in: db), record.sync.syncStatus == .failed {
                     record.sync.syncStatus = .pending
                     try EntityTables.save(record, in: db)
+                    changes.append(StoreChange(entity: entity, recordID: id, operation: .update))
                 }
             }
-            return failed.count
+            try ChangeJournal.append(changes, origin: origin, in: db)
+            return (failed.count, changes)
         }
+        for change in changes { observers.publish(change) }  // the records show as pending again
+        return count
     }
 
     /// Mutations that can never be sent as things stand, each with what holds it: the failed mutations

@@ -63,4 +63,38 @@ import Testing
         let later = try await app.save(Issue(projectID: UUID(), title: "Later"), now: now)
         #expect(await collect(1, from: changes).map(\.recordID) == [later.id], "nothing repeated in between")
     }
+
+    /// A push's acknowledgement moves the record to the server's version and marks it synced: a screen
+    /// showing what is still to sync must hear of it, in this process and in another.
+    @Test func anAcknowledgementReachesSubscribersHereAndInAnotherProcess() async throws {
+        let folder = try TemporaryDatabase()
+        let app = try LocalStore.open(at: folder.path)
+        let widget = try LocalStore.open(at: folder.path)
+        let issue = try await app.save(Issue(projectID: UUID(), title: "Leak by the window"), now: now)
+        let here = app.changes(), there = widget.changes()
+        let claimed = try #require(try app.claimMutations(limit: 10, now: now).first)
+        try app.acknowledge(claimed, serverVersion: 1, serverID: nil, now: now)
+        let expected = [StoreChange(entity: .issue, recordID: issue.id, operation: .update)]
+        #expect(await collect(1, from: here) == expected)
+        #expect(await collect(1, from: there) == expected)
+        #expect(try app.record(.issue, id: issue.id)?.sync.syncStatus == .synced)
+    }
+
+    /// A change failing for good marks its record failed, and a retry marks it pending again: both reach
+    /// subscribers, here and in another process, so the record's badge follows.
+    @Test func aFailureAndItsRetryReachSubscribersHereAndInAnotherProcess() async throws {
+        let folder = try TemporaryDatabase()
+        let app = try LocalStore.open(at: folder.path)
+        let widget = try LocalStore.open(at: folder.path)
+        let issue = try await app.save(Issue(projectID: UUID(), title: "Leak by the door"), now: now)
+        let here = app.changes(), there = widget.changes()
+        let claimed = try #require(try app.claimMutations(limit: 10, now: now).first)
+        try app.fail(claimed, reason: "refused")
+        #expect(try app.record(.issue, id: issue.id)?.sync.syncStatus == .failed)
+        #expect(try app.retryFailedMutations() == 1)
+        #expect(try app.record(.issue, id: issue.id)?.sync.syncStatus == .pending)
+        let expected = Array(repeating: StoreChange(entity: .issue, recordID: issue.id, operation: .update), count: 2)
+        #expect(await collect(2, from: here) == expected)
+        #expect(await collect(2, from: there) == expected)
+    }
 }
