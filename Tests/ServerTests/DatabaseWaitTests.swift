@@ -48,18 +48,17 @@ struct DatabaseWaitTests {
         #expect(applied, "a push goes through once the frozen writer's session is ended")
     }
 
-    @Test("Health answers 503 when the database does not answer, within its deadline")
+    /// Judged by its outcome, not by a clock: it returns at all, with the deadline's error, although the
+    /// probe never does. Under make test's load on two cores a 1 s timer has woken 165 s late, so an
+    /// elapsed-time bound failed for no fault of the code; the time limit only stops a hang.
+    @Test("Health answers 503 when the database does not answer, within its deadline", .timeLimit(.minutes(10)))
     func healthHasADeadline() async throws {
-        let started = ContinuousClock.now
         await #expect(throws: Deadline.TimedOut.self) {
             try await Deadline.run(seconds: 1) {
                 // A probe that never returns and ignores cancellation, as a query on a dead connection may.
                 while true { try? await Task.sleep(for: .seconds(3_600)) }
             }
         }
-        // It returns at all, although the probe never does; under make test's load a 1 s timer has woken
-        // 55 s late, hence the margin.
-        #expect(ContinuousClock.now - started < .seconds(150))
     }
 
     @Test("Health answers 503, not 200, once the PostgreSQL database stops accepting connections",
