@@ -12,12 +12,15 @@ struct MultiInstanceTests {
     static func push(_ mutations: [PushMutation], to instance: TestServer, token: String) async throws -> [MutationResult] {
         var attempt = 0
         while true {
+            let failure: TransportError
             do {
                 return try await instance.transport(token: token).push(PushRequest(mutations: mutations)).results
-            } catch where error.code == .serverFailure && attempt < 5 {
-                attempt += 1
-                try await Task.sleep(for: .milliseconds(200 * attempt))
+            } catch {
+                failure = error
             }
+            attempt += 1
+            guard failure.code == .serverFailure, attempt <= 5 else { throw failure }
+            try await Task.sleep(for: .milliseconds(200 * attempt))
         }
     }
 
