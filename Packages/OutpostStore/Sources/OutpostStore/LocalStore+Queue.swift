@@ -103,14 +103,13 @@ extension LocalStore {
     /// the acknowledgement reaches `changes()` as any other commit does: a screen showing what is
     /// still to sync refreshes.
     func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
-        let origin = claimOwner.text
-        let change: StoreChange? = try write { db in
+        try writeAnnouncing { db, changed in
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ? AND lower(idempotency_key) = ?",
                 arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
-            guard db.changesCount > 0 else { return nil }
+            guard db.changesCount > 0 else { return }
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET base_version = ?
@@ -123,7 +122,7 @@ extension LocalStore {
                 clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
                 try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
             }
-            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return nil }
+            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
             record.sync.version = max(record.sync.version, serverVersion)
             if let serverID {
                 record.sync.serverID = serverID
@@ -135,12 +134,9 @@ extension LocalStore {
             if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
             try EntityTables.save(record, in: db)
             let deleted = try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
-            let change = StoreChange(
-                entity: record.entity, recordID: record.id, operation: deleted || record.sync.isDeleted ? .delete : .update)
-            try ChangeJournal.append([change], origin: origin, in: db)
-            return change
+            changed.append(StoreChange(
+                entity: record.entity, recordID: record.id, operation: deleted || record.sync.isDeleted ? .delete : .update))
         }
-        if let change { observers.publish(change) }
     }
 
     /// A delete pulled without contents while the record had a change to send (see
@@ -224,8 +220,7 @@ extension LocalStore {
     /// the user sees it. Returns the mutations that can no longer go because they wait on this one.
     @discardableResult
     func fail(_ mutation: Mutation, reason: String) throws(StoreError) -> [Mutation] {
-        let origin = claimOwner.text
-        let change: StoreChange? = try write { db in
+        try writeAnnouncing { db, changed in
             // Not a mutation a merge just settled (done): failing it would hold its record back for nothing.
             try db.execute(
                 sql: """
@@ -235,14 +230,11 @@ extension LocalStore {
                 arguments: [reason, mutation.sequence, mutation.idempotencyKey.storageText])
             guard db.changesCount > 0,
                 var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db)
-            else { return nil }
-            record.sync.syncStatus = .failed
+            else { return }
+            record.sync.syncStatus = .failed  // the record shows as failed
             try EntityTables.save(record, in: db)
-            let change = StoreChange(entity: record.entity, recordID: record.id, operation: .update)
-            try ChangeJournal.append([change], origin: origin, in: db)
-            return change
+            changed.append(StoreChange(entity: record.entity, recordID: record.id, operation: .update))
         }
-        if let change { observers.publish(change) }  // the record shows as failed
         return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)
     }
 
@@ -255,9 +247,7 @@ extension LocalStore {
     /// Returns how many.
     @discardableResult
     public func retryFailedMutations() throws(StoreError) -> Int {
-        let origin = claimOwner.text
-        let (count, changes): (Int, [StoreChange]) = try write { db in
-            var changes: [StoreChange] = []
+        try writeAnnouncing { db, changed in
             // Read by key only: a mutation failed because its payload no longer reads is retried too (and
             // fails again at its claim, with why), rather than keeping every other one from its retry.
             let failed = try Row.fetchAll(
@@ -276,16 +266,13 @@ extension LocalStore {
                     continue
                 }
                 if var record = try EntityTables.fetchRecord(entity, id: id, in: db), record.sync.syncStatus == .failed {
-                    record.sync.syncStatus = .pending
+                    record.sync.syncStatus = .pending  // the record shows as pending again
                     try EntityTables.save(record, in: db)
-                    changes.append(StoreChange(entity: entity, recordID: id, operation: .update))
+                    changed.append(StoreChange(entity: entity, recordID: id, operation: .update))
                 }
             }
-            try ChangeJournal.append(changes, origin: origin, in: db)
-            return (failed.count, changes)
+            return failed.count
         }
-        for change in changes { observers.publish(change) }  // the records show as pending again
-        return count
     }
 
     /// Mutations that can never be sent as things stand, each with what holds it: the failed mutations

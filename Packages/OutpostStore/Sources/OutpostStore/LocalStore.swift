@@ -165,6 +165,22 @@ public final class LocalStore: Sendable {
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         try StoreError.mapping(path: path) { try pool.write(body) }
     }
+
+    /// `write`, telling `changes()` of the records `body` notes in `changed`: appended to the change
+    /// journal in the same transaction (for other processes) and published once it committed (here).
+    /// For the queue's transitions that rewrite a record's row; local writes, pulls and imports journal
+    /// through their own transactions.
+    func writeAnnouncing<T>(_ body: (Database, inout [StoreChange]) throws -> T) throws(StoreError) -> T {
+        let origin = claimOwner.text
+        let (result, changed) = try write { db in
+            var changed: [StoreChange] = []
+            let result = try body(db, &changed)
+            try ChangeJournal.append(changed, origin: origin, in: db)
+            return (result, changed)
+        }
+        for change in changed { observers.publish(change) }
+        return result
+    }
 }
 
 /// One committed write, as observers see it.
