@@ -100,14 +100,19 @@ struct BenchmarkRow: Codable, Sendable {
 struct BenchmarkReport {
     let rows: [BenchmarkRow]
 
+    static let header = ["metric", "ours", "peer", "peer value", "ratio", "target", "met"]
+
+    /// A row's cells under `header`; a missed target reads `missed`.
+    static func cells(of row: BenchmarkRow, missed: String) -> [String] {
+        [row.metric, format(row.value) + " " + row.unit, row.peer ?? "—",
+         row.peerValue.map { format($0) + " " + row.unit } ?? "—",
+         row.ratio.map { String(format: "%.2f×", $0) } ?? "—", row.target ?? "—",
+         row.met.map { $0 ? "yes" : missed } ?? "—"]
+    }
+
     var table: String {
-        let header = ["metric", "ours", "peer", "peer value", "ratio", "target", "met"]
-        let cells = rows.map { row in
-            [row.metric, Self.format(row.value) + " " + row.unit, row.peer ?? "—",
-             row.peerValue.map { Self.format($0) + " " + row.unit } ?? "—",
-             row.ratio.map { String(format: "%.2f×", $0) } ?? "—", row.target ?? "—",
-             row.met.map { $0 ? "yes" : "NO" } ?? "—"]
-        }
+        let header = Self.header
+        let cells = rows.map { Self.cells(of: $0, missed: "NO") }
         let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
         func line(_ values: [String]) -> String {
             zip(values, widths).map { $0 + String(repeating: " ", count: $1 - $0.count) }.joined(separator: "  ")
@@ -124,14 +129,11 @@ struct BenchmarkReport {
             "The latest `make bench` run: \(when), commit \(commit), release build. Every ratio is against a peer",
             "measured in the same run; this host's speed moves by a third from hour to hour, so compare ratios,",
             "not absolute figures. `make bench` rewrites this file and `bench-results.json` (the same rows).", "",
-            "| metric | ours | peer | peer value | ratio | target | met |", "|---|---|---|---|---|---|---|",
+            "| " + Self.header.joined(separator: " | ") + " |",
+            "|" + String(repeating: "---|", count: Self.header.count),
         ]
         for row in rows {
-            let cells = [
-                row.metric, Self.format(row.value) + " " + row.unit, row.peer ?? "—",
-                row.peerValue.map { Self.format($0) + " " + row.unit } ?? "—",
-                row.ratio.map { String(format: "%.2f×", $0) } ?? "—", row.target ?? "—", row.met.map { $0 ? "yes" : "no" } ?? "—",
-            ].map { $0.replacingOccurrences(of: "|", with: "\\|") }
+            let cells = Self.cells(of: row, missed: "no").map { $0.replacingOccurrences(of: "|", with: "\\|") }
             lines.append("| " + cells.joined(separator: " | ") + " |")
         }
         return lines.joined(separator: "\n") + "\n"
