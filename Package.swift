@@ -124,6 +124,7 @@ let package = Package(
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostServerTesting", package: "OutpostServer"),
             ],
             path: "Packages/OutpostKit/Tests/OutpostTests"
         ),
@@ -176,6 +177,7 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostServerTesting", package: "OutpostServer"),
             ],
             path: "Packages/OutpostSync/Tests/OutpostSyncTests"
         ),

@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Outpost", targets: ["Outpost"])
     ],
     dependencies: [
+        .package(path: "../OutpostServer"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
@@ -38,6 +39,7 @@ let package = Package(
                 "Outpost", .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
+                .product(name: "OutpostServerTesting", package: "OutpostServer"),
             ]
         ),
     ]

@@ -10,7 +10,10 @@ let package = Package(
     name: "OutpostServer",
     platforms: [.macOS(.v14)],
     products: [
-        .library(name: "OutpostServer", targets: ["OutpostServer"])
+        .library(name: "OutpostServer", targets: ["OutpostServer"]),
+        // For tests, never an app: the reference server called in process (`TestServer`), with
+        // injected failures, so engine and app tests meet the server's own rules.
+        .library(name: "OutpostServerTesting", targets: ["OutpostServerTesting"]),
     ],
     dependencies: [
         .package(path: "../OutpostModels"),
@@ -45,6 +48,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+            ]
+        ),
+        .target(
+            name: "OutpostServerTesting",
+            dependencies: [
+                "OutpostServer",
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
             ]
         ),
     ]

@@ -1,9 +1,11 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The device's side of sync: the `SyncTransport` protocol with its HTTP implementation, the retry
-/// policy, the connectivity monitor and the sync engine that drives the store's queue and pull.
-/// The protocol's types come from `OutpostWire`, which the server shares.
+/// The device's side of sync: the HTTP implementation of `SyncTransport`, the retry policy, the
+/// connectivity monitor and the sync engine that drives the replica's queue and pull. The protocol's
+/// types and the transport contract come from `OutpostWire`, which the server shares. The tests run
+/// the engine against the reference server in process (`OutpostServerTesting`); only they depend
+/// on the server package, so an app that depends on this one never resolves it.
 let package = Package(
     name: "OutpostSync",
     products: [
@@ -15,6 +17,7 @@ let package = Package(
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
         .package(path: "../OutpostWire"),
+        .package(path: "../OutpostServer"),
     ],
     targets: [
         .target(
@@ -35,6 +38,7 @@ let package = Package(
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "OutpostServerTesting", package: "OutpostServer"),
             ]
         ),
     ]

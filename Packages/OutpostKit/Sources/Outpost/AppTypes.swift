@@ -102,10 +102,10 @@ public typealias SyncReport = OutpostSync.SyncReport
 public typealias SyncConditions = OutpostSync.SyncConditions
 /// Whether the server is reachable, and how well. (`OutpostSync.ConnectivityStatus`)
 public typealias ConnectivityStatus = OutpostSync.ConnectivityStatus
-/// How the engine talks to a server; `Device(transport:)` takes another than HTTP. (`OutpostSync.SyncTransport`)
-public typealias SyncTransport = OutpostSync.SyncTransport
-/// Why a request to the server got no usable answer. (`OutpostSync.TransportError`)
-public typealias TransportError = OutpostSync.TransportError
+/// How the engine talks to a server; `Device(transport:)` takes another than HTTP. (`OutpostWire.SyncTransport`)
+public typealias SyncTransport = OutpostWire.SyncTransport
+/// Why a request to the server got no usable answer. (`OutpostWire.TransportError`)
+public typealias TransportError = OutpostWire.TransportError
 /// Which strategy settles concurrent changes, per entity; the server runs the same one. (`OutpostConflicts.ConflictPolicy`)
 public typealias ConflictPolicy = OutpostConflicts.ConflictPolicy
 /// One way of settling concurrent changes of a record. (`OutpostConflicts.ConflictStrategy`)

@@ -35,7 +35,7 @@ public final class Device: Sendable {
     }
 
     /// Opens (creating and migrating as needed) the store at `path`. Without a server the device works
-    /// offline only; `transport` replaces HTTP (an in-memory server in tests).
+    /// offline only; `transport` replaces HTTP (`OutpostServerTesting.InProcessServer` in tests).
     public init(
         path: String, server: Server? = nil, transport: (any SyncTransport)? = nil,
         policy: ConflictPolicy = ConflictPolicy()

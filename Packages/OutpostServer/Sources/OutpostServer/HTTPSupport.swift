@@ -199,9 +199,9 @@ func jsonResponse(_ body: JSONBody) -> Response {
 
 /// A JSON answer's bytes as they go out: gzip-compressed above the protocol's threshold when the
 /// client takes gzip. Apart from `Response` so a pull page read ahead can be held ready to send.
-struct JSONBody: Sendable {
-    let data: Data
-    let isGzipped: Bool
+package struct JSONBody: Sendable {
+    package let data: Data
+    package let isGzipped: Bool
 
     init(_ bytes: [UInt8], gzip: Bool) {
         if bytes.count > SyncProtocol.compressionThreshold, gzip {

@@ -44,7 +44,7 @@ actor MediaStore {
         directory.appendingPathComponent(attachmentID.storageText)
     }
 
-    private nonisolated func partURL(of attachmentID: UUID) -> URL {
+    nonisolated func partURL(of attachmentID: UUID) -> URL {
         directory.appendingPathComponent(attachmentID.storageText + ".part")
     }
 
@@ -277,7 +277,7 @@ actor MediaStore {
 }
 
 /// A `Content-Range: bytes first-last/total` header (`bytes */total` for an empty file).
-struct ContentRange: Sendable, Hashable {
+package struct ContentRange: Sendable, Hashable {
     var first: Int64
     var length: Int64
     var total: Int64
@@ -299,7 +299,7 @@ struct ContentRange: Sendable, Hashable {
         self.init(first: first, length: last - first + 1, total: total)
     }
 
-    init(first: Int64, length: Int64, total: Int64) {
+    package init(first: Int64, length: Int64, total: Int64) {
         self.first = first
         self.length = length
         self.total = total

@@ -327,6 +327,13 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Media
 
+    func record(_ entity: EntityType, id: UUID) async throws(ServerError) -> StoredRecord? {
+        let logger = self.logger
+        return try await read { connection in
+            try await PostgresRecords.fetch(entity, id: id, on: connection, logger: logger)
+        }
+    }
+
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord {
         let logger = self.logger
         return try await read { connection in

@@ -159,7 +159,8 @@ struct PushRules: Sendable {
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
     }
 
-    /// What `InMemoryTransport` also refuses, plus clocks too far ahead of the server's time.
+    /// A mutation whose shape no server takes: fields outside the entity, a field without its clock, a
+    /// delete without its deletion clock, forbidden characters, clocks too far ahead of the server's time.
     private func checkShape(_ mutation: PushMutation, now: Date) throws {
         let description = mutation.entity.description
         if let unknown = mutation.fields.keys.sorted().first(where: { description.field(named: $0) == nil }) {

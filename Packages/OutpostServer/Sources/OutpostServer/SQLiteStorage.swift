@@ -360,6 +360,10 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Media
 
+    func record(_ entity: EntityType, id: UUID) async throws(ServerError) -> StoredRecord? {
+        try await read { db in try StoredRecord.fetch(entity, id: id, in: db) }
+    }
+
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord {
         try await read { db in
             guard let record = try StoredRecord.fetch(.mediaAttachment, id: id, in: db) else {

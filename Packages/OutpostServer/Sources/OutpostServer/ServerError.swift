@@ -40,7 +40,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status a refused request is answered with.
     public var httpStatus: Int?
     /// Seconds a client should wait before retrying (`Retry-After`), for 429 and 503.
-    var retryAfterSeconds: Int?
+    package var retryAfterSeconds: Int?
     /// The error that caused this one, when another library or package raised it first (SQLite,
     /// PostgreSQL, the file system, a decoder); kept as a value so a caller can inspect it, beside its
     /// text in `message`. Only logs see it: a client's error body carries `message` alone.
@@ -82,7 +82,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The body a client receives for this error; anything but a refused request is `internal`.
-    var errorBody: ErrorBody {
+    package var errorBody: ErrorBody {
         guard let wireCode else { return ErrorBody(code: .internal, message: "the server failed; see its log") }
         return ErrorBody(code: wireCode, message: message)
     }
@@ -94,7 +94,7 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
         return text
     }
 
-    static func badRequest(_ message: String, underlying: (any Error & Sendable)? = nil) -> ServerError {
+    package static func badRequest(_ message: String, underlying: (any Error & Sendable)? = nil) -> ServerError {
         ServerError(status: 400, .invalidRequest, message, underlying: underlying)
     }
     static func unauthorized(_ message: String) -> ServerError { ServerError(status: 401, .unauthorized, message) }

@@ -32,6 +32,10 @@ protocol ServerStorage: Sendable {
     /// is served only if they still equal the page's `basis`.
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
 
+    /// A record as stored, tombstones included, whoever may see it: for the operator's and the tests' eyes
+    /// (`SyncServer.storedRecord`), never for a route.
+    func record(_ entity: EntityType, id: UUID) async throws(ServerError) -> StoredRecord?
+
     /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
     func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord
 

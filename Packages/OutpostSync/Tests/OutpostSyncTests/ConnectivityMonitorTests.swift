@@ -1,17 +1,18 @@
 import Foundation
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
 
 @Suite struct ConnectivityMonitorTests {
-    @Test func aHealthyServerIsOnlineWithAGoodConnection() async {
-        let monitor = ConnectivityMonitor(transport: InMemoryTransport(assignsServerIDs: true), clock: ManualClock())
+    @Test func aHealthyServerIsOnlineWithAGoodConnection() async throws {
+        let monitor = ConnectivityMonitor(transport: try await InProcessServer(assignsServerIDs: true), clock: ManualClock())
         #expect(await monitor.status == .unknown)
         #expect(await monitor.checkNow() == .online(.good))
         #expect(await monitor.lastHealth?.assignsServerIDs == true)
     }
 
-    @Test func unreachableMeansOfflineButARefusalStillMeansOnline() async {
-        let server = InMemoryTransport()
+    @Test func unreachableMeansOfflineButARefusalStillMeansOnline() async throws {
+        let server = try await InProcessServer()
         let monitor = ConnectivityMonitor(transport: server, clock: ManualClock())
         for failure in [InjectedFailure.dropRequest, .dropResponse, .serverError(status: 503)] {
             await server.inject(failure)
@@ -22,7 +23,7 @@ import Testing
     }
 
     @Test func periodicChecksFollowTheInjectedClockAndPublishChanges() async throws {
-        let server = InMemoryTransport()
+        let server = try await InProcessServer()
         let clock = ManualClock()
         let monitor = ConnectivityMonitor(
             transport: server, clock: clock, checkInterval: .seconds(30), offlineCheckInterval: .seconds(10))
@@ -51,8 +52,8 @@ import Testing
         #expect(await iterator.next() == nil)
     }
 
-    @Test func measuredThroughputLowersTheQualityAndHoldsMediaBack() async {
-        let monitor = ConnectivityMonitor(transport: InMemoryTransport(), clock: ManualClock())
+    @Test func measuredThroughputLowersTheQualityAndHoldsMediaBack() async throws {
+        let monitor = ConnectivityMonitor(transport: try await InProcessServer(), clock: ManualClock())
         await monitor.checkNow()
         #expect(await monitor.allowsMedia(conditions: SyncConditions()))
         await monitor.recordTransfer(bytes: 1_000_000, duration: .seconds(10))

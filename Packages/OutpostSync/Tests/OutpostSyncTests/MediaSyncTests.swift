@@ -5,18 +5,19 @@ import OutpostTesting
 import OutpostWire
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
 
 /// Photos' original files: after structured data, only when allowed, resumed instead of restarted.
 @Suite struct MediaSyncTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     /// An issue with a photo whose original is `size` bytes of seeded noise.
-    func issueWithPhoto(on device: SyncEngineTests.Device, size: Int) async throws -> (MediaAttachment, Data) {
+    func issueWithPhoto(on device: SyncEngineTests.Device, size: Int, server: InProcessServer) async throws -> (MediaAttachment, Data) {
         var generator = SeededGenerator(seed: UInt64(size))
         let bytes = Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) })
         let file = device.folder.appendingPathComponent("IMG_0001.jpg")
         try bytes.write(to: file)
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Cracked sill"), now: now)
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Cracked sill"), now: now)
         let photo = try await device.store.attach(
             MediaAttachment(issueID: issue.id, kind: .photo, fileName: "IMG_0001.jpg", contentType: "image/jpeg",
                             byteSize: 0, sha256: "", capturedAt: now),
@@ -26,8 +27,8 @@ import Testing
 
     @Test func theOriginalFollowsItsRecordWhenAskedFor() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000)
+        let server = try await InProcessServer()
+        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000, server: server)
         #expect(photo.byteSize == 10_000, "measured from the file")
         #expect(try device.store.status().pendingMediaUploads == 1)
 
@@ -42,8 +43,8 @@ import Testing
 
     @Test func withoutAGoodConnectionMediaIsHeldBackAndStructuredDataStillFlows() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let (photo, _) = try await issueWithPhoto(on: device, size: 2_000)
+        let server = try await InProcessServer()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 2_000, server: server)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 4))
         let report = try await engine.sync(conditions: SyncConditions(isMetered: true), now: { self.now })
         #expect(report.pushed == 2)
@@ -57,9 +58,10 @@ import Testing
         received: Int64, complete: Bool, otherAttachment: Bool
     ) async throws {
         let device = try SyncEngineTests.Device()
-        let (photo, _) = try await issueWithPhoto(on: device, size: 10_000)
+        let server = try await InProcessServer()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 10_000, server: server)
         // The records go to a well-behaved server first; the original waits for a good connection.
-        _ = try await SyncEngine(store: device.store, transport: InMemoryTransport()).sync(now: { self.now })
+        _ = try await SyncEngine(store: device.store, transport: server).sync(now: { self.now })
         let wire = { (value: any Encodable) in String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self) }
         let hostile = try LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try wire(PullResponse(changes: [], nextCursor: "c-9", hasMore: false))),
@@ -80,8 +82,8 @@ import Testing
 
     @Test func aCutUploadResumesWhereTheServerStands() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000)
+        let server = try await InProcessServer()
+        let (photo, bytes) = try await issueWithPhoto(on: device, size: 10_000, server: server)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 5), mediaChunkSize: 4_096)
         // The structured push goes through; the first chunk lands but its answer is lost.
         _ = try await engine.sync(now: { self.now })
@@ -99,8 +101,8 @@ import Testing
 
     @Test func aMissingOriginalFailsThatUploadOnly() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let (photo, _) = try await issueWithPhoto(on: device, size: 100)
+        let server = try await InProcessServer()
+        let (photo, _) = try await issueWithPhoto(on: device, size: 100, server: server)
         try FileManager.default.removeItem(at: device.store.mediaFolder.appendingPathComponent(photo.id.uuidString.lowercased()))
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 6))
         let report = try await engine.sync(conditions: SyncConditions(mediaRequested: true), now: { self.now })
@@ -113,8 +115,8 @@ import Testing
     /// that run ends without sending anything, and must not have swallowed the reconnect's sync.
     @Test func aReconnectDuringARunningSyncStillSyncsOnceThatRunEnds() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
+        let server = try await InProcessServer()
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
         let monitor = ConnectivityMonitor(transport: server)
         let hangingPull = DamagingTransport(base: server, timingOutPull: 1)
         let engine = SyncEngine(store: device.store, transport: hangingPull, random: SeededGenerator(seed: 8))
@@ -128,15 +130,15 @@ import Testing
         #expect(await monitor.checkNow().isOnline, "back online while the run hangs")
         let ended = try await hanging.value
         #expect(ended.lastTransportError?.code == .timedOut && ended.pushed == 0)
-        #expect(await eventually(within: .seconds(60)) { await server.record(issue.id) != nil },
+        #expect(await eventually(within: .seconds(60)) { (try? await server.record(issue.id)) != nil },
             "the reconnect's sync ran once the hanging run ended")
         await monitor.stop()
     }
 
     @Test func aReturningConnectionStartsASync() async throws {
         let device = try SyncEngineTests.Device()
-        let server = InMemoryTransport()
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
+        let server = try await InProcessServer()
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
         let monitor = ConnectivityMonitor(transport: server)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7))
         let follower = Task { await engine.syncOnReconnect(of: monitor) }
@@ -144,9 +146,9 @@ import Testing
 
         await server.inject(.dropRequest, on: .health)
         #expect(await monitor.checkNow() == .offline)
-        #expect(await server.record(issue.id) == nil, "offline: nothing sent")
+        #expect(try await server.record(issue.id) == nil, "offline: nothing sent")
         #expect(await monitor.checkNow().isOnline)
-        #expect(await eventually { await server.record(issue.id) != nil }, "the connection came back and a sync ran")
+        #expect(await eventually { (try? await server.record(issue.id)) != nil }, "the connection came back and a sync ran")
         await monitor.stop()
     }
 }

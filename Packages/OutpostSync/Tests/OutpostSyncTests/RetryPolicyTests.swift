@@ -1,8 +1,11 @@
 import Foundation
+import OutpostConflicts
+import OutpostModels
 import OutpostTesting
 import OutpostWire
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
 
 @Suite struct RetryPolicyTests {
     let policy = RetryPolicy()
@@ -75,13 +78,17 @@ import Testing
     /// The engine's loop in miniature: transient failures back off on the schedule, timed by an
     /// injected clock that jumps instead of sleeping.
     @Test func backoffAgainstAFlakyServerFollowsTheSchedule() async throws {
-        let server = InMemoryTransport()
+        let server = try await InProcessServer()
         await server.inject(.dropRequest, on: .push, times: 3)
         await server.inject(.serverError(status: 503, retryAfter: .seconds(12)), on: .push)
         await server.inject(.dropResponse, on: .push)
         let clock = ManualClock(advancesOnSleep: true)
         var generator = FixedGenerator(value: .max)
-        let push = PushRequest(mutations: [Fixtures.createIssue()])
+        let issue = OutpostModels.Issue(projectID: try await server.newProject(), title: "Leak")
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0x0FF1CE))
+        let push = PushRequest(mutations: [PushMutation(
+            idempotencyKey: UUID(), operation: .create, change: VersionedRecord(record: issue.record, stampedAt: stamp),
+            baseVersion: 0)])
         var failed = 0
         var response: PushResponse?
         while response == nil {

@@ -6,6 +6,7 @@ import OutpostTesting
 import OutpostWire
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
 
 /// Refusals that say nothing about a single mutation (a whole request refused), a conflict whose server
 /// record this build cannot store, and failed changes put back in line.
@@ -13,30 +14,31 @@ import Testing
     typealias Device = SyncEngineTests.Device
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
-    func issues(_ count: Int, on store: LocalStore) async throws -> [OutpostModels.Issue] {
+    func issues(_ count: Int, on store: LocalStore, server: InProcessServer) async throws -> [OutpostModels.Issue] {
         var saved: [OutpostModels.Issue] = []
+        let project = try await server.newProject()
         for index in 0..<count {
-            saved.append(try await store.save(Issue(projectID: UUID(), title: "Issue \(index)"), now: now))
+            saved.append(try await store.save(Issue(projectID: project, title: "Issue \(index)"), now: now))
         }
         return saved
     }
 
     @Test func aBatchOverTheServersLimitIsSentInHalves() async throws {
         let device = try Device()
-        let server = InMemoryTransport(maximumBatchSize: 2)
-        let saved = try await issues(5, on: device.store)
+        let server = try await InProcessServer(maximumBatchSize: 2)
+        let saved = try await issues(5, on: device.store, server: server)
         let report = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 11))
             .sync(now: { self.now })
         #expect(report.failed == 0)
         #expect(report.pushed == 5)
         #expect(report.isComplete)
-        for issue in saved { #expect(await server.record(issue.id) != nil) }
+        for issue in saved { #expect(try await server.record(issue.id) != nil) }
     }
 
     @Test func aWholeRequestRefusedForOneMutationAloneFailsOnlyIt() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
-        let saved = try await issues(3, on: device.store)
+        let server = try await InProcessServer()
+        let saved = try await issues(3, on: device.store, server: server)
         // The batch of three is refused, then the first mutation sent alone: it alone is too large.
         await server.inject(.httpError(status: 413, code: .payloadTooLarge, retryAfter: nil), on: .push, times: 2)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 12))
@@ -45,9 +47,9 @@ import Testing
         #expect(report.pushed == 2)
         // One pull, then three pushes: the batch, the culprit alone, the other two together again.
         #expect(await server.transferred.requests == 4)
-        #expect(await server.record(saved[0].id) == nil)
-        #expect(await server.record(saved[1].id) != nil)
-        #expect(await server.record(saved[2].id) != nil)
+        #expect(try await server.record(saved[0].id) == nil)
+        #expect(try await server.record(saved[1].id) != nil)
+        #expect(try await server.record(saved[2].id) != nil)
         #expect(try device.store.fetch(Issue.self, id: saved[0].id)?.sync.syncStatus == .failed)
         #expect(try device.store.mutations(status: .inFlight).isEmpty)
 
@@ -59,15 +61,15 @@ import Testing
         #expect(try device.store.fetch(Issue.self, id: saved[0].id)?.sync.syncStatus == .pending)
         let again = try await engine.sync(now: { self.now })
         #expect(again.pushed == 1 && again.failed == 0)
-        #expect(await server.record(saved[0].id) != nil)
+        #expect(try await server.record(saved[0].id) != nil)
         #expect(try device.store.status().failedChanges == 0)
         #expect(try device.store.fetch(Issue.self, id: saved[0].id)?.sync.syncStatus == .synced)
     }
 
     @Test func aConflictWhoseServerRecordCannotBeStoredFailsTheChangeInsteadOfOverwriting() async throws {
         let device = try Device()
-        let base = InMemoryTransport()
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let base = try await InProcessServer()
+        let issue = try await device.store.save(Issue(projectID: try await base.newProject(), title: "Leak"), now: now)
         let first = try await SyncEngine(store: device.store, transport: base, random: SeededGenerator(seed: 13))
             .sync(now: { self.now })
         #expect(first.pushed == 1)
@@ -76,7 +78,7 @@ import Testing
         try await device.store.save(edited, now: now.addingTimeInterval(1))
 
         // A newer app wrote the issue since, with a field this build does not know.
-        let stored = try #require(await base.record(issue.id))
+        let stored = try #require(try await base.record(issue.id))
         var newer = stored
         newer.version = stored.version + 1
         newer.fields["estimatedHours"] = .integer(3)
@@ -90,13 +92,13 @@ import Testing
         #expect(await transport.pushes == 1, "the change is not sent again over a record it was never merged with")
         let failed = try #require(try device.store.mutations(status: .failed).first)
         #expect(failed.lastError?.contains("update the app") == true)
-        #expect(await base.record(issue.id)?.fields["title"] == .text("Leak"))
+        #expect(try await base.record(issue.id)?.fields["title"] == .text("Leak"))
     }
 
     @Test func aConflictWhoseServerRecordDoesNotReadFailsTheChangeAndLeavesNothingInFlight() async throws {
         let device = try Device()
-        let base = InMemoryTransport()
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let base = try await InProcessServer()
+        let issue = try await device.store.save(Issue(projectID: try await base.newProject(), title: "Leak"), now: now)
         var broken = ServerRecord(
             sequence: 9, entity: .issue, recordID: issue.id, version: 4, fields: issue.record.fields, clocks: [:],
             createdAt: now, updatedAt: now)
@@ -113,11 +115,11 @@ import Testing
 
 /// Serves everything from `base`, but answers every push mutation with a conflict carrying `serverRecord`.
 actor ConflictingTransport: SyncTransport {
-    let base: InMemoryTransport
+    let base: InProcessServer
     let serverRecord: ServerRecord
     private(set) var pushes = 0
 
-    init(base: InMemoryTransport, serverRecord: ServerRecord) {
+    init(base: InProcessServer, serverRecord: ServerRecord) {
         self.base = base
         self.serverRecord = serverRecord
     }

@@ -6,8 +6,9 @@ import OutpostTesting
 import OutpostWire
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
 
-/// The engine against the in-memory server, with a real store file in a temporary folder.
+/// The engine against the reference server in process (`InProcessServer`), with a real store file in a temporary folder.
 @Suite struct SyncEngineTests {
     final class Device: Sendable {
         let folder: URL
@@ -39,7 +40,7 @@ import Testing
 
     @Test func anOfflineEstimateGraphSyncsParentsFirstWithServerAssignedIds() async throws {
         let device = try Device()
-        let server = InMemoryTransport(assignsServerIDs: true)
+        let server = try await InProcessServer(assignsServerIDs: true)
         let (project, scope, clockOut) = try await workOffline(on: device.store)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 1))
         let report = try await engine.sync(now: { self.now })
@@ -49,11 +50,12 @@ import Testing
         #expect(try device.store.status().lastSuccessfulSync == now)
 
         // Every record got a server id, and the server holds references by those ids.
-        let projectID = try #require(try device.store.serverID(of: .project, clientID: project.id))
-        #expect(await server.record(scope.id)?.fields["projectID"] == .text(projectID))
+        #expect(try device.store.serverID(of: .project, clientID: project.id) != nil)
+        // They travelled as server ids, which the server resolved to its records.
+        #expect(try await server.record(scope.id)?.fields["projectID"] == .uuid(project.id))
         let clockIn = try #require(clockOut.clockInID)
-        let clockInServerID = try #require(try device.store.serverID(of: .timeEntry, clientID: clockIn))
-        #expect(await server.record(clockOut.id)?.fields["clockInID"] == .text(clockInServerID), "the pair stays paired")
+        #expect(try device.store.serverID(of: .timeEntry, clientID: clockIn) != nil)
+        #expect(try await server.record(clockOut.id)?.fields["clockInID"] == .uuid(clockIn), "the pair stays paired")
         #expect(try device.store.fetch(Scope.self, id: scope.id)?.sync.serverID != nil)
 
         // Pulling the graph back maps server ids to the device's ids again: nothing changes locally.
@@ -66,27 +68,27 @@ import Testing
 
     @Test func aLostResponseIsResentAndAppliedOnce() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
-        let issue = try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let server = try await InProcessServer()
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
         await server.inject(.dropResponse, on: .push)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 2))
         let first = try await engine.sync(now: { self.now })
         #expect(first.retried == 1)
-        #expect(await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
+        #expect(try await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
 
         // The next run pulls first and finds its own write already on the server: nothing is left to
         // send, and nothing is sent twice.
         let second = try await engine.sync(now: { self.now.addingTimeInterval(60) })
         #expect(second.pushed == 0)
-        #expect(await server.record(issue.id)?.version == 1, "applied once")
+        #expect(try await server.record(issue.id)?.version == 1, "applied once")
         #expect(try device.store.status().pendingChanges == 0)
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
     }
 
     @Test func retriesFollowTheBackoffSchedule() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
-        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let server = try await InProcessServer()
+        try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
         await server.inject(.serverError(status: 503), on: .push, times: 3)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 3))
         var waits: [TimeInterval] = []
@@ -107,28 +109,28 @@ import Testing
 
     @Test func aRejectedMutationFailsAloneAndTheRestGoThrough() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
-        let ghost = try await device.store.save(Issue(projectID: UUID(), title: "Never reached the server"), now: now)
+        let server = try await InProcessServer()
+        let ghost = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Never reached the server"), now: now)
         // Pretend its create was acknowledged, so the edit below reaches a server that has never seen it.
         let create = try #require(try device.store.claimMutations(limit: 1, now: now).first)
         try device.store.acknowledge(create, serverVersion: 1, serverID: nil, now: now)
         var edited = ghost
         edited.title = "Edited"
         try await device.store.save(edited, now: now)
-        let fine = try await device.store.save(Issue(projectID: UUID(), title: "Fine"), now: now)
+        let fine = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Fine"), now: now)
 
         let report = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 4)).sync(now: { self.now })
         #expect(report.failed == 1)
         #expect(report.pushed == 1)
-        #expect(await server.record(fine.id) != nil)
+        #expect(try await server.record(fine.id) != nil)
         #expect(try device.store.status().failedChanges == 1)
         #expect(try device.store.mutations(status: .failed).first?.lastError?.contains("not_found") == true)
     }
 
     @Test func unauthorizedPausesWithEverythingKept() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
-        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let server = try await InProcessServer()
+        try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
         await server.inject(.unauthorized, on: .push)
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 5))
         let paused = try await engine.sync(now: { self.now })
@@ -142,16 +144,16 @@ import Testing
 
     @Test func anotherDevicesChangesArePulledInPagesAndMergedByField() async throws {
         let device = try Device(), other = try Device()
-        let server = InMemoryTransport()
+        let server = try await InProcessServer()
         let log = try await other.store.save(
-            DailyLog(projectID: UUID(), authorID: UUID(), day: "2026-11-22", notes: "Rain", weather: "Wet"), now: now)
+            DailyLog(projectID: try await server.newProject(), authorID: UUID(), day: "2026-11-22", notes: "Rain", weather: "Wet"), now: now)
         for index in 0..<4 { try await other.store.save(Issue(projectID: log.projectID, title: "Issue \(index)"), now: now) }
         let otherEngine = SyncEngine(store: other.store, transport: server, random: SeededGenerator(seed: 6))
         _ = try await otherEngine.sync(now: { self.now })
 
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7), pullLimit: 2)
         let first = try await engine.sync(now: { self.now })
-        #expect(first.pulled == 5)
+        #expect(first.pulled == 6, "the project, the log and four issues")
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(log.projectID)).count == 4)
 
         // Both edit the daily log offline: this device the weather, the other device the notes, later.
@@ -176,8 +178,9 @@ import Testing
 
     @Test func aZeroBudgetStopsBeforeTheFirstBatch() async throws {
         let device = try Device()
-        try await device.store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
-        let report = try await SyncEngine(store: device.store, transport: InMemoryTransport(), random: SeededGenerator(seed: 8))
+        let server = try await InProcessServer()
+        try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
+        let report = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 8))
             .sync(budget: .zero, now: { self.now })
         #expect(report.stoppedForBudget)
         #expect(report.pushed == 0)
@@ -186,20 +189,20 @@ import Testing
 
     @Test func aConflictingChangeThatLosesIsNotPushedOverTheServer() async throws {
         let device = try Device()
-        let server = InMemoryTransport()
+        let server = try await InProcessServer()
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 9))
         var discount = try await device.store.save(
-            Discount(projectID: UUID(), name: "Promo", kind: .percentage, value: 1_000), now: now)
+            Discount(projectID: try await server.newProject(), name: "Promo", kind: .percentage, value: 1_000), now: now)
         _ = try await engine.sync(now: { self.now })
         // The office sets the amount; this device, offline and on a stale base, sets another.
         let officeStamp = HybridTimestamp(physicalMilliseconds: 1_795_000_100_000, counter: 0, node: NodeID(0xFEED))
-        _ = await server.apply(PushMutation(
+        _ = try await server.apply(PushMutation(
             idempotencyKey: UUID(), entity: .discount, operation: .update, recordID: discount.id, baseVersion: 1,
             fields: ["value": .integer(500)], clocks: ["value": officeStamp]))
         discount.value = 2_000
         try await device.store.save(discount, now: now.addingTimeInterval(50))
         let report = try await engine.sync(now: { self.now.addingTimeInterval(200) })
-        #expect(await server.record(discount.id)?.fields["value"] == .integer(500), "server-wins: the office's amount stands")
+        #expect(try await server.record(discount.id)?.fields["value"] == .integer(500), "server-wins: the office's amount stands")
         #expect(try device.store.fetch(Discount.self, id: discount.id)?.value == 500)
         #expect(try device.store.openConflicts().contains { $0.field == "value" && $0.localValue == .integer(2_000) })
         #expect(report.failed == 0)

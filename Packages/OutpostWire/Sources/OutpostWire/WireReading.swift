@@ -5,7 +5,7 @@ import OutpostModels
 /// The wire's batches read with `JSONReader` and written with `JSONWriter` instead of `JSONDecoder`
 /// and `JSONEncoder`: a pull page of 500 records through `JSONDecoder` cost more than applying it to
 /// the store, and a push batch's coding on both ends more than the server's writes (this package's
-/// README). The `Codable` conformances stay, for the in-memory transport, tests and other clients.
+/// README). The `Codable` conformances stay, for tests and other clients.
 public protocol WireReadable {
     /// Reads one value of this type from `reader`, failing on anything `JSONDecoder` would refuse (and
     /// on a few things it takes; see `PushRequest(json:)`).

@@ -1,5 +1,3 @@
-import OutpostWire
-
 /// Why a request did not get a usable answer, classified so the retry policy and the engine know
 /// whether to retry, fail the mutation or pause the queue; with the request, status and the
 /// server's own code and message.
@@ -94,8 +92,8 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         hasher.combine(retryAfter)
     }
 
-    /// Classifies an HTTP error response by its status and the server's code.
-    init(request: String, status: Int, body: ErrorBody?, retryAfter: Duration?) {
+    /// Classifies an HTTP error response by its status and the server's code (`body`, when it sent one).
+    public init(request: String, status: Int, body: ErrorBody?, retryAfter: Duration?) {
         let code: Code =
             switch (status, body?.code) {
             case (_, .unsupportedProtocolVersion?), (_, .unsupportedSchemaVersion?): .unsupportedVersion

@@ -1,6 +1,6 @@
 import OutpostWire
 
-/// A failure `InMemoryTransport` plays instead of (or after) serving a request, to test how the
+/// A failure `InProcessServer` plays instead of (or after) serving a request, to test how the
 /// engine copes with a bad network or an unhappy server.
 public enum InjectedFailure: Sendable, Hashable {
     /// The request never arrives: nothing is applied, the caller sees no connection.

@@ -1,8 +1,9 @@
 import Foundation
-import OutpostWire
 
 /// How the sync engine talks to a server: one call per route of `schemas/sync-api.yaml`. A
-/// protocol so the engine runs against `HTTPTransport` in apps and `InMemoryTransport` in tests.
+/// protocol so the engine runs against `HTTPTransport` in apps and against the reference server's
+/// rules in process (`OutpostServerTesting`'s `InProcessServer`) in tests. It lives in the wire package
+/// so a transport can be written without linking the engine.
 public protocol SyncTransport: Sendable {
     /// Checks the server is up and learns its limits and accepted versions.
     func health() async throws(TransportError) -> HealthResponse

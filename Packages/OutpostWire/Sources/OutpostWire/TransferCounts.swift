@@ -1,5 +1,3 @@
-import OutpostWire
-
 /// Bytes sent and received by a transport, so the engine can report each run's traffic and
 /// honour data budgets.
 public struct TransferCounts: Sendable, Hashable {
