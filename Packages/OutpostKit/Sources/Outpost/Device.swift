@@ -206,7 +206,19 @@ public final class Device: Sendable {
         } catch {
             throw .transport(error)
         }
-        return try importBundle(at: file, progress: progress)
+        // The import is synchronous and holds its thread for seconds on a large project. Swift's
+        // cooperative pool has one thread per core, so run it on a thread of its own and wait for it
+        // without holding one of theirs: other tasks (a sync, the UI's reads) keep running meanwhile.
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, OutpostError>, Never>) in
+            let thread = Thread { [self] in
+                continuation.resume(returning: Result { () throws(OutpostError) in
+                    try importBundle(at: file, progress: progress)
+                })
+            }
+            thread.name = "outpost-pre-sync-import"
+            thread.start()
+        }
+        return try result.get()
     }
 
     /// One sync run (pull, push, then media when allowed); see `SyncEngine.sync`.
