@@ -18,7 +18,14 @@ struct PushTests {
         let orphanUpdate = Sample.update(.issue, id: UUID(), baseVersion: 1, fields: ["title": .text("x")])
         // A control character XML cannot carry would break every XML bundle of the project for good.
         let unbundlable = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "bad\u{01}title"))
-        let batch = [good, invalid, unknownField, orphanUpdate, unbundlable]
+        // So would a text longer than a bundle's string limit: every pre-sync of the project refused.
+        var long = Sample.issueFields(project: TestServer.projectA)
+        long["details"] = .text(String(repeating: "x", count: EntityRecord.maximumTextBytes + 1))
+        let oversized = Sample.create(.issue, fields: long)
+        var longest = Sample.issueFields(project: TestServer.projectA)
+        longest["details"] = .text(String(repeating: "é", count: EntityRecord.maximumTextBytes / 2))
+        let atTheLimit = Sample.create(.issue, fields: longest)
+        let batch = [good, invalid, unknownField, orphanUpdate, unbundlable, oversized, atTheLimit]
         let response = try await transport.push(PushRequest(mutations: batch))
         #expect(response.results.map(\.idempotencyKey) == batch.map(\.idempotencyKey))
         #expect(response.results[0].outcome.appliedVersion == 1)
@@ -29,8 +36,13 @@ struct PushTests {
         if case .rejected(let reason) = response.results[4].outcome {
             #expect(reason.message.contains("U+0001"), "\(reason.message)")
         }
+        #expect(response.results[5].outcome.rejectedCode == .invalidRequest)
+        if case .rejected(let reason) = response.results[5].outcome {
+            #expect(reason.message.contains("details") && reason.message.contains("1048576"), "\(reason.message)")
+        }
+        #expect(response.results[6].outcome.appliedVersion == 1, "exactly at the limit, in bytes, is taken")
         let page = try await transport.pull(PullRequest(cursor: nil, limit: 100, projects: [TestServer.projectA]))
-        #expect(page.changes.filter { $0.entity == .issue }.map(\.recordID) == [good.recordID])
+        #expect(page.changes.filter { $0.entity == .issue }.map(\.recordID) == [good.recordID, atTheLimit.recordID])
         await server.stop()
     }
 

@@ -1,3 +1,5 @@
+import OutpostModels
+
 /// The bounds a bundle must keep, so hostile input can cost neither unbounded memory nor unbounded time.
 /// The defaults fit a project of millions of records; lower them for untrusted sources.
 public struct BundleLimits: Sendable, Hashable {
@@ -6,7 +8,7 @@ public struct BundleLimits: Sendable, Hashable {
     /// The deepest element or value nesting; a valid bundle needs 4 (XML) or 5 (JSON).
     public var maximumDepth = 16
     /// The longest single text value, attribute or field, in bytes (a 64 KiB thumbnail is 88 KiB of base64).
-    public var maximumStringBytes = 1 << 20
+    public var maximumStringBytes = EntityRecord.maximumTextBytes
     /// The most members of one JSON object (a record has at most 8, its fields at most 10).
     public var maximumObjectMembers = 64
     /// The most entries a zip container may hold.

@@ -97,14 +97,24 @@ public struct EntityRecord: Sendable, Hashable, Codable {
         }
     }
 
-    /// The first of `fields` whose text holds a character XML 1.0 cannot carry, as a `forbiddenCharacter`
-    /// error. Checked on what a write changes, not in `validationErrors`: a record stored before the rule
-    /// must stay editable and deletable, and its project's bundles importable, until someone fixes it.
-    public func forbiddenCharacterError(in fields: some Sequence<String>) -> ModelError? {
+    /// The longest text a field may hold, in UTF-8 bytes: what a bundle carries (its readers refuse a
+    /// longer string, `BundleLimits.maximumStringBytes`, and the XSD's `maxLength`). A longer value would
+    /// make every pre-sync bundle of its project fail to import.
+    public static let maximumTextBytes = 1 << 20
+
+    /// The first of `fields` whose text no bundle can carry, as an error: a character XML 1.0 cannot
+    /// carry (`forbiddenCharacter`), or more than `maximumTextBytes` bytes (`valueTooLong`). Checked on
+    /// what a write changes, not in `validationErrors`: a record stored before a rule must stay editable
+    /// and deletable until someone fixes it.
+    public func unbundlableValueError(in fields: some Sequence<String>) -> ModelError? {
         for name in fields {
-            guard case .text(let text) = self[name], let scalar = Self.firstCharacterXMLCannotCarry(in: text) else {
-                continue
+            guard case .text(let text) = self[name] else { continue }
+            if text.utf8.count > Self.maximumTextBytes {
+                return error(
+                    .valueTooLong, name,
+                    "has \(text.utf8.count) bytes; a text may have at most \(Self.maximumTextBytes) (what a bundle carries)")
             }
+            guard let scalar = Self.firstCharacterXMLCannotCarry(in: text) else { continue }
             let hex = String(scalar.value, radix: 16, uppercase: true)
             let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
             return error(.forbiddenCharacter, name, "contains \(code), a control character no bundle can carry; remove it")

@@ -9,7 +9,7 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case emptyRequiredField, negativeAmount, unknownEnumValue, missingField
             case typeMismatch, unknownField, outOfRange, invalidFormat, inconsistentFields, wrongEntity
-            case forbiddenCharacter
+            case forbiddenCharacter, valueTooLong
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -37,6 +37,8 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A text holds a character XML 1.0 cannot carry (a control character such as U+0001), which
         /// would make every XML bundle of the record's project unwritable.
         public static let forbiddenCharacter = Code(.forbiddenCharacter)
+        /// A text is longer than a bundle carries (`EntityRecord.maximumTextBytes` in UTF-8).
+        public static let valueTooLong = Code(.valueTooLong)
 
         public var description: String { wrapped.rawValue }
     }

@@ -143,7 +143,7 @@ public enum Timestamp {
 
     /// Rounds `date` to the nearest millisecond, the precision every stored and sent instant keeps.
     /// (Rounding down would let binary floating point land some instants one millisecond low.)
-    public static func roundedToMilliseconds(_ date: Date) -> Date {
+    static func roundedToMilliseconds(_ date: Date) -> Date {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
     }
 

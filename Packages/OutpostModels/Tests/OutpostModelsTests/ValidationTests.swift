@@ -146,8 +146,8 @@ import Testing
     func textXMLCannotCarryIsRefused(text: String, named: String) {
         let issue = Issue(projectID: project, title: "Leak", details: text)
         #expect(issue.validationErrors.isEmpty, "a record stored before the rule stays valid as a whole")
-        #expect(issue.record.forbiddenCharacterError(in: ["title"]) == nil, "only the fields named are read")
-        let error = issue.record.forbiddenCharacterError(in: ["title", "details"])
+        #expect(issue.record.unbundlableValueError(in: ["title"]) == nil, "only the fields named are read")
+        let error = issue.record.unbundlableValueError(in: ["title", "details"])
         #expect(error?.code == .forbiddenCharacter)
         #expect(error?.field == "details")
         #expect(error?.description.contains(named) == true, "\(String(describing: error))")
@@ -155,7 +155,7 @@ import Testing
 
     @Test func textWithTabsNewlinesAndAnyOtherCharacterPasses() {
         let text = "tab\t, line\n, return\r, DEL \u{7F}, C1 \u{85}, \u{FFFD}, \u{EFFF} é 🏗️ 中"
-        #expect(Issue(projectID: project, title: "Leak", details: text).record.forbiddenCharacterError(in: ["details"]) == nil)
+        #expect(Issue(projectID: project, title: "Leak", details: text).record.unbundlableValueError(in: ["details"]) == nil)
     }
 
     @Test func everyRuleBrokenIsReportedNotOnlyTheFirst() {

@@ -175,7 +175,7 @@ struct PushRules: Sendable {
         // What the mutation brings, not the stored record: a value stored before the rule stays editable.
         let incoming = EntityRecord(
             entity: mutation.entity, id: mutation.recordID, fields: mutation.fields, sync: SyncMetadata(createdAt: now, updatedAt: now))
-        if let error = incoming.forbiddenCharacterError(in: mutation.fields.keys.sorted()) {
+        if let error = incoming.unbundlableValueError(in: mutation.fields.keys.sorted()) {
             throw ServerError.badRequest(error.description)
         }
         let limit = now.addingTimeInterval(Double(HybridLogicalClock.defaultMaximumDrift.components.seconds))

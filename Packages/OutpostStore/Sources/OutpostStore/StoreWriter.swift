@@ -117,7 +117,7 @@ actor StoreWriter {
                 isCreate || stored?[name] != written[name]
             }
             // Only what this write changes: a value stored before the rule must not block other edits.
-            if let error = written.forbiddenCharacterError(in: changed) { throw error }
+            if let error = written.unbundlableValueError(in: changed) { throw error }
             written.sync = SyncMetadata(
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: Self.writeTime(after: stored, now: now),

@@ -412,6 +412,22 @@ import Testing
         #expect(try #require(unrelated.clocks["title"]).physicalMilliseconds < ahead)
     }
 
+    /// A text no bundle can carry (over the bundle's 1 MiB string limit) is refused at the save, with
+    /// the field named, rather than pushed, refused by the server and failed on the device later.
+    @Test func aTextLongerThanABundleCarriesIsRefusedAtTheSave() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        var edited = issue
+        edited.details = String(repeating: "x", count: EntityRecord.maximumTextBytes + 1)
+        let error = await #expect(throws: StoreError.self) { try await store.save(edited, now: now) }
+        #expect(error?.code == .invalidRecord && error?.modelError?.code == .valueTooLong)
+        #expect(error?.modelError?.field == "details")
+        #expect(try store.fetch(Issue.self, id: issue.id)?.details == "", "nothing of the refused write was stored")
+        edited.details = String(repeating: "x", count: EntityRecord.maximumTextBytes)
+        try await store.save(edited, now: now)
+    }
+
     @Test func aValueStoredBeforeTheCharacterRuleKeepsItsRecordEditable() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)

@@ -1,7 +1,7 @@
 import OutpostWire
 
 /// What the queue does with a request that failed.
-public enum RetryDecision: Sendable, Hashable {
+enum RetryDecision: Sendable, Hashable {
     /// Send it again after this wait.
     case retry(after: Duration)
     /// Mark the mutation failed and show the user this reason (a refusal, or the last of its retries).

@@ -30,7 +30,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The nominal (un-jittered) wait before retry `retry` (1 for the first): 1, 2, 4 … capped.
-    public func nominalDelay(beforeRetry retry: Int) -> Duration {
+    func nominalDelay(beforeRetry retry: Int) -> Duration {
         precondition(retry >= 1, "retries count from 1")
         let initial = initialDelay.milliseconds
         let cap = maximumDelay.milliseconds
@@ -41,7 +41,7 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// The jittered wait before retry `retry`: between half the nominal delay and all of it, and never
     /// shorter than the server's `retryAfter` (itself capped at `maximumRetryAfter`).
-    public func delay(
+    func delay(
         beforeRetry retry: Int, retryAfter: Duration? = nil, using generator: inout some RandomNumberGenerator
     ) -> Duration {
         let nominal = nominalDelay(beforeRetry: retry).milliseconds
@@ -55,7 +55,7 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// What to do after a request failed with `error`, when `failedAttempts` attempts (this one included)
     /// have failed so far.
-    public func decision(
+    func decision(
         after error: TransportError, failedAttempts: Int, using generator: inout some RandomNumberGenerator
     ) -> RetryDecision {
         switch error.code {
