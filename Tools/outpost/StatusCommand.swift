@@ -29,6 +29,12 @@ struct StatusCommand: ParsableCommand {
             print("open conflicts:       \(status.openConflicts)")
             print("last successful sync: \(status.lastSuccessfulSync.map { $0.formatted(.iso8601) } ?? "never")")
             if let warning = status.clockWarning { print("clock:                \(warning)") }
+            if status.quarantinedRecords > 0 {
+                print("quarantined records:  \(status.quarantinedRecords) pulled records this version could not take in:")
+                for record in try openExistingStore(db).quarantinedRecords().prefix(10) {
+                    print("  \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()): \(record.reason)")
+                }
+            }
             for project in status.leftProjects {
                 print("left project:         \(project.uuidString.lowercased()) (no longer a member; see outpost unsent)")
             }

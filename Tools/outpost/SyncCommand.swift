@@ -68,7 +68,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "failed": "\(report.failed)", "conflictsSurfaced": "\(report.conflictsSurfaced)",
                 "mediaUploaded": "\(report.mediaUploaded)", "bytesSent": "\(report.bytesSent)",
                 "bytesReceived": "\(report.bytesReceived)", "pendingChanges": "\(status.pendingChanges)",
-                "retriedFailed": "\(retried)",
+                "retriedFailed": "\(retried)", "quarantined": "\(report.quarantined)",
                 "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
             let encoder = JSONEncoder()
@@ -77,6 +77,9 @@ struct SyncCommand: AsyncParsableCommand {
         } else {
             print("pulled \(report.pulled), sent \(report.pushed), failed \(report.failed), conflicts \(report.conflictsSurfaced), photos uploaded \(report.mediaUploaded)")
             print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
+            if report.quarantined > 0 {
+                print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")
+            }
             if let error = report.lastTransportError { print("last transport error: \(error)") }
             if let pause = report.pause { print("paused: \(pause.rawValue)") }
             for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(difference)") }

@@ -74,6 +74,8 @@ public typealias StoreChange = OutpostStore.StoreChange
 public typealias MutationOperation = OutpostStore.MutationOperation
 /// The store's queue, conflicts and media state in one read. (`OutpostStore.StoreStatus`)
 public typealias StoreStatus = OutpostStore.StoreStatus
+/// A pulled record this app version could not take in, and why. (`OutpostStore.QuarantinedRecord`)
+public typealias QuarantinedRecord = OutpostStore.QuarantinedRecord
 /// Why the store refused or failed; nothing was written. (`OutpostStore.StoreError`)
 public typealias StoreError = OutpostStore.StoreError
 /// A value or delete that lost, waiting for the user to keep or override it. (`OutpostStore.OpenConflict`)

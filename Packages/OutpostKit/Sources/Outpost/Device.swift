@@ -311,6 +311,16 @@ public final class Device: Sendable {
         }
     }
 
+    /// Pulled records this app version could not take in (a field, kind or choice it does not know),
+    /// oldest first, with why: kept aside so the rest of sync goes on, and shown so nobody misses them.
+    public func quarantinedRecords() throws(OutpostError) -> [QuarantinedRecord] {
+        do {
+            return try store.quarantinedRecords()
+        } catch {
+            throw .store(error)
+        }
+    }
+
     private func connected() throws(OutpostError) -> Connection {
         guard let connection else { throw .noServer }
         return connection
@@ -334,6 +344,9 @@ public struct DeviceStatus: Sendable, Hashable {
     /// Set while the server refuses this device's changes because its clock runs ahead: show it, so the
     /// user fixes the date and time (`StoreStatus.clockWarning`).
     public let clockWarning: String?
+    /// Pulled records this app version could not take in, kept aside: show it, so the user knows a
+    /// record is missing and updates the app (`Device.quarantinedRecords()` says which).
+    public let quarantinedRecords: Int
 
     init(connectivity: ConnectivityStatus, store: StoreStatus) {
         self.connectivity = connectivity
@@ -343,6 +356,7 @@ public struct DeviceStatus: Sendable, Hashable {
         pendingMediaUploads = store.pendingMediaUploads
         lastSuccessfulSync = store.lastSuccessfulSync
         clockWarning = store.clockWarning
+        quarantinedRecords = store.quarantinedRecords
     }
 }
 

@@ -21,6 +21,9 @@ public struct StoreStatus: Sendable, Hashable, Codable {
     /// records stay on the device, and changes to them the server has not taken stay in the queue
     /// (failed, as the server refuses them) for the user to hand over: `LocalStore.unsentChanges()`.
     public let leftProjects: [UUID]
+    /// Pulled records this app version could not take in, kept aside (`LocalStore.quarantinedRecords()`
+    /// says which and why): the user is told rather than left with a silent gap.
+    public let quarantinedRecords: Int
 
     static func read(_ db: Database) throws -> StoreStatus {
         let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status IN ('pending', 'inFlight')") ?? 0
@@ -33,7 +36,8 @@ public struct StoreStatus: Sendable, Hashable, Codable {
             lastSuccessfulSync: lastSync,
             pendingMediaUploads: try Int.fetchOne(db, sql: "SELECT count(*) FROM media_uploads WHERE status = 'pending'") ?? 0,
             clockWarning: try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'clock_warning'"),
-            leftProjects: try LeftProjects.all(in: db))
+            leftProjects: try LeftProjects.all(in: db),
+            quarantinedRecords: try Quarantine.keys(in: db).count)
     }
 }
 

@@ -209,6 +209,7 @@ extension SyncEngineTests {
         let quarantined = try device.store.quarantinedRecords()
         #expect(quarantined.map(\.recordID) == [broken.id])
         #expect(quarantined.first?.reason.contains("title") == true)
+        #expect(try device.store.status().quarantinedRecords == 1, "the status tells the user")
         // The cursor moved past it: the next run pulls nothing.
         let again = try await engine.sync(now: { self.now.addingTimeInterval(1) })
         #expect(again.isComplete)
