@@ -5,7 +5,7 @@ import OutpostSync
 import OutpostWire
 import Testing
 
-/// The next page of a pull, read before it is asked for (`PullReadAhead`): served only when nothing
+/// The next page of a pull, read before it is asked for (`PreparedPulls`): served only when nothing
 /// that decides what the caller may see has changed, and never at the cost of a change.
 @Suite("Pull read-ahead")
 struct ReadAheadTests {
@@ -130,20 +130,20 @@ struct ReadAheadTests {
     @Test("Read-ahead holds at most its number of pages and reads, and never serves an expired page")
     func bounds() async throws {
         let request = { (after: Int64) in
-            PullReadAhead.Request(user: TestServer.alice, after: try! PullCursor(text: String(after)), limit: 5, projects: nil, gzip: true, sharedClock: true)
+            PreparedPulls.Request(user: TestServer.alice, after: try! PullCursor(text: String(after)), limit: 5, projects: nil, gzip: true, sharedClock: true)
         }
-        let answer = PullReadAhead.Answer(
+        let answer = PreparedPulls.Answer(
             body: JSONBody([], gzip: false), records: 0, nextCursor: .start, hasMore: false,
             basis: PullBasis(memberships: [], newestSequence: 0))
         // Lifetimes far beyond the test: a busy parallel run can stall a task for half a minute.
-        let bounded = PullReadAhead(maximumPages: 2, lifetime: .seconds(3600))
+        let bounded = PreparedPulls(maximumPages: 2, lifetime: .seconds(3600))
         for after in 0..<3 { await bounded.prepare(request(Int64(after))) { answer } }
         #expect(await bounded.settledCount() == 2)
         #expect(await bounded.take(request(0)) == nil, "the oldest page was not the one evicted")
         #expect(await bounded.take(request(2)) != nil)
         #expect(await bounded.take(request(2)) == nil, "a page is served once")
 
-        let oneRead = PullReadAhead(maximumReads: 1, lifetime: .seconds(3600))
+        let oneRead = PreparedPulls(maximumReads: 1, lifetime: .seconds(3600))
         let (gate, open) = AsyncStream.makeStream(of: Void.self)
         await oneRead.prepare(request(0)) {
             for await _ in gate {}
@@ -155,7 +155,7 @@ struct ReadAheadTests {
         let first = await oneRead.take(request(0))
         #expect(await first?.value != nil)
 
-        let expiring = PullReadAhead(lifetime: .zero)
+        let expiring = PreparedPulls(lifetime: .zero)
         await expiring.prepare(request(0)) { answer }
         #expect(await expiring.take(request(0)) == nil)
     }

@@ -90,7 +90,7 @@ final class TestServer: Sendable {
             durableCommits: durableCommits)
         configure(&configuration)
         let server = try SyncServer(
-            configuration: configuration, logger: nil, readAhead: PullReadAhead(lifetime: .seconds(3600)))
+            configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task {

@@ -37,7 +37,7 @@ public struct BundleImporter: Sendable {
 /// An opened bundle's contents in document order: records a batch at a time, then the files a zip ships.
 ///
 /// Parsing (libxml2 with the XSD, or the JSON tokenizer) runs a bounded number of records ahead on a
-/// thread of its own (`ReadAhead`), so memory stays bounded however large the bundle. Used by one
+/// thread of its own (`ReaderThread`), so memory stays bounded however large the bundle. Used by one
 /// thread at a time; not `Sendable`.
 public final class BundleRecordStream {
     /// A record as the bundle gives it (synced, at the bundle's version, not orphaned), and where it stands.
@@ -65,7 +65,7 @@ public final class BundleRecordStream {
 
     private let source: BundleSource
     private let reader: any BundleItemReader
-    private let readAhead: ReadAhead
+    private let readAhead: ReaderThread
     private var files: [FileReference] = []
     private var incoming: BundleFileStore.Incoming?
 
@@ -73,8 +73,7 @@ public final class BundleRecordStream {
         self.source = source
         self.reader = reader
         self.totalBytes = totalBytes
-        readAhead = ReadAhead(reader)
-        readAhead.start()
+        readAhead = ReaderThread(reader)
     }
 
     deinit {

@@ -1,44 +1,57 @@
 import Foundation
+import OutpostModels
 
-/// Runs a bundle reader on a thread of its own, a bounded number of items ahead of the import.
+/// A bundle reader run on a thread of its own, a bounded number of items ahead of the import, through
+/// the one read-ahead pipeline (`OutpostModels.ReadAhead`).
 ///
 /// Why: parsing (libxml2 with the XSD, or the JSON tokenizer) and building records is about half of an
 /// import's time, and checking and writing them the other half; on a machine with two cores the two halves
-/// overlap. Memory stays bounded: at most `batchLimit` batches of `batchSize` items wait at any time.
+/// overlap. Memory stays bounded: at most `batchLimit` batches of `batchSize` items are read and not yet
+/// taken. The parser blocks (libxml2 pulls its input), so it gets a thread, never one of Swift's pool.
 ///
-/// The reader is used only on the read-ahead thread from `start()` until the thread ends, and `finish()`
-/// (which the importer always calls, on success or failure) waits for that end, so the reader never runs on
-/// two threads at once and outlives its last use.
-final class ReadAhead: @unchecked Sendable {
+/// The reader is used only on that thread until it ends, and `finish()` (which the stream always calls,
+/// on success or failure) waits for that end, so the reader never runs on two threads at once and
+/// outlives its last use.
+final class ReaderThread {
     /// One handed-over item, with the document's bytes read when it was produced (for progress).
-    struct Entry {
+    struct Entry: @unchecked Sendable {
+        // Unchecked: an item is made on the reader's thread and only read on the consumer's after the
+        // pipeline's lock handed it over; nothing touches it on two threads at once.
         let item: BundleItem
         let bytesRead: Int64
     }
 
-    private let reader: any BundleItemReader
-    private let batchSize: Int
-    private let batchLimit: Int
-    private let condition = NSCondition()
-    // Guarded by `condition`:
-    private var batches: [[Entry]] = []
-    private var failure: BundleError?
-    private var ended = false
-    private var cancelled = false
-    private var threadDone = false
+    private let pipeline: ReadAhead<[Entry], BundleError>
     // Used by the consumer only:
     private var current: [Entry] = []
     private var position = 0
 
+    /// Starts reading `reader` on a new thread, `batchSize` items a batch.
     init(_ reader: any BundleItemReader, batchSize: Int = 256, batchLimit: Int = 8) {
-        self.reader = reader
-        self.batchSize = batchSize
-        self.batchLimit = batchLimit
-    }
-
-    /// Starts reading on a new thread.
-    func start() {
-        let thread = Thread { [self] in produce() }
+        let pipeline = ReadAhead<[Entry], BundleError>(depth: batchLimit)
+        self.pipeline = pipeline
+        let box = UncheckedReader(reader: reader)
+        let thread = Thread {
+            var failure: BundleError?
+            do throws(BundleError) {
+                var more = true
+                while more, pipeline.roomBlocking() {
+                    var batch: [Entry] = []
+                    batch.reserveCapacity(batchSize)
+                    while batch.count < batchSize {
+                        guard let item = try box.reader.next() else {
+                            more = false
+                            break
+                        }
+                        batch.append(Entry(item: item, bytesRead: box.reader.bytesRead))
+                    }
+                    if !batch.isEmpty { pipeline.hand(batch) }
+                }
+            } catch {
+                failure = error
+            }
+            pipeline.end(throwing: failure)
+        }
         thread.name = "outpost-bundle-reader"
         thread.start()
     }
@@ -49,68 +62,19 @@ final class ReadAhead: @unchecked Sendable {
             position += 1
             return current[position - 1]
         }
-        condition.lock()
-        while batches.isEmpty && !ended {
-            condition.wait()
-        }
-        if batches.isEmpty {
-            let error = failure
-            condition.unlock()
-            if let error { throw error }
-            return nil
-        }
-        current = batches.removeFirst()
-        condition.broadcast()
-        condition.unlock()
+        guard let batch = try pipeline.nextBlocking() else { return nil }
+        current = batch
         position = 1
         return current[0]
     }
 
     /// Stops the reader (if it is still going) and waits for its thread to end.
     func finish() {
-        condition.lock()
-        cancelled = true
-        condition.broadcast()
-        while !threadDone {
-            condition.wait()
-        }
-        condition.unlock()
+        pipeline.stopAndWait()
     }
+}
 
-    private func produce() {
-        var batch: [Entry] = []
-        batch.reserveCapacity(batchSize)
-        var error: BundleError?
-        do {
-            while let item = try reader.next() {
-                batch.append(Entry(item: item, bytesRead: reader.bytesRead))
-                if batch.count == batchSize {
-                    guard hand(batch) else { break }
-                    batch.removeAll(keepingCapacity: true)
-                }
-            }
-        } catch let thrown {
-            error = thrown
-        }
-        condition.lock()
-        if !batch.isEmpty && !cancelled { batches.append(batch) }
-        failure = error
-        ended = true
-        threadDone = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Queues a full batch, waiting while `batchLimit` are queued; false once the import has stopped.
-    private func hand(_ batch: [Entry]) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while batches.count >= batchLimit && !cancelled {
-            condition.wait()
-        }
-        guard !cancelled else { return false }
-        batches.append(batch)
-        condition.broadcast()
-        return true
-    }
+/// The reader, moved to the reading thread: it is used there alone until `finish()` returns.
+private struct UncheckedReader: @unchecked Sendable {
+    let reader: any BundleItemReader
 }

@@ -7,7 +7,7 @@ import OutpostWire
 ///
 /// Every method that touches a project checks the caller's membership itself, inside the same
 /// transaction as the work, so a check can never go stale between reading and writing. (A pull page
-/// read ahead of its request is checked again when served: see `PullReadAhead`.)
+/// read ahead of its request is checked again when served: see `PreparedPulls`.)
 protocol ServerStorage: Sendable {
     /// Runs one trivial query (`SELECT 1`), as `checkHealth` asks.
     func probeDatabase() async throws(ServerError)

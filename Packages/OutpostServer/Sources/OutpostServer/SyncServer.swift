@@ -22,7 +22,7 @@ public struct SyncServer: Sendable {
     static let maximumConcurrentBundlesPerCaller = 2
     private let bundleGate = BundleGate(
         limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
-    private let readAhead: PullReadAhead
+    private let readAhead: PreparedPulls
     private let rules: PushRules
     /// The connections held open now, against `configuration.maximumConnections`.
     let openConnections: OpenConnections
@@ -31,12 +31,12 @@ public struct SyncServer: Sendable {
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
     /// media folder; nothing listens yet. Logs go to `logger`, or by default to standard error.
     public init(configuration: ServerConfiguration, logger: Logger? = nil) throws(ServerError) {
-        try self.init(configuration: configuration, logger: logger, readAhead: PullReadAhead())
+        try self.init(configuration: configuration, logger: logger, readAhead: PreparedPulls())
     }
 
     /// With the read-ahead's bounds chosen, for tests: a busy test run can stall a task for longer than
     /// the 30 s a prepared page normally lives.
-    init(configuration: ServerConfiguration, logger: Logger?, readAhead: PullReadAhead) throws(ServerError) {
+    init(configuration: ServerConfiguration, logger: Logger?, readAhead: PreparedPulls) throws(ServerError) {
         self.readAhead = readAhead
         self.rules = PushRules(
             assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
@@ -284,7 +284,7 @@ public struct SyncServer: Sendable {
         guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
         let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let answer = try await Self.pull(
-            PullReadAhead.Request(
+            PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
                 projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock),
             by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
@@ -325,29 +325,29 @@ public struct SyncServer: Sendable {
     }
 
     /// A pull's answer: the page read ahead for this very request when nothing it depends on changed
-    /// since (see `PullReadAhead`), else the page read now. When more changes wait, the next page is
+    /// since (see `PreparedPulls`), else the page read now. When more changes wait, the next page is
     /// read ahead.
     private static func pull(
-        _ request: PullReadAhead.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
-        maximumPageBytes: Int, readAhead: PullReadAhead?, metrics: ServerMetrics
-    ) async throws(ServerError) -> PullReadAhead.Answer {
-        @Sendable func read(_ request: PullReadAhead.Request) async throws(ServerError) -> PullReadAhead.Answer {
+        _ request: PreparedPulls.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
+        maximumPageBytes: Int, readAhead: PreparedPulls?, metrics: ServerMetrics
+    ) async throws(ServerError) -> PreparedPulls.Answer {
+        @Sendable func read(_ request: PreparedPulls.Request) async throws(ServerError) -> PreparedPulls.Answer {
             let page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
             let json = try page.json(rules: rules, sharedClock: request.sharedClock)
-            return PullReadAhead.Answer(
+            return PreparedPulls.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
                 nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)
         }
-        var answer: PullReadAhead.Answer?
+        var answer: PreparedPulls.Answer?
         if let prepared = await readAhead?.take(request) {
             if let page = await prepared.value, try await storage.pullBasis(of: caller) == page.basis {
                 answer = page
             }
             await metrics.count("outpost_pull_read_ahead_total", [("outcome", answer == nil ? "discarded" : "served")])
         }
-        let result: PullReadAhead.Answer
+        let result: PreparedPulls.Answer
         if let answer { result = answer } else { result = try await read(request) }
         if let readAhead, result.hasMore {
             let next = request.continued(after: result.nextCursor)

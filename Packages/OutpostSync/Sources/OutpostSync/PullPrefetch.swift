@@ -5,7 +5,8 @@ import OutpostStore
 import OutpostWire
 
 /// Pull pages fetched ahead of the one the engine is applying, each requested as soon as the page
-/// before it has arrived (its cursor is then known), up to `depth` pages that are not yet taken.
+/// before it has arrived (its cursor is then known), up to `depth` pages that are not yet taken, through
+/// the one read-ahead pipeline (`OutpostModels.ReadAhead`).
 ///
 /// With one page ahead, the next request went out only when the engine began applying a page; on a
 /// two-core device sharing the host with its server, the apply then often waited for a page the
@@ -20,37 +21,36 @@ struct PullPrefetch: Sendable {
         var unreadable: [(ServerRecord, String)] = []
     }
 
-    /// The pages in cursor order, ending after the last one. Read by one consumer, which calls
-    /// `taken()` for each page it takes. An error is the fetch's `TransportError`.
-    let pages: AsyncThrowingStream<FetchedPage, any Error>
-    private let slots: AsyncStream<Void>.Continuation
+    private let pipeline: ReadAhead<FetchedPage, TransportError>
     private let fetcher: Task<Void, Never>
 
     /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
     init(from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, transport: any SyncTransport) {
-        let (pages, delivered) = AsyncThrowingStream.makeStream(of: FetchedPage.self)
-        let (freed, slots) = AsyncStream.makeStream(of: Void.self)
-        for _ in 0..<max(depth, 1) { slots.yield() }
-        self.pages = pages
-        self.slots = slots
+        let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
+        self.pipeline = pipeline
         fetcher = Task {
             var cursor = cursor
-            var slot = freed.makeAsyncIterator()
             var emptyPages = 0
-            do {
-                while await slot.next() != nil, !Task.isCancelled {
+            do throws(TransportError) {
+                while await pipeline.room() {
                     let page = try await Self.fetch(
                         PullRequest(cursor: cursor, limit: limit, projects: projects), from: transport)
                     try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
-                    delivered.yield(page)
+                    pipeline.hand(page)
                     guard page.response.hasMore else { break }
                     cursor = page.response.nextCursor
                 }
-                delivered.finish()
+                pipeline.end()
             } catch {
-                delivered.finish(throwing: error)
+                pipeline.end(throwing: error)
             }
         }
+    }
+
+    /// The next page in cursor order; nil after the last one, or once the calling task is cancelled. An
+    /// error is the fetch's.
+    func next() async throws(TransportError) -> FetchedPage? {
+        try await pipeline.next()
     }
 
     /// How many pages in a row may say more follows while bringing no change: a server skipping a run of
@@ -87,15 +87,10 @@ struct PullPrefetch: Sendable {
         }
     }
 
-    /// Frees the slot of a page taken from `pages`, so one more may be fetched.
-    func taken() {
-        slots.yield()
-    }
-
     /// Stops fetching; a page in flight is cancelled and any fetched page is dropped.
     func stop() {
         fetcher.cancel()
-        slots.finish()
+        pipeline.stop()
     }
 
     private static func fetch(_ request: PullRequest, from transport: any SyncTransport)

@@ -147,8 +147,7 @@ public actor SyncEngine {
                     from: try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
                     projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } }, transport: transport)
                 defer { ahead.stop() }
-                for try await fetched in ahead.pages {
-                    ahead.taken()
+                while let fetched = try await ahead.next() {
                     // The first answer names the server's policy: a page merged with another policy than
                     // the server's would settle local changes the server would settle otherwise.
                     if await checkPolicy(&report) { break }

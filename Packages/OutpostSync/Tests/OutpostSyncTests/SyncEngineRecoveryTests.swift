@@ -357,11 +357,9 @@ extension SyncEngineTests {
         try await Task.sleep(for: .milliseconds(100))
         #expect(await counting.pulls == depth, "nothing was taken, so nothing more is fetched")
 
-        var pages = ahead.pages.makeAsyncIterator()
         var cursors: [String] = []
         var records = 0
-        while let page = try await pages.next() {
-            ahead.taken()
+        while let page = try await ahead.next() {
             cursors.append(page.response.nextCursor)
             records += page.records.count
             let expected = min(5, depth + cursors.count)

@@ -10,7 +10,11 @@ import Foundation
 /// (memberships and newest change sequence) as when it was read. Any write in between, or a membership
 /// change, makes the request read its page itself. So a read-ahead page never hides a newer version of
 /// a record, nor shows a project to someone no longer in it.
-actor PullReadAhead {
+///
+/// Not a pipeline, hence not `OutpostModels.ReadAhead`: nobody consumes these pages in order. It is a
+/// bounded store of answers prepared for requests that may never come (a client that stops pulling),
+/// found by the request they answer and checked against what they were read from.
+actor PreparedPulls {
     /// What a pull asks for, as far as its answer depends on it.
     struct Request: Hashable, Sendable {
         let user: UUID
