@@ -1,18 +1,22 @@
 import Foundation
+import OutpostModels
 
-/// A small incremental JSON reader over a file, written here because no streaming JSON library is among
-/// the workspace's dependencies and Foundation's `JSONDecoder` needs the whole document as objects (above
-/// 3 GB for a 1,000,000-record bundle). It reads through a 64 KiB buffer, tracks line and column, and
-/// bounds nesting, string and number length, and members per object or array, so hostile input can cost
-/// neither memory nor stack. Callers read the document's outer structure token by token and each record
-/// as a small `JSONValue`.
+/// The streaming front end of the one JSON scanning core: it reads a bundle through a 64 KiB buffer
+/// (Foundation's `JSONDecoder` needs the whole document as objects, above 3 GB for a 1,000,000-record
+/// bundle, and no streaming JSON library is among the workspace's dependencies), tracks line and
+/// column, and frames one value at a time: a record, a file reference, a key. Each framed value is
+/// scanned by `OutpostModels.JSONReader`, the same core the wire's whole-buffer reads use, so strings,
+/// escapes, UTF-8, numbers and literals have one implementation. Framing follows only strings' ends and
+/// containers' nesting, and bounds nesting, value size, string length and members per object or
+/// array, so hostile input can cost neither memory nor stack.
 final class JSONTokenizer {
     private let input: DocumentInput
     private let limits: BundleLimits
     private var buffer: [UInt8]
     private var position = 0
     private var count = 0
-    private var scratch: [UInt8] = []
+    /// The bytes of the value being framed.
+    private var framed: [UInt8] = []
     /// The 1-based line and column of the next unread byte.
     private(set) var line = 1
     private(set) var column = 1
@@ -20,6 +24,10 @@ final class JSONTokenizer {
     var locate: (BundleError) -> BundleError = { $0 }
 
     var bytesRead: Int64 { input.bytesRead }
+
+    /// The most bytes one framed value may take: a record at its limits (its strings escaped at worst
+    /// six bytes a character) with room for its structure.
+    private var maximumValueBytes: Int { limits.maximumStringBytes * 6 + 64 * 1024 }
 
     init(input: DocumentInput, limits: BundleLimits) {
         self.input = input
@@ -76,190 +84,107 @@ final class JSONTokenizer {
         column += 1
     }
 
-    // MARK: Tokens
+    // MARK: Values
 
     /// A string (the opening quote comes next, after white space), unescaped and checked as UTF-8.
     func readString() throws(BundleError) -> String {
-        try expect(0x22, "a string")
-        scratch.removeAll(keepingCapacity: true)
+        guard try peekSignificant() == 0x22 else { throw syntaxError("expected a string") }
+        guard case .string(let text) = try readValue(depth: 0) else { throw syntaxError("expected a string") }
+        return text
+    }
+
+    /// A whole value, for the small parts of a bundle (one record, one file reference), `depth` levels
+    /// below the document.
+    func readValue(depth: Int) throws(BundleError) -> JSONValue {
+        let (startLine, startColumn) = try frameValue(depth: depth)
+        var reader = JSONReader(bytes: framed)
+        do {
+            let value = try JSONValue(reading: &reader, depth: depth, limits: limits)
+            try reader.expectEnd()
+            return value
+        } catch let error as JSONReaderError {
+            // Where in the document: the framed value's first byte, then the core's line and column in it.
+            let errorLine = startLine + error.line - 1
+            let errorColumn = error.line == 1 ? startColumn + error.column - 1 : error.column
+            throw locate(BundleError(.malformedJSON, message: error.message, line: errorLine, column: errorColumn, underlying: error))
+        } catch let error as JSONValue.LimitError {
+            throw locate(BundleError(.limitExceeded, message: error.message, line: startLine, column: startColumn))
+        } catch {
+            throw locate(BundleError(.malformedJSON, message: "\(error)", line: startLine, column: startColumn, underlying: error))
+        }
+    }
+
+    /// Copies the next value's bytes into `framed` and returns where it starts. Only what it takes to
+    /// find the value's end is read here: a string's closing quote (past escaped ones) and the nesting of
+    /// containers, which is bounded; a scalar ends at the first byte that cannot continue it.
+    private func frameValue(depth: Int) throws(BundleError) -> (line: Int, column: Int) {
+        guard try peekSignificant() != nil else { throw syntaxError("the document ends where a value belongs") }
+        let startLine = line, startColumn = column
+        framed.removeAll(keepingCapacity: true)
+        var nesting = 0
+        var inString = false
+        var escaped = false
         while true {
-            guard let byte = try peek() else { throw syntaxError("the document ends inside a string") }
-            advance()
-            switch byte {
-            case 0x22:
-                guard let text = String(validating: scratch, as: UTF8.self) else {
-                    throw syntaxError("a string is not valid UTF-8")
-                }
-                return text
-            case 0x5C:
-                try readEscape()
-            case 0..<0x20:
-                throw syntaxError("a control character must be escaped inside a string")
-            default:
-                scratch.append(byte)
+            guard let byte = try peek() else {
+                if inString { throw syntaxError("the document ends inside a string") }
+                if nesting > 0 { throw syntaxError("the document ends inside a value") }
+                return (startLine, startColumn)
             }
-            if scratch.count > limits.maximumStringBytes {
-                throw locate(BundleError(.limitExceeded, message: "a string is longer than \(limits.maximumStringBytes) bytes",
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == 0x5C {
+                    escaped = true
+                } else if byte == 0x22 {
+                    inString = false
+                }
+                take(byte)
+                if !inString, nesting == 0 { return (startLine, startColumn) }
+            } else {
+                switch byte {
+                case 0x22:
+                    inString = true
+                case 0x7B, 0x5B:
+                    nesting += 1
+                    guard depth + nesting <= limits.maximumDepth else {
+                        throw locate(BundleError(.limitExceeded, message: "values nest deeper than \(limits.maximumDepth) levels",
+                            line: line, column: column))
+                    }
+                case 0x7D, 0x5D:
+                    if nesting == 0 { return (startLine, startColumn) }
+                    nesting -= 1
+                    take(byte)
+                    if nesting == 0 { return (startLine, startColumn) }
+                    continue
+                case 0x2C, 0x3A, 0x20, 0x09, 0x0D, 0x0A:
+                    if nesting == 0 { return (startLine, startColumn) }
+                default:
+                    break
+                }
+                take(byte)
+            }
+            if framed.count > maximumValueBytes {
+                throw locate(BundleError(.limitExceeded, message: "a value is longer than \(maximumValueBytes) bytes",
                     line: line, column: column))
             }
         }
     }
 
-    private func readEscape() throws(BundleError) {
-        guard let byte = try peek() else { throw syntaxError("the document ends inside a string") }
-        advance()
-        switch byte {
-        case 0x22, 0x5C, 0x2F: scratch.append(byte)
-        case 0x62: scratch.append(0x08)
-        case 0x66: scratch.append(0x0C)
-        case 0x6E: scratch.append(0x0A)
-        case 0x72: scratch.append(0x0D)
-        case 0x74: scratch.append(0x09)
-        case 0x75:
-            var scalar = try readHex4()
-            if (0xD800..<0xDC00).contains(scalar) {
-                guard try peek() == 0x5C else { throw syntaxError("a lone UTF-16 surrogate in a \\u escape") }
-                advance()
-                guard try peek() == 0x75 else { throw syntaxError("a lone UTF-16 surrogate in a \\u escape") }
-                advance()
-                let low = try readHex4()
-                guard (0xDC00..<0xE000).contains(low) else { throw syntaxError("a lone UTF-16 surrogate in a \\u escape") }
-                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-            } else if (0xDC00..<0xE000).contains(scalar) {
-                throw syntaxError("a lone UTF-16 surrogate in a \\u escape")
-            }
-            guard let unicode = Unicode.Scalar(scalar) else { throw syntaxError("an invalid \\u escape") }
-            scratch.append(contentsOf: String(Character(unicode)).utf8)
-        default:
-            throw syntaxError("an invalid escape sequence")
-        }
-    }
-
-    private func readHex4() throws(BundleError) -> UInt32 {
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            guard let byte = try peek() else { throw syntaxError("the document ends inside a \\u escape") }
-            advance()
-            let digit: UInt32
-            switch byte {
-            case 0x30...0x39: digit = UInt32(byte - 0x30)
-            case 0x41...0x46: digit = UInt32(byte - 0x41 + 10)
-            case 0x61...0x66: digit = UInt32(byte - 0x61 + 10)
-            default: throw syntaxError("an invalid \\u escape")
-            }
-            value = value << 4 | digit
-        }
-        return value
-    }
-
-    /// A number in JSON's grammar, kept as text so integers stay exact.
-    func readNumber() throws(BundleError) -> JSONNumber {
-        _ = try peekSignificant()
-        scratch.removeAll(keepingCapacity: true)
-        var isInteger = true
-        func take(_ allowed: (UInt8) -> Bool) throws(BundleError) -> Int {
-            var taken = 0
-            while let byte = try peek(), allowed(byte) {
-                scratch.append(byte)
-                advance()
-                taken += 1
-                if scratch.count > 64 { throw syntaxError("a number is longer than 64 characters") }
-            }
-            return taken
-        }
-        let isDigit: (UInt8) -> Bool = { (0x30...0x39).contains($0) }
-        _ = try take { $0 == 0x2D && self.scratch.isEmpty }
-        let integerDigits = try take(isDigit)
-        guard integerDigits > 0 else { throw syntaxError("expected a value") }
-        if integerDigits > 1, scratch[scratch.count - integerDigits] == 0x30 {
-            throw syntaxError("a number has a leading zero")
-        }
-        if try peek() == 0x2E {
-            isInteger = false
-            scratch.append(0x2E)
-            advance()
-            guard try take(isDigit) > 0 else { throw syntaxError("a number has no digits after its decimal point") }
-        }
-        if let byte = try peek(), byte == 0x65 || byte == 0x45 {
-            isInteger = false
-            scratch.append(byte)
-            advance()
-            _ = try take { ($0 == 0x2B || $0 == 0x2D) && (self.scratch.last == 0x65 || self.scratch.last == 0x45) }
-            guard try take(isDigit) > 0 else { throw syntaxError("a number has no digits in its exponent") }
-        }
-        return JSONNumber(text: String(decoding: scratch, as: UTF8.self), isInteger: isInteger)
-    }
-
-    /// A whole value, for the small parts of a bundle (one record, one file reference).
-    func readValue(depth: Int) throws(BundleError) -> JSONValue {
-        guard depth <= limits.maximumDepth else {
-            throw locate(BundleError(.limitExceeded, message: "values nest deeper than \(limits.maximumDepth) levels",
-                line: line, column: column))
-        }
-        guard let byte = try peekSignificant() else { throw syntaxError("the document ends where a value belongs") }
-        switch byte {
-        case 0x7B:
-            advance()
-            var members: [(String, JSONValue)] = []
-            if try consume(0x7D) { return .object(members) }
-            repeat {
-                let key = try readString()
-                try expect(0x3A, "':' after a key")
-                let value = try readValue(depth: depth + 1)
-                guard !members.contains(where: { $0.0 == key }) else {
-                    throw locate(BundleError(.malformedJSON, message: "the key '\(key)' appears twice in one object",
-                        line: line, column: column))
-                }
-                members.append((key, value))
-                try checkMembers(members.count)
-            } while try consume(0x2C)
-            try expect(0x7D, "',' or '}'")
-            return .object(members)
-        case 0x5B:
-            advance()
-            var elements: [JSONValue] = []
-            if try consume(0x5D) { return .array(elements) }
-            repeat {
-                elements.append(try readValue(depth: depth + 1))
-                try checkMembers(elements.count)
-            } while try consume(0x2C)
-            try expect(0x5D, "',' or ']'")
-            return .array(elements)
-        case 0x22:
-            return .string(try readString())
-        case 0x74:
-            try readWord("true")
-            return .bool(true)
-        case 0x66:
-            try readWord("false")
-            return .bool(false)
-        case 0x6E:
-            try readWord("null")
-            return .null
-        default:
-            return .number(try readNumber())
+    /// Consumes `byte` into the framed value, keeping line and column.
+    private func take(_ byte: UInt8) {
+        framed.append(byte)
+        position += 1
+        if byte == 0x0A {
+            line += 1
+            column = 1
+        } else {
+            column += 1
         }
     }
 
     /// Fails unless only white space is left.
     func expectEnd() throws(BundleError) {
         if try peekSignificant() != nil { throw syntaxError("unexpected text after the end of the document") }
-    }
-
-    private func readWord(_ word: StaticString) throws(BundleError) {
-        let bytes = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
-        for expected in bytes {
-            guard try peek() == expected else { throw syntaxError("expected a value") }
-            advance()
-        }
-    }
-
-    private func checkMembers(_ count: Int) throws(BundleError) {
-        guard count <= limits.maximumObjectMembers else {
-            throw locate(BundleError(.limitExceeded,
-                message: "an object or array inside a record has more than \(limits.maximumObjectMembers) members",
-                line: line, column: column))
-        }
     }
 
     func syntaxError(_ message: String) -> BundleError {
@@ -281,6 +206,67 @@ indirect enum JSONValue {
     case string(String)
     case array([JSONValue])
     case object([(String, JSONValue)])
+
+    /// A bundle limit a value broke (`BundleLimits`).
+    struct LimitError: Error {
+        let message: String
+    }
+
+    /// Reads one value with the core (`JSONReader`), keeping the bundle's limits: nesting below `depth`,
+    /// string length, members per object or array, and no key twice in one object.
+    init(reading reader: inout JSONReader, depth: Int, limits: BundleLimits) throws {
+        guard depth <= limits.maximumDepth else {
+            throw LimitError(message: "values nest deeper than \(limits.maximumDepth) levels")
+        }
+        switch reader.nextValueKind() {
+        case .object?:
+            try reader.beginObject()
+            var members: [(String, JSONValue)] = []
+            while let key = try reader.nextKey() {
+                guard key.utf8.count <= limits.maximumStringBytes else {
+                    throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes")
+                }
+                let value = try JSONValue(reading: &reader, depth: depth + 1, limits: limits)
+                guard !members.contains(where: { $0.0 == key }) else {
+                    throw reader.error("the key '\(key)' appears twice in one object")
+                }
+                members.append((key, value))
+                try Self.check(members.count, limits)
+            }
+            self = .object(members)
+        case .array?:
+            try reader.beginArray()
+            var elements: [JSONValue] = []
+            while try reader.nextElement() {
+                elements.append(try JSONValue(reading: &reader, depth: depth + 1, limits: limits))
+                try Self.check(elements.count, limits)
+            }
+            self = .array(elements)
+        case .string?:
+            let text = try reader.string()
+            guard text.utf8.count <= limits.maximumStringBytes else {
+                throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes")
+            }
+            self = .string(text)
+        case .bool?:
+            self = .bool(try reader.bool())
+        case .null?:
+            try reader.null()
+            self = .null
+        case .number?:
+            let (text, isInteger) = try reader.numberText()
+            self = .number(JSONNumber(text: text, isInteger: isInteger))
+        case nil:
+            throw reader.error("expected a value")
+        }
+    }
+
+    private static func check(_ count: Int, _ limits: BundleLimits) throws {
+        guard count <= limits.maximumObjectMembers else {
+            throw LimitError(
+                message: "an object or array inside a record has more than \(limits.maximumObjectMembers) members")
+        }
+    }
 
     /// The JSON Schema type name, for error messages.
     var typeName: String {

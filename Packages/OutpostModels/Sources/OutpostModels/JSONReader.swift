@@ -16,6 +16,39 @@ public struct JSONReader: Sendable {
         bytes = [UInt8](data)
     }
 
+    /// A reader of `bytes`, positioned before its one top-level value: how a streaming front end
+    /// (the bundle importer's) hands over each value it framed, so one core scans every JSON value.
+    public init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// What kind of value comes next, consuming nothing; nil at the end of the input.
+    public mutating func nextValueKind() -> JSONValueKind? {
+        skipWhitespace()
+        switch peek {
+        case nil: return nil
+        case UInt8(ascii: "{"): return .object
+        case UInt8(ascii: "["): return .array
+        case UInt8(ascii: "\""): return .string
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool
+        case UInt8(ascii: "n"): return .null
+        default: return .number
+        }
+    }
+
+    /// A number value's text as written (RFC 8259 grammar, at most 64 characters), and whether it has
+    /// neither fraction nor exponent: for a caller that keeps integers exact whatever their size.
+    public mutating func numberText() throws(JSONReaderError) -> (text: String, isInteger: Bool) {
+        let (range, isInteger) = try number()
+        return (String(decoding: bytes[range], as: UTF8.self), isInteger)
+    }
+
+    /// Consumes `null` (after whitespace) or fails.
+    public mutating func null() throws(JSONReaderError) {
+        skipWhitespace()
+        try word("null")
+    }
+
     /// Fails unless only whitespace follows the value read last.
     public mutating func expectEnd() throws(JSONReaderError) {
         skipWhitespace()
@@ -416,6 +449,11 @@ public struct JSONReader: Sendable {
         }
         return JSONReaderError(message: message, offset: offset, line: line, column: column)
     }
+}
+
+/// The kinds of JSON value, as `JSONReader.nextValueKind()` names the next one.
+public enum JSONValueKind: Sendable, Hashable {
+    case object, array, string, number, bool, null
 }
 
 /// A document `JSONReader` refused, with where: byte offset, and line and column (1-based).
