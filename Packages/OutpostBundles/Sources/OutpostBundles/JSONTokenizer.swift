@@ -115,70 +115,59 @@ final class JSONTokenizer {
     }
 
     /// Copies the next value's bytes into `framed` and returns where it starts. Only what it takes to
-    /// find the value's end is read here: a string's closing quote (past escaped ones) and the nesting of
-    /// containers, which is bounded; a scalar ends at the first byte that cannot continue it.
+    /// find the value's end is read here: a string's closing quote (past escaped ones, and a `\\u`
+    /// escape's four hex digits) and the nesting of containers, which is bounded; a scalar ends at the
+    /// first byte that cannot continue it. The buffer is scanned a run at a time and each run appended
+    /// whole, so this pass costs little beside the core's scan of the same bytes.
     private func frameValue(depth: Int) throws(BundleError) -> (line: Int, column: Int) {
         guard try peekSignificant() != nil else { throw syntaxError("the document ends where a value belongs") }
         let startLine = line, startColumn = column
         framed.removeAll(keepingCapacity: true)
-        var nesting = 0
-        var inString = false
-        var escaped = false
+        var state = FrameState()
         while true {
-            guard let byte = try peek() else {
-                if inString { throw syntaxError("the document ends inside a string") }
-                if nesting > 0 { throw syntaxError("the document ends inside a value") }
+            guard try peek() != nil else {
+                if state.inString { throw syntaxError("the document ends inside a string") }
+                if state.nesting > 0 { throw syntaxError("the document ends inside a value") }
                 return (startLine, startColumn)
             }
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == 0x5C {
-                    escaped = true
-                } else if byte == 0x22 {
-                    inString = false
-                }
-                take(byte)
-                if !inString, nesting == 0 { return (startLine, startColumn) }
-            } else {
-                switch byte {
-                case 0x22:
-                    inString = true
-                case 0x7B, 0x5B:
-                    nesting += 1
-                    guard depth + nesting <= limits.maximumDepth else {
-                        throw locate(BundleError(.limitExceeded, message: "values nest deeper than \(limits.maximumDepth) levels",
-                            line: line, column: column))
+            let runStart = position
+            var index = position
+            var outcome = FrameState.Outcome.more
+            let end = count
+            var line = self.line, column = self.column
+            buffer.withUnsafeBufferPointer { bytes in
+                while index < end {
+                    let byte = bytes[index]
+                    outcome = state.step(byte, depth: depth, limits: limits)
+                    if outcome == .endsBefore || outcome == .tooDeep || outcome == .badEscape { break }
+                    if byte == 0x0A {
+                        line += 1
+                        column = 1
+                    } else {
+                        column += 1
                     }
-                case 0x7D, 0x5D:
-                    if nesting == 0 { return (startLine, startColumn) }
-                    nesting -= 1
-                    take(byte)
-                    if nesting == 0 { return (startLine, startColumn) }
-                    continue
-                case 0x2C, 0x3A, 0x20, 0x09, 0x0D, 0x0A:
-                    if nesting == 0 { return (startLine, startColumn) }
-                default:
-                    break
+                    index += 1
+                    if outcome == .ends { break }
                 }
-                take(byte)
             }
-            if framed.count > maximumValueBytes {
-                throw locate(BundleError(.limitExceeded, message: "a value is longer than \(maximumValueBytes) bytes",
+            self.line = line
+            self.column = column
+            framed.append(contentsOf: buffer[runStart..<index])
+            position = index
+            switch outcome {
+            case .more:
+                if framed.count > maximumValueBytes {
+                    throw locate(BundleError(.limitExceeded, message: "a value is longer than \(maximumValueBytes) bytes",
+                        line: line, column: column))
+                }
+            case .ends, .endsBefore:
+                return (startLine, startColumn)
+            case .tooDeep:
+                throw locate(BundleError(.limitExceeded, message: "values nest deeper than \(limits.maximumDepth) levels",
                     line: line, column: column))
+            case .badEscape:
+                throw syntaxError("a \\u escape without four hex digits")
             }
-        }
-    }
-
-    /// Consumes `byte` into the framed value, keeping line and column.
-    private func take(_ byte: UInt8) {
-        framed.append(byte)
-        position += 1
-        if byte == 0x0A {
-            line += 1
-            column = 1
-        } else {
-            column += 1
         }
     }
 
@@ -189,6 +178,64 @@ final class JSONTokenizer {
 
     func syntaxError(_ message: String) -> BundleError {
         locate(BundleError(.malformedJSON, message: message, line: line, column: column))
+    }
+}
+
+/// Where framing stands inside a value: in a string or not, escapes, nesting.
+private struct FrameState {
+    enum Outcome {
+        /// The byte belongs to the value and more follows.
+        case more
+        /// The byte ends the value (a closing quote or bracket at the top).
+        case ends
+        /// The value ended before this byte (a scalar meeting a separator), which is not taken.
+        case endsBefore
+        /// The byte opens a container past the nesting limit.
+        case tooDeep
+        /// A `\\u` escape met a byte that is not a hex digit: a quote there would end the string early
+        /// and frame the rest of the document out of step.
+        case badEscape
+    }
+
+    var nesting = 0
+    var inString = false
+    private var escaped = false
+    private var hexDigitsOwed = 0
+
+    mutating func step(_ byte: UInt8, depth: Int, limits: BundleLimits) -> Outcome {
+        if inString {
+            if hexDigitsOwed > 0 {
+                guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte) else {
+                    return .badEscape
+                }
+                hexDigitsOwed -= 1
+            } else if escaped {
+                escaped = false
+                if byte == 0x75 { hexDigitsOwed = 4 }
+            } else if byte == 0x5C {
+                escaped = true
+            } else if byte == 0x22 {
+                inString = false
+                return nesting == 0 ? .ends : .more
+            }
+            return .more
+        }
+        switch byte {
+        case 0x22:
+            inString = true
+        case 0x7B, 0x5B:
+            nesting += 1
+            guard depth + nesting <= limits.maximumDepth else { return .tooDeep }
+        case 0x7D, 0x5D:
+            if nesting == 0 { return .endsBefore }
+            nesting -= 1
+            if nesting == 0 { return .ends }
+        case 0x2C, 0x3A, 0x20, 0x09, 0x0D, 0x0A:
+            if nesting == 0 { return .endsBefore }
+        default:
+            break
+        }
+        return .more
     }
 }
 

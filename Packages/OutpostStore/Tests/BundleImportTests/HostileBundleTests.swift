@@ -129,6 +129,11 @@ import ZIPFoundation
         Case(name: "malformed JSON", code: .malformedJSON,
             make: { try $0.json("malformed.json", replacing: "\"stage\": \"won\"", with: "\"stage\" \"won\"") },
             check: { $0.line == 7 && $0.column != nil && $0.jsonPath == "$.records[0]" }),
+        // A quote right after `\u` would end the string for a framer that skipped escapes blindly,
+        // and the error would surface megabytes later at the end of the document.
+        Case(name: "a \\u escape cut short by a quote (JSON)", code: .malformedJSON,
+            make: { try $0.json("escape.json", replacing: "\"stage\": \"won\"", with: "\"stage\": \"w\\u\"") },
+            check: { $0.line == 7 && $0.message.contains("four hex digits") && $0.jsonPath == "$.records[0]" }),
         Case(name: "wrong type (JSON)", code: .schemaViolation,
             make: { try $0.json("type.json", replacing: "\"estimatedValueCents\": 4250000", with: "\"estimatedValueCents\": \"lots\"") },
             check: { $0.jsonPath == "$.records[0].fields.estimatedValueCents" && $0.line == 7 }),
