@@ -138,7 +138,7 @@ final class JSONBundleReader: BundleItemReader {
             switch try tokenizer.readValue(depth: 1) {
             case .null: asOf = nil
             case .string(let text):
-                guard let date = FastTimestamp.date(from: text) else { throw schemaError("must be an ISO 8601 UTC timestamp") }
+                guard let date = Timestamp.date(from: text) else { throw schemaError("must be an ISO 8601 UTC timestamp") }
                 asOf = date
             default: throw schemaError("must be an ISO 8601 UTC timestamp or null")
             }
@@ -321,7 +321,7 @@ private struct RecordDecoder {
 
     private func date(_ value: JSONValue?, _ path: String, entity: EntityType, id: UUID) throws(BundleError) -> Date {
         let text = try string(value, path, entity: entity, id: id)
-        guard let date = FastTimestamp.date(from: text) else {
+        guard let date = Timestamp.date(from: text) else {
             throw fail(path, "'\(text.prefix(80))' is not an ISO 8601 UTC timestamp", entity: entity, id: id)
         }
         return date

@@ -200,9 +200,9 @@ final class XMLBundleReader: BundleItemReader {
         partial.id = id.flatMap(UUID.init(hyphenatedText:))
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
-        partial.createdAt = created.flatMap(FastTimestamp.date(from:))
-        partial.updatedAt = updated.flatMap(FastTimestamp.date(from:))
-        partial.deletedAt = deleted.flatMap(FastTimestamp.date(from:))
+        partial.createdAt = created.flatMap(Timestamp.date(from:))
+        partial.updatedAt = updated.flatMap(Timestamp.date(from:))
+        partial.deletedAt = deleted.flatMap(Timestamp.date(from:))
         partial.deletedAtIsValid = deleted == nil || partial.deletedAt != nil
         return partial
     }
@@ -258,7 +258,7 @@ final class XMLBundleReader: BundleItemReader {
             switch currentSymbol() {
             case .formatVersion: version = Int(value)
             case .projectID: project = UUID(uuidString: value)
-            case .asOf: asOf = FastTimestamp.date(from: value)
+            case .asOf: asOf = Timestamp.date(from: value)
             default: break
             }
         }

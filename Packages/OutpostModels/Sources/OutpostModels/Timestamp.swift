@@ -11,23 +11,26 @@ public enum Timestamp {
         return fastString(milliseconds: milliseconds) ?? formattedString(milliseconds: milliseconds)
     }
 
-    /// Parses an ISO 8601 UTC timestamp with or without fractional seconds; nil when it is not one.
+    /// Parses an ISO 8601 UTC timestamp, `YYYY-MM-DDTHH:MM:SS` with 0 to 9 fraction digits and `Z`;
+    /// nil when it is not one, or names no real instant (February 30th, 24:00, a leap second): such a
+    /// text is refused, never moved to a neighbouring instant. Fractions finer than a millisecond are
+    /// rounded to it, the precision every instant keeps.
     public static func date(from text: String) -> Date? {
-        if let milliseconds = fastMilliseconds(text) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-        return parsedDate(from: text)
+        fastMilliseconds(text).map { Date(timeIntervalSince1970: Double($0) / 1000) }
     }
 
-    // Every pulled record carries two instants and every stored row is read with them, so the form this
-    // file writes (24 bytes) is handled by hand for years 1600–9999 with the Gregorian calendar (days
-    // from 1970-01-01 by H. Hinnant's civil-date arithmetic). Earlier years stay with Foundation, whose
-    // calendar is Julian before October 1582; so do all other texts and whatever the fast path refuses.
-    // Tests hold the two equal.
+    // Every pulled record carries two instants and every stored row is read with them, so the form is
+    // handled by hand for years 0000–9999, in the proleptic Gregorian calendar ISO 8601 itself uses
+    // (days from 1970-01-01 by H. Hinnant's civil-date arithmetic). Foundation only formats instants
+    // outside those years; its calendar is Julian before October 1582, so a date of 1500 read by
+    // hand and written by Foundation came back ten days off, every round trip. Tests hold the hand path
+    // to Foundation where their calendars agree.
 
-    /// `milliseconds` since 1970 as the 24-byte form, or nil outside years 1600–9999.
+    /// `milliseconds` since 1970 as the 24-byte form, or nil outside years 0000–9999.
     static func fastString(milliseconds: Int64) -> String? {
         let (days, dayMilliseconds) = floorDivision(milliseconds, 86_400_000)
         let (year, month, day) = civil(fromDays: days)
-        guard (1600...9999).contains(year) else { return nil }
+        guard (0...9999).contains(year) else { return nil }
         return String(unsafeUninitializedCapacity: 24) { buffer in
             func put(_ value: Int64, _ digits: Int, at offset: Int) {
                 var rest = value
@@ -54,13 +57,14 @@ public enum Timestamp {
         }
     }
 
-    /// The milliseconds of `YYYY-MM-DDTHH:MM:SS.mmmZ` (a real date and time from 1600 on), or nil otherwise.
+    /// The milliseconds of `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` (a real date and time, years 0000–9999), or
+    /// nil otherwise.
     static func fastMilliseconds(_ text: String) -> Int64? {
         var text = text
         return text.withUTF8 { bytes -> Int64? in
-            guard bytes.count == 24, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
-                bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-                bytes[19] == UInt8(ascii: "."), bytes[23] == UInt8(ascii: "Z")
+            guard bytes.count >= 20, bytes.count != 21, bytes.count <= 30, bytes[4] == UInt8(ascii: "-"),
+                bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"),
+                bytes[16] == UInt8(ascii: ":"), bytes[bytes.count - 1] == UInt8(ascii: "Z")
             else { return nil }
             func number(_ offset: Int, _ digits: Int) -> Int64? {
                 var value: Int64 = 0
@@ -72,10 +76,18 @@ public enum Timestamp {
                 return value
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
-                let minute = number(14, 2), let second = number(17, 2), let fraction = number(20, 3),
-                year >= 1600, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour < 24,
-                minute < 60, second < 60
+                let minute = number(14, 2), let second = number(17, 2), (1...12).contains(month), day >= 1,
+                day <= daysIn(month: month, year: year), hour < 24, minute < 60, second < 60
             else { return nil }
+            var fraction: Int64 = 0
+            if bytes.count > 20 {
+                // `.` and one to nine digits, rounded to the millisecond (half up, as formatting rounds).
+                let digits = bytes.count - 21
+                guard bytes[19] == UInt8(ascii: "."), let value = number(20, digits) else { return nil }
+                var scale: Int64 = 1
+                for _ in 0..<digits { scale *= 10 }
+                fraction = (value * 1000 * 2 + scale) / (scale * 2)
+            }
             let days = days(fromCivilYear: year, month: month, day: day)
             return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + fraction
         }
@@ -115,30 +127,13 @@ public enum Timestamp {
         }
     }
 
-    /// The general formatter, for instants the fast path does not cover.
+    /// The general formatter, for instants outside years 0000–9999.
     static func formattedString(milliseconds: Int64) -> String {
         let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
         let whole = seconds - (fraction < 0 ? 1 : 0)
         let text = Date(timeIntervalSince1970: Double(whole)).formatted(wholeSeconds)
         let digits = String((fraction + 1000) % 1000 + 1000).dropFirst()
         return text.dropLast() + "." + digits + "Z"
-    }
-
-    /// The general parser: any fraction length, and the forms the fast path refuses.
-    static func parsedDate(from text: String) -> Date? {
-        guard text.hasSuffix("Z") else { return nil }
-        var main = text.dropLast()
-        var milliseconds: Int64 = 0
-        if let dot = main.lastIndex(of: ".") {
-            let fraction = main[main.index(after: dot)...]
-            guard (1...9).contains(fraction.count), fraction.allSatisfy(\.isASCII), let value = Int64(fraction)
-            else { return nil }
-            let scaled = Double(value) / pow(10, Double(fraction.count)) * 1000
-            milliseconds = Int64(scaled.rounded())
-            main = main[..<dot]
-        }
-        guard let seconds = try? wholeSeconds.parse(main + "Z") else { return nil }
-        return Date(timeIntervalSince1970: Double(Int64(seconds.timeIntervalSince1970) * 1000 + milliseconds) / 1000)
     }
 
     /// Rounds `date` to the nearest millisecond, the precision every stored and sent instant keeps.

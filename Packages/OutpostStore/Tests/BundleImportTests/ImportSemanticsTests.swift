@@ -53,6 +53,28 @@ import Testing
         #expect(try !String(contentsOf: again, encoding: .utf8).contains("0b5e55ed-0000-4000-8000-000000000051"))
     }
 
+    /// An attack on the import found a date before the Gregorian reform read in one calendar and
+    /// written in another: each export and import moved it ten days, and re-importing never settled.
+    @Test func anExportOfAnImportedOldDateImportsAsUnchanged() throws {
+        for format in [BundleFormat.json, .xml] {
+            let (workspace, url) = try exported(.json)
+            var bundle = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+            var records = try #require(bundle["records"] as? [[String: Any]])
+            let index = try #require(records.firstIndex { ($0["id"] as? String) == "0b5e55ed-0000-4000-8000-000000000051" })
+            records[index]["createdAt"] = "1500-06-01T00:00:00.000Z"
+            bundle["records"] = records
+            let old = workspace.url("old.json")
+            try JSONSerialization.data(withJSONObject: bundle).write(to: old)
+            let target = try workspace.database("target.sqlite")
+            try LocalStore.open(at: target).importBundle(at: old)
+            let exported = workspace.url("exported.\(format.rawValue)")
+            try LocalStore.open(at: target).exportBundle(project: SampleProject.project, format: format, to: exported)
+            #expect(try String(contentsOf: exported, encoding: .utf8).contains("1500-06-01T00:00:00.000Z"), "\(format)")
+            let again = try LocalStore.open(at: target).importBundle(at: exported)
+            #expect(again.total.updated == 0 && again.total.inserted == 0, "\(format): \(again.total)")
+        }
+    }
+
     @Test func aNewerBundleUpdatesOnlyWhatChanged() throws {
         let (workspace, url) = try exported()
         let target = try workspace.database("target.sqlite")
