@@ -58,6 +58,28 @@ import Testing
         #expect(try Self.rows(of: database) == before)
     }
 
+    /// An attack found a bundle's escaped control characters printed raw in the error: an ESC sequence
+    /// recoloured the terminal and a carriage return faked an output line. They are shown escaped.
+    @Test func aBundleCannotDriveTheTerminalThroughAnError() async throws {
+        let folder = try TemporaryFolder()
+        let hostile = folder.file("hostile.json")
+        let text = try String(contentsOf: Self.examples.appendingPathComponent("project-bundle.json"), encoding: .utf8)
+        guard let range = text.range(of: #""entity": "issue""#) else {
+            Issue.record("the example has no issue")
+            return
+        }
+        try text.replacingCharacters(in: range, with: #""entity": "\u001b[31mRED\u0007\r\nfake line""#)
+            .write(toFile: hostile, atomically: true, encoding: .utf8)
+        for arguments in [["bundle", "validate", hostile], ["import", hostile, "--db", folder.file("device.sqlite")]] {
+            let run = try await Outpost.run(arguments)
+            #expect(run.status != 0)
+            let printed = run.output + run.errorOutput
+            #expect(printed.contains("\\u{1B}[31mRED"), "\(arguments[0]): \(printed)")
+            #expect(!printed.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x0D },
+                "\(arguments[0]): a control character reached the terminal")
+        }
+    }
+
     /// Every row of every table, by table (rows, not the file's bytes, which a WAL checkpoint rewrites).
     static func rows(of database: String) throws -> [String: [Row]] {
         try DatabaseQueue(path: database).read { db in

@@ -35,5 +35,29 @@ struct MigrateCommand: ParsableCommand {
 /// A failure already explained to the user: the message goes to standard error, the exit code is 1.
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ message: String) { description = message }
+    init(_ message: String) { description = terminalSafe(message) }
+}
+
+/// `text` with every control character but tab and newline written as `\u{…}`: an error message can
+/// quote a value from a bundle or a server, and an escape sequence printed raw would drive the
+/// terminal (recolour it, retitle the window, or fake whole output lines with a carriage return).
+func terminalSafe(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
+    var safe = ""
+    for scalar in text.unicodeScalars {
+        if isUnsafe(scalar) {
+            safe += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+        } else {
+            safe.unicodeScalars.append(scalar)
+        }
+    }
+    return safe
+}
+
+private func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.value {
+    case 0x09, 0x0A: false
+    case 0x00..<0x20, 0x7F..<0xA0: true
+    default: false
+    }
 }
