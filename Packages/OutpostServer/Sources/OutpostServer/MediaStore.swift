@@ -359,7 +359,8 @@ final class UploadLock: Sendable {
             }
             if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return UploadLock(holding: descriptor) }
             close(descriptor)
-            guard ContinuousClock.now < deadline else {
+            // A cancelled request stops waiting too: its sleeps would return at once and spin here.
+            guard ContinuousClock.now < deadline, !Task.isCancelled else {
                 throw ServerError(
                     status: 503, .unavailable, "other uploads are being admitted; try again shortly", retryAfterSeconds: 2)
             }
