@@ -99,7 +99,7 @@ final class JSONTokenizer {
         let (startLine, startColumn) = try frameValue(depth: depth)
         var reader = JSONReader(bytes: framed)
         do {
-            let value = try JSONValue(reading: &reader, depth: depth, limits: limits)
+            let value = try JSONValue(reading: &reader, limits: limits)
             try reader.expectEnd()
             return value
         } catch let error as JSONReaderError {
@@ -259,12 +259,10 @@ indirect enum JSONValue {
         let message: String
     }
 
-    /// Reads one value with the core (`JSONReader`), keeping the bundle's limits: nesting below `depth`,
-    /// string length, members per object or array, and no key twice in one object.
-    init(reading reader: inout JSONReader, depth: Int, limits: BundleLimits) throws {
-        guard depth <= limits.maximumDepth else {
-            throw LimitError(message: "values nest deeper than \(limits.maximumDepth) levels")
-        }
+    /// Reads one value with the core (`JSONReader`), keeping the bundle's limits: string length,
+    /// members per object or array, and no key twice in one object. Nesting was bounded as the value
+    /// was framed (`JSONTokenizer.frameValue`), before any of it was read.
+    init(reading reader: inout JSONReader, limits: BundleLimits) throws {
         switch reader.nextValueKind() {
         case .object?:
             try reader.beginObject()
@@ -273,7 +271,7 @@ indirect enum JSONValue {
                 guard key.utf8.count <= limits.maximumStringBytes else {
                     throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes")
                 }
-                let value = try JSONValue(reading: &reader, depth: depth + 1, limits: limits)
+                let value = try JSONValue(reading: &reader, limits: limits)
                 guard !members.contains(where: { $0.0 == key }) else {
                     throw reader.error("the key '\(key)' appears twice in one object")
                 }
@@ -285,7 +283,7 @@ indirect enum JSONValue {
             try reader.beginArray()
             var elements: [JSONValue] = []
             while try reader.nextElement() {
-                elements.append(try JSONValue(reading: &reader, depth: depth + 1, limits: limits))
+                elements.append(try JSONValue(reading: &reader, limits: limits))
                 try Self.check(elements.count, limits)
             }
             self = .array(elements)
@@ -298,7 +296,7 @@ indirect enum JSONValue {
         case .bool?:
             self = .bool(try reader.bool())
         case .null?:
-            try reader.null()
+            _ = try reader.takeNull()
             self = .null
         case .number?:
             let (text, isInteger) = try reader.numberText()

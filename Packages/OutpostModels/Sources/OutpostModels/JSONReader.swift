@@ -43,12 +43,6 @@ public struct JSONReader: Sendable {
         return (String(decoding: bytes[range], as: UTF8.self), isInteger)
     }
 
-    /// Consumes `null` (after whitespace) or fails.
-    public mutating func null() throws(JSONReaderError) {
-        skipWhitespace()
-        try word("null")
-    }
-
     /// Fails unless only whitespace follows the value read last.
     public mutating func expectEnd() throws(JSONReaderError) {
         skipWhitespace()
@@ -194,18 +188,17 @@ public struct JSONReader: Sendable {
 
     /// Reads past the next value, whatever it is (an unknown member's).
     public mutating func skipValue() throws(JSONReaderError) {
-        skipWhitespace()
-        switch peek {
-        case UInt8(ascii: "{"):
+        switch nextValueKind() {
+        case .object?:
             try beginObject()
             while try nextKey() != nil { try skipValue() }
-        case UInt8(ascii: "["):
+        case .array?:
             try beginArray()
             while try nextElement() { try skipValue() }
-        case UInt8(ascii: "\""): _ = try string()
-        case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try bool()
-        case UInt8(ascii: "n"): try word("null")
-        default: _ = try number()
+        case .string?: _ = try string()
+        case .bool?: _ = try bool()
+        case .null?: _ = try takeNull()
+        case .number?, nil: _ = try number()
         }
     }
 

@@ -53,8 +53,8 @@ enum OutcomeJSON {
 
 /// A push's answer, as `JSONEncoder` would write `PushResponse` (keys sorted: `idempotencyKey` comes
 /// before every key of an outcome), from the outcomes' own JSON.
-enum PushResponseJSON {
-    static func encode(_ results: [MutationResult]) throws(ServerError) -> [UInt8] {
+package enum PushResponseJSON {
+    package static func encode(_ results: [MutationResult]) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 96 * results.count + 16)
         json.raw(#"{"results":["#)
         for (index, result) in results.enumerated() {

@@ -131,14 +131,20 @@ public actor InProcessServer: SyncTransport {
             throw TransportError(.rejected, request: name, message: "could not encode the request: \(error)", underlying: error)
         }
         counts.bytesSent += Int64(body.count)
-        return try await serve(.push, name) { caller throws(ServerError) in
+        let answer = try await serve(.push, name) { caller throws(ServerError) in
             let decoded: PushRequest
             do {
                 decoded = try PushRequest(json: body)
             } catch {
                 throw ServerError.badRequest("unreadable push: \(error)", underlying: error)
             }
-            return PushResponse(results: try await server.push(decoded, by: caller))
+            // The answer's bytes as the route writes them.
+            return Data(try PushResponseJSON.encode(try await server.push(decoded, by: caller)))
+        }
+        do {
+            return try PushResponse(wire: answer)
+        } catch {
+            throw TransportError(.invalidResponse, request: name, message: "unreadable answer: \(error)", underlying: error)
         }
     }
 

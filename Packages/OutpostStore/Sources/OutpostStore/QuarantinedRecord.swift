@@ -70,6 +70,13 @@ enum Quarantine {
         }
     }
 
+    /// How many entries there are, for the status: counted by SQLite over the same range of keys.
+    static func count(in db: Database) throws -> Int {
+        try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count(*) FROM sync_state WHERE key >= ? AND key < ?"),
+            arguments: [prefix, prefix + "\u{7F}"]) ?? 0
+    }
+
     static func all(in db: Database) throws -> [QuarantinedRecord] {
         // Entity names and ids are ASCII, so DEL bounds the range of keys.
         let rows = try Row.fetchAll(

@@ -37,7 +37,7 @@ public struct StoreStatus: Sendable, Hashable, Codable {
             pendingMediaUploads: try Int.fetchOne(db, sql: "SELECT count(*) FROM media_uploads WHERE status = 'pending'") ?? 0,
             clockWarning: try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'clock_warning'"),
             leftProjects: try LeftProjects.all(in: db),
-            quarantinedRecords: try Quarantine.keys(in: db).count)
+            quarantinedRecords: try Quarantine.count(in: db))
     }
 }
 
