@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostBundles
 import OutpostConflicts
 import OutpostModels
@@ -10,8 +11,8 @@ import Testing
 
 /// Paths an outside review found where a crew's write could be lost or silently overwritten although
 /// every other test passed: a pre-sync import over unsynced edits, a device clock that once ran ahead,
-/// a server that settled conflicts with another policy than the app, and an acknowledgement that did
-/// not survive a power loss. Each runs the real engine against the real server on 127.0.0.1.
+/// a server that settled conflicts with another policy than the app, an acknowledgement that did
+/// not survive a power loss, and a batch left in flight when an import held the file. Each runs the real engine against the real server on 127.0.0.1.
 @Suite("Review findings: imports, clocks, policies and durability, end to end")
 struct ReviewFindingsTests {
     func device(_ server: TestServer, _ name: String) throws -> LocalStore {
@@ -182,4 +183,107 @@ struct ReviewFindingsTests {
             path: folder.appendingPathComponent("t.sqlite").path, assignsServerIDs: false, durableCommits: false)
         #expect(try await throwaway.writerSynchronousMode() == 1, "NORMAL only when asked")
     }
+
+    @Test("A batch whose push was lost while an import held the device's file goes back in line at the same engine's next run")
+    func aBatchTheStoreCouldNotPutBackDuringAnImportIsSentByTheSameEngine() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let path = server.directory.appendingPathComponent("crew.sqlite").path
+        // The store waits 300 ms for another connection's write, not the minute an app's store waits.
+        let crew = try LocalStore.open(at: path, busyTimeout: .milliseconds(300))
+        var saved: [OutpostModels.Issue] = []
+        for index in 0..<3 {
+            saved.append(try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Issue \(index)")))
+        }
+        // The connection drops mid-push while an import on another connection holds the file's write lock,
+        // past both the recording of the failure and the putting back of the batch.
+        let importLock = WriteLock(path: path)
+        let transport = LockingOnPush(base: server.transport(token: TestServer.aliceToken), lock: importLock)
+        let engine = SyncEngine(store: crew, transport: transport)
+        do {
+            _ = try await engine.sync()
+            Issue.record("the run recorded its failed push while another connection held the write lock")
+        } catch {
+            #expect(error.code == .databaseBusy, "\(error)")
+        }
+        #expect(try crew.mutations(status: .inFlight).count == 3, "claimed, and neither settled nor put back")
+        importLock.release()
+
+        // The import done, the same long-lived engine sends them: no restart, no five-minute lease.
+        let next = try await engine.sync()
+        #expect(next.recovered == 3)
+        #expect(next.pushed == 3)
+        #expect(next.isComplete)
+        #expect(try crew.mutations(status: .inFlight).isEmpty)
+        #expect(try crew.status().pendingChanges == 0)
+        let onServer = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
+        for issue in saved { #expect(onServer.filter { $0.recordID == issue.id }.count == 1) }
+    }
+}
+
+/// Another connection's write transaction on a device file (an import in another process), taken on a
+/// thread of its own and held until `release()`.
+final class WriteLock: Sendable {
+    let path: String
+    private let released = DispatchSemaphore(value: 0)
+
+    init(path: String) { self.path = path }
+
+    /// Returns once the lock is held.
+    func take() async {
+        let path = path, released = released
+        await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
+            Thread {
+                do {
+                    let queue = try DatabaseQueue(path: path)
+                    try queue.writeWithoutTransaction { db in
+                        try db.execute(sql: "BEGIN IMMEDIATE")
+                        held.resume()
+                        released.wait()
+                        try db.execute(sql: "COMMIT")
+                    }
+                } catch {
+                    Issue.record("could not take the write lock: \(error)")
+                    held.resume()
+                }
+            }.start()
+        }
+    }
+
+    func release() { released.signal() }
+}
+
+/// Passes everything to the server but pushes: the first push takes `lock` and is lost on the way (no
+/// connection), later ones go through.
+actor LockingOnPush: SyncTransport {
+    let base: HTTPTransport
+    let lock: WriteLock
+    private var pushes = 0
+
+    init(base: HTTPTransport, lock: WriteLock) {
+        self.base = base
+        self.lock = lock
+    }
+
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        pushes += 1
+        guard pushes > 1 else {
+            await lock.take()
+            throw TransportError(.noConnection, request: "POST /push", message: "the connection dropped")
+        }
+        return try await base.push(request)
+    }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+    var transferred: TransferCounts { get async { await base.transferred } }
+    var serverConflictPolicyText: String? { get async { await base.serverConflictPolicyText } }
 }

@@ -4,7 +4,8 @@ import OutpostWire
 
 /// What one sync run did, for the status bar and for logs.
 public struct SyncReport: Sendable {
-    /// Mutations found in flight after a crash and put back in line (first run only).
+    /// Mutations found in flight and put back in line: after a crash (an engine's first run), or a batch
+    /// an earlier run of this engine could not put back because the store refused the write.
     public var recovered = 0
     /// Records received from the server and applied.
     public var pulled = 0
