@@ -46,7 +46,7 @@ enum ConvergenceScenario {
         do {
             let folder = try ScratchFolder("convergence")
             defer { folder.remove() }
-            let server = try await InProcessServer.start(databasePath: folder.path("server.sqlite"))
+            let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"))
             do {
                 try await run(seed: seed, quick: quick, folder: folder, server: server, outcome: &outcome)
             } catch {
@@ -60,7 +60,7 @@ enum ConvergenceScenario {
     }
 
     private static func run(
-        seed: UInt64, quick: Bool, folder: ScratchFolder, server: InProcessServer, outcome: inout SeedOutcome
+        seed: UInt64, quick: Bool, folder: ScratchFolder, server: LoopbackServer, outcome: inout SeedOutcome
     ) async throws {
         var random = SeededGenerator(seed: seed ^ 0xC0DE_C0DE)
         let clock = VirtualClock()
@@ -293,7 +293,7 @@ extension ConvergenceScenario {
     /// "newest stands" check: server-wins records (the first override the server takes stands, whichever
     /// device's turn came first) and records brought back (that writes every field anew).
     fileprivate static func resolveSome(
-        after marks: [Int: Int64], round: Int, fleet: Fleet, server: InProcessServer, now: @Sendable () -> Date,
+        after marks: [Int: Int64], round: Int, fleet: Fleet, server: LoopbackServer, now: @Sendable () -> Date,
         order: inout Int, random: inout SeededGenerator, outcome: inout SeedOutcome
     ) async throws {
         var overrides: [FieldKey: Edit] = [:]

@@ -58,7 +58,7 @@ enum FaultsScenario {
     static func play(seed: UInt64, plan: FaultPlan) async throws -> Play {
         let folder = try ScratchFolder("faults")
         defer { folder.remove() }
-        let server = try await InProcessServer.start(databasePath: folder.path("server.sqlite"))
+        let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"))
         do {
             let result = try await play(seed: seed, plan: plan, folder: folder, server: server)
             await server.stop()
@@ -69,7 +69,7 @@ enum FaultsScenario {
         }
     }
 
-    private static func play(seed: UInt64, plan: FaultPlan, folder: ScratchFolder, server: InProcessServer) async throws -> Play {
+    private static func play(seed: UInt64, plan: FaultPlan, folder: ScratchFolder, server: LoopbackServer) async throws -> Play {
         let clock = VirtualClock()
         let fleet = try Fleet.open(count: 3, in: folder, server: server, plan: plan, seed: seed, clock: clock)
         var workload = Workload(seed: seed)

@@ -24,7 +24,7 @@ struct Fleet: Sendable {
 
     /// Opens `count` devices in `folder`, crew members 0…count−1, their requests going through `plan`.
     static func open(
-        count: Int, in folder: ScratchFolder, server: InProcessServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock
+        count: Int, in folder: ScratchFolder, server: LoopbackServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock
     ) throws -> Fleet {
         let devices = try (0..<count).map { index in
             let store = try DeviceTemplate.openStore(at: folder.path("device-\(index).sqlite"))
@@ -87,7 +87,7 @@ struct Fleet: Sendable {
     }
 
     /// Each device against the server as its member sees it.
-    func divergences(server: InProcessServer) async throws -> [String] {
+    func divergences(server: LoopbackServer) async throws -> [String] {
         var problems: [String] = []
         for device in devices {
             let result = try await compare(device.store, with: server.transport(for: device.index))

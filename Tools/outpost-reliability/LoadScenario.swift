@@ -27,7 +27,7 @@ enum LoadScenario {
         do {
             let folder = try ScratchFolder("load")
             defer { folder.remove() }
-            let server = try await InProcessServer.start(databasePath: folder.path("server.sqlite"))
+            let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"))
             do {
                 try await run(seed: seed, seconds: quick ? 2 : 30, folder: folder, server: server, outcome: &outcome)
             } catch {
@@ -55,7 +55,7 @@ enum LoadScenario {
     }
 
     private static func run(
-        seed: UInt64, seconds: Int, folder: ScratchFolder, server: InProcessServer, outcome: inout SeedOutcome
+        seed: UInt64, seconds: Int, folder: ScratchFolder, server: LoopbackServer, outcome: inout SeedOutcome
     ) async throws {
         let book = LatencyBook()
         let fleet = try (0..<devices).map { index in
@@ -151,7 +151,7 @@ enum LoadScenario {
         device.written.withLock { _ = $0.insert(key) }
     }
 
-    private static func check(fleet: [LoadDevice], server: InProcessServer, outcome: inout SeedOutcome) throws {
+    private static func check(fleet: [LoadDevice], server: LoopbackServer, outcome: inout SeedOutcome) throws {
         let state = try ServerState.read(databasePath: server.databasePath)
         let serverRecords = Set(state.records.keys.map { $0.lowercased() })
         var written: Set<String> = []
@@ -206,7 +206,7 @@ enum LoadScenario {
 
 extension LoadScenario {
     /// Each device's final pull against the server, run after `check` (async, so apart from it).
-    static func divergences(fleet: [LoadDevice], server: InProcessServer) async throws -> [String] {
+    static func divergences(fleet: [LoadDevice], server: LoopbackServer) async throws -> [String] {
         var problems: [String] = []
         for device in fleet {
             let result = try await compare(device.store, with: server.transport(for: device.index % Crew.users.count))

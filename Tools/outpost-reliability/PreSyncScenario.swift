@@ -82,7 +82,7 @@ enum PreSyncScenario {
             defer { folder.remove() }
             var random = SeededGenerator(seed: seed ^ 0x9E5F_1C00)
             let policy = drawPolicy(&random)
-            let server = try await InProcessServer.start(databasePath: folder.path("server.sqlite"), policy: policy)
+            let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"), policy: policy)
             trace("seed \(seed): policy \(policy == ConflictPolicy() ? "the catalog's" : "\(overrides(of: policy))")")
             var run = SeedRun(seed: seed, folder: folder, server: server, policy: policy, random: random)
             do {
@@ -192,7 +192,7 @@ enum PreSyncScenario {
     }
 
     /// Every record the server holds, by "entity/id", as crew member `member` pulls it from the start.
-    static func serverRecords(_ server: InProcessServer, as member: Int = office) async throws -> [String: ServerRecord] {
+    static func serverRecords(_ server: LoopbackServer, as member: Int = office) async throws -> [String: ServerRecord] {
         let transport = server.transport(for: member)
         var records: [String: ServerRecord] = [:]
         var cursor: String?
@@ -220,7 +220,7 @@ struct SkewedDevice: Sendable {
     /// Seconds the device's clock runs ahead of the real time (negative: behind).
     var skew: TimeInterval = 0
 
-    init(index: Int, path: String, server: InProcessServer, policy: ConflictPolicy, seed: UInt64) throws {
+    init(index: Int, path: String, server: LoopbackServer, policy: ConflictPolicy, seed: UInt64) throws {
         self.index = index
         self.path = path
         self.policy = policy
@@ -310,7 +310,7 @@ private enum GoingOnline: CaseIterable {
 private struct SeedRun {
     let seed: UInt64
     let folder: ScratchFolder
-    let server: InProcessServer
+    let server: LoopbackServer
     let policy: ConflictPolicy
     var random: SeededGenerator
     var outcome = SeedOutcome()
@@ -325,7 +325,7 @@ private struct SeedRun {
     var countedStuck: Set<String> = []
     var figures = PreSyncTally.Figures()
 
-    init(seed: UInt64, folder: ScratchFolder, server: InProcessServer, policy: ConflictPolicy, random: SeededGenerator) {
+    init(seed: UInt64, folder: ScratchFolder, server: LoopbackServer, policy: ConflictPolicy, random: SeededGenerator) {
         self.seed = seed
         self.folder = folder
         self.server = server

@@ -4,8 +4,10 @@ import OutpostServer
 import OutpostStore
 import OutpostSync
 
-/// A real `SyncServer` in this process on 127.0.0.1 (port 0, read back), seeded with the crew.
-final class InProcessServer: Sendable {
+/// A real `SyncServer` in this process, answering HTTP on 127.0.0.1 (port 0, read back), seeded with the
+/// crew: the devices under test reach it through `HTTPTransport`, faults and all, unlike
+/// `OutpostServerTesting.InProcessServer`, which skips HTTP.
+final class LoopbackServer: Sendable {
     let databasePath: String
     let port: Int
     private let task: Task<Void, any Error>
@@ -22,7 +24,7 @@ final class InProcessServer: Sendable {
     /// the app's conflict policy, which the server must settle pushes with too.
     static func start(
         databasePath: String, assignsServerIDs: Bool = true, policy: ConflictPolicy = ConflictPolicy()
-    ) async throws -> InProcessServer {
+    ) async throws -> LoopbackServer {
         let server = try SyncServer(configuration: ServerConfiguration(
             databasePath: databasePath, port: 0, assignsServerIDs: assignsServerIDs, logLevel: "critical",
             conflictPolicy: policy))
@@ -34,7 +36,7 @@ final class InProcessServer: Sendable {
             task.cancel()
             throw ReliabilityError("the in-process server did not start")
         }
-        return InProcessServer(databasePath: databasePath, port: port, task: task)
+        return LoopbackServer(databasePath: databasePath, port: port, task: task)
     }
 
     /// A fault-free transport as crew member `index`.
