@@ -92,6 +92,11 @@ public struct PullReport: Sendable, Hashable {
     /// Records skipped because they do not fit the catalog or could not be converted; see
     /// `LocalStore.quarantinedRecords()`.
     public var quarantined = 0
+    /// Records an earlier build of the app quarantined that this build can store, applied with this
+    /// page (once after the store opens): the pulls that brought them will not come again.
+    public var revived: Int { revivedRecords.count }
+    /// The server's versions behind `revived`, for the store's subscribers.
+    var revivedRecords: [VersionedRecord] = []
 }
 
 extension LocalStore {
@@ -111,7 +116,7 @@ extension LocalStore {
         let report = try await StoreError.mapping(path: path) {
             try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }
-        for change in page.changes { observers.publish(change.storeChange) }
+        for change in report.revivedRecords + page.changes { observers.publish(change.storeChange) }
         return report
     }
 
@@ -132,18 +137,27 @@ extension StoreWriter {
         for change in page.changes {
             if let newest = change.newestClock { _ = try? receive(newest, now: now) }
         }
-        return try transaction(in: pool) { db in
+        let recheckQuarantine = !quarantineRechecked
+        let report = try transaction(in: pool) { db in
             // A page writes its records all over random-id B-trees; with SQLite's default 2 MB page
             // cache the writer re-read most pages from the file (and spilled dirty ones into the WAL
             // mid-transaction) for every page. The pages are allocated only as they are used.
             try db.execute(sql: "PRAGMA cache_size = -\(Self.pullCacheKilobytes)")
             var report = PullReport()
-            let pageIDs = Set(page.changes.map(\.record.id))
+            // Records an earlier build quarantined that this one can store (an app update taught it a
+            // field or a choice) are applied first, as the pulls that brought them would have been:
+            // the cursor moved past them long ago. A newer version in this page supersedes its entry.
+            if recheckQuarantine {
+                let inPage = Set(page.changes.map(\.record.id))
+                report.revivedRecords = try Quarantine.storableNow(in: db).filter { !inPage.contains($0.record.id) }
+            }
+            let changes = report.revivedRecords + page.changes
+            let pageIDs = Set(changes.map(\.record.id))
             // A server id names one record. One the server gave two records (a broken or hostile server)
             // would make a reference to it resolve to either: the second record is quarantined instead.
             var named: [ServerIDs.Name: UUID] = [:]
             var sharedServerID: [PulledPageReads.Key: String] = [:]
-            for remote in page.changes {
+            for remote in changes {
                 let entity = remote.record.entity, id = remote.record.id
                 guard let serverID = remote.record.sync.serverID else { continue }
                 let name = ServerIDs.Name(entity: entity, serverID: serverID)
@@ -161,9 +175,9 @@ extension StoreWriter {
             }
             // Read once for the whole page what each record needs, after the mappings above linked
             // the references that waited for them.
-            var reads = try PulledPageReads(page.changes, in: db)
+            var reads = try PulledPageReads(changes, in: db)
             var statements = PageStatements()
-            for remote in page.changes {
+            for remote in changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
@@ -174,7 +188,7 @@ extension StoreWriter {
                 {
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        stream: page.stream, in: db)
+                        stream: page.stream, held: remote, in: db)
                     reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue
@@ -198,9 +212,11 @@ extension StoreWriter {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")
                     .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
-            try ChangeJournal.append(page.changes.map(\.storeChange), origin: origin, in: db)
+            try ChangeJournal.append(changes.map(\.storeChange), origin: origin, in: db)
             return report
         }
+        quarantineRechecked = true
+        return report
     }
 
     private func apply(

@@ -1,12 +1,15 @@
 import Foundation
 import GRDB
+import OutpostConflicts
 import OutpostModels
 
 /// A pulled record the device could not take in: it does not fit the catalog (a missing or unknown
 /// field, a value of the wrong kind, a choice this app version does not know) or could not be
 /// converted at all. It is skipped so the rest of its page and the cursor still apply (one bad record
 /// must not stop sync for good), and kept here so the user and support can see what was not applied.
-/// A later version of the record that fits is applied as usual and clears its entry.
+/// A later version of the record that fits is applied as usual and clears its entry. A record refused
+/// for its shape alone is kept whole with its entry, so a later build of the app that can store it
+/// (an update that taught it the field or the choice) applies it then (`PullReport.revived`).
 public struct QuarantinedRecord: Sendable, Hashable {
     public let entity: EntityType
     public let recordID: UUID
@@ -41,14 +44,26 @@ enum Quarantine {
         var reason: String
         var stream: String
         var at: Int64
+        /// The server's version of a record refused for its shape, as it arrived (before its
+        /// references were translated), for a later build to apply; nil for a record that could not be
+        /// converted or that another project owns, which no update of the app can make storable.
+        var held: Held?
+    }
+
+    private struct Held: Codable {
+        var record: EntityRecord
+        var clocks: [String: HybridTimestamp]
+        var deletion: HybridTimestamp?
     }
 
     private static func key(_ entity: EntityType, _ id: UUID) -> String {
         prefix + entity.rawValue + "\u{1F}" + id.storageText
     }
 
-    static func add(_ record: QuarantinedRecord, stream: String, in db: Database) throws {
-        let entry = Entry(reason: record.reason, stream: stream, at: record.quarantinedAt.storageMilliseconds)
+    static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws {
+        let entry = Entry(
+            reason: record.reason, stream: stream, at: record.quarantinedAt.storageMilliseconds,
+            held: held.map { Held(record: $0.record, clocks: $0.clocks, deletion: $0.deletion) })
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)").execute(
             arguments: [key(record.entity, record.recordID), String(decoding: try MutationQueue.encoder.encode(entry), as: UTF8.self)])
     }
@@ -75,6 +90,21 @@ enum Quarantine {
         try Int.fetchOne(
             db.cachedStatement(sql: "SELECT count(*) FROM sync_state WHERE key >= ? AND key < ?"),
             arguments: [prefix, prefix + "\u{7F}"]) ?? 0
+    }
+
+    /// The held records of entries that this build's catalog can store now, oldest entry first. An
+    /// entry that no longer reads, or whose record no longer converts, stays as it is.
+    static func storableNow(in db: Database) throws -> [VersionedRecord] {
+        let values = try String.fetchAll(
+            db, sql: "SELECT value FROM sync_state WHERE key >= ? AND key < ?", arguments: [prefix, prefix + "\u{7F}"])
+        let held = values.compactMap { value -> (at: Int64, record: VersionedRecord)? in
+            guard let entry = try? MutationQueue.decoder.decode(Entry.self, from: Data(value.utf8)), let held = entry.held,
+                problem(with: held.record) == nil,
+                let record = try? VersionedRecord(record: held.record, clocks: held.clocks, deletion: held.deletion)
+            else { return nil }
+            return (entry.at, record)
+        }
+        return held.sorted { $0.at < $1.at }.map(\.record)
     }
 
     static func all(in db: Database) throws -> [QuarantinedRecord] {

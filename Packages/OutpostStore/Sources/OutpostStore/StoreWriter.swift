@@ -9,6 +9,9 @@ actor StoreWriter {
     var clock: HybridLogicalClock
     /// The clock value the file holds (`clock_last`), committed: at or after every stamp issued so far.
     private var savedClock: HybridTimestamp?
+    /// Whether a page applied since the store opened has looked for quarantined records this build can
+    /// store (an app update is a new process, so once per open is enough).
+    var quarantineRechecked = false
 
     /// How far ahead of the newest stamp the saved clock value is set. Saving the exact last stamp
     /// wrote one more B-tree page in every local write (a sixth of a write's cost); saving a value a

@@ -163,7 +163,8 @@ public actor SyncEngine {
                             leftProjects: response.leftProjects, projects: projects),
                         policy: policy, now: quarantinedAt)
                     report.leftProjects += response.leftProjects
-                    report.pulled += response.changes.count - applied.quarantined
+                    // Records an earlier build quarantined and this one applied count as pulled now.
+                    report.pulled += response.changes.count - applied.quarantined + applied.revived
                     report.quarantined += applied.quarantined
                     report.conflictsSurfaced += applied.conflictsSurfaced
                     report.orphaned += applied.orphaned

@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import Testing
+@testable import OutpostStore
+
+/// A pulled record this build cannot store is quarantined and the cursor moves past it, so no pull
+/// brings it again. An update of the app that can store it (it learnt the field or the choice) must
+/// still end with the record on the device, as a fresh device of the new build would have it.
+@Suite struct QuarantineRevivalTests {
+    let server = NodeID(0xFEED)
+
+    func remote(_ record: EntityRecord, version: Int64, at milliseconds: Int64) -> VersionedRecord {
+        var record = record
+        record.sync.version = version
+        record.sync.serverID = nil
+        record.sync.createdAt = Date(timeIntervalSince1970: 1)
+        record.sync.updatedAt = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+        return VersionedRecord(record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+    }
+
+    /// What an earlier build left: an entry for `record`, refused for a reason this build does not have.
+    func quarantineAsAnEarlierBuild(_ record: VersionedRecord, in folder: TemporaryDatabase, at milliseconds: Int64) async throws {
+        try await folder.queue.write { db in
+            try Quarantine.add(
+                QuarantinedRecord(
+                    entity: record.record.entity, recordID: record.record.id,
+                    reason: "status: 'blocked' is not one of the choices this version knows",
+                    quarantinedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000)),
+                stream: "structured", held: record, in: db)
+        }
+    }
+
+    @Test func aRecordAnEarlierBuildQuarantinedIsAppliedOnceThisBuildCanStoreIt() async throws {
+        let folder = try TemporaryDatabase()
+        let project = Project(name: "Yard")
+        let issue = Issue(projectID: project.id, title: "Fence", status: .inProgress)
+        do {
+            let store = try LocalStore.open(at: folder.path)
+            try await store.applyPulledPage(PulledPage(changes: [remote(project.record, version: 1, at: 900)], cursor: "c-1"))
+        }
+        try await quarantineAsAnEarlierBuild(remote(issue.record, version: 1, at: 1_000), in: folder, at: 1_000)
+
+        // The updated app opens the file and pulls: nothing new on the server.
+        let store = try LocalStore.open(at: folder.path)
+        let changes = store.changes()
+        let heard = Task { () -> [StoreChange] in
+            var heard: [StoreChange] = []
+            for await change in changes {
+                heard.append(change)
+                if heard.count == 1 { break }
+            }
+            return heard
+        }
+        let report = try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-2"))
+        #expect(report.revived == 1)
+        if report.revived != 1 { heard.cancel() }  // nothing to hear: end the wait instead of hanging
+        #expect(try store.fetch(Issue.self, id: issue.id)?.title == "Fence")
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.version == 1)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+        #expect(try store.quarantinedRecords().isEmpty)
+        #expect(try store.status().quarantinedRecords == 0)
+        #expect(await heard.value.map(\.recordID) == [issue.id], "subscribers hear the record arrive")
+
+        // Once is enough: the next page revives nothing more.
+        #expect(try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-3")).revived == 0)
+    }
+
+    @Test func aRecordThisBuildStillCannotStoreStaysQuarantinedAndUncounted() async throws {
+        let folder = try TemporaryDatabase()
+        let project = Project(name: "Yard")
+        var broken = remote(Issue(projectID: project.id, title: "Gate").record, version: 1, at: 1_000).record
+        broken["priority"] = .text("whenever")
+        let bad = VersionedRecord(record: broken, stampedAt: HybridTimestamp(physicalMilliseconds: 1_000, counter: 0, node: server))
+        do {
+            let store = try LocalStore.open(at: folder.path)
+            let report = try await store.applyPulledPage(
+                PulledPage(changes: [remote(project.record, version: 1, at: 900), bad], cursor: "c-1"))
+            #expect(report.quarantined == 1)
+        }
+        let store = try LocalStore.open(at: folder.path)
+        let report = try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-2"))
+        #expect(report.revived == 0 && report.quarantined == 0)
+        #expect(try store.quarantinedRecords().map(\.recordID) == [broken.id])
+        #expect(try store.fetch(Issue.self, id: broken.id) == nil)
+    }
+
+    @Test func aNewerVersionInThePageSupersedesTheQuarantinedOne() async throws {
+        let folder = try TemporaryDatabase()
+        let project = Project(name: "Yard")
+        var issue = Issue(projectID: project.id, title: "Fence")
+        do {
+            let store = try LocalStore.open(at: folder.path)
+            try await store.applyPulledPage(PulledPage(changes: [remote(project.record, version: 1, at: 900)], cursor: "c-1"))
+        }
+        try await quarantineAsAnEarlierBuild(remote(issue.record, version: 1, at: 1_000), in: folder, at: 1_000)
+        issue.title = "Fence, north side"
+        let store = try LocalStore.open(at: folder.path)
+        let report = try await store.applyPulledPage(PulledPage(changes: [remote(issue.record, version: 2, at: 2_000)], cursor: "c-2"))
+        #expect(report.revived == 0)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.title == "Fence, north side")
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.version == 2)
+        #expect(try store.quarantinedRecords().isEmpty)
+    }
+
+    @Test func aQuarantinedVersionOlderThanTheStoredOneNeverMovesTheRecordBack() async throws {
+        let folder = try TemporaryDatabase()
+        let project = Project(name: "Yard")
+        var issue = Issue(projectID: project.id, title: "Fence")
+        let old = remote(issue.record, version: 1, at: 1_000)
+        issue.title = "Fence, north side"
+        do {
+            let store = try LocalStore.open(at: folder.path)
+            try await store.applyPulledPage(PulledPage(
+                changes: [remote(project.record, version: 1, at: 900), remote(issue.record, version: 2, at: 2_000)], cursor: "c-1"))
+        }
+        try await quarantineAsAnEarlierBuild(old, in: folder, at: 1_000)
+        let store = try LocalStore.open(at: folder.path)
+        try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-2"))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.title == "Fence, north side")
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.version == 2)
+    }
+}
