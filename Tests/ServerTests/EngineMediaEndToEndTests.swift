@@ -8,7 +8,7 @@ import Testing
 /// An `HTTPTransport` that writes down every call in order and can cut the connection at a chosen
 /// chunk: that chunk reaches the server, which keeps it, but its answer never comes back, so the device
 /// is left one chunk behind the server, the case a resumed upload has to get right.
-actor RecordingTransport: SyncTransport {
+actor RecordingTransport: ForwardingTransport {
     enum Call: Equatable {
         /// A push, with the records the server answered `applied` for.
         case push(applied: Set<UUID>)
@@ -17,7 +17,7 @@ actor RecordingTransport: SyncTransport {
         case chunk(offset: Int64, length: Int)
     }
 
-    private let base: HTTPTransport
+    let base: HTTPTransport
     /// Which chunk (1-based) loses its answer; nil never cuts.
     private let cutAtChunk: Int?
     private var chunksSent = 0
@@ -32,14 +32,6 @@ actor RecordingTransport: SyncTransport {
         calls.compactMap { if case .chunk(let offset, let length) = $0 { (offset, length) } else { nil } }
     }
 
-    var transferred: TransferCounts {
-        get async { await base.transferred }
-    }
-
-    func health() async throws(TransportError) -> HealthResponse {
-        try await base.health()
-    }
-
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         let response = try await base.push(request)
         let ids = Dictionary(request.mutations.map { ($0.idempotencyKey, $0.recordID) }, uniquingKeysWith: { first, _ in first })
@@ -47,10 +39,6 @@ actor RecordingTransport: SyncTransport {
             if case .applied = result.outcome { ids[result.idempotencyKey] } else { nil }
         })))
         return response
-    }
-
-    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
-        try await base.pull(request)
     }
 
     func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
@@ -67,10 +55,6 @@ actor RecordingTransport: SyncTransport {
             throw TransportError(.noConnection, request: "PUT /media", message: "connection cut after the server took the chunk")
         }
         return status
-    }
-
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
     }
 }
 

@@ -255,7 +255,7 @@ final class WriteLock: Sendable {
 
 /// Passes everything to the server but pushes: the first push takes `lock` and is lost on the way (no
 /// connection), later ones go through.
-actor LockingOnPush: SyncTransport {
+actor LockingOnPush: ForwardingTransport {
     let base: HTTPTransport
     let lock: WriteLock
     private var pushes = 0
@@ -265,7 +265,6 @@ actor LockingOnPush: SyncTransport {
         self.lock = lock
     }
 
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
         guard pushes > 1 else {
@@ -274,16 +273,4 @@ actor LockingOnPush: SyncTransport {
         }
         return try await base.push(request)
     }
-    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        try await base.uploadMedia(chunk)
-    }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-    var transferred: TransferCounts { get async { await base.transferred } }
-    var serverConflictPolicyText: String? { get async { await base.serverConflictPolicyText } }
 }

@@ -456,22 +456,12 @@ struct BenchServer {
 
 /// A transport that asks every pull for per-field clocks, as a client from before the shared clock
 /// does, to measure what the shared form saves.
-private struct PerFieldClocks: SyncTransport {
+private struct PerFieldClocks: ForwardingTransport {
     let base: HTTPTransport
 
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
-    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         var request = request
         request.acceptsSharedClock = false
         return try await base.pull(request)
     }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-    var transferred: TransferCounts { get async { await base.transferred } }
 }

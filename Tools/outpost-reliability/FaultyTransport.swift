@@ -49,8 +49,8 @@ struct FaultPlan: Sendable {
 /// A `SyncTransport` that wraps a real `HTTPTransport` and, per request, by seeded chance, drops the
 /// request, drops the answer after the server handled it, delays it, sends it twice, or answers a
 /// synthetic 500/503/429 without sending it. The schedule follows from the seed alone.
-actor FaultyTransport: SyncTransport {
-    private let base: HTTPTransport
+actor FaultyTransport: ForwardingTransport {
+    let base: HTTPTransport
     private let plan: FaultPlan
     private var random: SeededGenerator
     /// Faults played so far, by kind.
@@ -64,10 +64,6 @@ actor FaultyTransport: SyncTransport {
 
     /// How many faults were played in all.
     var injectedCount: Int { injected.values.reduce(0, +) }
-
-    var transferred: TransferCounts {
-        get async { await base.transferred }
-    }
 
     func health() async throws(TransportError) -> HealthResponse {
         try await perform("GET /health") { () async throws(TransportError) in try await self.base.health() }

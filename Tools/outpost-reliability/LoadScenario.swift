@@ -270,13 +270,9 @@ final class LatencyBook: Sendable {
 }
 
 /// A `SyncTransport` that times every request of a real `HTTPTransport` into a `LatencyBook`.
-struct TimedTransport: SyncTransport {
+struct TimedTransport: ForwardingTransport {
     let base: HTTPTransport
     let book: LatencyBook
-
-    var transferred: TransferCounts {
-        get async { await base.transferred }
-    }
 
     private func timed<Answer: Sendable>(
         _ kind: String, _ send: @Sendable () async throws(TransportError) -> Answer

@@ -756,23 +756,13 @@ struct AcceptedValue: Hashable, Sendable {
 /// did not stand can be told apart: overwritten (the server had it) or lost (it never got there). It
 /// passes on the policy the server names, so the engine's check that both settle conflicts alike runs
 /// as it does in an app.
-actor AcceptanceRecorder: SyncTransport {
-    private let base: HTTPTransport
+actor AcceptanceRecorder: ForwardingTransport {
+    let base: HTTPTransport
     private(set) var accepted: Set<AcceptedValue> = []
 
     init(base: HTTPTransport) {
         self.base = base
     }
-
-    var transferred: TransferCounts {
-        get async { await base.transferred }
-    }
-
-    var serverConflictPolicyText: String? {
-        get async { await base.serverConflictPolicyText }
-    }
-
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         let response = try await base.push(request)
@@ -784,18 +774,6 @@ actor AcceptanceRecorder: SyncTransport {
             }
         }
         return response
-    }
-
-    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
-
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
-
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
     }
 }
 

@@ -407,19 +407,13 @@ enum ServerFuzzScenario {
 
 /// A `SyncTransport` that passes every request to a real `HTTPTransport` and keeps each push and pull
 /// it sent, so hostile variants start from what a device really sends.
-final class RecordingTransport: SyncTransport {
+final class RecordingTransport: ForwardingTransport {
     let base: HTTPTransport
     private let log = Mutex<(pushes: [PushRequest], pulls: [PullRequest])>(([], []))
 
     init(base: HTTPTransport) { self.base = base }
 
     var captured: (pushes: [PushRequest], pulls: [PullRequest]) { log.withLock { $0 } }
-
-    var transferred: TransferCounts {
-        get async { await base.transferred }
-    }
-
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         log.withLock { $0.pushes.append(request) }
@@ -429,17 +423,5 @@ final class RecordingTransport: SyncTransport {
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         log.withLock { $0.pulls.append(request) }
         return try await base.pull(request)
-    }
-
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        try await base.uploadMedia(chunk)
-    }
-
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
     }
 }

@@ -1,8 +1,11 @@
+import Foundation
 import OutpostConflicts
 import OutpostModels
 import OutpostWire
 import Testing
 @testable import OutpostSync
+import OutpostServerTesting
+import OutpostStore
 
 /// `Outpost-Conflict-Policy` and `--conflict-policy`: one text form, read back exactly, and a typo
 /// refused where a person typed it rather than run as another policy.
@@ -29,5 +32,33 @@ import Testing
     @Test func aServersEntityThisAppDoesNotKnowIsSkipped() {
         #expect(SyncProtocol.conflictPolicy(fromText: "issue=manual,punchListItem=serverWins")
             == ConflictPolicy(overriding: [.issue: .manual]))
+    }
+}
+
+/// A wrapper around a transport (faults, logging, timing) must not hide what the server says about
+/// itself: the reliability harness's wrappers once dropped the server's policy, so its runs never
+/// compared policies at all.
+@Suite struct ForwardingTransportTests {
+    /// Counts pushes and passes everything else on.
+    actor CountingPushes: ForwardingTransport {
+        let base: InProcessServer
+        private(set) var pushes = 0
+        init(base: InProcessServer) { self.base = base }
+        func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+            pushes += 1
+            return try await base.push(request)
+        }
+    }
+
+    @Test func aWrapperThatReplacesOnlyPushStillCarriesTheServersPolicy() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = try await InProcessServer(policy: ConflictPolicy(overriding: [.issue: .serverWins]))
+        try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"))
+        let wrapper = CountingPushes(base: server)
+        #expect(await wrapper.serverConflictPolicyText == "issue=serverWins")
+        let report = try await SyncEngine(store: device.store, transport: wrapper).sync()
+        #expect(report.pause == .conflictPolicyMismatch)
+        #expect(report.conflictPolicyDifferences.count == 1)
+        #expect(await wrapper.pushes == 0, "stopped before it pushed")
     }
 }

@@ -441,7 +441,7 @@ extension SyncEngineTests {
 /// can answer one pull (counted from 1) with no connection, hold it until it is cancelled, or hold it
 /// 2 s and then time out (a request sent while offline); and can hold every push until it is cancelled
 /// (a background window expiring).
-actor DamagingTransport: SyncTransport {
+actor DamagingTransport: ForwardingTransport {
     let base: InProcessServer
     let damaging: UUID?
     let stripping: (field: String, of: UUID)?
@@ -470,7 +470,6 @@ actor DamagingTransport: SyncTransport {
         self.stallsPushes = stallsPushes
     }
 
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
         if stallsPushes {
@@ -506,14 +505,4 @@ actor DamagingTransport: SyncTransport {
         }
         return response
     }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        try await base.uploadMedia(chunk)
-    }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-    var transferred: TransferCounts { get async { await base.transferred } }
 }

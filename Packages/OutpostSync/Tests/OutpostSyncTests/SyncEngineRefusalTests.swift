@@ -114,7 +114,7 @@ import OutpostServerTesting
 }
 
 /// Serves everything from `base`, but answers every push mutation with a conflict carrying `serverRecord`.
-actor ConflictingTransport: SyncTransport {
+actor ConflictingTransport: ForwardingTransport {
     let base: InProcessServer
     let serverRecord: ServerRecord
     private(set) var pushes = 0
@@ -124,7 +124,6 @@ actor ConflictingTransport: SyncTransport {
         self.serverRecord = serverRecord
     }
 
-    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
         return PushResponse(results: request.mutations.map {
@@ -134,12 +133,4 @@ actor ConflictingTransport: SyncTransport {
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         PullResponse(changes: [], nextCursor: request.cursor ?? "0", hasMore: false)
     }
-    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await base.mediaUploadStatus(for: attachmentID)
-    }
-    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
-    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
-        try await base.downloadBundle(project: project, format: format, to: destination)
-    }
-    var transferred: TransferCounts { get async { await base.transferred } }
 }

@@ -39,3 +39,52 @@ extension SyncTransport {
         get async { nil }
     }
 }
+
+/// A transport that hands every call to another one, `base`: a conforming type writes only the calls
+/// it changes (a transport that logs, measures, records or injects failures around a real one), and
+/// every other call, the server's policy and the traffic counts included, still reaches `base`. Each
+/// wrapper written out in full had once forgotten one: the policy the server names went unseen.
+public protocol ForwardingTransport: SyncTransport {
+    /// The kind of transport the calls go to.
+    associatedtype Base: SyncTransport
+    /// Where every call this transport does not replace goes.
+    var base: Base { get }
+}
+
+extension ForwardingTransport {
+    /// `base`'s answer.
+    public func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+
+    /// `base`'s answer.
+    public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+
+    /// `base`'s answer.
+    public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
+
+    /// `base`'s answer.
+    public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+
+    /// `base`'s answer.
+    public func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
+        try await base.uploadMedia(chunk)
+    }
+
+    /// `base`'s download.
+    public func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError)
+        -> Int64
+    {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+
+    /// `base`'s traffic.
+    public var transferred: TransferCounts {
+        get async { await base.transferred }
+    }
+
+    /// The policy `base`'s server named.
+    public var serverConflictPolicyText: String? {
+        get async { await base.serverConflictPolicyText }
+    }
+}
