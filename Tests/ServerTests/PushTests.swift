@@ -1,4 +1,5 @@
 import Foundation
+import OutpostConflicts
 import OutpostModels
 import OutpostSync
 import OutpostWire
@@ -126,10 +127,22 @@ struct PushTests {
         rebased.idempotencyKey = UUID()
         rebased.baseVersion = 2
         #expect(try await alice.push(PushRequest(mutations: [rebased])).results[0].outcome.appliedVersion == 3)
-        // An older clock on the same field loses under fieldMerge even on the current version.
+        // An older clock on the same field loses under fieldMerge even on the current version, and is
+        // answered as the conflict it is: `applied` would tell the client a value stood that did not.
+        // Carol's clock less 1.5 s: `Sample.clock` reads the time anew, and a loaded machine takes seconds.
+        let older = try #require(carolEdit.clocks["title"]).physicalMilliseconds - 1_500
+        let olderClock = HybridTimestamp(physicalMilliseconds: older, counter: 0, node: Sample.node)
         let stale = Sample.update(
-            .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("old title")], clock: Sample.clock(500))
-        #expect(try await alice.push(PushRequest(mutations: [stale])).results[0].outcome.appliedVersion == 4)
+            .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("old title")], clock: olderClock)
+        guard case .conflict(let unchanged) = try await alice.push(PushRequest(mutations: [stale])).results[0].outcome else {
+            Issue.record("a value that lost on the current version must not be answered applied")
+            return
+        }
+        #expect(unchanged.version == 3 && unchanged.fields["title"] == .text("Carol's title"))
+        // The same value with an older clock stands as it is: nothing lost, so applied.
+        let sameValue = Sample.update(
+            .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("Carol's title")], clock: olderClock)
+        #expect(try await alice.push(PushRequest(mutations: [sameValue])).results[0].outcome.appliedVersion == 4)
         // A create of a record the server holds conflicts; rebased on the server's version it resolves.
         var again = Sample.create(
             .issue, id: issue.recordID, fields: Sample.issueFields(project: TestServer.projectA, title: "Again"),

@@ -105,6 +105,13 @@ struct PushRules: Sendable {
                 throw ServerError.badRequest(
                     "\(mutation.entity.rawValue) is append-only: an existing record cannot be edited; save a new one")
             }
+            // `applied` tells the client its values stand. A value that lost on the very version it was
+            // based on (stamped before a newer clock the server holds: a client stamping by its own
+            // time after another wrote within the allowance ahead) is answered as a conflict, so the
+            // client merges and its user is told, instead of the next pull replacing it unseen.
+            if !Self.stands(fields, operation: mutation.operation, in: resolution.merged) {
+                return .conflict(serverRecord: wireRecord(current) { snapshot.summary($0) })
+            }
             merged = resolution.merged
         }
         if let problem = merged.record.validationErrors.first {
@@ -157,6 +164,14 @@ struct PushRules: Sendable {
             plan.memberships.append((stored.id, caller.userID))
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
+    }
+
+    /// Whether every value an update brings is what the merge kept. A delete, and an update of a record
+    /// a newer delete keeps deleted, are left to the tombstone's own path: the device meets the
+    /// tombstone in its next pull, surfaces what it loses there, and keeps its values for a revival.
+    private static func stands(_ fields: [String: FieldValue], operation: PushMutation.Operation, in merged: VersionedRecord) -> Bool {
+        guard operation != .delete, merged.deletion == nil else { return true }
+        return fields.allSatisfy { merged.record.fields[$0.key] == $0.value }
     }
 
     /// A mutation whose shape no server takes: fields outside the entity, a field without its clock, a
