@@ -159,7 +159,7 @@ import Testing
         try await store.save(Fee(projectID: project, name: "Permit", amountCents: 100), now: start)
         #expect(try saved().physicalMilliseconds == milliseconds(start) + reserve)
         // Within the reserve: the saved value already covers the stamp and stays as it was.
-        try await store.save(Fee(projectID: project, name: "Skip", amountCents: 100), now: start.addingTimeInterval(0.5))
+        try await store.save(Fee(projectID: project, name: "Skip", amountCents: 100), now: start.addingTimeInterval(0.005))
         #expect(try saved().physicalMilliseconds == milliseconds(start) + reserve)
 
         // A write that fails saves nothing, and the next one that commits still moves the saved value.
