@@ -143,6 +143,16 @@ struct PushTests {
         let sameValue = Sample.update(
             .issue, id: issue.recordID, baseVersion: 3, fields: ["title": .text("Carol's title")], clock: olderClock)
         #expect(try await alice.push(PushRequest(mutations: [sameValue])).results[0].outcome.appliedVersion == 4)
+        // A delete stamped before a newer field clock on the current version does not stand either: the
+        // record stays, and the answer says so instead of applied.
+        let staleDelete = PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 4,
+            fields: [:], clocks: [:], deletion: olderClock)
+        guard case .conflict(let alive) = try await alice.push(PushRequest(mutations: [staleDelete])).results[0].outcome else {
+            Issue.record("a delete that did not stand must not be answered applied")
+            return
+        }
+        #expect(alive.version == 4 && alive.deletion == nil)
         // A create of a record the server holds conflicts; rebased on the server's version it resolves.
         var again = Sample.create(
             .issue, id: issue.recordID, fields: Sample.issueFields(project: TestServer.projectA, title: "Again"),

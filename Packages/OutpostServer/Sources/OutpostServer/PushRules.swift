@@ -166,11 +166,13 @@ struct PushRules: Sendable {
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
     }
 
-    /// Whether every value an update brings is what the merge kept. A delete, and an update of a record
-    /// a newer delete keeps deleted, are left to the tombstone's own path: the device meets the
-    /// tombstone in its next pull, surfaces what it loses there, and keeps its values for a revival.
+    /// Whether what a mutation brings is what the merge kept: a delete leaves the record deleted; an
+    /// update of a live record leaves each of its values. An update of a record a newer delete keeps
+    /// deleted is merged into the tombstone's last values (what a revival brings back) and goes through:
+    /// the device meets the tombstone in its pull and surfaces the delete there.
     private static func stands(_ fields: [String: FieldValue], operation: PushMutation.Operation, in merged: VersionedRecord) -> Bool {
-        guard operation != .delete, merged.deletion == nil else { return true }
+        if operation == .delete { return merged.deletion != nil }
+        guard merged.deletion == nil else { return true }
         return fields.allSatisfy { merged.record.fields[$0.key] == $0.value }
     }
 

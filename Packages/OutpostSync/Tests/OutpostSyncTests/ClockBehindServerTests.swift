@@ -92,4 +92,35 @@ import OutpostServerTesting
         #expect(onDevice == "Loose rail, stairs")
         #expect(try device.store.openConflicts().contains { $0.losingValue == .text("Loose rail, stairs, level 2") })
     }
+
+    @Test func aDeleteAnsweredAsAConflictOnItsOwnVersionBringsTheRecordBackAndSettles() async throws {
+        let device = try SyncEngineTests.Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let issue = Issue(projectID: project, title: "Loose rail")
+        try await server.create(issue)
+        try await officeRename(issue.id, to: "Loose rail, stairs", on: server, aheadBy: 240_000)
+        let current = try #require(try await server.record(issue.id))
+        let aSecondAgo = HybridTimestamp(
+            physicalMilliseconds: Int64(Timestamp.now().timeIntervalSince1970 * 1000) - 1_000, counter: 0, node: node)
+        let believed = try VersionedRecord(
+            record: try current.versionedRecord.record, clocks: try current.versionedRecord.clocks.mapValues { _ in aSecondAgo })
+        let cursor = try await server.pull(PullRequest(cursor: nil, limit: 1000)).nextCursor
+        let projectRecord = try #require(try await server.record(project))
+        try await device.store.applyPulledPage(PulledPage(changes: [try projectRecord.versionedRecord, believed], cursor: cursor))
+        // The user deletes the issue; the delete is stamped before the office's rename.
+        _ = try await device.store.delete(.issue, id: issue.id)
+
+        let engine = SyncEngine(store: device.store, transport: server)
+        #expect(try await engine.sync().isComplete)
+        #expect(try await engine.sync().isComplete)
+        #expect(try device.store.mutations(status: .inFlight).isEmpty)
+        #expect(try device.store.mutations(status: .pending).isEmpty)
+        #expect(try device.store.mutations(status: .failed).isEmpty)
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(onServer.deletion == nil, "the rename is newer than the delete")
+        let onDevice = try #require(try device.store.fetch(Issue.self, id: issue.id), "the record is back on the device")
+        #expect(onDevice.title == "Loose rail, stairs")
+        #expect(try device.store.openConflicts().contains { $0.recordID == issue.id && $0.losingSide == .client })
+    }
 }
