@@ -183,12 +183,13 @@ extension StoreWriter {
                 // One record that cannot be stored must not hold back its page, nor every later run.
                 // A pulled tombstone comes without its contents: there is nothing to check.
                 let contentless = translated.isContentlessTombstone
-                if let problem = sharedServerID[.init(entity: entity, id: id)]
-                    ?? (contentless ? nil : Quarantine.problem(with: translated.record))
-                {
+                let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
+                if let problem = sharesServerID ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
+                    // Only a record refused for its shape is kept for a later build: no update of the
+                    // app makes a server id the server gave twice name one record.
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        stream: page.stream, held: remote, in: db)
+                        stream: page.stream, held: sharesServerID == nil ? remote : nil, in: db)
                     reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue

@@ -330,6 +330,11 @@ import Testing
             PulledPage(changes: [VersionedRecord(record: third, stampedAt: stamp(2_000))], cursor: "c-2"), now: now)
         #expect(later.quarantined == 1)
         #expect(try store.serverID(of: .issue, clientID: first.record.id) == "7")
+        // No later build can store them either: reopened, the store does not try them again.
+        let reopened = try LocalStore.open(at: folder.path)
+        let next = try await reopened.applyPulledPage(PulledPage(changes: [], cursor: "c-3"), now: now)
+        #expect(next.revived == 0 && next.quarantined == 0)
+        #expect(try reopened.quarantinedRecords().count == 2)
     }
 
     @Test func aFoldedEditWaitsForItsNewParent() async throws {
