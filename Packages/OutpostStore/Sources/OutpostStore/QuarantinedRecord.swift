@@ -72,33 +72,41 @@ enum Quarantine {
         try db.cachedStatement(sql: "DELETE FROM sync_state WHERE key = ?").execute(arguments: [key(entity, id)])
     }
 
+    /// The range of keys the entries live in: entity names and ids are ASCII, so DEL bounds it.
+    private static var keyRange: StatementArguments { [prefix, prefix + "\u{7F}"] }
+
+    /// The entity and id a key names, or nil for a key this build cannot read.
+    private static func parse(_ key: String) -> (EntityType, UUID)? {
+        let parts = key.dropFirst(prefix.count).components(separatedBy: "\u{1F}")
+        guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]) else {
+            return nil
+        }
+        return (entity, id)
+    }
+
     /// Entity and id of every entry, read by one range of keys: a pull clears only entries that exist.
     static func keys(in db: Database) throws -> [(EntityType, UUID)] {
-        let keys = try String.fetchAll(
-            db.cachedStatement(sql: "SELECT key FROM sync_state WHERE key >= ? AND key < ?"), arguments: [prefix, prefix + "\u{7F}"])
-        return keys.compactMap { key in
-            let parts = key.dropFirst(prefix.count).components(separatedBy: "\u{1F}")
-            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]) else {
-                return nil
-            }
-            return (entity, id)
-        }
+        try String.fetchAll(db.cachedStatement(sql: "SELECT key FROM sync_state WHERE key >= ? AND key < ?"), arguments: keyRange)
+            .compactMap(parse)
     }
 
     /// How many entries there are, for the status: counted by SQLite over the same range of keys.
     static func count(in db: Database) throws -> Int {
-        try Int.fetchOne(
-            db.cachedStatement(sql: "SELECT count(*) FROM sync_state WHERE key >= ? AND key < ?"),
-            arguments: [prefix, prefix + "\u{7F}"]) ?? 0
+        try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM sync_state WHERE key >= ? AND key < ?"), arguments: keyRange)
+            ?? 0
+    }
+
+    /// Every entry whose key reads: entity, id and the stored text of its `Entry`.
+    private static func entries(in db: Database) throws -> [(entity: EntityType, id: UUID, value: String)] {
+        try Row.fetchAll(db, sql: "SELECT key, value FROM sync_state WHERE key >= ? AND key < ?", arguments: keyRange)
+            .compactMap { row in parse(row["key"]).map { ($0.0, $0.1, row["value"]) } }
     }
 
     /// The held records of entries that this build's catalog can store now, oldest entry first. An
     /// entry that no longer reads, or whose record no longer converts, stays as it is.
     static func storableNow(in db: Database) throws -> [VersionedRecord] {
-        let values = try String.fetchAll(
-            db, sql: "SELECT value FROM sync_state WHERE key >= ? AND key < ?", arguments: [prefix, prefix + "\u{7F}"])
-        let held = values.compactMap { value -> (at: Int64, record: VersionedRecord)? in
-            guard let entry = try? MutationQueue.decoder.decode(Entry.self, from: Data(value.utf8)), let held = entry.held,
+        let held = try entries(in: db).compactMap { entry -> (at: Int64, record: VersionedRecord)? in
+            guard let entry = try? MutationQueue.decoder.decode(Entry.self, from: Data(entry.value.utf8)), let held = entry.held,
                 problem(with: held.record) == nil,
                 let record = try? VersionedRecord(record: held.record, clocks: held.clocks, deletion: held.deletion)
             else { return nil }
@@ -108,15 +116,8 @@ enum Quarantine {
     }
 
     static func all(in db: Database) throws -> [QuarantinedRecord] {
-        // Entity names and ids are ASCII, so DEL bounds the range of keys.
-        let rows = try Row.fetchAll(
-            db, sql: "SELECT key, value FROM sync_state WHERE key >= ? AND key < ?", arguments: [prefix, prefix + "\u{7F}"])
-        return try rows.compactMap { row -> QuarantinedRecord? in
-            let parts = (row["key"] as String).dropFirst(prefix.count).components(separatedBy: "\u{1F}")
-            guard parts.count == 2, let entity = EntityType(rawValue: parts[0]), let id = UUID(hyphenatedText: parts[1]) else {
-                return nil
-            }
-            let entry = try MutationQueue.decoder.decode(Entry.self, from: Data((row["value"] as String).utf8))
+        try entries(in: db).map { entity, id, value in
+            let entry = try MutationQueue.decoder.decode(Entry.self, from: Data(value.utf8))
             return QuarantinedRecord(
                 entity: entity, recordID: id, reason: entry.reason, quarantinedAt: Date(storageMilliseconds: entry.at))
         }.sorted { ($0.quarantinedAt, $0.recordID.storageText) < ($1.quarantinedAt, $1.recordID.storageText) }
