@@ -16,7 +16,7 @@ public enum Timestamp {
     /// text is refused, never moved to a neighbouring instant. Fractions finer than a millisecond are
     /// rounded to it, the precision every instant keeps.
     public static func date(from text: String) -> Date? {
-        fastMilliseconds(text).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        milliseconds(fromText: text).map { Date(timeIntervalSince1970: Double($0) / 1000) }
     }
 
     // Every pulled record carries two instants and every stored row is read with them, so the form is
@@ -59,7 +59,7 @@ public enum Timestamp {
 
     /// The milliseconds of `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` (a real date and time, years 0000–9999), or
     /// nil otherwise.
-    static func fastMilliseconds(_ text: String) -> Int64? {
+    static func milliseconds(fromText text: String) -> Int64? {
         var text = text
         return text.withUTF8 { bytes -> Int64? in
             guard bytes.count >= 20, bytes.count != 21, bytes.count <= 30, bytes[4] == UInt8(ascii: "-"),

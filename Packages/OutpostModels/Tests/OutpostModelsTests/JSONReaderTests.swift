@@ -173,7 +173,7 @@ import Testing
         for milliseconds in edges + (0..<20_000).map({ _ in Int64.random(in: first...last, using: &random) }) {
             let text = try #require(Timestamp.fastString(milliseconds: milliseconds))
             #expect(text == Timestamp.formattedString(milliseconds: milliseconds), "\(milliseconds)")
-            #expect(Timestamp.fastMilliseconds(text) == milliseconds, "\(text)")
+            #expect(Timestamp.milliseconds(fromText: text) == milliseconds, "\(text)")
         }
         // Beyond year 9999 Foundation writes it.
         #expect(Timestamp.fastString(milliseconds: last + 1) == nil)
@@ -186,7 +186,7 @@ import Testing
         let first: Int64 = -62_167_219_200_000, last: Int64 = 253_402_300_799_999  // 0000-01-01 … 9999-12-31
         for milliseconds in [first, last, -12_219_292_800_001] + (0..<20_000).map({ _ in Int64.random(in: first...last, using: &random) }) {
             let text = Timestamp.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
-            #expect(Timestamp.fastMilliseconds(text) == milliseconds, "\(text)")
+            #expect(Timestamp.milliseconds(fromText: text) == milliseconds, "\(text)")
         }
         #expect(Timestamp.string(from: try #require(Timestamp.date(from: "1500-06-01T00:00:00.000Z"))) == "1500-06-01T00:00:00.000Z")
         #expect(Timestamp.string(from: try #require(Timestamp.date(from: "0001-01-01T00:00:00Z"))) == "0001-01-01T00:00:00.000Z")
