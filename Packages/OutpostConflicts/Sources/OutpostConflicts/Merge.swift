@@ -59,6 +59,10 @@ enum Merge {
     /// The version with the newest clock stands whole; fields only the other carries are kept. When
     /// both carry the same newest write, fields merge. For whole records (every field on both sides,
     /// as stored and pulled) this is commutative, associative and idempotent.
+    ///
+    /// A winning delete hides what the older live version carries: those values are kept as the
+    /// tombstone's last values (what a revival brings back) and are surfaced as lost, as field merge
+    /// surfaces edits a delete hid. The device leaves out server values it had already seen.
     static func lastWriteWins(client: VersionedRecord, server: VersionedRecord) -> ConflictResolution {
         let (clientNewest, serverNewest) = (client.newestClock, server.newestClock)
         if clientNewest == serverNewest { return fieldMerge(client: client, server: server) }
@@ -80,6 +84,9 @@ enum Merge {
                 fields[field] = loserValue
                 clocks[field] = loserClock
                 sources[field] = loserSide
+                if winner.deletion != nil, loser.deletion == nil {
+                    losers.append(LosingValue(field: field, value: loserValue, clock: loserClock, side: loserSide))
+                }
             }
         }
         var losingDeletion: LosingDeletion?
@@ -91,15 +98,17 @@ enum Merge {
             losingDeletion: losingDeletion)
     }
 
-    /// The server's version stands exactly; every client value that differs, and a client delete of a
-    /// live record, is surfaced.
+    /// The server's version stands exactly; every client value that differs (with
+    /// `surfacingEveryValue`, every client value), and a client delete of a live record, is surfaced.
     static func serverStands(
-        client: VersionedRecord, server: VersionedRecord, openConflict: Bool = false, refusal: Bool = false
+        client: VersionedRecord, server: VersionedRecord, openConflict: Bool = false, refusal: Bool = false,
+        surfacingEveryValue: Bool = false
     ) -> ConflictResolution {
         var losers: [LosingValue] = []
         for (field, clientClock) in client.clocks {
             let clientValue = client.record[field]
-            if server.record.fields[field] != clientValue {
+            // A key the server's record leaves out holds null: an optional field a pusher omitted.
+            if surfacingEveryValue || server.record[field] != clientValue {
                 losers.append(LosingValue(field: field, value: clientValue, clock: clientClock, side: .client))
             }
         }
@@ -116,7 +125,9 @@ enum Merge {
 
     /// The client's change applies over the server's version, its delete or re-create included. With
     /// `surfacing`, what it replaced is surfaced: server values it overwrote, a server delete it undid,
-    /// and server edits stamped after a client delete that hides them.
+    /// and the server's values a client delete hides, whenever they were stamped (a note a teammate
+    /// added a moment before the delete is lost to it as much as one added after). The device leaves
+    /// out the values it had already seen, so only the edits the deleting side never saw remain.
     static func clientApplies(client: VersionedRecord, server: VersionedRecord, surfacing: Bool) -> ConflictResolution {
         var fields = server.record.fields
         var clocks = server.clocks
@@ -135,8 +146,8 @@ enum Merge {
         if surfacing {
             if client.deletion == nil, let lost = server.deletion {
                 losingDeletion = LosingDeletion(clock: lost, side: .server)
-            } else if let tombstone = client.deletion, server.deletion == nil {
-                for (field, clock) in server.clocks where client.clocks[field] == nil && clock > tombstone {
+            } else if client.deletion != nil, server.deletion == nil {
+                for (field, clock) in server.clocks where client.clocks[field] == nil {
                     losers.append(LosingValue(field: field, value: server.record[field], clock: clock, side: .server))
                 }
             }
@@ -146,7 +157,9 @@ enum Merge {
             losingDeletion: losingDeletion)
     }
 
-    /// Creates never conflict and deletes apply; any other difference is an edit and is refused.
+    /// Creates never conflict and deletes apply; any other difference is an edit and is refused. A
+    /// write to a deleted record (an edit, or an attempt to bring it back) is refused whole: every value
+    /// it carries is offered, for the user to save as a new record, since a delete is final.
     static func appendOnly(client: VersionedRecord, server: VersionedRecord) -> ConflictResolution {
         if let clientDeletion = client.deletion {
             let deletion = newer(clientDeletion, server.deletion)
@@ -154,7 +167,7 @@ enum Merge {
                 merged: build(client, server, server.record.fields, server.clocks, deletion),
                 sources: server.clocks.mapValues { _ in .server }, losingValues: [], losingDeletion: nil)
         }
-        return serverStands(client: client, server: server, refusal: true)
+        return serverStands(client: client, server: server, refusal: true, surfacingEveryValue: server.deletion != nil)
     }
 
     /// Whether the server took writes the client had not seen: the client's change is based on an

@@ -75,13 +75,43 @@ import Testing
         #expect(result.losingDeletion?.side == .server)
     }
 
-    @Test func clientWinsDeleteSurfacesOfficeEditsMadeAfterIt() throws {
+    @Test func clientWinsDeleteSurfacesEveryServerValueItHidesBeforeOrAfterIt() throws {
+        // A note added a moment before the delete is lost to it as much as one added after: every value
+        // the delete hides is offered, and the device leaves out the ones it had already seen.
         let server = F.version(fields, at: F.clock(0, node: F.server), version: 2)
-            .updating(["weather": .text("Snow")], at: F.clock(8, node: F.server))
+            .updating(["weather": .text("Snow")], at: F.clock(3, node: F.server))
         let client = F.version([:], at: F.clock(0), version: 1).deleted(at: F.clock(5))
         let result = try ConflictStrategy.clientWins.resolve(client: client, server: server)
         #expect(result.merged.isDeleted)
-        #expect(result.losingValues.map(\.field) == ["weather"])
+        #expect(result.losingValues.map(\.field) == ["notes", "weather"])
+        #expect(result.losingValues.allSatisfy { $0.side == .server })
+    }
+
+    @Test func lastWriteWinsDeleteSurfacesTheValuesOfTheOlderLiveVersion() throws {
+        let server = F.version(fields, at: F.clock(0, node: F.server), version: 2)
+            .updating(["weather": .text("Snow")], at: F.clock(3, node: F.server))
+        let client = F.version([:], at: F.clock(0), version: 1).deleted(at: F.clock(5))
+        let result = try ConflictStrategy.lastWriteWins.resolve(client: client, server: server)
+        #expect(result.merged.isDeleted && result.merged.record["weather"] == .text("Snow"), "kept as its last values")
+        #expect(result.losingValues.map(\.field) == ["notes", "weather"])
+        #expect(result.losingValues.allSatisfy { $0.side == .server })
+    }
+
+    @Test func appendOnlyRefusesABringingBackOfADeletedRecordWhole() throws {
+        let photo = F.version(["fileName": .text("IMG_1.jpg"), "kind": .text("photo")], at: F.clock(0), entity: .mediaAttachment)
+        let deleted = photo.deleted(at: F.clock(3))
+        let back = deleted.updating(["fileName": .text("IMG_1.jpg")], at: F.clock(6)).change(of: ["fileName"])
+        let refused = try ConflictStrategy.appendOnly.resolve(client: back, server: deleted)
+        #expect(refused.isRefusal && refused.merged.isDeleted)
+        #expect(refused.losingValues.map(\.value) == [.text("IMG_1.jpg")], "offered, though equal to the last value")
+    }
+
+    @Test func serverWinsTakesAnOmittedOptionalFieldAsNull() throws {
+        // A pusher that left an optional field out: null on both sides is no conflict.
+        let server = F.version(["notes": .text("a")], at: F.clock(0, node: F.server), version: 2)
+        let client = F.version(["notes": .text("a"), "weather": .null], at: F.clock(1), version: 1)
+        let result = try ConflictStrategy.serverWins.resolve(client: client, server: server)
+        #expect(result.losingValues.isEmpty)
     }
 
     @Test func appendOnlyAppliesADeleteAndRefusesAnEditOfADeletedRecord() throws {

@@ -101,9 +101,12 @@ struct PushRules: Sendable {
                 record: change, clocks: mutation.clocks,
                 deletion: mutation.operation == .delete ? mutation.deletion : nil)
             let resolution = try policy.resolve(client: client, server: current.versionedRecord)
+            // An append-only record's edit is answered with the record as it stands, as a conflict: the
+            // device merges it by the same strategy, goes back to the original and offers the attempted
+            // values to its user. Refused as an error, the edit stayed on the device as a failed change,
+            // shown for good and offered nowhere, and kept a later delete of the record from applying.
             if resolution.isRefusal {
-                throw ServerError.badRequest(
-                    "\(mutation.entity.rawValue) is append-only: an existing record cannot be edited; save a new one")
+                return .conflict(serverRecord: wireRecord(current) { snapshot.summary($0) })
             }
             // `applied` tells the client its values stand. A value that lost on the very version it was
             // based on (stamped before a newer clock the server holds: a client stamping by its own

@@ -31,11 +31,15 @@ final class ImportSession {
     /// Records written since the last `journal()`.
     private var written: [StoreChange] = []
     private let origin: String
+    /// Whether the store knows of deletes of records it never held (`KnownDeletions`): only then is a
+    /// new record looked up there.
+    private let checksKnownDeletions: Bool
 
     /// A session writing in `db`'s open transaction; `origin` names the store in the change journal.
-    init(db: Database, origin: String) {
+    init(db: Database, origin: String) throws {
         self.db = db
         self.origin = origin
+        checksKnownDeletions = try KnownDeletions.any(in: db)
     }
 
     /// Applies one record from the bundle.
@@ -43,6 +47,15 @@ final class ImportSession {
         let entity = incoming.entity
         let table = try table(for: entity)
         guard try table.contains(incoming.id) else {
+            // A record this device knows the server deleted, at this bundle's version or a later one: the
+            // bundle is older than the delete (downloaded, or exported by a teammate, before it).
+            if checksKnownDeletions, let deleted = try KnownDeletions.version(of: entity, incoming.id, in: db) {
+                if deleted >= incoming.sync.version {
+                    counts[entity, default: ImportCounts()].skippedOutdated += 1
+                    return
+                }
+                try KnownDeletions.forget(entity, incoming.id, in: db)
+            }
             try table.stage(incoming, at: location)
             note(incoming)
             return

@@ -17,7 +17,8 @@ public struct ImportCounts: Sendable, Hashable, Codable {
     /// device did not change took the bundle's values; the changed ones are kept, and sync settles them
     /// through the entity's conflict policy.
     public var refreshedAroundLocalChanges = 0
-    /// Records the store holds at a newer server version than the bundle, left as they are.
+    /// Records the store holds at a newer server version than the bundle, left as they are, and records
+    /// it never held that a pull told it the server deleted after the bundle's version.
     public var skippedOutdated = 0
     /// Imported records whose parent is in neither the bundle nor the store: kept, and flagged.
     public var orphaned = 0

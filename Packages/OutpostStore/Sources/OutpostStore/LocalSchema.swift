@@ -35,6 +35,7 @@ public enum LocalSchema {
         MigrationStep(
             version: 13, name: "3.0: a mutation's claim names its owner and expires; a journal of changes for other processes",
             sql: version13),
+        MigrationStep(version: 14, name: "3.1: deletes of records this device never held", sql: version14),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -407,5 +408,21 @@ extension LocalSchema {
             origin TEXT NOT NULL,
             changes TEXT NOT NULL
         );
+        """
+
+    /// A delete a pull brought for a record this device never held: nothing of the record is stored, so
+    /// without this row an older copy (a bundle downloaded before the delete, a teammate's export made
+    /// before they pulled it) would bring the record back for good, live and "synced" while the server
+    /// holds it deleted, and every later export would carry it on. An import skips a record named here at
+    /// the version noted or an older one; a newer version (the record brought back on the server) is
+    /// stored, and so is one a pull brings, both removing the row.
+    static let version14 = """
+        CREATE TABLE known_deletions (
+            entity TEXT NOT NULL,
+            record_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            deleted_at INTEGER NOT NULL,
+            PRIMARY KEY (entity, record_id)
+        ) WITHOUT ROWID;
         """
 }

@@ -242,8 +242,18 @@ extension StoreWriter {
         let arrival = ServerArrival.decide(
             stored: local, incomingVersion: remote.record.sync.version, changeWaiting: waiting != nil, carriesClocks: true)
         if arrival == .keepNewerStored || arrival == .keepWaitingChange { return }
+        if local == nil, !remote.isContentlessTombstone, reads.isKnownDeleted(entity, id) {
+            // Stored now (the server brought it back): no longer known only as a delete.
+            try KnownDeletions.forget(entity, id, in: db)
+            reads.forgetDeletion(entity, id)
+        }
         if remote.isContentlessTombstone {
-            try applyContentless(remote, over: local, waiting: waiting != nil, clocks: before, report: &report, db: db)
+            // Only a change that will go out keeps the delete aside for its answer. A failed one waits for
+            // the user's retry, perhaps for ever: the delete applies now (the failed change stays listed,
+            // and a retry meets the tombstone's conflict answer and merges by the entity's strategy).
+            try applyContentless(
+                remote, over: local, waiting: waiting?.goesOut ?? false, failedWaiting: waiting != nil, clocks: before,
+                report: &report, db: db)
             return
         }
         var written: EntityRecord
@@ -253,6 +263,12 @@ extension StoreWriter {
             // The change is judged on the version it was made on, which an import may have moved the row past.
             var base = local
             base.sync.version = min(local.sync.version, waiting.baseVersion)
+            // A write bringing the record back from the very delete this device knew of was made after
+            // it, whatever version it went out on (`heldVersion`); the fields it only carried take the
+            // server's values, the newest there are, not the ones this device held from before the delete.
+            let revivesThisDelete = waiting.revives != nil && waiting.revives == remote.deletion
+            if revivesThisDelete { base.sync.version = remote.record.sync.version }
+            for field in waiting.carried { base[field] = remote.record[field] }
             let client = try VersionedRecord(
                 record: base,
                 clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
@@ -270,13 +286,16 @@ extension StoreWriter {
             report.merged += 1
             // A server value this device already had when it wrote over it is not a conflict.
             let seen = stored.server ?? [:]
+            // Nor is the delete this device's write brought the record back from: it knew of it (a copy
+            // read before it surfaced it when saved).
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: policy[entity], in: db, now: now,
-                surfacing: { $0.side == .client || seen[$0.field] != $0.clock })
+                surfacing: { $0.side == .client || seen[$0.field] != $0.clock },
+                surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })
             try MutationQueue.rebaseUnfinished(
                 entity, id, keepingField: { resolution.sources[$0] == .client },
                 deletionLost: resolution.losingDeletion?.side == .client, serverVersion: remote.record.sync.version,
-                in: db)
+                merged: resolution.merged.record, in: db)
             if try MutationQueue.unfinishedFields(entity, id, in: db) == nil { written.sync.syncStatus = .synced }
         } else {
             written = remote.record
@@ -305,17 +324,24 @@ extension StoreWriter {
     }
 
     /// A tombstone a pull sent without its contents (the server keeps them). A record this device never
-    /// held stores nothing. One with a change still to send is left as it is: without the server's last
+    /// held stores no row, only the note that it was deleted (`KnownDeletions`), so that no older copy
+    /// of it (a bundle, an export) brings it back. One with a change still to send is left as it is: without the server's last
     /// values the device cannot tell which of its edits lost to a change the delete hid, so the change
     /// goes out on the version it was made on and its conflict answer brings the tombstone whole (the
     /// delete is kept as `deferredTombstone`, for an answer that acknowledges the change instead). Else
     /// the held copy is deleted at the tombstone's version, keeping its values, and `heldVersion` names
     /// the version they are of: a later save over it goes out on that version, for the same reason.
     private func applyContentless(
-        _ remote: VersionedRecord, over local: EntityRecord?, waiting: Bool, clocks before: FieldClocks.Stored?,
-        report: inout PullReport, db: Database
+        _ remote: VersionedRecord, over local: EntityRecord?, waiting: Bool, failedWaiting: Bool,
+        clocks before: FieldClocks.Stored?, report: inout PullReport, db: Database
     ) throws {
-        guard let local, let deletion = remote.deletion else { return }
+        guard let deletion = remote.deletion else { return }
+        guard let local else {
+            try KnownDeletions.remember(
+                remote.record.entity, remote.record.id, version: remote.record.sync.version,
+                deletedAt: remote.record.sync.deletedAt ?? deletion.date, in: db)
+            return
+        }
         var clocks = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
         if waiting {
             if (clocks.deferredTombstone?.version ?? 0) < remote.record.sync.version {
@@ -328,7 +354,7 @@ extension StoreWriter {
         written.sync.version = remote.record.sync.version
         written.sync.deletedAt = remote.record.sync.deletedAt ?? remote.deletion?.date
         written.sync.updatedAt = max(local.sync.updatedAt, remote.record.sync.updatedAt)
-        written.sync.syncStatus = .synced
+        written.sync.syncStatus = failedWaiting ? .failed : .synced
         clocks.deletion = deletion
         clocks.heldVersion = clocks.heldVersion ?? local.sync.version
         clocks.deferredTombstone = nil
@@ -375,21 +401,26 @@ enum Conflicts {
     /// Writes one open conflict per losing value and losing delete; returns how many.
     static func record(
         _ resolution: ConflictResolution, strategy: ConflictStrategy, in db: Database, now: Date,
-        surfacing isConflict: (LosingValue) -> Bool = { _ in true }
+        surfacing isConflict: (LosingValue) -> Bool = { _ in true },
+        surfacingDeletion isDeletionConflict: (LosingDeletion) -> Bool = { _ in true }
     ) throws -> Int {
         let record = resolution.merged.record
         var count = 0
+        // A value that lost to a delete lost to the delete: the winner is no value, stamped with the
+        // delete's clock. The deleted record still carries a value for the field (its last values, for
+        // a revival), often the very one that lost, which read as both sides holding the same value.
+        let deletion = resolution.merged.deletion
         for losing in resolution.losingValues where isConflict(losing) {
-            let winner = record[losing.field]
+            let winner: FieldValue? = deletion == nil ? record[losing.field] : nil
             let (local, remote) = losing.side == .client ? (losing.value, winner) : (winner, losing.value)
-            let winnerClock = resolution.merged.clocks[losing.field]
+            let winnerClock = deletion ?? resolution.merged.clocks[losing.field]
             let (localClock, remoteClock) = losing.side == .client ? (losing.clock, winnerClock) : (winnerClock, losing.clock)
             try insert(
                 record, field: losing.field, strategy: strategy, local: local, remote: remote,
                 localClock: localClock, remoteClock: remoteClock, losingSide: losing.side, db: db, now: now)
             count += 1
         }
-        if let deletion = resolution.losingDeletion {
+        if let deletion = resolution.losingDeletion, isDeletionConflict(deletion) {
             try insert(
                 record, field: nil, strategy: strategy, local: nil, remote: nil,
                 localClock: deletion.side == .client ? deletion.clock : nil,

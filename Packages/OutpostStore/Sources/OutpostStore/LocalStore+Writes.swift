@@ -36,7 +36,7 @@ extension LocalStore {
             throw StoreError(.invalidRecord, path: path, message: invalid.description, modelError: invalid)
         }
         let (written, operation) = try await StoreError.mapping(path: path) { try await self.writer.save(record, in: self.pool, now: now, alongside: alongside) }
-        observers.publish(StoreChange(entity: record.entity, recordID: record.id, operation: operation))
+        if let operation { observers.publish(StoreChange(entity: record.entity, recordID: record.id, operation: operation)) }
         return written
     }
 

@@ -15,11 +15,24 @@ enum MutationQueue {
         var fields: [String: FieldValue]
         var clocks: [String: HybridTimestamp]
         var deletion: HybridTimestamp?
+        /// Of a write that brings a deleted record back: the fields its user did not change, sent only
+        /// because the server needs a value newer than the delete for each. When the change meets the
+        /// server's record (a merge), they take its values: the record comes back with the newest values
+        /// the server holds, not with ones this device held from before the delete (`"carried"`).
+        var carried: Set<String>
+        /// Of such a write: the delete it undoes, as this device knew it. A merge that meets that very
+        /// delete judges the write as made after it, and does not surface it (`"revives"`).
+        var revives: HybridTimestamp?
 
-        init(fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?) {
+        init(
+            fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?,
+            carried: Set<String> = [], revives: HybridTimestamp? = nil
+        ) {
             self.fields = fields
             self.clocks = clocks
             self.deletion = deletion
+            self.carried = carried
+            self.revives = revives
         }
 
         /// The column's keys; `fields` is absent when `fieldsInAudit` is true.
@@ -29,6 +42,8 @@ enum MutationQueue {
             var clocks: [String: HybridTimestamp]?
             var deletion: HybridTimestamp?
             var fieldsInAudit: Bool?
+            var carried: [String]?
+            var revives: HybridTimestamp?
         }
 
         /// Reads a `payload` column of mutation `sequence`. `auditFields` is the payload of the audit entry
@@ -57,14 +72,21 @@ enum MutationQueue {
             } else {
                 throw StoreError(.databaseFailure, path: "", message: "mutation \(sequence) has a payload without clocks")
             }
-            return Payload(fields: fields, clocks: clocks, deletion: stored.deletion)
+            return Payload(
+                fields: fields, clocks: clocks, deletion: stored.deletion, carried: Set(stored.carried ?? []),
+                revives: stored.revives)
         }
 
         /// Takes in a later write of the same record that the server has not seen either: each field's
         /// newest value and the newer of the two clocks.
         mutating func fold(_ later: Payload) {
+            // A field either write changed is its user's; a field is carried only if no write changed it.
+            let usersBefore = Set(fields.keys).subtracting(carried)
+            let usersLater = Set(later.fields.keys).subtracting(later.carried)
+            carried = carried.union(later.carried).subtracting(usersBefore).subtracting(usersLater)
             fields.merge(later.fields) { _, new in new }
             clocks.merge(later.clocks) { old, new in max(old, new) }
+            revives = revives ?? later.revives
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
@@ -227,16 +249,23 @@ enum MutationQueue {
     static func unfinishedChange(_ entity: EntityType, _ id: UUID, in db: Database) throws -> UnfinishedChange? {
         let rows = try Row.fetchAll(
             db, sql: """
-                SELECT seq, payload, base_version, \(auditFieldsColumn) FROM mutation_queue
+                SELECT seq, payload, base_version, status, \(auditFieldsColumn) FROM mutation_queue
                 WHERE record_id = ? AND entity = ? AND status != 'done'
                 """,
             arguments: [id.storageText, entity.rawValue])
         guard !rows.isEmpty else { return nil }
         var change = UnfinishedChange(fields: [], baseVersion: .max)
+        var users: Set<String> = []
         for row in rows {
-            change.fields.formUnion(try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]).fields.keys)
+            let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+            change.fields.formUnion(payload.fields.keys)
+            users.formUnion(Set(payload.fields.keys).subtracting(payload.carried))
+            change.carried.formUnion(payload.carried)
+            change.revives = change.revives ?? payload.revives
             change.baseVersion = min(change.baseVersion, row["base_version"])
+            if row["status"] != MutationStatus.failed.rawValue { change.goesOut = true }
         }
+        change.carried.subtract(users)
         return change
     }
 
@@ -249,6 +278,14 @@ enum MutationQueue {
     struct UnfinishedChange {
         var fields: Set<String>
         var baseVersion: Int64
+        /// Fields sent only to bring the record back, which no unfinished write of its user changed
+        /// (`Payload.carried`).
+        var carried: Set<String> = []
+        /// The delete an unfinished write brings the record back from, as this device knew it.
+        var revives: HybridTimestamp?
+        /// Whether any of it will go out without the user's say: pending or in flight, not only failed
+        /// changes, which wait for `retryFailedMutations`.
+        var goesOut = false
     }
 
     /// After a merge, what is still to be sent for the record: each unfinished mutation keeps only the
@@ -257,7 +294,7 @@ enum MutationQueue {
     /// update when the server already has the record. One left with nothing to send is done.
     static func rebaseUnfinished(
         _ entity: EntityType, _ id: UUID, keepingField keep: (String) -> Bool, deletionLost: Bool,
-        serverVersion: Int64, in db: Database
+        serverVersion: Int64, merged: EntityRecord? = nil, in db: Database
     ) throws {
         let rows = try Row.fetchAll(
             db, sql: """
@@ -270,6 +307,11 @@ enum MutationQueue {
             var payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
             payload.fields = payload.fields.filter { keep($0.key) }
             payload.clocks = payload.clocks.filter { payload.fields[$0.key] != nil }
+            // A carried field goes out with the value the merge took from the server.
+            if let merged {
+                for field in payload.carried where payload.fields[field] != nil { payload.fields[field] = merged[field] }
+            }
+            payload.carried = payload.carried.filter { payload.fields[$0] != nil }
             if deletionLost { payload.deletion = nil }
             var operation = MutationOperation(rawValue: row["operation"]) ?? .update
             if operation == .delete, payload.deletion == nil { operation = .update }

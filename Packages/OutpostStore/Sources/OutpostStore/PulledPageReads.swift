@@ -22,6 +22,8 @@ struct PulledPageReads {
     private var parentMissing: [Key: Bool] = [:]
     /// Keys of quarantined records, to clear only entries that exist.
     private(set) var quarantined: Set<Key>
+    /// Records of the page this device knows only as deleted (`KnownDeletions`).
+    private var knownDeleted: Set<Key> = []
 
     struct Key: Hashable {
         let entity: EntityType
@@ -32,6 +34,7 @@ struct PulledPageReads {
     init(_ changes: [VersionedRecord], in db: Database) throws {
         quarantined = Set(try Quarantine.keys(in: db).map { Key(entity: $0.0, id: $0.1) })
         guard !changes.isEmpty else { return }
+        let anyKnownDeletion = try KnownDeletions.any(in: db)
         var byEntity: [EntityType: [UUID]] = [:]
         for change in changes { byEntity[change.record.entity, default: []].append(change.record.id) }
         for (entity, ids) in byEntity {
@@ -67,7 +70,29 @@ struct PulledPageReads {
             for text in unfinished {
                 if let id = UUID(hyphenatedText: text) { waiting.insert(Key(entity: entity, id: id)) }
             }
+            guard anyKnownDeletion else { continue }
+            let deleted = try String.fetchAll(
+                db.cachedStatement(sql: """
+                    SELECT known_deletions.record_id
+                    FROM json_each(?) AS page CROSS JOIN known_deletions
+                    ON known_deletions.entity = ? AND known_deletions.record_id = page.value
+                    """),
+                arguments: [idList, entity.rawValue])
+            for text in deleted {
+                if let id = UUID(hyphenatedText: text) { knownDeleted.insert(Key(entity: entity, id: id)) }
+            }
         }
+    }
+
+    /// Whether the device knows the record only as a delete a pull brought (`KnownDeletions`); a page
+    /// that stores it forgets that (`forgetDeletion`).
+    func isKnownDeleted(_ entity: EntityType, _ id: UUID) -> Bool {
+        knownDeleted.contains(Key(entity: entity, id: id))
+    }
+
+    /// Notes that the page removed the record's known deletion.
+    mutating func forgetDeletion(_ entity: EntityType, _ id: UUID) {
+        knownDeleted.remove(Key(entity: entity, id: id))
     }
 
     /// The stored record and its clocks as the page began, or nil when the device did not hold it.

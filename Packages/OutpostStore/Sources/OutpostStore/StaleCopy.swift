@@ -98,3 +98,42 @@ enum StaleCopy {
         }
     }
 }
+
+/// A save over a tombstone: it brings the record back. Whose each field is, and whether the delete it
+/// undoes was one the saving copy's user never saw, depend on how the copy came to be:
+///
+/// - **read as deleted** (`sync.deletedAt` set: the app showed the tombstone and the user restored it):
+///   a deliberate restore. The fields the user changed are theirs; the others are carried.
+/// - **built anew with the deleted record's id** (version 0 over a tombstone the server holds): every
+///   field is the user's, a re-create.
+/// - **read before the delete** (a screen that kept a copy while another task, process or device deleted
+///   the record): only the fields the user changed since reading count. None: nothing is written, the
+///   delete stands. Some: the record comes back with them, and the delete is surfaced, since its user
+///   never saw it.
+///
+/// A carried field's value is this device's from before the delete, which may be older than what the
+/// server holds (a pulled tombstone has no contents); it takes the server's value when the change meets
+/// the server's record (`MutationQueue.Payload.carried`), so a revival never writes values the device
+/// never saw over newer ones.
+struct Revival {
+    /// The delete undone, as this device knew it; nil for a row an older build deleted without it.
+    let deletion: HybridTimestamp?
+    /// Whether the saving copy was read before the delete.
+    let readBeforeTheDelete: Bool
+    /// Whether every field is the user's (a re-create).
+    let everyFieldIsTheUsers: Bool
+    /// Whether the fields the user did not change are carried: the server holds the tombstone and its
+    /// newest values. A tombstone it never saw (version 0) goes out as a create of every field.
+    let carriesFields: Bool
+
+    /// The revival of `stored` by saving `copy`, or nil when `stored` is live. `readBeforeItsDelete`: the
+    /// copy's version or `updatedAt` is older than the stored row's.
+    init?(of stored: EntityRecord, by copy: EntityRecord, readBeforeItsDelete: Bool, clocks: FieldClocks.Stored?) {
+        guard stored.sync.isDeleted else { return nil }
+        let rebuilt = copy.sync.version == 0 && stored.sync.version > 0
+        readBeforeTheDelete = copy.sync.deletedAt == nil && !rebuilt && readBeforeItsDelete
+        everyFieldIsTheUsers = rebuilt
+        carriesFields = stored.sync.version > 0 && !rebuilt
+        deletion = clocks?.deletion
+    }
+}

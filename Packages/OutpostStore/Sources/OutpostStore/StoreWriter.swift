@@ -93,12 +93,13 @@ actor StoreWriter {
         return (node, last)
     }
 
-    /// Writes `record` (create or update, decided by what the table holds) and returns it as stored.
-    /// `alongside` runs in the same transaction, for what must land with the record or not at all
-    /// (an attachment's upload entry).
+    /// Writes `record` (create or update, decided by what the table holds) and returns it as stored,
+    /// with the operation queued, or nil when nothing was written (a copy read before a delete, saved
+    /// with no change of its user's: the delete stands). `alongside` runs in the same transaction, for
+    /// what must land with the record or not at all (an attachment's upload entry).
     func save(
         _ record: EntityRecord, in pool: DatabasePool, now: Date, alongside: (@Sendable (Database) throws -> Void)? = nil
-    ) throws -> (EntityRecord, MutationOperation) {
+    ) throws -> (EntityRecord, MutationOperation?) {
         try transaction(in: pool) { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
             // A record the table did not hold has no clocks yet (the row and its clocks are written together).
@@ -109,20 +110,36 @@ actor StoreWriter {
             if let stored, isStale {
                 (written, surfaced) = StaleCopy.reconcile(record, with: stored, clocks: clocksBefore)
             }
-            // Read before another local write: `updatedAt` moves forward with every write of the record.
+            // Read before another local write: `updatedAt` moves forward with every write of the record,
+            // a delete's included.
             let readAt = record.sync.updatedAt.storageMilliseconds
-            if let stored, !stored.sync.isDeleted, readAt < stored.sync.updatedAt.storageMilliseconds {
+            let readBeforeLocalWrite = stored.map { readAt < $0.sync.updatedAt.storageMilliseconds } ?? false
+            if let stored, readBeforeLocalWrite {
                 let (local, more) = StaleCopy.reconcileLocal(written, readAt: readAt, with: stored, clocks: clocksBefore)
                 written = local
                 surfaced += more
             }
-            // Writing to a tombstone brings the record back with every field.
-            let isCreate = stored == nil || stored?.sync.isDeleted == true
-            let changed = record.entity.description.fields.map(\.name).filter { name in
-                isCreate || stored?[name] != written[name]
+            let fieldNames = record.entity.description.fields.map(\.name)
+            // Writing to a tombstone brings the record back; see `Revival` for which fields are the user's.
+            let revival = stored.flatMap { stored in
+                Revival(of: stored, by: record, readBeforeItsDelete: isStale || readBeforeLocalWrite, clocks: clocksBefore)
             }
+            let isCreate = stored == nil || stored?.sync.isDeleted == true
+            let userChanged = fieldNames.filter { name in
+                revival?.everyFieldIsTheUsers ?? (stored == nil) || stored?[name] != written[name]
+            }
+            // A copy read before the record was deleted, holding nothing its user changed: the delete
+            // stands and nothing is written. (Saved whole, it brought the record back unseen.)
+            if let stored, let revival, revival.readBeforeTheDelete, userChanged.isEmpty {
+                return (stored, nil)
+            }
+            // A revival sends every field, since the server must have a value newer than the delete for
+            // each; the ones its user did not change are carried, and take the server's newest values
+            // when the change meets them (`MutationQueue.Payload.carried`).
+            let changed = isCreate ? fieldNames : userChanged
+            let carried = revival.map { revival in revival.carriesFields ? Set(fieldNames).subtracting(userChanged) : [] } ?? []
             // Only what this write changes: a value stored before the rule must not block other edits.
-            if let error = written.unbundlableValueError(in: changed) { throw error }
+            if let error = written.unbundlableValueError(in: userChanged) { throw error }
             written.sync = SyncMetadata(
                 serverID: stored?.sync.serverID ?? record.sync.serverID, version: stored?.sync.version ?? 0,
                 createdAt: stored?.sync.createdAt ?? record.sync.createdAt, updatedAt: Self.writeTime(after: stored, now: now),
@@ -136,10 +153,18 @@ actor StoreWriter {
             var clocks = clocksBefore ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             if let stored, !isCreate { FieldClocks.noteLocalChanges(of: changed, from: stored, to: written, in: &clocks) }
             try commit(
-                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocks, db: db,
-                now: now)
+                written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocks,
+                revives: revival?.deletion, carried: carried, db: db, now: now)
             if isStale, let clocksBefore {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
+            }
+            // The delete this save undid, which the copy's user never saw: offered back, not undone unseen.
+            if let revival, revival.readBeforeTheDelete, let deletion = revival.deletion {
+                try Conflicts.insert(
+                    written, field: nil, strategy: ConflictStrategy(written.entity.description.defaultPolicy), local: nil,
+                    remote: nil, localClock: deletion.node == clock.node ? deletion : nil,
+                    remoteClock: deletion.node == clock.node ? nil : deletion,
+                    losingSide: deletion.node == clock.node ? .client : .server, db: db, now: now)
             }
             try alongside?(db)
             try ChangeJournal.append(
@@ -176,7 +201,8 @@ actor StoreWriter {
 
     private func commit(
         _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
-        stamp: HybridTimestamp, clocks stored: FieldClocks.Stored?, db: Database, now: Date
+        stamp: HybridTimestamp, clocks stored: FieldClocks.Stored?, revives: HybridTimestamp? = nil,
+        carried: Set<String> = [], db: Database, now: Date
     ) throws {
         try EntityTables.save(record, in: db)
 
@@ -199,7 +225,9 @@ actor StoreWriter {
             entity: record.entity, recordID: record.id, operation: operation, fields: encodedFields, at: now, in: db)
         try MutationQueue.enqueue(
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: baseVersion,
-            payload: .init(fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion),
+            payload: .init(
+                fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion,
+                carried: carried, revives: revives),
             fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }

@@ -66,14 +66,22 @@ extension JSONWriter {
 extension MutationQueue.Payload {
     /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
     /// then `"deletion":…,"fields":…}`, as `Payload.read` reads it back. With `fieldsInAudit`,
-    /// `"fieldsInAudit":true` stands for the fields, which the row's audit entry holds.
+    /// `"fieldsInAudit":true` stands for the fields, which the row's audit entry holds. A revival's
+    /// write also holds `"carried"` (first) and `"revives"` (last).
     func encoded(fieldsInAudit: Bool = false) throws -> String {
         var json = JSONWriter()
+        json.raw("{")
+        // Keys in sorted order, as everywhere in the stored forms.
+        if !carried.isEmpty {
+            json.raw("\"carried\":")
+            json.strings(carried.sorted())
+            json.raw(",")
+        }
         if let shared = sharedClock {
-            json.raw("{\"clock\":")
+            json.raw("\"clock\":")
             json.string(shared.encoded)
         } else {
-            json.raw("{\"clocks\":")
+            json.raw("\"clocks\":")
             json.clocks(clocks)
         }
         if let deletion {
@@ -81,12 +89,16 @@ extension MutationQueue.Payload {
             json.string(deletion.encoded)
         }
         if fieldsInAudit {
-            json.raw(",\"fieldsInAudit\":true}")
+            json.raw(",\"fieldsInAudit\":true")
         } else {
             json.raw(",\"fields\":")
             try json.storedFields(fields)
-            json.raw("}")
         }
+        if let revives {
+            json.raw(",\"revives\":")
+            json.string(revives.encoded)
+        }
+        json.raw("}")
         return json.text
     }
 }

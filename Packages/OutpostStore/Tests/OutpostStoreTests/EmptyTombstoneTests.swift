@@ -93,7 +93,11 @@ import Testing
         #expect(held.sync.isDeleted && held.sync.version == 3, "the pull that carried the delete has moved on")
         #expect(held["title"] == .text("Loose rail, stairs"))
         #expect(try store.unsentChanges().isEmpty)
-        // A later save over it goes out on version 2, whose values the device holds.
+        // The same copy saved again changes nothing its user wrote: the delete stands. Edited, it brings the
+        // record back on version 2, whose values the device holds.
+        try await store.save(edited, now: now)
+        #expect(try store.unsentChanges().isEmpty)
+        edited.details = "and the landing"
         try await store.save(edited, now: now)
         #expect(try store.unsentChanges().map(\.baseVersion) == [2])
     }

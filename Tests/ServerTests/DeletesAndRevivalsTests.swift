@@ -1,0 +1,264 @@
+import Foundation
+import OutpostBundles
+import OutpostConflicts
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// The paths an outside review found where a value still vanished with nothing surfaced: an old bundle
+/// bringing back a deleted record, deletes hiding a concurrent edit under last write wins and client
+/// wins, an append-only edit kept for ever, and stale copies saved over a delete. Each runs the real
+/// engine against the real server on 127.0.0.1.
+@Suite("Deletes, revivals and old copies, end to end")
+struct DeletesAndRevivalsTests {
+    /// A server and devices that all run `policy`: the office (Carol, project manager) and two crew
+    /// devices of Alice (foreman), each its own store file.
+    struct Crew {
+        let server: TestServer
+        let policy: ConflictPolicy
+
+        static func start(_ policy: ConflictPolicy = ConflictPolicy()) async throws -> Crew {
+            Crew(server: try await TestServer.start(conflictPolicy: policy), policy: policy)
+        }
+
+        func device(_ name: String, token: String = TestServer.aliceToken) throws -> (store: LocalStore, engine: SyncEngine) {
+            let store = try LocalStore.open(at: server.directory.appendingPathComponent("\(name).sqlite").path)
+            return (store, SyncEngine(store: store, transport: server.transport(token: token), policy: policy))
+        }
+
+        /// The record as the server holds it now (a tombstone comes without contents).
+        func onServer(_ id: UUID) async throws -> ServerRecord? {
+            try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+                .changes.last { $0.recordID == id }
+        }
+
+        func stop() async { await server.stop() }
+    }
+
+    @Test("An old bundle never brings back a record deleted before the device held it, nor does another device's old export")
+    func anOldBundleNeverBringsBackARecordTheServerDeleted() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let holder = try crew.device("holder")
+        let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Gate code 4471"))
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await holder.engine.sync().isComplete)
+
+        // The night before, a bundle is downloaded, and a teammate exports the project.
+        let bundle = crew.server.directory.appendingPathComponent("old-bundle.json")
+        _ = try await crew.server.transport(token: TestServer.aliceToken).downloadBundle(
+            project: TestServer.projectA, format: .json, to: bundle)
+        let export = crew.server.directory.appendingPathComponent("old-export.json")
+        _ = try holder.store.exportBundle(project: TestServer.projectA, format: .json, to: export)
+
+        // The office deletes the issue; a new device syncs and learns of the delete of a record it never held.
+        #expect(try await office.store.delete(.issue, id: issue.id))
+        #expect(try await office.engine.sync().isComplete)
+        for (name, file) in [("newcomer", bundle), ("another", export)] {
+            let device = try crew.device(name)
+            #expect(try await device.engine.sync().isComplete)
+            #expect(try device.store.record(.issue, id: issue.id)?.sync.isDeleted ?? true)
+
+            let summary = try device.store.importBundle(at: file)
+            #expect(summary.byEntity["issue"]?.inserted ?? 0 == 0, "\(name): the import brought the deleted issue back")
+            #expect(summary.byEntity["issue"]?.skippedOutdated == 1)
+            #expect(try device.store.record(.issue, id: issue.id)?.sync.isDeleted ?? true)
+            #expect(try await device.engine.sync().isComplete)
+            #expect(try device.store.record(.issue, id: issue.id)?.sync.isDeleted ?? true)
+            // Its own export carries nothing of it to anyone else.
+            let onward = crew.server.directory.appendingPathComponent("\(name)-export.json")
+            _ = try device.store.exportBundle(project: TestServer.projectA, format: .json, to: onward)
+            #expect(try Data(contentsOf: onward).range(of: Data("Gate code 4471".utf8)) == nil)
+        }
+        #expect(try await crew.onServer(issue.id)?.isDeleted == true)
+    }
+
+    @Test("Last write wins: an edit beaten by a newer delete is surfaced on the device whose sync settled it")
+    func lastWriteWinsSurfacesTheEditANewerDeleteHid() async throws {
+        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: .lastWriteWins]))
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a"), b = try crew.device("b")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        // Offline: B edits the details, A deletes the issue 50 ms later.
+        let start = Timestamp.now()
+        var copy = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        copy.details = "bolts sheared on the third post"
+        _ = try await b.store.save(copy, now: start)
+        #expect(try await a.store.delete(.issue, id: issue.id, now: start.addingTimeInterval(0.05)))
+        for device in [b, a, b, a] { #expect(try await device.engine.sync().isComplete) }
+
+        #expect(try await crew.onServer(issue.id)?.isDeleted == true)
+        let surfaced = try a.store.openConflicts().filter { $0.recordID == issue.id && $0.field == "details" }
+        #expect(surfaced.count == 1, "the edit the delete hid is in A's conflicts table")
+        #expect(surfaced.first?.losingValue == .text("bolts sheared on the third post"))
+        #expect(surfaced.first?.localValue == nil, "the winner is the delete, not the hidden value itself")
+        #expect(try b.store.record(.issue, id: issue.id)?.sync.isDeleted == true)
+    }
+
+    @Test("Client wins: a note a crew member added to a clock-in is surfaced when a later delete removes it")
+    func clientWinsSurfacesTheNoteADeleteRemoved() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a"), b = try crew.device("b")
+        let clockIn = try await a.store.save(TimeEntry(
+            projectID: TestServer.projectA, memberID: UUID(), kind: .clockIn, recordedAt: Timestamp.now()))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        let start = Timestamp.now()
+        var copy = try #require(try b.store.fetch(TimeEntry.self, id: clockIn.id))
+        copy.note = "left early for the inspection"
+        _ = try await b.store.save(copy, now: start)
+        #expect(try await a.store.delete(.timeEntry, id: clockIn.id, now: start.addingTimeInterval(0.05)))
+        #expect(try await b.engine.sync().isComplete)
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        let server = try #require(try await crew.onServer(clockIn.id))
+        #expect(server.isDeleted && server.version == 3)
+        let surfaced = try a.store.openConflicts().filter { $0.recordID == clockIn.id && $0.field == "note" }
+        #expect(surfaced.map(\.losingValue) == [.text("left early for the inspection")])
+    }
+
+    @Test("Append only: an edited comment goes back to the original and the attempted text is offered; a later delete applies")
+    func anEditOfAnAppendOnlyCommentIsSurfacedAndLetsALaterDeleteThrough() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a"), b = try crew.device("b")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let comment = try await a.store.save(Comment(issueID: issue.id, authorID: UUID(), body: "A wrote this"))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        var edited = try #require(try b.store.fetch(Comment.self, id: comment.id))
+        edited.body = "B edited body"
+        _ = try await b.store.save(edited)
+        let report = try await b.engine.sync()
+        #expect(report.failed == 0)
+        #expect(try b.store.status().failedChanges == 0)
+        #expect(try b.store.fetch(Comment.self, id: comment.id)?.body == "A wrote this", "the original stays")
+        let offered = try b.store.openConflicts().filter { $0.recordID == comment.id }
+        #expect(offered.map(\.losingValue) == [.text("B edited body")], "the attempted text is offered")
+        #expect(offered.first?.losingSide == .client)
+        #expect(try await crew.onServer(comment.id)?.fields["body"] == .text("A wrote this"))
+
+        // Another device deletes the comment: B follows.
+        #expect(try await a.store.delete(.comment, id: comment.id))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+        #expect(try b.store.record(.comment, id: comment.id)?.sync.isDeleted == true)
+    }
+
+    @Test("A copy read before another task's delete, saved unchanged, leaves the record deleted here and on the server")
+    func anUnchangedCopySavedAfterALocalDeleteDoesNotUndoIt() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await a.engine.sync().isComplete)
+
+        let screen = try #require(try a.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        #expect(try await a.store.delete(.issue, id: issue.id))
+        let saved = try await a.store.save(screen)
+        #expect(saved.sync.isDeleted, "the save returns the record as stored: deleted")
+        #expect(try a.store.record(.issue, id: issue.id)?.sync.isDeleted == true)
+        #expect(try a.store.mutations(status: .pending).map(\.operation) == [.delete])
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await crew.onServer(issue.id)?.isDeleted == true)
+        #expect(try a.store.openConflicts().isEmpty)
+    }
+
+    @Test("A copy read before another task's delete and edited brings the record back with its edit, and the undone delete is surfaced")
+    func anEditedCopySavedAfterALocalDeleteSurfacesTheDeleteItUndid() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await a.engine.sync().isComplete)
+
+        var screen = try #require(try a.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        #expect(try await a.store.delete(.issue, id: issue.id))
+        screen.details = "found two more loose posts"
+        _ = try await a.store.save(screen)
+        #expect(try await a.engine.sync().isComplete)
+        let server = try #require(try await crew.onServer(issue.id))
+        #expect(!server.isDeleted)
+        #expect(server.fields["details"] == .text("found two more loose posts"))
+        let surfaced = try a.store.openConflicts().filter { $0.recordID == issue.id }
+        #expect(surfaced.count == 1 && surfaced.first?.field == nil, "the delete the save undid is offered back")
+    }
+
+    @Test("A copy read before a pulled delete revives the record with its user's edit over the newest values, never its stale ones")
+    func aStaleCopySavedAfterAPulledDeleteKeepsTheOfficesNewerValues() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let a = try crew.device("a"), b = try crew.device("b")
+        let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        for device in [office, a, b] { #expect(try await device.engine.sync().isComplete) }
+
+        // B's screen reads v1. The office renames (v2), A deletes (v3), B pulls the tombstone.
+        var screen = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        let unchanged = screen
+        var renamed = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        renamed.title = "Loose rail, north stairs"
+        _ = try await office.store.save(renamed)
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await a.store.delete(.issue, id: issue.id))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+        #expect(try b.store.record(.issue, id: issue.id)?.sync.isDeleted == true)
+
+        // An unchanged stale copy brings nothing back.
+        _ = try await b.store.save(unchanged)
+        #expect(try b.store.record(.issue, id: issue.id)?.sync.isDeleted == true)
+        #expect(try b.store.status().pendingChanges == 0)
+
+        // An edited one brings the record back with its edit, over the office's newer title.
+        screen.details = "the north stairs too"
+        _ = try await b.store.save(screen)
+        #expect(try await b.engine.sync().isComplete)
+        let server = try #require(try await crew.onServer(issue.id))
+        #expect(!server.isDeleted)
+        #expect(server.fields["title"] == .text("Loose rail, north stairs"), "B's stale title went back over the office's")
+        #expect(server.fields["details"] == .text("the north stairs too"))
+        #expect(try b.store.record(.issue, id: issue.id)?.fields == server.fields)
+        let surfaced = try b.store.openConflicts().filter { $0.recordID == issue.id }
+        #expect(surfaced.map(\.field) == [nil], "only the delete the edit undid, once: \(surfaced)")
+    }
+
+    @Test("A record restored from a pulled tombstone comes back with the server's newest values, nothing surfaced")
+    func aRestoreFromAPulledTombstoneBringsBackTheNewestValues() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let b = try crew.device("b")
+        let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        for device in [office, b] { #expect(try await device.engine.sync().isComplete) }
+        var renamed = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        renamed.title = "Loose rail, north stairs"
+        _ = try await office.store.save(renamed)
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await office.store.delete(.issue, id: issue.id))
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        // B sees the issue deleted and restores it as it stands.
+        let tombstone = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        #expect(tombstone.sync.isDeleted)
+        _ = try await b.store.save(tombstone)
+        #expect(try await b.engine.sync().isComplete)
+        let server = try #require(try await crew.onServer(issue.id))
+        #expect(!server.isDeleted)
+        #expect(server.fields["title"] == .text("Loose rail, north stairs"))
+        #expect(try b.store.record(.issue, id: issue.id)?.fields == server.fields)
+        #expect(try b.store.openConflicts().isEmpty)
+    }
+}
