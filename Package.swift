@@ -64,6 +64,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostConflictModel", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
@@ -113,6 +114,7 @@ let package = Package(
             name: "OutpostConflictsTests",
             dependencies: [
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostConflictModel", package: "OutpostConflicts"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
             ],
             path: "Packages/OutpostConflicts/Tests/OutpostConflictsTests"

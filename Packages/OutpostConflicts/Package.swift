@@ -6,7 +6,10 @@ import PackageDescription
 let package = Package(
     name: "OutpostConflicts",
     products: [
-        .library(name: "OutpostConflicts", targets: ["OutpostConflicts"])
+        .library(name: "OutpostConflicts", targets: ["OutpostConflicts"]),
+        // For tests and the reliability harness only: the reference model the conflicts README's table
+        // states, which runs of the real devices and server are checked against.
+        .library(name: "OutpostConflictModel", targets: ["OutpostConflictModel"]),
     ],
     dependencies: [
         .package(path: "../OutpostTesting"),
@@ -17,11 +20,16 @@ let package = Package(
             name: "OutpostConflicts",
             dependencies: [.product(name: "OutpostModels", package: "OutpostModels")]
         ),
+        .target(
+            name: "OutpostConflictModel",
+            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")]
+        ),
         .testTarget(
             name: "OutpostConflictsTests",
             dependencies: [
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostConflicts",
+                "OutpostConflictModel",
                 .product(name: "OutpostModels", package: "OutpostModels"),
             ]
         ),

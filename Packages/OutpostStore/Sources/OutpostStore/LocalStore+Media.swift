@@ -85,6 +85,7 @@ extension LocalStore {
             }
             record.sync = saved.sync
             try? FileManager.default.removeItem(at: previous)
+            try? FileManager.default.removeItem(at: partial)  // the same file attached again: nothing was written
             return record
         } catch {
             try? FileManager.default.removeItem(at: partial)

@@ -292,10 +292,19 @@ extension StoreWriter {
                 resolution, strategy: policy[entity], in: db, now: now,
                 surfacing: { $0.side == .client || seen[$0.field] != $0.clock },
                 surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })
+            // A write whose user never saw the delete it undid, kept by the merge: that delete lost, unseen.
+            if waiting.deleteUnseen, revivesThisDelete, resolution.merged.deletion == nil, let deletion = remote.deletion {
+                try Conflicts.lostDeletion(deletion, of: written, thisNode: clock.node, strategy: policy[entity], in: db, now: now)
+                report.conflictsSurfaced += 1
+            }
             try MutationQueue.rebaseUnfinished(
                 entity, id, keepingField: { resolution.sources[$0] == .client },
                 deletionLost: resolution.losingDeletion?.side == .client, serverVersion: remote.record.sync.version,
-                merged: resolution.merged.record, in: db)
+                merged: resolution.merged.record,
+                // Settled when the merge met that delete, or a server that moved on past the write's base (a
+                // teammate brought the record back first); not by the same version pulled again while this
+                // device's own delete has yet to reach the server.
+                settlingUnseenDelete: revivesThisDelete || remote.record.sync.version > waiting.baseVersion, in: db)
             if try MutationQueue.unfinishedFields(entity, id, in: db) == nil { written.sync.syncStatus = .synced }
         } else {
             written = remote.record
@@ -428,6 +437,18 @@ enum Conflicts {
             count += 1
         }
         return count
+    }
+
+    /// Writes the open conflict of a delete that a write brought the record back from: this device's
+    /// own delete (its clock's node) or one from elsewhere.
+    static func lostDeletion(
+        _ deletion: HybridTimestamp, of record: EntityRecord, thisNode: NodeID, strategy: ConflictStrategy, in db: Database,
+        now: Date
+    ) throws {
+        let own = deletion.node == thisNode
+        try insert(
+            record, field: nil, strategy: strategy, local: nil, remote: nil, localClock: own ? deletion : nil,
+            remoteClock: own ? nil : deletion, losingSide: own ? .client : .server, db: db, now: now)
     }
 
     /// Writes one open conflict; `losingSide` is whose value (or delete) lost, which `override` brings back.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostConflicts
 import OutpostModels
 
 /// The durable queue as the sync engine drives it. Every transition is one transaction, so a crash
@@ -106,6 +107,14 @@ extension LocalStore {
         try writeAnnouncing { db, changed in
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
+            // The server took a write that brought the record back from a delete its user never saw (a
+            // copy read before it): that delete lost, and is offered back now that it did (once).
+            let undone = try Row.fetchOne(
+                db, sql: "SELECT payload, status FROM mutation_queue WHERE seq = ? AND lower(idempotency_key) = ?",
+                arguments: [mutation.sequence, mutation.idempotencyKey.storageText]
+            ).flatMap { row in
+                row["status"] == MutationStatus.done.rawValue ? nil : try MutationQueue.Payload.undoesAnUnseenDelete(row["payload"])
+            }
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ? AND lower(idempotency_key) = ?",
                 arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
@@ -133,6 +142,11 @@ extension LocalStore {
                 arguments: [mutation.recordID.storageText]) ?? 0
             if unfinished == 0, record.sync.syncStatus == .pending { record.sync.syncStatus = .synced }
             try EntityTables.save(record, in: db)
+            if let undone {
+                try Conflicts.lostDeletion(
+                    undone, of: record, thisNode: node, strategy: ConflictStrategy(record.entity.description.defaultPolicy),
+                    in: db, now: now)
+            }
             let deleted = try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
             changed.append(StoreChange(
                 entity: record.entity, recordID: record.id, operation: deleted || record.sync.isDeleted ? .delete : .update))

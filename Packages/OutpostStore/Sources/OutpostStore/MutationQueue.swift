@@ -23,16 +23,21 @@ enum MutationQueue {
         /// Of such a write: the delete it undoes, as this device knew it. A merge that meets that very
         /// delete judges the write as made after it, and does not surface it (`"revives"`).
         var revives: HybridTimestamp?
+        /// Of such a write: its user never saw the delete (a copy read before it). Once the server takes
+        /// the write or a merge keeps the record back, that delete is surfaced: it lost, unseen. Cleared
+        /// when a merge settled it, so it is surfaced once (`"deleteUnseen"`).
+        var deleteUnseen: Bool
 
         init(
             fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?,
-            carried: Set<String> = [], revives: HybridTimestamp? = nil
+            carried: Set<String> = [], revives: HybridTimestamp? = nil, deleteUnseen: Bool = false
         ) {
             self.fields = fields
             self.clocks = clocks
             self.deletion = deletion
             self.carried = carried
             self.revives = revives
+            self.deleteUnseen = deleteUnseen
         }
 
         /// The column's keys; `fields` is absent when `fieldsInAudit` is true.
@@ -44,6 +49,14 @@ enum MutationQueue {
             var fieldsInAudit: Bool?
             var carried: [String]?
             var revives: HybridTimestamp?
+            var deleteUnseen: Bool?
+        }
+
+        /// Whether a `payload` column holds a write that brings a record back from a delete its user never
+        /// saw, not yet settled by a merge: read without the fields, for an acknowledgement.
+        static func undoesAnUnseenDelete(_ text: String) throws -> HybridTimestamp? {
+            let stored = try decoder.decode(Stored.self, from: Data(text.utf8))
+            return stored.deleteUnseen == true ? stored.revives : nil
         }
 
         /// Reads a `payload` column of mutation `sequence`. `auditFields` is the payload of the audit entry
@@ -74,7 +87,7 @@ enum MutationQueue {
             }
             return Payload(
                 fields: fields, clocks: clocks, deletion: stored.deletion, carried: Set(stored.carried ?? []),
-                revives: stored.revives)
+                revives: stored.revives, deleteUnseen: stored.deleteUnseen ?? false)
         }
 
         /// Takes in a later write of the same record that the server has not seen either: each field's
@@ -87,6 +100,7 @@ enum MutationQueue {
             fields.merge(later.fields) { _, new in new }
             clocks.merge(later.clocks) { old, new in max(old, new) }
             revives = revives ?? later.revives
+            deleteUnseen = deleteUnseen || later.deleteUnseen
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
@@ -262,6 +276,7 @@ enum MutationQueue {
             users.formUnion(Set(payload.fields.keys).subtracting(payload.carried))
             change.carried.formUnion(payload.carried)
             change.revives = change.revives ?? payload.revives
+            change.deleteUnseen = change.deleteUnseen || payload.deleteUnseen
             change.baseVersion = min(change.baseVersion, row["base_version"])
             if row["status"] != MutationStatus.failed.rawValue { change.goesOut = true }
         }
@@ -283,6 +298,8 @@ enum MutationQueue {
         var carried: Set<String> = []
         /// The delete an unfinished write brings the record back from, as this device knew it.
         var revives: HybridTimestamp?
+        /// Whether that write's user never saw that delete (`Payload.deleteUnseen`).
+        var deleteUnseen = false
         /// Whether any of it will go out without the user's say: pending or in flight, not only failed
         /// changes, which wait for `retryFailedMutations`.
         var goesOut = false
@@ -294,7 +311,7 @@ enum MutationQueue {
     /// update when the server already has the record. One left with nothing to send is done.
     static func rebaseUnfinished(
         _ entity: EntityType, _ id: UUID, keepingField keep: (String) -> Bool, deletionLost: Bool,
-        serverVersion: Int64, merged: EntityRecord? = nil, in db: Database
+        serverVersion: Int64, merged: EntityRecord? = nil, settlingUnseenDelete: Bool = false, in db: Database
     ) throws {
         let rows = try Row.fetchAll(
             db, sql: """
@@ -312,6 +329,7 @@ enum MutationQueue {
                 for field in payload.carried where payload.fields[field] != nil { payload.fields[field] = merged[field] }
             }
             payload.carried = payload.carried.filter { payload.fields[$0] != nil }
+            if settlingUnseenDelete { payload.deleteUnseen = false }  // the merge surfaced the delete if it lost
             if deletionLost { payload.deletion = nil }
             var operation = MutationOperation(rawValue: row["operation"]) ?? .update
             if operation == .delete, payload.deletion == nil { operation = .update }

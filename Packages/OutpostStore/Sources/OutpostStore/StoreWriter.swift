@@ -128,9 +128,16 @@ actor StoreWriter {
             let userChanged = fieldNames.filter { name in
                 revival?.everyFieldIsTheUsers ?? (stored == nil) || stored?[name] != written[name]
             }
-            // A copy read before the record was deleted, holding nothing its user changed: the delete
-            // stands and nothing is written. (Saved whole, it brought the record back unseen.)
-            if let stored, let revival, revival.readBeforeTheDelete, userChanged.isEmpty {
+            // Nothing the caller changed: nothing is written. A copy read before the record was deleted
+            // leaves the delete standing (saved whole, it brought the record back unseen); a live record
+            // gets no empty update, which would move the server's version and make a teammate's change
+            // made on the version before look concurrent (server wins and manual then refuse it).
+            // A value of the copy kept back as possibly only out of date is still offered (`StaleCopy`).
+            if let stored, userChanged.isEmpty, revival.map({ $0.readBeforeTheDelete }) ?? !stored.sync.isDeleted {
+                if let clocksBefore, !surfaced.isEmpty {
+                    let stamp = clock.tick(now: now, after: clocksBefore.newest)
+                    try StaleCopy.surface(surfaced, written: stored, clocks: clocksBefore, stamp: stamp, db: db, now: now)
+                }
                 return (stored, nil)
             }
             // A revival sends every field, since the server must have a value newer than the delete for
@@ -152,19 +159,15 @@ actor StoreWriter {
             let stamp = clock.tick(now: now, after: clocksBefore?.newest)
             var clocks = clocksBefore ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             if let stored, !isCreate { FieldClocks.noteLocalChanges(of: changed, from: stored, to: written, in: &clocks) }
+            // The delete the save undoes, when its copy's user never saw it, is surfaced once the server
+            // takes the write (or a merge keeps the record back); not now, since the entity's strategy may
+            // still refuse the write (append only) and leave the delete standing.
             try commit(
                 written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocks,
-                revives: revival?.deletion, carried: carried, db: db, now: now)
-            if isStale, let clocksBefore {
+                revives: revival?.deletion, deleteUnseen: revival?.readBeforeTheDelete ?? false, carried: carried,
+                db: db, now: now)
+            if let clocksBefore, !surfaced.isEmpty {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
-            }
-            // The delete this save undid, which the copy's user never saw: offered back, not undone unseen.
-            if let revival, revival.readBeforeTheDelete, let deletion = revival.deletion {
-                try Conflicts.insert(
-                    written, field: nil, strategy: ConflictStrategy(written.entity.description.defaultPolicy), local: nil,
-                    remote: nil, localClock: deletion.node == clock.node ? deletion : nil,
-                    remoteClock: deletion.node == clock.node ? nil : deletion,
-                    losingSide: deletion.node == clock.node ? .client : .server, db: db, now: now)
             }
             try alongside?(db)
             try ChangeJournal.append(
@@ -202,7 +205,7 @@ actor StoreWriter {
     private func commit(
         _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
         stamp: HybridTimestamp, clocks stored: FieldClocks.Stored?, revives: HybridTimestamp? = nil,
-        carried: Set<String> = [], db: Database, now: Date
+        deleteUnseen: Bool = false, carried: Set<String> = [], db: Database, now: Date
     ) throws {
         try EntityTables.save(record, in: db)
 
@@ -227,7 +230,7 @@ actor StoreWriter {
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: baseVersion,
             payload: .init(
                 fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion,
-                carried: carried, revives: revives),
+                carried: carried, revives: revives, deleteUnseen: deleteUnseen && revives != nil),
             fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }

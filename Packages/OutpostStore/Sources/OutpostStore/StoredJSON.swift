@@ -67,7 +67,7 @@ extension MutationQueue.Payload {
     /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
     /// then `"deletion":…,"fields":…}`, as `Payload.read` reads it back. With `fieldsInAudit`,
     /// `"fieldsInAudit":true` stands for the fields, which the row's audit entry holds. A revival's
-    /// write also holds `"carried"` (first) and `"revives"` (last).
+    /// write also holds `"carried"` (first), `"deleteUnseen"` and `"revives"` (last).
     func encoded(fieldsInAudit: Bool = false) throws -> String {
         var json = JSONWriter()
         json.raw("{")
@@ -84,6 +84,7 @@ extension MutationQueue.Payload {
             json.raw("\"clocks\":")
             json.clocks(clocks)
         }
+        if deleteUnseen { json.raw(",\"deleteUnseen\":true") }
         if let deletion {
             json.raw(",\"deletion\":")
             json.string(deletion.encoded)

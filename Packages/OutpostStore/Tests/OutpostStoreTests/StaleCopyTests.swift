@@ -64,6 +64,28 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.status == .resolved, "override brings the office's value back")
     }
 
+    @Test func savingARecordWithNothingChangedQueuesNothing() async throws {
+        // A save whose copy changes nothing (the same record saved twice, a stale copy whose user touched
+        // nothing) writes nothing: an empty update would move the server's version, and under server wins
+        // and manual a teammate's change made on the version before would then be refused as concurrent.
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        let onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var office = issue
+        office.status = .resolved
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"), now: Date(timeIntervalSince1970: 5))
+        let entriesBefore = try store.verifyAudit().entriesChecked
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 6))
+        try await store.save(try #require(try store.fetch(Issue.self, id: issue.id)), now: Date(timeIntervalSince1970: 7))
+        #expect(try store.mutations().isEmpty)
+        #expect(try store.verifyAudit().entriesChecked == entriesBefore)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
+    }
+
     @Test func aCopyOlderThanTheKeptHistoryKeepsTheStoredValueAndSurfacesTheCopys() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
