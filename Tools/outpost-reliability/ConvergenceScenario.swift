@@ -1,52 +1,67 @@
 import Foundation
+import OutpostConflictModel
+import OutpostConflicts
 import OutpostModels
 import OutpostStore
+import OutpostSync
 import OutpostTesting
 import Synchronization
 
-/// Scenario 3, `convergence`: 3 to 5 devices edit and now and then delete the same issues, daily logs
-/// and estimate records (a scope and its items, merged field by field; fees, where the server wins)
-/// offline, round after round, then sync in random orders through `FaultyTransport`. After each round every device equals
-/// the server for every record it may see, and the harness's own model of the round's edits says which
-/// values lost: for each field, the write with the newest clock (the virtual clock orders every write
-/// of the seed) must be the server's value, and each other device's last value for that field, when it
-/// differs, must appear in some device's conflicts table as a conflict's losing value. Lost values
-/// produced and surfaced are counted; an unsurfaced one counts as lost. Then the users answer about half
-/// of the round's conflicts (override or discard) and the devices sync again: see `resolveSome`.
+/// Scenario 3, `convergence`: 3 to 5 devices write records of every conflict strategy and are checked,
+/// round after round, against the reference model (`OutpostConflictModel`, the conflicts README's table).
+///
+/// Each round makes one fresh record per strategy (an issue merged field by field, a daily log under last
+/// write wins, an asset the office's, a scope under manual, a measure sheet under client wins, a comment
+/// append only: the server and devices run one policy giving each its strategy), synced to every device.
+/// Every device then reads each record as a screen keeps it, and an old copy of the project is taken (the
+/// server's bundle, or a device's export). Then:
+///
+/// 1. offline, the devices edit and delete in a seeded order;
+/// 2. they sync one after another in a seeded order, each to completion, through `FaultyTransport`, and
+///    then all once more;
+/// 3. each restores what it holds deleted, saves its screen's stale copy (edited or not), imports the old
+///    copy, edits or deletes, in a seeded order;
+/// 4. the same syncs again.
+///
+/// The model is told the same steps. Then, per record: the server's record (live or deleted, and every
+/// value, a tombstone's last values too) must be the model's, and each device's conflicts table must hold
+/// exactly the losses the model surfaced on that device, no fewer (a value lost unseen: overwritten) and
+/// no more (diverged); every device must equal the server; and a new device that pulls and then imports
+/// the old copy must too (a delete it never held must not come back). Then the users answer about half of
+/// the round's conflicts (override or discard) and the devices sync again: see `resolveSome`.
 enum ConvergenceScenario {
     static let scenario = Scenario(
         name: "convergence",
-        summary: "3–5 devices edit shared records offline, sync in random orders through faults; losers surfaced",
+        summary: "3–5 devices write records of every strategy (edits, deletes, restores, stale copies, old bundles), sync in random orders through faults; every run checked against the conflict model",
         quickSeeds: 8, fullSeeds: 400
     ) { seed, quick in await run(seed: seed, quick: quick) }
 
-    /// Entities whose concurrent changes the server's version wins (the rest here merge field by field).
-    static let serverWins: Set<EntityType> = [.fee]
-
-    /// One field of one record.
-    struct FieldKey: Hashable, Comparable {
-        var entity: EntityType
-        var id: UUID
-        var field: String
-
-        static func < (a: FieldKey, b: FieldKey) -> Bool {
-            (a.entity.rawValue, a.id.uuidString, a.field) < (b.entity.rawValue, b.id.uuidString, b.field)
-        }
+    /// Which record plays each strategy, and which of its text fields are the model's fields.
+    struct Subject: Sendable {
+        let strategy: ConflictPolicyName
+        let entity: EntityType
+        let fields: [String]
     }
 
-    /// One write of a round: who, what, and its place in the seed's order of writes.
-    struct Edit {
-        var device: Int
-        var value: FieldValue
-        var order: Int
-    }
+    static let subjects: [Subject] = [
+        Subject(strategy: .fieldMerge, entity: .issue, fields: ["title", "details"]),
+        Subject(strategy: .lastWriteWins, entity: .dailyLog, fields: ["notes", "weather"]),
+        Subject(strategy: .serverWins, entity: .asset, fields: ["name", "location"]),
+        Subject(strategy: .manual, entity: .scope, fields: ["name", "notes"]),
+        Subject(strategy: .clientWins, entity: .measureSheet, fields: ["name", "notes"]),
+        Subject(strategy: .appendOnly, entity: .comment, fields: ["body"]),
+    ]
+
+    /// The app's policy, which the server runs too: the catalog's, with the overrides that give each
+    /// subject its strategy.
+    static let policy = ConflictPolicy(overriding: [.dailyLog: .lastWriteWins, .scope: .manual, .measureSheet: .clientWins])
 
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
         var outcome = SeedOutcome()
         do {
             let folder = try ScratchFolder("convergence")
             defer { folder.remove() }
-            let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"))
+            let server = try await LoopbackServer.start(databasePath: folder.path("server.sqlite"), policy: policy)
             do {
                 try await run(seed: seed, quick: quick, folder: folder, server: server, outcome: &outcome)
             } catch {
@@ -64,224 +79,363 @@ enum ConvergenceScenario {
     ) async throws {
         var random = SeededGenerator(seed: seed ^ 0xC0DE_C0DE)
         let clock = VirtualClock()
-        let fleet = try Fleet.open(count: 3 + random.below(3), in: folder, server: server, plan: .standard, seed: seed, clock: clock)
+        let fleet = try Fleet.open(
+            count: 3 + random.below(3), in: folder, server: server, plan: .standard, seed: seed, clock: clock, policy: policy)
         let now: @Sendable () -> Date = { clock.advance() }
 
-        // The shared records, made by the first device and synced to all: issues and daily logs (field
-        // merge), an estimate's scope and items (field merge), and fees (server wins: money).
-        var records: [(EntityType, UUID)] = []
-        let first = fleet.devices[0]
-        for number in 0..<4 {
-            let issue = Issue(id: random.uuid(), projectID: Crew.project, title: "Shared issue \(number)")
-            _ = try await first.store.save(issue, now: now())
-            records.append((.issue, issue.id))
-        }
-        for number in 0..<2 {
-            let log = DailyLog(id: random.uuid(), projectID: Crew.project, authorID: Crew.users[0], day: "2026-11-2\(number)")
-            _ = try await first.store.save(log, now: now())
-            records.append((.dailyLog, log.id))
-        }
-        let scope = Scope(id: random.uuid(), projectID: Crew.project, name: "Shared scope")
-        _ = try await first.store.save(scope, now: now())
-        records.append((.scope, scope.id))
-        for number in 0..<2 {
-            let item = ScopeItem(
-                id: random.uuid(), scopeID: scope.id, name: "Item \(number)", quantity: 1, unit: "m2", unitPriceCents: 100)
-            _ = try await first.store.save(item, now: now())
-            records.append((.scopeItem, item.id))
-        }
-        for number in 0..<2 {
-            let fee = Fee(id: random.uuid(), projectID: Crew.project, name: "Fee \(number)", amountCents: 1_000)
-            _ = try await first.store.save(fee, now: now())
-            records.append((.fee, fee.id))
-        }
-        outcome.mutations += records.count
-        guard try await fleet.settle(shuffled: true, order: &random) else {
-            outcome.lost += 1
-            outcome.problems.append("the shared records did not settle")
-            return
-        }
+        // The parents the subjects hang from, never written again: an issue for the comments, a scope for
+        // the measure sheets.
+        let first = fleet.devices[0].store
+        let parentIssue = try await first.save(Issue(id: random.uuid(), projectID: Crew.project, title: "Comments go here"), now: now())
+        let parentScope = try await first.save(Scope(id: random.uuid(), projectID: Crew.project, name: "Sheets go here"), now: now())
+        outcome.mutations += 2
 
-        var order = 0
-        var produced = 0, surfaced = 0
-        for round in 0..<(quick ? 3 : 5) {
-            var marks: [Int: Int64] = [:]
-            for device in fleet.devices { marks[device.index] = try device.store.openConflicts().map(\.id).max() ?? 0 }
-            var edits: [FieldKey: [Edit]] = [:]
-            var startValues: [FieldKey: FieldValue] = [:]
-            /// Per record ("entity/id"), each device that deleted it this round, with the order of its delete.
-            var deletes: [String: [Int: Int]] = [:]
-            // Offline: each device writes 2–6 times, the devices' writes interleaved in a seeded order.
-            var queue: [Int] = []
-            for device in fleet.devices { queue += Array(repeating: device.index, count: 2 + random.below(5)) }
-            for index in random.shuffled(queue) {
-                let device = fleet.devices[index]
-                let (entity, id) = random.pick(records)
-                guard let before = try device.store.record(entity, id: id), !before.sync.isDeleted else { continue }
-                order += 1
-                // A delete of a shared record now and then (never of money: server-wins fees stay).
-                if entity != .fee, random.chance(0.05) {
-                    _ = try await device.store.delete(entity, id: id, now: now())
-                    outcome.mutations += 1
-                    deletes["\(entity.rawValue)/\(id)", default: [:]][index] = order
-                    continue
-                }
-                let number = random.below(1_000_000)
-                let field: String
-                switch entity {
-                case .issue:
-                    guard var issue = try device.store.fetch(Issue.self, id: id) else { continue }
-                    switch random.below(4) {
-                    case 0: field = "title"; issue.title = "Title \(order) by \(index)"
-                    case 1: field = "details"; issue.details = "Details \(order) by \(index)"
-                    case 2: field = "status"; issue.status = random.pick(Workload.statuses)
-                    default: field = "priority"; issue.priority = random.pick(Workload.priorities)
-                    }
-                    _ = try await device.store.save(issue, now: now())
-                case .dailyLog:
-                    guard var log = try device.store.fetch(DailyLog.self, id: id) else { continue }
-                    switch random.below(4) {
-                    case 0: field = "notes"; log.notes = "Notes \(order) by \(index)"
-                    case 1: field = "weather"; log.weather = "Weather \(order) by \(index)"
-                    case 2: field = "hours"; log.hours = Double(number % 80) / 2
-                    default: field = "crewSize"; log.crewSize = number % 9
-                    }
-                    _ = try await device.store.save(log, now: now())
-                case .scope:
-                    guard var scope = try device.store.fetch(Scope.self, id: id) else { continue }
-                    if random.chance(0.5) { field = "name"; scope.name = "Scope \(order) by \(index)" } else {
-                        field = "notes"; scope.notes = "Scope notes \(order) by \(index)"
-                    }
-                    _ = try await device.store.save(scope, now: now())
-                case .scopeItem:
-                    guard var item = try device.store.fetch(ScopeItem.self, id: id) else { continue }
-                    switch random.below(3) {
-                    case 0: field = "name"; item.name = "Item \(order) by \(index)"
-                    case 1: field = "quantity"; item.quantity = Double(number % 40 + 1)
-                    default: field = "unitPriceCents"; item.unitPriceCents = Int64(number % 9_000 + 100)
-                    }
-                    _ = try await device.store.save(item, now: now())
-                default:
-                    guard var fee = try device.store.fetch(Fee.self, id: id) else { continue }
-                    switch random.below(3) {
-                    case 0: field = "name"; fee.name = "Fee \(order) by \(index)"
-                    case 1: field = "amountCents"; fee.amountCents = Int64(number % 70_000)
-                    default: field = "isTaxable"; fee.isTaxable.toggle()
-                    }
-                    _ = try await device.store.save(fee, now: now())
-                }
-                let value = try device.store.record(entity, id: id)?[field] ?? .null
-                // Writing the value a field already holds changes nothing and stamps nothing: not an edit.
-                guard before[field] != value else { continue }
-                outcome.mutations += 1
-                let key = FieldKey(entity: entity, id: id, field: field)
-                // Every device held the same state when the round began, so the first edit's "before" is it.
-                if startValues[key] == nil { startValues[key] = before[field] }
-                edits[key, default: []].append(Edit(device: index, value: value, order: order))
-            }
-
-            guard try await fleet.settle(shuffled: true, order: &random) else {
-                outcome.lost += 1
-                outcome.problems.append("round \(round) did not settle in 400 rounds")
-                return
-            }
-
-            // Surfaced conflicts of this round, on every device.
-            var conflicts: [OpenConflict] = []
-            for device in fleet.devices {
-                conflicts += try device.store.openConflicts().filter { $0.id > marks[device.index] ?? 0 }
-            }
-            let reference = fleet.devices[0].store
-            for (key, writes) in edits.sorted(by: { $0.key < $1.key }) {
-                guard let winner = writes.max(by: { $0.order < $1.order }) else { continue }
-                let final = try reference.record(key.entity, id: key.id)
-                let deletedAtEnd = final?.sync.isDeleted ?? false
-                let standing = final?[key.field]
-                let deleters = deletes["\(key.entity.rawValue)/\(key.id)"] ?? [:]
-                let where_ = "round \(round): \(key.entity.rawValue)/\(key.id).\(key.field)"
-                if !deletedAtEnd {
-                    if Self.serverWins.contains(key.entity) {
-                        // The first change the server took stands; it must be one a device wrote, or the
-                        // value before the round when that change touched other fields.
-                        let candidates = writes.map(\.value) + [startValues[key] ?? .null]
-                        if !candidates.contains(where: { $0 == standing }) {
-                            outcome.lost += 1
-                            outcome.problems.append("\(where_) is \(standing.map { "\($0)" } ?? "missing"), which no device wrote")
-                        }
-                    } else if standing != winner.value {
-                        outcome.lost += 1
-                        outcome.problems.append(
-                            "\(where_) is \(standing.map { "\($0)" } ?? "missing"), but the newest write was device \(winner.device)'s \(winner.value)")
-                    }
-                }
-                var lastByDevice: [Int: Edit] = [:]
-                for write in writes where write.order > (lastByDevice[write.device]?.order ?? 0) { lastByDevice[write.device] = write }
-                for (device, loser) in lastByDevice.sorted(by: { $0.key < $1.key }) {
-                    if deletedAtEnd {
-                        // An edit hidden by the device's own later delete is not a loss; one hidden by
-                        // another device's delete is, unless the deleter had itself written the same
-                        // value before deleting: it then deleted the very value this device wrote, and
-                        // devices apply equal values without a conflict (seeds 163 and 337 of the full
-                        // run). A delete that never saw the value still counts, tombstone or not.
-                        if let own = deleters[device], own > loser.order { continue }
-                        let deletedOwnCopy = writes.contains { other in
-                            other.device != device && other.value == loser.value
-                                && (deleters[other.device] ?? -1) > other.order
-                        }
-                        if deletedOwnCopy { continue }
-                    } else if loser.value == standing {
-                        continue
-                    }
-                    produced += 1
-                    // Surfaced as the losing value, on whichever device merged it: a conflict that
-                    // shows it only as the winner of an earlier merge does not count.
-                    let found = conflicts.contains {
-                        $0.entity == key.entity && $0.recordID == key.id && $0.field == key.field
-                            && $0.losingValue == loser.value
-                    }
-                    if found {
-                        surfaced += 1
-                    } else {
-                        outcome.lost += 1
-                        outcome.problems.append(
-                            "\(where_): device \(device)'s \(loser.value) lost (standing: \(deletedAtEnd ? "deleted" : standing.map { "\($0)" } ?? "missing")) "
-                                + "and is in no conflicts table")
-                    }
-                }
-            }
-            // A delete that did not stand must be surfaced as a losing delete.
-            for (record, deleters) in deletes.sorted(by: { $0.key < $1.key }) {
-                guard let match = records.first(where: { "\($0.0.rawValue)/\($0.1)" == record }) else { continue }
-                let (entity, id) = match
-                if try reference.record(entity, id: id)?.sync.isDeleted == true { continue }
-                for device in deleters.keys.sorted() {
-                    produced += 1
-                    if conflicts.contains(where: { $0.entity == entity && $0.recordID == id && $0.field == nil }) {
-                        surfaced += 1
-                    } else {
-                        outcome.lost += 1
-                        outcome.problems.append("round \(round): device \(device)'s delete of \(record) did not stand and is in no conflicts table")
-                    }
-                }
-            }
-            let divergences = try await fleet.divergences(server: server)
-            outcome.diverged += divergences.count
-            outcome.problems += divergences.map { "round \(round): \($0)" }
+        var run = Round.Context(
+            seed: seed, fleet: fleet, server: server, folder: folder, now: now, parentIssue: parentIssue.id,
+            parentScope: parentScope.id)
+        for round in 0..<(quick ? 3 : 4) {
+            var state = Round(number: round, context: run)
+            try await state.play(random: &random, outcome: &outcome)
+            run = state.context
+            guard !outcome.failed else { break }
             try await resolveSome(
-                after: marks, round: round, fleet: fleet, server: server, now: now, order: &order, random: &random,
-                outcome: &outcome)
+                after: state.marks, round: round, fleet: fleet, server: server, now: now, random: &random, outcome: &outcome)
         }
         let unfinished = try fleet.unfinished()
-        outcome.lost += unfinished.count
+        outcome.stuck += unfinished.count
         outcome.problems += unfinished
-        let state = try ServerState.read(databasePath: server.databasePath)
+        let serverState = try ServerState.read(databasePath: server.databasePath)
         let done = try fleet.doneKeys()
-        for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
+        for (key, record) in serverState.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
             outcome.duplicated += 1
             outcome.problems.append("the server applied key \(key) (\(record)), which no device holds as done")
         }
         outcome.faults = await fleet.faultsInjected()
-        ConvergenceTally.shared.add(produced: produced, surfaced: surfaced, schedules: quick ? 3 : 5)
+    }
+}
+
+/// One round: fresh records, the steps, the syncs, and the checks against the model.
+struct Round {
+    /// What lasts between rounds.
+    struct Context {
+        let seed: UInt64
+        let fleet: Fleet
+        let server: LoopbackServer
+        let folder: ScratchFolder
+        let now: @Sendable () -> Date
+        let parentIssue: UUID
+        let parentScope: UUID
+    }
+
+    let number: Int
+    var context: Context
+    /// Each device's highest conflict id when the round began: the round's conflicts come after.
+    var marks: [Int: Int64] = [:]
+    private var records: [(subject: ConvergenceScenario.Subject, id: UUID)] = []
+    private var models: [ConflictModel] = []
+    private var screens: [[EntityRecord]] = []
+    /// The kinds of step each device made on each record, for the tally of pairs checked.
+    private var kinds: [[Set<String>]] = []
+    private var step = 0
+
+    init(number: Int, context: Context) {
+        self.number = number
+        self.context = context
+    }
+
+    private var fleet: Fleet { context.fleet }
+    private var devices: Int { context.fleet.devices.count }
+
+    mutating func play(random: inout SeededGenerator, outcome: inout SeedOutcome) async throws {
+        try await makeRecords(random: &random, outcome: &outcome)
+        guard !outcome.failed else { return }
+        for device in fleet.devices { marks[device.index] = try device.store.openConflicts().map(\.id).max() ?? 0 }
+
+        // Screens and the old copy, read before anything.
+        for index in models.indices { models[index].beginRound() }
+        screens = try fleet.devices.map { device in
+            try records.map { record in
+                guard let held = try device.store.record(record.subject.entity, id: record.id) else {
+                    throw ReliabilityError("device \(device.index) does not hold \(record.subject.entity.rawValue)/\(record.id)")
+                }
+                return held
+            }
+        }
+        let oldCopy = URL(fileURLWithPath: context.folder.path("old-copy-\(number).json"))
+        let fromExport = random.chance(0.5)
+        if fromExport {
+            _ = try fleet.devices[random.below(devices)].store.exportBundle(project: Crew.project, format: .json, to: oldCopy)
+        } else {
+            _ = try await context.server.transport(for: 0).downloadBundle(project: Crew.project, format: .json, to: oldCopy)
+        }
+
+        // Offline: each device edits and deletes, 1 to 3 steps, interleaved in a seeded order.
+        var queue: [Int] = []
+        for device in 0..<devices { queue += Array(repeating: device, count: 1 + random.below(3)) }
+        for device in random.shuffled(queue) {
+            let index = random.below(records.count)
+            let operation: ConflictModel.Operation = random.chance(0.2) ? .delete : edit(index, device, &random)
+            try await make(operation, record: index, device: device, oldCopy: oldCopy, outcome: &outcome)
+        }
+        try await syncWave(order: random.shuffled(Array(0..<devices)), outcome: &outcome)
+        try await syncWave(order: Array(0..<devices), outcome: &outcome)
+
+        // Afterward: restores, stale copies, old copies, edits and deletes.
+        queue = []
+        for device in 0..<devices { queue += Array(repeating: device, count: random.below(3)) }
+        for device in random.shuffled(queue) {
+            let index = random.below(records.count)
+            let operation: ConflictModel.Operation
+            let roll = random.below(100)
+            if roll < 25 {
+                operation = .staleSave(changes(index, device, &random, some: random.chance(0.7)))
+            } else if roll < 45 {
+                operation = .restore(changes(index, device, &random, some: random.chance(0.5)))
+            } else if roll < 55 {
+                operation = .importOldCopy
+            } else if roll < 85 {
+                operation = edit(index, device, &random)
+            } else {
+                operation = .delete
+            }
+            try await make(operation, record: index, device: device, oldCopy: oldCopy, outcome: &outcome)
+        }
+        try await syncWave(order: random.shuffled(Array(0..<devices)), outcome: &outcome)
+        try await syncWave(order: Array(0..<devices), outcome: &outcome)
+
+        try check(outcome: &outcome)
+        try await checkNewcomer(importing: oldCopy, outcome: &outcome)
+        let divergences = try await fleet.divergences(server: context.server)
+        outcome.diverged += divergences.count
+        outcome.problems += divergences.map { "round \(number): \($0)" }
+        ConvergenceTally.shared.add(pairs: pairsChecked(), oldCopies: fromExport ? (0, 1) : (1, 0))
+    }
+
+    /// One record per strategy, made by device 0 with values the model starts from, synced everywhere.
+    private mutating func makeRecords(random: inout SeededGenerator, outcome: inout SeedOutcome) async throws {
+        let store = fleet.devices[0].store
+        for subject in ConvergenceScenario.subjects {
+            let id = random.uuid()
+            let values = Dictionary(uniqueKeysWithValues: subject.fields.map { ($0, "\($0) r\(number)") })
+            var record: EntityRecord
+            switch subject.entity {
+            case .issue: record = Issue(id: id, projectID: Crew.project, title: "-").record
+            case .dailyLog: record = DailyLog(id: id, projectID: Crew.project, authorID: Crew.users[0], day: "2026-11-2\(number)").record
+            case .asset: record = Asset(id: id, projectID: Crew.project, name: "-", qrCode: "QR-\(id)").record
+            case .scope: record = Scope(id: id, projectID: Crew.project, name: "-").record
+            case .measureSheet: record = MeasureSheet(id: id, scopeID: context.parentScope, name: "-").record
+            default: record = Comment(id: id, issueID: context.parentIssue, authorID: Crew.users[0], body: "-").record
+            }
+            for (field, value) in values { record[field] = .text(value) }
+            _ = try await store.save(record, now: context.now())
+            outcome.mutations += 1
+            records.append((subject, id))
+            // Append only offers every value of a refused write to a deleted record (to save as a new one),
+            // its issue and author too: the model holds those fields, never edited, as well.
+            var modelValues = values
+            if subject.strategy == .appendOnly {
+                for field in subject.entity.description.fields.map(\.name) where modelValues[field] == nil {
+                    modelValues[field] = Self.text(of: record[field])
+                }
+            }
+            models.append(ConflictModel(strategy: subject.strategy, values: modelValues, devices: devices))
+        }
+        kinds = Array(repeating: Array(repeating: [], count: devices), count: records.count)
+        var order = SeededGenerator(seed: context.seed &+ UInt64(number))
+        guard try await fleet.settle(shuffled: true, order: &order) else {
+            outcome.stuck += 1
+            outcome.problems.append("round \(number): the new records did not settle")
+            return
+        }
+    }
+
+    /// An edit of one or more of the record's fields, with values no one wrote before.
+    private mutating func edit(_ index: Int, _ device: Int, _ random: inout SeededGenerator) -> ConflictModel.Operation {
+        .edit(changes(index, device, &random, some: true))
+    }
+
+    private mutating func changes(
+        _ index: Int, _ device: Int, _ random: inout SeededGenerator, some: Bool
+    ) -> [String: String] {
+        guard some else { return [:] }
+        let fields = records[index].subject.fields
+        var chosen = fields.filter { _ in random.chance(0.5) }
+        if chosen.isEmpty { chosen = [random.pick(fields)] }
+        step += 1
+        return Dictionary(uniqueKeysWithValues: chosen.map { ($0, "\($0) r\(number) #\(step) d\(device)") })
+    }
+
+    /// Tells the model, then makes the step on the device, when the model says the device can.
+    private mutating func make(
+        _ operation: ConflictModel.Operation, record index: Int, device: Int, oldCopy: URL, outcome: inout SeedOutcome
+    ) async throws {
+        guard models[index].allows(operation, on: device) else { return }
+        let (subject, id) = records[index]
+        let store = fleet.devices[device].store
+        let where_ = "round \(number): device \(device)'s \(Self.kind(of: operation)) of \(subject.entity.rawValue)/\(id)"
+        guard let held = try store.record(subject.entity, id: id) else {
+            outcome.diverged += 1
+            outcome.problems.append("\(where_): the device does not hold the record")
+            return
+        }
+        let expectDeleted = models[index].view(of: device).isDeleted
+        if held.sync.isDeleted != expectDeleted, operation != .importOldCopy {
+            outcome.diverged += 1
+            outcome.problems.append("\(where_): the device holds it \(held.sync.isDeleted ? "deleted" : "live"), the model says otherwise")
+            return
+        }
+        models[index].apply(operation, on: device)
+        PreSyncScenario.trace("\(where_): \(operation) (held v\(held.sync.version)\(held.sync.isDeleted ? " deleted" : ""))")
+        kinds[index][device].insert(Self.kind(of: operation))
+        outcome.mutations += 1
+        switch operation {
+        case .edit(let values), .restore(let values):
+            var record = held
+            for (field, value) in values { record[field] = .text(value) }
+            _ = try await store.save(record, now: context.now())
+        case .staleSave(let values):
+            var record = screens[device][index]
+            for (field, value) in values { record[field] = .text(value) }
+            _ = try await store.save(record, now: context.now())
+        case .delete:
+            _ = try await store.delete(subject.entity, id: id, now: context.now())
+        case .importOldCopy:
+            _ = try store.importBundle(at: oldCopy)
+        }
+    }
+
+    /// Each device in `order` syncs to completion (no other device syncs meanwhile); the model likewise.
+    private mutating func syncWave(order: [Int], outcome: inout SeedOutcome) async throws {
+        for device in order {
+            for index in models.indices {
+                let before = models[index].surfaced.count
+                models[index].sync(device)
+                PreSyncScenario.trace(
+                    "round \(number): device \(device) syncs \(records[index].subject.entity.rawValue): model server "
+                        + "\(models[index].server.isDeleted ? "deleted " : "")\(models[index].server.fieldValues.sorted { $0.key < $1.key }), "
+                        + "surfaced \(models[index].surfaced.dropFirst(before).map(\.description))")
+            }
+            guard try await fleet.syncToCompletion(device) else {
+                outcome.stuck += 1
+                outcome.problems.append("round \(number): device \(device) did not finish syncing")
+                return
+            }
+        }
+    }
+
+    /// The server's records and each device's conflicts against the model.
+    private func check(outcome: inout SeedOutcome) throws {
+        let server = try ServerState.read(databasePath: context.server.databasePath)
+        var surfacedByDevice: [[OpenConflict]] = []
+        for device in fleet.devices {
+            surfacedByDevice.append(try device.store.openConflicts().filter { $0.id > marks[device.index] ?? 0 })
+        }
+        for (index, (subject, id)) in records.enumerated() {
+            let model = models[index]
+            let name = "round \(number): \(subject.entity.rawValue)/\(id) (\(subject.strategy.rawValue))"
+            guard let stored = server.records["\(subject.entity.rawValue)/\(id.uuidString.lowercased())"] else {
+                outcome.lost += 1
+                outcome.problems.append("\(name) is not on the server")
+                continue
+            }
+            if stored.deleted != model.server.isDeleted {
+                outcome.diverged += 1
+                outcome.problems.append("\(name): the server holds it \(stored.deleted ? "deleted" : "live"), the model says otherwise")
+            }
+            for field in subject.fields {
+                // As the server stores a text value, normalized as `ServerState` reads it (the fields the
+                // model holds besides are never written).
+                let expected = try model.server.fieldValues[field].map {
+                    String(decoding: try JSONSerialization.data(withJSONObject: ["text": $0], options: [.sortedKeys]), as: UTF8.self)
+                }
+                if stored.fields[field] != expected {
+                    outcome.diverged += 1
+                    outcome.problems.append(
+                        "\(name).\(field): the server holds \(stored.fields[field] ?? "nothing"), the model \(expected ?? "nothing")")
+                }
+            }
+            // Exactly the model's losses, on the devices the model names.
+            var actual: [ConflictModel.Loss] = []
+            for (device, conflicts) in surfacedByDevice.enumerated() {
+                for conflict in conflicts where conflict.entity == subject.entity && conflict.recordID == id {
+                    let value = conflict.field == nil ? nil : conflict.losingValue.map(Self.text(of:))
+                    actual.append(ConflictModel.Loss(device: device, field: conflict.field, value: value))
+                }
+            }
+            let expected = model.surfaced.sorted()
+            var unmatched = actual.sorted()
+            var missing = 0
+            for loss in expected {
+                if let found = unmatched.firstIndex(of: loss) {
+                    unmatched.remove(at: found)
+                } else {
+                    missing += 1
+                    outcome.overwritten += 1
+                    outcome.problems.append("\(name): the model surfaces \(loss), no conflicts table holds it")
+                }
+            }
+            for extra in unmatched {
+                outcome.diverged += 1
+                outcome.problems.append("\(name): \(extra) is surfaced, the model does not surface it")
+            }
+            ConvergenceTally.shared.add(produced: expected.count, surfaced: expected.count - missing)
+        }
+    }
+
+    /// A new device pulls everything, then imports the old copy: it must end as the server is (a record
+    /// deleted before it joined must not come back from the copy).
+    private func checkNewcomer(importing oldCopy: URL, outcome: inout SeedOutcome) async throws {
+        let store = try DeviceTemplate.openStore(at: context.folder.path("newcomer-\(number).sqlite"))
+        let engine = SyncEngine(store: store, transport: context.server.transport(for: 0), policy: ConvergenceScenario.policy)
+        _ = try await engine.sync(now: context.now)
+        _ = try store.importBundle(at: oldCopy)
+        _ = try await engine.sync(now: context.now)
+        let result = try await compare(store, with: context.server.transport(for: 0))
+        outcome.diverged += result.mismatches.count
+        outcome.problems += result.mismatches.map { "round \(number), a new device after importing the old copy: \($0)" }
+        for (index, (subject, id)) in records.enumerated() where models[index].server.isDeleted {
+            if try store.record(subject.entity, id: id).map({ !$0.sync.isDeleted }) ?? false {
+                outcome.diverged += 1
+                outcome.problems.append("round \(number): the old copy brought \(subject.entity.rawValue)/\(id) back on a new device")
+            }
+        }
+    }
+
+    /// For each strategy, the pairs of step kinds that two devices made on one record this round.
+    private func pairsChecked() -> [String: [String: Int]] {
+        var pairs: [String: [String: Int]] = [:]
+        for (index, (subject, _)) in records.enumerated() {
+            var seen: Set<String> = []
+            for a in 0..<devices {
+                for b in (a + 1)..<max(a + 1, devices) {
+                    for x in kinds[index][a] {
+                        for y in kinds[index][b] { seen.insert([x, y].sorted().joined(separator: " × ")) }
+                    }
+                }
+            }
+            for pair in seen { pairs[pair, default: [:]][subject.strategy.rawValue, default: 0] += 1 }
+        }
+        return pairs
+    }
+
+    /// A field's value as the model writes it: text as it is, an id in lowercase, null as "null".
+    static func text(of value: FieldValue) -> String {
+        switch value {
+        case .text(let text): text
+        case .uuid(let id): id.uuidString.lowercased()
+        case .null: "null"
+        default: "\(value)"
+        }
+    }
+
+    static func kind(of operation: ConflictModel.Operation) -> String {
+        switch operation {
+        case .edit: "edit"
+        case .delete: "delete"
+        case .restore: "restore"
+        case .staleSave(let values): values.isEmpty ? "stale save (unchanged)" : "stale save"
+        case .importOldCopy: "old copy"
+        }
     }
 }
 
@@ -289,19 +443,22 @@ extension ConvergenceScenario {
     /// The users answer some of the round's conflicts: each device overrides or discards about half of
     /// its own. An override must bring back the value the conflict recorded as losing, and a record that
     /// value lost to a delete with it; after a sync, the newest override of each field stands on every
-    /// device, a record brought back is live, and every device still equals the server. Left out of the
-    /// "newest stands" check: server-wins records (the first override the server takes stands, whichever
-    /// device's turn came first) and records brought back (that writes every field anew).
+    /// device under field merge (under last write wins a newer override of another field stands whole,
+    /// under server wins and manual the first one the server takes stands, under client wins the last
+    /// synced, and append only refuses an override as any edit), a
+    /// record brought back is live (but under append only, where a delete is final), and every device
+    /// still equals the server.
     fileprivate static func resolveSome(
         after marks: [Int: Int64], round: Int, fleet: Fleet, server: LoopbackServer, now: @Sendable () -> Date,
-        order: inout Int, random: inout SeededGenerator, outcome: inout SeedOutcome
+        random: inout SeededGenerator, outcome: inout SeedOutcome
     ) async throws {
-        var overrides: [FieldKey: Edit] = [:]
+        let strategies = Dictionary(uniqueKeysWithValues: subjects.map { ($0.entity, $0.strategy) })
+        /// The newest override of each field, by "entity/id" and field.
+        var overrides: [String: (entity: EntityType, id: UUID, field: String, device: Int, value: FieldValue)] = [:]
         /// Records an override brought back from a tombstone ("entity/id"): that writes every field anew.
         var revived: [String: (entity: EntityType, id: UUID)] = [:]
         for device in random.shuffled(fleet.devices.map(\.index)) {
             let store = fleet.devices[device].store
-            // Conflict ids are each device's own; this round's are those after the round's mark.
             for conflict in try store.openConflicts() where conflict.id > marks[device] ?? 0 && random.chance(0.5) {
                 guard let field = conflict.field, let before = try store.record(conflict.entity, id: conflict.recordID)
                 else { continue }
@@ -329,7 +486,6 @@ extension ConvergenceScenario {
                         "\(where_) left \(after.map { "\($0)" } ?? "nothing"), not the losing value \(losing)")
                 }
                 if before.sync.isDeleted {
-                    // A value that lost to a delete comes back with its record.
                     revived["\(conflict.entity.rawValue)/\(conflict.recordID)"] = (conflict.entity, conflict.recordID)
                     if try store.record(conflict.entity, id: conflict.recordID)?.sync.isDeleted != false {
                         outcome.lost += 1
@@ -337,32 +493,35 @@ extension ConvergenceScenario {
                     }
                 }
                 if let after, after != before[field] {
-                    order += 1
                     outcome.mutations += 1
-                    let key = FieldKey(entity: conflict.entity, id: conflict.recordID, field: field)
-                    overrides[key] = Edit(device: device, value: after, order: order)
+                    overrides["\(conflict.entity.rawValue)/\(conflict.recordID).\(field)"] =
+                        (conflict.entity, conflict.recordID, field, device, after)
                 }
             }
         }
         guard try await fleet.settle(shuffled: true, order: &random) else {
-            outcome.lost += 1
+            outcome.stuck += 1
             outcome.problems.append("round \(round): the overrides did not settle")
             return
         }
         let reference = fleet.devices[0].store
-        for (record, (entity, id)) in revived.sorted(by: { $0.key < $1.key }) {
+        for (record, (entity, id)) in revived.sorted(by: { $0.key < $1.key }) where strategies[entity] != .appendOnly {
             if try reference.record(entity, id: id)?.sync.isDeleted != false {
                 outcome.lost += 1
                 outcome.problems.append("round \(round): \(record), brought back by an override, is not live after the sync")
             }
         }
-        for (key, newest) in overrides.sorted(by: { $0.key < $1.key })
-        where !serverWins.contains(key.entity) && revived["\(key.entity.rawValue)/\(key.id)"] == nil {
-            let standing = try reference.record(key.entity, id: key.id)?[key.field]
+        for (key, newest) in overrides.sorted(by: { $0.key < $1.key }) {
+            // Field merge alone keeps each field's newest write whatever else was written: under last write
+            // wins a newer override of another field stands whole, and the older one is surfaced instead.
+            guard let strategy = strategies[newest.entity], strategy == .fieldMerge,
+                revived["\(newest.entity.rawValue)/\(newest.id)"] == nil
+            else { continue }
+            let standing = try reference.record(newest.entity, id: newest.id)?[newest.field]
             if standing != newest.value {
                 outcome.lost += 1
                 outcome.problems.append(
-                    "round \(round): \(key.entity.rawValue)/\(key.id).\(key.field) is \(standing.map { "\($0)" } ?? "missing") "
+                    "round \(round): \(key) is \(standing.map { "\($0)" } ?? "missing") "
                         + "after the overrides, not device \(newest.device)'s newest override \(newest.value)")
             }
         }
@@ -372,15 +531,28 @@ extension ConvergenceScenario {
     }
 }
 
-/// Lost values produced and surfaced over the whole run, for the report's note.
+/// The convergence scenario's figures over the whole run, for the report.
 final class ConvergenceTally: Sendable {
     static let shared = ConvergenceTally()
-    private let counts = Mutex<(produced: Int, surfaced: Int, schedules: Int)>((0, 0, 0))
+    private let counts = Mutex<(produced: Int, surfaced: Int, records: Int)>((0, 0, 0))
     private let answers = Mutex<(overridden: Int, discarded: Int)>((0, 0))
+    /// Per pair of step kinds two devices made on one record, per strategy: records checked against the model.
+    private let pairs = Mutex<[String: [String: Int]]>([:])
+    private let oldCopies = Mutex<(bundles: Int, exports: Int)>((0, 0))
 
-    /// Adds a seed's figures; `schedules` is its rounds, each a random sync order through faults.
-    func add(produced: Int, surfaced: Int, schedules: Int) {
-        counts.withLock { $0.produced += produced; $0.surfaced += surfaced; $0.schedules += schedules }
+    /// Adds one record's figures: losses the model surfaced, and how many of them a conflicts table held.
+    func add(produced: Int, surfaced: Int) {
+        counts.withLock { $0.produced += produced; $0.surfaced += surfaced; $0.records += 1 }
+    }
+
+    /// Adds a round's pairs checked, and whether its old copy was a bundle or an export.
+    func add(pairs round: [String: [String: Int]], oldCopies copies: (Int, Int)) {
+        pairs.withLock { all in
+            for (pair, strategies) in round {
+                for (strategy, count) in strategies { all[pair, default: [:]][strategy, default: 0] += count }
+            }
+        }
+        oldCopies.withLock { $0.bundles += copies.0; $0.exports += copies.1 }
     }
 
     /// Counts one conflict the users answered.
@@ -388,7 +560,12 @@ final class ConvergenceTally: Sendable {
         answers.withLock { if choice == .override { $0.overridden += 1 } else { $0.discarded += 1 } }
     }
 
-    var totals: (produced: Int, surfaced: Int, schedules: Int) { counts.withLock { $0 } }
+    /// Losses the model surfaced, those a conflicts table held, and records checked.
+    var totals: (produced: Int, surfaced: Int, records: Int) { counts.withLock { $0 } }
     /// Conflicts overridden and discarded over the whole run.
     var answerTotals: (overridden: Int, discarded: Int) { answers.withLock { $0 } }
+    /// Records checked against the model, per pair of step kinds and strategy.
+    var pairTotals: [String: [String: Int]] { pairs.withLock { $0 } }
+    /// Rounds whose old copy was the server's bundle, and a device's export.
+    var oldCopyTotals: (bundles: Int, exports: Int) { oldCopies.withLock { $0 } }
 }

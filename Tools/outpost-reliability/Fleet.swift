@@ -1,4 +1,5 @@
 import Foundation
+import OutpostConflicts
 import OutpostStore
 import OutpostSync
 import OutpostTesting
@@ -24,14 +25,15 @@ struct Fleet: Sendable {
 
     /// Opens `count` devices in `folder`, crew members 0…count−1, their requests going through `plan`.
     static func open(
-        count: Int, in folder: ScratchFolder, server: LoopbackServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock
+        count: Int, in folder: ScratchFolder, server: LoopbackServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock,
+        policy: ConflictPolicy = ConflictPolicy()
     ) throws -> Fleet {
         let devices = try (0..<count).map { index in
             let store = try DeviceTemplate.openStore(at: folder.path("device-\(index).sqlite"))
             let transport = FaultyTransport(
                 base: server.transport(for: index), plan: plan, seed: seed &* 0x9E37_79B9 &+ UInt64(index) &+ 1)
             let engine = SyncEngine(
-                store: store, transport: transport, retryPolicy: retries,
+                store: store, transport: transport, policy: policy, retryPolicy: retries,
                 random: SeededGenerator(seed: seed ^ UInt64(index + 1) << 32), batchSize: 4, pullLimit: 5)
             return SimulatedDevice(index: index, store: store, engine: engine, transport: transport)
         }
@@ -53,6 +55,19 @@ struct Fleet: Sendable {
                 }
             }
             if quiet { return true }
+        }
+        return false
+    }
+
+    /// Device `index` syncs, run after run, until a run completes with nothing sent or retried: every
+    /// change of its reached the server, and it holds the server's latest state. Returns false when
+    /// `maximumRuns` were not enough.
+    func syncToCompletion(_ index: Int, maximumRuns: Int = 400) async throws -> Bool {
+        let clock = self.clock, device = devices[index]
+        for _ in 0..<maximumRuns {
+            clock.advance(by: 10)
+            let report = try await device.engine.sync(now: { clock.now })
+            if report.isComplete && report.pushed + report.rebased + report.retried + report.failed == 0 { return true }
         }
         return false
     }

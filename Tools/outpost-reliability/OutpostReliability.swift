@@ -70,7 +70,11 @@ struct OutpostReliability: AsyncParsableCommand {
         say(table(rows))
         let convergence = ConvergenceTally.shared.totals
         if chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name }) {
-            say("convergence: \(convergence.schedules) schedules, lost values produced \(convergence.produced), surfaced in a conflicts table \(convergence.surfaced)")
+            say("convergence: \(convergence.records) records checked against the conflict model; losses it surfaces \(convergence.produced), "
+                + "in the conflicts table of the device it names \(convergence.surfaced)")
+            let copies = ConvergenceTally.shared.oldCopyTotals
+            say("convergence: old copies imported after deletes and edits: \(copies.bundles) server bundles, \(copies.exports) device exports")
+            say(pairTable(ConvergenceTally.shared.pairTotals))
             let answers = ConvergenceTally.shared.answerTotals
             say("convergence: conflicts answered by the users: \(answers.overridden) overridden, \(answers.discarded) discarded")
         }
@@ -99,8 +103,10 @@ struct OutpostReliability: AsyncParsableCommand {
             passed: failures.isEmpty, scenarios: rows,
             convergence: chosen.contains(where: { $0.name == ConvergenceScenario.scenario.name })
                 ? .init(
-                    schedules: convergence.schedules, lostValuesProduced: convergence.produced,
-                    lostValuesSurfaced: convergence.surfaced,
+                    recordsCheckedAgainstTheModel: convergence.records, lossesTheModelSurfaces: convergence.produced,
+                    lossesSurfacedWhereTheModelSays: convergence.surfaced, pairsChecked: ConvergenceTally.shared.pairTotals,
+                    oldBundlesImported: ConvergenceTally.shared.oldCopyTotals.bundles,
+                    oldExportsImported: ConvergenceTally.shared.oldCopyTotals.exports,
                     conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
                     conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
                 : nil,
@@ -128,6 +134,21 @@ struct OutpostReliability: AsyncParsableCommand {
     /// Prints a line at once, unbuffered even into a file or a pipe, so a long run shows its progress.
     func say(_ line: String = "") {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// Records checked against the conflict model, per pair of step kinds (rows) and strategy (columns).
+    func pairTable(_ pairs: [String: [String: Int]]) -> String {
+        let strategies = ConvergenceScenario.subjects.map(\.strategy.rawValue)
+        let header = ["steps of two devices on one record"] + strategies
+        var rows = [header]
+        for pair in pairs.keys.sorted() { rows.append([pair] + strategies.map { String(pairs[pair]?[$0] ?? 0) }) }
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, text in
+                column == 0 ? text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - text.count) + text
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
     }
 
     /// The results as a fixed-width table.

@@ -395,7 +395,7 @@ private struct SeedRun {
         var marks: [Int: Int64] = [:]
         for device in devices { marks[device.index] = try device.store.openConflicts().map(\.id).max() ?? 0 }
         let start = try await PreSyncScenario.serverRecords(server)
-        var writes: [ConvergenceScenario.FieldKey: [Write]] = [:]
+        var writes: [FieldKey: [Write]] = [:]
         var comments: [(writer: Int, id: UUID, body: String)] = []
         var order = 0
 
@@ -628,7 +628,7 @@ private struct SeedRun {
     // MARK: Checks
 
     mutating func check(
-        round: Int, start: [String: ServerRecord], writes: [ConvergenceScenario.FieldKey: [Write]],
+        round: Int, start: [String: ServerRecord], writes: [FieldKey: [Write]],
         comments: [(writer: Int, id: UUID, body: String)], marks: [Int: Int64]
     ) async throws {
         let final = try await PreSyncScenario.serverRecords(server)
@@ -808,4 +808,15 @@ final class PreSyncTally: Sendable {
     func add(_ figures: Figures) { totals.withLock { $0 = $0 + figures } }
 
     var figures: Figures { totals.withLock { $0 } }
+}
+
+/// One field of one record.
+struct FieldKey: Hashable, Comparable {
+    var entity: EntityType
+    var id: UUID
+    var field: String
+
+    static func < (a: FieldKey, b: FieldKey) -> Bool {
+        (a.entity.rawValue, a.id.uuidString, a.field) < (b.entity.rawValue, b.id.uuidString, b.field)
+    }
 }

@@ -113,16 +113,21 @@ struct ReliabilityReport: Sendable, Codable {
     var seconds: Double
     var passed: Bool
     var scenarios: [ScenarioTotals]
-    /// The convergence scenario's schedules, lost values (every produced one must be surfaced) and the
-    /// conflicts its users answered.
+    /// The convergence scenario's records checked against the conflict model, the losses the model
+    /// surfaced (every one must be in the named device's conflicts table), the pairs of steps checked per
+    /// strategy, the old copies imported, and the conflicts its users answered.
     var convergence: ConvergenceFigures?
     /// The presync scenario's imports, stale-copy saves, restarts, far-ahead clocks and lost values.
     var presync: PreSyncTally.Figures?
 
     struct ConvergenceFigures: Sendable, Codable {
-        var schedules: Int
-        var lostValuesProduced: Int
-        var lostValuesSurfaced: Int
+        var recordsCheckedAgainstTheModel: Int
+        var lossesTheModelSurfaces: Int
+        var lossesSurfacedWhereTheModelSays: Int
+        /// Records checked, by pair of step kinds two devices made on one record ("delete × edit"), then strategy.
+        var pairsChecked: [String: [String: Int]]
+        var oldBundlesImported: Int
+        var oldExportsImported: Int
         var conflictsOverridden: Int
         var conflictsDiscarded: Int
     }

@@ -64,12 +64,16 @@ public struct ConflictModel: Sendable {
     /// Whether `device` can make `operation` now: an edit or delete of a record it holds live, a restore of
     /// one it holds deleted (with no change of its own waiting), a stale save or old import after
     /// `beginRound`.
+    ///
+    /// Not modelled: a write over the device's own delete that has not reached the server yet (the queue
+    /// sends the delete, then the write; a merge in between settles both as one). The store's own tests
+    /// cover it (`DeletesAndRevivalsTests`).
     public func allows(_ operation: Operation, on device: Int) -> Bool {
         let held = devices[device]
         switch operation {
         case .edit, .delete: return !held.view.isDeleted
         case .restore: return held.view.isDeleted && held.change == nil
-        case .staleSave: return held.screen != nil
+        case .staleSave: return held.screen != nil && held.change?.deletion == nil
         case .importOldCopy: return true
         }
     }

@@ -267,7 +267,14 @@ extension StoreWriter {
             // it, whatever version it went out on (`heldVersion`); the fields it only carried take the
             // server's values, the newest there are, not the ones this device held from before the delete.
             let revivesThisDelete = waiting.revives != nil && waiting.revives == remote.deletion
-            if revivesThisDelete { base.sync.version = remote.record.sync.version }
+            // Nor is a change concurrent with the device's own writes: a server version that differs from
+            // what this device last saw only by its own stamps is its own change, taken by the server with
+            // the answer lost (then a pull brings it back before the push goes again). Judged concurrent,
+            // server wins refused the device's next write of the record, its own later delete included.
+            let seen = stored.server ?? [:]
+            let onlyOwnWrites = remote.clocks.allSatisfy { field, stamp in stamp == seen[field] || stamp.node == clock.node }
+                && (remote.deletion.map { $0.node == clock.node } ?? true)
+            if revivesThisDelete || onlyOwnWrites { base.sync.version = remote.record.sync.version }
             for field in waiting.carried { base[field] = remote.record[field] }
             let client = try VersionedRecord(
                 record: base,
@@ -285,26 +292,34 @@ extension StoreWriter {
                 fields: resolution.merged.clocks, deletion: resolution.merged.deletion, server: remote.clocks)
             report.merged += 1
             // A server value this device already had when it wrote over it is not a conflict.
-            let seen = stored.server ?? [:]
             // Nor is the delete this device's write brought the record back from: it knew of it (a copy
             // read before it surfaced it when saved).
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: policy[entity], in: db, now: now,
                 surfacing: { $0.side == .client || seen[$0.field] != $0.clock },
                 surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })
-            // A write whose user never saw the delete it undid, kept by the merge: that delete lost, unseen.
-            if waiting.deleteUnseen, revivesThisDelete, resolution.merged.deletion == nil, let deletion = remote.deletion {
-                try Conflicts.lostDeletion(deletion, of: written, thisNode: clock.node, strategy: policy[entity], in: db, now: now)
-                report.conflictsSurfaced += 1
+            // A write whose user never saw the delete it undid: that delete lost, unseen, once the record is
+            // back by that write, kept by this merge or already taken by the server (its answer lost, the
+            // pull brings the write back: its own stamps). Settled too, with nothing to surface, when the
+            // server moved on past the write's base otherwise (a teammate brought the record back first).
+            var settlesUnseenDelete = revivesThisDelete || remote.record.sync.version > waiting.baseVersion
+            if waiting.deleteUnseen, let revived = waiting.revives, resolution.merged.deletion == nil {
+                let ownWriteTaken = remote.deletion == nil
+                    && waiting.fields.contains { remote.clocks[$0] != nil && remote.clocks[$0] == stored.fields[$0] }
+                if revivesThisDelete || ownWriteTaken {
+                    try Conflicts.lostDeletion(
+                        remote.deletion ?? revived, of: written, thisNode: clock.node, strategy: policy[entity], in: db, now: now)
+                    report.conflictsSurfaced += 1
+                    settlesUnseenDelete = true
+                }
             }
             try MutationQueue.rebaseUnfinished(
                 entity, id, keepingField: { resolution.sources[$0] == .client },
                 deletionLost: resolution.losingDeletion?.side == .client, serverVersion: remote.record.sync.version,
                 merged: resolution.merged.record,
-                // Settled when the merge met that delete, or a server that moved on past the write's base (a
-                // teammate brought the record back first); not by the same version pulled again while this
-                // device's own delete has yet to reach the server.
-                settlingUnseenDelete: revivesThisDelete || remote.record.sync.version > waiting.baseVersion, in: db)
+                // Not settled by the same version pulled again while this device's own delete has yet to
+                // reach the server.
+                settlingUnseenDelete: settlesUnseenDelete, in: db)
             if try MutationQueue.unfinishedFields(entity, id, in: db) == nil { written.sync.syncStatus = .synced }
         } else {
             written = remote.record

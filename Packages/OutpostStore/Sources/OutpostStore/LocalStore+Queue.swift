@@ -105,6 +105,15 @@ extension LocalStore {
     /// still to sync refreshes.
     func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
         try writeAnnouncing { db, changed in
+            // An answer for the request as it was sent, when a merge has since moved the mutation onto a
+            // newer version (the answer was lost; a pull brought a teammate's change on top and the merge
+            // decided what this device still sends): that request is settled, and what the merge left goes
+            // again as a new request. Acknowledged as it stood, the server's answer to the old key closed
+            // it, and the device kept a value the server never took.
+            if try MutationQueue.requeueAfterStaleAnswer(mutation, answeredAt: serverVersion, now: now, in: db) {
+                if let serverID { try ServerIDs.remember(serverID, for: mutation.entity, clientID: mutation.recordID, in: db, now: now) }
+                return
+            }
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
             // The server took a write that brought the record back from a delete its user never saw (a

@@ -316,9 +316,10 @@ enum MutationQueue {
         let rows = try Row.fetchAll(
             db, sql: """
                 SELECT seq, operation, payload, \(auditFieldsColumn) FROM mutation_queue
-                WHERE record_id = ? AND entity = ? AND status NOT IN ('done', 'failed')
+                WHERE record_id = ? AND entity = ? AND status NOT IN ('done', 'failed') ORDER BY seq
                 """,
             arguments: [id.storageText, entity.rawValue])
+        var rebased: [(sequence: Int64, operation: MutationOperation, payload: Payload)] = []
         for row in rows {
             // Written back whole: what is left to send is no longer what the audit entry recorded.
             var payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
@@ -334,6 +335,24 @@ enum MutationQueue {
             var operation = MutationOperation(rawValue: row["operation"]) ?? .update
             if operation == .delete, payload.deletion == nil { operation = .update }
             if operation == .create, serverVersion > 0 { operation = .update }
+            rebased.append((row["seq"], operation, payload))
+        }
+        // The merge judged the record's unfinished writes as one (its values, then its delete); the server
+        // judges each mutation alone. An edit before a delete that stands goes out inside the delete, as
+        // the delete's hidden values: sent alone, an edit older than the server's newest write met a
+        // conflict on its own version under last write wins at every try, while the merge, seeing the
+        // newer delete, kept sending it.
+        if let last = rebased.lastIndex(where: { $0.operation == .delete && $0.payload.deletion != nil }), last > 0 {
+            var fields: [String: FieldValue] = [:], clocks: [String: HybridTimestamp] = [:]
+            for index in 0...last {
+                fields.merge(rebased[index].payload.fields) { _, later in later }
+                clocks.merge(rebased[index].payload.clocks) { earlier, later in max(earlier, later) }
+                if index < last { (rebased[index].payload.fields, rebased[index].payload.clocks) = ([:], [:]) }
+            }
+            rebased[last].payload.fields = fields
+            rebased[last].payload.clocks = clocks
+        }
+        for (sequence, operation, payload) in rebased {
             let empty = payload.fields.isEmpty && payload.deletion == nil
             try db.execute(
                 sql: """
@@ -341,8 +360,60 @@ enum MutationQueue {
                         status = CASE WHEN ? THEN 'done' ELSE status END
                     WHERE seq = ?
                     """,
-                arguments: [try payload.encoded(), operation.rawValue, serverVersion, empty, row["seq"] as Int64])
+                arguments: [try payload.encoded(), operation.rawValue, serverVersion, empty, sequence])
         }
+    }
+
+    /// When `mutation`, answered as applied at `version` under the key it was sent with, has since been
+    /// moved by a merge onto a newer version (its row's base), the request it was is done, and what the
+    /// merge left of it goes again as a new request: folded into the record's next unfinished mutation
+    /// (the next write, which came after it) or queued anew under a new key. Returns whether it did.
+    static func requeueAfterStaleAnswer(_ mutation: Mutation, answeredAt version: Int64, now: Date, in db: Database) throws -> Bool {
+        guard let row = try Row.fetchOne(
+                db, sql: """
+                    SELECT seq, operation, payload, base_version, depends_on, audit_seq, \(auditFieldsColumn) FROM mutation_queue
+                    WHERE seq = ? AND lower(idempotency_key) = ? AND status != 'done'
+                    """,
+                arguments: [mutation.sequence, mutation.idempotencyKey.storageText]),
+            (row["base_version"] as Int64) > version
+        else { return false }
+        let left = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+        let next = try Row.fetchOne(
+            db, sql: """
+                SELECT seq, payload, \(auditFieldsColumn) FROM mutation_queue
+                WHERE record_id = ? AND entity = ? AND seq > ? AND status NOT IN ('done', 'failed') ORDER BY seq LIMIT 1
+                """,
+            arguments: [mutation.recordID.storageText, mutation.entity.rawValue, row["seq"] as Int64])
+        if left.deletion != nil, next != nil {
+            // A delete a later write brings back: it keeps its place, sent again under a new key.
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ? WHERE seq = ?",
+                arguments: [UUID.timeOrdered().storageText, row["seq"] as Int64])
+            return true
+        }
+        try db.execute(sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ?", arguments: [row["seq"] as Int64])
+        guard !left.fields.isEmpty || left.deletion != nil else { return true }
+        if let next {
+            // Before the next write, which wins where both wrote; a delete keeps its delete.
+            let later = try Payload.read(next["payload"], auditFields: next["audit_fields"], sequence: next["seq"])
+            var merged = left
+            merged.fold(later)
+            merged.deletion = later.deletion
+            try db.execute(sql: "UPDATE mutation_queue SET payload = ? WHERE seq = ?", arguments: [try merged.encoded(), next["seq"] as Int64])
+            return true
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, status, attempts,
+                    created_at, sync_class, base_version, depends_on, next_attempt_at, audit_seq)
+                VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 0, ?)
+                """,
+            arguments: [
+                UUID.timeOrdered().storageText, mutation.entity.rawValue, mutation.recordID.storageText, row["operation"] as String,
+                try left.encoded(), now.storageMilliseconds, mutation.syncClass.rawValue, row["base_version"] as Int64,
+                row["depends_on"] as String?, row["audit_seq"] as Int64?,
+            ])
+        return true
     }
 
     /// The mutations with the given sequence numbers, in queue order, and those that cannot be read

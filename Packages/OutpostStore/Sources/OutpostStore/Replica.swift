@@ -246,9 +246,16 @@ extension LocalStore: Replica {
         if case .duplicate = outcome { true } else { false }
     }
 
-    /// Whether the store's copy of the mutation's record is at `serverVersion` or newer.
+    /// Whether a merge already took in the server's record at `serverVersion`: every merge moves the
+    /// record's unfinished mutations onto the version it merged, in its own transaction. Judged by the
+    /// mutation, not by the record's version: a tombstone a pull brought without contents, or a write
+    /// over it, moves the row's version without its values, and a conflict answered again that carries
+    /// the tombstone whole was then skipped, so a write bringing the record back went out with the
+    /// values this device held from before the delete, over the server's newer ones.
     private func isMergedAlready(_ mutation: Mutation, serverVersion: Int64) throws(StoreError) -> Bool {
-        guard let record = try record(mutation.entity, id: mutation.recordID) else { return false }
-        return record.sync.version >= serverVersion
+        let base = try read {
+            try Int64.fetchOne($0, sql: "SELECT base_version FROM mutation_queue WHERE seq = ?", arguments: [mutation.sequence])
+        }
+        return (base ?? 0) >= serverVersion
     }
 }

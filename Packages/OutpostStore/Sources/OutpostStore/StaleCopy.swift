@@ -31,7 +31,16 @@ enum StaleCopy {
     ) -> (EntityRecord, [Surfaced]) {
         guard copy.sync.version < stored.sync.version else { return (copy, []) }
         // A field the user edited while the server changed it: the edit is written, the server's value surfaced.
-        return reconcile(copy, readAt: copy.sync.version, history: clocks?.pulled, with: stored, surfacingReplaced: true)
+        // A value a local write replaced after the copy was read is what the copy read too: a pull that
+        // then changed the field again replaced this device's own write, not the copy's value.
+        let readLocally = copy.sync.updatedAt.storageMilliseconds
+        // Only a value the server gave is surfaced as the server's: one a local write put there since (a
+        // second save of the same screen, another task) is this device's own, replaced as a later save
+        // replaces an earlier one.
+        return reconcile(
+            copy, readAt: copy.sync.version, history: clocks?.pulled, with: stored,
+            surfacingReplaced: { field in clocks.map { $0.fields[field] != nil && $0.fields[field] == $0.server?[field] } ?? false },
+            alsoRead: { field in clocks?.written?[field]?.first(where: { $0.version > readLocally }).map { $0.previous ?? .null } })
     }
 
     /// The fields of `copy`, read at `readAt` (its `updatedAt` in milliseconds) and saved after another
@@ -42,7 +51,7 @@ enum StaleCopy {
     static func reconcileLocal(
         _ copy: EntityRecord, readAt: Int64, with stored: EntityRecord, clocks: FieldClocks.Stored?
     ) -> (EntityRecord, [Surfaced]) {
-        reconcile(copy, readAt: readAt, history: clocks?.written, with: stored, surfacingReplaced: false)
+        reconcile(copy, readAt: readAt, history: clocks?.written, with: stored, surfacingReplaced: { _ in false })
     }
 
     /// Both rules' walk: `history` holds, per field, the values replaced after positions (versions for
@@ -51,7 +60,7 @@ enum StaleCopy {
     /// replaces is surfaced.
     private static func reconcile(
         _ copy: EntityRecord, readAt: Int64, history: [String: [FieldClocks.PulledChange]]?, with stored: EntityRecord,
-        surfacingReplaced: Bool
+        surfacingReplaced: (String) -> Bool, alsoRead: (String) -> FieldValue? = { _ in nil }
     ) -> (EntityRecord, [Surfaced]) {
         guard let history else { return (copy, []) }
         var result = copy
@@ -60,9 +69,12 @@ enum StaleCopy {
             // The first value replaced after the copy was read is the one the copy read.
             guard let change = history[field]?.first(where: { $0.version > readAt }) else { continue }
             if change.since <= readAt {
-                if copy[field] == change.previous ?? .null {
+                let read = alsoRead(field)
+                if copy[field] == change.previous ?? .null || copy[field] == read {
                     result[field] = stored[field]
-                } else if surfacingReplaced {
+                } else if surfacingReplaced(field), stored[field] != read, stored[field] != change.previous ?? .null {
+                    // Only a value the field did not hold when the copy was read is one the user wrote
+                    // over unseen (a pull that put back the read value replaced this device's own write).
                     surfaced.append(Surfaced(field: field, losing: stored[field], side: .server))
                 }
             } else {

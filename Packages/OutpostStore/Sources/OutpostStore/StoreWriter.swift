@@ -158,7 +158,8 @@ actor StoreWriter {
             // stamped before the value it replaces would lose to it, and the server would keep that value.
             let stamp = clock.tick(now: now, after: clocksBefore?.newest)
             var clocks = clocksBefore ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
-            if let stored, !isCreate { FieldClocks.noteLocalChanges(of: changed, from: stored, to: written, in: &clocks) }
+            // A write over a tombstone too: a copy read before it must not put back what it replaced.
+            if let stored { FieldClocks.noteLocalChanges(of: changed, from: stored, to: written, in: &clocks) }
             // The delete the save undoes, when its copy's user never saw it, is surfaced once the server
             // takes the write (or a merge keeps the record back); not now, since the entity's strategy may
             // still refuse the write (append only) and leave the delete standing.

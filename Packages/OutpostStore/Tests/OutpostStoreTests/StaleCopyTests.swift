@@ -86,6 +86,109 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
     }
 
+    @Test func aCopyReadBeforeAnOwnEditThatAPullThenReplacedIsNotAnEdit() async throws {
+        // Found by the conflict model: the screen read "Leak"; the device itself then wrote "Leak (d3)";
+        // a pull replaced that with the office's "Leak (office)". The unchanged copy saved now holds what
+        // it read, not an edit: nothing is written and nothing surfaced (it surfaced the office's title).
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak")
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        let onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var own = onScreen
+        own.title = "Leak (d3)"
+        try await store.save(own, now: Date(timeIntervalSince1970: 2))
+        var office = issue
+        office.title = "Leak (office)"
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"),
+            now: Date(timeIntervalSince1970: 3))
+        let conflictsBefore = try store.openConflicts().count
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 4))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.title == "Leak (office)")
+        let conflicts = try store.openConflicts()
+        #expect(conflicts.count == conflictsBefore, "\(conflicts)")
+    }
+
+    @Test func aCopysEditOfAFieldAPullPutBackToWhatItReadSurfacesNothing() async throws {
+        // Found by the conflict model: the screen read status open; the device wrote resolved; a merge put
+        // open back (the office's newer version won whole). The screen's user now sets in progress: an
+        // edit over the very value it read, written with nothing surfaced (it surfaced "open").
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var own = onScreen
+        own.status = .resolved
+        try await store.save(own, now: Date(timeIntervalSince1970: 2))
+        let lastWriteWins = ConflictPolicy(overriding: [.issue: .lastWriteWins])
+        var office = issue
+        office.title = "Leak, kitchen"
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 5_000)], cursor: "2"), policy: lastWriteWins,
+            now: Date(timeIntervalSince1970: 3))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.status == .open, "the office's whole version stood")
+        let conflictsBefore = try store.openConflicts().count
+        onScreen.status = .inProgress
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 4))
+        let stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(stored.status == .inProgress && stored.title == "Leak, kitchen")
+        let conflicts = try store.openConflicts()
+        #expect(conflicts.count == conflictsBefore, "\(conflicts)")
+    }
+
+    @Test func theSameScreenSavedTwiceAfterAPullSurfacesNeitherSaveAgainstTheOther() async throws {
+        // Seed 71: a screen read before a pull saved its notes twice; the second save surfaced the first
+        // save's value as "the server's" it replaced. The later save of one field wins, as two saves do.
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", details: "")
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        var office = issue
+        office.details = "office's note"
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(office, version: 2, at: 2_000)], cursor: "2"), now: Date(timeIntervalSince1970: 2))
+        onScreen.details = "first"
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 3))
+        let afterFirst = try store.openConflicts()
+        #expect(afterFirst.map(\.losingValue) == [.text("office's note")], "the office's value the first save replaced")
+        onScreen.details = "second"
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 4))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.details == "second")
+        #expect(try store.openConflicts() == afterFirst, "the first save is this device's own, not the server's")
+    }
+
+    @Test func aCopyReadBeforeADeleteSavedAgainKeepsWhatItsFirstSaveBroughtBack() async throws {
+        // Seed 35: a screen read before a pulled delete saved its notes (bringing the record back), then its
+        // title: the second save put the notes back to what the screen had read, since the first save over
+        // the tombstone noted nothing of what it replaced.
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Leak", details: "as read")
+        try await store.applyPulledPage(
+            PulledPage(changes: [remote(issue, version: 1, at: 1_000)], cursor: "1"), now: Date(timeIntervalSince1970: 1))
+        var onScreen = try #require(try store.fetch(Issue.self, id: issue.id))
+        let tombstone = try VersionedRecord(
+            record: EntityRecord(entity: .issue, id: issue.id, fields: [:],
+                sync: SyncMetadata(version: 2, createdAt: Date(timeIntervalSince1970: 1), updatedAt: Date(timeIntervalSince1970: 2),
+                    deletedAt: Date(timeIntervalSince1970: 2))),
+            clocks: [:], deletion: HybridTimestamp(physicalMilliseconds: 2_000, counter: 0, node: server))
+        try await store.applyPulledPage(PulledPage(changes: [tombstone], cursor: "2"), now: Date(timeIntervalSince1970: 2))
+        onScreen.details = "two more posts"
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 3))
+        onScreen.details = "as read"
+        onScreen.title = "Leak, stairs"
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 4))
+        let stored = try #require(try store.fetch(Issue.self, id: issue.id))
+        #expect(!stored.sync.isDeleted && stored.title == "Leak, stairs")
+        #expect(stored.details == "two more posts", "the screen's first save stands")
+    }
+
     @Test func aCopyOlderThanTheKeptHistoryKeepsTheStoredValueAndSurfacesTheCopys() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)

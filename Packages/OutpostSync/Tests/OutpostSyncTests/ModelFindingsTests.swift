@@ -1,0 +1,148 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+@testable import OutpostStore
+import OutpostTesting
+import OutpostWire
+import Testing
+@testable import OutpostSync
+import OutpostServerTesting
+
+/// Paths the conflict model found when the reliability harness first checked real devices against it
+/// (`outpost-reliability --scenario convergence`): each a seed whose server or conflicts tables differed
+/// from the model, reduced here to the engine, a store and the server's own rules, answers lost on the way.
+extension SyncEngineTests {
+    /// The office writes a record through the server directly: a rename of `title` at `at`.
+    func officeRenames(_ id: UUID, to title: String, baseVersion: Int64, at offset: Int64, on server: InProcessServer) async throws {
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: id, baseVersion: baseVersion,
+            fields: ["title": .text(title)], clocks: ["title": office(offset)]))
+    }
+
+    @Test func aRestoreWhoseConflictAnswerWasLostStillTakesTheServersNewestValues() async throws {
+        // Seed 57: the restore's conflict answer was lost and answered again; the row stood at the
+        // tombstone's version (a pull without contents), so the merge was taken as done and the restore
+        // went out with the title this device held from before the delete, over the office's rename.
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 381))
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        try await officeRenames(issue.id, to: "Loose rail, north stairs", baseVersion: 1, at: 100_000, on: server)
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 2, deletion: office(200_000)))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(300) })
+        let tombstone = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        #expect(tombstone.sync.isDeleted)
+
+        _ = try await device.store.save(tombstone, now: now.addingTimeInterval(400))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(400) })
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(4_000) })
+        #expect(report.isComplete)
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(!onServer.isDeleted)
+        #expect(onServer.fields["title"] == .text("Loose rail, north stairs"))
+        #expect(try device.store.record(.issue, id: issue.id)?["title"] == .text("Loose rail, north stairs"))
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
+    @Test func anEditThenADeleteUnderLastWriteWinsMeetingANewerServerWriteSettles() async throws {
+        // Seed 39: the edit went out alone and lost to the office's newer write on its own version, so the
+        // server answered conflict; the device, merging the edit and its later delete as one, judged its
+        // delete newer and sent the edit again, at every try, until it failed.
+        let policy = ConflictPolicy(overriding: [.issue: .lastWriteWins])
+        let device = try Device()
+        let server = try await InProcessServer(policy: policy)
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 382))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.details = "bolts sheared"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
+        try await officeRenames(issue.id, to: "Loose rail, north stairs", baseVersion: 1, at: 200_000, on: server)
+        #expect(try await device.store.delete(.issue, id: issue.id, now: now.addingTimeInterval(300)))
+
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(300) })
+        #expect(report.isComplete && report.failed == 0)
+        #expect(try device.store.status().failedChanges == 0 && device.store.status().pendingChanges == 0)
+        #expect(try await server.record(issue.id)?.isDeleted == true, "the newest write, the delete, stands")
+        // The office's rename, hidden by the newer delete, is offered on the device that settled it.
+        #expect(try device.store.openConflicts().contains { $0.field == "title" && $0.losingValue == .text("Loose rail, north stairs") })
+    }
+
+    @Test func anAnswerToARequestAMergeMovedOnDoesNotCloseWhatTheMergeLeft() async throws {
+        // Seed 87: the device's note was applied and the answer lost; a pull brought the office's newer
+        // note, and the merge (client wins) kept the device's. Sent again under its old key, the change got
+        // the old answer (applied) and was closed: the device kept its note, the server the office's.
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 383))
+        var entry = try await device.store.save(
+            TimeEntry(projectID: try await server.newProject(), memberID: UUID(), kind: .clockIn, recordedAt: now), now: now)
+        _ = try await engine.sync(now: { self.now })
+        entry = try #require(try device.store.fetch(TimeEntry.self, id: entry.id))
+        entry.note = "left early"
+        _ = try await device.store.save(entry, now: now.addingTimeInterval(100))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        #expect(try await server.record(entry.id)?.version == 2, "applied before the answer was lost")
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .timeEntry, operation: .update, recordID: entry.id, baseVersion: 2,
+            fields: ["note": .text("office: approved")], clocks: ["note": office(200_000)]))
+
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(4_000) })
+        #expect(report.isComplete)
+        let onServer = try #require(try await server.record(entry.id))
+        #expect(onServer.fields["note"] == .text("left early"), "client wins: the device's note, as the device holds")
+        #expect(try device.store.record(.timeEntry, id: entry.id)?.fields == onServer.fields)
+        #expect(try device.store.openConflicts().map(\.losingValue) == [.text("office: approved")])
+    }
+
+    @Test func aDevicesOwnTakenEditDoesNotMakeItsLaterDeleteConcurrent() async throws {
+        // Seed 140: the device's edit was applied with the answer lost; the pull brought it back, and the
+        // merge took the device's own write for a concurrent office change: server wins then dropped the
+        // device's later delete and offered it back as lost.
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 384))
+        var asset = try await device.store.save(
+            Asset(projectID: try await server.newProject(), name: "Boom lift", qrCode: "QR-1"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        asset = try #require(try device.store.fetch(Asset.self, id: asset.id))
+        asset.location = "Bay 3"
+        _ = try await device.store.save(asset, now: now.addingTimeInterval(100))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        #expect(try await device.store.delete(.asset, id: asset.id, now: now.addingTimeInterval(200)))
+
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(4_000) })
+        #expect(report.isComplete)
+        #expect(try await server.record(asset.id)?.isDeleted == true)
+        #expect(try device.store.openConflicts().isEmpty, "nothing lost: the device wrote both")
+    }
+
+    @Test func aStaleCopysRevivalTakenWithItsAnswerLostStillOffersTheDeleteOnce() async throws {
+        // The write of a copy read before a pulled delete was applied with its answer lost; the pull that
+        // brings it back must still offer the delete its user never saw, once.
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 385))
+        let issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        var screen = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: 1, deletion: office(100_000)))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(200) })
+        screen.details = "two more posts"
+        _ = try await device.store.save(screen, now: now.addingTimeInterval(300))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(300) })
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(4_000) })
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(8_000) })
+
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(!onServer.isDeleted && onServer.fields["details"] == .text("two more posts"))
+        #expect(try device.store.openConflicts().map(\.field) == [nil], "the delete, once")
+    }
+}
