@@ -1,11 +1,14 @@
 # Outpost workspace. On a fresh machine `make demo` and `make test` are all a newcomer needs:
 # both run `setup` first, which installs the system libraries that are missing (and python3,
-# which the HTTP transport tests use as a scripted local server, when the machine has none).
+# which the HTTP transport tests use as a scripted local server, when the machine has none, with
+# PyYAML and openapi-spec-validator, which the contract tests read the API document with).
 
 SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev
 # The peers `make bench` measures against (the sqlite3 CLI, xmllint).
 BENCH_APT_PACKAGES := sqlite3 libxml2-utils
+# The real parsers the contract tests read schemas/sync-api.yaml with (PyYAML, openapi-spec-validator).
+PYTHON_PACKAGES := pyyaml openapi-spec-validator
 # The server's PostgreSQL backend is tested (and benchmarked) on a throwaway cluster of Debian's server.
 POSTGRES_APT_PACKAGES := postgresql
 PACKAGES := $(notdir $(wildcard Packages/*))
@@ -18,6 +21,8 @@ setup:
 	@command -v $(SWIFT) >/dev/null || { echo "error: '$(SWIFT)' not found; install Swift 6.2 or later" >&2; exit 1; }
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(APT_PACKAGES)"
 	@command -v python3 >/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES_WANTED=python3
+	@python3 -c 'import yaml, openapi_spec_validator' 2>/dev/null || { echo "setup: installing $(PYTHON_PACKAGES) from PyPI"; \
+	  python3 -m pip install -q $(PYTHON_PACKAGES) 2>/dev/null || python3 -m pip install -q --break-system-packages $(PYTHON_PACKAGES); }
 
 # apt-install: install PACKAGES_WANTED with apt-get, only those dpkg does not know yet
 apt-install:

@@ -2,7 +2,8 @@
 import PackageDescription
 
 /// Helpers the packages' tests share, and that teams can use in their own: a seeded random generator
-/// so property tests and fault schedules replay exactly from their seed. Foundation only.
+/// so property tests and fault schedules replay exactly from their seed, and contract files (YAML,
+/// OpenAPI) read and checked by real parsers through `python3`. Foundation only.
 let package = Package(
     name: "OutpostTesting",
     products: [

@@ -2,6 +2,7 @@ import Foundation
 import OutpostBundles
 import OutpostConflicts
 import OutpostModels
+@testable import OutpostServer
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -13,6 +14,9 @@ import Testing
 /// engine against the real server on 127.0.0.1.
 @Suite("Deletes, revivals and old copies, end to end")
 struct DeletesAndRevivalsTests {
+    /// Alice's member record in project A: whom she writes comments and clock-ins as.
+    static let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+
     /// A server and devices that all run `policy`: the office (Carol, project manager) and two crew
     /// devices of Alice (foreman), each its own store file.
     struct Crew {
@@ -107,7 +111,7 @@ struct DeletesAndRevivalsTests {
         defer { Task { await crew.stop() } }
         let a = try crew.device("a"), b = try crew.device("b")
         let clockIn = try await a.store.save(TimeEntry(
-            projectID: TestServer.projectA, memberID: UUID(), kind: .clockIn, recordedAt: Timestamp.now()))
+            projectID: TestServer.projectA, memberID: Self.aliceInA, kind: .clockIn, recordedAt: Timestamp.now()))
         #expect(try await a.engine.sync().isComplete)
         #expect(try await b.engine.sync().isComplete)
 
@@ -132,7 +136,7 @@ struct DeletesAndRevivalsTests {
         defer { Task { await crew.stop() } }
         let a = try crew.device("a"), b = try crew.device("b")
         let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        let comment = try await a.store.save(Comment(issueID: issue.id, authorID: UUID(), body: "A wrote this"))
+        let comment = try await a.store.save(Comment(issueID: issue.id, authorID: Self.aliceInA, body: "A wrote this"))
         #expect(try await a.engine.sync().isComplete)
         #expect(try await b.engine.sync().isComplete)
 

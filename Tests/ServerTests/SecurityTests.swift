@@ -32,7 +32,7 @@ struct SecurityTests {
         await server.stop()
     }
 
-    @Test("A member of project A gets 403 on every route that touches project B, even guessing record ids", arguments: Backend.available)
+    @Test("A member of project A reaches nothing of project B, and is answered as if it did not exist", arguments: Backend.available)
     func forbiddenAcrossProjects(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         let bob = server.transport(token: TestServer.bobToken)
@@ -48,11 +48,15 @@ struct SecurityTests {
             }
             let answer = try await server.send(
                 route.method, route.path, token: TestServer.aliceToken, body: route.body, headers: headers)
-            #expect(answer.status == 403, "\(route.method) \(route.path)")
-            #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .forbidden)
+            // A pull naming B is refused as naming a project that is not hers (unknown ones alike); the
+            // media and bundle routes answer as for an attachment or a project that does not exist.
+            let expected = route.path == "/pull" ? (403, ServerErrorCode.forbidden) : (404, ServerErrorCode.notFound)
+            #expect(answer.status == expected.0, "\(route.method) \(route.path)")
+            #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == expected.1)
         }
 
-        // Per mutation inside a push: editing, re-creating or linking to B's records is forbidden.
+        // Per mutation inside a push: editing, re-creating or linking to B's records is refused, as for
+        // records that do not exist.
         let alice = server.transport(token: TestServer.aliceToken)
         let mutations = [
             Sample.update(.issue, id: bobsIssue.recordID, baseVersion: 1, fields: ["title": .text("mine now")]),
@@ -64,7 +68,7 @@ struct SecurityTests {
             Sample.update(.project, id: TestServer.projectB, baseVersion: 1, fields: ["name": .text("taken")]),
         ]
         let results = try await alice.push(PushRequest(mutations: mutations)).results
-        #expect(results.map(\.outcome.rejectedCode) == Array(repeating: .forbidden, count: mutations.count))
+        #expect(results.map(\.outcome.rejectedCode) == Array(repeating: .notFound, count: mutations.count))
         // And Alice's pull never shows B's records.
         let page = try await alice.pull(PullRequest(cursor: nil, limit: 1000))
         #expect(!page.changes.contains { $0.recordID == bobsIssue.recordID || $0.recordID == TestServer.projectB })
@@ -159,9 +163,9 @@ struct SecurityTests {
         let after = try await carol.push(PushRequest(mutations: [
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
         ])).results
-        #expect(after[0].outcome.rejectedCode == .forbidden)
+        #expect(after[0].outcome.rejectedCode == .notFound, "as for a project that does not exist")
         let bundle = try await server.send("GET", "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle", token: TestServer.carolToken)
-        #expect(bundle.status == 403)
+        #expect(bundle.status == 404)
         // Alice, still a member, pulls the tombstone of Carol's member record.
         let pulled = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
         #expect(pulled.contains { $0.entity == .member && $0.recordID == carolsMemberRecord && $0.isDeleted })

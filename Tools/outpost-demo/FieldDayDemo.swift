@@ -74,8 +74,12 @@ struct FieldDayDemo {
         let b = try device("bob", bob)
 
         section("The day before")
+        // Who each user writes as: their member record in the project (the server refuses a comment, log
+        // or clock-in that names someone else, but from the office or a foreman for his crew's time).
+        try await office.sync()
+        let carolMember = try demo.require(try office.member(for: carol, in: project), "the office has Carol's member record")
         let stain = try await office.save(Issue(projectID: project, title: "Water stain on the ceiling", details: "Above the sink"))
-        let log = try await office.save(DailyLog(projectID: project, authorID: carol, day: "2026-11-23", notes: "Cabinets arrive"))
+        let log = try await office.save(DailyLog(projectID: project, authorID: carolMember.id, day: "2026-11-23", notes: "Cabinets arrive"))
         try await office.sync()
         say("Carol raises \"\(stain.title)\" and starts tomorrow's daily log from the office, and syncs.")
         for (name, crew) in [("Alice", a), ("Bob", b)] {
@@ -86,7 +90,8 @@ struct FieldDayDemo {
         }
 
         section("On site, no signal")
-        let clockIn = try await a.clockIn(member: alice, project: project)
+        let aliceMember = try demo.require(try a.member(for: alice, in: project), "Alice's device has her member record")
+        let clockIn = try await a.clockIn(member: aliceMember.id, project: project)
         say("Alice clocks in.")
         var aliceLog = try demo.require(try a.fetch(DailyLog.self, id: log.id), "Alice has the daily log")
         aliceLog.notes = "Cabinets arrived; demo of the old counters done"

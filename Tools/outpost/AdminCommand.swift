@@ -39,7 +39,8 @@ struct AdminCommand: AsyncParsableCommand {
 
     struct AddMember: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "add-member", abstract: "Make a user a member of a project, with a role.")
+            commandName: "add-member",
+            abstract: "Make a user a member of a project with a role, add a removed member back, or change a member's role.")
 
         @OptionGroup var target: Target
         @Option(help: "The project's id.") var project: String
@@ -54,12 +55,14 @@ struct AdminCommand: AsyncParsableCommand {
             guard let project = UUID(uuidString: project), let user = UUID(uuidString: user) else {
                 throw CommandFailure("--project and --user take UUIDs")
             }
+            let change: MembershipChange?
             do {
-                try await server.addMember(.init(userID: user, name: name, email: email, role: role, projects: [project]))
+                change = try await server.addMember(.init(userID: user, name: name, email: email, role: role, projects: [project]))[project]
             } catch {
                 throw CommandFailure("\(error)")
             }
-            print("\(name) is a \(role) of project \(project.uuidString.lowercased())")
+            // What happened, as it happened: never a role printed that the server did not take.
+            print("\(name), project \(project.uuidString.lowercased()): \(change.map { "\($0)" } ?? "nothing changed")")
         }
     }
 

@@ -17,8 +17,9 @@ struct ServeCommand: AsyncParsableCommand {
             live in PostgreSQL, migrated on start, and several servers may share it; --media is then \
             required (a folder every instance shares). Without a password in the URL, PGPASSWORD is used. \
             Prints 'listening on http://HOST:PORT' once it accepts connections (with --port 0, the port \
-            picked). Stops cleanly on SIGTERM or SIGINT. --seed loads projects, members and tokens from a \
-            JSON file (see Packages/OutpostServer/README.md); loading it again changes nothing.
+            picked). Stops cleanly on SIGTERM or SIGINT. --seed sets a new server up with projects, members \
+            and tokens from a JSON file (see Packages/OutpostServer/README.md), on its first start only: \
+            given again later it changes nothing (it would undo removals and revocations); use outpost admin.
             """
     )
 
@@ -65,6 +66,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: "The most media bytes one member's live attachments may hold, across projects.")
     var maxUserMediaBytes: Int64 = 25 << 30
+
+    @Option(help: "Free disk bytes media uploads leave for the database: an upload past it is refused (507).")
+    var mediaDiskReserve: Int64 = 256 << 20
 
     @Option(help: "Seconds a connection may stay open without sending a complete request head (idle or trickling headers).")
     var idleTimeout: Int = 30
@@ -114,11 +118,13 @@ struct ServeCommand: AsyncParsableCommand {
                 idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
+            configuration.mediaDiskReserveBytes = mediaDiskReserve
             configuration.databaseLockWaitSeconds = databaseLockWait
             configuration.idleTransactionSeconds = idleTransactionTimeout
             server = try SyncServer(configuration: configuration)
-            if let seed {
-                try await server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed)))
+            if let seed, try await !server.load(ServerSeed(contentsOf: URL(fileURLWithPath: seed))) {
+                FileHandle.standardError.write(Data(
+                    "note: this server was set up before; \(seed) is not loaded again (outpost admin changes members and tokens)\n".utf8))
             }
         } catch {
             throw CommandFailure("\(error)")

@@ -62,7 +62,15 @@ public final class Device: Sendable {
 
     // MARK: Field workflows
 
-    /// Clocks `member` in on `project`, offline or not.
+    /// The member record naming `user` in `project`, once pulled or pre-synced: whom this device's user
+    /// writes as. A clock-in's `member`, a comment's and a daily log's author must be the caller's own
+    /// member record (the server refuses another, but from the office or a foreman recording his crew's
+    /// time); nil before the project's records have arrived, or when `user` is not a member.
+    public func member(for user: UUID, in project: UUID) throws(OutpostError) -> Member? {
+        try records(Member.self, where: "projectID", is: .uuid(project)).first { $0.userID == user }
+    }
+
+    /// Clocks `member` (a member record: see `member(for:in:)`) in on `project`, offline or not.
     @discardableResult
     public func clockIn(
         member: UUID, project: UUID, at time: Date = Timestamp.now(), latitude: Double? = nil, longitude: Double? = nil
@@ -100,7 +108,7 @@ public final class Device: Sendable {
         }
     }
 
-    /// Comments on `issue`.
+    /// Comments on `issue` as `author`, a member record of the issue's project (see `member(for:in:)`).
     @discardableResult
     public func comment(on issue: Issue, by author: UUID, _ body: String) async throws(OutpostError) -> Comment {
         try await save(Comment(issueID: issue.id, authorID: author, body: body))

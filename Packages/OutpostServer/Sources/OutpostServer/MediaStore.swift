@@ -49,7 +49,7 @@ actor MediaStore {
     }
 
     func status(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
-        let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        let (record, _) = try await storage.mediaAttachment(attachmentID, by: caller)
         // As for its upload: a deleted attachment's file, size included, is no one's business any more.
         guard record.deletion == nil else {
             throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
@@ -65,12 +65,16 @@ actor MediaStore {
     func receive(
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
     ) async throws(ServerError) -> MediaUploadStatus {
-        let record = try await storage.mediaAttachment(attachmentID, by: caller)
+        let (record, role) = try await storage.mediaAttachment(attachmentID, by: caller)
         guard record.deletion == nil else {
             throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted; its file is no longer taken")
         }
         guard record.ownerID == caller.userID else {
             throw ServerError.forbidden("only the member who attached this file may upload it")
+        }
+        // The role the office gives now, not the one the member had when they attached it.
+        guard Roles.mayWrite(.mediaAttachment, as: role) else {
+            throw ServerError.forbidden("a \(role.rawValue) may not upload files in this project")
         }
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }
@@ -86,6 +90,7 @@ actor MediaStore {
         guard Int64(data.count) == range.length else {
             throw ServerError.badRequest("Content-Range announces \(range.length) bytes but the body has \(data.count)")
         }
+        try checkDiskReserve(for: Int64(data.count))
         let lock = try UploadLock(directory.appendingPathComponent(attachmentID.storageText + ".lock"))
         defer { lock.release() }
         let held = try await storage.mediaUpload(attachmentID)
@@ -179,6 +184,7 @@ actor MediaStore {
             throw ServerError(
                 status: 413, .payloadTooLarge, "your media would pass your quota of \(quotas.perUser) bytes (\(used.owner) held)")
         }
+        try checkDiskReserve(for: total)
         let part = partURL(of: attachmentID)
         if !FileManager.default.fileExists(atPath: part.path) {
             guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
@@ -187,6 +193,25 @@ actor MediaStore {
         }
         try await storage.setMediaUpload(
             MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+    }
+
+    /// Refuses `bytes` more on the media volume when they would leave less free space than the reserve
+    /// the database keeps: at admission for the whole file, and for each chunk as it arrives (other
+    /// uploads and the database grow meanwhile).
+    private func checkDiskReserve(for bytes: Int64) throws(ServerError) {
+        guard let free = Self.freeBytes(at: directory.path) else { return }
+        guard free - bytes >= quotas.diskReserve else {
+            throw ServerError(
+                status: 507, .insufficientStorage,
+                "the server keeps its last \(quotas.diskReserve) bytes of disk for the database (\(free) free): "
+                    + "this upload waits until an operator frees space; records still sync",
+                retryAfterSeconds: 300)
+        }
+    }
+
+    /// Free bytes on the volume holding `path` (statfs), nil when it cannot be told.
+    static func freeBytes(at path: String) -> Int64? {
+        (try? FileManager.default.attributesOfFileSystem(forPath: path)[.systemFreeSize] as? NSNumber)?.int64Value
     }
 
     private var admitting = false
@@ -380,4 +405,6 @@ final class UploadLock: Sendable {
 struct MediaQuotas: Sendable {
     var perProject: Int64 = 100 << 30
     var perUser: Int64 = 25 << 30
+    /// Free space on the media volume uploads never take (`ServerConfiguration.mediaDiskReserveBytes`).
+    var diskReserve: Int64 = 256 << 20
 }

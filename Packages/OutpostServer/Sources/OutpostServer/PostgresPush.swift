@@ -61,17 +61,10 @@ extension PostgresStorage {
                 }
             }
         }
-        snapshot.memberships = try await PostgresAccess.projects(of: batch.caller, on: connection, logger: logger)
-        var roles: [UUID: [Member.Role]] = [:]
-        for project in snapshot.memberships {
-            let members = try await PostgresRecords.fetchAll(
-                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member' AND deletion IS NULL",
-                on: connection, logger: logger)
-            for member in members {
-                if let role = Roles.role(in: member.fields, of: batch.caller.userID) { roles[project, default: []].append(role) }
-            }
-        }
-        snapshot.roles = roles.compactMapValues(Roles.strongest)
+        snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
+        for try await name in try await connection.query(
+            "SELECT name FROM users WHERE id = \(batch.caller.userID.storageText)", logger: logger
+        ).decode(String.self) { snapshot.callerName = name }
         if !batch.projects.isEmpty {
             for try await project in try await connection.query(
                 "SELECT DISTINCT project_id FROM memberships WHERE project_id = ANY(\(batch.projects.map(\.storageText)))",
@@ -115,10 +108,14 @@ extension PostgresStorage {
         if !plan.memberships.isEmpty {
             try await connection.query(
                 """
-                INSERT INTO memberships (project_id, user_id)
-                SELECT * FROM unnest(\(plan.memberships.map(\.projectID.storageText))::text[],
-                                     \(plan.memberships.map(\.userID.storageText))::text[])
-                ON CONFLICT DO NOTHING
+                WITH added AS (
+                    INSERT INTO memberships (project_id, user_id)
+                    SELECT * FROM unnest(\(plan.memberships.map(\.projectID.storageText))::text[],
+                                         \(plan.memberships.map(\.userID.storageText))::text[])
+                    ON CONFLICT DO NOTHING RETURNING project_id, user_id)
+                INSERT INTO membership_starts (project_id, user_id, added_at)
+                SELECT project_id, user_id, \(Date().milliseconds) FROM added
+                ON CONFLICT (project_id, user_id) DO UPDATE SET added_at = EXCLUDED.added_at
                 """, logger: logger)
         }
         if !plan.applied.isEmpty {

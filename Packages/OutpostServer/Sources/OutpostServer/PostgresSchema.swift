@@ -17,6 +17,7 @@ enum PostgresSchema {
     static let steps: [MigrationStep] = [
         MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
+        MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -158,5 +159,16 @@ enum PostgresSchema {
     private static let version2 = """
         CREATE INDEX records_by_project_entity ON records(project_id, entity, id);
         CREATE INDEX records_unlinked_by_owner ON records(owner_id, sequence) WHERE project_id IS NULL;
+        """
+
+    /// As `ServerSchema.version3`.
+    private static let version3 = """
+        CREATE TABLE membership_starts (
+            project_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            added_at BIGINT NOT NULL,
+            PRIMARY KEY (project_id, user_id)
+        );
+        INSERT INTO counters (name, value) SELECT 'seeded_at', 0 WHERE EXISTS (SELECT 1 FROM users);
         """
 }

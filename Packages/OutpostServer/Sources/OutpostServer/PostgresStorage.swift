@@ -167,7 +167,9 @@ final class PostgresStorage: ServerStorage {
         {
             return map(inner)
         }
-        if let error = error as? PSQLError, Self.lostConnection.contains(error.code) {
+        if let error = error as? PSQLError,
+            Self.lostConnection.contains(error.code) || (error.serverInfo?[.sqlState]).map(Self.isUnreachable) == true
+        {
             // The database ended the session (this instance was frozen past the idle limit) or the
             // network to it broke: nothing was committed, and the client sends the batch again.
             return ServerError(
@@ -180,7 +182,22 @@ final class PostgresStorage: ServerStorage {
                 status: 503, .unavailable, "the database is busy (\(Self.describe(error))); try again shortly",
                 retryAfterSeconds: 2, underlying: error)
         }
+        // The pool's own refusals (its circuit breaker open after failing to connect for a while, the pool
+        // shut down): the database cannot be reached, which a client waits out, not a failure of the request.
+        if String(describing: type(of: error)) == "ConnectionPoolError" {
+            return ServerError(
+                status: 503, .unavailable, "the database cannot be reached (\(error)); try again shortly",
+                retryAfterSeconds: 5, underlying: error)
+        }
         return ServerError(.databaseFailure, message: Self.describe(error), path: location, underlying: error)
+    }
+
+    /// Whether a SQLSTATE says the database cannot be reached now: a connection exception (class 08),
+    /// the server shutting down or starting (57P01 administrator shutdown, 57P02 crash shutdown, 57P03
+    /// cannot connect now), or too many connections (53300). Answered 500, devices charged it to their
+    /// retry budget as a failure of the request.
+    static func isUnreachable(_ state: String) -> Bool {
+        state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
     }
 
     /// SQLSTATEs of a bounded wait that ran out: lock_not_available (`lock_timeout`), query_canceled
@@ -334,17 +351,17 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role) {
         let logger = self.logger
         return try await read { connection in
-            guard let record = try await PostgresRecords.fetch(.mediaAttachment, id: id, on: connection, logger: logger)
-            else {
-                throw ServerError.notFound("no media attachment \(id.storageText); push its record first")
-            }
-            guard try await PostgresAccess.canSee(record, caller, on: connection, logger: logger) else {
-                throw ServerError.forbidden("you are not a member of this attachment's project")
-            }
-            return record
+            // One answer for an attachment that does not exist and one the caller may not see.
+            let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
+            guard let record = try await PostgresRecords.fetch(.mediaAttachment, id: id, on: connection, logger: logger),
+                let project = record.projectID,
+                let role = try await PostgresAccess.access(of: caller, on: connection, logger: logger, project: project)
+                    .roles[project]
+            else { throw missing }
+            return (record, role)
         }
     }
 
@@ -458,11 +475,10 @@ final class PostgresStorage: ServerStorage {
                 try await connection.query(
                     "SET LOCAL idle_in_transaction_session_timeout = \(unescaped: String(Self.bundleIdleMilliseconds))",
                     logger: logger)
-                guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger)
-                else { throw ServerError.notFound("no project \(project.storageText)") }
-                guard try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger) else {
-                    throw ServerError.forbidden("you are not a member of project \(project.storageText)")
-                }
+                // One answer for a project that does not exist and one the caller may not reach.
+                guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger),
+                    try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger)
+                else { throw ServerError.notFound("no project \(project.storageText) of yours") }
                 var cursor = PostgresBundleCursor(project: project)
                 let newest = try await cursor.open(projectRecord, on: connection, logger: logger)
                 state.open(asOf: newest)
@@ -527,11 +543,23 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) {
+    @discardableResult
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
         try seed.validate()
         let logger = self.logger
         let assignsServerIDs = self.assignsServerIDs
-        try await write { connection in
+        return try await write { connection in
+            // A seed sets a server up once (see `ServerStorage.load`): the first instance to start loads it.
+            if !seed.extendsServer {
+                var inserted = false
+                for try await _ in try await connection.query(
+                    """
+                    INSERT INTO counters (name, value) VALUES ('seeded_at', \(now.milliseconds))
+                    ON CONFLICT (name) DO NOTHING RETURNING name
+                    """, logger: logger
+                ).decode(String.self) { inserted = true }
+                guard inserted else { return false }
+            }
             let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
             let firstMember = seed.members.first?.userID ?? UUID(uuidString: "00000000-0000-0000-0000-000000000000")!
             func insertSeeded(
@@ -569,11 +597,7 @@ final class PostgresStorage: ServerStorage {
                     guard try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger) != nil else {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
-                    try await connection.query(
-                        """
-                        INSERT INTO memberships (project_id, user_id)
-                        VALUES (\(project.storageText), \(member.userID.storageText)) ON CONFLICT DO NOTHING
-                        """, logger: logger)
+                    try await PostgresAccess.addMembership(project, member.userID, at: now.milliseconds, on: connection, logger: logger)
                     let id = SQLiteStorage.memberRecordID(project: project, user: member.userID)
                     guard try await PostgresRecords.fetch(.member, id: id, on: connection, logger: logger) == nil
                     else { continue }
@@ -597,6 +621,51 @@ final class PostgresStorage: ServerStorage {
                     ON CONFLICT (token_sha256) DO UPDATE SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at
                     """, logger: logger)
             }
+            return true
+        }
+    }
+
+    func addMember(
+        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+    ) async throws(ServerError) -> MembershipChange {
+        let logger = self.logger
+        let rules = PushRules(assignsServerIDs: assignsServerIDs)
+        return try await write { connection in
+            guard try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger) != nil else {
+                throw ServerError.notFound("no project \(project.storageText) on this server")
+            }
+            try await connection.query(
+                """
+                INSERT INTO users (id, name) VALUES (\(user.storageText), \(name))
+                ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
+                """, logger: logger)
+            var hasMembership = false
+            for try await _ in try await connection.query(
+                "SELECT project_id FROM memberships WHERE project_id = \(project.storageText) AND user_id = \(user.storageText)",
+                logger: logger
+            ).decode(String.self) { hasMembership = true }
+            let members = try await PostgresRecords.fetchAll(
+                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member'",
+                on: connection, logger: logger)
+            // The counters move by what the plan used; every write holds the advisory lock, so none moves them meanwhile.
+            var counters: (changeSequence: Int64, lastServerID: Int64) = (0, 0)
+            for try await (counter, value) in try await connection.query(
+                "SELECT name, value FROM counters WHERE name IN ('change_sequence', 'server_id')", logger: logger
+            ).decode((String, Int64).self) {
+                if counter == "change_sequence" { counters.changeSequence = value } else { counters.lastServerID = value }
+            }
+            let plan = try MembershipEdit.plan(
+                user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
+                memberRecords: members, now: now, rules: rules, counters: &counters)
+            try await PostgresRecords.save(plan.records, on: connection, logger: logger)
+            if plan.addsMembership {
+                try await PostgresAccess.addMembership(project, user, at: now.milliseconds, on: connection, logger: logger)
+            }
+            try await connection.query(
+                "UPDATE counters SET value = \(counters.changeSequence) WHERE name = 'change_sequence'", logger: logger)
+            try await connection.query(
+                "UPDATE counters SET value = \(counters.lastServerID) WHERE name = 'server_id'", logger: logger)
+            return plan.change
         }
     }
 }
@@ -618,29 +687,60 @@ private actor Readiness {
     }
 }
 
-/// Membership checks on PostgreSQL, the same questions `Access` asks SQLite.
+/// Membership checks on PostgreSQL, the same questions `Access` asks SQLite, answered by the same rule
+/// (`Roles.access`): a project is the caller's only where a role is established for them.
 enum PostgresAccess {
+    /// The caller's standing in their projects (only `project`, when given).
+    static func access(
+        of caller: Caller, on connection: PostgresConnection, logger: Logger, project: UUID? = nil
+    ) async throws -> ProjectAccess {
+        let user = caller.userID.storageText
+        let only = project?.storageText
+        var memberships: [UUID: Int64] = [:]
+        for try await (id, added) in try await connection.query(
+            """
+            SELECT m.project_id, coalesce(s.added_at, 0) FROM memberships m
+            LEFT JOIN membership_starts s ON s.project_id = m.project_id AND s.user_id = m.user_id
+            WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
+            """, logger: logger
+        ).decode((String, Int64).self) {
+            if let id = UUID(uuidString: id) { memberships[id] = added }
+        }
+        guard !memberships.isEmpty else { return ProjectAccess() }
+        let members = try await PostgresRecords.fetchAll(
+            """
+            SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM memberships m
+            JOIN records r ON r.project_id = m.project_id AND r.entity = 'member' AND r.deletion IS NULL
+            WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
+            """,
+            on: connection, logger: logger)
+        return Roles.access(
+            of: caller.userID, memberships: memberships,
+            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
+    }
+
+    /// Makes `user` a member of `project` from `milliseconds` on (a membership that exists stays as it is).
+    static func addMembership(
+        _ project: UUID, _ user: UUID, at milliseconds: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            WITH added AS (
+                INSERT INTO memberships (project_id, user_id) VALUES (\(project.storageText), \(user.storageText))
+                ON CONFLICT DO NOTHING RETURNING project_id, user_id)
+            INSERT INTO membership_starts (project_id, user_id, added_at) SELECT project_id, user_id, \(milliseconds) FROM added
+            ON CONFLICT (project_id, user_id) DO UPDATE SET added_at = EXCLUDED.added_at
+            """, logger: logger)
+    }
+
     static func isMember(_ caller: Caller, of project: UUID, on connection: PostgresConnection, logger: Logger)
         async throws -> Bool
     {
-        for try await _ in try await connection.query(
-            """
-            SELECT 1 FROM memberships WHERE project_id = \(project.storageText) AND user_id = \(caller.userID.storageText)
-            """, logger: logger
-        ).decode(Int32.self) {
-            return true
-        }
-        return false
+        try await access(of: caller, on: connection, logger: logger, project: project).roles[project] != nil
     }
 
     static func projects(of caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
-        var projects: Set<UUID> = []
-        for try await id in try await connection.query(
-            "SELECT project_id FROM memberships WHERE user_id = \(caller.userID.storageText)", logger: logger
-        ).decode(String.self) {
-            if let id = UUID(uuidString: id) { projects.insert(id) }
-        }
-        return projects
+        try await access(of: caller, on: connection, logger: logger).projects
     }
 
     /// A record belongs to its project's members; an opportunity no project references yet, to its creator.

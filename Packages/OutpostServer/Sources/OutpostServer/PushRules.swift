@@ -68,11 +68,17 @@ struct PushRules: Sendable {
         _ mutation: PushMutation, by caller: Caller, to snapshot: inout PushSnapshot, plan: inout PushPlan, now: Date
     ) throws -> MutationOutcome {
         try checkShape(mutation, now: now)
-        let fields = try clientReferences(in: mutation, snapshot: snapshot)
+        let fields = try clientReferences(in: mutation, caller: caller, snapshot: snapshot)
         let key = RecordKey(entity: mutation.entity, id: mutation.recordID)
         let existing = snapshot.records[key]
-        if let existing, !existing.summary.isVisible(to: caller, memberships: snapshot.memberships) {
-            throw ServerError.forbidden("you are not a member of this record's project")
+        // A record the caller may not see is answered exactly as one that does not exist: a different
+        // answer told anyone which ids other projects hold. So is one deleted before the caller joined its
+        // project: its last values were never theirs to read (a conflict answer carries them whole) nor to
+        // bring back.
+        if let existing, !existing.summary.isVisible(to: caller, memberships: snapshot.memberships)
+            || Self.deletedBeforeJoining(existing, snapshot: snapshot)
+        {
+            throw Self.noSuchRecord(mutation.entity, mutation.recordID)
         }
         // Before the version check: a conflict answer carries the record whole (a tombstone's last
         // values too), and a member who may not write it (a viewer; crew, for money) got them back by
@@ -88,7 +94,7 @@ struct PushRules: Sendable {
                 sync: SyncMetadata(createdAt: mutation.createdAt ?? now, updatedAt: now))
             merged = try VersionedRecord(record: record, clocks: mutation.clocks)
         case (.update, nil), (.delete, nil):
-            throw ServerError.notFound("no \(mutation.entity.rawValue) \(mutation.recordID.storageText) on the server")
+            throw Self.noSuchRecord(mutation.entity, mutation.recordID)
         case (_, let current?) where current.version != mutation.baseVersion:
             // A create of a record the server holds is a stale base too (0); after merging, the engine
             // sends it again on the returned version and it resolves like an update.
@@ -140,6 +146,7 @@ struct PushRules: Sendable {
         // The creator of a new project is its owner; in any other project the caller's role decides.
         if let project, !(mutation.entity == .project && existing == nil) {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
+            try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
         }
 
         // Nothing below can fail: the mutation is applied.
@@ -162,11 +169,82 @@ struct PushRules: Sendable {
         plan.records[key] = stored
         plan.moves[key] = nil
         if mutation.entity == .project, !snapshot.memberships.contains(stored.id) {
-            snapshot.memberships.insert(stored.id)
-            snapshot.projectsWithMembers.insert(stored.id)
-            plan.memberships.append((stored.id, caller.userID))
+            makeOwner(of: stored, caller: caller, snapshot: &snapshot, plan: &plan)
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
+    }
+
+    /// The creator of a project made on a device is its owner, by a member record the server writes with
+    /// it (at the next change sequence, so the creator's device pulls it): never by a default role.
+    private func makeOwner(of project: StoredRecord, caller: Caller, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+        let id = Roles.memberRecordID(project: project.id, user: caller.userID)
+        let fields: [String: FieldValue] = [
+            "projectID": .uuid(project.id), "userID": .uuid(caller.userID),
+            "name": .text(snapshot.callerName.isEmpty ? "Owner" : snapshot.callerName), "email": .text(""),
+            "role": .text(Member.Role.owner.rawValue),
+        ]
+        let stamp = project.clocks.values.max() ?? HybridTimestamp(physicalMilliseconds: 0, counter: 0, node: NodeID(0))
+        snapshot.changeSequence += 1
+        var member = StoredRecord(
+            entity: .member, id: id, serverID: nil, projectID: project.id, ownerID: caller.userID, version: 1,
+            sequence: snapshot.changeSequence, fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil,
+            createdAt: project.createdAt, updatedAt: project.updatedAt)
+        if assignsServerIDs {
+            snapshot.lastServerID += 1
+            member.serverID = snapshot.lastServerID
+            snapshot.serverIDs[ServerIDKey(entity: .member, serverID: snapshot.lastServerID)] = member.key
+        }
+        snapshot.records[member.key] = member
+        snapshot.summaries[member.key] = member.summary
+        plan.records[member.key] = member
+        snapshot.access.roles[project.id] = .owner
+        snapshot.access.ownMemberRecords[project.id] = [id]
+        snapshot.access.joinedAt[project.id] = 0
+        snapshot.projectsWithMembers.insert(project.id)
+        plan.memberships.append((project.id, caller.userID))
+    }
+
+    /// Whether `record` was deleted before the caller's membership of its project began, by the server's
+    /// time (its `updatedAt`): a device's deletion clock runs by the device's time, which may be anything
+    /// within the allowance, and a membership begins by the server's.
+    private static func deletedBeforeJoining(_ record: StoredRecord, snapshot: PushSnapshot) -> Bool {
+        guard record.deletion != nil, let project = record.projectID,
+            let joined = snapshot.access.joinedAt[project], joined > 0
+        else { return false }
+        return record.updatedAt.milliseconds < joined
+    }
+
+    /// The answer to a record that does not exist, or that the caller may not see: one answer for both.
+    private static func noSuchRecord(_ entity: EntityType, _ id: UUID) -> ServerError {
+        ServerError.notFound("no \(entity.rawValue) \(id.storageText) on the server")
+    }
+
+    /// A record's author field names whoever writes it (their own member record), except for a role that
+    /// writes for others; only its author or the office deletes an authored record (`Roles`).
+    private func checkAuthorship(
+        _ mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
+    ) throws {
+        guard let field = Roles.authorFields[mutation.entity], let role = snapshot.access.roles[project] else { return }
+        let own = snapshot.access.ownMemberRecords[project] ?? []
+        func isOwn(_ value: FieldValue?) -> Bool {
+            if case .uuid(let id)? = value { own.contains(id) } else { false }
+        }
+        let before = existing?.fields[field]
+        let deleting = merged.deletion != nil && (existing.map { $0.deletion == nil } ?? false)
+        if deleting {
+            guard isOwn(before) || Roles.deletesOthers(as: role) else {
+                throw ServerError.forbidden(
+                    "only its author or the office (owner, project manager) deletes a \(mutation.entity.rawValue)")
+            }
+            return
+        }
+        let author = merged.record[field]
+        guard existing == nil || before != author else { return }
+        guard isOwn(author) || Roles.writesForOthers(mutation.entity, as: role) else {
+            throw ServerError.forbidden(
+                "a \(role.rawValue) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
+                    + "member record in this project")
+        }
     }
 
     /// Whether what a mutation brings is what the merge kept: a delete leaves the record deleted; an
@@ -207,13 +285,16 @@ struct PushRules: Sendable {
         }
     }
 
-    /// The fields with every parent reference sent as a server id (text) turned into the client id.
-    private func clientReferences(in mutation: PushMutation, snapshot: PushSnapshot) throws -> [String: FieldValue] {
+    /// The fields with every parent reference sent as a server id (text) turned into the client id. A
+    /// server id of a record the caller may not see is answered as one no record holds: server ids are
+    /// sequential, and a different answer let anyone count other projects' records.
+    private func clientReferences(in mutation: PushMutation, caller: Caller, snapshot: PushSnapshot) throws -> [String: FieldValue] {
         var fields = mutation.fields
         for relation in mutation.entity.description.parents {
             guard case .text(let text) = fields[relation.field] ?? .null else { continue }
             guard let serverID = Int64(text),
-                let key = snapshot.serverIDs[ServerIDKey(entity: relation.entity, serverID: serverID)]
+                let key = snapshot.serverIDs[ServerIDKey(entity: relation.entity, serverID: serverID)],
+                snapshot.summary(key)?.isVisible(to: caller, memberships: snapshot.memberships) ?? false
             else {
                 throw ServerError.notFound("\(relation.field): no \(relation.entity.rawValue) with server id '\(text)'")
             }
@@ -240,14 +321,12 @@ struct PushRules: Sendable {
         default:
             for relation in record.entity.description.parents {
                 guard case .uuid(let parentID) = record[relation.field] else { continue }
-                guard let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)) else {
-                    throw ServerError.notFound(
-                        "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
-                }
+                // One answer for a parent that does not exist and one the caller may not see.
+                let missing = ServerError.notFound(
+                    "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
+                guard let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)) else { throw missing }
                 let project = relation.entity == .project ? parentID : parent.projectID
-                guard let project, snapshot.memberships.contains(project) else {
-                    throw ServerError.forbidden("you are not a member of the project \(relation.field) belongs to")
-                }
+                guard let project, snapshot.memberships.contains(project) else { throw missing }
                 return project
             }
             throw ServerError.badRequest("a \(record.entity.rawValue) must name its parent")
@@ -262,12 +341,12 @@ struct PushRules: Sendable {
     /// orphaned rather than dropping them); an opportunity no project has linked yet belongs to none.
     private func checkReferences(_ record: EntityRecord, project: UUID?, caller: Caller, snapshot: PushSnapshot) throws {
         for relation in record.entity.description.parents {
+            // A record the caller may not see is treated as one the server does not hold: kept as a
+            // reference (the device flags the record orphaned), never told apart from a missing one.
             guard case .uuid(let parentID) = record[relation.field],
-                let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID))
+                let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)),
+                parent.isVisible(to: caller, memberships: snapshot.memberships)
             else { continue }
-            guard parent.isVisible(to: caller, memberships: snapshot.memberships) else {
-                throw ServerError.forbidden("\(relation.field) names a record of a project you are not a member of")
-            }
             let parentProject = relation.entity == .project ? parentID : parent.projectID
             if let project, let parentProject, parentProject != project {
                 throw ServerError.badRequest(
@@ -298,9 +377,12 @@ struct PushRules: Sendable {
         }
     }
 
-    /// Refuses a write of `entity` in `project` the caller's role there does not allow.
+    /// Refuses a write of `entity` in `project` the caller's role there does not allow, and any write
+    /// where no role is established: authorization fails closed.
     private func checkRole(of entity: EntityType, in project: UUID, snapshot: PushSnapshot) throws {
-        let role = snapshot.roles[project] ?? .owner
+        guard let role = snapshot.access.roles[project] else {
+            throw ServerError.forbidden("you have no role in this project: the office has to give you one")
+        }
         guard Roles.mayWrite(entity, as: role) else {
             throw ServerError.forbidden(
                 "a \(role.rawValue) may not change \(entity.rawValue) records in this project: "

@@ -88,12 +88,16 @@ struct PushSnapshot: Sendable {
     var summaries: [RecordKey: RecordSummary] = [:]
     /// Referenced server ids that exist, to the record holding them.
     var serverIDs: [ServerIDKey: RecordKey] = [:]
-    /// The projects the caller is a member of.
-    var memberships: Set<UUID> = []
+    /// The caller's standing in each project they belong to (`Roles.access`): only projects where a role
+    /// is established count, whatever the memberships table says.
+    var access = ProjectAccess()
     /// Of `PushBatch.projects`, those with at least one member.
     var projectsWithMembers: Set<UUID> = []
-    /// The caller's role in each project of `memberships` a member record names them in (`Roles`).
-    var roles: [UUID: Member.Role] = [:]
+    /// The caller's display name, for the member record that makes them the owner of a project they create.
+    var callerName = ""
+
+    /// The projects the caller may reach.
+    var memberships: Set<UUID> { access.projects }
     /// The counters' values when loaded: the last change sequence and the last server id handed out.
     var changeSequence: Int64 = 0
     var lastServerID: Int64 = 0
@@ -113,7 +117,8 @@ struct PushPlan: Sendable {
     var records: [RecordKey: StoredRecord] = [:]
     /// Records the batch only moved (an opportunity a project adopted): new project and sequence.
     var moves: [RecordKey: (projectID: UUID, sequence: Int64)] = [:]
-    /// New (project, user) memberships: the creator of a project.
+    /// New (project, user) memberships: the creator of a project (whose member record, naming them its
+    /// owner, is among `records`).
     var memberships: [(projectID: UUID, userID: UUID)] = []
     /// New idempotency answers, in order (duplicates and other users' keys write none).
     var applied: [(key: UUID, userID: UUID, entity: EntityType, recordID: UUID, outcome: String)] = []

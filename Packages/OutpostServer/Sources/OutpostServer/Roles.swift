@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OutpostModels
 
@@ -11,12 +12,61 @@ import OutpostModels
 /// | foreman, crew | every entity but discounts, finance options, fees and members |
 /// | viewer | nothing |
 ///
-/// A member's role in a project is the `role` of that project's member record naming the user (the
-/// most privileged, should there be several); a member no member record names (the creator of a
-/// project made on a device, before anyone wrote a member record for them) is its owner.
+/// A member's role in a project is the `role` of that project's live member records naming the user
+/// (the most privileged, should there be several). **Access fails closed**: a member no live member
+/// record names with a role this server knows has no role, and no access to the project at all, never a
+/// default one (a missing role once counted as the owner's). The creator of a project made on a device
+/// is its owner by the member record the server writes with the project.
+///
+/// **Authorship**: a record's author field (a comment's and a daily log's `authorID`, a time entry's
+/// `memberID`) names the member record of whoever wrote it. A caller writes records as themselves (their
+/// own member record), except the office (owner, project manager), who writes for anyone, and a foreman,
+/// who records his crew's time. Only its author or the office deletes an authored record, and only those
+/// who may write for others change whose it is.
 enum Roles {
     /// The entities only the office writes.
     static let officeEntities: Set<EntityType> = [.discount, .financeOption, .fee, .member]
+
+    /// The field naming a record's author (a member record), for the entities that have one.
+    static let authorFields: [EntityType: String] = [.comment: "authorID", .dailyLog: "authorID", .timeEntry: "memberID"]
+
+    /// Whether `role` may write records of `entity` naming another member than the caller as author.
+    static func writesForOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
+        switch role {
+        case .owner, .projectManager: true
+        case .foreman: entity == .timeEntry
+        case .estimator, .crew, .viewer: false
+        }
+    }
+
+    /// Whether `role` may delete an authored record someone else wrote.
+    static func deletesOthers(as role: Member.Role) -> Bool {
+        role == .owner || role == .projectManager
+    }
+
+    /// The caller's standing in each project they belong to, from their memberships (with when each
+    /// began, epoch milliseconds) and each project's live member records: the projects where a role is
+    /// established, that role, and the caller's own member records there. A membership without one is
+    /// left out: no role, no access.
+    static func access(
+        of user: UUID, memberships: [UUID: Int64], memberRecords: [UUID: [StoredRecord]]
+    ) -> ProjectAccess {
+        var access = ProjectAccess()
+        for (project, joined) in memberships {
+            var roles: [Member.Role] = []
+            var own: Set<UUID> = []
+            for member in memberRecords[project] ?? [] where member.deletion == nil {
+                guard let role = role(in: member.fields, of: user) else { continue }
+                roles.append(role)
+                own.insert(member.id)
+            }
+            guard let strongest = strongest(roles) else { continue }
+            access.roles[project] = strongest
+            access.ownMemberRecords[project] = own
+            access.joinedAt[project] = joined
+        }
+        return access
+    }
 
     /// Whether `role` may create, change or delete records of `entity`.
     static func mayWrite(_ entity: EntityType, as role: Member.Role) -> Bool {
@@ -26,6 +76,17 @@ enum Roles {
         case .foreman, .crew: !officeEntities.contains(entity)
         case .viewer: false
         }
+    }
+
+    /// The member record of `user` in `project`, at an id derived from both: the seed, the operator's
+    /// commands and the server's record of a project's creator all write this one.
+    static func memberRecordID(project: UUID, user: UUID) -> UUID {
+        var bytes = Array(SHA256.hash(data: Data((project.storageText + "/" + user.storageText).utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0f) | 0x50  // version 5-style (name-based)
+        bytes[8] = (bytes[8] & 0x3f) | 0x80  // RFC 4122 variant
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
     /// The strongest of `roles` (owner first), or nil when there is none.
@@ -42,4 +103,18 @@ enum Roles {
         guard case .uuid(user) = fields["userID"] ?? .null, case .text(let name) = fields["role"] ?? .null else { return nil }
         return Member.Role(rawValue: name)
     }
+}
+
+/// What a caller may do in the projects they belong to (`Roles.access`).
+struct ProjectAccess: Sendable, Hashable {
+    /// The caller's role in each project where one is established: the projects they may reach.
+    var roles: [UUID: Member.Role] = [:]
+    /// The caller's own live member records in each of those projects: whom they write as.
+    var ownMemberRecords: [UUID: Set<UUID>] = [:]
+    /// When each membership began (epoch milliseconds; 0 for one older than the record of it): a
+    /// record deleted before it is one the member never could read.
+    var joinedAt: [UUID: Int64] = [:]
+
+    /// The projects the caller may reach.
+    var projects: Set<UUID> { Set(roles.keys) }
 }

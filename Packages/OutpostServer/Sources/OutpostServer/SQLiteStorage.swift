@@ -165,8 +165,9 @@ final class SQLiteStorage: ServerStorage {
                 }
             }
         }
-        snapshot.memberships = try Access.projects(of: batch.caller, in: db)
-        snapshot.roles = try Access.roles(of: batch.caller, in: snapshot.memberships, db: db)
+        snapshot.access = try Access.access(of: batch.caller, in: db)
+        snapshot.callerName = try String.fetchOne(
+            db, sql: "SELECT name FROM users WHERE id = ?", arguments: [batch.caller.userID.storageText]) ?? ""
         for chunk in chunks(batch.projects.map(\.storageText)) {
             let projects = try String.fetchAll(
                 db, sql: "SELECT DISTINCT project_id FROM memberships WHERE project_id IN (\(placeholders(chunk.count)))",
@@ -185,11 +186,10 @@ final class SQLiteStorage: ServerStorage {
             try db.cachedStatement(sql: "UPDATE records SET project_id = ?, sequence = ? WHERE entity = ? AND id = ?")
                 .execute(arguments: [move.projectID.storageText, move.sequence, key.entity.rawValue, key.id.storageText])
         }
-        for membership in plan.memberships {
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)")
-                .execute(arguments: [membership.projectID.storageText, membership.userID.storageText])
-        }
         let now = Date().milliseconds
+        for membership in plan.memberships {
+            try Access.addMembership(membership.projectID, membership.userID, at: now, in: db)
+        }
         for applied in plan.applied {
             try db.cachedStatement(
                 sql: """
@@ -364,15 +364,14 @@ final class SQLiteStorage: ServerStorage {
         try await read { db in try StoredRecord.fetch(entity, id: id, in: db) }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role) {
         try await read { db in
-            guard let record = try StoredRecord.fetch(.mediaAttachment, id: id, in: db) else {
-                throw ServerError.notFound("no media attachment \(id.storageText); push its record first")
-            }
-            guard try Access.canSee(record, caller, in: db) else {
-                throw ServerError.forbidden("you are not a member of this attachment's project")
-            }
-            return record
+            // One answer for an attachment that does not exist and one the caller may not see.
+            let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
+            guard let record = try StoredRecord.fetch(.mediaAttachment, id: id, in: db), let project = record.projectID,
+                let role = try Access.access(of: caller, in: db, project: project).roles[project]
+            else { throw missing }
+            return (record, role)
         }
     }
 
@@ -452,12 +451,10 @@ final class SQLiteStorage: ServerStorage {
         let path = self.path
         // The checks and the header read the same snapshot the records then stream from.
         let (asOf, extraOpportunity) = try await Self.read(snapshot, path: path) { db -> (Date?, UUID?) in
-            guard let projectRecord = try StoredRecord.fetch(.project, id: project, in: db) else {
-                throw ServerError.notFound("no project \(project.storageText)")
-            }
-            guard try Access.isMember(caller, of: project, in: db) else {
-                throw ServerError.forbidden("you are not a member of project \(project.storageText)")
-            }
+            // One answer for a project that does not exist and one the caller may not reach.
+            guard let projectRecord = try StoredRecord.fetch(.project, id: project, in: db),
+                try Access.isMember(caller, of: project, in: db)
+            else { throw ServerError.notFound("no project \(project.storageText) of yours") }
             var newest = try Int64.fetchOne(
                 db, sql: "SELECT MAX(updated_at) FROM records WHERE project_id = ?", arguments: [project.storageText])
             var extra: UUID?
@@ -493,10 +490,17 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Seed
 
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) {
+    @discardableResult
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
         try seed.validate()
         let rules = self.rules
-        try await write { db in
+        return try await write { db in
+            // A seed sets a server up once: loaded again at a restart it put back the memberships and
+            // tokens the operator had removed and revoked since.
+            if !seed.extendsServer {
+                guard try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'seeded_at'") == nil else { return false }
+                try db.execute(sql: "INSERT INTO counters (name, value) VALUES ('seeded_at', ?)", arguments: [now.milliseconds])
+            }
             let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
             let firstMember = seed.members.first?.userID ?? UUID(uuidString: "00000000-0000-0000-0000-000000000000")!
             var counters: (changeSequence: Int64, lastServerID: Int64) = (0, 0)
@@ -523,9 +527,7 @@ final class SQLiteStorage: ServerStorage {
                     guard try StoredRecord.fetch(.project, id: project, in: db) != nil else {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
-                    try db.execute(
-                        sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)",
-                        arguments: [project.storageText, member.userID.storageText])
+                    try Access.addMembership(project, member.userID, at: now.milliseconds, in: db)
                     let id = Self.memberRecordID(project: project, user: member.userID)
                     guard try StoredRecord.fetch(.member, id: id, in: db) == nil else { continue }
                     let fields: [String: FieldValue] = [
@@ -546,6 +548,38 @@ final class SQLiteStorage: ServerStorage {
                     sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at) VALUES (?, ?, ?)",
                     arguments: [TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds])
             }
+            return true
+        }
+    }
+
+    func addMember(
+        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+    ) async throws(ServerError) -> MembershipChange {
+        let rules = self.rules
+        return try await write { db in
+            guard try StoredRecord.fetch(.project, id: project, in: db) != nil else {
+                throw ServerError.notFound("no project \(project.storageText) on this server")
+            }
+            try db.execute(
+                sql: "INSERT INTO users (id, name) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name",
+                arguments: [user.storageText, name])
+            let hasMembership = try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM memberships WHERE project_id = ? AND user_id = ?",
+                arguments: [project.storageText, user.storageText]) ?? false
+            let members = try StoredRecord.fetchAll(
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member'", arguments: [project.storageText])
+            var counters: (changeSequence: Int64, lastServerID: Int64) = (
+                try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0)
+            let plan = try MembershipEdit.plan(
+                user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
+                memberRecords: members, now: now, rules: rules, counters: &counters)
+            for record in plan.records { try record.save(in: db) }
+            if plan.addsMembership {
+                try Access.addMembership(project, user, at: now.milliseconds, in: db)
+            }
+            try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
+            return plan.change
         }
     }
 
@@ -583,12 +617,7 @@ final class SQLiteStorage: ServerStorage {
 
     /// The same membership always gets the same `member` record id, so a seed loads idempotently.
     static func memberRecordID(project: UUID, user: UUID) -> UUID {
-        var bytes = Array(SHA256.hash(data: Data((project.storageText + "/" + user.storageText).utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0f) | 0x50  // version 5-style (name-based)
-        bytes[8] = (bytes[8] & 0x3f) | 0x80  // RFC 4122 variant
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        Roles.memberRecordID(project: project, user: user)
     }
 }
 
@@ -641,32 +670,57 @@ private actor BundleCursor {
     }
 }
 
-/// Membership checks, shared by every route.
+/// Membership checks, shared by every route. A project is the caller's only where a role is
+/// established for them (`Roles.access`): a membership whose member record is gone, or names no role
+/// this server knows, reaches nothing.
 enum Access {
-    static func isMember(_ caller: Caller, of project: UUID, in db: Database) throws -> Bool {
-        try Bool.fetchOne(
-            db, sql: "SELECT 1 FROM memberships WHERE project_id = ? AND user_id = ?",
-            arguments: [project.storageText, caller.userID.storageText]) ?? false
+    /// The caller's standing in their projects (only `project`, when given).
+    static func access(of caller: Caller, in db: Database, project: UUID? = nil) throws -> ProjectAccess {
+        let only = project == nil ? "" : " AND m.project_id = ?"
+        let arguments: StatementArguments = [caller.userID.storageText] + StatementArguments(project.map { [$0.storageText] } ?? [])
+        var memberships: [UUID: Int64] = [:]
+        for row in try Row.fetchAll(
+            db,
+            sql: """
+                SELECT m.project_id, coalesce(s.added_at, 0) AS added_at FROM memberships m
+                LEFT JOIN membership_starts s ON s.project_id = m.project_id AND s.user_id = m.user_id
+                WHERE m.user_id = ?
+                """ + only,
+            arguments: arguments)
+        {
+            if let id = UUID(hyphenatedText: row["project_id"] as String) { memberships[id] = row["added_at"] }
+        }
+        guard !memberships.isEmpty else { return ProjectAccess() }
+        let members = try StoredRecord.fetchAll(
+            db,
+            sql: """
+                SELECT r.* FROM memberships m
+                JOIN records r ON r.project_id = m.project_id AND r.entity = 'member' AND r.deletion IS NULL
+                WHERE m.user_id = ?
+                """ + only,
+            arguments: arguments)
+        return Roles.access(
+            of: caller.userID, memberships: memberships,
+            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
     }
 
-    /// The caller's role in each of `projects` a live member record names them in (`Roles`).
-    static func roles(of caller: Caller, in projects: Set<UUID>, db: Database) throws -> [UUID: Member.Role] {
-        var found: [UUID: [Member.Role]] = [:]
-        for project in projects {
-            let members = try StoredRecord.fetchAll(
-                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member' AND deletion IS NULL",
-                arguments: [project.storageText])
-            for member in members {
-                if let role = Roles.role(in: member.fields, of: caller.userID) { found[project, default: []].append(role) }
-            }
-        }
-        return found.compactMapValues(Roles.strongest)
+    /// Makes `user` a member of `project` from `milliseconds` on (a membership that exists stays as it is).
+    static func addMembership(_ project: UUID, _ user: UUID, at milliseconds: Int64, in db: Database) throws {
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO memberships (project_id, user_id) VALUES (?, ?)",
+            arguments: [project.storageText, user.storageText])
+        guard db.changesCount > 0 else { return }
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO membership_starts (project_id, user_id, added_at) VALUES (?, ?, ?)",
+            arguments: [project.storageText, user.storageText, milliseconds])
+    }
+
+    static func isMember(_ caller: Caller, of project: UUID, in db: Database) throws -> Bool {
+        try access(of: caller, in: db, project: project).roles[project] != nil
     }
 
     static func projects(of caller: Caller, in db: Database) throws -> Set<UUID> {
-        Set(try String.fetchAll(
-            db, sql: "SELECT project_id FROM memberships WHERE user_id = ?", arguments: [caller.userID.storageText]
-        ).compactMap(UUID.init(hyphenatedText:)))
+        try access(of: caller, in: db).projects
     }
 
     /// A record belongs to its project's members; an opportunity no project references yet, to its creator.

@@ -37,6 +37,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytesPerProject: Int64 = 100 << 30
     /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
     public var maximumMediaBytesPerUser: Int64 = 25 << 30
+    /// The free disk space media uploads leave on the media folder's volume, for the database (on one
+    /// machine, the same disk): an upload that would go below it is refused (507 `insufficient_storage`)
+    /// and structured pushes keep working. One member's unfinished upload once filled the disk, and every
+    /// push then failed "database or disk is full". Default 256 MiB.
+    public var mediaDiskReserveBytes: Int64 = 256 << 20
     /// PostgreSQL: the longest a request waits for a lock (the write lock another instance holds)
     /// before it is answered 503 with `Retry-After`, and the longest one statement may run. Without
     /// them one stalled writer held every instance's pushes until the clients gave up. Default 10 s.

@@ -9,6 +9,7 @@ enum ServerSchema {
     static let steps: [MigrationStep] = [
         MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
+        MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -75,5 +76,21 @@ enum ServerSchema {
     private static let version2 = """
         CREATE INDEX records_by_project_entity ON records(project_id, entity, id);
         CREATE INDEX records_unlinked_by_owner ON records(owner_id, sequence) WHERE project_id IS NULL;
+        """
+
+    /// When a membership began (`membership_starts`, epoch ms; none for those from before, read as 0): a
+    /// record deleted earlier is one the member never could read, and its last values are not theirs. A
+    /// table of its own: the migrator refuses a column added to `memberships`, whose key is a table
+    /// constraint the new column would follow. `seeded_at` in `counters` once a seed
+    /// loaded: a seed applies on the first start only, so a restart does not undo removals and
+    /// revocations (a server seeded before this step counts as seeded once it has users).
+    static let version3 = """
+        CREATE TABLE membership_starts (
+            project_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            added_at INTEGER NOT NULL,
+            PRIMARY KEY (project_id, user_id)
+        ) WITHOUT ROWID;
+        INSERT INTO counters (name, value) SELECT 'seeded_at', 0 WHERE EXISTS (SELECT 1 FROM users);
         """
 }

@@ -36,8 +36,10 @@ protocol ServerStorage: Sendable {
     /// (`SyncServer.storedRecord`), never for a route.
     func record(_ entity: EntityType, id: UUID) async throws(ServerError) -> StoredRecord?
 
-    /// The media attachment record the caller may upload to (404 unknown, 403 not theirs).
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> StoredRecord
+    /// A media attachment record of a project where the caller has a role, with that role: 404 for one
+    /// that does not exist and for one the caller may not see alike (an answer that told them apart would
+    /// tell anyone which ids other projects hold).
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role)
 
     /// The upload state of an attachment's file, nil before its first chunk.
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
@@ -59,8 +61,17 @@ protocol ServerStorage: Sendable {
     /// The records come in batches read on demand from one consistent snapshot, never all at once.
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords
 
-    /// Creates the seed's projects, members and tokens that do not exist yet.
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError)
+    /// Creates the seed's projects, members and tokens, on a server's first start only: a seed loaded again
+    /// (a restart with `--seed`) changes nothing, since it would undo the operator's removals and
+    /// revocations since. Returns whether it loaded. An operator's addition (`extendsServer`) always loads.
+    @discardableResult
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool
+
+    /// Makes `user` a member of `project` with exactly `role`: the membership (begun now), and their
+    /// member record created, brought back, or given the role (`MembershipEdit`). Says what changed.
+    func addMember(
+        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+    ) async throws(ServerError) -> MembershipChange
 
     /// Takes `user` out of `project`: the membership goes, so their next request to it is refused on
     /// every instance (each request reads memberships), and the project's live member records naming

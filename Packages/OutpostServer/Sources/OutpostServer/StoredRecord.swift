@@ -49,6 +49,21 @@ struct StoredRecord: Sendable, Hashable {
 extension StoredRecord {
     /// Makes this record a tombstone at `sequence`, stamped by the server at `now`: an operator's removal
     /// (a member taken out of a project), which every device pulls like any delete.
+    /// This record changed by the server (an operator's edit): `changes` written, brought back if
+    /// deleted, at the next version and `sequence`, stamped after every clock it holds.
+    mutating func edit(_ changes: [String: FieldValue], at now: Date, sequence: Int64) {
+        let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
+        let clock = max(stamp, (Array(clocks.values) + (deletion.map { [$0] } ?? [])).max() ?? stamp).next
+        for (field, value) in changes {
+            fields[field] = value
+            clocks[field] = clock
+        }
+        deletion = nil
+        version += 1
+        self.sequence = sequence
+        updatedAt = now
+    }
+
     mutating func tombstone(at now: Date, sequence: Int64) {
         let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
         version += 1

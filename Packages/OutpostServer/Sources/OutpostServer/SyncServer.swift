@@ -65,13 +65,17 @@ public struct SyncServer: Sendable {
         self.media = try MediaStore(
             directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes,
             quotas: MediaQuotas(
-                perProject: configuration.maximumMediaBytesPerProject, perUser: configuration.maximumMediaBytesPerUser))
+                perProject: configuration.maximumMediaBytesPerProject, perUser: configuration.maximumMediaBytesPerUser,
+                diskReserve: configuration.mediaDiskReserveBytes))
     }
 
-    /// Creates the seed's projects, members and tokens that do not exist yet (tokens stored hashed).
-    public func load(_ seed: ServerSeed) async throws(ServerError) {
+    /// Sets the server up from `seed` (projects, members with their roles, tokens stored hashed) on its
+    /// first start; a seed given again later changes nothing, since loading it again would undo the
+    /// operator's removals and revocations since (use `outpost admin`). Returns whether it loaded.
+    @discardableResult
+    public func load(_ seed: ServerSeed) async throws(ServerError) -> Bool {
         try await storage.prepare()
-        try await storage.load(seed, now: Timestamp.now())
+        return try await storage.load(seed, now: Timestamp.now())
     }
 
     /// Takes `user` out of `project`: their next request to it is refused (403) on every instance, and
@@ -83,13 +87,24 @@ public struct SyncServer: Sendable {
         return try await storage.removeMember(user, from: project, now: Timestamp.now()) > 0
     }
 
-    /// Adds `member` to each project it names (projects this server already has): the membership, and
-    /// the project's member record with its role, which decides what they may write (money and
-    /// membership are the office's). An existing member record is left as it is.
-    public func addMember(_ member: ServerSeed.Member) async throws(ServerError) {
-        var seed = ServerSeed(members: [member])
-        seed.extendsServer = true
-        try await load(seed)
+    /// Makes `member` a member of each project it names (projects this server already has) with exactly
+    /// its role (`crew` when none): the membership, and the member record with that role, which decides
+    /// what they may write (money and membership are the office's). A member added back after a removal
+    /// gets their record back; an existing member's role is changed. Says, per project, what changed.
+    @discardableResult
+    public func addMember(_ member: ServerSeed.Member) async throws(ServerError) -> [UUID: MembershipChange] {
+        try await storage.prepare()
+        let name = member.role ?? Member.Role.crew.rawValue
+        guard let role = Member.Role(rawValue: name) else {
+            throw ServerError(.invalidSeed, message: "unknown role '\(name)': one of "
+                + Member.Role.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        var changes: [UUID: MembershipChange] = [:]
+        for project in member.projects {
+            changes[project] = try await storage.addMember(
+                member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now())
+        }
+        return changes
     }
 
     /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is

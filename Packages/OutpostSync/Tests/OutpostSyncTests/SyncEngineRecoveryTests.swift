@@ -50,7 +50,7 @@ extension SyncEngineTests {
         // One record per page: the scope arrives a page before its project's server id is known.
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 21), pullLimit: 1)
         let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
-        #expect(report.pulled == 2)
+        #expect(report.pulled == 3, "the scope, the project and its creator's member record")
         #expect(try device.store.record(.scope, id: scope.id)?["projectID"] == .uuid(project.id))
         #expect(try device.store.fetch(Scope.self, id: scope.id)?.projectID == project.id, "typed reads work again")
         #expect(try device.store.fetchAll(Scope.self, where: "projectID", equals: .uuid(project.id)).map(\.id) == [scope.id])
@@ -267,7 +267,7 @@ extension SyncEngineTests {
         let buggy = DamagingTransport(base: server, ignoringProjects: true)
         let engine = SyncEngine(store: device.store, transport: buggy, random: SeededGenerator(seed: 41), projects: [mine])
         let report = try await engine.sync(now: { self.now })
-        #expect(report.quarantined == 3, "the other project, its issue and the issue's comment")
+        #expect(report.quarantined == 4, "the other project, its creator's member record, its issue and the issue's comment")
         #expect(try device.store.record(.project, id: theirs) == nil)
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(theirs)).isEmpty)
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(mine)).count == 1)
@@ -294,13 +294,13 @@ extension SyncEngineTests {
         let engine = SyncEngine(store: device.store, transport: cut, random: SeededGenerator(seed: 31), pullLimit: 2)
         let first = try await engine.sync(now: { self.now })
         #expect(first.lastTransportError?.code == .noConnection)
-        #expect(first.pulled == 4, "pages 1 and 2: the project and three issues")
-        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 3)
+        #expect(first.pulled == 4, "pages 1 and 2: the project, its creator's member record and two issues")
+        #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 2)
         let cursor = try device.store.pullCursor()
         #expect(cursor != nil, "the cursor of page 2, not of the page that never came")
 
         let second = try await engine.sync(now: { self.now })
-        #expect(second.pullCompleted && second.pulled == 6, "the six issues after page 2, none twice")
+        #expect(second.pullCompleted && second.pulled == 7, "the seven issues after page 2, none twice")
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(project)).count == 9)
     }
 
@@ -362,12 +362,12 @@ extension SyncEngineTests {
         while let page = try await ahead.next() {
             cursors.append(page.response.nextCursor)
             records += page.records.count
-            let expected = min(5, depth + cursors.count)
+            let expected = min(6, depth + cursors.count)
             #expect(await eventually { await counting.pulls == expected }, "page \(cursors.count) taken")
         }
-        #expect(cursors.count == 5 && Set(cursors).count == 5, "five pages, each further on")
-        #expect(records == 10, "the project and its nine issues")
-        #expect(await counting.pulls == 5)
+        #expect(cursors.count == 6 && Set(cursors).count == 6, "six pages, each further on")
+        #expect(records == 11, "the project, its creator's member record and its nine issues")
+        #expect(await counting.pulls == 6)
     }
 
     @Test func aPulledRecordThatCannotBeConvertedIsQuarantined() async throws {

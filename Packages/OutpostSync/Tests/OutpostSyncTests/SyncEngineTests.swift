@@ -60,7 +60,7 @@ import OutpostServerTesting
 
         // Pulling the graph back maps server ids to the device's ids again: nothing changes locally.
         let again = try await engine.sync(now: { self.now })
-        #expect(again.pulled == 7)
+        #expect(again.pulled == 8, "the graph and the new project's member record, its creator's")
         #expect(try device.store.fetch(Scope.self, id: scope.id)?.projectID == project.id)
         #expect(try device.store.fetch(TimeEntry.self, id: clockOut.id)?.clockInID == clockOut.clockInID)
         #expect(try device.store.openConflicts().isEmpty)
@@ -153,7 +153,7 @@ import OutpostServerTesting
 
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7), pullLimit: 2)
         let first = try await engine.sync(now: { self.now })
-        #expect(first.pulled == 6, "the project, the log and four issues")
+        #expect(first.pulled == 7, "the project, its creator's member record, the log and four issues")
         #expect(try device.store.fetchAll(Issue.self, where: "projectID", equals: .uuid(log.projectID)).count == 4)
 
         // Both edit the daily log offline: this device the weather, the other device the notes, later.

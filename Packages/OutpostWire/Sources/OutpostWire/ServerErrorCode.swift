@@ -41,12 +41,15 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     public static let `internal` = Self(rawValue: "internal")
     /// 503: the server is up but not serving sync now (maintenance, overload); may carry `Retry-After`.
     public static let unavailable = Self(rawValue: "unavailable")
+    /// 507: a media upload would take disk space the server keeps for its database; `Retry-After` says
+    /// when to try again. Records still sync.
+    public static let insufficientStorage = Self(rawValue: "insufficient_storage")
 
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
         .invalidRequest, .clockAhead, .rangeMismatch, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
-        .checksumMismatch, .rateLimited, .internal, .unavailable,
+        .checksumMismatch, .rateLimited, .internal, .unavailable, .insufficientStorage,
     ]
 
     public init(from decoder: any Decoder) throws {

@@ -81,13 +81,11 @@ enum Fixtures {
     }
 
     /// `schemas/sync-api.yaml`, found by walking up from this file to the workspace root.
-    static func syncAPISource(from file: String = #filePath) throws -> String {
+    static func syncAPIPath(from file: String = #filePath) throws -> String {
         var directory = URL(fileURLWithPath: file).deletingLastPathComponent()
         while directory.path != "/" {
             let candidate = directory.appendingPathComponent("schemas/sync-api.yaml")
-            if FileManager.default.fileExists(atPath: candidate.path) {
-                return try String(contentsOf: candidate, encoding: .utf8)
-            }
+            if FileManager.default.fileExists(atPath: candidate.path) { return candidate.path }
             directory.deleteLastPathComponent()
         }
         throw CocoaError(.fileNoSuchFile)

@@ -1,0 +1,77 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+
+/// What an operator's `add-member` did, as `outpost admin add-member` reports it: never a silent no-op.
+public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
+    /// The user became a member with the role.
+    case added(Member.Role)
+    /// A member removed earlier came back, with the role (their member record too).
+    case readded(Member.Role)
+    /// A member's role changed.
+    case roleChanged(from: Member.Role?, to: Member.Role)
+    /// The user was already a member with that role.
+    case unchanged(Member.Role)
+
+    public var description: String {
+        switch self {
+        case .added(let role): "added as \(role.rawValue)"
+        case .readded(let role): "added back as \(role.rawValue)"
+        case .roleChanged(let from, let to): "role changed from \(from?.rawValue ?? "none") to \(to.rawValue)"
+        case .unchanged(let role): "already a member as \(role.rawValue); nothing changed"
+        }
+    }
+}
+
+/// The decision behind `add-member`, the same for both backends: given what the project holds for the
+/// user, which records to write so that the user ends a member with exactly the role asked. The user's
+/// member record (`Roles.memberRecordID`) is created, brought back from a tombstone (a removed member
+/// added back: left a tombstone, the role once fell back to the owner's), or given the role; any other
+/// live member record naming them is deleted, since the strongest of them would decide otherwise.
+enum MembershipEdit {
+    /// What to write, at the change sequences after `sequence` (which it advances).
+    struct Plan {
+        var records: [StoredRecord] = []
+        var addsMembership = false
+        var change: MembershipChange
+    }
+
+    static func plan(
+        user: UUID, project: UUID, name: String, email: String?, role: Member.Role, hasMembership: Bool,
+        memberRecords: [StoredRecord], now: Date, rules: PushRules, counters: inout (changeSequence: Int64, lastServerID: Int64)
+    ) throws(ServerError) -> Plan {
+        let id = Roles.memberRecordID(project: project, user: user)
+        let naming = memberRecords.filter { $0.fields["userID"] == .uuid(user) }
+        let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
+        var plan = Plan(change: .unchanged(role))
+        plan.addsMembership = !hasMembership
+        let wanted: [String: FieldValue] = ["name": .text(name), "email": .text(email ?? ""), "role": .text(role.rawValue)]
+        if var own = naming.first(where: { $0.id == id }) {
+            let changed = wanted.filter { field, value in own.fields[field] != value && (field != "email" || email != nil) }
+            if own.deletion != nil || !changed.isEmpty {
+                counters.changeSequence += 1
+                own.edit(own.deletion != nil ? wanted : changed, at: now, sequence: counters.changeSequence)
+                plan.records.append(own)
+            }
+        } else {
+            let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
+            plan.records.append(try rules.seededRecord(
+                .member, id: id, projectID: project, owner: user,
+                fields: ["projectID": .uuid(project), "userID": .uuid(user)].merging(wanted) { first, _ in first },
+                stamp: stamp, now: now, counters: &counters))
+        }
+        for var other in naming where other.id != id && other.deletion == nil {
+            counters.changeSequence += 1
+            other.tombstone(at: now, sequence: counters.changeSequence)
+            plan.records.append(other)
+        }
+        if !hasMembership {
+            plan.change = naming.isEmpty ? .added(role) : .readded(role)
+        } else if before != role {
+            plan.change = .roleChanged(from: before, to: role)
+        } else if !plan.records.isEmpty {
+            plan.change = .unchanged(role)
+        }
+        return plan
+    }
+}

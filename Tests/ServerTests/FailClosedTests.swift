@@ -1,0 +1,252 @@
+import Foundation
+import OutpostModels
+@testable import OutpostServer
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// The access holes two outside reviews found: a role that could not be found counted as the owner's,
+/// so a removal, a deleted member record or a restart handed out more than the office gave; authorship
+/// not tied to the caller; a demoted member still uploading; deleted text reaching a member who joined
+/// later; and answers that told a caller which ids other projects hold. Each on both backends.
+@Suite("Fail closed: roles, authorship, late joiners and what answers reveal")
+struct FailClosedTests {
+    /// Alice's member record in project A, as the seed wrote it.
+    static let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+    static let carolInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.carol)
+    static let bobInB = Roles.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
+    static let carolInB = Roles.memberRecordID(project: TestServer.projectB, user: TestServer.carol)
+
+    static func discount(in project: UUID) -> PushMutation {
+        Sample.create(.discount, fields: [
+            "projectID": .uuid(project), "name": .text("Friends 40%"), "kind": .text("percentage"), "value": .integer(4_000),
+        ])
+    }
+
+    static func member(naming user: UUID, in project: UUID, role: String) -> PushMutation {
+        Sample.create(.member, fields: [
+            "projectID": .uuid(project), "userID": .uuid(user), "name": .text("Me"), "email": .text(""), "role": .text(role),
+        ])
+    }
+
+    func outcomes(_ server: TestServer, _ token: String, _ mutations: [PushMutation]) async throws -> [MutationOutcome] {
+        try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
+    }
+
+    @Test("A removed member added back has the role the office gave, never the owner's", arguments: Backend.available)
+    func aRemovedMemberAddedBackHasTheRoleGiven(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        #expect(try await server.server.removeMember(TestServer.alice, from: TestServer.projectA))
+        let change = try await server.server.addMember(
+            .init(userID: TestServer.alice, name: "Alice", role: "crew", projects: [TestServer.projectA]))
+        #expect(change[TestServer.projectA] == .readded(.crew))
+        let answers = try await outcomes(server, TestServer.aliceToken, [
+            Self.discount(in: TestServer.projectA),
+            Self.member(naming: TestServer.alice, in: TestServer.projectA, role: "owner"),
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+        ])
+        #expect(answers.map(\.rejectedCode) == [.forbidden, .forbidden, nil], "\(answers)")
+        #expect(answers[2].appliedVersion == 1, "crew writes issues")
+    }
+
+    @Test("A member whose member record the office deletes has no role and reaches nothing", arguments: Backend.available)
+    func aMemberWhoseRecordIsDeletedReachesNothing(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let carol = server.transport(token: TestServer.carolToken)
+        let deleted = try await carol.push(PushRequest(mutations: [
+            PushMutation(idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: Self.aliceInA, baseVersion: 1,
+                deletion: Sample.clock(5_000)),
+        ])).results.first?.outcome
+        #expect(deleted?.appliedVersion == 2)
+        let answers = try await outcomes(server, TestServer.aliceToken, [
+            Self.discount(in: TestServer.projectA),
+            Self.member(naming: TestServer.alice, in: TestServer.projectA, role: "owner"),
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+        ])
+        #expect(answers.allSatisfy { $0.rejectedCode != nil }, "\(answers)")
+        let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(page.changes.isEmpty, "nothing of project A")
+        // The office gives the role back: the member writes as that role again.
+        let change = try await server.server.addMember(
+            .init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectA]))
+        #expect(change[TestServer.projectA] == .roleChanged(from: nil, to: .foreman))
+        let again = try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+        #expect(again.first?.appliedVersion == 1)
+    }
+
+    @Test("Starting again with the same seed undoes no removal and no revocation", arguments: Backend.available)
+    func aSeedLoadedAgainChangesNothing(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        #expect(try await server.server.removeMember(TestServer.bob, from: TestServer.projectB))
+        #expect(try await server.server.revokeTokens(of: TestServer.bob) == 1)
+        #expect(try await server.server.load(TestServer.seed) == false, "a seed sets a server up once")
+        let pull = try await server.send(
+            "POST", "/pull", token: TestServer.bobToken, body: try wireJSON(PullRequest(cursor: nil, limit: 10)))
+        #expect(pull.status == 401)
+        let carolPage = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+        let bobsRecord = carolPage.changes.first { $0.recordID == Self.bobInB }
+        #expect(bobsRecord?.isDeleted == true, "Bob's member record stays deleted")
+    }
+
+    @Test("Changing a member's role takes effect and says so", arguments: Backend.available)
+    func changingARoleIsTruthful(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let change = try await server.server.addMember(
+            .init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
+        #expect(change[TestServer.projectA] == .roleChanged(from: .foreman, to: .viewer))
+        let answers = try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+        #expect(answers.first?.rejectedCode == .forbidden, "a viewer only reads")
+        let same = try await server.server.addMember(
+            .init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
+        #expect(same[TestServer.projectA] == .unchanged(.viewer))
+    }
+
+    @Test("A record's author is its writer's own member record; only the author or the office deletes it", arguments: Backend.available)
+    func authorshipIsTiedToTheCaller(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        _ = try await outcomes(server, TestServer.carolToken, [issue])
+        func comment(by author: UUID) -> PushMutation {
+            Sample.create(.comment, fields: ["issueID": .uuid(issue.recordID), "authorID": .uuid(author), "body": .text("Approved. -- Owen")])
+        }
+        func entry(for member: UUID) -> PushMutation {
+            Sample.create(.timeEntry, fields: [
+                "projectID": .uuid(TestServer.projectB), "memberID": .uuid(member), "kind": .text("clockIn"),
+                "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+            ])
+        }
+        // Bob is crew in B: as himself, yes; as Carol, no.
+        let bobs = try await outcomes(server, TestServer.bobToken, [comment(by: Self.bobInB), comment(by: Self.carolInB), entry(for: Self.carolInB)])
+        #expect(bobs.map(\.rejectedCode) == [nil, .forbidden, .forbidden], "\(bobs)")
+        // The office writes for anyone, and deletes anyone's comment; Bob may not delete Carol's.
+        let carolComment = comment(by: Self.carolInB)
+        let office = try await outcomes(server, TestServer.carolToken, [carolComment, comment(by: Self.bobInB)])
+        #expect(office.allSatisfy { $0.appliedVersion == 1 })
+        let deleteCarols = PushMutation(
+            idempotencyKey: UUID(), entity: .comment, operation: .delete, recordID: carolComment.recordID, baseVersion: 1,
+            deletion: Sample.clock(9_000))
+        #expect(try await outcomes(server, TestServer.bobToken, [deleteCarols]).first?.rejectedCode == .forbidden)
+        #expect(try await outcomes(server, TestServer.carolToken, [
+            PushMutation(idempotencyKey: UUID(), entity: .comment, operation: .delete, recordID: carolComment.recordID, baseVersion: 1,
+                deletion: Sample.clock(9_500)),
+        ]).first?.appliedVersion == 2)
+    }
+
+    @Test("A foreman records his crew's time; crew records only their own", arguments: Backend.available)
+    func aForemanRecordsHisCrewsTime(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let entry = Sample.create(.timeEntry, fields: [
+            "projectID": .uuid(TestServer.projectA), "memberID": .uuid(Self.carolInA), "kind": .text("clockIn"),
+            "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+        ])
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry]).first?.appliedVersion == 1, "Alice is a foreman")
+        let log = Sample.create(.dailyLog, fields: [
+            "projectID": .uuid(TestServer.projectA), "authorID": .uuid(Self.carolInA), "day": .text("2026-11-28"),
+            "notes": .text(""), "weather": .text(""), "crew": .text(""), "hours": .real(0), "crewSize": .integer(0),
+        ])
+        #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
+    }
+
+    @Test("A member demoted to viewer can no longer upload the original of an attachment they created", arguments: Backend.available)
+    func aDemotedMemberCannotUpload(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let bytes = Data("photo".utf8)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await outcomes(server, TestServer.aliceToken, [issue, attachment])
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
+        let answer = try await server.send(
+            "PUT", "/media/\(attachment.recordID.uuidString.lowercased())/upload", token: TestServer.aliceToken, body: bytes,
+            headers: ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(bytes)])
+        #expect(answer.status == 403)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .forbidden)
+    }
+
+    @Test("A member added after a delete never gets the deleted text back, nor brings the record back", arguments: Backend.available)
+    func aLateJoinerGetsNoDeletedText(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let secret = "gate code 4471"
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB, title: secret))
+        _ = try await outcomes(server, TestServer.carolToken, [issue])
+        _ = try await outcomes(server, TestServer.carolToken, [
+            PushMutation(idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 1,
+                deletion: Sample.clock(5_000)),
+        ])
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectB]))
+        for mutation in [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["status": .text("resolved")], clock: Sample.clock(70_000)),
+            Sample.update(.issue, id: issue.recordID, baseVersion: 2, fields: ["status": .text("resolved")], clock: Sample.clock(70_000)),
+        ] {
+            let answer = try await server.send(
+                "POST", "/push", token: TestServer.aliceToken, body: try wireJSON(PushRequest(mutations: [mutation])))
+            #expect(answer.body.range(of: Data(secret.utf8)) == nil, "the deleted text reached a member who joined after the delete")
+            let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+            #expect(outcome?.rejectedCode == .notFound, "\(String(describing: outcome))")
+        }
+        #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
+    }
+
+    @Test("A reference the caller may not see is answered as one that does not exist", arguments: Backend.available)
+    func noAnswerTellsWhatOtherProjectsHold(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
+        defer { Task { await server.stop() } }
+        // Project B's records have server ids; Alice (project A only) names them, and free ones.
+        let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let bytes = Data("photo".utf8)
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: bobsIssue.recordID, bytes: bytes))
+        let applied = try await outcomes(server, TestServer.bobToken, [bobsIssue, attachment])
+        guard case .applied(_, let serverID?) = applied.first else {
+            Issue.record("no server id: \(applied)")
+            return
+        }
+        func comment(on issue: String) -> PushMutation {
+            Sample.create(.comment, fields: ["issueID": .text(issue), "authorID": .uuid(Self.aliceInA), "body": .text("probe")])
+        }
+        let taken = try await outcomes(server, TestServer.aliceToken, [comment(on: serverID)])
+        let free = try await outcomes(server, TestServer.aliceToken, [comment(on: "987654")])
+        #expect(taken.first?.rejectedCode == .notFound && free.first?.rejectedCode == .notFound)
+        func message(_ outcome: MutationOutcome?) -> String? {
+            if case .rejected(let reason)? = outcome { reason.message.filter { !$0.isNumber } } else { nil }
+        }
+        #expect(message(taken.first) == message(free.first))
+        // An edit of another project's record, and its media status, answer as for a record that does not exist.
+        let edit = try await outcomes(server, TestServer.aliceToken, [
+            Sample.update(.issue, id: bobsIssue.recordID, baseVersion: 1, fields: ["title": .text("mine")]),
+            Sample.update(.issue, id: UUID(), baseVersion: 1, fields: ["title": .text("mine")]),
+        ])
+        #expect(edit.map(\.rejectedCode) == [.notFound, .notFound])
+        for id in [attachment.recordID, UUID()] {
+            let status = try await server.send("GET", "/media/\(id.uuidString.lowercased())/upload", token: TestServer.aliceToken)
+            #expect(status.status == 404)
+        }
+        for project in [TestServer.projectB, UUID()] {
+            let bundle = try await server.send(
+                "GET", "/projects/\(project.uuidString.lowercased())/bundle?format=json", token: TestServer.aliceToken)
+            #expect(bundle.status == 404)
+        }
+    }
+
+    @Test("A project made on a device is its creator's by a member record the server writes, which the device pulls", arguments: Backend.available)
+    func aProjectsCreatorIsItsOwnerByARecord(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let project = Sample.create(.project, fields: [
+            "opportunityID": .null, "name": .text("Silva bathroom"), "number": .null, "address": .text(""),
+            "status": .text("planned"), "startDay": .null,
+        ])
+        let answers = try await outcomes(server, TestServer.aliceToken, [project, Self.discount(in: project.recordID)])
+        #expect(answers.allSatisfy { $0.appliedVersion == 1 }, "the creator is the owner: money too")
+        let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000))
+        let owner = page.changes.first { $0.entity == .member && $0.fields["projectID"] == .uuid(project.recordID) }
+        #expect(owner?.fields["role"] == .text("owner") && owner?.fields["userID"] == .uuid(TestServer.alice))
+    }
+}
