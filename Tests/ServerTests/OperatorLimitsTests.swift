@@ -1,0 +1,61 @@
+import Foundation
+@testable import OutpostServer
+import OutpostWire
+import Testing
+
+/// What an operator met running the server: one member's upload filling the disk until every push
+/// failed, and a lost PostgreSQL connection answered 500, which devices charged to their retry budget.
+@Suite("Operator limits: a disk reserve for the database, an unreachable database answered 503")
+struct OperatorLimitsTests {
+    @Test("An upload that would take the disk space kept for the database is refused 507, and records still sync", arguments: Backend.available)
+    func mediaLeavesADiskReserve(_ backend: Backend) async throws {
+        // A reserve larger than any disk: every upload would go below it.
+        let server = try await TestServer.start(backend) { $0.mediaDiskReserveBytes = Int64.max / 4 }
+        defer { Task { await server.stop() } }
+        let bytes = Data("photo".utf8)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: [issue, attachment]))
+        let answer = try await server.send(
+            "PUT", "/media/\(attachment.recordID.uuidString.lowercased())/upload", token: TestServer.aliceToken, body: bytes,
+            headers: ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(bytes)])
+        #expect(answer.status == 507)
+        #expect(answer.headers["retry-after"] != nil)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .insufficientStorage)
+        let files = server.server.mediaFiles(of: attachment.recordID)
+        #expect(!FileManager.default.fileExists(atPath: files.part.path), "nothing of the refused upload is kept")
+        let push = try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+        ]))
+        #expect(push.results.first?.outcome.appliedVersion == 1, "structured pushes keep working")
+    }
+
+    @Test("Every way PostgreSQL can be unreachable is a 503 a device waits out, not a 500")
+    func unreachableStatesAreUnavailable() {
+        for state in ["57P01", "57P02", "57P03", "08006", "08001", "08003", "53300"] {
+            #expect(PostgresStorage.isUnreachable(state), "\(state)")
+        }
+        for state in ["23505", "42P01", "22P02"] { #expect(!PostgresStorage.isUnreachable(state), "\(state)") }
+    }
+
+    @Test("Connections the administrator ends under the server are answered 503 with Retry-After, or served again, never 500")
+    func terminatedConnectionsAreNotInternalErrors() async throws {
+        guard Backend.available.contains(.postgres) else { return }
+        let server = try await TestServer.start(.postgres)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        _ = try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let database = try #require(server.postgres)
+        // 57P01: "terminating connection due to administrator command", to every session of the server.
+        _ = try await TestPostgres.strings(
+            "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            url: database.url)
+        for _ in 0..<3 {
+            let answer = try await server.send(
+                "POST", "/push", token: TestServer.aliceToken,
+                body: try wireJSON(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])))
+            #expect(answer.status == 200 || answer.status == 503, "\(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
+            if answer.status == 503 { #expect(answer.headers["retry-after"] != nil) }
+        }
+    }
+}
