@@ -324,6 +324,11 @@ extension StoreWriter {
         } else {
             written = remote.record
             written.sync.syncStatus = .synced
+            // `updatedAt` only moves forward (`StoreWriter.writeTime`): a copy read before a local write is
+            // told by it. The server's time may run behind this device's, and taken as it is, a pull moved
+            // it back below that write, so a screen's unchanged copy saved after reverted the device's own
+            // write (found by the conflict model, seed 319).
+            if let local { written.sync.updatedAt = max(local.sync.updatedAt, remote.record.sync.updatedAt) }
             clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
             report.applied += 1
         }

@@ -189,6 +189,33 @@ import Testing
         #expect(stored.details == "two more posts", "the screen's first save stands")
     }
 
+    @Test func aPullStampedByAServerBehindThisDeviceDoesNotLetAnOldCopyRevertItsOwnWrite() async throws {
+        // Seed 319: the device's time ran ahead of the server's. It made a record (200 s) and a screen read
+        // it; the device then changed it (201 s). The pull of that change, stamped by the server's time
+        // (160 s), set the row's `updatedAt` back below the copy's, so the unchanged copy no longer looked
+        // older than the device's write, and saving it wrote the old status back.
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let created = try await store.save(Issue(projectID: UUID(), title: "Leak", status: .open), now: Date(timeIntervalSince1970: 200))
+        try store.acknowledge(try #require(try store.unsentChanges().first), serverVersion: 1, serverID: nil, now: Date(timeIntervalSince1970: 200))
+        let onScreen = try #require(try store.fetch(Issue.self, id: created.id))
+        var own = onScreen
+        own.status = .resolved
+        try await store.save(own, now: Date(timeIntervalSince1970: 201))
+        let sent = try #require(try store.unsentChanges().first)
+        try store.acknowledge(sent, serverVersion: 2, serverID: nil, now: Date(timeIntervalSince1970: 202))
+        // The pull brings the change back as the server applied it, at the server's time.
+        var taken = try #require(try store.record(.issue, id: created.id))
+        taken.sync.updatedAt = Date(timeIntervalSince1970: 160)
+        taken.sync.syncStatus = .synced
+        let clocks = Dictionary(uniqueKeysWithValues: taken.fields.keys.map { ($0, sent.clocks["status"]!) })
+        try await store.applyPulledPage(
+            PulledPage(changes: [try VersionedRecord(record: taken, clocks: clocks)], cursor: "2"), now: Date(timeIntervalSince1970: 203))
+        try await store.save(onScreen, now: Date(timeIntervalSince1970: 300))
+        #expect(try store.fetch(Issue.self, id: created.id)?.status == .resolved, "the device's own write stands")
+        #expect(try store.unsentChanges().isEmpty)
+    }
+
     @Test func aCopyOlderThanTheKeptHistoryKeepsTheStoredValueAndSurfacesTheCopys() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
