@@ -17,6 +17,7 @@ struct ReliabilityTests {
             let overwritten: Int
             let duplicated: Int
             let diverged: Int
+            let escalated: Int
             let stuck: Int
             let crashes: Int
             let corrupt: Int
@@ -41,7 +42,7 @@ struct ReliabilityTests {
     /// The scenarios of the quick subset.
     static let quickScenarios = [
         "faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles", "load", "crash-migrate", "fuzz-server",
-        "presync",
+        "presync", "access",
     ]
 
     @Test func theQuickRunLosesDuplicatesAndDivergesNothing() async throws {
@@ -62,7 +63,7 @@ struct ReliabilityTests {
         #expect(report.scenarios.map(\.scenario) == Self.quickScenarios)
         for row in report.scenarios {
             #expect(row.seeds > 0 && row.mutations > 0, "\(row.scenario) ran nothing")
-            #expect(row.lost == 0 && row.duplicated == 0 && row.diverged == 0, "\(row.scenario): \(printed)")
+            #expect(row.lost == 0 && row.duplicated == 0 && row.diverged == 0 && row.escalated == 0, "\(row.scenario): \(printed)")
             #expect(row.overwritten == 0 && row.stuck == 0, "\(row.scenario): \(printed)")
             #expect(row.crashes == 0 && row.corrupt == 0, "\(row.scenario): \(printed)")
             #expect(row.failingSeeds.isEmpty)

@@ -29,21 +29,15 @@ enum FrozenInstanceScenario {
     /// A sync through a healthy instance that takes longer than this counts as a hang.
     static let hangLimit: Duration = .seconds(90)
 
-    private static let logger = Logger(label: "outpost.reliability.postgres") { _ in SwiftLogNoOpLogHandler() }
-
     static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
         var outcome = SeedOutcome()
-        guard let base = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"], !base.isEmpty else {
-            outcome.crashed(
-                ReliabilityError("OUTPOST_TEST_POSTGRES_URL is not set: run it through make reliability (or scripts/with-test-postgres.sh)"),
-                during: "setup")
-            return outcome
-        }
+        let base: String
         let folder: ScratchFolder
         let database: (name: String, url: String)
         do {
+            base = try ReliabilityPostgres.baseURL()
             folder = try ScratchFolder("frozen-instance")
-            database = try await createDatabase(on: base)
+            database = try await ReliabilityPostgres.createDatabase(on: base, for: "frozen")
         } catch {
             outcome.crashed(error, during: "setup")
             return outcome
@@ -68,7 +62,7 @@ enum FrozenInstanceScenario {
             instance.child.process.terminate()
             _ = await instance.child.exit()
         }
-        try? await administer("DROP DATABASE IF EXISTS \(database.name) WITH (FORCE)", on: base)
+        await ReliabilityPostgres.dropDatabase(database.name, on: base)
         folder.remove()
         return outcome
     }
@@ -195,40 +189,14 @@ enum FrozenInstanceScenario {
 
     // MARK: - The database
 
-    private static func connect(_ url: String) async throws -> PostgresConnection {
-        guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
-            throw ReliabilityError("cannot read the PostgreSQL URL \(url)")
-        }
-        let configuration = PostgresConnection.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: String(components.path.dropFirst()), tls: .disable)
-        return try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
-    }
-
-    /// Runs a statement this scenario wrote itself (names it made, never input) on the cluster's database.
-    private static func administer(_ sql: String, on url: String) async throws {
-        let connection = try await connect(url)
-        defer { Task { try? await connection.close() } }
-        _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
-    }
-
-    private static func createDatabase(on base: String) async throws -> (name: String, url: String) {
-        guard var components = URLComponents(string: base) else { throw ReliabilityError("cannot read \(base)") }
-        let name = "outpost_frozen_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await administer("CREATE DATABASE \(name)", on: base)
-        components.path = "/" + name
-        return (name, components.string!)
-    }
-
     /// Every key the database applied (answered `applied`; a conflict's answer is kept too, for its
     /// replay), with its record as `entity/id`.
     private static func appliedKeys(in database: String) async throws -> [(key: String, record: String)] {
-        let connection = try await connect(database)
-        defer { Task { try? await connection.close() } }
         var keys: [(key: String, record: String)] = []
-        for try await (key, entity, id, outcome) in try await connection.query(
-            "SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations", logger: logger
-        ).decode((String, String, String, String).self) {
+        for (key, entity, id, outcome) in try await ReliabilityPostgres.rows(
+            "SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations", of: (String, String, String, String).self,
+            on: database)
+        {
             let object = try JSONSerialization.jsonObject(with: Data(outcome.utf8)) as? [String: Any]
             guard object?["status"] as? String == "applied" else { continue }
             keys.append((key.lowercased(), "\(entity)/\(id.lowercased())"))

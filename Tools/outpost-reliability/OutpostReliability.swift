@@ -9,7 +9,7 @@ import Foundation
 struct OutpostReliability: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outpost-reliability",
-        abstract: "Faults, kills and convergence at scale: every lost, overwritten, duplicated, diverged and stuck figure must be 0.",
+        abstract: "Faults, kills, convergence and access at scale: every lost, overwritten, duplicated, diverged, escalated and stuck figure must be 0.",
         discussion: "Scenarios: " + Scenario.all.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
     )
 
@@ -58,7 +58,7 @@ struct OutpostReliability: AsyncParsableCommand {
                     say(
                         "  seed \(seed): faults \(outcome.faults), kills \(outcome.kills), mutations \(outcome.mutations), "
                             + "lost \(outcome.lost), overwritten \(outcome.overwritten), duplicated \(outcome.duplicated), "
-                            + "diverged \(outcome.diverged), stuck \(outcome.stuck), "
+                            + "diverged \(outcome.diverged), escalated \(outcome.escalated), stuck \(outcome.stuck), "
                             + "crashes \(outcome.crashes), corrupt \(outcome.corrupt)\(outcome.failed ? "  FAILED" : "")")
                 }
             }
@@ -86,6 +86,13 @@ struct OutpostReliability: AsyncParsableCommand {
                 + "\(presync.overridden) of \(presync.seeds) seeds with policy overrides")
             say("presync: values that did not stand \(presync.produced), surfaced in a conflicts table \(presync.surfaced)")
         }
+        let access = AccessTally.shared.figures
+        let ranAccess = chosen.contains(where: { $0.name == AccessScenario.scenario.name })
+        if ranAccess {
+            say("access: \(access.steps) steps; the office's actions: "
+                + access.actions.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
+            say(answerTable(access.answers))
+        }
         for row in rows {
             guard let load = row.load else { continue }
             say(String(format: "load: %d devices for %.1f s: %d requests (%.0f/s), %.0f mutations pushed/s, %d transport errors",
@@ -110,7 +117,8 @@ struct OutpostReliability: AsyncParsableCommand {
                     conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
                     conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
                 : nil,
-            presync: ranPreSync ? presync : nil)
+            presync: ranPreSync ? presync : nil,
+            access: ranAccess ? access : nil)
         if let json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -128,12 +136,29 @@ struct OutpostReliability: AsyncParsableCommand {
             }
             throw ExitCode(1)
         }
-        say("PASSED: every lost, overwritten, duplicated, diverged, stuck, crashes and corrupt figure is 0.")
+        say("PASSED: every lost, overwritten, duplicated, diverged, escalated, stuck, crashes and corrupt figure is 0.")
     }
 
     /// Prints a line at once, unbuffered even into a file or a pipe, so a long run shows its progress.
     func say(_ line: String = "") {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// The access scenario's answers checked, per request (rows) and the answer the role table expected (columns).
+    func answerTable(_ answers: [String: [String: Int]]) -> String {
+        let columns = AccessAnswer.allCases.map(\.rawValue)
+        let header = ["access: answers checked, by what the role table expected"] + columns
+        let cells = answers.keys.sorted().map { request in
+            [request] + columns.map { "\(answers[request]?[$0] ?? 0)" }
+        }
+        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+        func line(_ values: [String]) -> String {
+            values.enumerated().map { column, value in
+                column == 0 ? value.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - value.count) + value
+            }.joined(separator: "  ")
+        }
+        return ([line(header)] + cells.map(line)).joined(separator: "\n")
     }
 
     /// Records checked against the conflict model, per pair of step kinds (rows) and strategy (columns).
@@ -154,7 +179,7 @@ struct OutpostReliability: AsyncParsableCommand {
     /// The results as a fixed-width table.
     func table(_ rows: [ScenarioTotals]) -> String {
         let header = [
-            "scenario", "seeds", "faults", "kills", "mutations", "lost", "overwritten", "duplicated", "diverged", "stuck", "crashes",
+            "scenario", "seeds", "faults", "kills", "mutations", "lost", "overwritten", "duplicated", "diverged", "escalated", "stuck", "crashes",
             "corrupt", "seconds", "req/s", "push p50/p99 ms", "pull p50/p99 ms",
         ]
         func latency(_ kind: LoadFigures.Kind?) -> String {
@@ -162,7 +187,7 @@ struct OutpostReliability: AsyncParsableCommand {
         }
         let cells = rows.map { row in
             [row.scenario, "\(row.seeds)", "\(row.faults)", "\(row.kills)", "\(row.mutations)", "\(row.lost)", "\(row.overwritten)",
-             "\(row.duplicated)", "\(row.diverged)", "\(row.stuck)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds),
+             "\(row.duplicated)", "\(row.diverged)", "\(row.escalated)", "\(row.stuck)", "\(row.crashes)", "\(row.corrupt)", String(format: "%.0f", row.seconds),
              row.load.map { String(format: "%.0f", $0.requestsPerSecond) } ?? "-",
              latency(row.load?.kinds["push"]), latency(row.load?.kinds["pull"])]
         }

@@ -14,8 +14,12 @@ struct SeedOutcome: Sendable {
     var overwritten = 0
     /// Writes applied twice, or records that should not exist.
     var duplicated = 0
-    /// A device that differs from the server, or a server that differs from the fault-free reference.
+    /// A device that differs from the server, or a server that differs from the fault-free reference
+    /// (in `access`, the role table: a caller refused what the office gave them).
     var diverged = 0
+    /// A caller who reached more than the office gave: a record, a project, a write or a role their
+    /// role does not allow, an answer telling what they may not see, a revoked token that worked.
+    var escalated = 0
     /// A mutation still pending, in flight or failed after the final syncs, or one
     /// `LocalStore.blockedMutations()` reports; or devices that never stopped syncing.
     var stuck = 0
@@ -28,7 +32,7 @@ struct SeedOutcome: Sendable {
     /// Throughput and latency, for the load scenario.
     var load: LoadFigures?
 
-    var failed: Bool { lost + overwritten + duplicated + diverged + stuck + crashes + corrupt > 0 }
+    var failed: Bool { lost + overwritten + duplicated + diverged + escalated + stuck + crashes + corrupt > 0 }
 
     /// Records a thrown error as a crash of the seed.
     mutating func crashed(_ error: any Error, during step: String) {
@@ -64,7 +68,7 @@ struct Scenario: Sendable {
     static let all: [Scenario] = [
         FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
         BundleFuzzScenario.scenario, LoadScenario.scenario, CrashMigrateScenario.scenario, ServerFuzzScenario.scenario,
-        PreSyncScenario.scenario, SharedFileScenario.scenario, FrozenInstanceScenario.scenario,
+        PreSyncScenario.scenario, SharedFileScenario.scenario, FrozenInstanceScenario.scenario, AccessScenario.scenario,
     ]
 }
 
@@ -79,6 +83,7 @@ struct ScenarioTotals: Sendable, Codable {
     var overwritten = 0
     var duplicated = 0
     var diverged = 0
+    var escalated = 0
     var stuck = 0
     var crashes = 0
     var corrupt = 0
@@ -98,6 +103,7 @@ struct ScenarioTotals: Sendable, Codable {
         overwritten += outcome.overwritten
         duplicated += outcome.duplicated
         diverged += outcome.diverged
+        escalated += outcome.escalated
         stuck += outcome.stuck
         crashes += outcome.crashes
         corrupt += outcome.corrupt
@@ -119,6 +125,8 @@ struct ReliabilityReport: Sendable, Codable {
     var convergence: ConvergenceFigures?
     /// The presync scenario's imports, stale-copy saves, restarts, far-ahead clocks and lost values.
     var presync: PreSyncTally.Figures?
+    /// The access scenario's steps, the office's actions and the answers checked against the role table.
+    var access: AccessTally.Figures?
 
     struct ConvergenceFigures: Sendable, Codable {
         var recordsCheckedAgainstTheModel: Int

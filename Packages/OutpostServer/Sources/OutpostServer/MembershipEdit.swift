@@ -66,7 +66,8 @@ enum MembershipEdit {
             plan.records.append(other)
         }
         if !hasMembership {
-            plan.change = naming.isEmpty ? .added(role) : .readded(role)
+            // Back, when their own record is there: only a membership ever wrote it.
+            plan.change = naming.contains { $0.id == id } ? .readded(role) : .added(role)
         } else if before != role {
             plan.change = .roleChanged(from: before, to: role)
         } else if !plan.records.isEmpty {

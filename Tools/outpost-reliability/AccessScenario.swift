@@ -1,0 +1,707 @@
+import Crypto
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostModels
+import OutpostServer
+import OutpostStore
+import OutpostSync
+import OutpostTesting
+import OutpostWire
+import Synchronization
+
+/// Scenario `access`: authorization as a property. Two server instances on one database (odd seeds
+/// SQLite, even seeds PostgreSQL), six users, two seeded projects. Each step the office does one thing
+/// at random (adds, removes or re-adds a member, changes a role with `add-member`, edits, deletes or
+/// pushes a member record, restarts an instance with its seed, issues or revokes a token, or a user
+/// creates a project), and then every user, with a token of theirs that may have been revoked, through
+/// either instance, pulls from the start and from their cursor and tries one thing: an issue, a
+/// discount, a daily log as themselves or as another, deleting another's log, a member record naming
+/// themselves owner, a bundle, an upload or an upload's status, in a project of theirs, another's or one
+/// that does not exist. Every answer is checked against `RoleTable`: a caller reaching more than the
+/// office gave counts under `escalated`, less under `diverged`.
+enum AccessScenario {
+    static let scenario = Scenario(
+        name: "access",
+        summary: "random admin actions (add, remove, re-add, role changes, member-record edits and deletes, seed restarts, "
+            + "token issue and revoke) between every caller's pulls, pushes, bundles and uploads on two instances "
+            + "(odd seeds SQLite, even PostgreSQL), each answer checked against the role table",
+        quickSeeds: 2, fullSeeds: 20
+    ) { seed, quick in await run(seed: seed, quick: quick) }
+
+    static func run(seed: UInt64, quick: Bool) async -> SeedOutcome {
+        var outcome = SeedOutcome()
+        let onPostgres = seed % 2 == 0
+        var database: (name: String, url: String)?
+        var base = ""
+        do {
+            let folder = try ScratchFolder("access")
+            defer { folder.remove() }
+            if onPostgres {
+                base = try ReliabilityPostgres.baseURL()
+                database = try await ReliabilityPostgres.createDatabase(on: base, for: "access")
+            }
+            var random = SeededGenerator(seed: seed ^ 0xACCE_55)
+            let configuration = ServerConfiguration(
+                databasePath: folder.path("server.sqlite"), port: 0, mediaDirectory: folder.path("media"),
+                assignsServerIDs: random.chance(0.5), logLevel: "critical", postgresURL: database?.url, durableCommits: false)
+            let run = try await AccessRun(configuration: configuration, random: random, folder: folder)
+            do {
+                try await run.play(steps: quick ? 30 : 150)
+            } catch {
+                run.outcome.crashed(error, during: "step \(run.step) (\(run.action))")
+            }
+            await run.stop()
+            outcome = run.outcome
+            AccessTally.shared.add(run.figures)
+        } catch {
+            outcome.crashed(error, during: "setup")
+        }
+        if let database { await ReliabilityPostgres.dropDatabase(database.name, on: base) }
+        return outcome
+    }
+}
+
+/// What the access scenario did, over every seed: steps, the office's actions by kind, and the answers
+/// checked by kind of request and what the role table expected.
+final class AccessTally: Sendable {
+    static let shared = AccessTally()
+    private let totals = Mutex(Figures())
+
+    struct Figures: Sendable, Codable {
+        var steps = 0
+        /// The office's actions, by kind ("add", "re-add", "role change", "remove", …).
+        var actions: [String: Int] = [:]
+        /// Answers checked, by request ("pull", "issue", "bundle", …) and then expected answer.
+        var answers: [String: [String: Int]] = [:]
+
+        mutating func add(_ other: Figures) {
+            steps += other.steps
+            actions.merge(other.actions, uniquingKeysWith: +)
+            answers.merge(other.answers) { $0.merging($1, uniquingKeysWith: +) }
+        }
+    }
+
+    func add(_ figures: Figures) { totals.withLock { $0.add(figures) } }
+
+    var figures: Figures { totals.withLock { $0 } }
+}
+
+/// One of the two instances: a `SyncServer` in this process, answering HTTP on 127.0.0.1.
+private struct AccessInstance {
+    let server: SyncServer
+    let port: Int
+    let task: Task<Void, any Error>
+
+    /// Starts an instance and loads the seed; `loaded` says whether the seed changed anything.
+    static func start(_ configuration: ServerConfiguration, seed: ServerSeed) async throws -> (AccessInstance, loaded: Bool) {
+        let server = try SyncServer(configuration: configuration)
+        let loaded = try await server.load(seed)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else {
+            task.cancel()
+            throw ReliabilityError("an instance did not start")
+        }
+        return (AccessInstance(server: server, port: port, task: task), loaded)
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}
+
+/// One seed's run: the instances, the role table and what the harness learned of the records.
+private final class AccessRun {
+    static let users: [UUID] = (1...6).map { UUID(uuidString: String(format: "acce5500-0000-4000-8000-%012d", $0))! }
+    static let seededProjects = [
+        UUID(uuidString: "acce5500-0000-4000-8000-0000000000a1")!, UUID(uuidString: "acce5500-0000-4000-8000-0000000000a2")!,
+    ]
+    /// A project id no one ever creates: every request about it is answered as about nothing.
+    static let nowhere = UUID(uuidString: "acce5500-0000-4000-8000-0000000000ff")!
+
+    let configuration: ServerConfiguration
+    let seed: ServerSeed
+    let folder: ScratchFolder
+    var random: SeededGenerator
+    var instances: [AccessInstance] = []
+    var table: RoleTable
+    /// Every token issued, whose it is, and whether it still stands.
+    var tokens: [(token: String, user: UUID, live: Bool)]
+    var outcome = SeedOutcome()
+    var figures = AccessTally.Figures()
+    var step = 0
+    var action = "setup"
+
+    /// What the harness knows of records: each one's project, member records' names in the table,
+    /// the last version seen, daily logs with their author, attachments waiting for their file.
+    var projectOf: [UUID: UUID] = [:]
+    var projectsByServerID: [String: UUID] = [:]
+    var names: [UUID: RoleTable.RecordName] = [:]
+    var versions: [UUID: Int64] = [:]
+    var logs: [(id: UUID, project: UUID, author: UUID, live: Bool)] = []
+    var attachments: [(id: UUID, project: UUID, creator: UUID, bytes: Data, uploaded: Bool)] = []
+    var cursors: [String: String] = [:]
+    var transports: [String: HTTPTransport] = [:]
+
+    init(configuration: ServerConfiguration, random: SeededGenerator, folder: ScratchFolder) async throws {
+        self.configuration = configuration
+        self.folder = folder
+        self.random = random
+        // The first user owns both projects (the office); the others get random roles in either, the last none.
+        var members: [ServerSeed.Member] = [.init(userID: Self.users[0], name: "Owner", role: "owner", projects: Self.seededProjects)]
+        for (index, user) in Self.users.enumerated().dropFirst().dropLast() {
+            var given = false
+            for project in Self.seededProjects where self.random.chance(0.7) {
+                let role = RoleTable.order[self.random.below(RoleTable.order.count)]
+                members.append(.init(userID: user, name: "User \(index)", role: role.rawValue, projects: [project]))
+                given = true
+            }
+            if !given { members.append(.init(userID: user, name: "User \(index)", projects: [])) }
+        }
+        members.append(.init(userID: Self.users[5], name: "Outsider", projects: []))
+        let tokens = Self.users.enumerated().map { (token: "access-\($0.offset)-token", user: $0.element, live: true) }
+        seed = ServerSeed(
+            projects: Self.seededProjects.enumerated().map { .init(id: $0.element, name: "Yard \($0.offset)") },
+            members: members, tokens: tokens.map { .init(userID: $0.user, token: $0.token) })
+        table = RoleTable(seed: seed)
+        self.tokens = tokens
+        for project in Self.seededProjects { projectOf[project] = project }
+        for index in 0..<2 {
+            let (instance, loaded) = try await AccessInstance.start(configuration, seed: seed)
+            instances.append(instance)
+            if loaded != (index == 0) { mismatch(.diverged, "instance \(index) loaded the seed: \(loaded)") }
+        }
+    }
+
+    func stop() async {
+        for instance in instances { await instance.stop() }
+    }
+
+    func play(steps: Int) async throws {
+        action = "the first look"
+        try await checkEveryone()
+        for index in 0..<steps {
+            step = index + 1
+            try await act()
+            figures.actions[kind(of: action), default: 0] += 1
+            try await checkEveryone()
+        }
+        figures.steps += steps
+        outcome.mutations = figures.answers.values.flatMap(\.values).reduce(0, +)
+    }
+
+    private func kind(of action: String) -> String {
+        String(action.prefix { $0 != ":" })
+    }
+
+    // MARK: - The office
+
+    private func act() async throws {
+        let instance = instances[random.below(2)].server
+        switch random.below(100) {
+        case 0..<20:
+            let user = random.pick(Self.users), project = random.pick(table.projects)
+            let role = random.pick(RoleTable.order)
+            let expected = table.add(user, to: project, as: role)
+            action = "add-member: \(name(user)) to \(name(project)) as \(role.rawValue)"
+            let change = try await instance.addMember(.init(userID: user, name: name(user), role: role.rawValue, projects: [project]))
+            if change[project] != expected { mismatch(.diverged, "add-member answered \(String(describing: change[project])), not \(expected)") }
+            action = "\(kindName(of: expected)): \(name(user)) in \(name(project)) as \(role.rawValue)"
+        case 20..<32:
+            let user = random.pick(Self.users), project = random.pick(table.projects)
+            let expected = table.remove(user, from: project)
+            action = "remove-member: \(name(user)) from \(name(project))"
+            let removed = try await instance.removeMember(user, from: project)
+            if removed != expected { mismatch(.diverged, "remove-member answered \(removed), not \(expected)") }
+        case 32..<44: try await officePush(.update)
+        case 44..<52: try await officePush(.delete)
+        case 52..<60: try await officePush(.create)
+        case 60..<67:
+            let index = random.below(2)
+            action = "restart: instance \(index) with its seed"
+            await instances[index].stop()
+            let (restarted, loaded) = try await AccessInstance.start(configuration, seed: seed)
+            instances[index] = restarted
+            if loaded { mismatch(.escalated, "the seed loaded again on a restart, undoing the office's changes") }
+        case 67..<77:
+            let user = random.pick(Self.users)
+            action = "issue-token: for \(name(user))"
+            tokens.append((try await instance.issueToken(for: user), user, true))
+        case 77..<87:
+            let index = random.below(tokens.count)
+            action = "revoke-token: \(name(tokens[index].user))'s token \(index)"
+            let revoked = try await instance.revokeToken(tokens[index].token)
+            if revoked != tokens[index].live { mismatch(.diverged, "revoke answered \(revoked)") }
+            tokens[index].live = false
+        case 87..<93:
+            let user = random.pick(Self.users)
+            action = "revoke-tokens: every token of \(name(user))"
+            let count = try await instance.revokeTokens(of: user)
+            let expected = tokens.filter { $0.user == user && $0.live }.count
+            if count != expected { mismatch(.diverged, "revoked \(count) tokens, not \(expected)") }
+            for index in tokens.indices where tokens[index].user == user { tokens[index].live = false }
+        default:
+            let user = random.pick(Self.users)
+            guard table.projects.count < 5, let token = liveToken(of: user) else {
+                action = "nothing: (no project made)"
+                return
+            }
+            let project = random.uuid()
+            action = "create-project: \(name(user)) creates \(name(project))"
+            let answer = try await push([create(.project, id: project, fields: [
+                "opportunityID": .null, "name": .text("Site \(table.projects.count)"), "number": .null, "address": .text(""),
+                "status": .text("active"), "startDay": .null,
+            ])], token: token)
+            if answer.first == .allowed {
+                table.createProject(project, by: user)
+                projectOf[project] = project
+            } else {
+                mismatch(.diverged, "a new project was answered \(answer)")
+            }
+        }
+    }
+
+    private func kindName(of change: MembershipChange) -> String {
+        switch change {
+        case .added: "add"
+        case .readded: "re-add"
+        case .roleChanged: "role-change"
+        case .unchanged: "add-unchanged"
+        }
+    }
+
+    /// A member of the office (owner or project manager, with a live token) edits, deletes or pushes a
+    /// member record of a project; nothing when the project has no such member now.
+    private func officePush(_ operation: PushMutation.Operation) async throws {
+        let project = random.pick(table.projects)
+        let office = Self.users.filter { user in
+            table.role(of: user, in: project).map { RoleTable.deletesOthers(as: $0) } ?? false && liveToken(of: user) != nil
+        }
+        guard !office.isEmpty else {
+            action = "nothing: (no office in \(name(project)))"
+            return
+        }
+        let caller = random.pick(office)
+        let token = liveToken(of: caller)!
+        // What the caller holds now, so the push is on the current versions.
+        try await learn(from: pullAll(token: token, instance: random.below(2)).records)
+        switch operation {
+        case .create:
+            let user = random.pick(Self.users), role = random.pick(RoleTable.order), id = random.uuid()
+            action = "push-member-create: \(name(caller)) names \(name(user)) \(role.rawValue) in \(name(project))"
+            let answer = try await push([create(.member, id: id, fields: [
+                "projectID": .uuid(project), "userID": .uuid(user), "name": .text(name(user)), "email": .text(""),
+                "role": .text(role.rawValue),
+            ])], token: token)
+            guard answer.first == .allowed else { return mismatch(.diverged, "the office's member record was answered \(answer)") }
+            table.create(id, naming: user, as: role, in: project)
+            names[id] = .pushed(id: id)
+            projectOf[id] = project
+        case .update, .delete:
+            let live = names.filter { projectOf[$0.key] == project && table.record($0.value, in: project)?.live == true }
+            guard let picked = live.sorted(by: { $0.key.uuidString < $1.key.uuidString }).randomElement(using: &random),
+                let version = versions[picked.key]
+            else {
+                action = "nothing: (no member record known in \(name(project)))"
+                return
+            }
+            let (id, recordName) = (picked.key, picked.value)
+            let named = table.record(recordName, in: project).map { name($0.user) } ?? "?"
+            if operation == .delete {
+                action = "push-member-delete: \(name(caller)) deletes \(named)'s record in \(name(project))"
+                let answer = try await push([PushMutation(
+                    idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: id, baseVersion: version,
+                    deletion: clock())], token: token)
+                guard answer.first == .allowed else { return mismatch(.diverged, "the office's delete was answered \(answer)") }
+                table.delete(recordName, in: project)
+            } else {
+                let role = random.pick(RoleTable.order)
+                action = "push-member-role: \(name(caller)) makes \(named)'s record \(role.rawValue) in \(name(project))"
+                let stamp = clock()
+                let answer = try await push([PushMutation(
+                    idempotencyKey: UUID(), entity: .member, operation: .update, recordID: id, baseVersion: version,
+                    fields: ["role": .text(role.rawValue)], clocks: ["role": stamp])], token: token)
+                guard answer.first == .allowed else { return mismatch(.diverged, "the office's role change was answered \(answer)") }
+                table.setRole(of: recordName, in: project, to: role)
+            }
+        }
+    }
+
+    // MARK: - Every caller
+
+    private func checkEveryone() async throws {
+        for user in Self.users {
+            // Mostly the newest token; now and then an older one, which may have been revoked.
+            let theirs = tokens.filter { $0.user == user }
+            let token = random.chance(0.2) ? random.pick(theirs) : theirs.last!
+            let instance = random.below(2)
+            try await checkPulls(user: user, token: token, instance: instance)
+            try await probe(user: user, token: token, instance: instance)
+        }
+    }
+
+    /// A pull from the start holds exactly the projects the caller may reach, and nothing of any other;
+    /// a pull from the caller's cursor brings nothing of a project they may not reach.
+    private func checkPulls(user: UUID, token: (token: String, user: UUID, live: Bool), instance: Int) async throws {
+        let reach = table.projects(of: user)
+        let whole = try await pullAll(token: token.token, instance: instance)
+        expect("pull", token.live ? .allowed : .unauthorized, whole.answer, who: user)
+        guard whole.answer == .allowed else { return }
+        try learn(from: whole.records)
+        var seen: Set<UUID> = []
+        for record in whole.records {
+            if record.entity == .project, record.deletion == nil { seen.insert(record.recordID) }
+            try await checkPlace(of: record, reach: reach, user: user, pull: "from the start")
+            // A member record the caller holds says what the office last gave.
+            if record.entity == .member, record.deletion == nil, let name = names[record.recordID],
+                let project = projectOf[record.recordID], let held = table.record(name, in: project),
+                !held.live || record.fields["role"] != .text(held.role.rawValue)
+            {
+                mismatch(.diverged, "\(self.name(user)) pulled member record \(record.recordID) as \(record.fields["role"] ?? .null), the table has \(held)")
+            }
+        }
+        for project in reach.subtracting(seen) { mismatch(.diverged, "\(name(user)) cannot pull \(name(project)), where they are \(table.role(of: user, in: project)!.rawValue)") }
+        for project in seen.subtracting(reach) { mismatch(.escalated, "\(name(user)) pulled \(name(project)), where they have no role") }
+
+        let key = token.token
+        let onward = try await pullAll(token: key, instance: 1 - instance, from: cursors[key] ?? whole.cursor)
+        guard onward.answer == .allowed else {
+            return mismatch(.diverged, "\(name(user))'s pull from their cursor was answered \(onward.answer)")
+        }
+        cursors[key] = onward.cursor
+        try learn(from: onward.records)
+        for record in onward.records { try await checkPlace(of: record, reach: reach, user: user, pull: "from their cursor") }
+    }
+
+    private func checkPlace(of record: ServerRecord, reach: Set<UUID>, user: UUID, pull: String) async throws {
+        // A record no one pulled while it was live (a tombstone sent without its values) is looked up in
+        // the server's database.
+        if projectOf[record.recordID] == nil { projectOf[record.recordID] = try await projectInDatabase(of: record.recordID) }
+        guard let project = projectOf[record.recordID] else {
+            return mismatch(.diverged, "\(name(user)) pulled \(record.entity.rawValue) \(record.recordID) \(pull), which the harness cannot place: \(record.fields)")
+        }
+        if !reach.contains(project) {
+            mismatch(.escalated, "\(name(user)) pulled \(record.entity.rawValue) \(record.recordID) of \(name(project)) \(pull), where they have no role")
+        }
+    }
+
+    /// The project the server's database files a record under.
+    private func projectInDatabase(of id: UUID) async throws -> UUID? {
+        let text = id.uuidString.lowercased()
+        let found: String?
+        if let url = configuration.postgresURL {
+            found = try await ReliabilityPostgres.rows(
+                "SELECT coalesce(project_id, ''), entity FROM records WHERE id = \(text)", of: (String, String).self, on: url
+            ).first?.0
+        } else {
+            let queue = try DatabaseQueue(path: configuration.databasePath)
+            defer { try? queue.close() }
+            found = try await queue.read { db in
+                try String.fetchOne(db, sql: "SELECT project_id FROM records WHERE id = ?", arguments: [text])
+            }
+        }
+        return found.flatMap(UUID.init(uuidString:))
+    }
+
+    /// Records what pulls tell: each record's project, member records' names and versions.
+    private func learn(from records: [ServerRecord]) throws {
+        for record in records where record.entity == .project {
+            projectOf[record.recordID] = record.recordID
+            if let serverID = record.serverID { projectsByServerID[serverID] = record.recordID }
+        }
+        for record in records {
+            versions[record.recordID] = record.version
+            // With server ids, a reference names the parent's server id once the client can map it.
+            switch record.fields["projectID"] {
+            case .uuid(let project)?: projectOf[record.recordID] = project
+            case .text(let serverID)?: if let project = projectsByServerID[serverID] { projectOf[record.recordID] = project }
+            default: break
+            }
+            if record.entity == .member, names[record.recordID] == nil, case .uuid(let user)? = record.fields["userID"] {
+                names[record.recordID] = .given(user: user)
+            }
+        }
+    }
+
+    /// One thing the caller tries, checked against the table.
+    private func probe(user: UUID, token: (token: String, user: UUID, live: Bool), instance: Int) async throws {
+        // A project of theirs, another's, or none at all.
+        let project = random.chance(0.1) ? Self.nowhere : random.pick(table.projects)
+        let role = table.role(of: user, in: project)
+        func expected(writing entity: EntityType) -> AccessAnswer {
+            guard token.live else { return .unauthorized }
+            guard let role else { return .hidden }
+            return RoleTable.writes(entity, as: role) ? .allowed : .forbidden
+        }
+        switch random.below(9) {
+        case 0:
+            let id = random.uuid()
+            let answer = try await push([create(.issue, id: id, fields: issueFields(in: project))], token: token.token, instance: instance)
+            expect("issue", expected(writing: .issue), answer.first!, who: user, in: project)
+            if answer.first == .allowed { projectOf[id] = project }
+        case 1:
+            let id = random.uuid()
+            let answer = try await push([create(.discount, id: id, fields: [
+                "projectID": .uuid(project), "name": .text("Friends"), "kind": .text("percentage"), "value": .integer(4_000),
+            ])], token: token.token, instance: instance)
+            expect("discount", expected(writing: .discount), answer.first!, who: user, in: project)
+        case 2:
+            // A daily log as one of the project's member records: often their own, else another's.
+            let known = names.filter { projectOf[$0.key] == project }.sorted { $0.key.uuidString < $1.key.uuidString }
+            let mine = known.filter { table.isOwn($0.value, of: user, in: project) }
+            guard let picked = (random.chance(0.5) && !mine.isEmpty ? mine : known).randomElement(using: &random) else {
+                return try await probe(user: user, token: token, instance: instance)
+            }
+            let (author, authorName) = (picked.key, picked.value)
+            var want = expected(writing: .dailyLog)
+            if want == .allowed, let role, !table.isOwn(authorName, of: user, in: project),
+                !RoleTable.writesForOthers(.dailyLog, as: role)
+            {
+                want = .forbidden
+            }
+            let id = random.uuid()
+            let answer = try await push([create(.dailyLog, id: id, fields: [
+                "projectID": .uuid(project), "authorID": .uuid(author), "day": .text("2026-11-28"), "notes": .text("poured"),
+                "weather": .text(""), "crew": .text(""), "hours": .real(8), "crewSize": .integer(3),
+            ])], token: token.token, instance: instance)
+            expect(table.isOwn(authorName, of: user, in: project) ? "log as themselves" : "log as another", want, answer.first!, who: user, in: project)
+            if answer.first == .allowed {
+                projectOf[id] = project
+                logs.append((id, project, author, true))
+            }
+        case 3:
+            guard let index = logs.indices.filter({ logs[$0].live }).randomElement(using: &random) else {
+                return try await probe(user: user, token: token, instance: instance)
+            }
+            let log = logs[index]
+            let role = table.role(of: user, in: log.project)
+            let own = names[log.author].map { table.isOwn($0, of: user, in: log.project) } ?? false
+            let want: AccessAnswer =
+                if !token.live { .unauthorized }
+                else if let role { RoleTable.writes(.dailyLog, as: role) && (own || RoleTable.deletesOthers(as: role)) ? .allowed : .forbidden }
+                else { .hidden }
+            let answer = try await push([PushMutation(
+                idempotencyKey: UUID(), entity: .dailyLog, operation: .delete, recordID: log.id, baseVersion: 1, deletion: clock())],
+                token: token.token, instance: instance)
+            expect(own ? "delete own log" : "delete another's log", want, answer.first!, who: user, in: log.project)
+            if answer.first == .allowed { logs[index].live = false }
+        case 4:
+            let id = random.uuid()
+            let answer = try await push([create(.member, id: id, fields: [
+                "projectID": .uuid(project), "userID": .uuid(user), "name": .text("Me"), "email": .text(""), "role": .text("owner"),
+            ])], token: token.token, instance: instance)
+            expect("member record naming themselves owner", expected(writing: .member), answer.first!, who: user, in: project)
+            if answer.first == .allowed {
+                table.create(id, naming: user, as: .owner, in: project)
+                names[id] = .pushed(id: id)
+                projectOf[id] = project
+            }
+        case 5:
+            let answer = await bundle(of: project, token: token.token, instance: instance)
+            expect("bundle", token.live ? (role == nil ? .hidden : .allowed) : .unauthorized, answer, who: user, in: project)
+        case 6:
+            let issue = random.uuid(), attachment = random.uuid()
+            let bytes = Data("photo \(attachment)".utf8)
+            let answer = try await push([
+                create(.issue, id: issue, fields: issueFields(in: project)),
+                create(.mediaAttachment, id: attachment, fields: [
+                    "issueID": .uuid(issue), "dailyLogID": .null, "kind": .text("photo"), "fileName": .text("sill.jpg"),
+                    "contentType": .text("image/jpeg"), "byteSize": .integer(Int64(bytes.count)),
+                    "sha256": .text(digest(bytes)), "thumbnail": .null, "capturedAt": .date(Date()), "durationSeconds": .null,
+                ]),
+            ], token: token.token, instance: instance)
+            // An attachment whose issue was refused names an issue that is not there.
+            let issueAnswer = expected(writing: .issue)
+            expect("issue", issueAnswer, answer.first!, who: user, in: project)
+            expect("attachment", issueAnswer == .allowed ? expected(writing: .mediaAttachment) : min(issueAnswer, .hidden),
+                   answer.last!, who: user, in: project)
+            if answer.last == .allowed {
+                projectOf[issue] = project
+                projectOf[attachment] = project
+                attachments.append((attachment, project, user, bytes, false))
+            }
+        case 7:
+            let waiting = attachments.indices.filter { !attachments[$0].uploaded }
+            let mine = waiting.filter { attachments[$0].creator == user }
+            guard let index = (random.chance(0.7) && !mine.isEmpty ? mine : waiting).randomElement(using: &random) else {
+                return try await probe(user: user, token: token, instance: instance)
+            }
+            let attachment = attachments[index]
+            let role = table.role(of: user, in: attachment.project)
+            let want: AccessAnswer =
+                if !token.live { .unauthorized }
+                else if let role {
+                    attachment.creator == user && RoleTable.writes(.mediaAttachment, as: role) ? .allowed : .forbidden
+                } else { .hidden }
+            let answer = await upload(attachment.id, bytes: attachment.bytes, token: token.token, instance: instance)
+            expect(attachment.creator == user ? "upload own file" : "upload another's file", want, answer, who: user, in: attachment.project)
+            if answer == .allowed { attachments[index].uploaded = true }
+        default:
+            guard let attachment = attachments.randomElement(using: &random) else {
+                return try await probe(user: user, token: token, instance: instance)
+            }
+            let role = table.role(of: user, in: attachment.project)
+            let answer = await uploadStatus(attachment.id, token: token.token, instance: instance)
+            expect("upload status", token.live ? (role == nil ? .hidden : .allowed) : .unauthorized, answer, who: user, in: attachment.project)
+        }
+    }
+
+    // MARK: - Requests
+
+    private func transport(_ token: String, instance: Int) -> HTTPTransport {
+        let port = instances[instance].port
+        let key = "\(port) \(token)"
+        if let transport = transports[key] { return transport }
+        let transport = HTTPTransport(
+            configuration: .init(
+                baseURL: URL(string: "http://127.0.0.1:\(port)")!, schemaVersion: LocalSchema.latestVersion,
+                requestTimeout: .seconds(120)),
+            token: token)
+        transports[key] = transport
+        return transport
+    }
+
+    private func answer(to error: any Error) -> AccessAnswer? {
+        switch (error as? TransportError)?.status {
+        case 401: .unauthorized
+        case 403: .forbidden
+        case 404: .hidden
+        default: nil
+        }
+    }
+
+    /// Each mutation's answer; a request refused whole (401) answers every mutation alike.
+    private func push(_ mutations: [PushMutation], token: String, instance: Int? = nil) async throws -> [AccessAnswer] {
+        do {
+            let response = try await transport(token, instance: instance ?? random.below(2)).push(PushRequest(mutations: mutations))
+            return try response.results.map { result in
+                switch result.outcome {
+                case .applied: return .allowed
+                case .conflict: return .allowed
+                case .rejected(let reason) where reason.code == .forbidden: return .forbidden
+                case .rejected(let reason) where reason.code == .notFound: return .hidden
+                case .rejected(let reason): throw ReliabilityError("a push was rejected: \(reason.code): \(reason.message)")
+                case .duplicate: throw ReliabilityError("a fresh idempotency key was answered duplicate")
+                }
+            }
+        } catch {
+            guard let answer = answer(to: error) else { throw error }
+            return Array(repeating: answer, count: mutations.count)
+        }
+    }
+
+    /// Every page from `cursor` (the start when nil): the records, the cursor after them, and whether the
+    /// token was taken.
+    private func pullAll(token: String, instance: Int, from cursor: String? = nil) async throws
+        -> (answer: AccessAnswer, records: [ServerRecord], cursor: String?)
+    {
+        var records: [ServerRecord] = []
+        var cursor = cursor
+        do {
+            for _ in 0..<1_000 {
+                let page = try await transport(token, instance: instance).pull(PullRequest(cursor: cursor, limit: 40))
+                records += page.changes
+                cursor = page.nextCursor
+                if !page.hasMore { return (.allowed, records, cursor) }
+            }
+            throw ReliabilityError("a pull did not end after 1,000 pages")
+        } catch let error as TransportError {
+            guard let answer = answer(to: error) else { throw error }
+            return (answer, [], cursor)
+        }
+    }
+
+    private func bundle(of project: UUID, token: String, instance: Int) async -> AccessAnswer {
+        let file = URL(fileURLWithPath: folder.path("bundle-\(UUID()).json"))
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await transport(token, instance: instance).downloadBundle(project: project, format: .json, to: file)
+            return .allowed
+        } catch {
+            return answer(to: error) ?? failed("a bundle of \(name(project))", error)
+        }
+    }
+
+    private func upload(_ attachment: UUID, bytes: Data, token: String, instance: Int) async -> AccessAnswer {
+        do {
+            let status = try await transport(token, instance: instance).uploadMedia(MediaChunk(
+                attachmentID: attachment, offset: 0, totalBytes: Int64(bytes.count), sha256: digest(bytes), data: bytes))
+            return status.complete ? .allowed : failed("an upload", ReliabilityError("the upload of one chunk did not complete"))
+        } catch {
+            return answer(to: error) ?? failed("an upload", error)
+        }
+    }
+
+    private func uploadStatus(_ attachment: UUID, token: String, instance: Int) async -> AccessAnswer {
+        do {
+            _ = try await transport(token, instance: instance).mediaUploadStatus(for: attachment)
+            return .allowed
+        } catch {
+            return answer(to: error) ?? failed("an upload's status", error)
+        }
+    }
+
+    /// A request that failed for a reason other than access: the seed's crash, checked as nothing.
+    private func failed(_ request: String, _ error: any Error) -> AccessAnswer {
+        outcome.crashed(error, during: "step \(step) (\(action)): \(request)")
+        return .unauthorized
+    }
+
+    // MARK: - Checking
+
+    private func expect(_ request: String, _ expected: AccessAnswer, _ answer: AccessAnswer, who user: UUID, in project: UUID? = nil) {
+        figures.answers[request, default: [:]][expected.rawValue, default: 0] += 1
+        guard answer != expected else { return }
+        let place = project.map { " in \(name($0)) (\(table.role(of: user, in: $0)?.rawValue ?? "no role"))" } ?? ""
+        mismatch(answer > expected ? .escalated : .diverged, "\(name(user)) \(request)\(place): expected \(expected.rawValue), got \(answer.rawValue)")
+    }
+
+    private enum Figure { case escalated, diverged }
+
+    private func mismatch(_ figure: Figure, _ problem: String) {
+        switch figure {
+        case .escalated: outcome.escalated += 1
+        case .diverged: outcome.diverged += 1
+        }
+        outcome.problems.append("step \(step) after \(action): \(problem)")
+    }
+
+    // MARK: - Helpers
+
+    private func liveToken(of user: UUID) -> String? {
+        tokens.last { $0.user == user && $0.live }?.token
+    }
+
+    private func name(_ id: UUID) -> String {
+        if let index = Self.users.firstIndex(of: id) { return index == 0 ? "owner" : "user \(index)" }
+        if id == Self.nowhere { return "no project" }
+        if let index = table.projects.firstIndex(of: id) { return "project \(index)" }
+        return id.uuidString.lowercased()
+    }
+
+    private func clock() -> HybridTimestamp {
+        HybridTimestamp(physicalMilliseconds: Int64(Date().timeIntervalSince1970 * 1000), counter: 0, node: NodeID(0xACCE))
+    }
+
+    private func create(_ entity: EntityType, id: UUID, fields: [String: FieldValue]) -> PushMutation {
+        let stamp = clock()
+        return PushMutation(
+            idempotencyKey: UUID(), entity: entity, operation: .create, recordID: id, baseVersion: 0, fields: fields,
+            clocks: fields.mapValues { _ in stamp }, createdAt: Date())
+    }
+
+    private func issueFields(in project: UUID) -> [String: FieldValue] {
+        [
+            "projectID": .uuid(project), "title": .text("Cracked sill"), "details": .text(""), "status": .text("open"),
+            "priority": .text("high"), "assigneeID": .null, "latitude": .null, "longitude": .null, "assetID": .null,
+            "modelElementID": .null,
+        ]
+    }
+
+    private func digest(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import OutpostModels
+import OutpostServer
+
+/// What the office gave, kept by the `access` scenario apart from the server and written from the
+/// rules as the README states them (not from the server's code): who is a member of which project,
+/// which member records name them with which role, and which tokens still stand. Every answer the
+/// server gives a caller is checked against what this table says the caller may do.
+///
+/// The rules: a caller's role in a project is the strongest role of the live member records naming
+/// them there, and only while they are a member; no membership or no such record is no role, and no
+/// role is no access at all (fails closed). Owner and project manager write everything; an estimator
+/// all but members; foreman and crew all but money (discounts, finance options, fees) and members; a
+/// viewer nothing. An authored record names the writer's own member record, except that the office
+/// writes for anyone and a foreman records time for his crew; only its author or the office deletes it.
+struct RoleTable {
+    /// A member record: whom it names, with which role, and whether it is still live.
+    struct MemberRecord: Hashable {
+        var user: UUID
+        var role: Member.Role
+        var live: Bool
+    }
+
+    /// How the table names a member record: the one the server writes for a membership (the seed,
+    /// `add-member`, a project's creator), one per user and project, or one the office pushed itself.
+    enum RecordName: Hashable {
+        case given(user: UUID)
+        case pushed(id: UUID)
+    }
+
+    struct Membership: Hashable {
+        var project: UUID
+        var user: UUID
+    }
+
+    private(set) var projects: [UUID] = []
+    private(set) var memberships: Set<Membership> = []
+    private(set) var records: [UUID: [RecordName: MemberRecord]] = [:]
+
+    /// Strongest first.
+    static let order: [Member.Role] = [.owner, .projectManager, .estimator, .foreman, .crew, .viewer]
+
+    /// The table a seed starts: each member of each project they are given, by their given record.
+    init(seed: ServerSeed) {
+        projects = seed.projects.map(\.id)
+        for member in seed.members {
+            let role = member.role.flatMap(Member.Role.init(rawValue:)) ?? .crew
+            for project in member.projects {
+                memberships.insert(Membership(project: project, user: member.userID))
+                records[project, default: [:]][.given(user: member.userID)] = MemberRecord(user: member.userID, role: role, live: true)
+            }
+        }
+    }
+
+    /// The caller's role in `project`, or nil: then they may reach nothing of it.
+    func role(of user: UUID, in project: UUID) -> Member.Role? {
+        guard memberships.contains(Membership(project: project, user: user)) else { return nil }
+        return Self.strongest(of: user, in: records[project] ?? [:])
+    }
+
+    /// The projects `user` may reach.
+    func projects(of user: UUID) -> Set<UUID> {
+        Set(projects.filter { role(of: user, in: $0) != nil })
+    }
+
+    func record(_ name: RecordName, in project: UUID) -> MemberRecord? {
+        records[project]?[name]
+    }
+
+    /// Every member record of `project`, live or not.
+    func recordNames(in project: UUID) -> [RecordName] {
+        Array((records[project] ?? [:]).keys)
+    }
+
+    /// Whether `name` is a live member record naming `user` in `project`: one they write as.
+    func isOwn(_ name: RecordName, of user: UUID, in project: UUID) -> Bool {
+        guard let record = records[project]?[name] else { return false }
+        return record.live && record.user == user
+    }
+
+    // MARK: - What a role may do
+
+    static func writes(_ entity: EntityType, as role: Member.Role) -> Bool {
+        let money: Set<EntityType> = [.discount, .financeOption, .fee]
+        switch role {
+        case .owner, .projectManager: return true
+        case .estimator: return entity != .member
+        case .foreman, .crew: return !money.contains(entity) && entity != .member
+        case .viewer: return false
+        }
+    }
+
+    static func writesForOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
+        role == .owner || role == .projectManager || (role == .foreman && entity == .timeEntry)
+    }
+
+    static func deletesOthers(as role: Member.Role) -> Bool {
+        role == .owner || role == .projectManager
+    }
+
+    // MARK: - What the office does
+
+    /// `add-member`: the user is a member with exactly `role`: their given record has it (created, or
+    /// brought back), and no other live record names them. Returns what the command must say: added
+    /// back when their given record is there from an earlier membership.
+    mutating func add(_ user: UUID, to project: UUID, as role: Member.Role) -> MembershipChange {
+        let membership = Membership(project: project, user: user)
+        let naming = (records[project] ?? [:]).filter { $0.value.user == user }
+        let before = Self.strongest(of: user, in: naming)
+        let change: MembershipChange =
+            if !memberships.contains(membership) { naming[.given(user: user)] == nil ? .added(role) : .readded(role) }
+            else if before != role { .roleChanged(from: before, to: role) }
+            else { .unchanged(role) }
+        memberships.insert(membership)
+        for name in naming.keys where name != .given(user: user) { records[project]?[name]?.live = false }
+        records[project, default: [:]][.given(user: user)] = MemberRecord(user: user, role: role, live: true)
+        return change
+    }
+
+    /// `remove-member`: no membership, and every record naming the user is deleted. Returns whether
+    /// they were a member.
+    mutating func remove(_ user: UUID, from project: UUID) -> Bool {
+        for (name, record) in records[project] ?? [:] where record.user == user { records[project]?[name]?.live = false }
+        return memberships.remove(Membership(project: project, user: user)) != nil
+    }
+
+    /// The office pushed a new role onto a member record.
+    mutating func setRole(of name: RecordName, in project: UUID, to role: Member.Role) {
+        records[project]?[name]?.role = role
+    }
+
+    /// The office deleted a member record.
+    mutating func delete(_ name: RecordName, in project: UUID) {
+        records[project]?[name]?.live = false
+    }
+
+    /// The office pushed a new member record naming `user` (which gives a role only to a member).
+    mutating func create(_ id: UUID, naming user: UUID, as role: Member.Role, in project: UUID) {
+        records[project, default: [:]][.pushed(id: id)] = MemberRecord(user: user, role: role, live: true)
+    }
+
+    /// A device created a project: its creator is its member and owner.
+    mutating func createProject(_ project: UUID, by user: UUID) {
+        projects.append(project)
+        memberships.insert(Membership(project: project, user: user))
+        records[project, default: [:]][.given(user: user)] = MemberRecord(user: user, role: .owner, live: true)
+    }
+
+    private static func strongest(of user: UUID, in records: [RecordName: MemberRecord]) -> Member.Role? {
+        let roles = Set(records.values.filter { $0.live && $0.user == user }.map(\.role))
+        return order.first(where: roles.contains)
+    }
+}
+
+/// An answer a caller got, or should get, ordered from the least to the most it lets them reach.
+enum AccessAnswer: String, Sendable, Hashable, Codable, Comparable, CaseIterable {
+    /// 401: the token does not stand.
+    case unauthorized
+    /// 404 or `not_found`: as if there were nothing there.
+    case hidden
+    /// 403 or `forbidden`: the caller may see it, but not do this.
+    case forbidden
+    /// Done (a push's `applied`, or a `conflict` on a version that moved on: the caller may write it).
+    case allowed
+
+    private var rank: Int { Self.allCases.firstIndex(of: self)! }
+    static func < (a: AccessAnswer, b: AccessAnswer) -> Bool { a.rank < b.rank }
+}
