@@ -33,6 +33,10 @@ struct ContractTests {
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         }))
         let goodPull = json(PullRequest(cursor: nil, limit: 10))
+        // A checkpoint past this history's newest change: what a device sends a server restored from an older backup.
+        let lostCheckpoint = "999999.0123456789abcdef"
+        let pushFromALostHistory = json(PushRequest(
+            mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))], checkpoint: lostCheckpoint))
         let media = { (id: UUID) in "/media/\(id.uuidString.lowercased())/upload" }
         let bundle = { (id: UUID) in "/projects/\(id.uuidString.lowercased())/bundle" }
         let digest = sha256Hex(bytes)
@@ -46,6 +50,7 @@ struct ContractTests {
             "POST /push": [
                 ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),
                 ("/push", a, tooManyMutations, [:], true), ("/push", a, goodPush, ["Content-Encoding": "br"], true),
+                ("/push", a, pushFromALostHistory, [:], true),
             ],
             "POST /pull": [
                 ("/pull", a, goodPull, [:], true), ("/pull", a, json(PullRequest(cursor: "x", limit: 1)), [:], true),
@@ -53,6 +58,7 @@ struct ContractTests {
                 ("/pull", nil, goodPull, [:], true),
                 ("/pull", a, json(PullRequest(cursor: nil, limit: 1, projects: [TestServer.projectB])), [:], true),
                 ("/pull", a, Data(repeating: 32, count: 600 * 1024), [:], true),
+                ("/pull", a, json(PullRequest(cursor: nil, limit: 10, checkpoint: lostCheckpoint)), [:], true),
             ],
             "GET /media/{attachmentID}/upload": [
                 (media(attachment.recordID), a, nil, [:], true), (media(attachment.recordID), a, nil, [:], false),

@@ -8,8 +8,8 @@ import OutpostServer
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
-        abstract: "Add and remove members, issue and revoke tokens, on a server's database.",
-        subcommands: [AddMember.self, RemoveMember.self, IssueToken.self, RevokeToken.self])
+        abstract: "Add and remove members, issue and revoke tokens, back up a SQLite server, on a server's database.",
+        subcommands: [AddMember.self, RemoveMember.self, IssueToken.self, RevokeToken.self, Backup.self])
 
     /// Which server database to work on.
     struct Target: ParsableArguments {
@@ -139,6 +139,33 @@ struct AdminCommand: AsyncParsableCommand {
             }
             guard revoked > 0 else { throw CommandFailure("no such token") }
             print("revoked \(revoked) token\(revoked == 1 ? "" : "s")")
+        }
+    }
+
+    struct Backup: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "backup",
+            abstract: "Copy a SQLite server's database to a new file while it runs (PostgreSQL: pg_dump).",
+            discussion: """
+                The copy is one consistent snapshot; the server keeps serving. Copy the media folder \
+                (FILE.media) after it. To restore: stop the server, put the copy in place of the database \
+                (removing its -wal and -shm files), restore the media folder, start the server. Devices \
+                notice the older history on their next sync and rebuild: they pull everything again and \
+                send again their own writes the backup lacks. Members removed and tokens revoked after the \
+                backup come back with it: do those again.
+                """)
+
+        @OptionGroup var target: Target
+        @Option(help: "The new file to write the copy to.") var to: String
+
+        func run() async throws {
+            let server = try target.server()
+            do {
+                try await server.backUp(to: to)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            print("backed up \(target.db ?? "") to \(to); copy the media folder now")
         }
     }
 }

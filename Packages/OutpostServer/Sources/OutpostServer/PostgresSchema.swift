@@ -18,6 +18,7 @@ enum PostgresSchema {
         MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
+        MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -170,5 +171,20 @@ enum PostgresSchema {
             PRIMARY KEY (project_id, user_id)
         );
         INSERT INTO counters (name, value) SELECT 'seeded_at', 0 WHERE EXISTS (SELECT 1 FROM users);
+        """
+
+    /// As `ServerSchema.version4`. The function's body stays on one line: `statements(of:)` splits the
+    /// step at line-ending semicolons.
+    private static let version4 = """
+        CREATE TABLE history_marks (
+            sequence BIGINT PRIMARY KEY,
+            mark TEXT NOT NULL
+        );
+        INSERT INTO history_marks (sequence, mark)
+            SELECT value, substr(replace(gen_random_uuid()::text, '-', ''), 1, 16) FROM counters
+            WHERE name = 'change_sequence' AND value > 0;
+        CREATE FUNCTION outpost_mark_history() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO history_marks (sequence, mark) VALUES (NEW.value, substr(replace(gen_random_uuid()::text, '-', ''), 1, 16)) ON CONFLICT (sequence) DO UPDATE SET mark = EXCLUDED.mark; RETURN NEW; END $$;
+        CREATE TRIGGER history_marks_follow_changes AFTER UPDATE ON counters FOR EACH ROW
+            WHEN (NEW.name = 'change_sequence' AND NEW.value > OLD.value) EXECUTE FUNCTION outpost_mark_history();
         """
 }

@@ -310,7 +310,8 @@ final class PostgresStorage: ServerStorage {
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
                 hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
                 basis: PullBasis(
-                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
+                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger),
+                    checkpoint: try await Self.checkpoint(on: connection, logger: logger)))
             if assignsServerIDs {
                 for summary in try await Self.summaries(
                     of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
@@ -329,8 +330,42 @@ final class PostgresStorage: ServerStorage {
         return try await withConnection { connection in
             PullBasis(
                 memberships: try await PostgresAccess.projects(of: caller, on: connection, logger: logger),
-                newestSequence: try await Self.newestSequence(on: connection, logger: logger))
+                newestSequence: try await Self.newestSequence(on: connection, logger: logger),
+                checkpoint: try await Self.checkpoint(on: connection, logger: logger))
         }
+    }
+
+    func backUp(to path: String) async throws(ServerError) {
+        throw ServerError(
+            .invalidConfiguration,
+            message: "a PostgreSQL server is backed up with pg_dump (see the server's README, \"Backup and restore\")")
+    }
+
+    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint {
+        let logger = self.logger
+        return try await withConnection { connection in try await Self.checkpoint(on: connection, logger: logger) }
+    }
+
+    func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
+        guard checkpoint.sequence > 0 else { return true }
+        let logger = self.logger
+        return try await withConnection { connection in
+            for try await mark in try await connection.query(
+                "SELECT mark FROM history_marks WHERE sequence = \(checkpoint.sequence)", logger: logger
+            ).decode(String.self) {
+                return mark == checkpoint.mark
+            }
+            return false
+        }
+    }
+
+    private static func checkpoint(on connection: PostgresConnection, logger: Logger) async throws -> HistoryCheckpoint {
+        for try await (sequence, mark) in try await connection.query(
+            "SELECT sequence, mark FROM history_marks ORDER BY sequence DESC LIMIT 1", logger: logger
+        ).decode((Int64, String).self) {
+            return HistoryCheckpoint(sequence: sequence, mark: mark)
+        }
+        return .empty
     }
 
     private static func newestSequence(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {

@@ -56,6 +56,8 @@ struct StoredRow: Sendable, Hashable {
 struct PullBasis: Sendable, Hashable {
     var memberships: Set<UUID>
     var newestSequence: Int64
+    /// Where the history stood when read (`HistoryCheckpoint`), sent with the page.
+    var checkpoint = HistoryCheckpoint.empty
 }
 
 /// One page of a pull as a backend read it: rows in sequence order, with (in server-id mode) the
@@ -135,7 +137,9 @@ struct PullPage: Sendable {
             }
             Self.write(row, fields: fields, clocks: sharedClock ? row.sharedClockPlan : nil, into: &json)
         }
-        json.raw(#"],"hasMore":"#)
+        json.raw(#"],"checkpoint":"#)
+        json.string(basis.checkpoint.text)
+        json.raw(#","hasMore":"#)
         json.bool(hasMore)
         if !leftProjects.isEmpty {
             json.raw(#","leftProjects":["#)

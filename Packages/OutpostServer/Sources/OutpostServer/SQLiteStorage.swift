@@ -91,6 +91,13 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    /// Closes the pool once the server stops serving: SQLite checkpoints the WAL and removes it then,
+    /// not later from a deinit, when the file at that path may already be another database's (a backup
+    /// an operator or a test put in place before serving it again).
+    func close() async {
+        try? pool.close()
+    }
+
     func probeDatabase() async throws(ServerError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
@@ -338,7 +345,9 @@ final class SQLiteStorage: ServerStorage {
                 nextCursor: cursor.advanced(
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
                 hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
-                basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
+                basis: PullBasis(
+                    memberships: mine, newestSequence: try Self.newestSequence(in: db),
+                    checkpoint: try Self.checkpoint(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
                     page.parents[summary.key] = summary
@@ -350,8 +359,40 @@ final class SQLiteStorage: ServerStorage {
 
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis {
         try await read { db in
-            PullBasis(memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db))
+            PullBasis(
+                memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db),
+                checkpoint: try Self.checkpoint(in: db))
         }
+    }
+
+    func backUp(to path: String) async throws(ServerError) {
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw ServerError(.invalidConfiguration, message: "\(path) exists; a backup is written to a new file", path: path)
+        }
+        do {
+            // Outside a transaction (VACUUM refuses to run in one), on a reader: a snapshot, no writer held.
+            try await pool.unsafeRead { db in try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+        } catch {
+            throw ServerError(.databaseFailure, message: "backing up to \(path): \(error)", path: path, underlying: error)
+        }
+    }
+
+    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint {
+        try await read { db in try Self.checkpoint(in: db) }
+    }
+
+    func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
+        guard checkpoint.sequence > 0 else { return true }
+        return try await read { db in
+            try String.fetchOne(
+                db, sql: "SELECT mark FROM history_marks WHERE sequence = ?", arguments: [checkpoint.sequence]) == checkpoint.mark
+        }
+    }
+
+    private static func checkpoint(in db: Database) throws -> HistoryCheckpoint {
+        guard let row = try Row.fetchOne(db, sql: "SELECT sequence, mark FROM history_marks ORDER BY sequence DESC LIMIT 1")
+        else { return .empty }
+        return HistoryCheckpoint(sequence: row["sequence"], mark: row["mark"])
     }
 
     private static func newestSequence(in db: Database) throws -> Int64 {

@@ -10,6 +10,7 @@ enum ServerSchema {
         MigrationStep(version: 1, name: "reference server 1.0", sql: version1),
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
+        MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -92,5 +93,24 @@ enum ServerSchema {
             PRIMARY KEY (project_id, user_id)
         ) WITHOUT ROWID;
         INSERT INTO counters (name, value) SELECT 'seeded_at', 0 WHERE EXISTS (SELECT 1 FROM users);
+        """
+
+    /// A random mark for every value the change sequence takes (`history_marks`), written by a trigger
+    /// so no write path can forget it: a device's checkpoint names a sequence and its mark, and a
+    /// server restored from a backup taken before that change no longer holds the pair (the sequence is
+    /// past its newest, or a new change took the number with another mark). One row per commit, about
+    /// 30 bytes; never pruned, since an old device's checkpoint must still be told apart.
+    static let version4 = """
+        CREATE TABLE history_marks (
+            sequence INTEGER PRIMARY KEY NOT NULL,
+            mark TEXT NOT NULL
+        );
+        INSERT INTO history_marks (sequence, mark)
+            SELECT value, lower(hex(randomblob(8))) FROM counters WHERE name = 'change_sequence' AND value > 0;
+        CREATE TRIGGER history_marks_follow_changes AFTER UPDATE OF value ON counters
+        WHEN NEW.name = 'change_sequence' AND NEW.value > OLD.value
+        BEGIN
+            INSERT OR REPLACE INTO history_marks (sequence, mark) VALUES (NEW.value, lower(hex(randomblob(8))));
+        END;
         """
 }

@@ -31,6 +31,13 @@ protocol ServerStorage: Sendable {
     /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request
     /// is served only if they still equal the page's `basis`.
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
+    /// Writes a consistent copy of the database to the new file `path` (SQLite only).
+    func backUp(to path: String) async throws(ServerError)
+    /// Where the history stands now: its newest change and that change's mark.
+    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint
+    /// Whether this history holds `checkpoint` (a change of that sequence with that mark): false once
+    /// the database was restored from a backup taken before it.
+    func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool
 
     /// A record as stored, tombstones included, whoever may see it: for the operator's and the tests' eyes
     /// (`SyncServer.storedRecord`), never for a route.

@@ -54,9 +54,16 @@ enum OutcomeJSON {
 /// A push's answer, as `JSONEncoder` would write `PushResponse` (keys sorted: `idempotencyKey` comes
 /// before every key of an outcome), from the outcomes' own JSON.
 package enum PushResponseJSON {
-    package static func encode(_ results: [MutationResult]) throws(ServerError) -> [UInt8] {
-        var json = JSONWriter(capacity: 96 * results.count + 16)
-        json.raw(#"{"results":["#)
+    package static func encode(_ response: PushResponse) throws(ServerError) -> [UInt8] {
+        let results = response.results
+        var json = JSONWriter(capacity: 96 * results.count + 64)
+        json.raw("{")
+        if let checkpoint = response.checkpoint {
+            json.raw(#""checkpoint":"#)
+            json.string(checkpoint)
+            json.raw(",")
+        }
+        json.raw(#""results":["#)
         for (index, result) in results.enumerated() {
             if index > 0 { json.raw(",") }
             json.raw(#"{"idempotencyKey":"#)

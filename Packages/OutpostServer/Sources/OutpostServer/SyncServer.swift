@@ -78,7 +78,8 @@ public struct SyncServer: Sendable {
         return try await storage.load(seed, now: Timestamp.now())
     }
 
-    /// Takes `user` out of `project`: their next request to it is refused (403) on every instance, and
+    /// Takes `user` out of `project`: from their next request on, on every instance, the project is to
+    /// them as if it did not exist (`not_found`, never telling what is there), and
     /// their member record there becomes a tombstone every device pulls. Returns false when they were not
     /// a member. Their devices keep their unsent changes; pushes of them are refused.
     @discardableResult
@@ -130,6 +131,16 @@ public struct SyncServer: Sendable {
     public func revokeTokens(of user: UUID) async throws(ServerError) -> Int {
         try await storage.prepare()
         return try await storage.revokeTokens(digest: nil, user: user)
+    }
+
+    /// Writes a consistent copy of a SQLite server's database to `path` (a new file) while the server
+    /// runs (`VACUUM INTO`, on a snapshot: writers are not held up). Back up the database before the
+    /// media folder, so every original the copy names is in the folder's copy. A PostgreSQL server is
+    /// backed up with `pg_dump` (refused here, saying so). Restoring either is safe for devices: each
+    /// notices the older history on its next request and rebuilds (`ServerErrorCode.historyChanged`).
+    public func backUp(to path: String) async throws(ServerError) {
+        try await storage.prepare()
+        try await storage.backUp(to: path)
     }
 
     /// Serves until cancelled (or, with `handlingSignals`, until SIGTERM/SIGINT), calling `onRunning`
@@ -187,8 +198,7 @@ public struct SyncServer: Sendable {
             let push = try await request.read(PushRequest.self, limit: server.configuration.maximumBodyBytes) {
                 (data: Data) throws(JSONReaderError) in try PushRequest(json: data)
             }
-            let results = try await server.push(push, by: caller)
-            return jsonResponse(bytes: try PushResponseJSON.encode(results), for: request)
+            return jsonResponse(bytes: try PushResponseJSON.encode(try await server.push(push, by: caller)), for: request)
         }
 
         router.post("pull") { request, _ -> Response in
@@ -282,22 +292,43 @@ public struct SyncServer: Sendable {
             assignsServerIDs: configuration.assignsServerIDs, serverTime: Timestamp.now())
     }
 
-    /// `/push`: one result per mutation, in order (413 for a batch over the limit).
-    package func push(_ push: PushRequest, by caller: Caller) async throws(ServerError) -> [MutationResult] {
+    /// `/push`: one result per mutation, in order (413 for a batch over the limit), and where the
+    /// history stands after it (409 `history_changed`, nothing applied, when the request's checkpoint
+    /// is not in this history).
+    package func push(_ push: PushRequest, by caller: Caller) async throws(ServerError) -> PushResponse {
         guard push.mutations.count <= configuration.maximumBatchSize else {
             throw ServerError(status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
         }
+        try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
         for result in results {
             await metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
         }
-        return results
+        return PushResponse(results: results, checkpoint: try await storage.historyCheckpoint().text)
+    }
+
+    /// Refuses a request whose checkpoint this history does not hold: the database was restored from a
+    /// backup taken before the device last heard from it, so its cursor would skip the changes made
+    /// since the restore, and its changes were made on versions this history never had.
+    private func checkHistory(_ text: String?) async throws(ServerError) {
+        guard let text else { return }
+        guard let checkpoint = HistoryCheckpoint(text: text) else {
+            throw ServerError.badRequest("'checkpoint' is not one this server wrote")
+        }
+        guard try await storage.holdsHistory(checkpoint) else {
+            await metrics.count("outpost_history_changed_total", [])
+            throw ServerError(
+                status: 409, .historyChanged,
+                "this server's history no longer holds the checkpoint \(text) (restored from a backup taken before it): "
+                    + "pull everything again from the start and send again the changes it lost")
+        }
     }
 
     /// `/pull`: the page's JSON as it goes out (gzip-compressed when `gzip` and large enough).
     package func pull(_ pull: PullRequest, by caller: Caller, gzip: Bool) async throws(ServerError) -> JSONBody {
         guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
         let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
+        try await checkHistory(pull.checkpoint)
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),

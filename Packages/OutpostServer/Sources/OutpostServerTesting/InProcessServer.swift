@@ -93,7 +93,7 @@ public actor InProcessServer: SyncTransport {
     @discardableResult
     public func apply(_ mutation: PushMutation) async throws(ServerError) -> MutationOutcome {
         let caller = try await server.caller(bearing: token)
-        let results = try await server.push(PushRequest(mutations: [mutation]), by: caller)
+        let results = try await server.push(PushRequest(mutations: [mutation]), by: caller).results
         return results[0].outcome
     }
 

@@ -12,17 +12,24 @@ public struct PullRequest: Sendable, Hashable, Codable {
     /// Whether a record may come with the clock most of its fields carry once (`clock`), and in
     /// `clocks` only the others': clocks were 40 % of a page's JSON. Only a client that reads it may ask.
     public var acceptsSharedClock: Bool
+    /// The last `checkpoint` the server gave this device (`PullResponse.checkpoint`,
+    /// `PushResponse.checkpoint`): a server whose history no longer holds it (restored from a backup)
+    /// answers 409 `history_changed` instead of pages that would skip its new changes. Nil before any.
+    public var checkpoint: String?
 
     /// Creates a request. This package reads both clock forms, so it asks for the shared one by default.
-    public init(cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true) {
+    public init(
+        cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true, checkpoint: String? = nil
+    ) {
         self.cursor = cursor
         self.limit = limit
         self.projects = projects
         self.acceptsSharedClock = acceptsSharedClock
+        self.checkpoint = checkpoint
     }
 
     private enum CodingKeys: String, CodingKey {
-        case cursor, limit, projects, acceptsSharedClock
+        case cursor, limit, projects, acceptsSharedClock, checkpoint
     }
 
     public init(from decoder: any Decoder) throws {
@@ -32,6 +39,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         projects = try container.decodeIfPresent([UUID].self, forKey: .projects)
         // Absent from older clients, which read `clocks` only.
         acceptsSharedClock = try container.decodeIfPresent(Bool.self, forKey: .acceptsSharedClock) ?? false
+        checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -41,5 +49,6 @@ public struct PullRequest: Sendable, Hashable, Codable {
         try container.encodeIfPresent(projects, forKey: .projects)
         // Left out when false, so the request reads as one from before the option existed.
         if acceptsSharedClock { try container.encode(true, forKey: .acceptsSharedClock) }
+        try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
     }
 }

@@ -12,17 +12,24 @@ public struct PullResponse: Sendable, Hashable, Codable {
     /// the device is told once, with the page whose cursor drops them, and keeps its unsent changes
     /// of them for its user to hand over (`LocalStore.unsentChanges()`). Absent when empty.
     public var leftProjects: [UUID]
+    /// Where the server's history stands once this page was read (opaque text), to send with the next
+    /// request: a server restored from a backup taken before it answers 409 `history_changed` (see
+    /// `PullRequest.checkpoint`). Absent from older servers.
+    public var checkpoint: String?
 
     /// Creates a page.
-    public init(changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = []) {
+    public init(
+        changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = [], checkpoint: String? = nil
+    ) {
         self.changes = changes
         self.nextCursor = nextCursor
         self.hasMore = hasMore
         self.leftProjects = leftProjects
+        self.checkpoint = checkpoint
     }
 
     private enum CodingKeys: String, CodingKey {
-        case changes, nextCursor, hasMore, leftProjects
+        case changes, nextCursor, hasMore, leftProjects, checkpoint
     }
 
     /// Reads a page; `leftProjects` is absent from older servers' pages and from most pages.
@@ -32,6 +39,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
         nextCursor = try container.decode(String.self, forKey: .nextCursor)
         hasMore = try container.decode(Bool.self, forKey: .hasMore)
         leftProjects = try container.decodeIfPresent([UUID].self, forKey: .leftProjects) ?? []
+        checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
     }
 
     /// Writes a page, leaving `leftProjects` out when empty.
@@ -41,5 +49,6 @@ public struct PullResponse: Sendable, Hashable, Codable {
         try container.encode(nextCursor, forKey: .nextCursor)
         try container.encode(hasMore, forKey: .hasMore)
         if !leftProjects.isEmpty { try container.encode(leftProjects, forKey: .leftProjects) }
+        try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
     }
 }

@@ -27,6 +27,10 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     public static let clockAhead = Self(rawValue: "clock_ahead")
     /// 409: a media chunk does not start at the offset the server has received.
     public static let rangeMismatch = Self(rawValue: "range_mismatch")
+    /// 409: the request's `checkpoint` is not in this server's history: the server was restored from a
+    /// backup taken before it. Nothing was applied; the device pulls everything again from the start
+    /// and sends again its own writes the server lost (`SyncEngine`).
+    public static let historyChanged = Self(rawValue: "history_changed")
     /// 413: the body is larger than the server accepts.
     public static let payloadTooLarge = Self(rawValue: "payload_too_large")
     /// 413: a push carries more mutations than `maximumBatchSize`.
@@ -48,7 +52,7 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
-        .invalidRequest, .clockAhead, .rangeMismatch, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .invalidRequest, .clockAhead, .rangeMismatch, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
         .checksumMismatch, .rateLimited, .internal, .unavailable, .insufficientStorage,
     ]
 

@@ -41,6 +41,7 @@ extension PushRequest: WireReadable {
 
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var mutations: [PushMutation]?
+        var checkpoint: String?
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -48,19 +49,28 @@ extension PushRequest: WireReadable {
             case "mutations":
                 try reader.firstOccurrence(of: 0, key, in: &seen)
                 mutations = try [PushMutation](reading: &reader)
+            case "checkpoint":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                checkpoint = try reader.takeNull() ? nil : reader.string()
             default: try reader.skipValue()
             }
         }
         guard let mutations else { throw reader.error("a push needs 'mutations'") }
-        self.init(mutations: mutations)
+        self.init(mutations: mutations, checkpoint: checkpoint)
     }
 
     /// The batch as the wire's JSON, as `JSONEncoder` with sorted keys writes it; with `sharingClocks`,
     /// a mutation whose fields all carry one clock has it once as `clock` instead of `clocks` (only for a
     /// server that names `SyncProtocol.sharedClockForm` in `SyncProtocol.acceptsHeader`).
     public func json(sharingClocks: Bool = false) throws(JSONWriterError) -> Data {
-        var writer = JSONWriter(capacity: 512 * mutations.count + 16)
-        writer.raw(#"{"mutations":["#)
+        var writer = JSONWriter(capacity: 512 * mutations.count + 64)
+        writer.raw("{")
+        if let checkpoint {
+            writer.raw(#""checkpoint":"#)
+            writer.string(checkpoint)
+            writer.raw(",")
+        }
+        writer.raw(#""mutations":["#)
         for (index, mutation) in mutations.enumerated() {
             if index > 0 { writer.raw(",") }
             try mutation.write(to: &writer, sharingClocks: sharingClocks)
@@ -176,7 +186,7 @@ extension PullResponse: WireReadable {
     }
 
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
-        var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?
+        var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?, checkpoint: String?
         var leftProjects: [UUID] = []
         var seen: UInt64 = 0
         try reader.beginObject()
@@ -195,13 +205,16 @@ extension PullResponse: WireReadable {
                 try reader.firstOccurrence(of: 3, key, in: &seen)
                 try reader.beginArray()
                 while try reader.nextElement() { leftProjects.append(try reader.uuid()) }
+            case "checkpoint":
+                try reader.firstOccurrence(of: 4, key, in: &seen)
+                checkpoint = try reader.takeNull() ? nil : reader.string()
             default: try reader.skipValue()
             }
         }
         guard let changes, let nextCursor, let hasMore else {
             throw reader.error("a pull page needs 'changes', 'nextCursor' and 'hasMore'")
         }
-        self.init(changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects)
+        self.init(changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects, checkpoint: checkpoint)
     }
 }
 
@@ -328,6 +341,7 @@ extension PushResponse: WireReadable {
     /// push measured end to end (this package's README).
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var results: [MutationResult]?
+        var checkpoint: String?
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -335,11 +349,14 @@ extension PushResponse: WireReadable {
             case "results":
                 try reader.firstOccurrence(of: 0, key, in: &seen)
                 results = try [MutationResult](reading: &reader)
+            case "checkpoint":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                checkpoint = try reader.takeNull() ? nil : reader.string()
             default: try reader.skipValue()
             }
         }
         guard let results else { throw reader.error("a push answer needs 'results'") }
-        self.init(results: results)
+        self.init(results: results, checkpoint: checkpoint)
     }
 }
 

@@ -52,19 +52,19 @@ enum Fixtures {
             HealthResponse(
                 minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 1_770_000_000))
         ],
-        "PushRequest": [PushRequest(mutations: [fullMutation])],
+        "PushRequest": [PushRequest(mutations: [fullMutation], checkpoint: "41.0123456789abcdef")],
         "PushMutation": [fullMutation, createIssue(), SharedClockMutation(mutation: createIssue())],
-        "PushResponse": [PushResponse(results: [])],
+        "PushResponse": [PushResponse(results: [], checkpoint: "42.0123456789abcdef")],
         "MutationResult": (outcomes + [.duplicate(original: outcomes[0])]).map {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
         },
         "MutationOutcome": outcomes,
         "PullRequest": [
             PullRequest(cursor: "12", limit: 100, projects: [projectID]),
-            PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false),
+            PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false, checkpoint: "0"),
         ],
         "PullResponse": [
-            PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true),
+            PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true, checkpoint: "42.0123456789abcdef"),
             PullResponse(changes: [], nextCursor: "43", hasMore: false, leftProjects: [UUID()]),
         ],
         "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
