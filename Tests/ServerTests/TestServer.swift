@@ -103,6 +103,28 @@ final class TestServer: Sendable {
             ownsDatabase: other == nil, task: task)
     }
 
+    /// Stops serving and starts again on the same database and media folder (on a new port), as an
+    /// operator restarts after a restore; `whileStopped` runs in between (putting a backup in place).
+    /// Use the returned server from then on; its `stop` removes what this one would have.
+    func restarted(whileStopped: () async throws -> Void = {}) async throws -> TestServer {
+        task.cancel()
+        _ = await task.result
+        try await whileStopped()
+        var configuration = server.configuration
+        configuration.port = 0
+        let server = try SyncServer(
+            configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let task = Task {
+            try await server.run(handlingSignals: false) { port in continuation.yield(port) }
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        return TestServer(
+            directory: directory, server: server, port: port, backend: backend, postgres: postgres,
+            ownsDatabase: ownsDatabase, task: task)
+    }
+
     /// Stops the server and removes its files (and its PostgreSQL database).
     func stop() async {
         task.cancel()

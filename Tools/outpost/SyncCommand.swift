@@ -69,6 +69,8 @@ struct SyncCommand: AsyncParsableCommand {
                 "mediaUploaded": "\(report.mediaUploaded)", "bytesSent": "\(report.bytesSent)",
                 "bytesReceived": "\(report.bytesReceived)", "pendingChanges": "\(status.pendingChanges)",
                 "retriedFailed": "\(retried)", "quarantined": "\(report.quarantined)",
+                "historyChanged": "\(report.historyChanged)", "resent": "\(report.resent)",
+                "recreated": "\(report.rebuilt?.recreated ?? 0)", "removed": "\(report.rebuilt?.removed ?? 0)",
                 "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
             let encoder = JSONEncoder()
@@ -77,6 +79,12 @@ struct SyncCommand: AsyncParsableCommand {
         } else {
             print("pulled \(report.pulled), sent \(report.pushed), failed \(report.failed), conflicts \(report.conflictsSurfaced), photos uploaded \(report.mediaUploaded)")
             print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
+            if report.historyChanged {
+                print(
+                    "the server was restored from a backup: pulled everything again; sent again \(report.resent) changes "
+                        + "and \(report.rebuilt?.recreated ?? 0) records it had lost, removed \(report.rebuilt?.removed ?? 0) "
+                        + "records of others it no longer has")
+            }
             if report.quarantined > 0 {
                 print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")
             }

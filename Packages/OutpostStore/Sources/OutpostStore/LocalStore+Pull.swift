@@ -23,11 +23,18 @@ public struct PulledPage: Sendable {
     /// another project is quarantined, not stored: a broken or hostile server's answer must not put
     /// other projects' data here.
     public let projects: Set<UUID>?
+    /// Where the server's history stood when it read the page (`PullResponse.checkpoint`): saved with
+    /// the page and sent with the next request, so a server restored from a backup is noticed.
+    public let checkpoint: String?
+    /// A page of the pull that follows a restore of the server (`LocalStore.beginHistoryRebuild`):
+    /// every record is taken as the server has it now, except for this device's own writes the server
+    /// no longer holds, which are queued again and merged by the entity's strategy.
+    public let rebuildsHistory: Bool
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
         changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
-        leftProjects: [UUID] = [], projects: Set<UUID>? = nil
+        leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false
     ) {
         self.changes = changes
         self.cursor = cursor
@@ -35,6 +42,8 @@ public struct PulledPage: Sendable {
         self.unreadable = unreadable
         self.leftProjects = leftProjects
         self.projects = projects
+        self.checkpoint = checkpoint
+        self.rebuildsHistory = rebuildsHistory
     }
 
     /// The page with the records of projects this device did not ask for moved to `unreadable`.
@@ -53,7 +62,8 @@ public struct PulledPage: Sendable {
             }
         }
         return PulledPage(
-            changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil)
+            changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil,
+            checkpoint: checkpoint, rebuildsHistory: rebuildsHistory)
     }
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
@@ -95,6 +105,9 @@ public struct PullReport: Sendable, Hashable {
     /// Records an earlier build of the app quarantined that this build can store, applied with this
     /// page (once after the store opens): the pulls that brought them will not come again.
     public var revived: Int { revivedRecords.count }
+    /// This device's own writes a restored server no longer held, queued again by a page that rebuilds
+    /// the history (`PulledPage.rebuildsHistory`).
+    public var resent = 0
     /// The server's versions behind `revived`, for the store's subscribers.
     var revivedRecords: [VersionedRecord] = []
 }
@@ -198,9 +211,13 @@ extension StoreWriter {
                     try Quarantine.clear(entity, id, in: db)
                     reads.clearQuarantine(entity, id)
                 }
+                if page.rebuildsHistory {
+                    report.resent += try resendLostOwnWrites(of: translated, in: db, now: now)
+                    reads.wrote(entity, id)  // read exactly: the record may now have a change waiting
+                }
                 try apply(
                     translated, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements, report: &report,
-                    db: db, now: now)
+                    rebuildsHistory: page.rebuildsHistory, db: db, now: now)
                 reads.wrote(entity, id)
             }
             for change in page.changes where change.record.entity == .project {
@@ -213,6 +230,7 @@ extension StoreWriter {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")
                     .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
+            if let checkpoint = page.checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
             try ChangeJournal.append(changes.map(\.storeChange), origin: origin, in: db)
             return report
         }
@@ -222,7 +240,7 @@ extension StoreWriter {
 
     private func apply(
         _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, reads: inout PulledPageReads,
-        statements: inout PageStatements, report: inout PullReport, db: Database, now: Date
+        statements: inout PageStatements, report: inout PullReport, rebuildsHistory: Bool = false, db: Database, now: Date
     ) throws {
         let entity = remote.record.entity, id = remote.record.id
         let local: EntityRecord?
@@ -274,7 +292,12 @@ extension StoreWriter {
             let seen = stored.server ?? [:]
             let onlyOwnWrites = remote.clocks.allSatisfy { field, stamp in stamp == seen[field] || stamp.node == clock.node }
                 && (remote.deletion.map { $0.node == clock.node } ?? true)
-            if revivesThisDelete || onlyOwnWrites { base.sync.version = remote.record.sync.version }
+            // After a restore, a server record this device has seen newer values of in every field (an
+            // older state of its history) did not change concurrently with the change: the change is
+            // this device's own write the restore lost, sent again (`resendLostOwnWrites`).
+            let olderThanSeen = rebuildsHistory && remote.deletion == nil
+                && remote.clocks.allSatisfy { field, stamp in stamp <= (stored.fields[field] ?? .origin) }
+            if revivesThisDelete || onlyOwnWrites || olderThanSeen { base.sync.version = remote.record.sync.version }
             for field in waiting.carried { base[field] = remote.record[field] }
             let client = try VersionedRecord(
                 record: base,
@@ -296,7 +319,14 @@ extension StoreWriter {
             // read before it surfaced it when saved).
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: policy[entity], in: db, now: now,
-                surfacing: { $0.side == .client || seen[$0.field] != $0.clock },
+                // After a restore, a server value that a write of this device replaced is one the restore
+                // brought back, not a concurrent write (told by value: the restored history's clocks are
+                // not the ones this device saw, and a teammate's write since may carry an older clock).
+                surfacing: { losing in
+                    losing.side == .client || seen[losing.field] != losing.clock
+                        && !((rebuildsHistory || waiting.resent)
+                            && (stored.written?[losing.field] ?? []).contains { $0.previous == losing.value })
+                },
                 surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })
             // A write whose user never saw the delete it undid: that delete lost, unseen, once the record is
             // back by that write, kept by this merge or already taken by the server (its answer lost, the

@@ -27,6 +27,11 @@ enum MutationQueue {
         /// the write or a merge keeps the record back, that delete is surfaced: it lost, unseen. Cleared
         /// when a merge settled it, so it is surfaced once (`"deleteUnseen"`).
         var deleteUnseen: Bool
+        /// Sent again after a server restore (`LocalStore.beginHistoryRebuild`): values this device wrote
+        /// before, which the restored server lost (`"resent"`). A server value the merge of its answer
+        /// beats is not surfaced when this device's own write replaced that very value: the restore
+        /// brought back what the device had already written over.
+        var resent = false
 
         init(
             fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?,
@@ -50,6 +55,7 @@ enum MutationQueue {
             var carried: [String]?
             var revives: HybridTimestamp?
             var deleteUnseen: Bool?
+            var resent: Bool?
         }
 
         /// Whether a `payload` column holds a write that brings a record back from a delete its user never
@@ -85,9 +91,11 @@ enum MutationQueue {
             } else {
                 throw StoreError(.databaseFailure, path: "", message: "mutation \(sequence) has a payload without clocks")
             }
-            return Payload(
+            var payload = Payload(
                 fields: fields, clocks: clocks, deletion: stored.deletion, carried: Set(stored.carried ?? []),
                 revives: stored.revives, deleteUnseen: stored.deleteUnseen ?? false)
+            payload.resent = stored.resent ?? false
+            return payload
         }
 
         /// Takes in a later write of the same record that the server has not seen either: each field's
@@ -101,6 +109,7 @@ enum MutationQueue {
             clocks.merge(later.clocks) { old, new in max(old, new) }
             revives = revives ?? later.revives
             deleteUnseen = deleteUnseen || later.deleteUnseen
+            resent = resent || later.resent
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
@@ -171,6 +180,23 @@ enum MutationQueue {
             row.bind(dependsOn.isEmpty ? nil : encode(strings: dependsOn.map(\.storageText)))
             row.bind(auditSequence)
         }
+    }
+
+    /// Adds `payload`'s fields to the record's delete still waiting to go out (a delete carries the
+    /// writes its device made before it, kept as the tombstone's last values). False when none waits.
+    static func carry(_ payload: Payload, intoWaitingDeleteOf entity: EntityType, _ id: UUID, in db: Database) throws -> Bool {
+        guard let row = try Row.fetchOne(
+            db, sql: """
+                SELECT seq, payload, \(auditFieldsColumn) FROM mutation_queue
+                WHERE entity = ? AND record_id = ? AND status != 'done' AND operation = 'delete'
+                ORDER BY seq DESC LIMIT 1
+                """, arguments: [entity.rawValue, id.storageText])
+        else { return false }
+        var merged = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+        merged.fold(payload)
+        try db.execute(
+            sql: "UPDATE mutation_queue SET payload = ? WHERE seq = ?", arguments: [try merged.encoded(), row["seq"] as Int64])
+        return true
     }
 
     /// Folds into mutation `sequence` (a create or update going out again after it failed) the updates
@@ -277,6 +303,7 @@ enum MutationQueue {
             change.carried.formUnion(payload.carried)
             change.revives = change.revives ?? payload.revives
             change.deleteUnseen = change.deleteUnseen || payload.deleteUnseen
+            change.resent = change.resent || payload.resent
             change.baseVersion = min(change.baseVersion, row["base_version"])
             if row["status"] != MutationStatus.failed.rawValue { change.goesOut = true }
         }
@@ -300,6 +327,8 @@ enum MutationQueue {
         var revives: HybridTimestamp?
         /// Whether that write's user never saw that delete (`Payload.deleteUnseen`).
         var deleteUnseen = false
+        /// Whether any of it was sent again after a server restore (`Payload.resent`).
+        var resent = false
         /// Whether any of it will go out without the user's say: pending or in flight, not only failed
         /// changes, which wait for `retryFailedMutations`.
         var goesOut = false

@@ -43,6 +43,21 @@ public protocol Replica: Sendable {
     /// Ends a run: a complete one that left nothing unsent is remembered as the last successful sync.
     func finishRun(complete: Bool, at date: Date) throws(StoreError)
 
+    /// The last checkpoint of the server's history this device was given (sent with each pull; the
+    /// push batches carry it already), nil before the first answer.
+    func historyCheckpoint() throws(StoreError) -> String?
+
+    /// Whether a rebuild after a server restore is under way (`beginHistoryRebuild`).
+    func isRebuildingHistory() throws(StoreError) -> Bool
+
+    /// Starts over against a server restored from a backup (it answered `history_changed`): the next
+    /// pull brings everything again as pages that rebuild the history.
+    func beginHistoryRebuild(now: Date) throws(StoreError)
+
+    /// Ends that rebuild once its pull reached the end, given every record it brought: the device's own
+    /// records the server lost go again as creates, the others it lost are removed here.
+    func finishHistoryRebuild(seen: [EntityType: Set<UUID>], now: Date) async throws(StoreError) -> HistoryRebuildReport
+
     /// Photos and voice notes whose original still has to reach the server, oldest first.
     func pendingMediaUploads(limit: Int) throws(StoreError) -> [MediaUpload]
 
@@ -109,7 +124,9 @@ extension LocalStore: Replica {
     public func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch {
         let claimed = try claimMutations(syncClass: .structured, limit: limit, now: now)
         do {
-            return OutgoingBatch(mutations: claimed, request: PushRequest(mutations: try claimed.map(outgoing)))
+            return OutgoingBatch(
+                mutations: claimed,
+                request: PushRequest(mutations: try claimed.map(outgoing), checkpoint: claimed.isEmpty ? nil : try historyCheckpoint()))
         } catch {
             // Not left in flight until a restart: the claim goes back as it was.
             try? release(claimed)
@@ -148,6 +165,12 @@ extension LocalStore: Replica {
         _ batch: OutgoingBatch, with response: PushResponse, policy: ConflictPolicy, retryLimit: Int, now: Date
     ) async throws(StoreError) -> Settlement {
         var settlement = Settlement()
+        // Saved before any change is settled: were it saved after, a stop in between would leave the
+        // older checkpoint, which a server restored to a backup taken between the two still holds, and
+        // the changes it then lost would stay acknowledged here, unnoticed.
+        if let checkpoint = response.checkpoint {
+            try write { db in try HistoryState.save(checkpoint: checkpoint, in: db) }
+        }
         let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
         var unanswered: [Mutation] = []
         for mutation in batch.mutations {

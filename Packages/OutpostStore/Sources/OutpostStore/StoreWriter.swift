@@ -240,7 +240,7 @@ actor StoreWriter {
     /// teammates see something first); the original file of an attachment is uploaded separately as media.
 
     /// The records this one references; the queue sends it only after their creates are acknowledged.
-    private func parents(of record: EntityRecord) -> [UUID] {
+    func parents(of record: EntityRecord) -> [UUID] {
         record.entity.description.parents.compactMap { relation in
             if case .uuid(let id) = record[relation.field] { id } else { nil }
         }

@@ -67,7 +67,8 @@ extension MutationQueue.Payload {
     /// The `payload` column: `{"clock":…` (one clock for every field) or `{"clocks":…` (per field),
     /// then `"deletion":…,"fields":…}`, as `Payload.read` reads it back. With `fieldsInAudit`,
     /// `"fieldsInAudit":true` stands for the fields, which the row's audit entry holds. A revival's
-    /// write also holds `"carried"` (first), `"deleteUnseen"` and `"revives"` (last).
+    /// write also holds `"carried"` (first), `"deleteUnseen"` and `"revives"` (last); a write sent again
+    /// after a server restore, `"resent"`.
     func encoded(fieldsInAudit: Bool = false) throws -> String {
         var json = JSONWriter()
         json.raw("{")
@@ -95,6 +96,7 @@ extension MutationQueue.Payload {
             json.raw(",\"fields\":")
             try json.storedFields(fields)
         }
+        if resent { json.raw(",\"resent\":true") }
         if let revives {
             json.raw(",\"revives\":")
             json.string(revives.encoded)

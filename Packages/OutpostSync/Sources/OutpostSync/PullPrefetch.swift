@@ -25,7 +25,11 @@ struct PullPrefetch: Sendable {
     private let fetcher: Task<Void, Never>
 
     /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
-    init(from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, transport: any SyncTransport) {
+    /// Every request carries `checkpoint` (`PullRequest.checkpoint`).
+    init(
+        from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, checkpoint: String? = nil,
+        transport: any SyncTransport
+    ) {
         let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
         self.pipeline = pipeline
         fetcher = Task {
@@ -34,7 +38,7 @@ struct PullPrefetch: Sendable {
             do throws(TransportError) {
                 while await pipeline.room() {
                     let page = try await Self.fetch(
-                        PullRequest(cursor: cursor, limit: limit, projects: projects), from: transport)
+                        PullRequest(cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint), from: transport)
                     try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
                     pipeline.hand(page)
                     guard page.response.hasMore else { break }

@@ -115,8 +115,20 @@ public actor SyncEngine {
             stranded = []
         }
         if pause == nil {
-            let pulled = await pull(&report, withinBudget: withinBudget, now: now)
-            if pulled, pause == nil { await push(&report, withinBudget: withinBudget, now: now) }
+            // Nothing is pushed while a rebuild after a server restore is unfinished: the device's own
+            // writes the server lost are found by the rebuild's pages and its end.
+            var pulled = await pull(&report, withinBudget: withinBudget, now: now)
+            if pulled, pause == nil, try !store.isRebuildingHistory() {
+                await push(&report, withinBudget: withinBudget, now: now)
+                // A push answered `history_changed` began a rebuild: once more, pull (the rebuild) and push.
+                if report.storeError == nil, try store.isRebuildingHistory() {
+                    report.pullCompleted = false
+                    pulled = await pull(&report, withinBudget: withinBudget, now: now)
+                    if pulled, pause == nil, try !store.isRebuildingHistory() {
+                        await push(&report, withinBudget: withinBudget, now: now)
+                    }
+                }
+            }
             // Structured data first, always: media goes only once every ready mutation is sent.
             if report.pushCompleted, pause == nil {
                 await uploadMedia(&report, conditions: conditions, withinBudget: withinBudget)
@@ -143,33 +155,24 @@ public actor SyncEngine {
     private func pull(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
         do {
             if withinBudget(), !Task.isCancelled {
-                let ahead = PullPrefetch(
-                    from: try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
-                    projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } }, transport: transport)
-                defer { ahead.stop() }
-                while let fetched = try await ahead.next() {
-                    // The first answer names the server's policy: a page merged with another policy than
-                    // the server's would settle local changes the server would settle otherwise.
-                    if await checkPolicy(&report) { break }
-                    let response = fetched.response
-                    let quarantinedAt = now()
-                    let unreadable = fetched.unreadable.map { change, reason in
-                        QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
+                // A rebuild cut short (a stop, a budget) starts over: what its pages brought is not kept.
+                var rebuilding = try store.isRebuildingHistory()
+                if rebuilding { try store.beginHistoryRebuild(now: now()) }
+                var seen: [EntityType: Set<UUID>] = [:]
+                while true {
+                    do {
+                        try await pullPages(&report, rebuilding: rebuilding, seen: &seen, withinBudget: withinBudget, now: now)
+                    } catch let error as TransportError where error.serverCode == .historyChanged && !rebuilding {
+                        // Restored from a backup: pages from this cursor would skip its new changes.
+                        try store.beginHistoryRebuild(now: now())
+                        report.historyChanged = true
+                        rebuilding = true
+                        continue
                     }
-                    // A record of a project this device did not ask for is quarantined, not stored.
-                    let applied = try await store.applyPulledPage(
-                        PulledPage(
-                            changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
-                            leftProjects: response.leftProjects, projects: projects),
-                        policy: policy, now: quarantinedAt)
-                    report.leftProjects += response.leftProjects
-                    // Records an earlier build quarantined and this one applied count as pulled now.
-                    report.pulled += response.changes.count - applied.quarantined + applied.revived
-                    report.quarantined += applied.quarantined
-                    report.conflictsSurfaced += applied.conflictsSurfaced
-                    report.orphaned += applied.orphaned
-                    if !response.hasMore { report.pullCompleted = true; break }
-                    guard withinBudget(), !Task.isCancelled else { break }
+                    break
+                }
+                if rebuilding, report.pullCompleted {
+                    report.rebuilt = try await store.finishHistoryRebuild(seen: seen, now: now())
                 }
             }
             // A run cancelled before or between pages stops as one cancelled inside a request does: no push.
@@ -189,6 +192,49 @@ public actor SyncEngine {
             report.storeError = error as? StoreError
                 ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
             return false
+        }
+    }
+
+    /// Fetches and applies pages until the last one or a stop. While `rebuilding` (after a server
+    /// restore), pages start from the beginning with no checkpoint and rebuild the history, and every
+    /// record they bring is noted in `seen`.
+    private func pullPages(
+        _ report: inout SyncReport, rebuilding: Bool, seen: inout [EntityType: Set<UUID>], withinBudget: () -> Bool,
+        now: () -> Date
+    ) async throws {
+        let ahead = PullPrefetch(
+            from: rebuilding ? nil : try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
+            projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } },
+            checkpoint: rebuilding ? nil : try store.historyCheckpoint(), transport: transport)
+        defer { ahead.stop() }
+        while let fetched = try await ahead.next() {
+            // The first answer names the server's policy: a page merged with another policy than
+            // the server's would settle local changes the server would settle otherwise.
+            if await checkPolicy(&report) { break }
+            let response = fetched.response
+            let quarantinedAt = now()
+            let unreadable = fetched.unreadable.map { change, reason in
+                QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
+            }
+            if rebuilding {
+                for change in response.changes { seen[change.entity, default: []].insert(change.recordID) }
+            }
+            // A record of a project this device did not ask for is quarantined, not stored.
+            let applied = try await store.applyPulledPage(
+                PulledPage(
+                    changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
+                    leftProjects: response.leftProjects, projects: projects, checkpoint: response.checkpoint,
+                    rebuildsHistory: rebuilding),
+                policy: policy, now: quarantinedAt)
+            report.leftProjects += response.leftProjects
+            // Records an earlier build quarantined and this one applied count as pulled now.
+            report.pulled += response.changes.count - applied.quarantined + applied.revived
+            report.quarantined += applied.quarantined
+            report.conflictsSurfaced += applied.conflictsSurfaced
+            report.orphaned += applied.orphaned
+            report.resent += applied.resent
+            if !response.hasMore { report.pullCompleted = true; break }
+            guard withinBudget(), !Task.isCancelled else { break }
         }
     }
 
@@ -364,6 +410,13 @@ public actor SyncEngine {
                 let response: PushResponse
                 do {
                     response = try await transport.push(batch.request)
+                } catch where error.serverCode == .historyChanged {
+                    // Restored from a backup: nothing was applied. The run rebuilds, then pushes again.
+                    try store.putBack(batch.mutations)
+                    claimed = []
+                    try store.beginHistoryRebuild(now: now())
+                    report.historyChanged = true
+                    return
                 } catch where Self.refusesTheWholeRequest(error) {
                     if batch.mutations.count > 1 {
                         // Says nothing about any one mutation (a body or batch over the server's limit, a

@@ -57,6 +57,15 @@ public struct SyncReport: Sendable {
     public var mediaFailed = 0
     /// Uploads waiting that this run held back (connection not judged good, metered, low battery).
     public var mediaHeldBack = 0
+    /// Whether the server answered `history_changed` (restored from a backup taken before this device
+    /// last heard from it) and this run rebuilt the replica from the restored history.
+    public var historyChanged = false
+    /// This device's own writes the restored server no longer held, found by the rebuild's pages and
+    /// queued again (each merged by its entity's strategy first; whatever lost is surfaced).
+    public var resent = 0
+    /// What the end of the rebuild did with records the restored server no longer holds: this device's
+    /// own queued again as creates, the others removed. Nil unless a rebuild ended in this run.
+    public var rebuilt: HistoryRebuildReport?
     /// Bytes sent and received during the run.
     public var bytesSent: Int64 = 0
     public var bytesReceived: Int64 = 0

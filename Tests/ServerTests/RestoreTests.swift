@@ -1,0 +1,167 @@
+import Foundation
+import OutpostConflicts
+import OutpostModels
+@testable import OutpostServer
+import OutpostStore
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// A server restored from a backup: every device ends with what a fresh device would hold, plus its
+/// own writes the server lost, sent again (issue 39, finding 9). Each backend is backed up and restored
+/// the way its operator would: `SyncServer.backUp` (the `outpost admin backup` command) and a file
+/// copy for SQLite, `pg_dump` and `pg_restore` for PostgreSQL.
+@Suite("A restored server: devices notice and rebuild, nothing lost")
+struct RestoreTests {
+    /// A backup of a running server, and its restore while the server is stopped.
+    struct Backup {
+        let server: TestServer
+        let file: URL
+
+        static func take(of server: TestServer) async throws -> Backup {
+            let file = server.directory.appendingPathComponent("backup-\(UUID().uuidString)")
+            if let postgres = server.postgres {
+                try Self.run("pg_dump", ["--format=custom", "--file=\(file.path)", postgres.url])
+            } else {
+                try await server.server.backUp(to: file.path)
+            }
+            return Backup(server: server, file: file)
+        }
+
+        /// Stops the server, puts the backup in place, starts it again.
+        func restore() async throws -> TestServer {
+            try await server.restarted {
+                if let postgres = server.postgres {
+                    try Self.run("pg_restore", ["--clean", "--if-exists", "--single-transaction", "--dbname=\(postgres.url)", file.path])
+                } else {
+                    let database = server.databasePath
+                    for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+                    try FileManager.default.removeItem(atPath: database)
+                    try FileManager.default.copyItem(atPath: file.path, toPath: database)
+                }
+            }
+        }
+
+        /// Runs a PostgreSQL client tool of the installed cluster's version.
+        static func run(_ tool: String, _ arguments: [String]) throws {
+            let folders = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+            guard let version = folders.sorted(by: { $0.compare($1, options: .numeric) == .orderedAscending }).last else {
+                throw CancellationError()
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/lib/postgresql/\(version)/bin/\(tool)")
+            process.arguments = arguments
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            let message = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else {
+                throw ServerError(.databaseFailure, message: "\(tool): \(String(decoding: message, as: UTF8.self))")
+            }
+        }
+    }
+
+    /// Every live issue a store holds, by id: title and details.
+    static func issues(in store: LocalStore) throws -> [UUID: String] {
+        let issues = try store.fetchAll(OutpostModels.Issue.self, where: "projectID", equals: .uuid(TestServer.projectA))
+        return Dictionary(uniqueKeysWithValues: issues.map { ($0.id, "\($0.title) / \($0.details)") })
+    }
+
+    @Test("Back up, push 5, sync, restore, the office pushes 3: the device holds the 3 and its own 5 sent again, as a fresh device does", arguments: Backend.available)
+    func aRestoredServerIsNoticedAndNothingIsLost(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let folder = server.directory
+        func device(_ name: String, token: String = TestServer.aliceToken) throws -> (LocalStore, SyncEngine) {
+            let store = try LocalStore.open(at: folder.appendingPathComponent("\(name).sqlite").path)
+            return (store, SyncEngine(store: store, transport: server.transport(token: token)))
+        }
+        let (crew, crewEngine) = try device("crew")
+        let (office, officeEngine) = try device("office", token: TestServer.carolToken)
+        let early = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Rail loose"))
+        let teammates = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Order tiles"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        #expect(try await crewEngine.sync().isComplete)
+
+        let backup = try await Backup.take(of: server)
+
+        // After the backup: five new issues and an edit from the crew, and an issue the office adds and
+        // the crew pulls. The restore loses all of it.
+        var five: [UUID] = []
+        for index in 1...5 {
+            five.append(try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Crack \(index)")).id)
+        }
+        var edited = early
+        edited.details = "Second floor, east stair"
+        _ = try await crew.save(edited)
+        let lostToTheCrew = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Lost on the server"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try Self.issues(in: crew)[lostToTheCrew.id] != nil)
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        // The office's laptop is set up again after the restore; it pushes three issues.
+        let (newOffice, newOfficeEngine) = try device("office-after", token: TestServer.carolToken)
+        var three: [UUID] = []
+        for index in 1...3 {
+            three.append(try await newOffice.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Office \(index)")).id)
+        }
+        #expect(try await newOfficeEngine.sync().isComplete)
+
+        let (crewAgain, crewAgainEngine) = (crew, SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken)))
+        let report = try await crewAgainEngine.sync()
+        #expect(report.historyChanged, "the device noticed the restore")
+        #expect(report.isComplete)
+        #expect(report.rebuilt?.recreated == 5, "its five issues the server lost go again")
+        #expect(report.rebuilt?.removed == 1, "the office's issue the server lost is gone, as on a fresh device")
+        #expect(report.resent == 1, "its edit the server lost goes again")
+        let held = try Self.issues(in: crewAgain)
+        for id in three + five + [early.id, teammates.id] { #expect(held[id] != nil) }
+        #expect(held[lostToTheCrew.id] == nil)
+        #expect(held[early.id] == "Rail loose / Second floor, east stair")
+        #expect(try crewAgain.status().pendingChanges == 0)
+        let conflicts = try crewAgain.openConflicts()
+        #expect(conflicts.isEmpty, "nothing changed concurrently: nothing to surface \(conflicts)")
+        _ = try await crewAgainEngine.sync()
+        #expect(try crewAgain.verifyAudit().isIntact)
+
+        // A fresh device holds the same records, value for value.
+        let (fresh, freshEngine) = try device("fresh")
+        #expect(try await freshEngine.sync().isComplete)
+        #expect(try Self.issues(in: fresh) == held)
+        #expect(held.count == 10)
+    }
+
+    @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)
+    func aPushFromTheLostHistoryIsRefused(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let backup = try await Backup.take(of: server)
+        let first = try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let checkpoint = try #require(first.checkpoint)
+        #expect(try await alice.pull(PullRequest(cursor: nil, limit: 10, checkpoint: checkpoint)).checkpoint == checkpoint)
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        let restored = server.transport(token: TestServer.aliceToken)
+        // A change on the restored server takes the same sequence number with another mark.
+        _ = try await restored.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let late = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        for attempt in [
+            { _ = try await restored.push(PushRequest(mutations: [late], checkpoint: checkpoint)) },
+            { _ = try await restored.pull(PullRequest(cursor: nil, limit: 10, checkpoint: checkpoint)) },
+        ] as [() async throws -> Void] {
+            let error = try await #require(throws: TransportError.self) { try await attempt() }
+            #expect(error.status == 409)
+            #expect(error.serverCode == .historyChanged)
+        }
+        #expect(try await server.strings("SELECT id FROM records WHERE id = '\(late.recordID.storageText)'").isEmpty)
+        // Text the server never wrote is a bad request, not a changed history.
+        let bad = try await #require(throws: TransportError.self) {
+            _ = try await restored.pull(PullRequest(cursor: nil, limit: 10, checkpoint: "12.not-a-mark"))
+        }
+        #expect(bad.status == 400)
+    }
+}
