@@ -92,12 +92,7 @@ final class TestServer: Sendable {
         let server = try SyncServer(
             configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))
         try await server.load(seed)
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let task = Task {
-            try await server.run(handlingSignals: false) { port in continuation.yield(port) }
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
+        let (port, task) = try await serve(server)
         return TestServer(
             directory: directory, server: server, port: port, backend: backend, postgres: postgres,
             ownsDatabase: other == nil, task: task)
@@ -114,15 +109,21 @@ final class TestServer: Sendable {
         configuration.port = 0
         let server = try SyncServer(
             configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))
+        let (port, task) = try await Self.serve(server)
+        return TestServer(
+            directory: directory, server: server, port: port, backend: backend, postgres: postgres,
+            ownsDatabase: ownsDatabase, task: task)
+    }
+
+    /// Runs `server` and waits until it listens: its port and the task serving.
+    private static func serve(_ server: SyncServer) async throws -> (port: Int, task: Task<Void, any Error>) {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task {
             try await server.run(handlingSignals: false) { port in continuation.yield(port) }
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
-        return TestServer(
-            directory: directory, server: server, port: port, backend: backend, postgres: postgres,
-            ownsDatabase: ownsDatabase, task: task)
+        return (port, task)
     }
 
     /// Stops the server and removes its files (and its PostgreSQL database).

@@ -42,7 +42,7 @@ struct ReliabilityTests {
     /// The scenarios of the quick subset.
     static let quickScenarios = [
         "faults", "crash-sync", "convergence", "crash-import", "fuzz-bundles", "load", "crash-migrate", "fuzz-server",
-        "presync", "access",
+        "presync", "access", "restore",
     ]
 
     @Test func theQuickRunLosesDuplicatesAndDivergesNothing() async throws {

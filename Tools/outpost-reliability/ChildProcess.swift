@@ -81,11 +81,11 @@ final class ServeChild: Sendable {
         try start(["--db", databasePath, "--seed", seedPath, "--server-ids"])
     }
 
-    /// Starts `outpost serve` with `arguments` (the storage and its options) on a free port, quietly,
-    /// and waits for its "listening on" line.
-    static func start(_ arguments: [String]) throws -> ServeChild {
+    /// Starts `outpost serve` with `arguments` (the storage and its options) on `port` (0: a free one),
+    /// quietly, and waits for its "listening on" line.
+    static func start(_ arguments: [String], port: Int = 0) throws -> ServeChild {
         let output = Pipe()
-        let child = try Child(["serve", "--port", "0", "--log-level", "critical"] + arguments, output: output)
+        let child = try Child(["serve", "--port", String(port), "--log-level", "critical"] + arguments, output: output)
         var printed = Data()
         while !printed.contains(UInt8(ascii: "\n")) {
             let chunk = output.fileHandleForReading.availableData

@@ -28,10 +28,18 @@ struct Fleet: Sendable {
         count: Int, in folder: ScratchFolder, server: LoopbackServer, plan: FaultPlan, seed: UInt64, clock: VirtualClock,
         policy: ConflictPolicy = ConflictPolicy()
     ) throws -> Fleet {
+        try open(count: count, in: folder, transport: server.transport(for:), plan: plan, seed: seed, clock: clock, policy: policy)
+    }
+
+    /// Opens `count` devices whose requests go to `transport(index)` through `plan`.
+    static func open(
+        count: Int, in folder: ScratchFolder, transport base: (Int) -> HTTPTransport, plan: FaultPlan, seed: UInt64,
+        clock: VirtualClock, policy: ConflictPolicy = ConflictPolicy()
+    ) throws -> Fleet {
         let devices = try (0..<count).map { index in
             let store = try DeviceTemplate.openStore(at: folder.path("device-\(index).sqlite"))
             let transport = FaultyTransport(
-                base: server.transport(for: index), plan: plan, seed: seed &* 0x9E37_79B9 &+ UInt64(index) &+ 1)
+                base: base(index), plan: plan, seed: seed &* 0x9E37_79B9 &+ UInt64(index) &+ 1)
             let engine = SyncEngine(
                 store: store, transport: transport, policy: policy, retryPolicy: retries,
                 random: SeededGenerator(seed: seed ^ UInt64(index + 1) << 32), batchSize: 4, pullLimit: 5)
@@ -103,9 +111,14 @@ struct Fleet: Sendable {
 
     /// Each device against the server as its member sees it.
     func divergences(server: LoopbackServer) async throws -> [String] {
+        try await divergences(transport: server.transport(for:))
+    }
+
+    /// Each device against the server `transport(index)` reaches, as its member sees it.
+    func divergences(transport: (Int) -> HTTPTransport) async throws -> [String] {
         var problems: [String] = []
         for device in devices {
-            let result = try await compare(device.store, with: server.transport(for: device.index))
+            let result = try await compare(device.store, with: transport(device.index))
             problems += result.mismatches.map { "device \(device.index): \($0)" }
         }
         return problems

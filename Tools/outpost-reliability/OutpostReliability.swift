@@ -148,32 +148,14 @@ struct OutpostReliability: AsyncParsableCommand {
     func answerTable(_ answers: [String: [String: Int]]) -> String {
         let columns = AccessAnswer.allCases.map(\.rawValue)
         let header = ["access: answers checked, by what the role table expected"] + columns
-        let cells = answers.keys.sorted().map { request in
-            [request] + columns.map { "\(answers[request]?[$0] ?? 0)" }
-        }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func line(_ values: [String]) -> String {
-            values.enumerated().map { column, value in
-                column == 0 ? value.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                    : String(repeating: " ", count: widths[column] - value.count) + value
-            }.joined(separator: "  ")
-        }
-        return ([line(header)] + cells.map(line)).joined(separator: "\n")
+        return aligned([header] + answers.keys.sorted().map { request in [request] + columns.map { "\(answers[request]?[$0] ?? 0)" } })
     }
 
     /// Records checked against the conflict model, per pair of step kinds (rows) and strategy (columns).
     func pairTable(_ pairs: [String: [String: Int]]) -> String {
         let strategies = ConvergenceScenario.subjects.map(\.strategy.rawValue)
         let header = ["steps of two devices on one record"] + strategies
-        var rows = [header]
-        for pair in pairs.keys.sorted() { rows.append([pair] + strategies.map { String(pairs[pair]?[$0] ?? 0) }) }
-        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
-            row.enumerated().map { column, text in
-                column == 0 ? text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                    : String(repeating: " ", count: widths[column] - text.count) + text
-            }.joined(separator: "  ")
-        }.joined(separator: "\n")
+        return aligned([header] + pairs.keys.sorted().map { pair in [pair] + strategies.map { String(pairs[pair]?[$0] ?? 0) } })
     }
 
     /// The results as a fixed-width table.
@@ -191,13 +173,17 @@ struct OutpostReliability: AsyncParsableCommand {
              row.load.map { String(format: "%.0f", $0.requestsPerSecond) } ?? "-",
              latency(row.load?.kinds["push"]), latency(row.load?.kinds["pull"])]
         }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func line(_ values: [String]) -> String {
-            values.enumerated().map { column, value in
-                column == 0 ? value.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                    : String(repeating: " ", count: widths[column] - value.count) + value
+        return aligned([header] + cells)
+    }
+
+    /// Rows as fixed-width text: the first column left-aligned, the others right-aligned.
+    func aligned(_ rows: [[String]]) -> String {
+        let widths = (rows.first ?? []).indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, text in
+                column == 0 ? text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - text.count) + text
             }.joined(separator: "  ")
-        }
-        return ([line(header)] + cells.map(line)).joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 }

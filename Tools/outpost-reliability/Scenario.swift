@@ -69,6 +69,7 @@ struct Scenario: Sendable {
         FaultsScenario.scenario, CrashSyncScenario.scenario, ConvergenceScenario.scenario, CrashImportScenario.scenario,
         BundleFuzzScenario.scenario, LoadScenario.scenario, CrashMigrateScenario.scenario, ServerFuzzScenario.scenario,
         PreSyncScenario.scenario, SharedFileScenario.scenario, FrozenInstanceScenario.scenario, AccessScenario.scenario,
+        RestoreScenario.scenario,
     ]
 }
 
