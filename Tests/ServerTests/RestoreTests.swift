@@ -135,6 +135,70 @@ struct RestoreTests {
         #expect(held.count == 10)
     }
 
+    @Test("Restored mid-work: an edit beside a waiting one, a delete, a teammate's issue edited and commented on: every device ends as a fresh one plus its own writes", arguments: Backend.available)
+    func restoredMidWorkEveryOwnWriteComesBack(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let folder = server.directory
+        func store(_ name: String) throws -> LocalStore {
+            try LocalStore.open(at: folder.appendingPathComponent("\(name).sqlite").path)
+        }
+        func sync(_ store: LocalStore, token: String) async throws -> SyncReport {
+            try await SyncEngine(store: store, transport: server.transport(token: token)).sync()
+        }
+        let crew = try store("crew"), office = try store("office")
+        let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        var railing = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Railing"))
+        let drain = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Drain"))
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+        #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        let backup = try await Backup.take(of: server)
+
+        // After the backup, all taken by the server: an edit, a delete, the office's new issue the crew
+        // edits. Then, unsent: another edit of the first issue and a comment on the office's issue.
+        railing.title = "Railing, east stair"
+        railing = try await crew.save(railing)
+        #expect(try await crew.delete(.issue, id: drain.id))
+        let gate = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Gate"))
+        #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+        var crewsGate = try #require(try crew.fetch(OutpostModels.Issue.self, id: gate.id))
+        crewsGate.details = "Hinge bent"
+        _ = try await crew.save(crewsGate)
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+        railing.priority = .critical
+        _ = try await crew.save(railing)
+        let note = try await crew.save(OutpostModels.Comment(issueID: gate.id, authorID: aliceInA, body: "Ordered a hinge"))
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        // The crew's device notices first (it re-creates the office's issue for its comment), then the office's.
+        let crewReport = try await sync(crew, token: TestServer.aliceToken)
+        #expect(crewReport.historyChanged)
+        #expect(try await sync(office, token: TestServer.carolToken).historyChanged)
+        for _ in 0..<2 {
+            #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+            #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        }
+        for device in [crew, office] {
+            #expect(try device.status().pendingChanges == 0)
+            #expect(try device.mutations(status: .failed).isEmpty)
+        }
+        let held = try Self.issues(in: crew)
+        #expect(held[railing.id] == "Railing, east stair / ", "the title taken before the restore and lost by it came back")
+        #expect(try crew.fetch(OutpostModels.Issue.self, id: railing.id)?.priority == .critical)
+        #expect(held[drain.id] == nil, "the delete stands")
+        #expect(held[gate.id] == "Gate / Hinge bent")
+        #expect(try crew.fetch(OutpostModels.Comment.self, id: note.id)?.body == "Ordered a hinge")
+        let fresh = try store("fresh")
+        #expect(try await sync(fresh, token: TestServer.carolToken).isComplete)
+        #expect(try Self.issues(in: fresh) == held)
+        #expect(try Self.issues(in: office) == held)
+        #expect(try fresh.fetch(OutpostModels.Comment.self, id: note.id) != nil)
+        #expect(try fresh.record(.issue, id: drain.id)?.sync.isDeleted ?? true)
+        let conflicts = try crew.openConflicts()
+        #expect(conflicts.isEmpty, "nothing changed concurrently: \(conflicts)")
+    }
+
     @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)
     func aPushFromTheLostHistoryIsRefused(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)
