@@ -199,6 +199,60 @@ struct RestoreTests {
         #expect(conflicts.isEmpty, "nothing changed concurrently: \(conflicts)")
     }
 
+    @Test("A change the server refused stays one failed change through a restore", arguments: Backend.available)
+    func aRefusedChangeStaysOneThroughARestore(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let store = try LocalStore.open(at: server.directory.appendingPathComponent("bob.sqlite").path)
+        let discount = try await store.save(
+            OutpostModels.Discount(projectID: TestServer.projectB, name: "Friends", kind: .percentage, value: 500))
+        #expect(try await SyncEngine(store: store, transport: server.transport(token: TestServer.bobToken)).sync().failed == 1)
+        let backup = try await Backup.take(of: server)
+        // Carol's issue in Bob's project, which his device pulls, is lost by the restore.
+        _ = try await server.transport(token: TestServer.carolToken).push(
+            PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))]))
+        _ = try await SyncEngine(store: store, transport: server.transport(token: TestServer.bobToken)).sync()
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        let report = try await SyncEngine(store: store, transport: server.transport(token: TestServer.bobToken)).sync()
+        #expect(report.historyChanged)
+        let failed = try store.mutations(status: .failed)
+        #expect(failed.map(\.recordID) == [discount.id], "\(failed)")
+        #expect(try store.unsentChanges().count == 1)
+    }
+
+    @Test("The checkpoint names the caller's own changes: other projects' writes never move it", arguments: Backend.available)
+    func theCheckpointTellsNothingOfOtherProjects(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken), bob = server.transport(token: TestServer.bobToken)
+        _ = try await bob.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))]))
+        let first = try await bob.pull(PullRequest(cursor: nil, limit: 100))
+        let checkpoint = try #require(first.checkpoint)
+        for _ in 0..<3 {
+            let answer = try await alice.push(
+                PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+            #expect(answer.checkpoint != checkpoint, "Alice is told of her own change")
+        }
+        let again = try await bob.pull(PullRequest(cursor: first.nextCursor, limit: 100, checkpoint: checkpoint))
+        #expect(again.changes.isEmpty)
+        #expect(again.checkpoint == checkpoint, "nothing Bob may see changed, so nothing he is told changed")
+        let fresh = try await bob.pull(PullRequest(cursor: nil, limit: 100))
+        #expect(fresh.checkpoint == checkpoint)
+        // A push that applies nothing tells nothing either.
+        let refused = try await bob.push(PushRequest(
+            mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))], checkpoint: checkpoint))
+        #expect(refused.checkpoint == checkpoint)
+        // Only text the server writes is taken.
+        let sequence = try #require(checkpoint.split(separator: ".").first)
+        let mark = try #require(checkpoint.split(separator: ".").last)
+        for text in ["00\(sequence).\(mark)", "+\(sequence).\(mark)", "\(sequence).\(mark.uppercased())"] {
+            let error = try await #require(throws: TransportError.self) {
+                _ = try await bob.pull(PullRequest(cursor: nil, limit: 1, checkpoint: text))
+            }
+            #expect(error.status == 400, "\(text)")
+        }
+    }
+
     @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)
     func aPushFromTheLostHistoryIsRefused(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)

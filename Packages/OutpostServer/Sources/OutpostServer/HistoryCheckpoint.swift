@@ -1,9 +1,12 @@
-/// Where the server's history stands, as a device carries it from answer to request: the newest change
-/// sequence and the random mark its commit wrote (`history_marks`), as text `<sequence>.<mark>` ("0"
-/// before any change). Sequence numbers alone cannot tell a server restored from a backup: once it
-/// takes new changes, their numbers are the ones the device already pulled past, and a cursor naming
-/// them skips them in silence. The mark can: the restored history holds the number with another mark,
-/// or not at all.
+/// How far a device has followed the server's history, as it carries it from answer to request: the
+/// newest change it was told of (by its pulls' cursor, or by its pushes' answers) and the random mark
+/// of the commit that wrote that change (`history_marks`), as text `<sequence>.<mark>` ("0" before
+/// any). Sequence numbers alone cannot tell a server restored from a backup: once it takes new
+/// changes, their numbers are ones the device already pulled past, and a cursor naming them skips them
+/// in silence. The mark can: the restored history lacks that commit, or holds another one there.
+///
+/// It names a change of the caller's own records or projects, never the server's newest: that one
+/// moved with every other project's writes, and let any member count and time them.
 struct HistoryCheckpoint: Sendable, Hashable {
     let sequence: Int64
     let mark: String
@@ -24,7 +27,9 @@ struct HistoryCheckpoint: Sendable, Hashable {
             return
         }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let sequence = Int64(parts[0]), sequence > 0, parts[1].count == 16,
+        // Exactly as written: digits with no sign or leading zero, 16 lowercase hex digits.
+        guard parts.count == 2, parts[0].first != "0", parts[0].allSatisfy({ ("0"..."9").contains($0) }),
+            let sequence = Int64(parts[0]), sequence > 0, parts[1].count == 16,
             parts[1].allSatisfy({ $0.isHexDigit && !$0.isUppercase })
         else { return nil }
         self.init(sequence: sequence, mark: String(parts[1]))

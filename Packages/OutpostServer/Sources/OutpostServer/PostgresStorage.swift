@@ -310,8 +310,7 @@ final class PostgresStorage: ServerStorage {
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
                 hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
                 basis: PullBasis(
-                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger),
-                    checkpoint: try await Self.checkpoint(on: connection, logger: logger)))
+                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
             if assignsServerIDs {
                 for summary in try await Self.summaries(
                     of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
@@ -330,8 +329,7 @@ final class PostgresStorage: ServerStorage {
         return try await withConnection { connection in
             PullBasis(
                 memberships: try await PostgresAccess.projects(of: caller, on: connection, logger: logger),
-                newestSequence: try await Self.newestSequence(on: connection, logger: logger),
-                checkpoint: try await Self.checkpoint(on: connection, logger: logger))
+                newestSequence: try await Self.newestSequence(on: connection, logger: logger))
         }
     }
 
@@ -341,31 +339,50 @@ final class PostgresStorage: ServerStorage {
             message: "a PostgreSQL server is backed up with pg_dump (see the server's README, \"Backup and restore\")")
     }
 
-    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint {
+    func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
+        guard sequence > 0 else { return .empty }
         let logger = self.logger
-        return try await withConnection { connection in try await Self.checkpoint(on: connection, logger: logger) }
+        return try await withConnection { connection in
+            try await Self.coveringMark(of: sequence, on: connection, logger: logger)
+                .map { HistoryCheckpoint(sequence: sequence, mark: $0) } ?? .empty
+        }
     }
 
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
         guard checkpoint.sequence > 0 else { return true }
         let logger = self.logger
         return try await withConnection { connection in
-            for try await mark in try await connection.query(
-                "SELECT mark FROM history_marks WHERE sequence = \(checkpoint.sequence)", logger: logger
-            ).decode(String.self) {
-                return mark == checkpoint.mark
-            }
-            return false
+            try await Self.coveringMark(of: checkpoint.sequence, on: connection, logger: logger) == checkpoint.mark
         }
     }
 
-    private static func checkpoint(on connection: PostgresConnection, logger: Logger) async throws -> HistoryCheckpoint {
-        for try await (sequence, mark) in try await connection.query(
-            "SELECT sequence, mark FROM history_marks ORDER BY sequence DESC LIMIT 1", logger: logger
-        ).decode((Int64, String).self) {
-            return HistoryCheckpoint(sequence: sequence, mark: mark)
+    /// As `SQLiteStorage.coveringMark`.
+    private static func coveringMark(of sequence: Int64, on connection: PostgresConnection, logger: Logger) async throws
+        -> String?
+    {
+        for try await mark in try await connection.query(
+            "SELECT mark FROM history_marks WHERE sequence >= \(sequence) ORDER BY sequence LIMIT 1", logger: logger
+        ).decode(String.self) {
+            return mark
         }
-        return .empty
+        return nil
+    }
+
+    func newestSequence(of records: [RecordKey]) async throws(ServerError) -> Int64 {
+        guard !records.isEmpty else { return 0 }
+        let logger = self.logger
+        let entities = records.map(\.entity.rawValue), ids = records.map(\.id.storageText)
+        return try await withConnection { connection in
+            for try await newest in try await connection.query(
+                """
+                SELECT COALESCE(MAX(r.sequence), 0) FROM records AS r
+                JOIN unnest(\(entities)::text[], \(ids)::text[]) AS k(entity, id) ON r.entity = k.entity AND r.id = k.id
+                """, logger: logger
+            ).decode(Int64.self) {
+                return newest
+            }
+            return 0
+        }
     }
 
     private static func newestSequence(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {

@@ -24,10 +24,14 @@ actor PreparedPulls {
         let gzip: Bool
         /// Whether records may carry one shared `clock` (`PullRequest.acceptsSharedClock`).
         let sharedClock: Bool
+        /// The sequence of the request's checkpoint (0 without one): the answer's is never older.
+        var checkpoint: Int64 = 0
 
         /// The same pull, continued after `cursor`.
         func continued(after cursor: PullCursor) -> Request {
-            Request(user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock)
+            Request(
+                user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock,
+                checkpoint: checkpoint)
         }
     }
 

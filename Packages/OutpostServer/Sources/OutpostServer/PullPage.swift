@@ -56,8 +56,6 @@ struct StoredRow: Sendable, Hashable {
 struct PullBasis: Sendable, Hashable {
     var memberships: Set<UUID>
     var newestSequence: Int64
-    /// Where the history stood when read (`HistoryCheckpoint`), sent with the page.
-    var checkpoint = HistoryCheckpoint.empty
 }
 
 /// One page of a pull as a backend read it: rows in sequence order, with (in server-id mode) the
@@ -115,7 +113,7 @@ struct PullPage: Sendable {
     /// stored; in server-id mode a row naming parents has its references rewritten by `rules`.
     /// With `sharedClock`, a record whose fields mostly carry one clock may send it once, as `clock`,
     /// and only the other fields' clocks in `clocks`.
-    func json(rules: PushRules, sharedClock: Bool) throws(ServerError) -> [UInt8] {
+    func json(rules: PushRules, sharedClock: Bool, checkpoint: HistoryCheckpoint = .empty) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
         let page: Set<RecordKey> = rules.assignsServerIDs ? Set(rows.map(\.key)) : []
@@ -138,7 +136,7 @@ struct PullPage: Sendable {
             Self.write(row, fields: fields, clocks: sharedClock ? row.sharedClockPlan : nil, into: &json)
         }
         json.raw(#"],"checkpoint":"#)
-        json.string(basis.checkpoint.text)
+        json.string(checkpoint.text)
         json.raw(#","hasMore":"#)
         json.bool(hasMore)
         if !leftProjects.isEmpty {

@@ -345,9 +345,7 @@ final class SQLiteStorage: ServerStorage {
                 nextCursor: cursor.advanced(
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
                 hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
-                basis: PullBasis(
-                    memberships: mine, newestSequence: try Self.newestSequence(in: db),
-                    checkpoint: try Self.checkpoint(in: db)))
+                basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
                     page.parents[summary.key] = summary
@@ -359,9 +357,7 @@ final class SQLiteStorage: ServerStorage {
 
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis {
         try await read { db in
-            PullBasis(
-                memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db),
-                checkpoint: try Self.checkpoint(in: db))
+            PullBasis(memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db))
         }
     }
 
@@ -377,22 +373,38 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint {
-        try await read { db in try Self.checkpoint(in: db) }
+    func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
+        guard sequence > 0 else { return .empty }
+        return try await read { db in
+            try Self.coveringMark(of: sequence, in: db).map { HistoryCheckpoint(sequence: sequence, mark: $0) } ?? .empty
+        }
     }
 
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
         guard checkpoint.sequence > 0 else { return true }
-        return try await read { db in
-            try String.fetchOne(
-                db, sql: "SELECT mark FROM history_marks WHERE sequence = ?", arguments: [checkpoint.sequence]) == checkpoint.mark
-        }
+        return try await read { db in try Self.coveringMark(of: checkpoint.sequence, in: db) == checkpoint.mark }
     }
 
-    private static func checkpoint(in db: Database) throws -> HistoryCheckpoint {
-        guard let row = try Row.fetchOne(db, sql: "SELECT sequence, mark FROM history_marks ORDER BY sequence DESC LIMIT 1")
-        else { return .empty }
-        return HistoryCheckpoint(sequence: row["sequence"], mark: row["mark"])
+    /// The mark of the commit that wrote change `sequence`: the first mark at or after it (a commit
+    /// marks the sequence it ends at).
+    private static func coveringMark(of sequence: Int64, in db: Database) throws -> String? {
+        try String.fetchOne(
+            db.cachedStatement(sql: "SELECT mark FROM history_marks WHERE sequence >= ? ORDER BY sequence LIMIT 1"),
+            arguments: [sequence])
+    }
+
+    func newestSequence(of records: [RecordKey]) async throws(ServerError) -> Int64 {
+        guard !records.isEmpty else { return 0 }
+        return try await read { db in
+            var newest: Int64 = 0
+            for record in records {
+                let sequence = try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT sequence FROM records WHERE entity = ? AND id = ?"),
+                    arguments: [record.entity.rawValue, record.id.storageText])
+                newest = max(newest, sequence ?? 0)
+            }
+            return newest
+        }
     }
 
     private static func newestSequence(in db: Database) throws -> Int64 {

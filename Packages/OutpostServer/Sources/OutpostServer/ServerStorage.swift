@@ -33,11 +33,13 @@ protocol ServerStorage: Sendable {
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
     /// Writes a consistent copy of the database to the new file `path` (SQLite only).
     func backUp(to path: String) async throws(ServerError)
-    /// Where the history stands now: its newest change and that change's mark.
-    func historyCheckpoint() async throws(ServerError) -> HistoryCheckpoint
-    /// Whether this history holds `checkpoint` (a change of that sequence with that mark): false once
-    /// the database was restored from a backup taken before it.
+    /// The checkpoint of change `sequence`: it and the mark of the commit that wrote it (`.empty` for 0).
+    func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint
+    /// Whether this history holds `checkpoint` (the commit that wrote that change has that mark): false
+    /// once the database was restored from a backup taken before it.
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool
+    /// The newest change sequence of these records (0 for none held): what a push's answers concern.
+    func newestSequence(of records: [RecordKey]) async throws(ServerError) -> Int64
 
     /// A record as stored, tombstones included, whoever may see it: for the operator's and the tests' eyes
     /// (`SyncServer.storedRecord`), never for a route.

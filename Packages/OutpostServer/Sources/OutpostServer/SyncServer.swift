@@ -299,19 +299,33 @@ public struct SyncServer: Sendable {
         guard push.mutations.count <= configuration.maximumBatchSize else {
             throw ServerError(status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
         }
-        try await checkHistory(push.checkpoint)
+        let held = try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
         for result in results {
             await metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
         }
-        return PushResponse(results: results, checkpoint: try await storage.historyCheckpoint().text)
+        // The answer's checkpoint is the newest change the answers concern (the records applied, or
+        // answered with), never older than the request's: a change of the caller's own records, so it
+        // tells nothing of others' activity, and a restore that loses any of them is noticed.
+        var newest = held.sequence
+        var answered: [RecordKey] = []
+        for (mutation, result) in zip(push.mutations, results) {
+            switch result.outcome.unwrapped {
+            case .applied: answered.append(RecordKey(entity: mutation.entity, id: mutation.recordID))
+            case .conflict(let record): newest = max(newest, record.sequence)
+            case .rejected, .duplicate: break
+            }
+        }
+        newest = max(newest, try await storage.newestSequence(of: answered))
+        return PushResponse(results: results, checkpoint: try await storage.historyCheckpoint(at: newest).text)
     }
 
     /// Refuses a request whose checkpoint this history does not hold: the database was restored from a
     /// backup taken before the device last heard from it, so its cursor would skip the changes made
     /// since the restore, and its changes were made on versions this history never had.
-    private func checkHistory(_ text: String?) async throws(ServerError) {
-        guard let text else { return }
+    @discardableResult
+    private func checkHistory(_ text: String?) async throws(ServerError) -> HistoryCheckpoint {
+        guard let text else { return .empty }
         guard let checkpoint = HistoryCheckpoint(text: text) else {
             throw ServerError.badRequest("'checkpoint' is not one this server wrote")
         }
@@ -322,17 +336,18 @@ public struct SyncServer: Sendable {
                 "this server's history no longer holds the checkpoint \(text) (restored from a backup taken before it): "
                     + "pull everything again from the start and send again the changes it lost")
         }
+        return checkpoint
     }
 
     /// `/pull`: the page's JSON as it goes out (gzip-compressed when `gzip` and large enough).
     package func pull(_ pull: PullRequest, by caller: Caller, gzip: Bool) async throws(ServerError) -> JSONBody {
         guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
         let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
-        try await checkHistory(pull.checkpoint)
+        let held = try await checkHistory(pull.checkpoint)
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock),
+                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence),
             by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         await metrics.add("outpost_pulled_records_total", answer.records)
@@ -381,7 +396,10 @@ public struct SyncServer: Sendable {
             let page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
-            let json = try page.json(rules: rules, sharedClock: request.sharedClock)
+            // The newest change the caller's cursor has passed, never older than its checkpoint: it tells
+            // nothing the cursor does not (`HistoryCheckpoint`).
+            let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.nextCursor.newestPosition))
+            let json = try page.json(rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint)
             return PreparedPulls.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
                 nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)
