@@ -14,8 +14,6 @@ import Testing
 /// engine against the real server on 127.0.0.1.
 @Suite("Deletes, revivals and old copies, end to end")
 struct DeletesAndRevivalsTests {
-    /// Alice's member record in project A: whom she writes comments and clock-ins as.
-    static let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
 
     /// A server and devices that all run `policy`: the office (Carol, project manager) and two crew
     /// devices of Alice (foreman), each its own store file.
@@ -108,10 +106,11 @@ struct DeletesAndRevivalsTests {
     @Test("Client wins: a note a crew member added to a clock-in is surfaced when a later delete removes it")
     func clientWinsSurfacesTheNoteADeleteRemoved() async throws {
         let crew = try await Crew.start()
+        let aliceInA = try await crew.server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         defer { Task { await crew.stop() } }
         let a = try crew.device("a"), b = try crew.device("b")
         let clockIn = try await a.store.save(TimeEntry(
-            projectID: TestServer.projectA, memberID: Self.aliceInA, kind: .clockIn, recordedAt: Timestamp.now()))
+            projectID: TestServer.projectA, memberID: aliceInA, kind: .clockIn, recordedAt: Timestamp.now()))
         #expect(try await a.engine.sync().isComplete)
         #expect(try await b.engine.sync().isComplete)
 
@@ -133,10 +132,11 @@ struct DeletesAndRevivalsTests {
     @Test("Append only: an edited comment goes back to the original and the attempted text is offered; a later delete applies")
     func anEditOfAnAppendOnlyCommentIsSurfacedAndLetsALaterDeleteThrough() async throws {
         let crew = try await Crew.start()
+        let aliceInA = try await crew.server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         defer { Task { await crew.stop() } }
         let a = try crew.device("a"), b = try crew.device("b")
         let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        let comment = try await a.store.save(Comment(issueID: issue.id, authorID: Self.aliceInA, body: "A wrote this"))
+        let comment = try await a.store.save(Comment(issueID: issue.id, authorID: aliceInA, body: "A wrote this"))
         #expect(try await a.engine.sync().isComplete)
         #expect(try await b.engine.sync().isComplete)
 

@@ -12,10 +12,6 @@ import Testing
 @Suite("Fail closed: roles, authorship, late joiners and what answers reveal")
 struct FailClosedTests {
     /// Alice's member record in project A, as the seed wrote it.
-    static let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
-    static let carolInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.carol)
-    static let bobInB = Roles.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
-    static let carolInB = Roles.memberRecordID(project: TestServer.projectB, user: TestServer.carol)
 
     static func discount(in project: UUID) -> PushMutation {
         Sample.create(.discount, fields: [
@@ -31,6 +27,26 @@ struct FailClosedTests {
 
     func outcomes(_ server: TestServer, _ token: String, _ mutations: [PushMutation]) async throws -> [MutationOutcome] {
         try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
+    }
+
+    @Test("A member record's id tells nothing: the public derivation from project and user names no record of this server's", arguments: Backend.available)
+    func memberRecordIDsAreNoMembershipOracle(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        let guessed = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice, salt: "")
+        #expect(aliceInA != guessed, "salted per server")
+        // Bob, owner of project B only, creates a member record at the id anyone can compute for Alice in A:
+        // answered as for any free id, whether or not Alice is a member of A.
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "owner", projects: [TestServer.projectB]))
+        let probe = PushMutation(
+            idempotencyKey: UUID(), entity: .member, operation: .create, recordID: guessed, baseVersion: 0,
+            fields: ["projectID": .uuid(TestServer.projectB), "userID": .uuid(TestServer.alice), "name": .text("Alice"),
+                     "email": .text(""), "role": .text("viewer")],
+            clocks: ["projectID": Sample.clock(1), "userID": Sample.clock(1), "name": Sample.clock(1), "email": Sample.clock(1),
+                     "role": Sample.clock(1)])
+        let answer = try await outcomes(server, TestServer.bobToken, [probe])
+        #expect(answer.first?.appliedVersion == 1, "\(answer)")
     }
 
     @Test("A removed member added back has the role the office gave, never the owner's", arguments: Backend.available)
@@ -53,10 +69,11 @@ struct FailClosedTests {
     @Test("A member whose member record the office deletes has no role and reaches nothing", arguments: Backend.available)
     func aMemberWhoseRecordIsDeletedReachesNothing(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         defer { Task { await server.stop() } }
         let carol = server.transport(token: TestServer.carolToken)
         let deleted = try await carol.push(PushRequest(mutations: [
-            PushMutation(idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: Self.aliceInA, baseVersion: 1,
+            PushMutation(idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: aliceInA, baseVersion: 1,
                 deletion: Sample.clock(5_000)),
         ])).results.first?.outcome
         #expect(deleted?.appliedVersion == 2)
@@ -79,6 +96,7 @@ struct FailClosedTests {
     @Test("Starting again with the same seed undoes no removal and no revocation", arguments: Backend.available)
     func aSeedLoadedAgainChangesNothing(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
+        let bobInB = try await server.server.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
         defer { Task { await server.stop() } }
         #expect(try await server.server.removeMember(TestServer.bob, from: TestServer.projectB))
         #expect(try await server.server.revokeTokens(of: TestServer.bob) == 1)
@@ -87,7 +105,7 @@ struct FailClosedTests {
             "POST", "/pull", token: TestServer.bobToken, body: try wireJSON(PullRequest(cursor: nil, limit: 10)))
         #expect(pull.status == 401)
         let carolPage = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
-        let bobsRecord = carolPage.changes.first { $0.recordID == Self.bobInB }
+        let bobsRecord = carolPage.changes.first { $0.recordID == bobInB }
         #expect(bobsRecord?.isDeleted == true, "Bob's member record stays deleted")
     }
 
@@ -108,6 +126,8 @@ struct FailClosedTests {
     @Test("A record's author is its writer's own member record; only the author or the office deletes it", arguments: Backend.available)
     func authorshipIsTiedToTheCaller(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
+        let bobInB = try await server.server.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
+        let carolInB = try await server.server.memberRecordID(project: TestServer.projectB, user: TestServer.carol)
         defer { Task { await server.stop() } }
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
         _ = try await outcomes(server, TestServer.carolToken, [issue])
@@ -121,11 +141,11 @@ struct FailClosedTests {
             ])
         }
         // Bob is crew in B: as himself, yes; as Carol, no.
-        let bobs = try await outcomes(server, TestServer.bobToken, [comment(by: Self.bobInB), comment(by: Self.carolInB), entry(for: Self.carolInB)])
+        let bobs = try await outcomes(server, TestServer.bobToken, [comment(by: bobInB), comment(by: carolInB), entry(for: carolInB)])
         #expect(bobs.map(\.rejectedCode) == [nil, .forbidden, .forbidden], "\(bobs)")
         // The office writes for anyone, and deletes anyone's comment; Bob may not delete Carol's.
-        let carolComment = comment(by: Self.carolInB)
-        let office = try await outcomes(server, TestServer.carolToken, [carolComment, comment(by: Self.bobInB)])
+        let carolComment = comment(by: carolInB)
+        let office = try await outcomes(server, TestServer.carolToken, [carolComment, comment(by: bobInB)])
         #expect(office.allSatisfy { $0.appliedVersion == 1 })
         let deleteCarols = PushMutation(
             idempotencyKey: UUID(), entity: .comment, operation: .delete, recordID: carolComment.recordID, baseVersion: 1,
@@ -140,14 +160,15 @@ struct FailClosedTests {
     @Test("A foreman records his crew's time; crew records only their own", arguments: Backend.available)
     func aForemanRecordsHisCrewsTime(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
+        let carolInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.carol)
         defer { Task { await server.stop() } }
         let entry = Sample.create(.timeEntry, fields: [
-            "projectID": .uuid(TestServer.projectA), "memberID": .uuid(Self.carolInA), "kind": .text("clockIn"),
+            "projectID": .uuid(TestServer.projectA), "memberID": .uuid(carolInA), "kind": .text("clockIn"),
             "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
         ])
         #expect(try await outcomes(server, TestServer.aliceToken, [entry]).first?.appliedVersion == 1, "Alice is a foreman")
         let log = Sample.create(.dailyLog, fields: [
-            "projectID": .uuid(TestServer.projectA), "authorID": .uuid(Self.carolInA), "day": .text("2026-11-28"),
+            "projectID": .uuid(TestServer.projectA), "authorID": .uuid(carolInA), "day": .text("2026-11-28"),
             "notes": .text(""), "weather": .text(""), "crew": .text(""), "hours": .real(0), "crewSize": .integer(0),
         ])
         #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
@@ -198,6 +219,7 @@ struct FailClosedTests {
     @Test("A reference the caller may not see is answered as one that does not exist", arguments: Backend.available)
     func noAnswerTellsWhatOtherProjectsHold(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         defer { Task { await server.stop() } }
         // Project B's records have server ids; Alice (project A only) names them, and free ones.
         let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
@@ -209,7 +231,7 @@ struct FailClosedTests {
             return
         }
         func comment(on issue: String) -> PushMutation {
-            Sample.create(.comment, fields: ["issueID": .text(issue), "authorID": .uuid(Self.aliceInA), "body": .text("probe")])
+            Sample.create(.comment, fields: ["issueID": .text(issue), "authorID": .uuid(aliceInA), "body": .text("probe")])
         }
         let taken = try await outcomes(server, TestServer.aliceToken, [comment(on: serverID)])
         let free = try await outcomes(server, TestServer.aliceToken, [comment(on: "987654")])

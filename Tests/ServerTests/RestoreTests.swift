@@ -146,7 +146,7 @@ struct RestoreTests {
             try await SyncEngine(store: store, transport: server.transport(token: token)).sync()
         }
         let crew = try store("crew"), office = try store("office")
-        let aliceInA = Roles.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         var railing = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Railing"))
         let drain = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Drain"))
         #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)

@@ -7,7 +7,8 @@ import OutpostTesting
 /// in one phase the operator backs the server (`outpost serve`, a child process) up while the devices
 /// sync (`outpost admin backup`), and in a later one stops it mid-settle (SIGTERM), puts the backup in
 /// place and starts it again on the same port while the devices keep syncing. The devices must notice and rebuild, sending again their
-/// own writes the backup lacks: the server must end exactly as the same seed played without a restore
+/// own writes the backup lacks, through the faults scenario's dropped and duplicated requests and answers:
+/// the server must end exactly as the same seed played without a restore or faults
 /// (records, values, deletions: only versions and server ids may differ), every device equal to it,
 /// nothing left unsent.
 enum RestoreScenario {
@@ -27,6 +28,8 @@ enum RestoreScenario {
         var resent = 0
         var recreated = 0
         var removed = 0
+        /// Faults the fleet's transports played.
+        var faults = 0
         /// Every value a device's open conflicts hold as the one that lost, as "entity/id.field=json".
         var surfaced: Set<String> = []
     }
@@ -43,6 +46,7 @@ enum RestoreScenario {
         }
         outcome = restored.problems
         outcome.kills = 1  // the server, stopped for the restore
+        outcome.faults = restored.faults
         outcome.mutations = restored.writes
         for problem in reference.problems.problems { outcome.problems.append("run without a restore: \(problem)") }
         outcome.lost += reference.problems.lost
@@ -91,7 +95,9 @@ enum RestoreScenario {
         }
         do {
             let clock = VirtualClock()
-            let fleet = try Fleet.open(count: 3, in: folder, transport: transport, plan: .none, seed: seed, clock: clock)
+            // Faults too, in the run with the restore: the end state must not depend on them either.
+            let fleet = try Fleet.open(
+                count: 3, in: folder, transport: transport, plan: restoring ? .standard : .none, seed: seed, clock: clock)
             var workload = Workload(seed: seed)
             var order = SeededGenerator(seed: seed ^ 0x5EED_0DE5)
             var timing = SeededGenerator(seed: seed ^ 0xBAC0_0B5E)
@@ -161,6 +167,7 @@ enum RestoreScenario {
             _ = await server.child.exit()
             play.state = try ServerState.read(databasePath: database)
             play.writes = workload.writes
+            play.faults = await fleet.faultsInjected()
             return play
         } catch {
             server.child.kill()

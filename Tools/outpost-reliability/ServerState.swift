@@ -33,8 +33,16 @@ struct ServerState {
                 let entity: String = row["entity"], id: String = row["id"]
                 let fieldsText: String = row["fields"]
                 let deletion: String? = row["deletion"]
-                state.records["\(entity)/\(id)"] = Record(
-                    version: row["version"], deleted: deletion != nil, fields: try normalizedFields(fieldsText))
+                let fields = try normalizedFields(fieldsText)
+                // The server's own member records (the seed's, a device-made project's creator's) have ids
+                // salted per server, so two runs of one seed name them apart: keyed by whom they name.
+                var key = "\(entity)/\(id)"
+                if entity == "member", let project = fields["projectID"], let user = fields["userID"],
+                    state.records["member/\(project)/\(user)"] == nil
+                {
+                    key = "member/\(project)/\(user)"
+                }
+                state.records[key] = Record(version: row["version"], deleted: deletion != nil, fields: fields)
             }
             for row in try Row.fetchAll(db, sql: "SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations") {
                 state.answeredKeys += 1

@@ -38,9 +38,10 @@ enum MembershipEdit {
 
     static func plan(
         user: UUID, project: UUID, name: String, email: String?, role: Member.Role, hasMembership: Bool,
-        memberRecords: [StoredRecord], now: Date, rules: PushRules, counters: inout (changeSequence: Int64, lastServerID: Int64)
+        memberRecords: [StoredRecord], salt: String, now: Date, rules: PushRules,
+        counters: inout (changeSequence: Int64, lastServerID: Int64)
     ) throws(ServerError) -> Plan {
-        let id = Roles.memberRecordID(project: project, user: user)
+        let id = Roles.memberRecordID(project: project, user: user, salt: salt)
         let naming = memberRecords.filter { $0.fields["userID"] == .uuid(user) }
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
         var plan = Plan(change: .unchanged(role))

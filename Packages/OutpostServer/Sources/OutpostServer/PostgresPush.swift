@@ -12,6 +12,7 @@ extension PostgresStorage {
         -> PushSnapshot
     {
         var snapshot = PushSnapshot()
+        if batch.createsProjects { snapshot.memberIDSalt = try await PostgresStorage.memberIDSalt(on: connection, logger: logger) }
         for try await (name, value) in try await connection.query(
             "SELECT name, value FROM counters", logger: logger
         ).decode((String, Int64).self) {

@@ -19,6 +19,7 @@ enum PostgresSchema {
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
+        MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -186,5 +187,15 @@ enum PostgresSchema {
         CREATE FUNCTION outpost_mark_history() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO history_marks (sequence, mark) VALUES (NEW.value, substr(replace(gen_random_uuid()::text, '-', ''), 1, 16)) ON CONFLICT (sequence) DO UPDATE SET mark = EXCLUDED.mark; RETURN NEW; END $$;
         CREATE TRIGGER history_marks_follow_changes AFTER UPDATE ON counters FOR EACH ROW
             WHEN (NEW.name = 'change_sequence' AND NEW.value > OLD.value) EXECUTE FUNCTION outpost_mark_history();
+        """
+
+    /// As `ServerSchema.version5`.
+    private static let version5 = """
+        CREATE TABLE server_settings (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        INSERT INTO server_settings (name, value)
+            SELECT 'member_id_salt', replace(gen_random_uuid()::text, '-', '') WHERE NOT EXISTS (SELECT 1 FROM users);
         """
 }

@@ -339,6 +339,21 @@ final class PostgresStorage: ServerStorage {
             message: "a PostgreSQL server is backed up with pg_dump (see the server's README, \"Backup and restore\")")
     }
 
+    /// As `SQLiteStorage.memberIDSalt(in:)`.
+    static func memberIDSalt(on connection: PostgresConnection, logger: Logger) async throws -> String {
+        for try await salt in try await connection.query(
+            "SELECT value FROM server_settings WHERE name = 'member_id_salt'", logger: logger
+        ).decode(String.self) {
+            return salt
+        }
+        return ""
+    }
+
+    func memberIDSalt() async throws(ServerError) -> String {
+        let logger = self.logger
+        return try await withConnection { connection in try await Self.memberIDSalt(on: connection, logger: logger) }
+    }
+
     func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
         guard sequence > 0 else { return .empty }
         let logger = self.logger
@@ -650,7 +665,9 @@ final class PostgresStorage: ServerStorage {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
                     try await PostgresAccess.addMembership(project, member.userID, at: now.milliseconds, on: connection, logger: logger)
-                    let id = SQLiteStorage.memberRecordID(project: project, user: member.userID)
+                    let id = Roles.memberRecordID(
+                        project: project, user: member.userID,
+                        salt: try await Self.memberIDSalt(on: connection, logger: logger))
                     guard try await PostgresRecords.fetch(.member, id: id, on: connection, logger: logger) == nil
                     else { continue }
                     let fields: [String: FieldValue] = [
@@ -708,7 +725,8 @@ final class PostgresStorage: ServerStorage {
             }
             let plan = try MembershipEdit.plan(
                 user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
-                memberRecords: members, now: now, rules: rules, counters: &counters)
+                memberRecords: members, salt: try await Self.memberIDSalt(on: connection, logger: logger), now: now,
+                rules: rules, counters: &counters)
             try await PostgresRecords.save(plan.records, on: connection, logger: logger)
             if plan.addsMembership {
                 try await PostgresAccess.addMembership(project, user, at: now.milliseconds, on: connection, logger: logger)

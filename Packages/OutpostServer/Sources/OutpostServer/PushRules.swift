@@ -177,7 +177,7 @@ struct PushRules: Sendable {
     /// The creator of a project made on a device is its owner, by a member record the server writes with
     /// it (at the next change sequence, so the creator's device pulls it): never by a default role.
     private func makeOwner(of project: StoredRecord, caller: Caller, snapshot: inout PushSnapshot, plan: inout PushPlan) {
-        let id = Roles.memberRecordID(project: project.id, user: caller.userID)
+        let id = Roles.memberRecordID(project: project.id, user: caller.userID, salt: snapshot.memberIDSalt)
         let fields: [String: FieldValue] = [
             "projectID": .uuid(project.id), "userID": .uuid(caller.userID),
             "name": .text(snapshot.callerName.isEmpty ? "Owner" : snapshot.callerName), "email": .text(""),

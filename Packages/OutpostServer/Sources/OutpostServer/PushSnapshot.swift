@@ -49,6 +49,9 @@ struct PushBatch: Sendable {
     /// Every idempotency key of the batch (round 1: their stored answers, if any).
     var idempotencyKeys: [UUID] { mutations.map(\.idempotencyKey) }
 
+    /// Whether a mutation may create a project (and so its creator's member record).
+    var createsProjects: Bool { mutations.contains { $0.entity == .project && $0.operation == .create } }
+
     /// The records the mutations change (round 1: full records, fields and clocks included).
     var targets: Set<RecordKey> { Set(mutations.map { RecordKey(entity: $0.entity, id: $0.recordID) }) }
 
@@ -80,6 +83,9 @@ struct PushBatch: Sendable {
 /// What the backend loaded for a batch; the rules read it and, for each mutation they apply, update
 /// it so later mutations of the batch see earlier ones' results. A refused mutation leaves it as it was.
 struct PushSnapshot: Sendable {
+    /// This server's salt for member record ids, read when the batch creates a project (its creator's
+    /// member record is written with it).
+    var memberIDSalt = ""
     /// Stored answers of the batch's idempotency keys.
     var applied: [UUID: AppliedMutation] = [:]
     /// The batch's targets that exist, whole.

@@ -80,8 +80,14 @@ enum Roles {
 
     /// The member record of `user` in `project`, at an id derived from both: the seed, the operator's
     /// commands and the server's record of a project's creator all write this one.
-    static func memberRecordID(project: UUID, user: UUID) -> UUID {
-        var bytes = Array(SHA256.hash(data: Data((project.storageText + "/" + user.storageText).utf8)).prefix(16))
+    ///
+    /// With this server's `salt` (`server_settings`, made with the database): derived from project and
+    /// user alone, anyone who knew both could ask whether the user is a member, a create naming that
+    /// id being refused where a free one applies. A server seeded before the salt keeps the unsalted
+    /// ids it has (empty `salt`).
+    static func memberRecordID(project: UUID, user: UUID, salt: String) -> UUID {
+        let name = (salt.isEmpty ? "" : salt + "/") + project.storageText + "/" + user.storageText
+        var bytes = Array(SHA256.hash(data: Data(name.utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0f) | 0x50  // version 5-style (name-based)
         bytes[8] = (bytes[8] & 0x3f) | 0x80  // RFC 4122 variant
         return UUID(uuid: (

@@ -127,6 +127,7 @@ final class SQLiteStorage: ServerStorage {
     /// The push seam's loading half: what `batch` touches, in a handful of queries (the counters first).
     private static func loadSnapshot(for batch: PushBatch, in db: Database) throws -> PushSnapshot {
         var snapshot = PushSnapshot()
+        if batch.createsProjects { snapshot.memberIDSalt = try memberIDSalt(in: db) }
         for row in try Row.fetchAll(db, sql: "SELECT name, value FROM counters") {
             switch row["name"] as String {
             case "change_sequence": snapshot.changeSequence = row["value"]
@@ -581,7 +582,7 @@ final class SQLiteStorage: ServerStorage {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
                     try Access.addMembership(project, member.userID, at: now.milliseconds, in: db)
-                    let id = Self.memberRecordID(project: project, user: member.userID)
+                    let id = Roles.memberRecordID(project: project, user: member.userID, salt: try Self.memberIDSalt(in: db))
                     guard try StoredRecord.fetch(.member, id: id, in: db) == nil else { continue }
                     let fields: [String: FieldValue] = [
                         "projectID": .uuid(project), "userID": .uuid(member.userID), "name": .text(member.name),
@@ -626,7 +627,7 @@ final class SQLiteStorage: ServerStorage {
                 try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0)
             let plan = try MembershipEdit.plan(
                 user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
-                memberRecords: members, now: now, rules: rules, counters: &counters)
+                memberRecords: members, salt: try Self.memberIDSalt(in: db), now: now, rules: rules, counters: &counters)
             for record in plan.records { try record.save(in: db) }
             if plan.addsMembership {
                 try Access.addMembership(project, user, at: now.milliseconds, in: db)
@@ -668,9 +669,13 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    /// The same membership always gets the same `member` record id, so a seed loads idempotently.
-    static func memberRecordID(project: UUID, user: UUID) -> UUID {
-        Roles.memberRecordID(project: project, user: user)
+    /// This server's salt for member record ids ("" for one seeded before it had one).
+    static func memberIDSalt(in db: Database) throws -> String {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM server_settings WHERE name = 'member_id_salt'")) ?? ""
+    }
+
+    func memberIDSalt() async throws(ServerError) -> String {
+        try await read { db in try Self.memberIDSalt(in: db) }
     }
 }
 

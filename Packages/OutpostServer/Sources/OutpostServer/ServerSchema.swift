@@ -11,6 +11,7 @@ enum ServerSchema {
         MigrationStep(version: 2, name: "indexes for paged pulls and streamed bundles", sql: version2),
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
+        MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -112,5 +113,16 @@ enum ServerSchema {
         BEGIN
             INSERT OR REPLACE INTO history_marks (sequence, mark) VALUES (NEW.value, lower(hex(randomblob(8))));
         END;
+        """
+
+    /// This server's salt for member record ids (`Roles.memberRecordID`), made with a database that has
+    /// no users yet; one that has them keeps the ids it gave (no salt).
+    static let version5 = """
+        CREATE TABLE server_settings (
+            name TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO server_settings (name, value)
+            SELECT 'member_id_salt', lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM users);
         """
 }

@@ -31,6 +31,8 @@ protocol ServerStorage: Sendable {
     /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request
     /// is served only if they still equal the page's `basis`.
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
+    /// This server's salt for member record ids (`Roles.memberRecordID`; "" for a server seeded before).
+    func memberIDSalt() async throws(ServerError) -> String
     /// Writes a consistent copy of the database to the new file `path` (SQLite only).
     func backUp(to path: String) async throws(ServerError)
     /// The checkpoint of change `sequence`: it and the mark of the commit that wrote it (`.empty` for 0).

@@ -133,6 +133,13 @@ public struct SyncServer: Sendable {
         return try await storage.revokeTokens(digest: nil, user: user)
     }
 
+    /// The id of `user`'s member record in `project` on this server (its seed's, the operator's
+    /// commands' and a device-made project's creator's): for an operator's tools and tests.
+    package func memberRecordID(project: UUID, user: UUID) async throws(ServerError) -> UUID {
+        try await storage.prepare()
+        return Roles.memberRecordID(project: project, user: user, salt: try await storage.memberIDSalt())
+    }
+
     /// Writes a consistent copy of a SQLite server's database to `path` (a new file) while the server
     /// runs (`VACUUM INTO`, on a snapshot: writers are not held up). Back up the database before the
     /// media folder, so every original the copy names is in the folder's copy. A PostgreSQL server is
