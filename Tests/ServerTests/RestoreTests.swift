@@ -242,6 +242,21 @@ struct RestoreTests {
         let refused = try await bob.push(PushRequest(
             mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))], checkpoint: checkpoint))
         #expect(refused.checkpoint == checkpoint)
+        // A commit that wrote Bob's change and others' he may not see: his checkpoint holds only for his
+        // change's own sequence, so trying the commit's other sequences tells him nothing of theirs.
+        let batch = try await server.transport(token: TestServer.carolToken).push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB)),
+        ] + (0..<5).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }))
+        #expect(batch.results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        let shared = try #require(try await bob.pull(PullRequest(cursor: first.nextCursor, limit: 100, checkpoint: checkpoint)).checkpoint)
+        let sharedParts = shared.split(separator: ".")
+        let sharedSequence = try #require(Int64(sharedParts[0]))
+        for other in (sharedSequence + 1)...(sharedSequence + 5) {
+            let error = try await #require(throws: TransportError.self) {
+                _ = try await bob.pull(PullRequest(cursor: nil, limit: 1, checkpoint: "\(other).\(sharedParts[1])"))
+            }
+            #expect(error.status == 409, "sequence \(other) of the same commit")
+        }
         // Only text the server writes is taken.
         let sequence = try #require(checkpoint.split(separator: ".").first)
         let mark = try #require(checkpoint.split(separator: ".").last)

@@ -1,3 +1,6 @@
+import Crypto
+import Foundation
+
 /// How far a device has followed the server's history, as it carries it from answer to request: the
 /// newest change it was told of (by its pulls' cursor, or by its pushes' answers) and the random mark
 /// of the commit that wrote that change (`history_marks`), as text `<sequence>.<mark>` ("0" before
@@ -17,6 +20,23 @@ struct HistoryCheckpoint: Sendable, Hashable {
     init(sequence: Int64, mark: String) {
         self.sequence = sequence
         self.mark = mark
+    }
+
+    /// The checkpoint of change `sequence`, written by the commit whose mark is `commitMark`. The mark
+    /// it carries is derived from both: the commit's own mark would hold for every sequence of the
+    /// commit, and trying each would tell a caller how many changes others wrote in it.
+    init(sequence: Int64, commitMark: String) {
+        self.init(sequence: sequence, mark: Self.mark(of: sequence, commitMark: commitMark))
+    }
+
+    /// Whether this checkpoint is change `sequence`'s of the commit marked `commitMark` (nil: no commit).
+    func isHeld(byCommitMark commitMark: String?) -> Bool {
+        guard let commitMark else { return false }
+        return mark == Self.mark(of: sequence, commitMark: commitMark)
+    }
+
+    private static func mark(of sequence: Int64, commitMark: String) -> String {
+        SHA256.hash(data: Data("\(commitMark)/\(sequence)".utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Reads a device's checkpoint: nil for text this server never wrote (the request is refused as

@@ -359,7 +359,7 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         return try await withConnection { connection in
             try await Self.coveringMark(of: sequence, on: connection, logger: logger)
-                .map { HistoryCheckpoint(sequence: sequence, mark: $0) } ?? .empty
+                .map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
         }
     }
 
@@ -367,7 +367,7 @@ final class PostgresStorage: ServerStorage {
         guard checkpoint.sequence > 0 else { return true }
         let logger = self.logger
         return try await withConnection { connection in
-            try await Self.coveringMark(of: checkpoint.sequence, on: connection, logger: logger) == checkpoint.mark
+            checkpoint.isHeld(byCommitMark: try await Self.coveringMark(of: checkpoint.sequence, on: connection, logger: logger))
         }
     }
 

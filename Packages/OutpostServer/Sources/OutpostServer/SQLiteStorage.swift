@@ -377,13 +377,13 @@ final class SQLiteStorage: ServerStorage {
     func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
         guard sequence > 0 else { return .empty }
         return try await read { db in
-            try Self.coveringMark(of: sequence, in: db).map { HistoryCheckpoint(sequence: sequence, mark: $0) } ?? .empty
+            try Self.coveringMark(of: sequence, in: db).map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
         }
     }
 
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
         guard checkpoint.sequence > 0 else { return true }
-        return try await read { db in try Self.coveringMark(of: checkpoint.sequence, in: db) == checkpoint.mark }
+        return try await read { db in checkpoint.isHeld(byCommitMark: try Self.coveringMark(of: checkpoint.sequence, in: db)) }
     }
 
     /// The mark of the commit that wrote change `sequence`: the first mark at or after it (a commit
