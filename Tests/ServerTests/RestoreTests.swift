@@ -268,6 +268,30 @@ struct RestoreTests {
         }
     }
 
+    /// Open (second attack on issue 39): a bundle carries no checkpoint, so a device whose import took
+    /// it past its checkpoint is not told of a restore that lost what the bundle brought. Recorded as a
+    /// known issue until bundles and exports carry one; fixed, this test fails and the wrapper goes.
+    @Test("Open: a bundle imported before a restore leaves a record the server lost", arguments: Backend.available)
+    func aBundleImportedBeforeARestore(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let office = server.transport(token: TestServer.carolToken)
+        _ = try await office.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let backup = try await Backup.take(of: server)
+        let lost = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        _ = try await office.push(PushRequest(mutations: [lost]))
+        let bundle = server.directory.appendingPathComponent("presync.json")
+        _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
+        let store = try LocalStore.open(at: server.directory.appendingPathComponent("presynced.sqlite").path)
+        _ = try store.importBundle(at: bundle)
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        #expect(try await SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken)).sync().isComplete)
+        let ghost = try store.record(.issue, id: lost.recordID)
+        withKnownIssue("bundles carry no checkpoint yet") {
+            #expect(ghost == nil, "a fresh device does not hold it")
+        }
+    }
+
     @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)
     func aPushFromTheLostHistoryIsRefused(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)
