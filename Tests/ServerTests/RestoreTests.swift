@@ -292,6 +292,38 @@ struct RestoreTests {
         }
     }
 
+    /// Open (second attack on issue 39): a finished upload moves no change sequence, so a restore to a
+    /// backup taken before it is not noticed and the original is not sent again. Recorded as a known
+    /// issue; fixed, this test fails and the wrapper goes.
+    @Test("Open: an original uploaded after the backup is not sent again after the restore", arguments: Backend.available)
+    func anUploadFinishedAfterTheBackup(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let folder = server.directory
+        let photo = folder.appendingPathComponent("IMG_0002.jpg")
+        try Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0) }).write(to: photo)
+        let device = try LocalStore.open(at: folder.appendingPathComponent("photos.sqlite").path)
+        let issue = try await device.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Cracked sill"))
+        let attachment = try await device.attach(
+            MediaAttachment(
+                issueID: issue.id, kind: .photo, fileName: photo.lastPathComponent, contentType: "image/jpeg",
+                byteSize: 0, sha256: "", capturedAt: Timestamp.now()),
+            originalAt: photo)
+        func sync(media: Bool) async throws -> SyncReport {
+            try await SyncEngine(store: device, transport: server.transport(token: TestServer.aliceToken))
+                .sync(conditions: SyncConditions(mediaRequested: media))
+        }
+        #expect(try await sync(media: false).pushed == 2)
+        let backup = try await Backup.take(of: server)
+        #expect(try await sync(media: true).mediaUploaded == 1)
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        _ = try await sync(media: true)
+        let status = try await server.transport(token: TestServer.aliceToken).mediaUploadStatus(for: attachment.id)
+        withKnownIssue("a finished upload moves no change sequence yet") {
+            #expect(status.complete, "the original reached the restored server again")
+        }
+    }
+
     @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)
     func aPushFromTheLostHistoryIsRefused(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)
