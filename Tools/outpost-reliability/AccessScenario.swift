@@ -97,13 +97,7 @@ private struct AccessInstance {
     static func start(_ configuration: ServerConfiguration, seed: ServerSeed) async throws -> (AccessInstance, loaded: Bool) {
         let server = try SyncServer(configuration: configuration)
         let loaded = try await server.load(seed)
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else {
-            task.cancel()
-            throw ReliabilityError("an instance did not start")
-        }
+        let (port, task) = try await LoopbackServer.serve(server)
         return (AccessInstance(server: server, port: port, task: task), loaded)
     }
 

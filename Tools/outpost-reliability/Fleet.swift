@@ -51,13 +51,17 @@ struct Fleet: Sendable {
     /// Sync runs, device after device (in a seeded random order each round when `shuffled`), until a
     /// whole round where every run completed and nobody sent anything: then every device holds the
     /// server's latest state. Returns false when `maximumRounds` were not enough.
-    func settle(shuffled: Bool, order: inout SeededGenerator, maximumRounds: Int = 400) async throws -> Bool {
+    /// `onReport` hears each run's report.
+    func settle(
+        shuffled: Bool, order: inout SeededGenerator, maximumRounds: Int = 400, onReport: (SyncReport) -> Void = { _ in }
+    ) async throws -> Bool {
         let clock = self.clock
         for _ in 0..<maximumRounds {
             var quiet = true
             for device in shuffled ? order.shuffled(devices) : devices {
                 clock.advance(by: 10)
                 let report = try await device.engine.sync(now: { clock.now })
+                onReport(report)
                 if !report.isComplete || report.pushed + report.rebased + report.retried + report.failed > 0 {
                     quiet = false
                 }

@@ -29,6 +29,12 @@ final class LoopbackServer: Sendable {
             databasePath: databasePath, port: 0, assignsServerIDs: assignsServerIDs, logLevel: "critical",
             conflictPolicy: policy))
         try await server.load(Crew.seed)
+        let (port, task) = try await serve(server)
+        return LoopbackServer(databasePath: databasePath, port: port, task: task)
+    }
+
+    /// Runs `server` in this process and waits until it listens: its port and the task serving.
+    static func serve(_ server: SyncServer) async throws -> (port: Int, task: Task<Void, any Error>) {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
         var iterator = ports.makeAsyncIterator()
@@ -36,7 +42,7 @@ final class LoopbackServer: Sendable {
             task.cancel()
             throw ReliabilityError("the in-process server did not start")
         }
-        return LoopbackServer(databasePath: databasePath, port: port, task: task)
+        return (port, task)
     }
 
     /// A fault-free transport as crew member `index`.

@@ -176,26 +176,18 @@ enum RestoreScenario {
         }
     }
 
-    /// `Fleet.settle`, counting what the rebuilds did.
+    /// `Fleet.settle` (shuffled), counting what the rebuilds did.
     static func settle(
         _ fleet: Fleet, order: inout SeededGenerator, play: inout Play, maximumRounds: Int = 400
     ) async throws -> Bool {
-        let clock = fleet.clock
-        for _ in 0..<maximumRounds {
-            var quiet = true
-            for device in order.shuffled(fleet.devices) {
-                clock.advance(by: 10)
-                let report = try await device.engine.sync(now: { clock.now })
-                if report.historyChanged { play.rebuilds += 1 }
-                play.resent += report.resent
-                play.recreated += report.rebuilt?.recreated ?? 0
-                play.removed += report.rebuilt?.removed ?? 0
-                if !report.isComplete || report.pushed + report.rebased + report.retried + report.failed > 0 {
-                    quiet = false
-                }
-            }
-            if quiet { return true }
+        var reports: [SyncReport] = []
+        let settled = try await fleet.settle(shuffled: true, order: &order, maximumRounds: maximumRounds) { reports.append($0) }
+        for report in reports {
+            if report.historyChanged { play.rebuilds += 1 }
+            play.resent += report.resent
+            play.recreated += report.rebuilt?.recreated ?? 0
+            play.removed += report.rebuilt?.removed ?? 0
         }
-        return false
+        return settled
     }
 }

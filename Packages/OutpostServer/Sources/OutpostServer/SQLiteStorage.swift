@@ -397,11 +397,13 @@ final class SQLiteStorage: ServerStorage {
     func newestSequence(of records: [RecordKey]) async throws(ServerError) -> Int64 {
         guard !records.isEmpty else { return 0 }
         return try await read { db in
+            // One query a chunk, not one a record: a push answers up to 500 mutations.
             var newest: Int64 = 0
-            for record in records {
+            for chunk in Self.chunks(records) {
+                let pairs = Array(repeating: "(?, ?)", count: chunk.count).joined(separator: ", ")
                 let sequence = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT sequence FROM records WHERE entity = ? AND id = ?"),
-                    arguments: [record.entity.rawValue, record.id.storageText])
+                    db, sql: "SELECT MAX(sequence) FROM records WHERE (entity, id) IN (VALUES \(pairs))",
+                    arguments: StatementArguments(chunk.flatMap { [$0.entity.rawValue, $0.id.storageText] }))
                 newest = max(newest, sequence ?? 0)
             }
             return newest
