@@ -268,14 +268,15 @@ struct RestoreTests {
         }
     }
 
-    /// Open (second attack on issue 39): a bundle carries no checkpoint, so a device whose import took
-    /// it past its checkpoint is not told of a restore that lost what the bundle brought. Recorded as a
-    /// known issue until bundles and exports carry one; fixed, this test fails and the wrapper goes.
-    @Test("Open: a bundle imported before a restore leaves a record the server lost", arguments: Backend.available)
+    /// Second attack on issue 39: a bundle carried no checkpoint, so a device whose import took it past
+    /// its checkpoint was not told of a restore that lost what the bundle brought. A bundle's header now
+    /// carries the checkpoint of its snapshot, which the device asks the server to confirm.
+    @Test("A bundle imported before a restore: the record the server lost is removed at the next sync", arguments: Backend.available)
     func aBundleImportedBeforeARestore(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)
         let office = server.transport(token: TestServer.carolToken)
-        _ = try await office.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let kept = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        _ = try await office.push(PushRequest(mutations: [kept]))
         let backup = try await Backup.take(of: server)
         let lost = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         _ = try await office.push(PushRequest(mutations: [lost]))
@@ -283,19 +284,84 @@ struct RestoreTests {
         _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
         let store = try LocalStore.open(at: server.directory.appendingPathComponent("presynced.sqlite").path)
         _ = try store.importBundle(at: bundle)
+        #expect(try store.importedCheckpoints().count == 1, "the bundle's checkpoint waits for the server")
         server = try await backup.restore()
         defer { Task { [server] in await server.stop() } }
-        #expect(try await SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken)).sync().isComplete)
-        let ghost = try store.record(.issue, id: lost.recordID)
-        withKnownIssue("bundles carry no checkpoint yet") {
-            #expect(ghost == nil, "a fresh device does not hold it")
+        let report = try await SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken)).sync()
+        #expect(report.isComplete && report.historyChanged)
+        #expect(try store.record(.issue, id: lost.recordID) == nil, "a fresh device does not hold it")
+        #expect(try store.record(.issue, id: kept.recordID) != nil)
+        #expect(try store.importedCheckpoints().isEmpty)
+    }
+
+    /// The same with the order the device's own checkpoint cannot tell: the device syncs past the
+    /// bundle, then imports it (or a teammate's export made from it); the restore lost what the bundle
+    /// brought, and the device's own checkpoint, newer, still holds after the restore's new changes.
+    @Test("An old bundle and a teammate's export imported after syncing past them still have their lost records removed",
+          arguments: Backend.available)
+    func anOldCopyImportedAfterSyncingPastIt(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let office = server.transport(token: TestServer.carolToken)
+        _ = try await office.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let backup = try await Backup.take(of: server)
+        let lost = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        _ = try await office.push(PushRequest(mutations: [lost]))
+        let alice = server.transport(token: TestServer.aliceToken)
+        let bundle = server.directory.appendingPathComponent("presync.xml")
+        _ = try await alice.downloadBundle(project: TestServer.projectA, format: .xml, to: bundle)
+        // A teammate imports the bundle and exports it on, before any sync: the export carries the
+        // bundle's checkpoint as well as the teammate's own (none yet).
+        let teammate = try LocalStore.open(at: server.directory.appendingPathComponent("teammate.sqlite").path)
+        _ = try teammate.importBundle(at: bundle)
+        let export = server.directory.appendingPathComponent("teammate-export.json")
+        try teammate.exportBundle(project: TestServer.projectA, format: .json, to: export)
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        let restored = server.transport(token: TestServer.aliceToken)
+        // The restored server takes more changes than it lost, so the device's own checkpoint, taken
+        // after them, is one the restored history holds.
+        for _ in 0..<3 {
+            _ = try await server.transport(token: TestServer.carolToken)
+                .push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        }
+        for (name, file) in [("bundle", bundle), ("export", export)] {
+            let store = try LocalStore.open(at: server.directory.appendingPathComponent("\(name).sqlite").path)
+            #expect(try await SyncEngine(store: store, transport: restored).sync().isComplete)
+            _ = try store.importBundle(at: file)
+            #expect(try store.record(.issue, id: lost.recordID) != nil, "\(name): imported as the copy has it")
+            let report = try await SyncEngine(store: store, transport: restored).sync()
+            #expect(report.isComplete && report.historyChanged, "\(name)")
+            #expect(try store.record(.issue, id: lost.recordID) == nil, "\(name): a fresh device does not hold it")
+            let fresh = try LocalStore.open(at: server.directory.appendingPathComponent("fresh-\(name).sqlite").path)
+            _ = try await SyncEngine(store: fresh, transport: restored).sync()
+            #expect(try Self.issues(in: store) == Self.issues(in: fresh), "\(name)")
         }
     }
 
-    /// Open (second attack on issue 39): a finished upload moves no change sequence, so a restore to a
-    /// backup taken before it is not noticed and the original is not sent again. Recorded as a known
-    /// issue; fixed, this test fails and the wrapper goes.
-    @Test("Open: an original uploaded after the backup is not sent again after the restore", arguments: Backend.available)
+    /// A bundle of the history the server still holds costs one small request and rebuilds nothing.
+    @Test("A bundle of the history the server holds is confirmed and forgotten; nothing is rebuilt", arguments: Backend.available)
+    func aBundleOfTheHeldHistoryIsConfirmed(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let office = server.transport(token: TestServer.carolToken)
+        _ = try await office.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let bundle = server.directory.appendingPathComponent("held.json")
+        let alice = server.transport(token: TestServer.aliceToken)
+        _ = try await alice.downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
+        let text = try String(contentsOf: bundle, encoding: .utf8)
+        #expect(text.contains("\"formatVersion\": 2") && text.contains("\"checkpoints\": [\""))
+        let store = try LocalStore.open(at: server.directory.appendingPathComponent("held.sqlite").path)
+        _ = try store.importBundle(at: bundle)
+        let report = try await SyncEngine(store: store, transport: alice).sync()
+        #expect(report.isComplete && !report.historyChanged && report.rebuilt == nil)
+        #expect(try store.importedCheckpoints().isEmpty)
+    }
+
+    /// Second attack on issue 39: a finished upload moved no change sequence, so a restore to a backup
+    /// taken before it was not noticed and the original was not sent again. A finished upload now takes
+    /// a change sequence, whose checkpoint its answer carries.
+    @Test("An original uploaded after the backup is sent again after the restore", arguments: Backend.available)
     func anUploadFinishedAfterTheBackup(_ backend: Backend) async throws {
         var server = try await TestServer.start(backend)
         let folder = server.directory
@@ -315,13 +381,17 @@ struct RestoreTests {
         #expect(try await sync(media: false).pushed == 2)
         let backup = try await Backup.take(of: server)
         #expect(try await sync(media: true).mediaUploaded == 1)
+        // The answer that says the file is whole names the change its finishing took, the status too
+        // (for a device whose answer to the last chunk was lost), and the device holds it as its own.
+        let finished = try await server.transport(token: TestServer.aliceToken).mediaUploadStatus(for: attachment.id)
+        let checkpoint = try #require(finished.checkpoint)
+        #expect(try device.historyCheckpoint() == checkpoint)
         server = try await backup.restore()
         defer { Task { [server] in await server.stop() } }
-        _ = try await sync(media: true)
+        let afterRestore = try await sync(media: true)
+        #expect(afterRestore.historyChanged && afterRestore.mediaUploaded == 1)
         let status = try await server.transport(token: TestServer.aliceToken).mediaUploadStatus(for: attachment.id)
-        withKnownIssue("a finished upload moves no change sequence yet") {
-            #expect(status.complete, "the original reached the restored server again")
-        }
+        #expect(status.complete, "the original reached the restored server again")
     }
 
     @Test("A push with a checkpoint the restored history does not hold is refused 409 history_changed, nothing applied", arguments: Backend.available)

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostModels
 import OutpostStore
 import OutpostSync
 import OutpostTesting
@@ -10,7 +11,8 @@ import OutpostTesting
 /// own writes the backup lacks, through the faults scenario's dropped and duplicated requests and answers:
 /// the server must end exactly as the same seed played without a restore or faults
 /// (records, values, deletions: only versions and server ids may differ), every device equal to it,
-/// nothing left unsent.
+/// nothing left unsent. A bundle downloaded after the backup is imported by one device before or after
+/// the restore, and must leave nothing the restored server lost.
 enum RestoreScenario {
     static let scenario = Scenario(
         name: "restore",
@@ -32,6 +34,8 @@ enum RestoreScenario {
         var faults = 0
         /// Every value a device's open conflicts hold as the one that lost, as "entity/id.field=json".
         var surfaced: Set<String> = []
+        /// Pre-sync bundles imported (one a run).
+        var imports = 0
     }
 
     static func run(seed: UInt64) async -> SeedOutcome {
@@ -70,6 +74,9 @@ enum RestoreScenario {
                 if restored.surfaced.contains("\(key).\(field)=\(value)") { expectedState.records[key]?.fields[field] = actual.fields[field] }
             }
         }
+        // The outsider's issue is lost by the restore unless a device wrote to it (then re-created).
+        let outsider = "issue/\(outsiderIssue(seed: seed).uuidString.lowercased())"
+        if restored.state.records[outsider] == nil { expectedState.records[outsider] = nil }
         let differences = restored.state.differences(from: expectedState)
         outcome.lost += differences.lost.count
         outcome.duplicated += differences.duplicated.count
@@ -77,7 +84,7 @@ enum RestoreScenario {
         outcome.problems += (differences.lost + differences.duplicated + differences.diverged).map { "restored server vs none: \($0)" }
         outcome.problems.append(
             "note: \(restored.rebuilds) rebuilds, \(restored.resent) changes resent, \(restored.recreated) records re-created, "
-                + "\(restored.removed) removed")
+                + "\(restored.removed) removed, \(restored.imports) bundle imported")
         return outcome
     }
 
@@ -103,6 +110,12 @@ enum RestoreScenario {
             var timing = SeededGenerator(seed: seed ^ 0xBAC0_0B5E)
             let backupPhase = 1 + timing.below(2)
             let restorePhase = backupPhase + 1 + timing.below(2)
+            // A pre-sync bundle downloaded after the backup, so it holds records the restore loses,
+            // imported by one device before or after the restore: it must be told (the bundle's
+            // checkpoint) and end as the others. Both runs import it, so the workloads stay alike.
+            let importer = timing.below(3)
+            let importPhase = min(4, restorePhase - 1 + timing.below(3))
+            let presync = URL(fileURLWithPath: folder.path("presync.json"))
             let backup = folder.path("backup.sqlite")
             var play = Play(state: ServerState(), writes: 0)
             let now: @Sendable () -> Date = { clock.advance() }
@@ -111,6 +124,31 @@ enum RestoreScenario {
                     for device in fleet.devices {
                         try await workload.step(device: device.index, store: device.store, now: now)
                     }
+                }
+                if phase == restorePhase - 1 {
+                    // A member outside the fleet writes one issue after the backup and is never heard
+                    // from again (a phone gone): nobody sends it again, so the restore loses it unless
+                    // a fleet device wrote to it, and the bundle carries it.
+                    let outsider = try DeviceTemplate.openStore(at: folder.path("outsider.sqlite"))
+                    // On the fleet's virtual clock, as every write of the run: a stamp of the real clock
+                    // moved the server's clock by other amounts in the two runs, and values that tie
+                    // broke the other way.
+                    let stamp = now()
+                    _ = try await outsider.save(
+                        OutpostModels.Issue(
+                            id: outsiderIssue(seed: seed), sync: SyncMetadata(createdAt: stamp), projectID: Crew.project,
+                            title: "Written by a phone that is gone"),
+                        now: stamp)
+                    guard try await SyncEngine(store: outsider, transport: transport(Crew.users.count - 1))
+                        .sync(now: now).isComplete
+                    else {
+                        throw ReliabilityError("the outsider's sync did not complete")
+                    }
+                    _ = try await transport(importer).downloadBundle(project: Crew.project, format: .json, to: presync)
+                }
+                if phase == importPhase {
+                    _ = try fleet.devices[importer].store.importBundle(at: presync)
+                    play.imports += 1
                 }
                 if restoring, phase == backupPhase {
                     // An online backup by the operator's command, taken while the devices sync.
@@ -174,6 +212,11 @@ enum RestoreScenario {
             _ = await server.child.exit()
             throw error
         }
+    }
+
+    /// The id of the issue the member outside the fleet writes, the same in both runs of a seed.
+    static func outsiderIssue(seed: UInt64) -> UUID {
+        UUID(uuidString: String(format: "0ff51de0-0000-4000-8000-%012llx", seed & 0xFFFF_FFFF_FFFF))!
     }
 
     /// `Fleet.settle` (shuffled), counting what the rebuilds did.

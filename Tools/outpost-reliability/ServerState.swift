@@ -93,15 +93,18 @@ struct ServerState {
 
 /// Checks a device against the server as its member sees it, the way the demo does: each record the
 /// server returns is on the device at the same version, deletion and values (references through the
-/// device's server-id mapping). Returns the records compared and the mismatches.
+/// device's server-id mapping), and the device holds no live record the server did not return (one an
+/// import or a lost history left). Returns the records compared and the mismatches.
 func compare(_ store: LocalStore, with transport: HTTPTransport) async throws -> (compared: Int, mismatches: [String]) {
     var cursor: String?
     var compared = 0
     var mismatches: [String] = []
+    var returned: Set<String> = []
     while true {
         let page = try await transport.pull(PullRequest(cursor: cursor, limit: 500))
         for record in page.changes {
             compared += 1
+            returned.insert("\(record.entity.rawValue)/\(record.recordID)")
             guard let local = try store.record(record.entity, id: record.recordID) else {
                 // A device stores nothing for the tombstone of a record it never held.
                 if !record.isDeleted { mismatches.append("\(record.entity.rawValue)/\(record.recordID) is missing on the device") }
@@ -127,6 +130,19 @@ func compare(_ store: LocalStore, with transport: HTTPTransport) async throws ->
         }
         cursor = page.nextCursor
         if !page.hasMore { break }
+    }
+    var configuration = Configuration()
+    configuration.readonly = true
+    let queue = try DatabaseQueue(path: store.path, configuration: configuration)
+    defer { try? queue.close() }
+    let held = try await queue.read { db in
+        try EntityCatalog.all.flatMap { description in
+            try UUID.fetchAll(db, sql: "SELECT id FROM \(description.table.quotedDatabaseIdentifier) WHERE deleted_at IS NULL")
+                .map { "\(description.type.rawValue)/\($0)" }
+        }
+    }
+    for key in held.sorted() where !returned.contains(key) {
+        mismatches.append("\(key) is live on the device, and the server has no such record")
     }
     return (compared, mismatches)
 }

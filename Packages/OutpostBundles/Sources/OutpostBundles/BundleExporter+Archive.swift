@@ -44,8 +44,10 @@ extension BundleExporter {
     /// Writes project `projectID` as a zip at `url`: the manifest (`bundle.xml` or `bundle.json`) of
     /// `records` and the `files` beside it, in name order. The archive is written beside `url` and moved
     /// there whole. Entries carry `asOf` (or 1980) as their time, so the same data gives the same bytes.
+    /// The manifest's header carries `checkpoints`, as `export`'s.
     public func exportArchive(
-        project projectID: UUID, records: [EntityRecord], files: [ShippedFile], format: BundleFormat, to url: URL
+        project projectID: UUID, records: [EntityRecord], files: [ShippedFile], checkpoints: [String] = [],
+        format: BundleFormat, to url: URL
     ) throws(BundleError) {
         let entries = ShippedFile.entries(for: files)
         let scratch = url.deletingLastPathComponent()
@@ -60,7 +62,9 @@ extension BundleExporter {
 
         let manifest = scratch.appendingPathComponent(format.manifestName)
         do {
-            try write(project: projectID, records: records, files: entries.map(\.reference), format: format, to: manifest)
+            try write(
+                project: projectID, records: records, files: entries.map(\.reference), checkpoints: checkpoints,
+                format: format, to: manifest)
         } catch {
             var located = error
             located.file = url.path  // the archive the caller asked for, not the working copy

@@ -3,17 +3,23 @@ import Foundation
 import OutpostModels
 
 extension BundleExporter {
-    /// Writes `records` as project `projectID`'s bundle at `url`, listing `files` (a zip's) in the header;
-    /// on any failure the partial file is removed. The one place a bundle file is written.
+    /// Writes `records` as project `projectID`'s bundle at `url`, listing `files` (a zip's) and
+    /// `checkpoints` in the header; on any failure the partial file is removed. The one place a bundle
+    /// file is written.
     func write(
-        project projectID: UUID, records: [EntityRecord], files: [FileReference] = [], format: BundleFormat, to url: URL
+        project projectID: UUID, records: [EntityRecord], files: [FileReference] = [], checkpoints: [String],
+        format: BundleFormat, to url: URL
     ) throws(BundleError) {
+        if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
+            throw BundleError(.schemaViolation, message: "the header's checkpoints: \(bad)", file: url.path)
+        }
         let output = try OutputFile(path: url.path)
         let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
         let asOf = records.map(\.sync.updatedAt).max()
         do {
             try writer.begin(BundleHeader(
-                formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, files: files))
+                formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints,
+                files: files))
             for record in records { try writer.write(record) }
             try writer.end()
             try output.close()
@@ -32,10 +38,15 @@ public final class BundleStreamEncoder {
     private let output = OutputFile()
     private let writer: any BundleWriter
 
-    /// Starts project `projectID`'s bundle; `asOf` is the newest `updatedAt` among its records.
-    public init(project projectID: UUID, asOf: Date?, format: BundleFormat) throws(BundleError) {
+    /// Starts project `projectID`'s bundle; `asOf` is the newest `updatedAt` among its records, and
+    /// `checkpoints` the points of the server's history they were read at (see `BundleCheckpoints`).
+    public init(project projectID: UUID, asOf: Date?, checkpoints: [String] = [], format: BundleFormat) throws(BundleError) {
+        if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
+            throw BundleError(.schemaViolation, message: "the header's checkpoints: \(bad)")
+        }
         writer = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
-        try writer.begin(BundleHeader(formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf))
+        try writer.begin(BundleHeader(
+            formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints))
     }
 
     /// Appends one record.

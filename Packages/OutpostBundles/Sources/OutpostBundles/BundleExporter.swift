@@ -9,11 +9,12 @@ public struct BundleExporter: Sendable {
     /// An exporter.
     public init() {}
 
-    /// Writes `records` (parents before children) as project `projectID`'s bundle at `url`; on any
-    /// failure the partial file is removed.
-    public func export(project projectID: UUID, records: [EntityRecord], format: BundleFormat, to url: URL)
-        throws(BundleError)
-    {
-        try write(project: projectID, records: records, format: format, to: url)
+    /// Writes `records` (parents before children) as project `projectID`'s bundle at `url`, its header
+    /// carrying `checkpoints` (the points of the server's history the records were read at; see
+    /// `BundleCheckpoints`); on any failure the partial file is removed.
+    public func export(
+        project projectID: UUID, records: [EntityRecord], checkpoints: [String] = [], format: BundleFormat, to url: URL
+    ) throws(BundleError) {
+        try write(project: projectID, records: records, checkpoints: checkpoints, format: format, to: url)
     }
 }

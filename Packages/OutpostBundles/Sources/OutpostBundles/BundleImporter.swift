@@ -56,6 +56,9 @@ public final class BundleRecordStream {
     public private(set) var bytesRead: Int64 = 0
     /// The project the bundle's header names, once read.
     public private(set) var projectID: UUID?
+    /// The checkpoints of the server's history the header carries, once read (none before format
+    /// version 2): the importing device asks the server to confirm each (see `BundleCheckpoints`).
+    public private(set) var checkpoints: [String] = []
     /// Files the zip listed so far (always 0 for a single document).
     public var filesListed: Int { files.count }
     /// Where the document is, for errors that concern it as a whole.
@@ -89,7 +92,9 @@ public final class BundleRecordStream {
         while batch.count < maximum, let entry = try readAhead.next() {
             bytesRead = entry.bytesRead
             switch entry.item {
-            case .header(let header): projectID = header.projectID
+            case .header(let header):
+                projectID = header.projectID
+                checkpoints = header.checkpoints
             case .file(let file, _): files.append(file)
             case .record(let record, let location):
                 if let failure = record.validationErrors.first { throw BundleError(failure, at: location) }

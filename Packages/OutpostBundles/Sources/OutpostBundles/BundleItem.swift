@@ -14,6 +14,9 @@ struct BundleHeader: Sendable, Hashable {
     var projectID: UUID
     /// The newest `updatedAt` among the records, when the bundle has any.
     var asOf: Date?
+    /// The points of the server's history its records were read at (format version 2 on; see
+    /// `BundleCheckpoints`).
+    var checkpoints: [String] = []
     /// The files a zip container ships beside the manifest (written by exporters; readers hand each
     /// one on as a `.file` item instead).
     var files: [FileReference] = []

@@ -5,7 +5,8 @@ public enum BundleSchema {
     /// `schemas/bundle.xsd`: the XML encoding, which libxml2's validator enforces while streaming.
     public static let xsd = #"""
 <?xml version="1.0" encoding="UTF-8"?>
-<!-- Outpost pre-sync bundle, XML encoding, format version 1. Frozen: a change is a new format version.
+<!-- Outpost pre-sync bundle, XML encoding, format versions 1 and 2. Frozen: a change is a new format version;
+     version 2 adds the optional checkpoints attribute, and a version 1 document is valid as it was.
      One <bundle> holds the files the bundle ships (zip containers only) and the records of one project;
      each record is an element named after its entity, sync metadata as attributes, domain fields as child
      elements in catalog order. A null field is an absent element. Instants are ISO 8601 UTC with milliseconds,
@@ -56,6 +57,11 @@ public enum BundleSchema {
       <xs:attribute name="formatVersion" type="xs:positiveInteger" use="required"/>
       <xs:attribute name="projectID" type="uuid" use="required"/>
       <xs:attribute name="asOf" type="timestamp"/>
+      <!-- Version 2: the points of the server's history the records were read at (a server bundle's
+           snapshot; an exporting device's own and those its unconfirmed imports carried). An importing
+           device asks the server to confirm each at its next sync, so records of a history a restore
+           lost are noticed and removed. -->
+      <xs:attribute name="checkpoints" type="checkpoints"/>
     </xs:complexType>
   </xs:element>
 
@@ -368,6 +374,15 @@ public enum BundleSchema {
   <xs:simpleType name="filePath">
     <xs:restriction base="xs:string"><xs:minLength value="1"/><xs:maxLength value="1024"/></xs:restriction>
   </xs:simpleType>
+  <xs:simpleType name="checkpoint">
+    <xs:restriction base="xs:string"><xs:pattern value="[1-9][0-9]{0,18}\.[0-9a-f]{16}"/></xs:restriction>
+  </xs:simpleType>
+  <xs:simpleType name="checkpoints">
+    <xs:restriction>
+      <xs:simpleType><xs:list itemType="checkpoint"/></xs:simpleType>
+      <xs:minLength value="1"/><xs:maxLength value="64"/>
+    </xs:restriction>
+  </xs:simpleType>
   <xs:simpleType name="count">
     <xs:restriction base="xs:long"><xs:minInclusive value="0"/></xs:restriction>
   </xs:simpleType>
@@ -383,8 +398,8 @@ public enum BundleSchema {
 {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "urn:outpost:bundle:1",
-  "title": "Outpost pre-sync bundle, JSON encoding, format version 1",
-  "description": "One project's records as the server sees them, and the files a zip container ships. Frozen: a change is a new format version. A null field may be null or absent. Instants are ISO 8601 UTC with milliseconds, ids UUIDs, blobs base64. Semantic rules (required text not blank, clock-out pairing...) are the entity catalog's and are checked after this schema.",
+  "title": "Outpost pre-sync bundle, JSON encoding, format versions 1 and 2",
+  "description": "One project's records as the server sees them, and the files a zip container ships. Frozen: a change is a new format version; version 2 adds the optional checkpoints (the points of the server's history the records were read at, which an importing device asks the server to confirm), and a version 1 document is valid as it was. A null field may be null or absent. Instants are ISO 8601 UTC with milliseconds, ids UUIDs, blobs base64. Semantic rules (required text not blank, clock-out pairing...) are the entity catalog's and are checked after this schema.",
   "type": "object",
   "additionalProperties": false,
   "required": [
@@ -413,6 +428,14 @@ public enum BundleSchema {
           "type": "null"
         }
       ]
+    },
+    "checkpoints": {
+      "type": "array",
+      "minItems": 1,
+      "maxItems": 64,
+      "items": {
+        "$ref": "#/$defs/checkpoint"
+      }
     },
     "files": {
       "type": "array",
@@ -483,6 +506,10 @@ public enum BundleSchema {
     "uuid": {
       "type": "string",
       "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    },
+    "checkpoint": {
+      "type": "string",
+      "pattern": "^[1-9][0-9]{0,18}\\.[0-9a-f]{16}$"
     },
     "timestamp": {
       "type": "string",

@@ -17,6 +17,7 @@ final class XMLBundleWriter: BundleWriter {
     func begin(_ header: BundleHeader) throws(BundleError) {
         var root = "<bundle formatVersion=\"\(header.formatVersion)\" projectID=\"\(header.projectID.uuidString.lowercased())\""
         if let asOf = header.asOf { root += " asOf=\"\(Timestamp.string(from: asOf))\"" }
+        if !header.checkpoints.isEmpty { root += " checkpoints=\"\(header.checkpoints.joined(separator: " "))\"" }
         var text = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\(root)>\n"
         if !header.files.isEmpty {
             text += "  <files>\n"
@@ -105,6 +106,9 @@ final class JSONBundleWriter: BundleWriter {
         var text = "{\n  \"format\": \"outpost-bundle\",\n  \"formatVersion\": \(header.formatVersion),\n"
         text += "  \"projectID\": \"\(header.projectID.uuidString.lowercased())\",\n"
         if let asOf = header.asOf { text += "  \"asOf\": \"\(Timestamp.string(from: asOf))\",\n" }
+        if !header.checkpoints.isEmpty {
+            text += "  \"checkpoints\": [" + header.checkpoints.map { "\"\($0)\"" }.joined(separator: ", ") + "],\n"
+        }
         if !header.files.isEmpty {
             let listed = header.files.map {
                 "    {\"name\": \(Self.quote($0.name)), \"byteSize\": \($0.byteSize), \"sha256\": \"\($0.sha256)\"}"

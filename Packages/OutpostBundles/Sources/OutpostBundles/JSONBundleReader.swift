@@ -14,6 +14,7 @@ final class JSONBundleReader: BundleItemReader {
     private var formatVersion: Int?
     private var projectID: UUID?
     private var asOf: Date?
+    private var checkpoints: [String] = []
     private var path = "$"
     private(set) var collectedErrors: [BundleError] = []
 
@@ -124,9 +125,9 @@ final class JSONBundleReader: BundleItemReader {
             guard case .number(let number) = try tokenizer.readValue(depth: 1), number.isInteger,
                 let version = Int(number.text), version >= 1
             else { throw schemaError("must be a positive integer") }
-            guard version == BundleFormat.currentVersion else {
+            guard BundleFormat.readableVersions.contains(version) else {
                 throw locate(BundleError(.unsupportedFormatVersion,
-                    message: "format version \(version) is not one this build reads (it reads \(BundleFormat.currentVersion))"))
+                    message: "format version \(version) is not one this build reads (it reads \(BundleFormat.readableVersionsText))"))
             }
             formatVersion = version
         case "projectID":
@@ -142,6 +143,17 @@ final class JSONBundleReader: BundleItemReader {
                 asOf = date
             default: throw schemaError("must be an ISO 8601 UTC timestamp or null")
             }
+        case "checkpoints":
+            guard case .array(let values) = try tokenizer.readValue(depth: 1), !values.isEmpty else {
+                throw schemaError("must be a non-empty array of checkpoints")
+            }
+            var texts: [String] = []
+            for value in values {
+                guard case .string(let text) = value else { throw schemaError("must be an array of strings") }
+                texts.append(text)
+            }
+            if let bad = BundleCheckpoints.firstInvalid(in: texts) { throw schemaError(bad) }
+            checkpoints = texts
         default:
             throw locate(BundleError(.schemaViolation, message: "'\(key)' is not a property of a bundle"))
         }
@@ -153,7 +165,11 @@ final class JSONBundleReader: BundleItemReader {
             throw locate(BundleError(.schemaViolation, message: "the bundle has no '\(required)'"))
         }
         guard let formatVersion, let projectID else { return nil }
-        return .header(BundleHeader(formatVersion: formatVersion, projectID: projectID, asOf: asOf))
+        if formatVersion == 1, !checkpoints.isEmpty {
+            path = "$.checkpoints"
+            throw schemaError("checkpoints came with format version 2; a version 1 bundle has none")
+        }
+        return .header(BundleHeader(formatVersion: formatVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints))
     }
 
     private func schemaError(_ message: String) -> BundleError {

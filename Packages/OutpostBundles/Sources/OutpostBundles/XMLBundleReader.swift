@@ -252,24 +252,34 @@ final class XMLBundleReader: BundleItemReader {
     }
 
     private func header() throws(BundleError) -> BundleItem? {
-        var version: Int?, project: UUID?, asOf: Date?
+        var version: Int?, project: UUID?, asOf: Date?, checkpoints: [String] = []
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
             let value = attributeValue()
             switch currentSymbol() {
             case .formatVersion: version = Int(value)
             case .projectID: project = UUID(uuidString: value)
             case .asOf: asOf = Timestamp.date(from: value)
+            case .checkpoints:
+                // The schema holds each to the pattern and the list to 64 while validating; checked
+                // again here, so no text the server never wrote reaches the store.
+                checkpoints = value.split(whereSeparator: \.isWhitespace).map(String.init)
+                if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
+                    try report(error(.schemaViolation, "checkpoints: \(bad)"), fatal: true)
+                }
             default: break
             }
         }
         xmlTextReaderMoveToElement(reader)
-        if let version, version != BundleFormat.currentVersion {
+        if let version, !BundleFormat.readableVersions.contains(version) {
             try report(error(.unsupportedFormatVersion,
-                "format version \(version) is not one this build reads (it reads \(BundleFormat.currentVersion))"), fatal: true)
+                "format version \(version) is not one this build reads (it reads \(BundleFormat.readableVersionsText))"), fatal: true)
+        }
+        if version == 1, !checkpoints.isEmpty {
+            try report(error(.schemaViolation, "checkpoints came with format version 2; a version 1 bundle has none"), fatal: true)
         }
         try flushErrors(fatal: false)
         guard let version, let project else { return nil }
-        return .header(BundleHeader(formatVersion: version, projectID: project, asOf: asOf))
+        return .header(BundleHeader(formatVersion: version, projectID: project, asOf: asOf, checkpoints: checkpoints))
     }
 
     private func attributeValue() -> String {
@@ -355,6 +365,7 @@ final class XMLBundleReader: BundleItemReader {
             ("serverID", .serverID), ("version", .version), ("createdAt", .createdAt), ("updatedAt", .updatedAt),
             ("deletedAt", .deletedAt), ("name", .name), ("byteSize", .byteSize), ("sha256", .sha256),
             ("formatVersion", .formatVersion), ("projectID", .projectID), ("asOf", .asOf),
+            ("checkpoints", .checkpoints),
         ]
         table += EntityType.allCases.map { ($0.rawValue, .entity($0)) }
         for (name, symbol) in table {
@@ -378,7 +389,7 @@ final class XMLBundleReader: BundleItemReader {
 
     private enum Symbol: Hashable {
         case bundle, files, file, records, id, serverID, version, createdAt, updatedAt, deletedAt
-        case name, byteSize, sha256, formatVersion, projectID, asOf
+        case name, byteSize, sha256, formatVersion, projectID, asOf, checkpoints
         case entity(EntityType)
     }
 

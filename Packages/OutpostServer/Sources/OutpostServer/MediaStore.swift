@@ -58,7 +58,15 @@ actor MediaStore {
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state?.receivedBytes ?? 0,
             totalBytes: state?.totalBytes ?? record.fields["byteSize"].flatMap(\.integerValue),
-            complete: state?.complete ?? false)
+            complete: state?.complete ?? false, checkpoint: try await checkpoint(of: state))
+    }
+
+    /// The checkpoint of the change a finished upload took: a device that learns here that the file is
+    /// whole (its answer to the last chunk lost) keeps it, so a restore that lost the file is noticed.
+    private func checkpoint(of state: MediaUploadState?) async throws(ServerError) -> String? {
+        guard let state, state.complete, let sequence = state.completedSequence else { return nil }
+        let checkpoint = try await storage.historyCheckpoint(at: sequence)
+        return checkpoint.sequence > 0 ? checkpoint.text : nil
     }
 
     /// Stores one chunk; the last one is checked against the announced SHA-256 and the record's.
@@ -147,10 +155,10 @@ actor MediaStore {
             }
             state.complete = true
         }
-        try await storage.setMediaUpload(state, for: attachmentID, now: now)
+        let saved = try await storage.setMediaUpload(state, for: attachmentID, now: now)
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state.receivedBytes, totalBytes: state.totalBytes,
-            complete: state.complete)
+            complete: state.complete, checkpoint: try await checkpoint(of: saved))
     }
 
     /// Takes a new upload's whole size from its project's and its uploader's quotas, one admission at a
@@ -244,7 +252,7 @@ actor MediaStore {
             guard let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock")) else { continue }
             try? FileManager.default.removeItem(at: fileURL(of: id))
             try? FileManager.default.removeItem(at: partURL(of: id))
-            try? await storage.setMediaUpload(nil, for: id, now: now)
+            _ = try? await storage.setMediaUpload(nil, for: id, now: now)
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(id.storageText + ".lock"))
             lock.release()
         }
@@ -271,7 +279,7 @@ actor MediaStore {
             defer { lock.release() }
             if (try? await storage.mediaUpload(id))??.complete == true { continue }
             try? FileManager.default.removeItem(at: part)
-            try? await storage.setMediaUpload(nil, for: id, now: now)
+            _ = try? await storage.setMediaUpload(nil, for: id, now: now)
             dropped += 1
         }
         // Files of attachments deleted since: nobody can reach them, and their room goes back.

@@ -32,16 +32,22 @@ final class PostgresBundlePages: Sendable {
 
 /// Whether the bundle's opening (its checks and header) has been answered, so it is answered once.
 final class PostgresBundleState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var opened: CheckedContinuation<Date?, any Error>?
+    /// What the header says: the records' newest `updatedAt`, and the snapshot's checkpoint.
+    struct Opening: Sendable {
+        var asOf: Date?
+        var checkpoint: HistoryCheckpoint
+    }
 
-    init(opened: CheckedContinuation<Date?, any Error>) {
+    private let lock = NSLock()
+    private var opened: CheckedContinuation<PostgresBundleState.Opening, any Error>?
+
+    init(opened: CheckedContinuation<PostgresBundleState.Opening, any Error>) {
         self.opened = opened
     }
 
-    /// Answers the opening with the header's date.
-    func open(asOf: Date?) {
-        take()?.resume(returning: asOf)
+    /// Answers the opening with the header's date and checkpoint.
+    func open(_ opening: Opening) {
+        take()?.resume(returning: opening)
     }
 
     /// Answers the opening with `error`, unless it was answered already.
@@ -49,7 +55,7 @@ final class PostgresBundleState: @unchecked Sendable {
         take()?.resume(throwing: error)
     }
 
-    private func take() -> CheckedContinuation<Date?, any Error>? {
+    private func take() -> CheckedContinuation<PostgresBundleState.Opening, any Error>? {
         lock.lock()
         defer { lock.unlock() }
         let continuation = opened
@@ -72,22 +78,29 @@ struct PostgresBundleCursor {
         self.project = project
     }
 
-    /// Finds the project's linked opportunity; the newest `updatedAt` of all the bundle's records.
+    /// Finds the project's linked opportunity; the newest `updatedAt` of all the bundle's records, and
+    /// the newest change sequence of the project's records (deleted ones included).
     mutating func open(_ projectRecord: StoredRecord, on connection: PostgresConnection, logger: Logger) async throws
-        -> Date?
+        -> (asOf: Date?, sequence: Int64)
     {
         var newest: Int64? = nil
+        var sequence: Int64 = 0
         let rows = try await connection.query(
-            "SELECT MAX(updated_at) FROM records WHERE project_id = \(project.storageText)", logger: logger)
-        for try await (value) in rows.decode(Int64?.self) { newest = value }
+            "SELECT MAX(updated_at), COALESCE(MAX(sequence), 0) FROM records WHERE project_id = \(project.storageText)",
+            logger: logger)
+        for try await (value, newestSequence) in rows.decode((Int64?, Int64).self) {
+            newest = value
+            sequence = newestSequence
+        }
         if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
             let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger),
             linked.projectID == nil  // as the SQLite backend: never one another project owns
         {
             extraOpportunity = linked
             newest = max(newest ?? 0, linked.updatedAt.milliseconds)
+            sequence = max(sequence, linked.sequence)
         }
-        return newest.map(Date.init(milliseconds:))
+        return (newest.map(Date.init(milliseconds:)), sequence)
     }
 
     /// The next non-empty page, nil after the last.

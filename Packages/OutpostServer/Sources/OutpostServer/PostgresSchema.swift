@@ -20,6 +20,7 @@ enum PostgresSchema {
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
+        MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -197,5 +198,10 @@ enum PostgresSchema {
         );
         INSERT INTO server_settings (name, value)
             SELECT 'member_id_salt', replace(gen_random_uuid()::text, '-', '') WHERE NOT EXISTS (SELECT 1 FROM users);
+        """
+
+    /// As `ServerSchema.version6`.
+    private static let version6 = """
+        ALTER TABLE media_uploads ADD COLUMN completed_sequence BIGINT;
         """
 }

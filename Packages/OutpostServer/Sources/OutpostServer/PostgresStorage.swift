@@ -435,13 +435,15 @@ final class PostgresStorage: ServerStorage {
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState? {
         let logger = self.logger
         return try await withConnection { connection in
-            for try await (total, received, sha256, complete) in try await connection.query(
+            for try await (total, received, sha256, complete, completedSequence) in try await connection.query(
                 """
-                SELECT total_bytes, received_bytes, sha256, complete FROM media_uploads
+                SELECT total_bytes, received_bytes, sha256, complete, completed_sequence FROM media_uploads
                 WHERE attachment_id = \(id.storageText)
                 """, logger: logger
-            ).decode((Int64, Int64, String, Bool).self) {
-                return MediaUploadState(totalBytes: total, receivedBytes: received, sha256: sha256, complete: complete)
+            ).decode((Int64, Int64, String, Bool, Int64?).self) {
+                return MediaUploadState(
+                    totalBytes: total, receivedBytes: received, sha256: sha256, complete: complete,
+                    completedSequence: completedSequence)
             }
             return nil
         }
@@ -483,23 +485,40 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) {
+    @discardableResult
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState? {
         let logger = self.logger
-        try await withConnection { connection in
-            guard let state else {
-                try await connection.query(
+        guard let state else {
+            try await withConnection { connection in
+                _ = try await connection.query(
                     "DELETE FROM media_uploads WHERE attachment_id = \(id.storageText)", logger: logger)
-                return
             }
-            try await connection.query(
+            return nil
+        }
+        let upsert = { @Sendable (connection: PostgresConnection, state: MediaUploadState) in
+            _ = try await connection.query(
                 """
-                INSERT INTO media_uploads (attachment_id, total_bytes, received_bytes, sha256, complete, updated_at)
+                INSERT INTO media_uploads (attachment_id, total_bytes, received_bytes, sha256, complete, updated_at, completed_sequence)
                 VALUES (\(id.storageText), \(state.totalBytes), \(state.receivedBytes), \(state.sha256),
-                        \(state.complete), \(now.milliseconds))
+                        \(state.complete), \(now.milliseconds), \(state.completedSequence))
                 ON CONFLICT (attachment_id) DO UPDATE SET
                     total_bytes = EXCLUDED.total_bytes, received_bytes = EXCLUDED.received_bytes,
-                    sha256 = EXCLUDED.sha256, complete = EXCLUDED.complete, updated_at = EXCLUDED.updated_at
+                    sha256 = EXCLUDED.sha256, complete = EXCLUDED.complete, updated_at = EXCLUDED.updated_at,
+                    completed_sequence = EXCLUDED.completed_sequence
                 """, logger: logger)
+        }
+        guard state.complete, state.completedSequence == nil else {
+            try await withConnection { connection in try await upsert(connection, state) }
+            return state
+        }
+        let finished = state
+        // A finished upload takes the next change sequence in the write transaction pushes take, so
+        // the counter's trigger marks the history as for any change.
+        return try await write { connection in
+            var saved = finished
+            saved.completedSequence = try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger)
+            try await upsert(connection, saved)
+            return saved
         }
     }
 
@@ -513,16 +532,17 @@ final class PostgresStorage: ServerStorage {
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
         try await prepare()
         let (requests, requestSink) = AsyncStream<PostgresBundlePages.Request>.makeStream()
-        let asOf: Date?
+        let opening: PostgresBundleState.Opening
         do {
-            asOf = try await withCheckedThrowingContinuation { (opened: CheckedContinuation<Date?, any Error>) in
+            opening = try await withCheckedThrowingContinuation { (opened: CheckedContinuation<PostgresBundleState.Opening, any Error>) in
                 Task { await self.serveBundle(project, to: caller, opened: opened, requests: requests, sink: requestSink) }
             }
         } catch {
             throw map(error)
         }
         let pages = PostgresBundlePages(sink: requestSink)
-        return BundleRecords(asOf: asOf, batches: AsyncThrowingStream(unfolding: { try await pages.next() }))
+        return BundleRecords(
+            asOf: opening.asOf, checkpoint: opening.checkpoint, batches: AsyncThrowingStream(unfolding: { try await pages.next() }))
     }
 
     /// How long a bundle's transaction may wait for its consumer to ask for the next page.
@@ -530,7 +550,7 @@ final class PostgresStorage: ServerStorage {
 
     /// The producer side of `bundle`: answers `opened` after the checks, then one request per page.
     private func serveBundle(
-        _ project: UUID, to caller: Caller, opened: CheckedContinuation<Date?, any Error>,
+        _ project: UUID, to caller: Caller, opened: CheckedContinuation<PostgresBundleState.Opening, any Error>,
         requests: AsyncStream<PostgresBundlePages.Request>, sink: AsyncStream<PostgresBundlePages.Request>.Continuation
     ) async {
         let logger = self.logger
@@ -548,7 +568,12 @@ final class PostgresStorage: ServerStorage {
                 else { throw ServerError.notFound("no project \(project.storageText) of yours") }
                 var cursor = PostgresBundleCursor(project: project)
                 let newest = try await cursor.open(projectRecord, on: connection, logger: logger)
-                state.open(asOf: newest)
+                // The mark read in the same snapshot as the records: the commit of that change is in it.
+                let mark = newest.sequence > 0
+                    ? try await Self.coveringMark(of: newest.sequence, on: connection, logger: logger) : nil
+                state.open(.init(
+                    asOf: newest.asOf,
+                    checkpoint: mark.map { HistoryCheckpoint(sequence: newest.sequence, commitMark: $0) } ?? .empty))
                 for await request in requests {
                     do {
                         let page = try await cursor.next(on: connection, logger: logger)

@@ -437,7 +437,7 @@ final class SQLiteStorage: ServerStorage {
                 .map { row in
                     MediaUploadState(
                         totalBytes: row["total_bytes"], receivedBytes: row["received_bytes"], sha256: row["sha256"],
-                        complete: row["complete"])
+                        complete: row["complete"], completedSequence: row["completed_sequence"])
                 }
         }
     }
@@ -477,21 +477,29 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) {
+    @discardableResult
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState? {
         try await write { db in
-            guard let state else {
+            guard var state else {
                 try db.execute(sql: "DELETE FROM media_uploads WHERE attachment_id = ?", arguments: [id.storageText])
-                return
+                return nil
+            }
+            if state.complete, state.completedSequence == nil {
+                // The counter's trigger writes this commit's mark (`history_marks`).
+                try db.execute(sql: "UPDATE counters SET value = value + 1 WHERE name = 'change_sequence'")
+                state.completedSequence = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'")
             }
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO media_uploads
-                        (attachment_id, total_bytes, received_bytes, sha256, complete, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                        (attachment_id, total_bytes, received_bytes, sha256, complete, updated_at, completed_sequence)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.storageText, state.totalBytes, state.receivedBytes, state.sha256, state.complete, now.milliseconds,
+                    state.completedSequence,
                 ])
+            return state
         }
     }
 
@@ -506,30 +514,38 @@ final class SQLiteStorage: ServerStorage {
         }
         let path = self.path
         // The checks and the header read the same snapshot the records then stream from.
-        let (asOf, extraOpportunity) = try await Self.read(snapshot, path: path) { db -> (Date?, UUID?) in
+        let (asOf, checkpoint, extraOpportunity) = try await Self.read(snapshot, path: path) {
+            db -> (Date?, HistoryCheckpoint, UUID?) in
             // One answer for a project that does not exist and one the caller may not reach.
             guard let projectRecord = try StoredRecord.fetch(.project, id: project, in: db),
                 try Access.isMember(caller, of: project, in: db)
             else { throw ServerError.notFound("no project \(project.storageText) of yours") }
-            var newest = try Int64.fetchOne(
-                db, sql: "SELECT MAX(updated_at) FROM records WHERE project_id = ?", arguments: [project.storageText])
+            let newestRow = try Row.fetchOne(
+                db, sql: "SELECT MAX(updated_at) AS updated_at, MAX(sequence) AS sequence FROM records WHERE project_id = ?",
+                arguments: [project.storageText])
+            var newest = newestRow?["updated_at"] as Int64?
+            var sequence = newestRow?["sequence"] as Int64? ?? 0
             var extra: UUID?
             // The opportunity the project names, when it belongs to no project yet (one this project owns
             // streams with its records; one another project owns is that project's members' business).
             if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT project_id, updated_at FROM records WHERE entity = 'opportunity' AND id = ?",
+                    db, sql: "SELECT project_id, updated_at, sequence FROM records WHERE entity = 'opportunity' AND id = ?",
                     arguments: [opportunity.storageText]),
                 row["project_id"] as String? == nil
             {
                 extra = opportunity
                 newest = max(newest ?? 0, row["updated_at"] as Int64)
+                sequence = max(sequence, row["sequence"] as Int64)
             }
-            return (newest.map(Date.init(milliseconds:)), extra)
+            let checkpoint = try sequence > 0 ? Self.coveringMark(of: sequence, in: db).map {
+                HistoryCheckpoint(sequence: sequence, commitMark: $0)
+            } ?? .empty : .empty
+            return (newest.map(Date.init(milliseconds:)), checkpoint, extra)
         }
         let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, extraOpportunity: extraOpportunity)
         let batches = AsyncThrowingStream<[EntityRecord], any Error>(unfolding: { try await cursor.next() })
-        return BundleRecords(asOf: asOf, batches: batches)
+        return BundleRecords(asOf: asOf, checkpoint: checkpoint, batches: batches)
     }
 
     fileprivate static func read<T: Sendable>(

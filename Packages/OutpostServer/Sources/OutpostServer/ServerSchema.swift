@@ -12,6 +12,7 @@ enum ServerSchema {
         MigrationStep(version: 3, name: "when each membership began; a server seeded once", sql: version3),
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
+        MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -124,5 +125,12 @@ enum ServerSchema {
         ) WITHOUT ROWID;
         INSERT INTO server_settings (name, value)
             SELECT 'member_id_salt', lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM users);
+        """
+
+    /// The change sequence a finished upload took (`setMediaUpload`): a file a server restored from a
+    /// backup taken before it lacks must be told apart by the uploading device's checkpoint, and no
+    /// record changes when an upload ends. Uploads finished before this step have none.
+    static let version6 = """
+        ALTER TABLE media_uploads ADD COLUMN completed_sequence INTEGER;
         """
 }

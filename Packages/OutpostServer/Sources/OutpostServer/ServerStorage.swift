@@ -64,8 +64,11 @@ protocol ServerStorage: Sendable {
     /// Which of `attachments` the server holds as deleted: their files are not kept.
     func deletedAttachments(among attachments: [UUID]) async throws(ServerError) -> Set<UUID>
 
-    /// Saves (or, with nil, forgets) an attachment's upload state.
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError)
+    /// Saves (or, with nil, forgets) an attachment's upload state. A state complete with no
+    /// `completedSequence` yet takes the next change sequence in the same transaction, which marks the
+    /// history (`history_marks`) as a pushed change does; returns the state as saved.
+    @discardableResult
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState?
 
     /// A project's records (its opportunity and every record belonging to it, tombstones included),
     /// parents first, for a bundle (404 unknown project, 403 not the caller's, both before it returns).
@@ -112,12 +115,18 @@ struct MediaUploadState: Sendable, Hashable {
     var receivedBytes: Int64
     var sha256: String
     var complete: Bool
+    /// The change sequence the upload took when it finished (nil before, and for uploads finished
+    /// before schema step 6).
+    var completedSequence: Int64?
 }
 
 /// A project's records as a bundle streams them.
 struct BundleRecords: Sendable {
     /// The newest `updatedAt` among them, for the bundle's header.
     var asOf: Date?
+    /// The project's newest change in the snapshot the records are read from (the linked opportunity's
+    /// included), with its mark: the header's checkpoint, which the importing device asks to confirm.
+    var checkpoint: HistoryCheckpoint = .empty
     /// Batches of records in catalog order (parents first), read as the consumer asks for them.
     var batches: AsyncThrowingStream<[EntityRecord], any Error>
 }

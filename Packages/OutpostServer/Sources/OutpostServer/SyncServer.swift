@@ -477,7 +477,9 @@ package struct BundleDownload: Sendable {
     package func write(gzip: Bool, to send: ([UInt8]) async throws -> Void) async throws {
         // The download's slot stays taken until the body is done.
         defer { withExtendedLifetime(slot) {} }
-        let encoder = try BundleStreamEncoder(project: project, asOf: source.asOf, format: format)
+        let encoder = try BundleStreamEncoder(
+            project: project, asOf: source.asOf, checkpoints: source.checkpoint.sequence > 0 ? [source.checkpoint.text] : [],
+            format: format)
         let compressor = gzip ? GzipStream() : nil
         var pending: [UInt8] = []
         func add(_ bytes: [UInt8]) {

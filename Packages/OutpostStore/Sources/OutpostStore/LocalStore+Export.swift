@@ -21,8 +21,8 @@ extension LocalStore {
     /// changes left out) as a bundle at `url`, returning how many records it wrote.
     @discardableResult
     public func exportBundle(project projectID: UUID, format: BundleFormat, to url: URL) throws(BundleError) -> Int {
-        let records = try projectRecords(of: projectID)
-        try BundleExporter().export(project: projectID, records: records, format: format, to: url)
+        let (records, checkpoints) = try projectRecords(of: projectID)
+        try BundleExporter().export(project: projectID, records: records, checkpoints: checkpoints, format: format, to: url)
         return records.count
     }
 
@@ -34,16 +34,21 @@ extension LocalStore {
     public func exportArchive(project projectID: UUID, format: BundleFormat, to url: URL) throws(BundleError)
         -> ArchiveExportSummary
     {
-        let records = try projectRecords(of: projectID)
+        let (records, checkpoints) = try projectRecords(of: projectID)
         let plan = ArchivePlan(records: records, databasePath: path)
-        try BundleExporter().exportArchive(project: projectID, records: records, files: plan.files, format: format, to: url)
+        try BundleExporter().exportArchive(
+            project: projectID, records: records, files: plan.files, checkpoints: checkpoints, format: format, to: url)
         return ArchiveExportSummary(records: records.count, files: plan.files.count, missingFiles: plan.missing)
     }
 
-    /// The project's records (see `projectRecords(of:in:)`), read in one transaction.
-    private func projectRecords(of projectID: UUID) throws(BundleError) -> [EntityRecord] {
+    /// The project's records (see `projectRecords(of:in:)`) and the checkpoints of the server's history
+    /// they were read at (this device's own, and those of imports the server has not confirmed yet,
+    /// which the receiving device asks the server about), read in one transaction.
+    private func projectRecords(of projectID: UUID) throws(BundleError) -> (records: [EntityRecord], checkpoints: [String]) {
         do {
-            return try pool.read { db in try Self.projectRecords(of: projectID, in: db) }
+            return try pool.read { db in
+                (try Self.projectRecords(of: projectID, in: db), try HistoryState.exportCheckpoints(in: db))
+            }
         } catch let error as BundleError {
             throw error
         } catch {

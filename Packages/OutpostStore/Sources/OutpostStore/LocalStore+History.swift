@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostBundles
 import OutpostConflicts
 import OutpostModels
 
@@ -14,11 +15,13 @@ public struct HistoryRebuildReport: Sendable, Hashable {
 }
 
 /// Where this device stands in the server's history (`sync_state`): the last checkpoint the server
-/// gave (`PullResponse.checkpoint`, `PushResponse.checkpoint`), and whether a rebuild after a restore
-/// is under way.
+/// gave (`PullResponse.checkpoint`, `PushResponse.checkpoint`), the checkpoints imported bundles
+/// carried that the server has not confirmed yet, and whether a rebuild after a restore is under way.
 enum HistoryState {
     static let checkpointKey = "history_checkpoint"
     static let rebuildKey = "history_rebuild"
+    /// Space-separated, oldest first.
+    static let importedKey = "history_checkpoints_imported"
 
     static func save(checkpoint: String, in db: Database) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
@@ -27,6 +30,50 @@ enum HistoryState {
 
     static func checkpoint(in db: Database) throws -> String? {
         try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [checkpointKey])
+    }
+
+    static func importedCheckpoints(in db: Database) throws -> [String] {
+        let text = try String.fetchOne(
+            db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [importedKey])
+        return text?.split(separator: " ").map(String.init) ?? []
+    }
+
+    private static func saveImported(_ checkpoints: [String], in db: Database) throws {
+        if checkpoints.isEmpty {
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [importedKey])
+        } else {
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
+                .execute(arguments: [importedKey, checkpoints.joined(separator: " ")])
+        }
+    }
+
+    /// How many imported checkpoints a device keeps waiting: one fewer than a header carries, so an
+    /// export of this device carries them all with its own.
+    static let maximumImported = BundleCheckpoints.maximumCount - 1
+
+    /// Keeps the checkpoints an imported bundle carried for the server to confirm, leaving out ones
+    /// the device holds already. Returns the count that would wait, keeping nothing, when that is more
+    /// than `maximumImported`; nil when kept.
+    static func noteImported(_ checkpoints: [String], in db: Database) throws -> Int? {
+        let own = try checkpoint(in: db)
+        let before = try importedCheckpoints(in: db)
+        var kept = before
+        for checkpoint in checkpoints where checkpoint != own && !kept.contains(checkpoint) { kept.append(checkpoint) }
+        if kept == before { return nil }
+        guard kept.count <= maximumImported else { return kept.count }
+        try saveImported(kept, in: db)
+        return nil
+    }
+
+    static func confirmImported(_ checkpoint: String, in db: Database) throws {
+        try saveImported(try importedCheckpoints(in: db).filter { $0 != checkpoint }, in: db)
+    }
+
+    /// What an export of this device carries: its own checkpoint, then the unconfirmed imported ones.
+    /// A receiving device confirms every one, since the records may come from any of them.
+    static func exportCheckpoints(in db: Database) throws -> [String] {
+        let own = try checkpoint(in: db).flatMap { BundleCheckpoints.isValid($0) ? $0 : nil }
+        return (own.map { [$0] } ?? []) + (try importedCheckpoints(in: db))
     }
 
     static func isRebuilding(in db: Database) throws -> Bool {
@@ -39,6 +86,19 @@ extension LocalStore {
     /// first answer and while a rebuild is under way.
     public func historyCheckpoint() throws(StoreError) -> String? {
         try read { try HistoryState.checkpoint(in: $0) }
+    }
+
+    /// Checkpoints that imported bundles and exports carried and the server has not confirmed yet,
+    /// oldest first. The sync engine asks the server about each before it pulls: the records such an
+    /// import brought may come from a history a restore has since lost, which this device's own
+    /// checkpoint cannot tell.
+    public func importedCheckpoints() throws(StoreError) -> [String] {
+        try read { try HistoryState.importedCheckpoints(in: $0) }
+    }
+
+    /// Forgets `checkpoint` once the server confirmed its history holds it.
+    public func confirmImportedCheckpoint(_ checkpoint: String) throws(StoreError) {
+        try write { db in try HistoryState.confirmImported(checkpoint, in: db) }
     }
 
     /// Whether a rebuild after a server restore began and has not finished: the next pull starts from
@@ -61,6 +121,8 @@ extension LocalStore {
                 sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)",
                 arguments: [HistoryState.rebuildKey, String(now.storageMilliseconds)])
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.checkpointKey])
+            // The rebuild settles whatever imports brought: their checkpoints need no answer now.
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.importedKey])
             try db.execute(sql: "DELETE FROM sync_cursors")
             try db.execute(sql: "DELETE FROM server_id_map")
             try db.execute(sql: "DELETE FROM known_deletions")

@@ -47,6 +47,16 @@ extension LocalStore {
                         records = reached
                     }
                     try session.finish(at: stream.documentLocation ?? SourceLocation(file: url.path))
+                    // The records may come from a history a server restore has lost since: the next
+                    // sync asks the server about each checkpoint the bundle carries.
+                    if let waiting = try HistoryState.noteImported(stream.checkpoints, in: db) {
+                        throw BundleError(
+                            .limitExceeded,
+                            message: "this import would leave \(waiting) checkpoints of the server's history waiting for the "
+                                + "server to confirm them, more than the \(HistoryState.maximumImported) a device keeps; "
+                                + "sync, then import again. Nothing was imported",
+                            file: url.path)
+                    }
                     try stream.stageFiles(forDatabaseAt: path)
                     progress?(ImportProgress(records: records, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
                     let after = try ChangeJournal.latest(in: db)

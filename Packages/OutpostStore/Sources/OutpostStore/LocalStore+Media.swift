@@ -158,8 +158,13 @@ extension LocalStore {
     }
 
     /// Records how far an upload got (what the server confirmed); `complete` takes it off the queue.
-    public func recordMediaProgress(of attachmentID: UUID, uploadedBytes: Int64, complete: Bool) throws(StoreError) {
+    public func recordMediaProgress(
+        of attachmentID: UUID, uploadedBytes: Int64, complete: Bool, checkpoint: String? = nil
+    ) throws(StoreError) {
         try write { db in
+            // In the same transaction: a device that holds the upload as done must also hold the
+            // checkpoint that lets it notice a restore that lost the file.
+            if complete, let checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
             try db.execute(
                 sql: """
                     UPDATE media_uploads SET uploaded_bytes = ?, status = CASE WHEN ? THEN 'done' ELSE status END,

@@ -47,6 +47,13 @@ public protocol Replica: Sendable {
     /// push batches carry it already), nil before the first answer.
     func historyCheckpoint() throws(StoreError) -> String?
 
+    /// Checkpoints imported bundles carried that the server has not confirmed, oldest first: the
+    /// engine sends each before it pulls, and a server that no longer holds one starts a rebuild.
+    func importedCheckpoints() throws(StoreError) -> [String]
+
+    /// Forgets an imported checkpoint the server confirmed.
+    func confirmImportedCheckpoint(_ checkpoint: String) throws(StoreError)
+
     /// Whether a rebuild after a server restore is under way (`beginHistoryRebuild`).
     func isRebuildingHistory() throws(StoreError) -> Bool
 
@@ -62,7 +69,8 @@ public protocol Replica: Sendable {
     func pendingMediaUploads(limit: Int) throws(StoreError) -> [MediaUpload]
 
     /// Saves how much of an original the server holds, so an upload resumes there.
-    func recordMediaProgress(of attachmentID: UUID, uploadedBytes: Int64, complete: Bool) throws(StoreError)
+    /// A finished upload's `checkpoint` (the change it took on the server) becomes this device's own.
+    func recordMediaProgress(of attachmentID: UUID, uploadedBytes: Int64, complete: Bool, checkpoint: String?) throws(StoreError)
 
     /// Notes a failed upload: tried again later, or given up with why.
     func recordMediaFailure(of attachmentID: UUID, reason: String, permanently: Bool) throws(StoreError)

@@ -124,8 +124,22 @@ import ZIPFoundation
             make: { try $0.xml("rule.xml", replacing: "<value>1000</value>", with: "<value>12000</value>") },
             check: { $0.line != nil && $0.field == "value" && $0.entity == .discount }),
         Case(name: "unsupported format version (XML)", code: .unsupportedFormatVersion,
-            make: { try $0.xml("version.xml", replacing: "formatVersion=\"1\"", with: "formatVersion=\"2\"") },
+            make: { try $0.xml("version.xml", replacing: "formatVersion=\"2\"", with: "formatVersion=\"3\"") },
             check: { $0.line == 2 }),
+        // Checkpoints go to the server as the device's own: only text of the form the server writes.
+        Case(name: "a checkpoint the server never wrote (XML)", code: .schemaViolation,
+            make: { try $0.xml("checkpoint.xml", replacing: "formatVersion=\"2\"", with: "formatVersion=\"2\" checkpoints=\"12.0123456789ABCDEF\"") },
+            check: { $0.line == 2 }),
+        Case(name: "a checkpoint the server never wrote (JSON)", code: .schemaViolation,
+            make: { try $0.json("checkpoint.json", replacing: "\"formatVersion\": 2,", with: "\"formatVersion\": 2, \"checkpoints\": [\"012.0123456789abcdef\"],") },
+            check: { $0.jsonPath == "$.checkpoints" || $0.line != nil }),
+        // The reader's bound on any array's members (64) meets it first.
+        Case(name: "more checkpoints than a header carries (JSON)", code: .limitExceeded,
+            make: {
+                let many = (1...65).map { "\"\($0).0123456789abcdef\"" }.joined(separator: ", ")
+                return try $0.json("checkpoints.json", replacing: "\"formatVersion\": 2,", with: "\"formatVersion\": 2, \"checkpoints\": [\(many)],")
+            },
+            check: { $0.line != nil }),
         Case(name: "malformed JSON", code: .malformedJSON,
             make: { try $0.json("malformed.json", replacing: "\"stage\": \"won\"", with: "\"stage\" \"won\"") },
             check: { $0.line == 7 && $0.column != nil && $0.jsonPath == "$.records[0]" }),

@@ -175,6 +175,47 @@ import Testing
         #expect(try workspace.record(.issue, newer.id, in: target) == newer)
     }
 
+    /// A bundle's checkpoints wait on the device until the server confirms them; an export carries
+    /// them on. Past what an export could carry, an import is refused and changes nothing.
+    @Test func checkpointsABundleCarriesWaitForTheServerAndTravelOn() throws {
+        let (workspace, url) = try exported(.json)
+        let text = try String(contentsOf: url, encoding: .utf8)
+        func carrying(_ name: String, _ checkpoints: [String]) throws -> URL {
+            let list = checkpoints.map { "\"\($0)\"" }.joined(separator: ", ")
+            return try workspace.file(name, text.replacingOccurrences(
+                of: "\"formatVersion\": 2,", with: "\"formatVersion\": 2, \"checkpoints\": [\(list)],"))
+        }
+        let first = (1...62).map { "\($0).0123456789abcdef" }
+        let target = try workspace.database("target.sqlite")
+        let store = try LocalStore.open(at: target)
+        try store.importBundle(at: carrying("a.json", first))
+        try store.importBundle(at: carrying("b.json", ["7.0123456789abcdef", "63.0123456789abcdef"]))
+        #expect(try store.importedCheckpoints() == first + ["63.0123456789abcdef"], "kept once each, oldest first")
+        let export = workspace.url("export.xml")
+        try store.exportBundle(project: SampleProject.project, format: .xml, to: export)
+        let exported = try String(contentsOf: export, encoding: .utf8)
+        #expect(exported.contains("checkpoints=\"\((first + ["63.0123456789abcdef"]).joined(separator: " "))\""))
+        let before = try workspace.snapshot(of: target)
+        #expect(throws: BundleError.self) { try store.importBundle(at: carrying("c.json", ["64.0123456789abcdef"])) }
+        #expect(try workspace.snapshot(of: target) == before, "refused whole")
+        try store.confirmImportedCheckpoint("5.0123456789abcdef")
+        try store.importBundle(at: carrying("c.json", ["64.0123456789abcdef"]))
+        #expect(try store.importedCheckpoints().count == 63)
+        // A header may carry 64 (an export's own and 63 waiting): more than a device keeps waiting, so
+        // refused, with the count it would have left; a version 1 bundle carries none.
+        let fresh = try LocalStore.open(at: try workspace.database("fresh.sqlite"))
+        let full = (1...64).map { "\($0 + 100).0123456789abcdef" }
+        #expect {
+            try fresh.importBundle(at: carrying("full.json", full))
+        } throws: { error in
+            (error as? BundleError)?.message.contains("would leave 64 checkpoints") == true
+        }
+        let versionOne = try workspace.file("v1.json", text.replacingOccurrences(
+            of: "\"formatVersion\": 2,", with: "\"formatVersion\": 1, \"checkpoints\": [\"5.0123456789abcdef\"],"))
+        #expect(throws: BundleError.self) { try fresh.importBundle(at: versionOne) }
+        #expect(try fresh.importedCheckpoints().isEmpty)
+    }
+
     @Test func aRecordWhoseParentIsMissingIsKeptAndFlagged() throws {
         let workspace = try Workspace()
         let strayIssue = SampleProject.id(777)

@@ -157,7 +157,13 @@ public actor SyncEngine {
             if withinBudget(), !Task.isCancelled {
                 // A rebuild cut short (a stop, a budget) starts over: what its pages brought is not kept.
                 var rebuilding = try store.isRebuildingHistory()
-                if rebuilding { try store.beginHistoryRebuild(now: now()) }
+                if rebuilding {
+                    try store.beginHistoryRebuild(now: now())
+                } else if try await !confirmImportedCheckpoints() {
+                    try store.beginHistoryRebuild(now: now())
+                    report.historyChanged = true
+                    rebuilding = true
+                }
                 var seen: [EntityType: Set<UUID>] = [:]
                 while true {
                     do {
@@ -193,6 +199,29 @@ public actor SyncEngine {
                 ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
             return false
         }
+    }
+
+    /// Asks the server about each checkpoint an imported bundle carried (a one-change pull from the
+    /// beginning, its answer dropped): the records it brought may come from a history a restore has
+    /// lost since, which this device's own checkpoint cannot tell. False when the server no longer
+    /// holds one (the caller rebuilds); a confirmed one is forgotten.
+    private func confirmImportedCheckpoints() async throws -> Bool {
+        let asked = projects.map { $0.sorted { $0.uuidString < $1.uuidString } }
+        for checkpoint in try store.importedCheckpoints() {
+            let request = PullRequest(cursor: nil, limit: 1, projects: asked, checkpoint: checkpoint)
+            var failure: TransportError?
+            do {
+                _ = try await transport.pull(request)
+            } catch {
+                failure = error
+            }
+            if let failure {
+                if failure.serverCode == .historyChanged { return false }
+                throw failure
+            }
+            try store.confirmImportedCheckpoint(checkpoint)
+        }
+        return true
     }
 
     /// Fetches and applies pages until the last one or a stop. While `rebuilding` (after a server
@@ -346,12 +375,16 @@ public actor SyncEngine {
                     of: upload)
                 await monitor?.recordTransfer(bytes: Int64(data.count), duration: ContinuousClock.now - started)
                 report.mediaBytesUploaded += Int64(data.count)
-                try store.recordMediaProgress(of: upload.attachmentID, uploadedBytes: status.receivedBytes, complete: status.complete)
+                try store.recordMediaProgress(
+                    of: upload.attachmentID, uploadedBytes: status.receivedBytes, complete: status.complete,
+                    checkpoint: status.checkpoint)
                 if !status.complete, status.receivedBytes <= offset {
                     throw TransportError(.invalidResponse, request: "PUT /media/\(upload.attachmentID)/upload", message: "the server did not take the range starting at \(offset)")
                 }
             }
-            try store.recordMediaProgress(of: upload.attachmentID, uploadedBytes: upload.byteSize, complete: true)
+            // Also when the server held the file whole already (the answer to its last chunk was lost).
+            try store.recordMediaProgress(
+                of: upload.attachmentID, uploadedBytes: upload.byteSize, complete: true, checkpoint: status.checkpoint)
             report.mediaUploaded += 1
             return true
         } catch let error as TransportError {

@@ -3,6 +3,7 @@
 public enum BundleFormat: String, Sendable, Hashable, Codable, CaseIterable {
     case json, xml
 
-    /// The bundle format version this build reads and writes; a newer one is refused rather than half-read.
-    public static let currentVersion = 1
+    /// The bundle format version this build writes. It reads this one and every earlier one (version 2
+    /// added the header's checkpoints); a newer one is refused rather than half-read.
+    public static let currentVersion = 2
 }

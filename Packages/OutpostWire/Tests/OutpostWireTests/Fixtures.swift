@@ -68,7 +68,10 @@ enum Fixtures {
             PullResponse(changes: [], nextCursor: "43", hasMore: false, leftProjects: [UUID()]),
         ],
         "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
-        "MediaUploadStatus": [MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false)],
+        "MediaUploadStatus": [
+            MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false),
+            MediaUploadStatus(attachmentID: UUID(), receivedBytes: 20, totalBytes: 20, complete: true, checkpoint: "12.0123456789abcdef"),
+        ],
         "ErrorBody": [errorBody],
         "FieldValue": fieldValues,
     ]
