@@ -212,6 +212,11 @@ public enum EntityCatalog {
         return description
     }
 
+    /// Whether an entity is declared under `name` (`EntityType(rawValue:)` asks).
+    static func declares(_ name: String) -> Bool {
+        byName[name] != nil
+    }
+
     /// The entity stored in `table`, if any.
     public static func entity(forTable table: String) -> EntityType? {
         all.first { $0.table == table }?.type
@@ -219,6 +224,8 @@ public enum EntityCatalog {
 
     private static let byType: [EntityType: EntityDescription] = Dictionary(
         uniqueKeysWithValues: all.map { ($0.type, $0) })
+    private static let byName: [String: EntityDescription] = Dictionary(
+        uniqueKeysWithValues: all.map { ($0.type.rawValue, $0) })
 
     private static func entity(
         _ type: EntityType, _ table: String, _ model: any Syncable.Type, syncClass: SyncClass = .structured,

@@ -13,6 +13,18 @@ import OutpostTesting
         }
     }
 
+    /// Entity names are open values: a name the catalog does not declare is nil (and fails to decode),
+    /// never a trap deep inside; a declared one prints and encodes as its name.
+    @Test func anEntityNameIsAnOpenValueTheCatalogChecks() throws {
+        #expect(EntityType(rawValue: "job") == nil)
+        #expect(EntityType(rawValue: "issue") == .issue)
+        #expect("\(EntityType.dailyLog)" == "dailyLog" && String(describing: EntityType.scopeItem) == "scopeItem")
+        #expect(EntityType.allCases == EntityCatalog.all.map(\.type))
+        #expect(String(decoding: try JSONEncoder().encode([EntityType.comment]), as: UTF8.self) == "[\"comment\"]")
+        #expect(try JSONDecoder().decode([EntityType].self, from: Data("[\"member\"]".utf8)) == [.member])
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([EntityType].self, from: Data("[\"job\"]".utf8)) }
+    }
+
     @Test func parentsComeBeforeChildren() {
         let position = Dictionary(uniqueKeysWithValues: EntityCatalog.all.enumerated().map { ($1.type, $0) })
         for description in EntityCatalog.all {
