@@ -4,7 +4,7 @@ import Foundation
 /// are, which records it depends on, how it syncs and how its conflicts are settled by default.
 public struct EntityDescription: Sendable {
     /// A domain rule that spans fields; nil when the record keeps it.
-    typealias Rule = @Sendable (EntityRecord) -> ModelError?
+    public typealias Rule = @Sendable (EntityRecord) -> ModelError?
 
     /// The entity type described.
     public let type: EntityType
@@ -20,14 +20,29 @@ public struct EntityDescription: Sendable {
     public let syncClass: SyncClass
     /// The conflict strategy used unless the app chooses another.
     public let defaultPolicy: ConflictPolicyName
+    /// Who may write the entity's records.
+    public let access: EntityAccess
     let rules: [Rule]
     /// `fields` by name: conversions and validation look fields up once per value.
     private let fieldsByName: [String: FieldDescription]
 
+    /// Declares an entity of an app's schema (`AppSchema` checks the whole).
+    public init(
+        _ type: EntityType, table: String, model: any Syncable.Type, syncClass: SyncClass = .structured,
+        policy: ConflictPolicyName, fields: [FieldDescription], parents: [ParentRelation] = [], access: EntityAccess,
+        rules: [Rule] = []
+    ) {
+        self.init(
+            type: type, table: table, modelType: model, fields: fields, parents: parents, syncClass: syncClass,
+            defaultPolicy: policy, access: access, rules: rules)
+    }
+
     init(
         type: EntityType, table: String, modelType: any Syncable.Type, fields: [FieldDescription],
-        parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, rules: [Rule]
+        parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, access: EntityAccess,
+        rules: [Rule]
     ) {
+        self.access = access
         self.type = type
         self.table = table
         self.modelType = modelType
@@ -36,7 +51,8 @@ public struct EntityDescription: Sendable {
         self.syncClass = syncClass
         self.defaultPolicy = defaultPolicy
         self.rules = rules
-        self.fieldsByName = Dictionary(uniqueKeysWithValues: fields.map { ($0.name, $0) })
+        // The first of a name that is declared twice: `AppSchema` refuses the declaration, naming it.
+        self.fieldsByName = Dictionary(fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// The field called `name`, if the entity has one.
@@ -217,15 +233,50 @@ public enum EntityCatalog {
         byName[name] != nil
     }
 
+    /// The field-service schema: these entities, scoped by `project`, with `member` records granting
+    /// roles (strongest first: `Member.Role`'s order). Checked when first used; a wrong declaration
+    /// stops the process at start with the entity and field at fault.
+    public static let schema: AppSchema = {
+        do {
+            return try AppSchema(
+                name: "field-service", entities: all, scope: .project,
+                membership: .init(entity: .member, userField: "userID", roleField: "role", roles: Member.Role.allCases.map(\.rawValue)))
+        } catch {
+            preconditionFailure("\(error)")
+        }
+    }()
+
+    /// Who writes each entity: money (discounts, finance options, fees) and membership are the
+    /// office's, the crew records the field; a viewer writes nothing. A comment's and a daily log's
+    /// `authorID` and a time entry's `memberID` name the author: the office writes for anyone and a
+    /// foreman records his crew's time, and only the office deletes what another member wrote.
+    private static func access(of type: EntityType) -> EntityAccess {
+        let office: Set<String> = [Member.Role.owner, .projectManager].map(\.rawValue).reduce(into: []) { $0.insert($1) }
+        let estimating = office.union([Member.Role.estimator.rawValue])
+        let field = estimating.union([Member.Role.foreman, .crew].map(\.rawValue))
+        switch type {
+        case .member: return EntityAccess(writers: office)
+        case .discount, .financeOption, .fee: return EntityAccess(writers: estimating)
+        case .comment, .dailyLog:
+            return EntityAccess(writers: field, authorField: "authorID", writesForOthers: office, deletesOthers: office)
+        case .timeEntry:
+            return EntityAccess(
+                writers: field, authorField: "memberID", writesForOthers: office.union([Member.Role.foreman.rawValue]),
+                deletesOthers: office)
+        default: return EntityAccess(writers: field)
+        }
+    }
+
     /// The entity stored in `table`, if any.
     public static func entity(forTable table: String) -> EntityType? {
         all.first { $0.table == table }?.type
     }
 
+    // Built from the checked schema: the first lookup of an entity stops a wrong declaration at start.
     private static let byType: [EntityType: EntityDescription] = Dictionary(
-        uniqueKeysWithValues: all.map { ($0.type, $0) })
+        uniqueKeysWithValues: schema.entities.map { ($0.type, $0) })
     private static let byName: [String: EntityDescription] = Dictionary(
-        uniqueKeysWithValues: all.map { ($0.type.rawValue, $0) })
+        uniqueKeysWithValues: schema.entities.map { ($0.type.rawValue, $0) })
 
     private static func entity(
         _ type: EntityType, _ table: String, _ model: any Syncable.Type, syncClass: SyncClass = .structured,
@@ -234,7 +285,7 @@ public enum EntityCatalog {
     ) -> EntityDescription {
         EntityDescription(
             type: type, table: table, modelType: model, fields: fields, parents: parents, syncClass: syncClass,
-            defaultPolicy: policy, rules: rules)
+            defaultPolicy: policy, access: access(of: type), rules: rules)
     }
 
     private static func names<Choice: CaseIterable & RawRepresentable>(_: Choice.Type) -> [String]

@@ -15,8 +15,9 @@ public struct EntityType: RawRepresentable, Sendable, Hashable, Codable, Compara
         self.rawValue = rawValue
     }
 
-    /// A name as a schema declares it, before the catalog that holds it exists.
-    init(declaring name: String) {
+    /// A name as a schema declares it (`EntityDescription`, `AppSchema`), whether or not the catalog
+    /// in use holds it.
+    public init(declaring name: String) {
         rawValue = name
     }
 

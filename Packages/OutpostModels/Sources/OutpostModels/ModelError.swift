@@ -9,7 +9,7 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case emptyRequiredField, negativeAmount, unknownEnumValue, missingField
             case typeMismatch, unknownField, outOfRange, invalidFormat, inconsistentFields, wrongEntity
-            case forbiddenCharacter, valueTooLong
+            case forbiddenCharacter, valueTooLong, invalidSchema
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -39,6 +39,8 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let forbiddenCharacter = Code(.forbiddenCharacter)
         /// A text is longer than a bundle carries (`EntityRecord.maximumTextBytes` in UTF-8).
         public static let valueTooLong = Code(.valueTooLong)
+        /// An app's schema declaration is inconsistent (`AppSchema`): refused when made.
+        public static let invalidSchema = Code(.invalidSchema)
 
         public var description: String { wrapped.rawValue }
     }

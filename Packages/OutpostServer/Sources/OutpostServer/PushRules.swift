@@ -224,7 +224,7 @@ struct PushRules: Sendable {
     private func checkAuthorship(
         _ mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
     ) throws {
-        guard let field = Roles.authorFields[mutation.entity], let role = snapshot.access.roles[project] else { return }
+        guard let field = Roles.authorField(of: mutation.entity), let role = snapshot.access.roles[project] else { return }
         let own = snapshot.access.ownMemberRecords[project] ?? []
         func isOwn(_ value: FieldValue?) -> Bool {
             if case .uuid(let id)? = value { own.contains(id) } else { false }
@@ -232,7 +232,7 @@ struct PushRules: Sendable {
         let before = existing?.fields[field]
         let deleting = merged.deletion != nil && (existing.map { $0.deletion == nil } ?? false)
         if deleting {
-            guard isOwn(before) || Roles.deletesOthers(as: role) else {
+            guard isOwn(before) || Roles.deletesOthers(mutation.entity, as: role) else {
                 throw ServerError.forbidden(
                     "only its author or the office (owner, project manager) deletes a \(mutation.entity.rawValue)")
             }

@@ -2,8 +2,9 @@ import Crypto
 import Foundation
 import OutpostModels
 
-/// What each member role may write, checked per mutation at push. The product's rule: money
-/// (discounts, finance options, fees) and membership are the office's; the crew records the field.
+/// What each member role may write, checked per mutation at push, as each entity's declaration says
+/// (`EntityDescription.access`; the field-service schema's, `EntityCatalog`, gives the product's rule:
+/// money (discounts, finance options, fees) and membership are the office's; the crew records the field).
 ///
 /// | role | may write |
 /// |---|---|
@@ -24,24 +25,19 @@ import OutpostModels
 /// who records his crew's time. Only its author or the office deletes an authored record, and only those
 /// who may write for others change whose it is.
 enum Roles {
-    /// The entities only the office writes.
-    static let officeEntities: Set<EntityType> = [.discount, .financeOption, .fee, .member]
-
     /// The field naming a record's author (a member record), for the entities that have one.
-    static let authorFields: [EntityType: String] = [.comment: "authorID", .dailyLog: "authorID", .timeEntry: "memberID"]
+    static func authorField(of entity: EntityType) -> String? {
+        entity.description.access.authorField
+    }
 
     /// Whether `role` may write records of `entity` naming another member than the caller as author.
     static func writesForOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
-        switch role {
-        case .owner, .projectManager: true
-        case .foreman: entity == .timeEntry
-        case .estimator, .crew, .viewer: false
-        }
+        entity.description.access.writesForOthers.contains(role.rawValue)
     }
 
-    /// Whether `role` may delete an authored record someone else wrote.
-    static func deletesOthers(as role: Member.Role) -> Bool {
-        role == .owner || role == .projectManager
+    /// Whether `role` may delete a record of `entity` someone else wrote.
+    static func deletesOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
+        entity.description.access.deletesOthers.contains(role.rawValue)
     }
 
     /// The caller's standing in each project they belong to, from their memberships (with when each
@@ -68,14 +64,10 @@ enum Roles {
         return access
     }
 
-    /// Whether `role` may create, change or delete records of `entity`.
+    /// Whether `role` may create, change or delete records of `entity`: only a role its declaration
+    /// names (none names a viewer).
     static func mayWrite(_ entity: EntityType, as role: Member.Role) -> Bool {
-        switch role {
-        case .owner, .projectManager: true
-        case .estimator: entity != .member
-        case .foreman, .crew: !officeEntities.contains(entity)
-        case .viewer: false
-        }
+        entity.description.access.writers.contains(role.rawValue)
     }
 
     /// The member record of `user` in `project`, at an id derived from both: the seed, the operator's

@@ -1,0 +1,148 @@
+/// Who may write an entity's records, declared with the entity rather than coded in the server: the
+/// server checks each mutation against it, and a role the declaration does not name gets nothing
+/// (access fails closed).
+public struct EntityAccess: Sendable, Hashable {
+    /// The roles that may create, change and delete records of the entity.
+    public var writers: Set<String>
+    /// The field naming a record's author (a reference to the membership entity), when records have
+    /// one: a caller writes them as their own member record unless their role is in `writesForOthers`,
+    /// and only their author or a role in `deletesOthers` deletes them.
+    public var authorField: String?
+    /// The roles that may write records naming another member as author.
+    public var writesForOthers: Set<String>
+    /// The roles that may delete a record another member wrote.
+    public var deletesOthers: Set<String>
+
+    /// Declares who writes an entity; the author rules apply only with an `authorField`.
+    public init(
+        writers: Set<String>, authorField: String? = nil, writesForOthers: Set<String> = [], deletesOthers: Set<String> = []
+    ) {
+        self.writers = writers
+        self.authorField = authorField
+        self.writesForOthers = writesForOthers
+        self.deletesOthers = deletesOthers
+    }
+}
+
+/// An app's schema: its entities, the entity that scopes access and sync, and the membership entity
+/// whose role field grants access. Checked whole when made, so a wrong declaration is refused at start
+/// with an error naming the entity and field, never found by a failing sync.
+public struct AppSchema: Sendable {
+    /// How membership is declared: the entity whose records grant a user a role in a scope.
+    public struct Membership: Sendable, Hashable {
+        /// The membership entity (the field-service schema's `member`).
+        public var entity: EntityType
+        /// Its field naming the user.
+        public var userField: String
+        /// Its field naming the role, one of `roles`.
+        public var roleField: String
+        /// Every role, strongest first: a user named by several live member records has the strongest.
+        public var roles: [String]
+
+        /// Declares the membership entity and its roles, strongest first.
+        public init(entity: EntityType, userField: String, roleField: String, roles: [String]) {
+            self.entity = entity
+            self.userField = userField
+            self.roleField = roleField
+            self.roles = roles
+        }
+    }
+
+    /// The app's name: it tells one app's database from another's.
+    public let name: String
+    /// Every entity, parents before children.
+    public let entities: [EntityDescription]
+    /// The entity that scopes access and sync (the field-service schema's `project`).
+    public let scope: EntityType
+    /// The membership entity and its roles.
+    public let membership: Membership
+
+    /// Checks and makes a schema. Refused, with the entity and field at fault: two entities with one
+    /// name or on one table; a field declared twice; a parent that is not declared, or not a field of
+    /// the entity, or not a reference; a cycle of required parents; an entity listed before a parent;
+    /// an entity that reaches the scope by no chain of parents (nor is named by the scope); a
+    /// membership or author field that is not a field of the right kind; a role no membership declares.
+    public init(name: String, entities: [EntityDescription], scope: EntityType, membership: Membership) throws(ModelError) {
+        self.name = name
+        self.entities = entities
+        self.scope = scope
+        self.membership = membership
+        try Self.check(self)
+    }
+
+    /// The description of `type`, if the schema declares it.
+    public func entity(_ type: EntityType) -> EntityDescription? {
+        entities.first { $0.type == type }
+    }
+
+    private static func check(_ schema: AppSchema) throws(ModelError) {
+        func fail(_ entity: EntityType, _ field: String?, _ message: String) -> ModelError {
+            ModelError(.invalidSchema, entity: entity, field: field, message: "schema '\(schema.name)': \(message)")
+        }
+        var byName: [EntityType: EntityDescription] = [:]
+        var tables: [String: EntityType] = [:]
+        for description in schema.entities {
+            guard byName.updateValue(description, forKey: description.type) == nil else {
+                throw fail(description.type, nil, "the entity is declared twice")
+            }
+            if let other = tables.updateValue(description.type, forKey: description.table) {
+                throw fail(description.type, nil, "its table '\(description.table)' is \(other)'s too")
+            }
+            var names: Set<String> = []
+            for field in description.fields where !names.insert(field.name).inserted {
+                throw fail(description.type, field.name, "the field is declared twice")
+            }
+        }
+        let declaredRoles = Set(schema.membership.roles)
+        guard let scope = byName[schema.scope] else { throw fail(schema.scope, nil, "the scope is not a declared entity") }
+        guard let member = byName[schema.membership.entity] else {
+            throw fail(schema.membership.entity, nil, "the membership entity is not declared")
+        }
+        for field in [schema.membership.userField, schema.membership.roleField] where member.field(named: field) == nil {
+            throw fail(member.type, field, "the membership entity has no such field")
+        }
+        if schema.membership.roles.isEmpty || declaredRoles.count != schema.membership.roles.count {
+            throw fail(member.type, schema.membership.roleField, "roles must be listed, each once")
+        }
+        var position: [EntityType: Int] = [:]
+        for (index, description) in schema.entities.enumerated() {
+            position[description.type] = index
+            for parent in description.parents {
+                guard let declared = byName[parent.entity] else {
+                    throw fail(description.type, parent.field, "its parent \(parent.entity) is not a declared entity")
+                }
+                guard let field = description.field(named: parent.field), field.kind == .uuid else {
+                    throw fail(description.type, parent.field, "a parent is named by a uuid field of the entity")
+                }
+                if declared.type == description.type, parent.isRequired {
+                    throw fail(description.type, parent.field, "a required parent of its own entity is a cycle no record can start")
+                }
+                if declared.type != description.type, position[declared.type] == nil {
+                    throw fail(
+                        description.type, parent.field,
+                        "its parent \(declared.type) is listed after it: list parents first (a cycle of parents cannot be)")
+                }
+            }
+            let access = description.access
+            for role in access.writers.union(access.writesForOthers).union(access.deletesOthers) where !declaredRoles.contains(role) {
+                throw fail(description.type, nil, "role '\(role)' is not one the membership declares")
+            }
+            if let author = access.authorField {
+                guard description.parents.contains(where: { $0.field == author && $0.entity == member.type }) else {
+                    throw fail(description.type, author, "an author field is a parent reference to \(member.type)")
+                }
+            }
+        }
+        // Every entity reaches the scope: it is the scope, the scope names it, or a parent reaches it.
+        var reaching: Set<EntityType> = [scope.type]
+        reaching.formUnion(scope.parents.map(\.entity))
+        for description in schema.entities where !reaching.contains(description.type) {
+            // Parents come first, so one pass in order settles every entity.
+            if description.parents.contains(where: { reaching.contains($0.entity) && $0.entity != description.type }) {
+                reaching.insert(description.type)
+            } else {
+                throw fail(description.type, nil, "it reaches the scope \(scope.type) by no chain of parents")
+            }
+        }
+    }
+}

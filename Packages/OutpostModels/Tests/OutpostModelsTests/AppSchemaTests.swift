@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+@testable import OutpostModels
+
+/// An app's schema is checked whole when made: each wrong declaration is refused with the entity and
+/// field at fault, and the field-service schema declares the product's access rule.
+@Suite struct AppSchemaTests {
+    static let site = EntityType(declaring: "site"), crew = EntityType(declaring: "crew")
+    static let job = EntityType(declaring: "job"), note = EntityType(declaring: "note")
+    static let roles = ["boss", "hand"]
+
+    static func entity(
+        _ type: EntityType, table: String? = nil, fields: [FieldDescription] = [], parents: [ParentRelation] = [],
+        access: EntityAccess = EntityAccess(writers: ["boss", "hand"])
+    ) -> EntityDescription {
+        EntityDescription(
+            type, table: table ?? type.rawValue + "s", model: Issue.self, policy: .fieldMerge, fields: fields,
+            parents: parents, access: access)
+    }
+
+    /// A small valid schema: sites scope jobs, crew records grant roles, notes hang from jobs.
+    static func entities() -> [EntityDescription] {
+        [
+            entity(site, fields: [FieldDescription("name", .text)]),
+            entity(crew, fields: [FieldDescription("siteID", .uuid), FieldDescription("userID", .uuid), FieldDescription("role", .text)],
+                   parents: [ParentRelation("siteID", site)], access: EntityAccess(writers: ["boss"])),
+            entity(job, fields: [FieldDescription("siteID", .uuid), FieldDescription("title", .text)], parents: [ParentRelation("siteID", site)]),
+            entity(note, fields: [FieldDescription("jobID", .uuid), FieldDescription("authorID", .uuid), FieldDescription("body", .text)],
+                   parents: [ParentRelation("jobID", job), ParentRelation("authorID", crew)],
+                   access: EntityAccess(writers: ["boss", "hand"], authorField: "authorID", writesForOthers: ["boss"], deletesOthers: ["boss"])),
+        ]
+    }
+
+    static func make(_ entities: [EntityDescription], scope: EntityType = site, membership: AppSchema.Membership? = nil) throws(ModelError) -> AppSchema {
+        try AppSchema(
+            name: "jobs", entities: entities, scope: scope,
+            membership: membership ?? .init(entity: crew, userField: "userID", roleField: "role", roles: roles))
+    }
+
+    @Test func aConsistentSchemaIsMade() throws {
+        let schema = try Self.make(Self.entities())
+        #expect(schema.entity(Self.note)?.access.authorField == "authorID")
+    }
+
+    /// Each case: the entities changed one way, and the entity and field the error must name.
+    struct WrongDeclaration: Sendable, CustomTestStringConvertible {
+        let name: String
+        let change: @Sendable (inout [EntityDescription]) -> Void
+        let entity: String
+        let field: String?
+        init(_ item: (String, @Sendable (inout [EntityDescription]) -> Void, String, String?)) {
+            (name, change, entity, field) = item
+        }
+        var testDescription: String { name }
+    }
+
+    @Test(arguments: [
+        ("an undeclared parent", { @Sendable (e: inout [EntityDescription]) in
+            e[2] = entity(job, fields: [FieldDescription("siteID", .uuid), FieldDescription("ownerID", .uuid)],
+                          parents: [ParentRelation("siteID", site), ParentRelation("ownerID", EntityType(declaring: "owner"))]) }, "job", "ownerID"),
+        ("a parent listed after its child", { @Sendable (e: inout [EntityDescription]) in e.swapAt(2, 3) }, "note", "jobID"),
+        ("a required parent of its own entity", { @Sendable (e: inout [EntityDescription]) in
+            e[2] = entity(job, fields: [FieldDescription("siteID", .uuid), FieldDescription("previousID", .uuid)],
+                          parents: [ParentRelation("siteID", site), ParentRelation("previousID", job)]) }, "job", "previousID"),
+        ("a parent named by no uuid field", { @Sendable (e: inout [EntityDescription]) in
+            e[2] = entity(job, fields: [FieldDescription("siteID", .text)], parents: [ParentRelation("siteID", site)]) }, "job", "siteID"),
+        ("two entities on one table", { @Sendable (e: inout [EntityDescription]) in
+            e[3] = entity(note, table: "jobs", fields: [FieldDescription("jobID", .uuid)], parents: [ParentRelation("jobID", job)]) }, "note", nil),
+        ("an entity declared twice", { @Sendable (e: inout [EntityDescription]) in e.append(e[2]) }, "job", nil),
+        ("a field declared twice", { @Sendable (e: inout [EntityDescription]) in
+            e[0] = entity(site, fields: [FieldDescription("name", .text), FieldDescription("name", .text)]) }, "site", "name"),
+        ("an author field that is no reference to the membership", { @Sendable (e: inout [EntityDescription]) in
+            e[3] = entity(note, fields: [FieldDescription("jobID", .uuid), FieldDescription("authorID", .uuid)],
+                          parents: [ParentRelation("jobID", job)], access: EntityAccess(writers: ["hand"], authorField: "authorID")) }, "note", "authorID"),
+        ("a role the membership does not declare", { @Sendable (e: inout [EntityDescription]) in
+            e[2] = entity(job, fields: [FieldDescription("siteID", .uuid)], parents: [ParentRelation("siteID", site)],
+                          access: EntityAccess(writers: ["owner"])) }, "job", nil),
+        ("an entity that reaches the scope by no parent", { @Sendable (e: inout [EntityDescription]) in
+            e.append(entity(EntityType(declaring: "tool"), fields: [FieldDescription("name", .text)])) }, "tool", nil),
+    ].map(WrongDeclaration.init))
+    func aWrongDeclarationIsRefusedNamingWhere(_ wrong: WrongDeclaration) {
+        let (name, entity, field) = (wrong.name, wrong.entity, wrong.field)
+        var entities = Self.entities()
+        wrong.change(&entities)
+        #expect(throws: ModelError.self, "\(name)") { try Self.make(entities) }
+        do {
+            _ = try Self.make(entities)
+        } catch {
+            #expect(error.code == .invalidSchema && error.entity.rawValue == entity && error.field == field, "\(name): \(error)")
+            #expect(error.description.contains("schema 'jobs'"), "\(name): \(error)")
+        }
+    }
+
+    @Test func aMembershipThatIsNotDeclaredIsRefused() {
+        #expect(throws: ModelError.self) {
+            try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "personID", roleField: "role", roles: Self.roles))
+        }
+        #expect(throws: ModelError.self) {
+            try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "role", roles: ["boss", "boss"]))
+        }
+        #expect(throws: ModelError.self) { try Self.make(Self.entities(), scope: EntityType(declaring: "yard")) }
+    }
+
+    /// The field-service schema declares the product's rule, as the server README's table gives it
+    /// (written out here by hand, not derived from the declaration).
+    @Test func theFieldServiceSchemaDeclaresTheProductsAccessRule() {
+        let money: Set<EntityType> = [.discount, .financeOption, .fee]
+        for description in EntityCatalog.schema.entities {
+            let type = description.type
+            for role in Member.Role.allCases {
+                let expected: Bool = switch role {
+                case .owner, .projectManager: true
+                case .estimator: type != .member
+                case .foreman, .crew: type != .member && !money.contains(type)
+                case .viewer: false
+                }
+                #expect(description.access.writers.contains(role.rawValue) == expected, "\(role) writes \(type)")
+            }
+        }
+        #expect(EntityCatalog.schema.entities.compactMap { d in d.access.authorField.map { "\(d.type).\($0)" } }.sorted()
+            == ["comment.authorID", "dailyLog.authorID", "timeEntry.memberID"])
+        #expect(EntityType.timeEntry.description.access.writesForOthers.contains("foreman"))
+        #expect(!EntityType.comment.description.access.writesForOthers.contains("foreman"))
+        #expect(EntityCatalog.schema.membership.roles.first == "owner" && EntityCatalog.schema.scope == .project)
+    }
+}
