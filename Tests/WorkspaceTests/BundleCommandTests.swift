@@ -40,6 +40,15 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: exported)) == Data(contentsOf: URL(fileURLWithPath: bundle)))
     }
 
+    /// The frozen contracts are the field-service schema's generated output, printed by the CLI.
+    @Test(arguments: [("xsd", "bundle.xsd"), ("json-schema", "bundle.schema.json")])
+    func theSchemaCommandPrintsTheFrozenFiles(_ command: String, file: String) async throws {
+        let printed = try await Outpost.run(["schema", command])
+        #expect(printed.status == 0, "\(printed.errorOutput)")
+        let frozen = try String(contentsOf: Self.examples.deletingLastPathComponent().appendingPathComponent(file), encoding: .utf8)
+        #expect(printed.output == frozen)
+    }
+
     @Test func aBrokenBundleFailsWithItsLocationAndChangesNothing() async throws {
         let folder = try TemporaryFolder()
         let broken = folder.file("broken.xml")

@@ -1,9 +1,121 @@
-/// The frozen bundle schemas, compiled into the package so validation never reads files from a checkout
-/// (a team may depend on `OutpostBundles` alone), and so a server can serve them as they are.
-/// A test checks that each equals its file under `schemas/` byte for byte.
+import Foundation
+import OutpostModels
+
+/// The bundle schemas of an app's schema (`AppSchema`), generated from its entities: the XSD libxml2's
+/// validator enforces while streaming, and the JSON Schema (2020-12) the JSON reader's checks follow.
+/// `schemas/bundle.xsd` and `schemas/bundle.schema.json` are the field-service schema's output, which a
+/// test holds byte for byte (`outpost schema xsd`, `outpost schema json-schema` print them).
+///
+/// Only the entities change from one schema to another: the header, the sync metadata and the
+/// shared simple types are the format's, written here once.
 public enum BundleSchema {
-    /// `schemas/bundle.xsd`: the XML encoding, which libxml2's validator enforces while streaming.
-    public static let xsd = #"""
+    /// The field-service schema's XSD (`schemas/bundle.xsd`).
+    public static let xsd = xsd(for: EntityCatalog.schema)
+
+    /// The field-service schema's JSON Schema (`schemas/bundle.schema.json`).
+    public static let jsonSchema = jsonSchema(for: EntityCatalog.schema)
+
+    /// The XSD of `schema`'s bundles: an element per entity in the records' choice, a complex type per
+    /// entity (its fields as elements in declaration order, optional ones `minOccurs="0"`, choices as
+    /// enumerations), the sync metadata as attributes.
+    public static func xsd(for schema: AppSchema) -> String {
+        var text = XSDFrame.prefix
+        for description in schema.entities {
+            text += "              <xs:element name=\"\(description.type.rawValue)\" type=\"\(description.type.rawValue)\"/>\n"
+        }
+        text += XSDFrame.middle
+        for description in schema.entities {
+            text += "  <xs:complexType name=\"\(description.type.rawValue)\">\n    <xs:sequence>\n"
+            for field in description.fields {
+                let occurs = field.isOptional ? " minOccurs=\"0\"" : ""
+                if case .choice(let values) = field.kind {
+                    text += "      <xs:element name=\"\(field.name)\"\(occurs)>\n        <xs:simpleType>\n"
+                    text += "          <xs:restriction base=\"xs:string\">\n"
+                    for value in values { text += "            <xs:enumeration value=\"\(value)\"/>\n" }
+                    text += "          </xs:restriction>\n        </xs:simpleType>\n      </xs:element>\n"
+                } else {
+                    text += "      <xs:element name=\"\(field.name)\" type=\"\(xsdType(of: field.kind))\"\(occurs)/>\n"
+                }
+            }
+            text += "    </xs:sequence>\n    <xs:attributeGroup ref=\"sync\"/>\n  </xs:complexType>\n\n"
+        }
+        return text + XSDFrame.suffix
+    }
+
+    private static func xsdType(of kind: FieldKind) -> String {
+        switch kind {
+        case .text: "text"
+        case .integer: "xs:long"
+        case .real: "xs:double"
+        case .bool: "xs:boolean"
+        case .date: "timestamp"
+        case .uuid: "uuid"
+        case .blob: "xs:base64Binary"
+        case .money, .count: "count"
+        case .quantity: "quantity"
+        case .day: "day"
+        case .sha256: "sha256"
+        case .choice: "xs:string"  // written as an enumeration instead
+        }
+    }
+
+    /// The JSON Schema of `schema`'s bundles: a definition per entity (`entity` its name, the sync
+    /// metadata, `fields` with each non-optional field required and optional ones also null).
+    public static func jsonSchema(for schema: AppSchema) -> String {
+        var definitions = JSONFrame.sharedDefinitions
+        for description in schema.entities {
+            var properties: [(String, OrderedJSON)] = []
+            for field in description.fields {
+                let value = jsonType(of: field.kind)
+                properties.append((field.name, field.isOptional ? .object([("anyOf", .array([value, .object([("type", .string("null"))])]))]) : value))
+            }
+            definitions.append((description.type.rawValue, .object([
+                ("type", .string("object")),
+                ("additionalProperties", .bool(false)),
+                ("required", .array(["entity", "id", "version", "createdAt", "updatedAt", "fields"].map(OrderedJSON.string))),
+                ("properties", .object([("entity", .object([("const", .string(description.type.rawValue))]))] + JSONFrame.syncProperties + [
+                    ("fields", .object([
+                        ("type", .string("object")),
+                        ("additionalProperties", .bool(false)),
+                        ("required", .array(description.fields.filter { !$0.isOptional }.map { .string($0.name) })),
+                        ("properties", .object(properties)),
+                    ])),
+                ])),
+            ])))
+        }
+        let records: OrderedJSON = .object([
+            ("type", .string("array")),
+            ("items", .object([("oneOf", .array(schema.entities.map { .object([("$ref", .string("#/$defs/\($0.type.rawValue)"))]) }))])),
+        ])
+        let document = OrderedJSON.object(JSONFrame.head + [
+            ("properties", .object(JSONFrame.headerProperties + [("records", records)])),
+            ("$defs", .object(definitions)),
+        ])
+        return document.text(indent: 0) + "\n"
+    }
+
+    private static func jsonType(of kind: FieldKind) -> OrderedJSON {
+        func reference(_ name: String) -> OrderedJSON { .object([("$ref", .string("#/$defs/\(name)"))]) }
+        switch kind {
+        case .text: return reference("text")
+        case .integer: return .object([("type", .string("integer"))])
+        case .real: return .object([("type", .string("number"))])
+        case .bool: return .object([("type", .string("boolean"))])
+        case .date: return reference("timestamp")
+        case .uuid: return reference("uuid")
+        case .blob: return .object([("type", .string("string")), ("contentEncoding", .string("base64"))])
+        case .money, .count: return reference("count")
+        case .quantity: return .object([("type", .string("number")), ("minimum", .integer(0))])
+        case .day: return reference("day")
+        case .sha256: return reference("sha256")
+        case .choice(let values): return .object([("enum", .array(values.map(OrderedJSON.string)))])
+        }
+    }
+}
+
+/// The format's fixed XSD text around the generated entity parts.
+private enum XSDFrame {
+    static let prefix = #"""
 <?xml version="1.0" encoding="UTF-8"?>
 <!-- Outpost pre-sync bundle, XML encoding, format versions 1 and 2. Frozen: a change is a new format version;
      version 2 adds the optional checkpoints attribute, and a version 1 document is valid as it was.
@@ -33,23 +145,9 @@ public enum BundleSchema {
         <xs:element name="records">
           <xs:complexType>
             <xs:choice minOccurs="0" maxOccurs="unbounded">
-              <xs:element name="opportunity" type="opportunity"/>
-              <xs:element name="project" type="project"/>
-              <xs:element name="member" type="member"/>
-              <xs:element name="scope" type="scope"/>
-              <xs:element name="measureSheet" type="measureSheet"/>
-              <xs:element name="measure" type="measure"/>
-              <xs:element name="scopeItem" type="scopeItem"/>
-              <xs:element name="discount" type="discount"/>
-              <xs:element name="financeOption" type="financeOption"/>
-              <xs:element name="fee" type="fee"/>
-              <xs:element name="asset" type="asset"/>
-              <xs:element name="referenceDocument" type="referenceDocument"/>
-              <xs:element name="issue" type="issue"/>
-              <xs:element name="comment" type="comment"/>
-              <xs:element name="dailyLog" type="dailyLog"/>
-              <xs:element name="timeEntry" type="timeEntry"/>
-              <xs:element name="mediaAttachment" type="mediaAttachment"/>
+"""# + "\n"
+
+    static let middle = #"""
             </xs:choice>
           </xs:complexType>
         </xs:element>
@@ -75,287 +173,9 @@ public enum BundleSchema {
     <xs:attribute name="deletedAt" type="timestamp"/>
   </xs:attributeGroup>
 
-  <xs:complexType name="opportunity">
-    <xs:sequence>
-      <xs:element name="name" type="text"/>
-      <xs:element name="customerName" type="text"/>
-      <xs:element name="address" type="text"/>
-      <xs:element name="stage">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="lead"/>
-            <xs:enumeration value="qualified"/>
-            <xs:enumeration value="proposal"/>
-            <xs:enumeration value="won"/>
-            <xs:enumeration value="lost"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="estimatedValueCents" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
+"""# + "\n"
 
-  <xs:complexType name="project">
-    <xs:sequence>
-      <xs:element name="opportunityID" type="uuid" minOccurs="0"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="number" type="text" minOccurs="0"/>
-      <xs:element name="address" type="text"/>
-      <xs:element name="status">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="planned"/>
-            <xs:enumeration value="active"/>
-            <xs:enumeration value="onHold"/>
-            <xs:enumeration value="completed"/>
-            <xs:enumeration value="cancelled"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="startDay" type="day" minOccurs="0"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="member">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="userID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="email" type="text"/>
-      <xs:element name="role">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="owner"/>
-            <xs:enumeration value="projectManager"/>
-            <xs:enumeration value="estimator"/>
-            <xs:enumeration value="foreman"/>
-            <xs:enumeration value="crew"/>
-            <xs:enumeration value="viewer"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="scope">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="notes" type="text"/>
-      <xs:element name="sortOrder" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="measureSheet">
-    <xs:sequence>
-      <xs:element name="scopeID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="notes" type="text"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="measure">
-    <xs:sequence>
-      <xs:element name="measureSheetID" type="uuid"/>
-      <xs:element name="label" type="text"/>
-      <xs:element name="quantity" type="quantity"/>
-      <xs:element name="unit" type="text"/>
-      <xs:element name="sortOrder" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="scopeItem">
-    <xs:sequence>
-      <xs:element name="scopeID" type="uuid"/>
-      <xs:element name="measureID" type="uuid" minOccurs="0"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="quantity" type="quantity"/>
-      <xs:element name="unit" type="text"/>
-      <xs:element name="unitPriceCents" type="count"/>
-      <xs:element name="sortOrder" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="discount">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="kind">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="percentage"/>
-            <xs:enumeration value="fixedAmount"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="value" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="financeOption">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="lender" type="text"/>
-      <xs:element name="termMonths" type="count"/>
-      <xs:element name="aprBasisPoints" type="count"/>
-      <xs:element name="downPaymentCents" type="count"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="fee">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="amountCents" type="count"/>
-      <xs:element name="isTaxable" type="xs:boolean"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="asset">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="name" type="text"/>
-      <xs:element name="qrCode" type="text"/>
-      <xs:element name="category" type="text"/>
-      <xs:element name="location" type="text"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="referenceDocument">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="title" type="text"/>
-      <xs:element name="kind">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="drawing"/>
-            <xs:enumeration value="rfi"/>
-            <xs:enumeration value="designNote"/>
-            <xs:enumeration value="specification"/>
-            <xs:enumeration value="other"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="revision" type="text"/>
-      <xs:element name="fileName" type="text"/>
-      <xs:element name="byteSize" type="count"/>
-      <xs:element name="sha256" type="sha256"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="issue">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="title" type="text"/>
-      <xs:element name="details" type="text"/>
-      <xs:element name="status">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="open"/>
-            <xs:enumeration value="inProgress"/>
-            <xs:enumeration value="resolved"/>
-            <xs:enumeration value="closed"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="priority">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="low"/>
-            <xs:enumeration value="medium"/>
-            <xs:enumeration value="high"/>
-            <xs:enumeration value="critical"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="assigneeID" type="uuid" minOccurs="0"/>
-      <xs:element name="latitude" type="xs:double" minOccurs="0"/>
-      <xs:element name="longitude" type="xs:double" minOccurs="0"/>
-      <xs:element name="assetID" type="uuid" minOccurs="0"/>
-      <xs:element name="modelElementID" type="text" minOccurs="0"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="comment">
-    <xs:sequence>
-      <xs:element name="issueID" type="uuid"/>
-      <xs:element name="authorID" type="uuid"/>
-      <xs:element name="body" type="text"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="dailyLog">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="authorID" type="uuid"/>
-      <xs:element name="day" type="day"/>
-      <xs:element name="notes" type="text"/>
-      <xs:element name="weather" type="text"/>
-      <xs:element name="crew" type="text"/>
-      <xs:element name="crewSize" type="count"/>
-      <xs:element name="hours" type="quantity"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="timeEntry">
-    <xs:sequence>
-      <xs:element name="projectID" type="uuid"/>
-      <xs:element name="memberID" type="uuid"/>
-      <xs:element name="kind">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="clockIn"/>
-            <xs:enumeration value="clockOut"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="recordedAt" type="timestamp"/>
-      <xs:element name="clockInID" type="uuid" minOccurs="0"/>
-      <xs:element name="latitude" type="xs:double" minOccurs="0"/>
-      <xs:element name="longitude" type="xs:double" minOccurs="0"/>
-      <xs:element name="note" type="text"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
-  <xs:complexType name="mediaAttachment">
-    <xs:sequence>
-      <xs:element name="issueID" type="uuid" minOccurs="0"/>
-      <xs:element name="dailyLogID" type="uuid" minOccurs="0"/>
-      <xs:element name="kind">
-        <xs:simpleType>
-          <xs:restriction base="xs:string">
-            <xs:enumeration value="photo"/>
-            <xs:enumeration value="voiceNote"/>
-          </xs:restriction>
-        </xs:simpleType>
-      </xs:element>
-      <xs:element name="fileName" type="text"/>
-      <xs:element name="contentType" type="text"/>
-      <xs:element name="byteSize" type="count"/>
-      <xs:element name="sha256" type="sha256"/>
-      <xs:element name="thumbnail" type="xs:base64Binary" minOccurs="0"/>
-      <xs:element name="capturedAt" type="timestamp"/>
-      <xs:element name="durationSeconds" type="quantity" minOccurs="0"/>
-    </xs:sequence>
-    <xs:attributeGroup ref="sync"/>
-  </xs:complexType>
-
+    static let suffix = #"""
   <xs:simpleType name="uuid">
     <xs:restriction base="xs:string"><xs:pattern value="[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"/></xs:restriction>
   </xs:simpleType>
@@ -392,1682 +212,186 @@ public enum BundleSchema {
 </xs:schema>
 
 """#
-
-    /// `schemas/bundle.schema.json`: the JSON encoding (JSON Schema 2020-12), enforced by the JSON reader.
-    public static let jsonSchema = #"""
-{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "$id": "urn:outpost:bundle:1",
-  "title": "Outpost pre-sync bundle, JSON encoding, format versions 1 and 2",
-  "description": "One project's records as the server sees them, and the files a zip container ships. Frozen: a change is a new format version; version 2 adds the optional checkpoints (the points of the server's history the records were read at, which an importing device asks the server to confirm), and a version 1 document is valid as it was. A null field may be null or absent. Instants are ISO 8601 UTC with milliseconds, ids UUIDs, blobs base64. Semantic rules (required text not blank, clock-out pairing...) are the entity catalog's and are checked after this schema.",
-  "type": "object",
-  "additionalProperties": false,
-  "required": [
-    "format",
-    "formatVersion",
-    "projectID",
-    "records"
-  ],
-  "properties": {
-    "format": {
-      "const": "outpost-bundle"
-    },
-    "formatVersion": {
-      "type": "integer",
-      "minimum": 1
-    },
-    "projectID": {
-      "$ref": "#/$defs/uuid"
-    },
-    "asOf": {
-      "anyOf": [
-        {
-          "$ref": "#/$defs/timestamp"
-        },
-        {
-          "type": "null"
-        }
-      ]
-    },
-    "checkpoints": {
-      "type": "array",
-      "minItems": 1,
-      "maxItems": 64,
-      "items": {
-        "$ref": "#/$defs/checkpoint"
-      }
-    },
-    "files": {
-      "type": "array",
-      "items": {
-        "$ref": "#/$defs/file"
-      }
-    },
-    "records": {
-      "type": "array",
-      "items": {
-        "oneOf": [
-          {
-            "$ref": "#/$defs/opportunity"
-          },
-          {
-            "$ref": "#/$defs/project"
-          },
-          {
-            "$ref": "#/$defs/member"
-          },
-          {
-            "$ref": "#/$defs/scope"
-          },
-          {
-            "$ref": "#/$defs/measureSheet"
-          },
-          {
-            "$ref": "#/$defs/measure"
-          },
-          {
-            "$ref": "#/$defs/scopeItem"
-          },
-          {
-            "$ref": "#/$defs/discount"
-          },
-          {
-            "$ref": "#/$defs/financeOption"
-          },
-          {
-            "$ref": "#/$defs/fee"
-          },
-          {
-            "$ref": "#/$defs/asset"
-          },
-          {
-            "$ref": "#/$defs/referenceDocument"
-          },
-          {
-            "$ref": "#/$defs/issue"
-          },
-          {
-            "$ref": "#/$defs/comment"
-          },
-          {
-            "$ref": "#/$defs/dailyLog"
-          },
-          {
-            "$ref": "#/$defs/timeEntry"
-          },
-          {
-            "$ref": "#/$defs/mediaAttachment"
-          }
-        ]
-      }
-    }
-  },
-  "$defs": {
-    "uuid": {
-      "type": "string",
-      "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-    },
-    "checkpoint": {
-      "type": "string",
-      "pattern": "^[1-9][0-9]{0,18}\\.[0-9a-f]{16}$"
-    },
-    "timestamp": {
-      "type": "string",
-      "format": "date-time",
-      "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?Z$"
-    },
-    "day": {
-      "type": "string",
-      "format": "date",
-      "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-    },
-    "sha256": {
-      "type": "string",
-      "pattern": "^[0-9a-f]{64}$"
-    },
-    "text": {
-      "type": "string",
-      "maxLength": 1048576
-    },
-    "count": {
-      "type": "integer",
-      "minimum": 0,
-      "maximum": 9223372036854775807
-    },
-    "file": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "name",
-        "byteSize",
-        "sha256"
-      ],
-      "properties": {
-        "name": {
-          "type": "string",
-          "minLength": 1,
-          "maxLength": 1024
-        },
-        "byteSize": {
-          "$ref": "#/$defs/count"
-        },
-        "sha256": {
-          "$ref": "#/$defs/sha256"
-        }
-      }
-    },
-    "opportunity": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "opportunity"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "name",
-            "customerName",
-            "address",
-            "stage",
-            "estimatedValueCents"
-          ],
-          "properties": {
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "customerName": {
-              "$ref": "#/$defs/text"
-            },
-            "address": {
-              "$ref": "#/$defs/text"
-            },
-            "stage": {
-              "enum": [
-                "lead",
-                "qualified",
-                "proposal",
-                "won",
-                "lost"
-              ]
-            },
-            "estimatedValueCents": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "project": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "project"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "name",
-            "address",
-            "status"
-          ],
-          "properties": {
-            "opportunityID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "number": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/text"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "address": {
-              "$ref": "#/$defs/text"
-            },
-            "status": {
-              "enum": [
-                "planned",
-                "active",
-                "onHold",
-                "completed",
-                "cancelled"
-              ]
-            },
-            "startDay": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/day"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            }
-          }
-        }
-      }
-    },
-    "member": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "member"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "userID",
-            "name",
-            "email",
-            "role"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "userID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "email": {
-              "$ref": "#/$defs/text"
-            },
-            "role": {
-              "enum": [
-                "owner",
-                "projectManager",
-                "estimator",
-                "foreman",
-                "crew",
-                "viewer"
-              ]
-            }
-          }
-        }
-      }
-    },
-    "scope": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "scope"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "name",
-            "notes",
-            "sortOrder"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "notes": {
-              "$ref": "#/$defs/text"
-            },
-            "sortOrder": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "measureSheet": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "measureSheet"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "scopeID",
-            "name",
-            "notes"
-          ],
-          "properties": {
-            "scopeID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "notes": {
-              "$ref": "#/$defs/text"
-            }
-          }
-        }
-      }
-    },
-    "measure": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "measure"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "measureSheetID",
-            "label",
-            "quantity",
-            "unit",
-            "sortOrder"
-          ],
-          "properties": {
-            "measureSheetID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "label": {
-              "$ref": "#/$defs/text"
-            },
-            "quantity": {
-              "type": "number",
-              "minimum": 0
-            },
-            "unit": {
-              "$ref": "#/$defs/text"
-            },
-            "sortOrder": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "scopeItem": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "scopeItem"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "scopeID",
-            "name",
-            "quantity",
-            "unit",
-            "unitPriceCents",
-            "sortOrder"
-          ],
-          "properties": {
-            "scopeID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "measureID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "quantity": {
-              "type": "number",
-              "minimum": 0
-            },
-            "unit": {
-              "$ref": "#/$defs/text"
-            },
-            "unitPriceCents": {
-              "$ref": "#/$defs/count"
-            },
-            "sortOrder": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "discount": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "discount"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "name",
-            "kind",
-            "value"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "kind": {
-              "enum": [
-                "percentage",
-                "fixedAmount"
-              ]
-            },
-            "value": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "financeOption": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "financeOption"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "lender",
-            "termMonths",
-            "aprBasisPoints",
-            "downPaymentCents"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "lender": {
-              "$ref": "#/$defs/text"
-            },
-            "termMonths": {
-              "$ref": "#/$defs/count"
-            },
-            "aprBasisPoints": {
-              "$ref": "#/$defs/count"
-            },
-            "downPaymentCents": {
-              "$ref": "#/$defs/count"
-            }
-          }
-        }
-      }
-    },
-    "fee": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "fee"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "name",
-            "amountCents",
-            "isTaxable"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "amountCents": {
-              "$ref": "#/$defs/count"
-            },
-            "isTaxable": {
-              "type": "boolean"
-            }
-          }
-        }
-      }
-    },
-    "asset": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "asset"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "name",
-            "qrCode",
-            "category",
-            "location"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "name": {
-              "$ref": "#/$defs/text"
-            },
-            "qrCode": {
-              "$ref": "#/$defs/text"
-            },
-            "category": {
-              "$ref": "#/$defs/text"
-            },
-            "location": {
-              "$ref": "#/$defs/text"
-            }
-          }
-        }
-      }
-    },
-    "referenceDocument": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "referenceDocument"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "title",
-            "kind",
-            "revision",
-            "fileName",
-            "byteSize",
-            "sha256"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "title": {
-              "$ref": "#/$defs/text"
-            },
-            "kind": {
-              "enum": [
-                "drawing",
-                "rfi",
-                "designNote",
-                "specification",
-                "other"
-              ]
-            },
-            "revision": {
-              "$ref": "#/$defs/text"
-            },
-            "fileName": {
-              "$ref": "#/$defs/text"
-            },
-            "byteSize": {
-              "$ref": "#/$defs/count"
-            },
-            "sha256": {
-              "$ref": "#/$defs/sha256"
-            }
-          }
-        }
-      }
-    },
-    "issue": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "issue"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "title",
-            "details",
-            "status",
-            "priority"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "title": {
-              "$ref": "#/$defs/text"
-            },
-            "details": {
-              "$ref": "#/$defs/text"
-            },
-            "status": {
-              "enum": [
-                "open",
-                "inProgress",
-                "resolved",
-                "closed"
-              ]
-            },
-            "priority": {
-              "enum": [
-                "low",
-                "medium",
-                "high",
-                "critical"
-              ]
-            },
-            "assigneeID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "latitude": {
-              "anyOf": [
-                {
-                  "type": "number"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "longitude": {
-              "anyOf": [
-                {
-                  "type": "number"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "assetID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "modelElementID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/text"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            }
-          }
-        }
-      }
-    },
-    "comment": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "comment"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "issueID",
-            "authorID",
-            "body"
-          ],
-          "properties": {
-            "issueID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "authorID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "body": {
-              "$ref": "#/$defs/text"
-            }
-          }
-        }
-      }
-    },
-    "dailyLog": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "dailyLog"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "authorID",
-            "day",
-            "notes",
-            "weather",
-            "crew",
-            "crewSize",
-            "hours"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "authorID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "day": {
-              "$ref": "#/$defs/day"
-            },
-            "notes": {
-              "$ref": "#/$defs/text"
-            },
-            "weather": {
-              "$ref": "#/$defs/text"
-            },
-            "crew": {
-              "$ref": "#/$defs/text"
-            },
-            "crewSize": {
-              "$ref": "#/$defs/count"
-            },
-            "hours": {
-              "type": "number",
-              "minimum": 0
-            }
-          }
-        }
-      }
-    },
-    "timeEntry": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "timeEntry"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "projectID",
-            "memberID",
-            "kind",
-            "recordedAt",
-            "note"
-          ],
-          "properties": {
-            "projectID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "memberID": {
-              "$ref": "#/$defs/uuid"
-            },
-            "kind": {
-              "enum": [
-                "clockIn",
-                "clockOut"
-              ]
-            },
-            "recordedAt": {
-              "$ref": "#/$defs/timestamp"
-            },
-            "clockInID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "latitude": {
-              "anyOf": [
-                {
-                  "type": "number"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "longitude": {
-              "anyOf": [
-                {
-                  "type": "number"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "note": {
-              "$ref": "#/$defs/text"
-            }
-          }
-        }
-      }
-    },
-    "mediaAttachment": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": [
-        "entity",
-        "id",
-        "version",
-        "createdAt",
-        "updatedAt",
-        "fields"
-      ],
-      "properties": {
-        "entity": {
-          "const": "mediaAttachment"
-        },
-        "id": {
-          "$ref": "#/$defs/uuid"
-        },
-        "serverID": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/text"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "version": {
-          "$ref": "#/$defs/count"
-        },
-        "createdAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "updatedAt": {
-          "$ref": "#/$defs/timestamp"
-        },
-        "deletedAt": {
-          "anyOf": [
-            {
-              "$ref": "#/$defs/timestamp"
-            },
-            {
-              "type": "null"
-            }
-          ]
-        },
-        "fields": {
-          "type": "object",
-          "additionalProperties": false,
-          "required": [
-            "kind",
-            "fileName",
-            "contentType",
-            "byteSize",
-            "sha256",
-            "capturedAt"
-          ],
-          "properties": {
-            "issueID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "dailyLogID": {
-              "anyOf": [
-                {
-                  "$ref": "#/$defs/uuid"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "kind": {
-              "enum": [
-                "photo",
-                "voiceNote"
-              ]
-            },
-            "fileName": {
-              "$ref": "#/$defs/text"
-            },
-            "contentType": {
-              "$ref": "#/$defs/text"
-            },
-            "byteSize": {
-              "$ref": "#/$defs/count"
-            },
-            "sha256": {
-              "$ref": "#/$defs/sha256"
-            },
-            "thumbnail": {
-              "anyOf": [
-                {
-                  "type": "string",
-                  "contentEncoding": "base64"
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            },
-            "capturedAt": {
-              "$ref": "#/$defs/timestamp"
-            },
-            "durationSeconds": {
-              "anyOf": [
-                {
-                  "type": "number",
-                  "minimum": 0
-                },
-                {
-                  "type": "null"
-                }
-              ]
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
-"""#
+/// The format's fixed JSON Schema parts around the generated entity definitions.
+private enum JSONFrame {
+    static let head: [(String, OrderedJSON)] = [
+        ("$schema", .string("https://json-schema.org/draft/2020-12/schema")),
+        ("$id", .string("urn:outpost:bundle:1")),
+        ("title", .string("Outpost pre-sync bundle, JSON encoding, format versions 1 and 2")),
+        ("description", .string("One project's records as the server sees them, and the files a zip container ships. Frozen: a change is a new format version; version 2 adds the optional checkpoints (the points of the server's history the records were read at, which an importing device asks the server to confirm), and a version 1 document is valid as it was. A null field may be null or absent. Instants are ISO 8601 UTC with milliseconds, ids UUIDs, blobs base64. Semantic rules (required text not blank, clock-out pairing...) are the entity catalog's and are checked after this schema.")),
+        ("type", .string("object")),
+        ("additionalProperties", .bool(false)),
+        ("required", .array([.string("format"), .string("formatVersion"), .string("projectID"), .string("records")])),
+    ]
+
+    /// The header's properties, before `records`.
+    static let headerProperties: [(String, OrderedJSON)] = [
+        ("format", .object([
+            ("const", .string("outpost-bundle")),
+        ])),
+        ("formatVersion", .object([
+            ("type", .string("integer")),
+            ("minimum", .integer(1)),
+        ])),
+        ("projectID", .object([
+            ("$ref", .string("#/$defs/uuid")),
+        ])),
+        ("asOf", .object([
+            ("anyOf", .array([
+                .object([
+                    ("$ref", .string("#/$defs/timestamp")),
+                ]),
+                .object([
+                    ("type", .string("null")),
+                ]),
+            ])),
+        ])),
+        ("checkpoints", .object([
+            ("type", .string("array")),
+            ("minItems", .integer(1)),
+            ("maxItems", .integer(64)),
+            ("items", .object([
+                ("$ref", .string("#/$defs/checkpoint")),
+            ])),
+        ])),
+        ("files", .object([
+            ("type", .string("array")),
+            ("items", .object([
+                ("$ref", .string("#/$defs/file")),
+            ])),
+        ])),
+    ]
+
+    /// Definitions every schema's bundles use, before the entities'.
+    static let sharedDefinitions: [(String, OrderedJSON)] = [
+        ("uuid", .object([
+            ("type", .string("string")),
+            ("pattern", .string("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")),
+        ])),
+        ("checkpoint", .object([
+            ("type", .string("string")),
+            ("pattern", .string(#"^[1-9][0-9]{0,18}\.[0-9a-f]{16}$"#)),
+        ])),
+        ("timestamp", .object([
+            ("type", .string("string")),
+            ("format", .string("date-time")),
+            ("pattern", .string(#"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$"#)),
+        ])),
+        ("day", .object([
+            ("type", .string("string")),
+            ("format", .string("date")),
+            ("pattern", .string("^[0-9]{4}-[0-9]{2}-[0-9]{2}$")),
+        ])),
+        ("sha256", .object([
+            ("type", .string("string")),
+            ("pattern", .string("^[0-9a-f]{64}$")),
+        ])),
+        ("text", .object([
+            ("type", .string("string")),
+            ("maxLength", .integer(1048576)),
+        ])),
+        ("count", .object([
+            ("type", .string("integer")),
+            ("minimum", .integer(0)),
+            ("maximum", .integer(9223372036854775807)),
+        ])),
+        ("file", .object([
+            ("type", .string("object")),
+            ("additionalProperties", .bool(false)),
+            ("required", .array([.string("name"), .string("byteSize"), .string("sha256")])),
+            ("properties", .object([
+                ("name", .object([
+                    ("type", .string("string")),
+                    ("minLength", .integer(1)),
+                    ("maxLength", .integer(1024)),
+                ])),
+                ("byteSize", .object([
+                    ("$ref", .string("#/$defs/count")),
+                ])),
+                ("sha256", .object([
+                    ("$ref", .string("#/$defs/sha256")),
+                ])),
+            ])),
+        ])),
+    ]
+
+    /// A record's sync metadata, after its `entity`.
+    static let syncProperties: [(String, OrderedJSON)] = [
+        ("id", .object([
+            ("$ref", .string("#/$defs/uuid")),
+        ])),
+        ("serverID", .object([
+            ("anyOf", .array([
+                .object([
+                    ("$ref", .string("#/$defs/text")),
+                ]),
+                .object([
+                    ("type", .string("null")),
+                ]),
+            ])),
+        ])),
+        ("version", .object([
+            ("$ref", .string("#/$defs/count")),
+        ])),
+        ("createdAt", .object([
+            ("$ref", .string("#/$defs/timestamp")),
+        ])),
+        ("updatedAt", .object([
+            ("$ref", .string("#/$defs/timestamp")),
+        ])),
+        ("deletedAt", .object([
+            ("anyOf", .array([
+                .object([
+                    ("$ref", .string("#/$defs/timestamp")),
+                ]),
+                .object([
+                    ("type", .string("null")),
+                ]),
+            ])),
+        ])),
+    ]
+}
+
+/// A JSON value whose objects keep their keys' order, written as Python's `json.dumps(indent=2)`
+/// writes (the frozen file's form). Foundation's `JSONSerialization` sorts or scrambles keys and spaces
+/// its colons otherwise, so the generated text could not be held byte for byte to the file.
+indirect enum OrderedJSON: Sendable {
+    case object([(String, OrderedJSON)])
+    case array([OrderedJSON])
+    case string(String)
+    case integer(Int64)
+    case bool(Bool)
+
+    func text(indent: Int) -> String {
+        let inner = String(repeating: " ", count: indent + 2), outer = String(repeating: " ", count: indent)
+        switch self {
+        case .object(let members):
+            if members.isEmpty { return "{}" }
+            return "{\n" + members.map { inner + Self.quote($0.0) + ": " + $0.1.text(indent: indent + 2) }.joined(separator: ",\n")
+                + "\n" + outer + "}"
+        case .array(let items):
+            if items.isEmpty { return "[]" }
+            return "[\n" + items.map { inner + $0.text(indent: indent + 2) }.joined(separator: ",\n") + "\n" + outer + "]"
+        case .string(let value): return Self.quote(value)
+        case .integer(let value): return String(value)
+        case .bool(let value): return value ? "true" : "false"
+        }
+    }
+
+    /// As `json.dumps` quotes: `"` and `\` escaped, control and non-ASCII characters as `\uXXXX`.
+    private static func quote(_ text: String) -> String {
+        var quoted = "\""
+        for unit in text.utf16 {
+            switch unit {
+            case 0x22: quoted += "\\\""
+            case 0x5C: quoted += "\\\\"
+            case 0x0A: quoted += "\\n"
+            case 0x20..<0x7F: quoted += String(UnicodeScalar(UInt8(unit)))
+            default: quoted += String(format: "\\u%04x", unit)
+            }
+        }
+        return quoted + "\""
+    }
 }
