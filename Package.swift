@@ -109,7 +109,10 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostMigratorTests",
-            dependencies: [.product(name: "OutpostMigrator", package: "OutpostMigrator")],
+            dependencies: [
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
+            ],
             path: "Packages/OutpostMigrator/Tests/OutpostMigratorTests"
         ),
         .testTarget(
@@ -137,6 +140,7 @@ let package = Package(
             dependencies: [
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
             ],
             path: "Packages/OutpostStore/Tests/OutpostStoreTests"
         ),

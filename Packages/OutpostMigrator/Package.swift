@@ -6,11 +6,14 @@ import PackageDescription
 let package = Package(
     name: "OutpostMigrator",
     products: [
-        .library(name: "OutpostMigrator", targets: ["OutpostMigrator"])
+        .library(name: "OutpostMigrator", targets: ["OutpostMigrator"]),
+        // For a team's test targets: migration path tests of its own steps (`MigrationPathCheck`).
+        .library(name: "OutpostMigrationTesting", targets: ["OutpostMigrationTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(path: "../OutpostTesting"),
     ],
     targets: [
         // sqlite3_config is variadic, which Swift cannot call: a header of inline wrappers is all it takes.
@@ -23,10 +26,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(
+            name: "OutpostMigrationTesting",
+            dependencies: [
+                "OutpostMigrator",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ]
+        ),
         .testTarget(
             name: "OutpostMigratorTests",
             dependencies: [
-                "OutpostMigrator",
+                "OutpostMigrator", "OutpostMigrationTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]

@@ -38,7 +38,10 @@ let package = Package(
         ),
         .testTarget(
             name: "OutpostStoreTests",
-            dependencies: ["OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting")]
+            dependencies: [
+                "OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting"),
+                .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
+            ]
         ),
         // Importing and exporting pre-sync bundles through the store.
         .testTarget(

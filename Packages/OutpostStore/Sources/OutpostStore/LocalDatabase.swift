@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import OutpostMigrator
+import OutpostModels
 
 /// Maintenance of a local database file: upgrading it and describing it. Used by `outpost migrate`
 /// and `outpost info`, and by the store when it opens a file.
@@ -9,11 +10,24 @@ public enum LocalDatabase {
     @discardableResult
     public static func migrate(at path: String, to version: Int? = nil) throws(StoreError) -> Migrator.Outcome {
         let queue = try open(path, mustExist: false)
+        let outcome: Migrator.Outcome
         do {
-            return try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
+            outcome = try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
         } catch {
             throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error, underlying: error)
         }
+        // At the latest version every declared field has its column: a step the schema needs and
+        // nobody wrote is named now, not found by a failing write.
+        if outcome.to == LocalSchema.latestVersion {
+            do {
+                try queue.read { db in try DeclaredColumns.check(EntityCatalog.all, in: db, path: path) }
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError(failure: error, path: path)
+            }
+        }
+        return outcome
     }
 
     /// Describes the database at `path` without changing it: version, applied steps, rows per table.

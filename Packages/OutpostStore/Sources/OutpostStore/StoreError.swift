@@ -11,6 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
+            case schemaMismatch
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -29,6 +30,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidRecord = Code(.invalidRecord)
         /// No open conflict has the given number.
         public static let conflictNotFound = Code(.conflictNotFound)
+        /// The database's tables lack a column a declared field needs, or hold it with another type;
+        /// `modelError` names the entity and field. A migration step is missing.
+        public static let schemaMismatch = Code(.schemaMismatch)
 
         public var description: String { wrapped.rawValue }
     }

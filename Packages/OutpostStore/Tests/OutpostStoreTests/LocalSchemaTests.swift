@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostMigrator
 import OutpostModels
+import OutpostMigrationTesting
 import Testing
 @testable import OutpostStore
 
@@ -17,16 +18,13 @@ import Testing
         #expect(schema == frozen, "v\(version) differs from schemas/local/v\(version).sql: shipped versions never change")
     }
 
-    /// Shipped steps never change; a new step is appended to `steps.txt` the first time it runs here.
-    @Test func shippedStepsAreNeverEdited() throws {
-        let current = LocalSchema.steps.map { "\($0.version) \($0.checksum) \($0.name)" }
-        let url = FrozenSchemas.folder.appendingPathComponent("steps.txt")
-        let frozen = try String(contentsOf: url, encoding: .utf8).split(separator: "\n").map(String.init)
-        #expect(Array(current.prefix(frozen.count)) == frozen, "a shipped step changed; add a new step instead")
-        if current.count > frozen.count {
-            try (frozen + current[frozen.count...]).map { $0 + "\n" }.joined().write(to: url, atomically: true, encoding: .utf8)
-            Issue.record("new steps were recorded in schemas/local/steps.txt; commit them")
-        }
+    /// The field-service schema's path tests, by the product a team runs on its own steps: shipped steps
+    /// never change (`schemas/local/steps.txt`; a new step is recorded there and fails once, to be
+    /// committed), and every version filled with edge-case rows upgrades to the latest keeping every value.
+    @Test func theMigrationPathCheckHolds() throws {
+        let check = MigrationPathCheck(
+            migrator: LocalSchema.migrator, checksums: FrozenSchemas.folder.appendingPathComponent("steps.txt"), rowsPerTable: 40)
+        try check.run()
     }
 
     @Test func upgradingFromV1EqualsStartingFresh() throws {
@@ -135,5 +133,23 @@ import Testing
             }
         }
         return defaults
+    }
+}
+
+/// Opening a store checks that every declared field has a column of its kind's type, naming what is missing.
+@Suite struct DeclaredColumnsTests {
+    @Test(arguments: [
+        ("ALTER TABLE comments DROP COLUMN body", "comment", "body", "has no column body"),
+        ("ALTER TABLE scopes DROP COLUMN notes; ALTER TABLE scopes ADD COLUMN notes INTEGER", "scope", "notes", "is INTEGER, the field needs TEXT"),
+        ("DROP TABLE fees", "fee", nil, "has no table fees"),
+    ])
+    func aMissingOrMistypedColumnIsNamedWhenTheStoreOpens(_ change: String, entity: String, field: String?, says: String) throws {
+        let database = try TemporaryDatabase()
+        _ = try LocalStore.open(at: database.path)
+        try database.queue.write { try $0.execute(sql: change) }
+        let error = try #require(throws: StoreError.self) { _ = try LocalStore.open(at: database.path) }
+        #expect(error.code == .schemaMismatch)
+        #expect(error.modelError?.entity.rawValue == entity && error.modelError?.field == field, "\(error)")
+        #expect(error.message.contains(says), "\(error)")
     }
 }

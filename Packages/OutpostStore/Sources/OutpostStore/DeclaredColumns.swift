@@ -1,0 +1,52 @@
+import GRDB
+import OutpostModels
+
+/// Checks that a database's tables hold every declared field, each in a column of a type its kind
+/// is stored as: the app's entity tables come from its own migration steps, and a step the schema
+/// needs but nobody wrote is found when the store opens, named, rather than by a failing write.
+enum DeclaredColumns {
+    /// The SQLite type each field kind is stored with (the sync columns are the toolkit's own).
+    static func columnType(of kind: FieldKind) -> String {
+        switch kind {
+        case .text, .day, .sha256, .choice, .uuid: "TEXT"
+        case .integer, .money, .count, .bool, .date: "INTEGER"
+        case .real, .quantity: "REAL"
+        case .blob: "BLOB"
+        }
+    }
+
+    /// Throws `schemaMismatch` for the first declared table, sync column or field the database lacks or
+    /// holds with another type, naming the entity, the field and the step to write.
+    static func check(_ entities: [EntityDescription], in db: Database, path: String) throws(StoreError) {
+        for description in entities {
+            let columns: [String: String]
+            do {
+                columns = Dictionary(
+                    try Row.fetchAll(db, sql: "SELECT name, type FROM pragma_table_info(?)", arguments: [description.table])
+                        .map { (($0["name"] as String), ($0["type"] as String).uppercased()) },
+                    uniquingKeysWith: { first, _ in first })
+            } catch {
+                throw StoreError(failure: error, path: path)
+            }
+            func mismatch(_ field: String?, _ message: String) -> StoreError {
+                let cause = ModelError(.invalidSchema, entity: description.type, field: field, message: message)
+                return StoreError(.schemaMismatch, path: path, message: "\(cause)", modelError: cause, underlying: cause)
+            }
+            guard !columns.isEmpty else {
+                throw mismatch(nil, "the database has no table \(description.table); a migration step that creates it is missing")
+            }
+            for column in TableLayout.syncColumns where columns[column] == nil {
+                throw mismatch(nil, "table \(description.table) has no sync column \(column); create it as the toolkit's tables are")
+            }
+            for field in description.fields {
+                let name = ColumnName.forField(field.name), wanted = columnType(of: field.kind)
+                guard let type = columns[name] else {
+                    throw mismatch(field.name, "table \(description.table) has no column \(name) (\(wanted)); a migration step that adds it is missing")
+                }
+                guard type == wanted else {
+                    throw mismatch(field.name, "column \(description.table).\(name) is \(type.isEmpty ? "untyped" : type), the field needs \(wanted)")
+                }
+            }
+        }
+    }
+}
