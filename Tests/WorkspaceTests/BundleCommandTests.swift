@@ -49,6 +49,16 @@ import Testing
         #expect(printed.output == frozen)
     }
 
+    /// The sync API document's entity part is the schema's: writing it again changes nothing.
+    @Test func theAPIDocumentsEntityPartIsTheSchemas() async throws {
+        let document = Self.examples.deletingLastPathComponent().appendingPathComponent("sync-api.yaml")
+        let printed = try await Outpost.run(["schema", "openapi", document.path])
+        #expect(printed.status == 0, "\(printed.errorOutput)")
+        #expect(printed.output == (try String(contentsOf: document, encoding: .utf8)))
+        let missing = try await Outpost.run(["schema", "openapi", Self.examples.appendingPathComponent("project-bundle.json").path])
+        #expect(missing.status != 0 && missing.errorOutput.contains("EntityType"), "\(missing.errorOutput)")
+    }
+
     @Test func aBrokenBundleFailsWithItsLocationAndChangesNothing() async throws {
         let folder = try TemporaryFolder()
         let broken = folder.file("broken.xml")

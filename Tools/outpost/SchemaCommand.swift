@@ -1,15 +1,18 @@
 import ArgumentParser
+import Foundation
 import OutpostBundles
 import OutpostModels
+import OutpostWire
 
-/// `outpost schema xsd|json-schema`: the bundle schemas generated from the field-service schema, as
-/// `schemas/bundle.xsd` and `schemas/bundle.schema.json` hold them (a test keeps the files equal).
+/// `outpost schema xsd|json-schema|openapi`: the contracts generated from the field-service schema, as
+/// `schemas/bundle.xsd`, `schemas/bundle.schema.json` and `schemas/sync-api.yaml` hold them (tests keep
+/// the files equal).
 struct SchemaCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "schema",
-        abstract: "Print a contract generated from the schema: the bundle XSD or JSON Schema.",
+        abstract: "Print a contract generated from the schema: the bundle XSD or JSON Schema, or the sync API document.",
         discussion: "The frozen files under schemas/ are this output for the field-service schema.",
-        subcommands: [XSD.self, JSONSchema.self]
+        subcommands: [XSD.self, JSONSchema.self, OpenAPI.self]
     )
 
     /// `outpost schema xsd`.
@@ -29,6 +32,22 @@ struct SchemaCommand: ParsableCommand {
 
         func run() {
             print(BundleSchema.jsonSchema(for: EntityCatalog.schema), terminator: "")
+        }
+    }
+
+    /// `outpost schema openapi DOCUMENT`.
+    struct OpenAPI: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "openapi",
+            abstract: "Print the sync API document with its entity part (the EntityType component) written for the schema.",
+            discussion: "The protocol's part is the document's own: give it (schemas/sync-api.yaml).")
+
+        @Argument(help: "The sync API document (OpenAPI 3, YAML).")
+        var document: String
+
+        func run() throws {
+            let text = try String(contentsOf: URL(fileURLWithPath: document), encoding: .utf8)
+            print(try SyncAPIDocument.withEntities(of: EntityCatalog.schema, in: text), terminator: "")
         }
     }
 }
