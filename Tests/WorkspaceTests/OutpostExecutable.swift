@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTesting
 
 /// The built `outpost` binary, found beside the test bundle in the build products folder.
 enum Outpost {
@@ -46,23 +47,19 @@ enum Outpost {
 /// the reliability run take a minute each) left no thread for any other test for 40 s, so in-process
 /// servers stopped answering and their clients' requests timed out.
 enum ChildProcess {
-    /// Starts `process` with its output and errors captured and waits on a thread of its own until it
-    /// exits, reading both pipes meanwhile so neither fills and stalls the child.
+    /// Runs the program `process` describes (executable, arguments, environment, folder) with its output
+    /// and errors captured, waiting on a thread of its own until it exits. Started by
+    /// `SpawnedProgram`, not by `process.run()`: Foundation's launch crashes in a process holding as
+    /// many descriptors as this test process does (see `SpawnedProgram`).
     static func finish(_ process: Process) async throws -> (status: Int32, output: Data, errors: Data) {
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        return await offThePool {
-            let errorText = LockedData()
-            Thread {
-                errorText.set(errors.fileHandleForReading.readDataToEndOfFile())
-                errorText.finish()
-            }.start()
-            let out = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, out, errorText.waitForValue())
+        guard let executable = process.executableURL?.path else { throw CocoaError(.fileNoSuchFile) }
+        let arguments = process.arguments ?? [], environment = process.environment
+        let directory = process.currentDirectoryURL?.path
+        let finished = await offThePool {
+            Result { try SpawnedProgram.run(executable, arguments: arguments, environment: environment, directory: directory) }
         }
+        let program = try finished.get()
+        return (program.status, program.output, program.errors)
     }
 
     /// Waits for `process` to exit without holding a thread of the pool.
