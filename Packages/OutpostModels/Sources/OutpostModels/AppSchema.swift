@@ -75,6 +75,19 @@ public struct AppSchema: Sendable {
         entities.first { $0.type == type }
     }
 
+    /// The names the bundle format itself uses for elements, types and definitions.
+    static let reservedNames: Set<String> = [
+        "bundle", "files", "file", "records", "sync", "uuid", "timestamp", "day", "sha256", "text", "filePath", "count",
+        "quantity", "checkpoint", "checkpoints",
+    ]
+
+    /// A name made of an ASCII letter then ASCII letters and digits: valid as an XML name, a JSON key and
+    /// (snake-cased) an SQL column, with nothing to escape anywhere.
+    static func isXMLName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic else { return false }
+        return name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
+    }
+
     private static func check(_ schema: AppSchema) throws(ModelError) {
         func fail(_ entity: EntityType, _ field: String?, _ message: String) -> ModelError {
             ModelError(.invalidSchema, entity: entity, field: field, message: "schema '\(schema.name)': \(message)")
@@ -84,6 +97,13 @@ public struct AppSchema: Sendable {
         for description in schema.entities {
             guard byName.updateValue(description, forKey: description.type) == nil else {
                 throw fail(description.type, nil, "the entity is declared twice")
+            }
+            // Names become XML elements and JSON Schema definitions beside the bundle format's own.
+            guard isXMLName(description.type.rawValue), !reservedNames.contains(description.type.rawValue) else {
+                throw fail(description.type, nil, "an entity is named by letters and digits, and not one of the bundle format's own names (\(reservedNames.sorted().joined(separator: ", ")))")
+            }
+            for field in description.fields where !isXMLName(field.name) {
+                throw fail(description.type, field.name, "a field is named by letters and digits")
             }
             if let other = tables.updateValue(description.type, forKey: description.table) {
                 throw fail(description.type, nil, "its table '\(description.table)' is \(other)'s too")
@@ -98,8 +118,16 @@ public struct AppSchema: Sendable {
         guard let member = byName[schema.membership.entity] else {
             throw fail(schema.membership.entity, nil, "the membership entity is not declared")
         }
-        for field in [schema.membership.userField, schema.membership.roleField] where member.field(named: field) == nil {
-            throw fail(member.type, field, "the membership entity has no such field")
+        guard member.field(named: schema.membership.userField)?.kind == .uuid else {
+            throw fail(member.type, schema.membership.userField, "the membership's user field is a uuid field of the membership entity")
+        }
+        switch member.field(named: schema.membership.roleField)?.kind {
+        case .text?: break
+        case .choice(let values)? where Set(values) == Set(schema.membership.roles): break
+        case .choice?:
+            throw fail(member.type, schema.membership.roleField, "the role field's choices are not the roles the membership lists")
+        default:
+            throw fail(member.type, schema.membership.roleField, "the membership's role field is a text or choice field of the membership entity")
         }
         if schema.membership.roles.isEmpty || declaredRoles.count != schema.membership.roles.count {
             throw fail(member.type, schema.membership.roleField, "roles must be listed, each once")

@@ -263,7 +263,13 @@ public enum EntityCatalog {
             return EntityAccess(
                 writers: field, authorField: "memberID", writesForOthers: office.union([Member.Role.foreman.rawValue]),
                 deletesOthers: office)
-        default: return EntityAccess(writers: field)
+        case .opportunity, .project, .scope, .measureSheet, .measure, .scopeItem, .issue, .asset, .referenceDocument,
+            .mediaAttachment:
+            return EntityAccess(writers: field)
+        default:
+            // An entity added to the catalog and to no case above: the office's until someone decides,
+            // never the crew's by omission.
+            return EntityAccess(writers: office)
         }
     }
 

@@ -75,6 +75,10 @@ import Testing
         ("a role the membership does not declare", { @Sendable (e: inout [EntityDescription]) in
             e[2] = entity(job, fields: [FieldDescription("siteID", .uuid)], parents: [ParentRelation("siteID", site)],
                           access: EntityAccess(writers: ["owner"])) }, "job", nil),
+        ("an entity named as the bundle format's own", { @Sendable (e: inout [EntityDescription]) in
+            e.append(entity(EntityType(declaring: "file"), fields: [FieldDescription("siteID", .uuid)], parents: [ParentRelation("siteID", site)])) }, "file", nil),
+        ("a field whose name needs escaping", { @Sendable (e: inout [EntityDescription]) in
+            e[0] = entity(site, fields: [FieldDescription("R&D", .text)]) }, "site", "R&D"),
         ("an entity that reaches the scope by no parent", { @Sendable (e: inout [EntityDescription]) in
             e.append(entity(EntityType(declaring: "tool"), fields: [FieldDescription("name", .text)])) }, "tool", nil),
     ].map(WrongDeclaration.init))
@@ -99,6 +103,13 @@ import Testing
             try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "role", roles: ["boss", "boss"]))
         }
         #expect(throws: ModelError.self) { try Self.make(Self.entities(), scope: EntityType(declaring: "yard")) }
+        // The user field is a uuid; the role field text, or a choice of exactly the roles.
+        #expect(throws: ModelError.self) {
+            try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "role", roleField: "role", roles: Self.roles))
+        }
+        #expect(throws: ModelError.self) {
+            try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "siteID", roles: Self.roles))
+        }
     }
 
     /// The field-service schema declares the product's rule, as the server README's table gives it
