@@ -63,4 +63,39 @@ import Testing
         }
         #expect(error.problems.contains { $0.contains("jobs row") && $0.contains(", title:") }, "\(error)")
     }
+
+    /// A CHECK list is the named column's own: `status` does not take `sync_status`'s values.
+    @Test func eachColumnGetsItsOwnCheckList() throws {
+        let (file, remove) = try checksums()
+        defer { remove() }
+        let steps = [
+            MigrationStep(version: 1, name: "tasks", sql: """
+                CREATE TABLE tasks (
+                    id TEXT PRIMARY KEY NOT NULL, sync_status TEXT NOT NULL CHECK (sync_status IN ('pending', 'synced')),
+                    status TEXT NOT NULL CHECK (status IN ('open', 'done'))
+                ) WITHOUT ROWID;
+                """),
+            MigrationStep(version: 2, name: "a note", sql: "ALTER TABLE tasks ADD COLUMN note TEXT;"),
+        ]
+        _ = try? MigrationPathCheck(migrator: Migrator(steps: steps), checksums: file).run()
+        try MigrationPathCheck(migrator: Migrator(steps: steps), checksums: file).run()
+    }
+
+    /// A nullable reference is sometimes NULL: a step that touches only those rows is seen.
+    @Test func rowsWithoutAParentAreFilledAndChecked() throws {
+        let (file, remove) = try checksums()
+        defer { remove() }
+        let steps = [
+            Self.steps[0],
+            MigrationStep(version: 2, name: "notes", sql: """
+                CREATE TABLE notes (id TEXT PRIMARY KEY NOT NULL, job_id TEXT REFERENCES jobs(id), body TEXT) WITHOUT ROWID;
+                """),
+            MigrationStep(version: 3, name: "orphans tidied", sql: "UPDATE notes SET body = 'orphan' WHERE job_id IS NULL;"),
+        ]
+        _ = try? MigrationPathCheck(migrator: Migrator(steps: steps), checksums: file).run()
+        let error = try #require(throws: MigrationPathFailure.self) {
+            try MigrationPathCheck(migrator: Migrator(steps: steps), checksums: file).run()
+        }
+        #expect(error.problems.contains { $0.contains("notes row") && $0.contains(", body:") }, "\(error)")
+    }
 }
