@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTesting
 import OutpostConflicts
 import OutpostModels
 @testable import OutpostServer
@@ -48,16 +49,10 @@ struct RestoreTests {
             guard let version = folders.sorted(by: { $0.compare($1, options: .numeric) == .orderedAscending }).last else {
                 throw CancellationError()
             }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/lib/postgresql/\(version)/bin/\(tool)")
-            process.arguments = arguments
-            let errors = Pipe()
-            process.standardError = errors
-            try process.run()
-            let message = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw ServerError(.databaseFailure, message: "\(tool): \(String(decoding: message, as: UTF8.self))")
+            // Not Foundation's Process: see SpawnedProgram.
+            let finished = try SpawnedProgram.run("/usr/lib/postgresql/\(version)/bin/\(tool)", arguments: arguments)
+            guard finished.status == 0, !finished.signaled else {
+                throw ServerError(.databaseFailure, message: "\(tool): \(String(decoding: finished.errors, as: UTF8.self))")
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTesting
 import GRDB
 import OutpostModels
 import Testing
@@ -43,11 +44,7 @@ import Testing
         let store = try LocalStore.open(at: folder.path)
         try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
         // A process that claimed the change and was killed mid-push.
-        let gone = Process()
-        gone.executableURL = URL(fileURLWithPath: "/bin/true")
-        try gone.run()
-        gone.waitUntilExit()
-        let dead = Int(gone.processIdentifier)
+        let dead = Int(try SpawnedProgram.run("/bin/true", arguments: []).processIdentifier)
         try await folder.queue.write { db in
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1, claimed_by = ?, claim_expires_at = ?",

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTesting
 import OutpostModels
 import Testing
 @testable import OutpostStore
@@ -14,11 +15,8 @@ import Testing
 
     /// The pid of a process that has exited.
     func goneProcess() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
-        process.waitUntilExit()
-        return process.processIdentifier
+        // Not Foundation's Process: see SpawnedProgram.
+        try SpawnedProgram.run("/bin/true", arguments: []).processIdentifier
     }
 
     @Test func aFileWhoseRecordNeverCommittedIsCollected() async throws {

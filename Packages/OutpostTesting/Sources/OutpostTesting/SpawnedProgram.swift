@@ -24,6 +24,8 @@ public enum SpawnedProgram {
         public var output: Data
         /// Its standard error.
         public var errors: Data
+        /// Its process id (exited: a pid no process holds until the system gives it out again).
+        public var processIdentifier: Int32
     }
 
     /// Why a program could not be started.
@@ -81,8 +83,8 @@ public enum SpawnedProgram {
         while waitpid(pid, &status, 0) == -1, errno == EINTR {}
         let signal = status & 0x7f
         return signal == 0
-            ? Finished(status: (status >> 8) & 0xff, signaled: false, output: outputText, errors: errorBytes)
-            : Finished(status: signal, signaled: true, output: outputText, errors: errorBytes)
+            ? Finished(status: (status >> 8) & 0xff, signaled: false, output: outputText, errors: errorBytes, processIdentifier: pid)
+            : Finished(status: signal, signaled: true, output: outputText, errors: errorBytes, processIdentifier: pid)
     }
 }
 
