@@ -38,6 +38,14 @@ enum DeclaredColumns {
             for column in TableLayout.syncColumns where columns[column] == nil {
                 throw mismatch(nil, "table \(description.table) has no sync column \(column); create it as the toolkit's tables are")
             }
+            // Each field its own column, none of them one the toolkit keeps the sync metadata in.
+            var taken: [String: String] = Dictionary(uniqueKeysWithValues: TableLayout.syncColumns.map { ($0, "the sync metadata") })
+            for field in description.fields {
+                let name = ColumnName.forField(field.name)
+                if let other = taken.updateValue(field.name, forKey: name) {
+                    throw mismatch(field.name, "its column \(name) is also \(other == "the sync metadata" ? other : "field \(other)")'s; rename one")
+                }
+            }
             for field in description.fields {
                 let name = ColumnName.forField(field.name), wanted = columnType(of: field.kind)
                 guard let type = columns[name] else {

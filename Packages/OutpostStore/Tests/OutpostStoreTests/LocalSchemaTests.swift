@@ -152,4 +152,22 @@ import Testing
         #expect(error.modelError?.entity.rawValue == entity && error.modelError?.field == field, "\(error)")
         #expect(error.message.contains(says), "\(error)")
     }
+
+    /// Two fields stored in one column, or a field in a sync column, are refused before any read.
+    @Test(arguments: [
+        (["projectID", "projectId"], "projectId", "also field projectID's"),
+        (["version"], "version", "also the sync metadata's"),
+    ])
+    func fieldsThatShareAColumnAreRefused(_ names: [String], field: String, says: String) throws {
+        let database = try TemporaryDatabase()
+        _ = try LocalStore.open(at: database.path)
+        let entity = EntityDescription(
+            .issue, table: "issues", model: Issue.self, policy: .fieldMerge,
+            fields: names.map { FieldDescription($0, .uuid) }, access: EntityAccess(writers: ["owner"]))
+        let error = try #require(throws: StoreError.self) {
+            try database.queue.read { db in try DeclaredColumns.check([entity], in: db, path: database.path) }
+        }
+        #expect(error.code == .schemaMismatch && error.modelError?.field == field, "\(error)")
+        #expect(error.message.contains(says), "\(error)")
+    }
 }
