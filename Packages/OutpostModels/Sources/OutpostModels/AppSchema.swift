@@ -105,7 +105,8 @@ public struct AppSchema: Sendable {
             for field in description.fields where !isXMLName(field.name) {
                 throw fail(description.type, field.name, "a field is named by letters and digits")
             }
-            if let other = tables.updateValue(description.type, forKey: description.table) {
+            // SQLite compares table names without case: `Jobs` and `jobs` are one table.
+            if let other = tables.updateValue(description.type, forKey: description.table.lowercased()) {
                 throw fail(description.type, nil, "its table '\(description.table)' is \(other)'s too")
             }
             var names: Set<String> = []

@@ -66,6 +66,8 @@ import Testing
             e[2] = entity(job, fields: [FieldDescription("siteID", .text)], parents: [ParentRelation("siteID", site)]) }, "job", "siteID"),
         ("two entities on one table", { @Sendable (e: inout [EntityDescription]) in
             e[3] = entity(note, table: "jobs", fields: [FieldDescription("jobID", .uuid)], parents: [ParentRelation("jobID", job)]) }, "note", nil),
+        ("two entities on one table, told apart by case only", { @Sendable (e: inout [EntityDescription]) in
+            e[3] = entity(note, table: "Jobs", fields: [FieldDescription("jobID", .uuid)], parents: [ParentRelation("jobID", job)]) }, "note", nil),
         ("an entity declared twice", { @Sendable (e: inout [EntityDescription]) in e.append(e[2]) }, "job", nil),
         ("a field declared twice", { @Sendable (e: inout [EntityDescription]) in
             e[0] = entity(site, fields: [FieldDescription("name", .text), FieldDescription("name", .text)]) }, "site", "name"),
