@@ -23,14 +23,9 @@ public enum BundleCheckpoints {
         return texts.first { !isValid($0) }.map { "'\($0.prefix(40))' is not a checkpoint the server wrote" }
     }
 
-    /// Whether `text` has a checkpoint's form. Digits with no sign or leading zero, then 16 lowercase
-    /// hex digits: exactly what the server writes, as the server itself reads them.
+    /// Whether `text` has a checkpoint's form: exactly what the server writes, as the server itself
+    /// reads it (`SyncProtocol.checkpointParts`).
     public static func isValid(_ text: String) -> Bool {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let first = parts[0].first, first != "0", parts[0].count <= 19,
-            parts[0].allSatisfy({ ("0"..."9").contains($0) }), Int64(parts[0]) != nil,
-            parts[1].count == 16, parts[1].allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) })
-        else { return false }
-        return true
+        SyncProtocol.checkpointParts(text) != nil
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import OutpostWire
 
 /// How far a device has followed the server's history, as it carries it from answer to request: the
 /// newest change it was told of (by its pulls' cursor, or by its pushes' answers) and the random mark
@@ -46,13 +47,9 @@ struct HistoryCheckpoint: Sendable, Hashable {
             self = .empty
             return
         }
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         // Exactly as written: digits with no sign or leading zero, 16 lowercase hex digits.
-        guard parts.count == 2, parts[0].first != "0", parts[0].allSatisfy({ ("0"..."9").contains($0) }),
-            let sequence = Int64(parts[0]), sequence > 0, parts[1].count == 16,
-            parts[1].allSatisfy({ $0.isHexDigit && !$0.isUppercase })
-        else { return nil }
-        self.init(sequence: sequence, mark: String(parts[1]))
+        guard let (sequence, mark) = SyncProtocol.checkpointParts(text) else { return nil }
+        self.init(sequence: sequence, mark: mark)
     }
 
     var text: String { sequence == 0 ? "0" : "\(sequence).\(mark)" }

@@ -10,6 +10,19 @@ public enum SyncProtocol {
     /// Header carrying `version` on every request and response.
     public static let protocolVersionHeader = "Outpost-Protocol-Version"
 
+    /// A checkpoint's sequence and mark, read from its text exactly as the server writes it
+    /// (`<sequence>.<16 lowercase hex digits>`, the sequence ASCII digits with no sign or leading zero);
+    /// nil for any other text. The one reading of that form, for the server that takes checkpoints
+    /// back and the bundles that carry them (the server's "0", no change yet, is its own case).
+    public static func checkpointParts(_ text: String) -> (sequence: Int64, mark: String)? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let first = parts[0].first, first != "0",
+            parts[0].allSatisfy({ ("0"..."9").contains($0) }), let sequence = Int64(parts[0]), parts[1].count == 16,
+            parts[1].allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) })
+        else { return nil }
+        return (sequence, String(parts[1]))
+    }
+
     /// Header carrying the client's local schema version on every request.
     public static let schemaVersionHeader = "Outpost-Schema-Version"
 
