@@ -357,10 +357,16 @@ final class PostgresStorage: ServerStorage {
     func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
         guard sequence > 0 else { return .empty }
         let logger = self.logger
-        return try await withConnection { connection in
-            try await Self.coveringMark(of: sequence, on: connection, logger: logger)
-                .map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
-        }
+        return try await withConnection { connection in try await Self.checkpoint(at: sequence, on: connection, logger: logger) }
+    }
+
+    /// The checkpoint of change `sequence` as `connection`'s transaction (or snapshot) holds its commit.
+    private static func checkpoint(at sequence: Int64, on connection: PostgresConnection, logger: Logger) async throws
+        -> HistoryCheckpoint
+    {
+        guard sequence > 0 else { return .empty }
+        return try await coveringMark(of: sequence, on: connection, logger: logger)
+            .map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
     }
 
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
@@ -569,11 +575,8 @@ final class PostgresStorage: ServerStorage {
                 var cursor = PostgresBundleCursor(project: project)
                 let newest = try await cursor.open(projectRecord, on: connection, logger: logger)
                 // The mark read in the same snapshot as the records: the commit of that change is in it.
-                let mark = newest.sequence > 0
-                    ? try await Self.coveringMark(of: newest.sequence, on: connection, logger: logger) : nil
                 state.open(.init(
-                    asOf: newest.asOf,
-                    checkpoint: mark.map { HistoryCheckpoint(sequence: newest.sequence, commitMark: $0) } ?? .empty))
+                    asOf: newest.asOf, checkpoint: try await Self.checkpoint(at: newest.sequence, on: connection, logger: logger)))
                 for await request in requests {
                     do {
                         let page = try await cursor.next(on: connection, logger: logger)

@@ -376,9 +376,13 @@ final class SQLiteStorage: ServerStorage {
 
     func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
         guard sequence > 0 else { return .empty }
-        return try await read { db in
-            try Self.coveringMark(of: sequence, in: db).map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
-        }
+        return try await read { db in try Self.checkpoint(at: sequence, in: db) }
+    }
+
+    /// The checkpoint of change `sequence` as `db` (a transaction or snapshot) holds its commit.
+    private static func checkpoint(at sequence: Int64, in db: Database) throws -> HistoryCheckpoint {
+        guard sequence > 0 else { return .empty }
+        return try coveringMark(of: sequence, in: db).map { HistoryCheckpoint(sequence: sequence, commitMark: $0) } ?? .empty
     }
 
     func holdsHistory(_ checkpoint: HistoryCheckpoint) async throws(ServerError) -> Bool {
@@ -538,10 +542,7 @@ final class SQLiteStorage: ServerStorage {
                 newest = max(newest ?? 0, row["updated_at"] as Int64)
                 sequence = max(sequence, row["sequence"] as Int64)
             }
-            let checkpoint = try sequence > 0 ? Self.coveringMark(of: sequence, in: db).map {
-                HistoryCheckpoint(sequence: sequence, commitMark: $0)
-            } ?? .empty : .empty
-            return (newest.map(Date.init(milliseconds:)), checkpoint, extra)
+            return (newest.map(Date.init(milliseconds:)), try Self.checkpoint(at: sequence, in: db), extra)
         }
         let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, extraOpportunity: extraOpportunity)
         let batches = AsyncThrowingStream<[EntityRecord], any Error>(unfolding: { try await cursor.next() })
