@@ -157,16 +157,11 @@ public actor SyncEngine {
             if withinBudget(), !Task.isCancelled {
                 // A rebuild cut short (a stop, a budget) starts over: what its pages brought is not kept.
                 var rebuilding = try store.isRebuildingHistory()
-                if rebuilding {
-                    try store.beginHistoryRebuild(now: now())
-                } else if try await !confirmImportedCheckpoints() {
-                    try store.beginHistoryRebuild(now: now())
-                    report.historyChanged = true
-                    rebuilding = true
-                }
+                if rebuilding { try store.beginHistoryRebuild(now: now()) }
                 var seen: [EntityType: Set<UUID>] = [:]
                 while true {
                     do {
+                        if !rebuilding { try await confirmImportedCheckpoints() }
                         try await pullPages(&report, rebuilding: rebuilding, seen: &seen, withinBudget: withinBudget, now: now)
                     } catch let error as TransportError where error.serverCode == .historyChanged && !rebuilding {
                         // Restored from a backup: pages from this cursor would skip its new changes.
@@ -203,25 +198,14 @@ public actor SyncEngine {
 
     /// Asks the server about each checkpoint an imported bundle carried (a one-change pull from the
     /// beginning, its answer dropped): the records it brought may come from a history a restore has
-    /// lost since, which this device's own checkpoint cannot tell. False when the server no longer
-    /// holds one (the caller rebuilds); a confirmed one is forgotten.
-    private func confirmImportedCheckpoints() async throws -> Bool {
+    /// lost since, which this device's own checkpoint cannot tell. A confirmed one is forgotten; one the
+    /// server no longer holds throws `history_changed`, which starts the rebuild as a page's does.
+    private func confirmImportedCheckpoints() async throws {
         let asked = projects.map { $0.sorted { $0.uuidString < $1.uuidString } }
         for checkpoint in try store.importedCheckpoints() {
-            let request = PullRequest(cursor: nil, limit: 1, projects: asked, checkpoint: checkpoint)
-            var failure: TransportError?
-            do {
-                _ = try await transport.pull(request)
-            } catch {
-                failure = error
-            }
-            if let failure {
-                if failure.serverCode == .historyChanged { return false }
-                throw failure
-            }
+            _ = try await transport.pull(PullRequest(cursor: nil, limit: 1, projects: asked, checkpoint: checkpoint))
             try store.confirmImportedCheckpoint(checkpoint)
         }
-        return true
     }
 
     /// Fetches and applies pages until the last one or a stop. While `rebuilding` (after a server
