@@ -87,30 +87,3 @@ enum ChildProcess {
         }
     }
 }
-
-/// Bytes one thread reads and another waits for.
-private final class LockedData: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var data = Data()
-    private var done = false
-
-    func set(_ value: Data) {
-        condition.lock()
-        data = value
-        condition.unlock()
-    }
-
-    func finish() {
-        condition.lock()
-        done = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func waitForValue() -> Data {
-        condition.lock()
-        defer { condition.unlock() }
-        while !done { condition.wait() }
-        return data
-    }
-}
