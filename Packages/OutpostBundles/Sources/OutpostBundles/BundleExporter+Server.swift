@@ -10,16 +10,17 @@ extension BundleExporter {
         project projectID: UUID, records: [EntityRecord], files: [FileReference] = [], checkpoints: [String],
         format: BundleFormat, to url: URL
     ) throws(BundleError) {
-        if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
-            throw BundleError(.schemaViolation, message: "the header's checkpoints: \(bad)", file: url.path)
+        let header: BundleHeader
+        do {
+            header = try .current(
+                project: projectID, asOf: records.map(\.sync.updatedAt).max(), checkpoints: checkpoints, files: files)
+        } catch {
+            throw error.located(SourceLocation(file: url.path))
         }
         let output = try OutputFile(path: url.path)
         let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
-        let asOf = records.map(\.sync.updatedAt).max()
         do {
-            try writer.begin(BundleHeader(
-                formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints,
-                files: files))
+            try writer.begin(header)
             for record in records { try writer.write(record) }
             try writer.end()
             try output.close()
@@ -41,12 +42,9 @@ public final class BundleStreamEncoder {
     /// Starts project `projectID`'s bundle; `asOf` is the newest `updatedAt` among its records, and
     /// `checkpoints` the points of the server's history they were read at (see `BundleCheckpoints`).
     public init(project projectID: UUID, asOf: Date?, checkpoints: [String] = [], format: BundleFormat) throws(BundleError) {
-        if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
-            throw BundleError(.schemaViolation, message: "the header's checkpoints: \(bad)")
-        }
+        let header = try BundleHeader.current(project: projectID, asOf: asOf, checkpoints: checkpoints)
         writer = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
-        try writer.begin(BundleHeader(
-            formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints))
+        try writer.begin(header)
     }
 
     /// Appends one record.

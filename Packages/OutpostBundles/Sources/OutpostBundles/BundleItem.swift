@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostWire
 
 /// One thing a bundle reader hands on, in document order: the header, a file reference, or a record.
 enum BundleItem {
@@ -20,6 +21,20 @@ struct BundleHeader: Sendable, Hashable {
     /// The files a zip container ships beside the manifest (written by exporters; readers hand each
     /// one on as a `.file` item instead).
     var files: [FileReference] = []
+}
+
+extension BundleHeader {
+    /// The header this build writes (the current format version), its checkpoints checked first: the
+    /// one place both writers (`BundleExporter`, `BundleStreamEncoder`) make theirs.
+    static func current(
+        project projectID: UUID, asOf: Date?, checkpoints: [String], files: [FileReference] = []
+    ) throws(BundleError) -> BundleHeader {
+        if let bad = BundleCheckpoints.firstInvalid(in: checkpoints) {
+            throw BundleError(.schemaViolation, message: "the header's checkpoints: \(bad)")
+        }
+        return BundleHeader(
+            formatVersion: BundleFormat.currentVersion, projectID: projectID, asOf: asOf, checkpoints: checkpoints, files: files)
+    }
 }
 
 /// A file a zip container ships beside its manifest (a thumbnail, a drawing's PDF), with the size and
