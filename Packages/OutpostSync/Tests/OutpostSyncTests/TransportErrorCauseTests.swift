@@ -11,10 +11,11 @@ import FoundationNetworking
 /// A `TransportError` keeps the error that caused it as a value, not only as text.
 @Suite struct TransportErrorCauseTests {
     @Test func aServerThatIsGoneLeavesURLLoadingsError() async throws {
-        // A port that was just listening and is closed now: the connection is refused.
-        let server = try LocalHTTPServer(routes: [:])
-        let baseURL = server.baseURL
-        server.stop()
+        // A port nothing listens on: the connection is refused. Held bound meanwhile (a stopped server's
+        // port was once given to another test's server at once, which answered instead).
+        let refused = try RefusedPort()
+        defer { refused.close() }
+        let baseURL = URL(string: "http://127.0.0.1:\(refused.port)/v1/")!
         let transport = HTTPTransport(
             configuration: .init(baseURL: baseURL, schemaVersion: 5, requestTimeout: .seconds(5)), token: "t1")
         let error = try await #require(throws: TransportError.self) { try await transport.health() }
@@ -30,3 +31,32 @@ import FoundationNetworking
         #expect(download.underlying is URLError, "the cause is \(String(describing: download.underlying))")
     }
 }
+
+/// A port on 127.0.0.1 bound but never listened on, so connecting is refused, and no other socket of
+/// this process or another can take it while it is held.
+final class RefusedPort: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard descriptor >= 0, bound else { throw CocoaError(.fileWriteUnknown) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() {
+        _ = Glibc.close(descriptor)
+    }
+}
+
