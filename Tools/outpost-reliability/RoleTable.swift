@@ -108,9 +108,9 @@ struct RoleTable {
         let naming = (records[project] ?? [:]).filter { $0.value.user == user }
         let before = Self.strongest(of: user, in: naming)
         let change: MembershipChange =
-            if !memberships.contains(membership) { naming[.given(user: user)] == nil ? .added(role) : .readded(role) }
-            else if before != role { .roleChanged(from: before, to: role) }
-            else { .unchanged(role) }
+            if !memberships.contains(membership) { naming[.given(user: user)] == nil ? .added(role.rawValue) : .readded(role.rawValue) }
+            else if before != role { .roleChanged(from: before?.rawValue, to: role.rawValue) }
+            else { .unchanged(role.rawValue) }
         memberships.insert(membership)
         for name in naming.keys where name != .given(user: user) { records[project]?[name]?.live = false }
         records[project, default: [:]][.given(user: user)] = MemberRecord(user: user, role: role, live: true)

@@ -36,15 +36,20 @@ public struct AppSchema: Sendable {
         public var userField: String
         /// Its field naming the role, one of `roles`.
         public var roleField: String
-        /// Every role, strongest first: a user named by several live member records has the strongest.
+        /// Every role, strongest first: a user named by several live member records has the strongest,
+        /// and the creator of a scope record gets the first.
         public var roles: [String]
+        /// The role a member added without one gets (the operator's seed and commands); nil when a
+        /// role must always be given.
+        public var defaultRole: String?
 
         /// Declares the membership entity and its roles, strongest first.
-        public init(entity: EntityType, userField: String, roleField: String, roles: [String]) {
+        public init(entity: EntityType, userField: String, roleField: String, roles: [String], defaultRole: String? = nil) {
             self.entity = entity
             self.userField = userField
             self.roleField = roleField
             self.roles = roles
+            self.defaultRole = defaultRole
         }
     }
 
@@ -73,6 +78,37 @@ public struct AppSchema: Sendable {
     /// The description of `type`, if the schema declares it.
     public func entity(_ type: EntityType) -> EntityDescription? {
         entities.first { $0.type == type }
+    }
+
+    /// The membership entity's field naming its scope record (a required parent reference to the scope).
+    public var membershipScopeField: String {
+        // `check` made sure there is one.
+        entity(membership.entity)?.parents.first { $0.entity == scope && $0.isRequired }?.field ?? ""
+    }
+
+    /// The entities whose records carry a file (sync class media).
+    public var mediaEntities: [EntityType] {
+        entities.filter { $0.syncClass == .media }.map(\.type)
+    }
+
+    /// The fields every media entity declares: the file's name, type, size and digest, which uploads,
+    /// downloads and bundles read.
+    static let mediaFields: [(name: String, kind: FieldKind)] = [
+        ("fileName", .text), ("contentType", .text), ("byteSize", .count), ("sha256", .sha256),
+    ]
+
+    /// Whether `other` declares what this schema declares: the same name, entities, tables, fields and
+    /// kinds, parents, policies and access (rules are closures and cannot be compared).
+    func isSameDeclaration(as other: AppSchema) -> Bool {
+        guard name == other.name, scope == other.scope, membership == other.membership,
+            entities.count == other.entities.count
+        else { return false }
+        return zip(entities, other.entities).allSatisfy { mine, theirs in
+            mine.type == theirs.type && mine.table == theirs.table && mine.syncClass == theirs.syncClass
+                && mine.defaultPolicy == theirs.defaultPolicy && mine.access == theirs.access
+                && mine.fields.map(\.name) == theirs.fields.map(\.name) && mine.fields.map(\.kind) == theirs.fields.map(\.kind)
+                && mine.parents.map(\.field) == theirs.parents.map(\.field)
+        }
     }
 
     /// The names the bundle format itself uses for elements, types and definitions.
@@ -132,6 +168,19 @@ public struct AppSchema: Sendable {
         }
         if schema.membership.roles.isEmpty || declaredRoles.count != schema.membership.roles.count {
             throw fail(member.type, schema.membership.roleField, "roles must be listed, each once")
+        }
+        if let role = schema.membership.defaultRole, !declaredRoles.contains(role) {
+            throw fail(member.type, schema.membership.roleField, "the default role '\(role)' is not one of the roles")
+        }
+        // A membership record grants a role in one scope record: it names it, and cannot be without it.
+        guard member.parents.contains(where: { $0.entity == scope.type && $0.isRequired }) else {
+            throw fail(member.type, nil, "the membership entity names its \(scope.type) by a required parent reference")
+        }
+        // Uploads, downloads and bundles read a media record's file name, type, size and digest.
+        for description in schema.entities where description.syncClass == .media {
+            for (name, kind) in mediaFields where description.field(named: name)?.kind != kind {
+                throw fail(description.type, name, "a media entity declares '\(name)' as a \(kind) field")
+            }
         }
         var position: [EntityType: Int] = [:]
         for (index, description) in schema.entities.enumerated() {

@@ -60,6 +60,13 @@ public struct EntityDescription: Sendable {
         fieldsByName[name]
     }
 
+    /// Whether the entity's records name a file by `fileName`, `byteSize` and `sha256` (every media
+    /// entity does; a structured one may): a zip bundle ships such files.
+    public var namesFile: Bool {
+        field(named: "fileName")?.kind == .text && field(named: "byteSize")?.kind == .count
+            && field(named: "sha256")?.kind == .sha256
+    }
+
     /// The parent entity types, each once, in declaration order.
     public var parentEntities: [EntityType] {
         var seen: Set<EntityType> = []
@@ -67,11 +74,64 @@ public struct EntityDescription: Sendable {
     }
 }
 
-/// The one table of every entity type. `all` lists parents before children, which is the order
-/// creates sync in and bundles import in.
+/// The schema this process runs on, and the field-service schema's declaration.
+///
+/// An app installs its schema once, at start, before it opens a store or serves (`install(_:)`; the
+/// store's and the server's initializers that take a schema do it). One schema per process: entity
+/// names are process-wide values, and a record read under one schema cannot be reinterpreted under
+/// another, so a second, different schema is refused rather than swapped in. Until one is installed,
+/// the first lookup fixes the field-service schema (`fieldService`) as the one in use.
 public enum EntityCatalog {
-    /// Every entity, parents before children.
-    public static let all: [EntityDescription] = [
+    /// Installs `schema` as the one this process runs on. Installing the schema in use again does
+    /// nothing; any other schema, once one is in use (installed, or fixed by a lookup), is refused with
+    /// `invalidSchema` naming both, and the schema in use stays.
+    public static func install(_ schema: AppSchema) throws(ModelError) {
+        let outcome: ModelError? = state.withLock { installed in
+            if let current = installed {
+                return current.schema.isSameDeclaration(as: schema) ? nil : ModelError(
+                    .invalidSchema, entity: schema.scope, field: nil,
+                    message: "schema '\(schema.name)' cannot be installed: this process already runs on schema '\(current.schema.name)' (one schema per process)")
+            }
+            installed = Installed(schema)
+            return nil
+        }
+        if let outcome { throw outcome }
+    }
+
+    /// The schema in use.
+    public static var schema: AppSchema { current.schema }
+
+    /// Every entity of the schema in use, parents before children: the order creates sync in and
+    /// bundles import in.
+    public static var all: [EntityDescription] { current.schema.entities }
+
+    /// The schema installed, or the field-service schema once a lookup finds none.
+    private static var current: Installed {
+        state.withLock { installed in
+            if let installed { return installed }
+            let made = Installed(fieldService)
+            installed = made
+            return made
+        }
+    }
+
+    private static let state = Locked<Installed?>(nil)
+
+    /// The schema in use with its lookups, built once when it is installed.
+    private final class Installed: Sendable {
+        let schema: AppSchema
+        let byType: [EntityType: EntityDescription]
+        let byTable: [String: EntityType]
+
+        init(_ schema: AppSchema) {
+            self.schema = schema
+            byType = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.type, $0) })
+            byTable = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.table, $0.type) })
+        }
+    }
+
+    /// The field-service schema's entities, parents before children.
+    public static let fieldServiceEntities: [EntityDescription] = [
         entity(.opportunity, "opportunities", Opportunity.self, policy: .fieldMerge, fields: [
             FieldDescription("name", .text, required: true),
             FieldDescription("customerName", .text, required: true),
@@ -84,7 +144,7 @@ public enum EntityCatalog {
             FieldDescription("name", .text, required: true),
             FieldDescription("number", .text, optional: true),
             FieldDescription("address", .text),
-            FieldDescription("status", .choice(names(Project.Status.self))),
+            FieldDescription("status", .choice(names(Project.Status.self)), initially: .text(Project.Status.active.rawValue)),
             FieldDescription("startDay", .day, optional: true),
         ], parents: [ParentRelation("opportunityID", .opportunity, required: false)]),
         entity(.member, "members", Member.self, policy: .serverWins, fields: [
@@ -222,25 +282,27 @@ public enum EntityCatalog {
 
     /// The description of `type`.
     public static func description(of type: EntityType) -> EntityDescription {
-        guard let description = byType[type] else {
-            preconditionFailure("EntityCatalog.all has no entry for \(type.rawValue)")
+        guard let description = current.byType[type] else {
+            preconditionFailure("schema '\(current.schema.name)' declares no entity \(type.rawValue)")
         }
         return description
     }
 
     /// Whether an entity is declared under `name` (`EntityType(rawValue:)` asks).
     static func declares(_ name: String) -> Bool {
-        byName[name] != nil
+        current.byType[EntityType(declaring: name)] != nil
     }
 
-    /// The field-service schema: these entities, scoped by `project`, with `member` records granting
+    /// The field-service schema: its entities, scoped by `project`, with `member` records granting
     /// roles (strongest first: `Member.Role`'s order). Checked when first used; a wrong declaration
     /// stops the process at start with the entity and field at fault.
-    public static let schema: AppSchema = {
+    public static let fieldService: AppSchema = {
         do {
             return try AppSchema(
-                name: "field-service", entities: all, scope: .project,
-                membership: .init(entity: .member, userField: "userID", roleField: "role", roles: Member.Role.allCases.map(\.rawValue)))
+                name: "field-service", entities: fieldServiceEntities, scope: .project,
+                membership: .init(
+                    entity: .member, userField: "userID", roleField: "role", roles: Member.Role.allCases.map(\.rawValue),
+                    defaultRole: Member.Role.crew.rawValue))
         } catch {
             preconditionFailure("\(error)")
         }
@@ -275,14 +337,8 @@ public enum EntityCatalog {
 
     /// The entity stored in `table`, if any.
     public static func entity(forTable table: String) -> EntityType? {
-        all.first { $0.table == table }?.type
+        current.byTable[table]
     }
-
-    // Built from the checked schema: the first lookup of an entity stops a wrong declaration at start.
-    private static let byType: [EntityType: EntityDescription] = Dictionary(
-        uniqueKeysWithValues: schema.entities.map { ($0.type, $0) })
-    private static let byName: [String: EntityDescription] = Dictionary(
-        uniqueKeysWithValues: schema.entities.map { ($0.type.rawValue, $0) })
 
     private static func entity(
         _ type: EntityType, _ table: String, _ model: any Syncable.Type, syncClass: SyncClass = .structured,
@@ -357,5 +413,19 @@ enum Rules {
         return record.error(
             .outOfRange, "thumbnail",
             "is \(data.count) bytes, inline thumbnails are at most \(MediaAttachment.maximumThumbnailBytes)")
+    }
+}
+
+/// A value behind a lock (`Mutex` needs macOS 15; the packages support older systems).
+final class Locked<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }

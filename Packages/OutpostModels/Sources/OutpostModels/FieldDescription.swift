@@ -45,13 +45,17 @@ public struct FieldDescription: Sendable, Hashable {
     public let isOptional: Bool
     /// Whether text must hold more than white space (a title, a name).
     public let isRequiredText: Bool
+    /// The value a record the server makes itself starts with (a scope record an operator's seed
+    /// names, a creator's membership record); nil for the kind's blank value.
+    public let initialValue: FieldValue?
 
     /// Describes a field; `required` marks text that may not be empty.
-    public init(_ name: String, _ kind: FieldKind, optional: Bool = false, required: Bool = false) {
+    public init(_ name: String, _ kind: FieldKind, optional: Bool = false, required: Bool = false, initially initialValue: FieldValue? = nil) {
         self.name = name
         self.kind = kind
         self.isOptional = optional
         self.isRequiredText = required
+        self.initialValue = initialValue
     }
 }
 

@@ -83,6 +83,15 @@ import Testing
             e[0] = entity(site, fields: [FieldDescription("R&D", .text)]) }, "site", "R&D"),
         ("an entity that reaches the scope by no parent", { @Sendable (e: inout [EntityDescription]) in
             e.append(entity(EntityType(declaring: "tool"), fields: [FieldDescription("name", .text)])) }, "tool", nil),
+        ("a membership that names no scope record", { @Sendable (e: inout [EntityDescription]) in
+            e[1] = entity(crew, fields: [FieldDescription("siteID", .uuid), FieldDescription("userID", .uuid), FieldDescription("role", .text)],
+                          parents: [ParentRelation("siteID", site, required: false)], access: EntityAccess(writers: ["boss"])) }, "crew", nil),
+        ("a media entity without its file's digest", { @Sendable (e: inout [EntityDescription]) in
+            e.append(EntityDescription(
+                EntityType(declaring: "video"), table: "videos", model: Issue.self, syncClass: .media, policy: .appendOnly,
+                fields: [FieldDescription("jobID", .uuid), FieldDescription("fileName", .text), FieldDescription("contentType", .text),
+                         FieldDescription("byteSize", .count)],
+                parents: [ParentRelation("jobID", job)], access: EntityAccess(writers: ["hand"]))) }, "video", "sha256"),
     ].map(WrongDeclaration.init))
     func aWrongDeclarationIsRefusedNamingWhere(_ wrong: WrongDeclaration) {
         let (name, entity, field) = (wrong.name, wrong.entity, wrong.field)
@@ -112,6 +121,30 @@ import Testing
         #expect(throws: ModelError.self) {
             try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "siteID", roles: Self.roles))
         }
+    }
+
+    @Test func aDefaultRoleIsOneOfTheRoles() throws {
+        #expect(throws: ModelError.self) {
+            try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "role", roles: Self.roles, defaultRole: "owner"))
+        }
+        let schema = try Self.make(Self.entities(), membership: .init(entity: Self.crew, userField: "userID", roleField: "role", roles: Self.roles, defaultRole: "hand"))
+        #expect(schema.membershipScopeField == "siteID")
+    }
+
+    /// One schema per process: the one in use installs again as a no-op; another is refused naming both,
+    /// and the catalog still answers with the schema in use.
+    @Test func aProcessRunsOnOneSchema() throws {
+        try EntityCatalog.install(EntityCatalog.fieldService)
+        let jobs = try Self.make(Self.entities())
+        do {
+            try EntityCatalog.install(jobs)
+            Testing.Issue.record("a second schema was installed")
+        } catch {
+            #expect(error.code == .invalidSchema)
+            #expect(error.description.contains("'jobs'") && error.description.contains("'field-service'"), "\(error)")
+        }
+        #expect(EntityCatalog.schema.name == "field-service")
+        #expect(EntityType(rawValue: "job") == nil && EntityType(rawValue: "project") == .project)
     }
 
     /// The field-service schema declares the product's rule, as the server README's table gives it

@@ -81,8 +81,8 @@ actor MediaStore {
             throw ServerError.forbidden("only the member who attached this file may upload it")
         }
         // The role the office gives now, not the one the member had when they attached it.
-        guard Roles.mayWrite(.mediaAttachment, as: role) else {
-            throw ServerError.forbidden("a \(role.rawValue) may not upload files in this project")
+        guard Roles.mayWrite(record.entity, as: role) else {
+            throw ServerError.forbidden("a \(role) may not upload files in this project")
         }
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }

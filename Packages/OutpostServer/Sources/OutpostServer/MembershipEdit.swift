@@ -5,20 +5,20 @@ import OutpostModels
 /// What an operator's `add-member` did, as `outpost admin add-member` reports it: never a silent no-op.
 public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
     /// The user became a member with the role.
-    case added(Member.Role)
+    case added(String)
     /// A member removed earlier came back, with the role (their member record too).
-    case readded(Member.Role)
+    case readded(String)
     /// A member's role changed.
-    case roleChanged(from: Member.Role?, to: Member.Role)
+    case roleChanged(from: String?, to: String)
     /// The user was already a member with that role.
-    case unchanged(Member.Role)
+    case unchanged(String)
 
     public var description: String {
         switch self {
-        case .added(let role): "added as \(role.rawValue)"
-        case .readded(let role): "added back as \(role.rawValue)"
-        case .roleChanged(let from, let to): "role changed from \(from?.rawValue ?? "none") to \(to.rawValue)"
-        case .unchanged(let role): "already a member as \(role.rawValue); nothing changed"
+        case .added(let role): "added as \(role)"
+        case .readded(let role): "added back as \(role)"
+        case .roleChanged(let from, let to): "role changed from \(from ?? "none") to \(to)"
+        case .unchanged(let role): "already a member as \(role); nothing changed"
         }
     }
 }
@@ -37,16 +37,19 @@ enum MembershipEdit {
     }
 
     static func plan(
-        user: UUID, project: UUID, name: String, email: String?, role: Member.Role, hasMembership: Bool,
+        user: UUID, project: UUID, name: String, email: String?, role: String, hasMembership: Bool,
         memberRecords: [StoredRecord], salt: String, now: Date, rules: PushRules,
         counters: inout (changeSequence: Int64, lastServerID: Int64)
     ) throws(ServerError) -> Plan {
+        let schema = ServedSchema.current
         let id = Roles.memberRecordID(project: project, user: user, salt: salt)
-        let naming = memberRecords.filter { $0.fields["userID"] == .uuid(user) }
+        let naming = memberRecords.filter { $0.fields[schema.userField] == .uuid(user) }
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
-        let wanted: [String: FieldValue] = ["name": .text(name), "email": .text(email ?? ""), "role": .text(role.rawValue)]
+        // The role, and the name and email where the membership entity declares them.
+        let wanted = schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now)
+            .filter { [schema.roleField, "name", "email"].contains($0.key) }
         if var own = naming.first(where: { $0.id == id }) {
             let changed = wanted.filter { field, value in own.fields[field] != value && (field != "email" || email != nil) }
             if own.deletion != nil || !changed.isEmpty {
@@ -57,8 +60,8 @@ enum MembershipEdit {
         } else {
             let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
             plan.records.append(try rules.seededRecord(
-                .member, id: id, projectID: project, owner: user,
-                fields: ["projectID": .uuid(project), "userID": .uuid(user)].merging(wanted) { first, _ in first },
+                schema.membership, id: id, projectID: project, owner: user,
+                fields: schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now),
                 stamp: stamp, now: now, counters: &counters))
         }
         for var other in naming where other.id != id && other.deletion == nil {

@@ -70,8 +70,9 @@ struct PostgresBundleCursor {
     let project: UUID
     private var entities = EntityCatalog.all.map(\.type)[...]
     private var lastID = ""
-    /// The opportunity the project names when no other record of the project is it; sent with the opportunities.
-    private var extraOpportunity: StoredRecord?
+    /// The records above the scope the project names that belong to no project yet, by entity: sent
+    /// with that entity's records.
+    private var aboveScope: [EntityType: [StoredRecord]] = [:]
     static let pageSize = 500
 
     init(project: UUID) {
@@ -92,11 +93,12 @@ struct PostgresBundleCursor {
             newest = value
             sequence = newestSequence
         }
-        if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
-            let linked = try await PostgresRecords.fetch(.opportunity, id: opportunity, on: connection, logger: logger),
-            linked.projectID == nil  // as the SQLite backend: never one another project owns
-        {
-            extraOpportunity = linked
+        for relation in ServedSchema.current.scopeParents {
+            guard case .uuid(let above) = projectRecord.fields[relation.field] ?? .null,
+                let linked = try await PostgresRecords.fetch(relation.entity, id: above, on: connection, logger: logger),
+                linked.projectID == nil  // as the SQLite backend: never one another project owns
+            else { continue }
+            aboveScope[relation.entity, default: []].append(linked)
             newest = max(newest ?? 0, linked.updatedAt.milliseconds)
             sequence = max(sequence, linked.sequence)
         }
@@ -119,9 +121,8 @@ struct PostgresBundleCursor {
             } else {
                 lastID = page.last?.id.storageText ?? ""
             }
-            if entity == .opportunity, let extra = extraOpportunity {
-                page.append(extra)
-                extraOpportunity = nil
+            if let extra = aboveScope.removeValue(forKey: entity) {
+                page += extra
             }
             if !page.isEmpty {
                 return page.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)

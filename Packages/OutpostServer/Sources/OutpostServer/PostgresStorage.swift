@@ -424,13 +424,16 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role) {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String) {
         let logger = self.logger
         return try await read { connection in
             // One answer for an attachment that does not exist and one the caller may not see.
             let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
-            guard let record = try await PostgresRecords.fetch(.mediaAttachment, id: id, on: connection, logger: logger),
-                let project = record.projectID,
+            var found: StoredRecord?
+            for entity in ServedSchema.current.media.sorted() where found == nil {
+                found = try await PostgresRecords.fetch(entity, id: id, on: connection, logger: logger)
+            }
+            guard let record = found, let project = record.projectID,
                 let role = try await PostgresAccess.access(of: caller, on: connection, logger: logger, project: project)
                     .roles[project]
             else { throw missing }
@@ -465,7 +468,8 @@ final class PostgresStorage: ServerStorage {
                 """
                 SELECT coalesce(sum(m.total_bytes) FILTER (WHERE r.project_id = \(project?.storageText ?? "")), 0)::bigint,
                        coalesce(sum(m.total_bytes) FILTER (WHERE r.owner_id = \(owner.storageText)), 0)::bigint
-                FROM media_uploads m JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
+                FROM media_uploads m
+                JOIN records r ON r.entity = ANY(\(schema.media.map(\.rawValue).sorted())::text[]) AND r.id = m.attachment_id
                 WHERE m.attachment_id <> \(attachment.storageText)
                 """, logger: logger
             ).decode((Int64, Int64).self) {
@@ -481,7 +485,7 @@ final class PostgresStorage: ServerStorage {
             var deleted: Set<UUID> = []
             for try await id in try await connection.query(
                 """
-                SELECT id FROM records WHERE entity = 'mediaAttachment' AND deletion IS NOT NULL
+                SELECT id FROM records WHERE entity = ANY(\(schema.media.map(\.rawValue).sorted())::text[]) AND deletion IS NOT NULL
                 AND id = ANY(\(attachments.map(\.storageText))::text[])
                 """, logger: logger
             ).decode(String.self) {
@@ -569,7 +573,7 @@ final class PostgresStorage: ServerStorage {
                     "SET LOCAL idle_in_transaction_session_timeout = \(unescaped: String(Self.bundleIdleMilliseconds))",
                     logger: logger)
                 // One answer for a project that does not exist and one the caller may not reach.
-                guard let projectRecord = try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger),
+                guard let projectRecord = try await PostgresRecords.fetch(schema.scope, id: project, on: connection, logger: logger),
                     try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger)
                 else { throw ServerError.notFound("no project \(project.storageText) of yours") }
                 var cursor = PostgresBundleCursor(project: project)
@@ -610,9 +614,12 @@ final class PostgresStorage: ServerStorage {
                 """, logger: logger
             ).decode(String.self) { removed += 1 }
             let members = try await PostgresRecords.fetchAll(
-                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member' AND deletion IS NULL",
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE project_id = \(project.storageText) AND entity = \(schema.membership.rawValue) AND deletion IS NULL
+                """,
                 on: connection, logger: logger)
-            for var member in members where member.fields["userID"] == .uuid(user) {
+            for var member in members where member.fields[schema.userField] == .uuid(user) {
                 member.tombstone(
                     at: now, sequence: try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger))
                 try await PostgresRecords.save([member], on: connection, logger: logger)
@@ -673,14 +680,11 @@ final class PostgresStorage: ServerStorage {
                 try await PostgresRecords.save([record], on: connection, logger: logger)
             }
             for project in seed.projects {
-                guard try await PostgresRecords.fetch(.project, id: project.id, on: connection, logger: logger) == nil
+                guard try await PostgresRecords.fetch(schema.scope, id: project.id, on: connection, logger: logger) == nil
                 else { continue }
-                let fields: [String: FieldValue] = [
-                    "opportunityID": .null, "name": .text(project.name), "number": .null,
-                    "address": .text(project.address ?? ""), "status": .text(Project.Status.active.rawValue),
-                    "startDay": .null,
-                ]
-                try await insertSeeded(.project, id: project.id, projectID: project.id, owner: firstMember, fields: fields)
+                let fields = schema.blankFields(
+                    of: schema.scope, given: ["name": .text(project.name), "address": .text(project.address ?? "")], now: now)
+                try await insertSeeded(schema.scope, id: project.id, projectID: project.id, owner: firstMember, fields: fields)
             }
             for member in seed.members {
                 try await connection.query(
@@ -689,20 +693,19 @@ final class PostgresStorage: ServerStorage {
                     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
                     """, logger: logger)
                 for project in member.projects {
-                    guard try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger) != nil else {
+                    guard try await PostgresRecords.fetch(schema.scope, id: project, on: connection, logger: logger) != nil else {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
                     try await PostgresAccess.addMembership(project, member.userID, at: now.milliseconds, on: connection, logger: logger)
                     let id = Roles.memberRecordID(
                         project: project, user: member.userID,
                         salt: try await Self.memberIDSalt(on: connection, logger: logger))
-                    guard try await PostgresRecords.fetch(.member, id: id, on: connection, logger: logger) == nil
+                    guard try await PostgresRecords.fetch(schema.membership, id: id, on: connection, logger: logger) == nil
                     else { continue }
-                    let fields: [String: FieldValue] = [
-                        "projectID": .uuid(project), "userID": .uuid(member.userID), "name": .text(member.name),
-                        "email": .text(member.email ?? ""), "role": .text(member.role ?? Member.Role.crew.rawValue),
-                    ]
-                    try await insertSeeded(.member, id: id, projectID: project, owner: member.userID, fields: fields)
+                    let fields = schema.membershipFields(
+                        scope: project, user: member.userID, role: try ServerSeed.role(of: member), name: member.name,
+                        email: member.email, now: now)
+                    try await insertSeeded(schema.membership, id: id, projectID: project, owner: member.userID, fields: fields)
                 }
             }
             for token in seed.tokens {
@@ -723,12 +726,12 @@ final class PostgresStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
     ) async throws(ServerError) -> MembershipChange {
         let logger = self.logger
         let rules = PushRules(assignsServerIDs: assignsServerIDs)
         return try await write { connection in
-            guard try await PostgresRecords.fetch(.project, id: project, on: connection, logger: logger) != nil else {
+            guard try await PostgresRecords.fetch(schema.scope, id: project, on: connection, logger: logger) != nil else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
             try await connection.query(
@@ -742,7 +745,10 @@ final class PostgresStorage: ServerStorage {
                 logger: logger
             ).decode(String.self) { hasMembership = true }
             let members = try await PostgresRecords.fetchAll(
-                "SELECT \(unescaped: PostgresRecords.columns) FROM records WHERE project_id = \(project.storageText) AND entity = 'member'",
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE project_id = \(project.storageText) AND entity = \(schema.membership.rawValue)
+                """,
                 on: connection, logger: logger)
             // The counters move by what the plan used; every write holds the advisory lock, so none moves them meanwhile.
             var counters: (changeSequence: Int64, lastServerID: Int64) = (0, 0)
@@ -808,7 +814,7 @@ enum PostgresAccess {
         let members = try await PostgresRecords.fetchAll(
             """
             SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM memberships m
-            JOIN records r ON r.project_id = m.project_id AND r.entity = 'member' AND r.deletion IS NULL
+            JOIN records r ON r.project_id = m.project_id AND r.entity = \(schema.membership.rawValue) AND r.deletion IS NULL
             WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
             """,
             on: connection, logger: logger)
@@ -947,3 +953,6 @@ enum PostgresRecords {
         throw ServerError(.databaseFailure, message: "the counter \(counter) is missing")
     }
 }
+
+/// The schema this server serves.
+private var schema: ServedSchema { .current }

@@ -18,6 +18,8 @@ struct PushRules: Sendable {
     let policy: ConflictPolicy
     /// The largest media file the server takes (`ServerConfiguration.maximumMediaBytes`).
     let maximumMediaBytes: Int64
+    /// The scope, membership and media entities of the schema served.
+    let schema = ServedSchema.current
 
     init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max) {
         self.assignsServerIDs = assignsServerIDs
@@ -128,7 +130,7 @@ struct PushRules: Sendable {
         }
         // An attachment whose file this server would never take is refused now, with why, rather than
         // accepted and its upload refused for ever after.
-        if merged.record.entity == .mediaAttachment, merged.deletion == nil,
+        if schema.media.contains(merged.record.entity), merged.deletion == nil,
             case .integer(let size) = merged.record["byteSize"], size > maximumMediaBytes
         {
             throw ServerError.badRequest(
@@ -144,13 +146,13 @@ struct PushRules: Sendable {
         }
         try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
-        if let project, !(mutation.entity == .project && existing == nil) {
+        if let project, !(mutation.entity == schema.scope && existing == nil) {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
         }
 
         // Nothing below can fail: the mutation is applied.
-        if mutation.entity == .project { link(opportunityOf: merged.record, snapshot: &snapshot, plan: &plan) }
+        if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, snapshot: &snapshot, plan: &plan) }
         snapshot.changeSequence += 1
         var stored = StoredRecord(
             entity: mutation.entity, id: mutation.recordID, serverID: existing?.serverID,
@@ -168,7 +170,7 @@ struct PushRules: Sendable {
         }
         plan.records[key] = stored
         plan.moves[key] = nil
-        if mutation.entity == .project, !snapshot.memberships.contains(stored.id) {
+        if mutation.entity == schema.scope, !snapshot.memberships.contains(stored.id) {
             makeOwner(of: stored, caller: caller, snapshot: &snapshot, plan: &plan)
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
@@ -178,26 +180,24 @@ struct PushRules: Sendable {
     /// it (at the next change sequence, so the creator's device pulls it): never by a default role.
     private func makeOwner(of project: StoredRecord, caller: Caller, snapshot: inout PushSnapshot, plan: inout PushPlan) {
         let id = Roles.memberRecordID(project: project.id, user: caller.userID, salt: snapshot.memberIDSalt)
-        let fields: [String: FieldValue] = [
-            "projectID": .uuid(project.id), "userID": .uuid(caller.userID),
-            "name": .text(snapshot.callerName.isEmpty ? "Owner" : snapshot.callerName), "email": .text(""),
-            "role": .text(Member.Role.owner.rawValue),
-        ]
+        let fields = schema.membershipFields(
+            scope: project.id, user: caller.userID, role: schema.strongestRole,
+            name: snapshot.callerName.isEmpty ? "Owner" : snapshot.callerName, email: nil, now: project.updatedAt)
         let stamp = project.clocks.values.max() ?? HybridTimestamp(physicalMilliseconds: 0, counter: 0, node: NodeID(0))
         snapshot.changeSequence += 1
         var member = StoredRecord(
-            entity: .member, id: id, serverID: nil, projectID: project.id, ownerID: caller.userID, version: 1,
+            entity: schema.membership, id: id, serverID: nil, projectID: project.id, ownerID: caller.userID, version: 1,
             sequence: snapshot.changeSequence, fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil,
             createdAt: project.createdAt, updatedAt: project.updatedAt)
         if assignsServerIDs {
             snapshot.lastServerID += 1
             member.serverID = snapshot.lastServerID
-            snapshot.serverIDs[ServerIDKey(entity: .member, serverID: snapshot.lastServerID)] = member.key
+            snapshot.serverIDs[ServerIDKey(entity: schema.membership, serverID: snapshot.lastServerID)] = member.key
         }
         snapshot.records[member.key] = member
         snapshot.summaries[member.key] = member.summary
         plan.records[member.key] = member
-        snapshot.access.roles[project.id] = .owner
+        snapshot.access.roles[project.id] = schema.strongestRole
         snapshot.access.ownMemberRecords[project.id] = [id]
         snapshot.access.joinedAt[project.id] = 0
         snapshot.projectsWithMembers.insert(project.id)
@@ -234,7 +234,8 @@ struct PushRules: Sendable {
         if deleting {
             guard isOwn(before) || Roles.deletesOthers(mutation.entity, as: role) else {
                 throw ServerError.forbidden(
-                    "only its author or the office (owner, project manager) deletes a \(mutation.entity.rawValue)")
+                    "only its author or a \(mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or ")) "
+                        + "deletes a \(mutation.entity.rawValue)")
             }
             return
         }
@@ -242,7 +243,7 @@ struct PushRules: Sendable {
         guard existing == nil || before != author else { return }
         guard isOwn(author) || Roles.writesForOthers(mutation.entity, as: role) else {
             throw ServerError.forbidden(
-                "a \(role.rawValue) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
+                "a \(role) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
                     + "member record in this project")
         }
     }
@@ -309,28 +310,25 @@ struct PushRules: Sendable {
     private func projectOf(_ record: EntityRecord, existing: StoredRecord?, caller: Caller, snapshot: PushSnapshot)
         throws -> UUID?
     {
-        switch record.entity {
-        case .project:
+        if record.entity == schema.scope {
             let hasMembers = snapshot.projectsWithMembers.contains(record.id)
             if existing != nil || hasMembers, !snapshot.memberships.contains(record.id) {
                 throw ServerError.forbidden("you are not a member of project \(record.id.storageText)")
             }
             return record.id
-        case .opportunity:
-            return existing?.projectID
-        default:
-            for relation in record.entity.description.parents {
-                guard case .uuid(let parentID) = record[relation.field] else { continue }
-                // One answer for a parent that does not exist and one the caller may not see.
-                let missing = ServerError.notFound(
-                    "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
-                guard let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)) else { throw missing }
-                let project = relation.entity == .project ? parentID : parent.projectID
-                guard let project, snapshot.memberships.contains(project) else { throw missing }
-                return project
-            }
-            throw ServerError.badRequest("a \(record.entity.rawValue) must name its parent")
         }
+        if schema.isAboveScope(record.entity) { return existing?.projectID }
+        for relation in record.entity.description.parents {
+            guard case .uuid(let parentID) = record[relation.field] else { continue }
+            // One answer for a parent that does not exist and one the caller may not see.
+            let missing = ServerError.notFound(
+                "\(relation.field): no \(relation.entity.rawValue) \(parentID.storageText) on the server")
+            guard let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)) else { throw missing }
+            let project = relation.entity == schema.scope ? parentID : parent.projectID
+            guard let project, snapshot.memberships.contains(project) else { throw missing }
+            return project
+        }
+        throw ServerError.badRequest("a \(record.entity.rawValue) must name its parent")
     }
 
     /// Every other record the record names must be one the caller may see, so ids of other projects'
@@ -347,7 +345,7 @@ struct PushRules: Sendable {
                 let parent = snapshot.summary(RecordKey(entity: relation.entity, id: parentID)),
                 parent.isVisible(to: caller, memberships: snapshot.memberships)
             else { continue }
-            let parentProject = relation.entity == .project ? parentID : parent.projectID
+            let parentProject = relation.entity == schema.scope ? parentID : parent.projectID
             if let project, let parentProject, parentProject != project {
                 throw ServerError.badRequest(
                     "\(relation.field) names \(relation.entity.rawValue) \(parentID.storageText) of project "
@@ -359,9 +357,15 @@ struct PushRules: Sendable {
     /// A project naming an opportunity no project had yet makes the opportunity that project's: it moves
     /// to the end of the change sequence, just before the project itself, so the project's other members
     /// pull it, parent first.
-    private func link(opportunityOf project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
-        guard case .uuid(let id) = project["opportunityID"] else { return }
-        let key = RecordKey(entity: .opportunity, id: id)
+    private func link(aboveScopeOf project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+        for relation in schema.scopeParents {
+            link(relation, of: project, snapshot: &snapshot, plan: &plan)
+        }
+    }
+
+    private func link(_ relation: ParentRelation, of project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+        guard case .uuid(let id) = project[relation.field] else { return }
+        let key = RecordKey(entity: relation.entity, id: id)
         guard var opportunity = snapshot.summary(key), opportunity.projectID == nil else { return }
         snapshot.changeSequence += 1
         opportunity.projectID = project.id
@@ -385,8 +389,9 @@ struct PushRules: Sendable {
         }
         guard Roles.mayWrite(entity, as: role) else {
             throw ServerError.forbidden(
-                "a \(role.rawValue) may not change \(entity.rawValue) records in this project: "
-                    + "money (discounts, finance options, fees) and membership are the office's")
+                "a \(role) may not change \(entity.rawValue) records in this project: the schema gives them to "
+                    + entity.description.access.writers.sorted { (schema.rank(of: $0) ?? 0) < (schema.rank(of: $1) ?? 0) }
+                    .joined(separator: ", "))
         }
     }
 

@@ -50,13 +50,13 @@ struct PushBatch: Sendable {
     var idempotencyKeys: [UUID] { mutations.map(\.idempotencyKey) }
 
     /// Whether a mutation may create a project (and so its creator's member record).
-    var createsProjects: Bool { mutations.contains { $0.entity == .project && $0.operation == .create } }
+    var createsProjects: Bool { mutations.contains { $0.entity == ServedSchema.current.scope && $0.operation == .create } }
 
     /// The records the mutations change (round 1: full records, fields and clocks included).
     var targets: Set<RecordKey> { Set(mutations.map { RecordKey(entity: $0.entity, id: $0.recordID) }) }
 
     /// Project ids the batch creates or changes (round 1: which of them have members at all).
-    var projects: Set<UUID> { Set(mutations.lazy.filter { $0.entity == .project }.map(\.recordID)) }
+    var projects: Set<UUID> { Set(mutations.lazy.filter { $0.entity == ServedSchema.current.scope }.map(\.recordID)) }
 
     /// The records the batch refers to, given the targets as stored (round 2: summaries of those that
     /// exist, for client ids and for server ids alike). Includes the targets' stored parents and the

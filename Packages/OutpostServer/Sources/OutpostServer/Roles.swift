@@ -31,13 +31,13 @@ enum Roles {
     }
 
     /// Whether `role` may write records of `entity` naming another member than the caller as author.
-    static func writesForOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
-        entity.description.access.writesForOthers.contains(role.rawValue)
+    static func writesForOthers(_ entity: EntityType, as role: String) -> Bool {
+        entity.description.access.writesForOthers.contains(role)
     }
 
     /// Whether `role` may delete a record of `entity` someone else wrote.
-    static func deletesOthers(_ entity: EntityType, as role: Member.Role) -> Bool {
-        entity.description.access.deletesOthers.contains(role.rawValue)
+    static func deletesOthers(_ entity: EntityType, as role: String) -> Bool {
+        entity.description.access.deletesOthers.contains(role)
     }
 
     /// The caller's standing in each project they belong to, from their memberships (with when each
@@ -49,7 +49,7 @@ enum Roles {
     ) -> ProjectAccess {
         var access = ProjectAccess()
         for (project, joined) in memberships {
-            var roles: [Member.Role] = []
+            var roles: [String] = []
             var own: Set<UUID> = []
             for member in memberRecords[project] ?? [] where member.deletion == nil {
                 guard let role = role(in: member.fields, of: user) else { continue }
@@ -66,8 +66,8 @@ enum Roles {
 
     /// Whether `role` may create, change or delete records of `entity`: only a role its declaration
     /// names (none names a viewer).
-    static func mayWrite(_ entity: EntityType, as role: Member.Role) -> Bool {
-        entity.description.access.writers.contains(role.rawValue)
+    static func mayWrite(_ entity: EntityType, as role: String) -> Bool {
+        entity.description.access.writers.contains(role)
     }
 
     /// The member record of `user` in `project`, at an id derived from both: the seed, the operator's
@@ -87,26 +87,27 @@ enum Roles {
             bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
-    /// The strongest of `roles` (owner first), or nil when there is none.
-    static func strongest(_ roles: some Sequence<Member.Role>) -> Member.Role? {
-        roles.min { order($0) < order($1) }
+    /// The strongest of `roles` (the schema lists them strongest first), or nil when there is none.
+    static func strongest(_ roles: some Sequence<String>) -> String? {
+        let schema = ServedSchema.current
+        return roles.min { (schema.rank(of: $0) ?? .max) < (schema.rank(of: $1) ?? .max) }
     }
 
-    private static func order(_ role: Member.Role) -> Int {
-        Member.Role.allCases.firstIndex(of: role) ?? .max
-    }
-
-    /// The role a member record's fields name for `user`, if the record names that user.
-    static func role(in fields: [String: FieldValue], of user: UUID) -> Member.Role? {
-        guard case .uuid(user) = fields["userID"] ?? .null, case .text(let name) = fields["role"] ?? .null else { return nil }
-        return Member.Role(rawValue: name)
+    /// The role a member record's fields name for `user`, if the record names that user with a role the
+    /// schema declares (any other names none: access fails closed).
+    static func role(in fields: [String: FieldValue], of user: UUID) -> String? {
+        let schema = ServedSchema.current
+        guard case .uuid(user) = fields[schema.userField] ?? .null, case .text(let name) = fields[schema.roleField] ?? .null,
+            schema.rank(of: name) != nil
+        else { return nil }
+        return name
     }
 }
 
 /// What a caller may do in the projects they belong to (`Roles.access`).
 struct ProjectAccess: Sendable, Hashable {
     /// The caller's role in each project where one is established: the projects they may reach.
-    var roles: [UUID: Member.Role] = [:]
+    var roles: [UUID: String] = [:]
     /// The caller's own live member records in each of those projects: whom they write as.
     var ownMemberRecords: [UUID: Set<UUID>] = [:]
     /// When each membership began (epoch milliseconds; 0 for one older than the record of it): a

@@ -424,11 +424,12 @@ final class SQLiteStorage: ServerStorage {
         try await read { db in try StoredRecord.fetch(entity, id: id, in: db) }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role) {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String) {
         try await read { db in
             // One answer for an attachment that does not exist and one the caller may not see.
             let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
-            guard let record = try StoredRecord.fetch(.mediaAttachment, id: id, in: db), let project = record.projectID,
+            let found = try ServedSchema.current.media.sorted().lazy.compactMap { try StoredRecord.fetch($0, id: id, in: db) }.first
+            guard let record = found, let project = record.projectID,
                 let role = try Access.access(of: caller, in: db, project: project).roles[project]
             else { throw missing }
             return (record, role)
@@ -450,31 +451,35 @@ final class SQLiteStorage: ServerStorage {
         -> (project: Int64, owner: Int64)
     {
         try await read { db in
+            let media = schema.media.map(\.rawValue).sorted()
             let held = """
                 SELECT coalesce(sum(m.total_bytes), 0) FROM media_uploads m
-                JOIN records r ON r.entity = 'mediaAttachment' AND r.id = m.attachment_id
+                JOIN records r ON r.entity IN (\(Self.placeholders(media.count))) AND r.id = m.attachment_id
                 WHERE m.attachment_id != ?
                 """
             let ofProject = try project.map { project in
-                try Int64.fetchOne(db, sql: held + " AND r.project_id = ?", arguments: [attachment.storageText, project.storageText])
+                try Int64.fetchOne(
+                    db, sql: held + " AND r.project_id = ?",
+                    arguments: StatementArguments(media + [attachment.storageText, project.storageText]))
             } ?? 0
             let ofOwner = try Int64.fetchOne(
-                db, sql: held + " AND r.owner_id = ?", arguments: [attachment.storageText, owner.storageText])
+                db, sql: held + " AND r.owner_id = ?", arguments: StatementArguments(media + [attachment.storageText, owner.storageText]))
             return (ofProject ?? 0, ofOwner ?? 0)
         }
     }
 
     func deletedAttachments(among attachments: [UUID]) async throws(ServerError) -> Set<UUID> {
         try await read { db in
+            let media = schema.media.map(\.rawValue).sorted()
             var deleted: Set<UUID> = []
             for chunk in Self.chunks(attachments.map(\.storageText)) {
                 let ids = try String.fetchAll(
                     db,
                     sql: """
-                        SELECT id FROM records WHERE entity = 'mediaAttachment' AND deletion IS NOT NULL
+                        SELECT id FROM records WHERE entity IN (\(Self.placeholders(media.count))) AND deletion IS NOT NULL
                         AND id IN (\(Self.placeholders(chunk.count)))
                         """,
-                    arguments: StatementArguments(Array(chunk)))
+                    arguments: StatementArguments(media + Array(chunk)))
                 deleted.formUnion(ids.compactMap(UUID.init(uuidString:)))
             }
             return deleted
@@ -518,10 +523,10 @@ final class SQLiteStorage: ServerStorage {
         }
         let path = self.path
         // The checks and the header read the same snapshot the records then stream from.
-        let (asOf, checkpoint, extraOpportunity) = try await Self.read(snapshot, path: path) {
-            db -> (Date?, HistoryCheckpoint, UUID?) in
+        let (asOf, checkpoint, aboveScope) = try await Self.read(snapshot, path: path) {
+            db -> (Date?, HistoryCheckpoint, [EntityType: [UUID]]) in
             // One answer for a project that does not exist and one the caller may not reach.
-            guard let projectRecord = try StoredRecord.fetch(.project, id: project, in: db),
+            guard let projectRecord = try StoredRecord.fetch(schema.scope, id: project, in: db),
                 try Access.isMember(caller, of: project, in: db)
             else { throw ServerError.notFound("no project \(project.storageText) of yours") }
             let newestRow = try Row.fetchOne(
@@ -529,22 +534,23 @@ final class SQLiteStorage: ServerStorage {
                 arguments: [project.storageText])
             var newest = newestRow?["updated_at"] as Int64?
             var sequence = newestRow?["sequence"] as Int64? ?? 0
-            var extra: UUID?
-            // The opportunity the project names, when it belongs to no project yet (one this project owns
+            var extra: [EntityType: [UUID]] = [:]
+            // The records above the scope the project names, when it belongs to no project yet (one this project owns
             // streams with its records; one another project owns is that project's members' business).
-            if case .uuid(let opportunity) = projectRecord.fields["opportunityID"] ?? .null,
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT project_id, updated_at, sequence FROM records WHERE entity = 'opportunity' AND id = ?",
-                    arguments: [opportunity.storageText]),
-                row["project_id"] as String? == nil
-            {
-                extra = opportunity
+            for relation in schema.scopeParents {
+                guard case .uuid(let above) = projectRecord.fields[relation.field] ?? .null,
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT project_id, updated_at, sequence FROM records WHERE entity = ? AND id = ?",
+                        arguments: [relation.entity.rawValue, above.storageText]),
+                    row["project_id"] as String? == nil
+                else { continue }
+                extra[relation.entity, default: []].append(above)
                 newest = max(newest ?? 0, row["updated_at"] as Int64)
                 sequence = max(sequence, row["sequence"] as Int64)
             }
             return (newest.map(Date.init(milliseconds:)), try Self.checkpoint(at: sequence, in: db), extra)
         }
-        let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, extraOpportunity: extraOpportunity)
+        let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, aboveScope: aboveScope)
         let batches = AsyncThrowingStream<[EntityRecord], any Error>(unfolding: { try await cursor.next() })
         return BundleRecords(asOf: asOf, checkpoint: checkpoint, batches: batches)
     }
@@ -581,14 +587,11 @@ final class SQLiteStorage: ServerStorage {
                 if row["name"] as String == "change_sequence" { counters.changeSequence = row["value"] }
                 if row["name"] as String == "server_id" { counters.lastServerID = row["value"] }
             }
-            for project in seed.projects where try StoredRecord.fetch(.project, id: project.id, in: db) == nil {
-                let fields: [String: FieldValue] = [
-                    "opportunityID": .null, "name": .text(project.name), "number": .null,
-                    "address": .text(project.address ?? ""), "status": .text(Project.Status.active.rawValue),
-                    "startDay": .null,
-                ]
+            for project in seed.projects where try StoredRecord.fetch(schema.scope, id: project.id, in: db) == nil {
+                let fields = schema.blankFields(
+                    of: schema.scope, given: ["name": .text(project.name), "address": .text(project.address ?? "")], now: now)
                 try rules.seededRecord(
-                    .project, id: project.id, projectID: project.id, owner: firstMember, fields: fields, stamp: stamp,
+                    schema.scope, id: project.id, projectID: project.id, owner: firstMember, fields: fields, stamp: stamp,
                     now: now, counters: &counters
                 ).save(in: db)
             }
@@ -597,18 +600,17 @@ final class SQLiteStorage: ServerStorage {
                     sql: "INSERT OR REPLACE INTO users (id, name) VALUES (?, ?)",
                     arguments: [member.userID.storageText, member.name])
                 for project in member.projects {
-                    guard try StoredRecord.fetch(.project, id: project, in: db) != nil else {
+                    guard try StoredRecord.fetch(schema.scope, id: project, in: db) != nil else {
                         throw ServerError(.invalidSeed, message: "no project \(project.storageText) on this server")
                     }
                     try Access.addMembership(project, member.userID, at: now.milliseconds, in: db)
                     let id = Roles.memberRecordID(project: project, user: member.userID, salt: try Self.memberIDSalt(in: db))
-                    guard try StoredRecord.fetch(.member, id: id, in: db) == nil else { continue }
-                    let fields: [String: FieldValue] = [
-                        "projectID": .uuid(project), "userID": .uuid(member.userID), "name": .text(member.name),
-                        "email": .text(member.email ?? ""), "role": .text(member.role ?? Member.Role.crew.rawValue),
-                    ]
+                    guard try StoredRecord.fetch(schema.membership, id: id, in: db) == nil else { continue }
+                    let fields = schema.membershipFields(
+                        scope: project, user: member.userID, role: try ServerSeed.role(of: member), name: member.name,
+                        email: member.email, now: now)
                     try rules.seededRecord(
-                        .member, id: id, projectID: project, owner: member.userID, fields: fields, stamp: stamp,
+                        schema.membership, id: id, projectID: project, owner: member.userID, fields: fields, stamp: stamp,
                         now: now, counters: &counters
                     ).save(in: db)
                 }
@@ -626,11 +628,11 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
     ) async throws(ServerError) -> MembershipChange {
         let rules = self.rules
         return try await write { db in
-            guard try StoredRecord.fetch(.project, id: project, in: db) != nil else {
+            guard try StoredRecord.fetch(schema.scope, id: project, in: db) != nil else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
             try db.execute(
@@ -640,7 +642,8 @@ final class SQLiteStorage: ServerStorage {
                 db, sql: "SELECT 1 FROM memberships WHERE project_id = ? AND user_id = ?",
                 arguments: [project.storageText, user.storageText]) ?? false
             let members = try StoredRecord.fetchAll(
-                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member'", arguments: [project.storageText])
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = ?",
+                arguments: [project.storageText, schema.membership.rawValue])
             var counters: (changeSequence: Int64, lastServerID: Int64) = (
                 try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'") ?? 0,
                 try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0)
@@ -665,9 +668,9 @@ final class SQLiteStorage: ServerStorage {
             var sequence = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'") ?? 0
             let lastServerID = try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0
             let members = try StoredRecord.fetchAll(
-                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = 'member' AND deletion IS NULL",
-                arguments: [project.storageText])
-            for var member in members where member.fields["userID"] == .uuid(user) {
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = ? AND deletion IS NULL",
+                arguments: [project.storageText, schema.membership.rawValue])
+            for var member in members where member.fields[schema.userField] == .uuid(user) {
                 sequence += 1
                 member.tombstone(at: now, sequence: sequence)
                 try member.save(in: db)
@@ -704,24 +707,26 @@ private actor BundleCursor {
     private let snapshot: DatabaseSnapshot
     private let path: String
     private let project: UUID
-    private var extraOpportunity: UUID?
+    /// The records above the scope the project names that belong to no project yet, by entity: sent
+    /// with that entity's records.
+    private var aboveScope: [EntityType: [UUID]]
     private var entities = EntityCatalog.all.map(\.type)[...]
     private var lastID: String?
     private static let pageSize = 500
 
-    init(snapshot: DatabaseSnapshot, path: String, project: UUID, extraOpportunity: UUID?) {
+    init(snapshot: DatabaseSnapshot, path: String, project: UUID, aboveScope: [EntityType: [UUID]]) {
         self.snapshot = snapshot
         self.path = path
         self.project = project
-        self.extraOpportunity = extraOpportunity
+        self.aboveScope = aboveScope
     }
 
     /// The next page, nil after the last.
     func next() async throws -> [EntityRecord]? {
         while let entity = entities.first {
-            let (project, after, extra) = (self.project, lastID, entity == .opportunity ? extraOpportunity : nil)
-            let (page, extraRecord) = try await SQLiteStorage.read(snapshot, path: path) {
-                db -> ([StoredRecord], StoredRecord?) in
+            let (project, after, extra) = (self.project, lastID, aboveScope.removeValue(forKey: entity) ?? [])
+            let (page, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
+                db -> ([StoredRecord], [StoredRecord]) in
                 let page = try StoredRecord.fetchAll(
                     db,
                     sql: """
@@ -729,16 +734,15 @@ private actor BundleCursor {
                         ORDER BY id LIMIT ?
                         """,
                     arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize])
-                return (page, try extra.flatMap { id in try StoredRecord.fetch(.opportunity, id: id, in: db) })
+                return (page, try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db) })
             }
-            if entity == .opportunity { extraOpportunity = nil }
             if page.count < Self.pageSize {
                 entities = entities.dropFirst()
                 lastID = nil
             } else {
                 lastID = page.last?.id.storageText
             }
-            let records = page + (extraRecord.map { [$0] } ?? [])
+            let records = page + extraRecords
             if !records.isEmpty {
                 return records.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)
             }
@@ -772,10 +776,10 @@ enum Access {
             db,
             sql: """
                 SELECT r.* FROM memberships m
-                JOIN records r ON r.project_id = m.project_id AND r.entity = 'member' AND r.deletion IS NULL
+                JOIN records r ON r.project_id = m.project_id AND r.entity = ? AND r.deletion IS NULL
                 WHERE m.user_id = ?
                 """ + only,
-            arguments: arguments)
+            arguments: [schema.membership.rawValue] + arguments)
         return Roles.access(
             of: caller.userID, memberships: memberships,
             memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
@@ -929,3 +933,6 @@ extension Date {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }
+
+/// The schema this server serves.
+private var schema: ServedSchema { .current }

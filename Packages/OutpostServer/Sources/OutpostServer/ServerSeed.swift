@@ -11,7 +11,8 @@ import OutpostModels
 ///  "tokens": [{"userID": "…", "token": "alice-demo-token"}]}
 /// ```
 public struct ServerSeed: Sendable, Hashable, Codable {
-    /// A project to create (as a `project` record, status `active`) unless it exists.
+    /// A scope record to create (a field-service `project`, status `active`) unless it exists: its
+    /// name and address where the scope entity declares them, every other field its initial value.
     public struct Project: Sendable, Hashable, Codable {
         /// The project's record id.
         public var id: UUID
@@ -36,7 +37,7 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         public var name: String
         /// Email; empty when absent.
         public var email: String?
-        /// One of `Member.Role`'s raw values; `crew` when absent.
+        /// One of the schema's roles; its default role (the field-service schema's `crew`) when absent.
         public var role: String?
         /// The projects the user may see and write.
         public var projects: [UUID]
@@ -95,6 +96,19 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         }
     }
 
+    /// The role `member` is given: theirs, or the schema's default role when they name none. Refused
+    /// with the roles the schema declares when it names another, or none and the schema has no default.
+    static func role(of member: Member) throws(ServerError) -> String {
+        let schema = ServedSchema.current
+        guard let role = member.role ?? schema.defaultRole else {
+            throw ServerError(.invalidSeed, message: "member \(member.name) names no role: one of \(schema.roles.joined(separator: ", "))")
+        }
+        guard schema.rank(of: role) != nil else {
+            throw ServerError(.invalidSeed, message: "member \(member.name) has unknown role '\(role)': one of \(schema.roles.joined(separator: ", "))")
+        }
+        return role
+    }
+
     /// Refuses a seed that names a project it does not define or a token for an unknown user.
     func validate() throws(ServerError) {
         let projectIDs = Set(projects.map(\.id))
@@ -103,9 +117,7 @@ public struct ServerSeed: Sendable, Hashable, Codable {
             if !extendsServer, let missing = member.projects.first(where: { !projectIDs.contains($0) }) {
                 throw ServerError(.invalidSeed, message: "member \(member.name) names unknown project \(missing)")
             }
-            if let role = member.role, !OutpostModels.Member.Role.allCases.map(\.rawValue).contains(role) {
-                throw ServerError(.invalidSeed, message: "member \(member.name) has unknown role '\(role)'")
-            }
+            _ = try Self.role(of: member)
         }
         for token in tokens where !extendsServer && !userIDs.contains(token.userID) {
             throw ServerError(.invalidSeed, message: "a token names unknown user \(token.userID)")

@@ -50,7 +50,7 @@ protocol ServerStorage: Sendable {
     /// A media attachment record of a project where the caller has a role, with that role: 404 for one
     /// that does not exist and for one the caller may not see alike (an answer that told them apart would
     /// tell anyone which ids other projects hold).
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: Member.Role)
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String)
 
     /// The upload state of an attachment's file, nil before its first chunk.
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
@@ -84,7 +84,7 @@ protocol ServerStorage: Sendable {
     /// Makes `user` a member of `project` with exactly `role`: the membership (begun now), and their
     /// member record created, brought back, or given the role (`MembershipEdit`). Says what changed.
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: Member.Role, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
     ) async throws(ServerError) -> MembershipChange
 
     /// Takes `user` out of `project`: the membership goes, so their next request to it is refused on

@@ -95,11 +95,7 @@ public struct SyncServer: Sendable {
     @discardableResult
     public func addMember(_ member: ServerSeed.Member) async throws(ServerError) -> [UUID: MembershipChange] {
         try await storage.prepare()
-        let name = member.role ?? Member.Role.crew.rawValue
-        guard let role = Member.Role(rawValue: name) else {
-            throw ServerError(.invalidSeed, message: "unknown role '\(name)': one of "
-                + Member.Role.allCases.map(\.rawValue).joined(separator: ", "))
-        }
+        let role = try ServerSeed.role(of: member)
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
             changes[project] = try await storage.addMember(

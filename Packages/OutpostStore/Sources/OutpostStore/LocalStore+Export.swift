@@ -64,7 +64,8 @@ extension LocalStore {
     /// change the server has not acknowledged are left out (and so are their children), as the server
     /// does not hold them so either.
     static func projectRecords(of projectID: UUID, in db: Database) throws -> [EntityRecord] {
-        guard let project = try EntityTables.fetchRecord(.project, id: projectID, in: db) else {
+        let schema = EntityCatalog.schema
+        guard let project = try EntityTables.fetchRecord(schema.scope, id: projectID, in: db) else {
             throw BundleError(.databaseFailure, message: "the database holds no project \(projectID.uuidString.lowercased())")
         }
         // A bundle is the server's state, and an importing device stores its records as synced: a change of
@@ -75,18 +76,23 @@ extension LocalStore {
                 .databaseFailure,
                 message: "project \(projectID.uuidString.lowercased()) has changes this device has not synced; sync, then export")
         }
-        var included: [EntityType: Set<UUID>] = [.project: [projectID]]
-        if case .uuid(let opportunity) = project["opportunityID"] { included[.opportunity] = [opportunity] }
+        // The scope record, and the records above it that it names (a project's opportunity).
+        var included: [EntityType: Set<UUID>] = [schema.scope: [projectID]]
+        var above: [EntityType: [UUID]] = [:]
+        for relation in project.entity.description.parents where relation.entity != schema.scope {
+            if case .uuid(let id) = project[relation.field] { above[relation.entity, default: []].append(id) }
+        }
         var result: [EntityRecord] = []
-        for description in EntityCatalog.all {
+        for description in schema.entities {
             switch description.type {
-            case .project:
+            case schema.scope:
                 result.append(project)
-            case .opportunity:
-                guard let id = included[.opportunity]?.first,
-                    let opportunity = try EntityTables.fetchRecord(.opportunity, id: id, in: db)
-                else { continue }
-                result.append(opportunity)
+            case let entity where above[entity] != nil:
+                for id in above[entity] ?? [] {
+                    guard let record = try EntityTables.fetchRecord(entity, id: id, in: db) else { continue }
+                    included[entity, default: []].insert(id)
+                    result.append(record)
+                }
             default:
                 // Tombstones stay out: a deleted record's contents do not travel (a device that held it
                 // learns of the delete from its pull), and neither do its children.
@@ -115,7 +121,10 @@ struct ArchivePlan {
                 let media = LocalStore.mediaFolder(forDatabaseAt: databasePath)
         var found: [String: (name: String, size: Int64, source: URL)] = [:]
         for record in records where !record.sync.isDeleted {
-            guard record.entity == .referenceDocument || record.entity == .mediaAttachment,
+            // A record with a file: a media record, or one that names a file by name, size and digest
+            // (the field-service schema's reference documents).
+            let isMedia = record.entity.description.syncClass == .media
+            guard isMedia || record.entity.description.namesFile,
                 case .text(let name) = record["fileName"], case .text(let digest) = record["sha256"],
                 case .integer(let size) = record["byteSize"]
             else { continue }
@@ -126,7 +135,7 @@ struct ArchivePlan {
             }
             var candidates: [URL] = []
             if let copy = BundleImporter.storedFile(sha256: digest, forDatabaseAt: databasePath) { candidates.append(copy) }
-            if record.entity == .mediaAttachment { candidates.append(media.appendingPathComponent(record.id.uuidString.lowercased())) }
+            if isMedia { candidates.append(media.appendingPathComponent(record.id.uuidString.lowercased())) }
             if let source = candidates.first(where: { Self.holds($0, size: size, sha256: digest) }) {
                 found[digest] = (name, size, source)
             } else {

@@ -72,16 +72,17 @@ public struct PulledPage: Sendable {
     private static func project(
         of record: EntityRecord, in page: [UUID: EntityRecord], reading stored: (EntityType, UUID) throws -> EntityRecord?
     ) throws -> UUID? {
+        let scope = EntityCatalog.schema.scope
         var current = record
         if current.fields.isEmpty, let held = try stored(current.entity, current.id) { current = held }
         for _ in 0..<EntityCatalog.all.count {
-            if current.entity == .project { return current.id }
+            if current.entity == scope { return current.id }
             let owner = current.entity.description.parents.lazy.compactMap { relation -> (EntityType, UUID)? in
                 guard case .uuid(let parent) = current[relation.field] else { return nil }
                 return (relation.entity, parent)
             }.first
             guard let (entity, id) = owner else { return nil }
-            if entity == .project { return id }
+            if entity == scope { return id }
             guard let parent = try page[id] ?? stored(entity, id) else { return nil }
             current = parent
         }
@@ -220,7 +221,7 @@ extension StoreWriter {
                     rebuildsHistory: page.rebuildsHistory, db: db, now: now)
                 reads.wrote(entity, id)
             }
-            for change in page.changes where change.record.entity == .project {
+            for change in page.changes where change.record.entity == EntityCatalog.schema.scope {
                 try LeftProjects.forget(change.record.id, in: db)
             }
             for project in page.leftProjects {
