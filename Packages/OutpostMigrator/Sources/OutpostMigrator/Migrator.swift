@@ -11,8 +11,13 @@ import GRDB
 /// - ``migrate(_:)``, ``migrate(_:to:)``
 /// - ``pendingSteps(in:)``, ``appliedVersions(in:)``, ``schemaSQL(of:)``
 public struct Migrator: Sendable {
-    /// The table that records each applied step with its checksum and time.
+    /// The table that records each applied step with its checksum and time, unless a migrator names
+    /// its own (`ledger`).
     public static let ledgerTable = "migrator_ledger"
+
+    /// This migrator's ledger table. Two histories can share one file, each with its ledger (the
+    /// toolkit's sync tables and an app's entity tables): each checks only its own steps.
+    public let ledger: String
 
     /// Every step, in version order.
     public let steps: [MigrationStep]
@@ -31,12 +36,14 @@ public struct Migrator: Sendable {
     }
 
     /// Creates a migrator. Steps must be numbered 1, 2, 3… without gaps: that is a programming error.
-    public init(steps: [MigrationStep], syncedTables: Set<String> = []) {
+    /// `ledger` names the table its history is kept in.
+    public init(steps: [MigrationStep], syncedTables: Set<String> = [], ledger: String = Migrator.ledgerTable) {
         for (offset, step) in steps.enumerated() {
             precondition(step.version == offset + 1, "Migration steps must be numbered 1…N in order; found \(step.version) at position \(offset + 1)")
         }
         self.steps = steps
         self.syncedTables = syncedTables
+        self.ledger = ledger
     }
 
     /// The version the last step brings a database to.
@@ -81,20 +88,23 @@ public struct Migrator: Sendable {
 
     /// Versions recorded in the ledger, in order (they may run past the code's last step).
     public func appliedVersions(in reader: any DatabaseReader) throws(MigrationError) -> [Int] {
-        try attempt(path: reader.path) { try reader.read { try Ledger.entries($0).map(\.version) } }
+        try attempt(path: reader.path) { try reader.read { try Ledger.entries($0, table: ledger).map(\.version) } }
     }
 
     /// The schema as normalized SQL: every table, index, view and trigger, sorted by kind and name, one
     /// statement per line with white space collapsed, without SQLite's and the migrator's own tables.
     /// Two databases with the same schema print the same text, whatever path brought them there.
-    public static func schemaSQL(of reader: any DatabaseReader) throws(MigrationError) -> String {
+    /// `ledgers` are left out too (every history's ledger in the file).
+    public static func schemaSQL(of reader: any DatabaseReader, ledgers: Set<String> = [ledgerTable]) throws(MigrationError) -> String {
         try attempt(path: reader.path) {
             try reader.read { db in
+                let excluded = ledgers.sorted()
                 let statements = try String.fetchAll(db, sql: """
                     SELECT sql FROM sqlite_schema
-                    WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND tbl_name != ?
+                    WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+                      AND tbl_name NOT IN (\(excluded.map { _ in "?" }.joined(separator: ", ")))
                     ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, name
-                    """, arguments: [ledgerTable])
+                    """, arguments: StatementArguments(excluded))
                 return statements.map { normalize($0) + ";\n" }.joined()
             }
         }
@@ -104,7 +114,7 @@ public struct Migrator: Sendable {
 
     /// The database's version, after refusing a ledger the code cannot vouch for.
     func checkedVersion(_ db: Database, path: String) throws -> Int {
-        let entries = try Ledger.entries(db)
+        let entries = try Ledger.entries(db, table: ledger)
         if let newest = entries.last?.version, newest > latestVersion {
             throw MigrationError(
                 .databaseNewerThanCode, version: newest, stepName: entries.last?.name, path: path,
@@ -135,11 +145,11 @@ public struct Migrator: Sendable {
                 underlying: underlying)
         }
         try db.inTransaction(.immediate) {
-            try Ledger.create(db)
-            let ignored: Set<String> = [Self.ledgerTable]
+            try Ledger.create(db, table: ledger)
+            let ignored: Set<String> = [ledger]
             let before = try SchemaSnapshot.capture(db, excluding: ignored)
-            let ledgerBefore = try Ledger.entries(db)
-            let writes = StepWrites(existing: before.tables, ledger: Self.ledgerTable)
+            let ledgerBefore = try Ledger.entries(db, table: ledger)
+            let writes = StepWrites(existing: before.tables, ledger: ledger)
             db.add(transactionObserver: writes, extent: .observerLifetime)
             do {
                 try step.run(db)
@@ -152,8 +162,8 @@ public struct Migrator: Sendable {
             let check = SchemaChangeCheck(
                 before: before, after: after, syncedTables: syncedTables, redundantIndexes: step.redundantIndexes)
             var destructive = check.destructiveChanges + writes.findings
-            if try Ledger.entries(db) != ledgerBefore, !writes.findings.contains(where: { $0.contains(Self.ledgerTable) }) {
-                destructive.append("changed the migrator's ledger \(Self.ledgerTable), which only the migrator writes")
+            if try Ledger.entries(db, table: ledger) != ledgerBefore, !writes.findings.contains(where: { $0.contains(ledger) }) {
+                destructive.append("changed the migrator's ledger \(ledger), which only the migrator writes")
             }
             if !destructive.isEmpty { throw refuse(.destructiveStep, destructive + check.unsafeNewColumns) }
             if !check.unsafeNewColumns.isEmpty { throw refuse(.unsafeColumn, check.unsafeNewColumns) }
@@ -166,7 +176,7 @@ public struct Migrator: Sendable {
                     "a row of \(row["table"] as String) (rowid \(row["rowid"] as Int64? ?? -1)) references a missing row of \(row["parent"] as String)"
                 } + (violations.count > 5 ? ["and \(violations.count - 5) more"] : []))
             }
-            try Ledger.record(step, db)
+            try Ledger.record(step, db, table: ledger)
             return .commit
         }
     }
@@ -195,9 +205,9 @@ enum Ledger {
         let checksum: String
     }
 
-    static func create(_ db: Database) throws {
+    static func create(_ db: Database, table: String) throws {
         try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS \(Migrator.ledgerTable) (
+            CREATE TABLE IF NOT EXISTS \(table) (
                 version INTEGER PRIMARY KEY,
                 name TEXT NOT NULL,
                 checksum TEXT NOT NULL,
@@ -206,15 +216,15 @@ enum Ledger {
             """)
     }
 
-    static func entries(_ db: Database) throws -> [Entry] {
-        guard try db.tableExists(Migrator.ledgerTable) else { return [] }
-        return try Row.fetchAll(db, sql: "SELECT version, name, checksum FROM \(Migrator.ledgerTable) ORDER BY version")
+    static func entries(_ db: Database, table: String) throws -> [Entry] {
+        guard try db.tableExists(table) else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT version, name, checksum FROM \(table) ORDER BY version")
             .map { Entry(version: $0["version"], name: $0["name"], checksum: $0["checksum"]) }
     }
 
-    static func record(_ step: MigrationStep, _ db: Database) throws {
+    static func record(_ step: MigrationStep, _ db: Database, table: String) throws {
         try db.execute(
-            sql: "INSERT INTO \(Migrator.ledgerTable) (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+            sql: "INSERT INTO \(table) (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
             arguments: [step.version, step.name, step.checksum, ISO8601DateFormatter().string(from: Date())])
     }
 }

@@ -7,6 +7,14 @@ import OutpostModels
 /// inside transactions they own. Table and column names come from the catalog, never from input.
 /// Its statements bind and step through SQLite's C API, so a GRDB `ValueObservation` does not see them.
 enum EntityTables {
+    /// Every media record's `id`, `version` and `deleted_at`, over the tables of the schema's media
+    /// entities, as a subquery to join (uploads name their record by id alone).
+    static var mediaRecords: String {
+        let tables = EntityCatalog.all.filter { $0.syncClass == .media }.map(\.table)
+        guard !tables.isEmpty else { return "(SELECT NULL AS id, 0 AS version, NULL AS deleted_at WHERE 0)" }
+        return "(" + tables.map { "SELECT id, version, deleted_at FROM \"\($0)\"" }.joined(separator: " UNION ALL ") + ")"
+    }
+
     /// The record `id` of `entity`, or nil when the table has no such row (tombstones included).
     static func fetchRecord(_ entity: EntityType, id: UUID, in db: Database) throws -> EntityRecord? {
         let layout = TableLayout.of(entity)

@@ -6,21 +6,38 @@ import OutpostModels
 /// Maintenance of a local database file: upgrading it and describing it. Used by `outpost migrate`
 /// and `outpost info`, and by the store when it opens a file.
 public enum LocalDatabase {
-    /// Upgrades (or creates) the database at `path` to `version`, or to the latest when nil.
+    /// Upgrades (or creates) the database at `path` to `version` of `app`'s steps, or to its latest
+    /// when nil, and then the toolkit's tables to theirs. Installs the app's schema for the process.
+    ///
+    /// Refused, with the database unchanged: a file that belongs to another app (`foreignDatabase`,
+    /// naming both), or to no Outpost app (tables and no ledger); a schema other than the one the
+    /// process runs on (`schemaMismatch`); a step edited after the file ran it (`migrationRefused`).
     @discardableResult
-    public static func migrate(at path: String, to version: Int? = nil) throws(StoreError) -> Migrator.Outcome {
+    public static func migrate(at path: String, app: LocalApp = .fieldService, to version: Int? = nil) throws(StoreError)
+        -> Migrator.Outcome
+    {
+        do {
+            try EntityCatalog.install(app.schema)
+        } catch {
+            throw StoreError(.schemaMismatch, path: path, message: error.message, modelError: error, underlying: error)
+        }
         let queue = try open(path, mustExist: false)
+        try claim(queue, for: app, path: path)
+        let migrator = app.migrator
         let outcome: Migrator.Outcome
         do {
-            outcome = try LocalSchema.migrator.migrate(queue, to: version ?? LocalSchema.latestVersion)
+            outcome = try migrator.migrate(queue, to: version ?? migrator.latestVersion)
+            // The toolkit's steps run once the app's history is complete: a legacy history still on its
+            // way creates the toolkit's tables in its own later steps.
+            if outcome.to == migrator.latestVersion { try ToolkitSchema.migrator.migrate(queue) }
         } catch {
             throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error, underlying: error)
         }
         // At the latest version every declared field has its column: a step the schema needs and
         // nobody wrote is named now, not found by a failing write.
-        if outcome.to == LocalSchema.latestVersion {
+        if outcome.to == migrator.latestVersion {
             do {
-                try queue.read { db in try DeclaredColumns.check(EntityCatalog.all, in: db, path: path) }
+                try queue.read { db in try DeclaredColumns.check(app.schema.entities, in: db, path: path) }
             } catch let error as StoreError {
                 throw error
             } catch {
@@ -30,11 +47,44 @@ public enum LocalDatabase {
         return outcome
     }
 
+    /// Makes sure the file at `path` is `app`'s, or new, and names it so: a file of another app is
+    /// refused before any step runs (its steps' checksums would otherwise read as edited steps).
+    private static func claim(_ queue: DatabaseQueue, for app: LocalApp, path: String) throws(StoreError) {
+        let name = app.schema.name
+        let owner = ToolkitSchema.ownerTable
+        let refusal: String? = try StoreError.mapping(path: path) {
+            try queue.write { db -> String? in
+                if try db.tableExists(owner) {
+                    let recorded = try String.fetchOne(db, sql: "SELECT name FROM \(owner)")
+                    if let recorded, recorded != name {
+                        return "this database belongs to the app '\(recorded)', not to '\(name)'; open it with that app's schema"
+                    }
+                    if recorded != nil { return nil }
+                } else if try db.tableExists(Migrator.ledgerTable) {
+                    // Made before apps declared schemas: only the field-service app existed then.
+                    let legacy = LocalApp.fieldService.schema.name
+                    guard name == legacy else {
+                        return "this database belongs to the app '\(legacy)' (made by Outpost before apps declared their schemas), not to '\(name)'"
+                    }
+                } else if let table = try String.fetchOne(db, sql: """
+                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' LIMIT 1
+                    """)
+                {
+                    return "this database belongs to no Outpost app: it has tables (\(table)) and no migration ledger"
+                }
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(owner) (name TEXT NOT NULL)")
+                try db.execute(sql: "INSERT INTO \(owner) (name) VALUES (?)", arguments: [name])
+                return nil
+            }
+        }
+        if let refusal { throw StoreError(.foreignDatabase, path: path, message: refusal) }
+    }
+
     /// Describes the database at `path` without changing it: version, applied steps, rows per table.
     public static func inspect(at path: String) throws(StoreError) -> DatabaseSummary {
         let queue = try open(path, mustExist: true)
         do {
-            let versions = try LocalSchema.migrator.appliedVersions(in: queue)
+            let versions = try LocalApp.fieldService.migrator.appliedVersions(in: queue)
             let counts = try queue.read { db in
                 let tables = try String.fetchAll(db, sql: """
                     SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
@@ -66,7 +116,7 @@ public enum LocalDatabase {
     public static func schemaSQL(at path: String) throws(StoreError) -> String {
         let queue = try open(path, mustExist: true)
         do {
-            return try Migrator.schemaSQL(of: queue)
+            return try Migrator.schemaSQL(of: queue, ledgers: ToolkitSchema.bookkeepingTables)
         } catch {
             throw StoreError(.databaseFailure, path: path, message: error.message, migrationError: error, underlying: error)
         }

@@ -43,10 +43,18 @@ extension LocalStore {
     /// into place inside the write transaction of its record, so the sweep, which runs in one too, never
     /// sees an attach half done. A file with no record goes; a previous original comes back unless the
     /// new record was committed.
+    ///
+    /// `attachment` is a record of a media entity of the schema (a field-service `MediaAttachment`, an
+    /// app's `Video`); any other is refused with `invalidRecord` before a byte is copied.
     @discardableResult
-    public func attach(
-        _ attachment: MediaAttachment, originalAt file: URL, now: Date = Timestamp.now()
-    ) async throws(StoreError) -> MediaAttachment {
+    public func attach<Media: Syncable>(
+        _ attachment: Media, originalAt file: URL, now: Date = Timestamp.now()
+    ) async throws(StoreError) -> Media {
+        guard Media.entityType.description.syncClass == .media else {
+            throw StoreError(
+                .invalidRecord, path: path,
+                message: "\(Media.entityType) \(attachment.id.storageText) is not a media entity of schema '\(EntityCatalog.schema.name)': only a media record carries a file")
+        }
         let destination = mediaFolder.appendingPathComponent(attachment.id.storageText)
         let previous = destination.appendingPathExtension("previous")
         let partial = mediaFolder.appendingPathComponent(MediaLeftovers.partialName(for: attachment.id))
@@ -56,15 +64,16 @@ extension LocalStore {
             try FileManager.default.copyItem(at: file, to: partial)
             return try Self.measure(partial)
         }
-        var record = attachment
-        record.byteSize = size
-        record.sha256 = digest
+        var record = attachment.record
+        record["byteSize"] = .integer(size)
+        record["sha256"] = .text(digest)
         let id = attachment.id.storageText
         let fileName = destination.lastPathComponent
         let created = now.storageMilliseconds
         let moved = MovedFlag()
+        let saved: EntityRecord
         do {
-            let saved = try await save(record.record, now: now) { db in
+            saved = try await save(record, now: now) { db in
                 // In the record's transaction: a crash before its commit leaves `previous` beside the new
                 // file, which the sweep puts back since the record still names the old one.
                 try? FileManager.default.removeItem(at: previous)
@@ -83,10 +92,8 @@ extension LocalStore {
                         """,
                     arguments: [id, fileName, size, digest, created])
             }
-            record.sync = saved.sync
             try? FileManager.default.removeItem(at: previous)
             try? FileManager.default.removeItem(at: partial)  // the same file attached again: nothing was written
-            return record
         } catch {
             try? FileManager.default.removeItem(at: partial)
             if moved.isSet {
@@ -96,6 +103,11 @@ extension LocalStore {
                 try? FileManager.default.moveItem(at: previous, to: destination)
             }
             throw error
+        }
+        do {
+            return try Media(record: saved)
+        } catch {
+            throw StoreError(.invalidRecord, path: path, message: "\(error)", modelError: error, underlying: error)
         }
     }
 
@@ -143,7 +155,7 @@ extension LocalStore {
                 db,
                 sql: """
                     SELECT u.attachment_id, u.file_name, u.byte_size, u.sha256, u.uploaded_bytes, u.attempts
-                    FROM media_uploads AS u JOIN media_attachments AS a ON a.id = u.attachment_id
+                    FROM media_uploads AS u JOIN \(EntityTables.mediaRecords) AS a ON a.id = u.attachment_id
                     WHERE u.status = 'pending' AND a.version > 0 AND a.deleted_at IS NULL
                     ORDER BY u.created_at, u.attachment_id LIMIT ?
                     """,

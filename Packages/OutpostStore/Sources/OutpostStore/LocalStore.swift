@@ -27,12 +27,16 @@ public final class LocalStore: Sendable {
     /// `busyTimeout` is how long a write waits for another process's write transaction on the file (a
     /// pull page, an import) before it fails with `databaseBusy`, writing nothing: a share extension
     /// with a few seconds to live may want less than the default minute.
+    ///
+    /// `app` is the app's schema and its migration steps (the field-service app's by default); the
+    /// store installs the schema for the process, and refuses a file that belongs to another app.
     public static func open(
-        at path: String, synchronous: SynchronousMode = .normal, busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
+        at path: String, app: LocalApp = .fieldService, synchronous: SynchronousMode = .normal,
+        busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
     ) throws(StoreError) -> LocalStore {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
-        try LocalDatabase.migrate(at: path)
+        try LocalDatabase.migrate(at: path, app: app)
         var configuration = LocalDatabase.configuration(
             busyTimeout: Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
         let pragma = synchronous.rawValue

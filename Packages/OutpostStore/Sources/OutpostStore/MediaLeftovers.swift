@@ -28,7 +28,7 @@ enum MediaLeftovers {
         let named = Dictionary(
             try Row.fetchAll(db, sql: "SELECT attachment_id, sha256 FROM media_uploads").map { ($0[0] as String, $0[1] as String) },
             uniquingKeysWith: { first, _ in first })
-        let recorded = Set(try String.fetchAll(db, sql: "SELECT id FROM media_attachments"))
+        let recorded = Set(try String.fetchAll(db, sql: "SELECT id FROM \(EntityTables.mediaRecords)"))
         for name in names {
             let url = media.appendingPathComponent(name)
             let parts = name.split(separator: ".")

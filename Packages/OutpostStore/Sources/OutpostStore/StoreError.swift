@@ -11,7 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
-            case schemaMismatch
+            case schemaMismatch, foreignDatabase
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -33,6 +33,8 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The database's tables lack a column a declared field needs, or hold it with another type;
         /// `modelError` names the entity and field. A migration step is missing.
         public static let schemaMismatch = Code(.schemaMismatch)
+        /// The file belongs to another app, or to no Outpost app; nothing was changed.
+        public static let foreignDatabase = Code(.foreignDatabase)
 
         public var description: String { wrapped.rawValue }
     }

@@ -170,4 +170,77 @@ import Testing
         #expect(error.code == .schemaMismatch && error.modelError?.field == field, "\(error)")
         #expect(error.message.contains(says), "\(error)")
     }
+
+    /// A database of today's field-service history (v1…v14, made before the toolkit had its own steps)
+    /// opens with every row: the toolkit's steps adopt its sync tables, and the file is named as the
+    /// field-service app's.
+    @Test func aFileFromBeforeAppsDeclaredSchemasOpensWithNothingLost() throws {
+        let database = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(database.queue)
+        try database.queue.write { try Fixture.fill($0, rowsPerTable: 10, seed: 7) }
+        let before = try database.queue.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").map { table in
+                (table, try Int.fetchOne(db, sql: "SELECT count(*) FROM \"\(table)\"") ?? 0)
+            }
+        }
+        let schema = try Migrator.schemaSQL(of: database.queue)
+        _ = try LocalStore.open(at: database.path)
+        let (after, owner, toolkitVersion) = try database.queue.read { db in
+            (
+                try before.map { table, _ in (table, try Int.fetchOne(db, sql: "SELECT count(*) FROM \"\(table)\"") ?? -1) },
+                try String.fetchOne(db, sql: "SELECT name FROM outpost_app"),
+                try Int.fetchOne(db, sql: "SELECT max(version) FROM outpost_ledger")
+            )
+        }
+        // Opening adds its own state (the device's node id) and takes nothing away.
+        for ((table, count), (_, now)) in zip(before, after) {
+            #expect(now == count || (table == "sync_state" && now > count), "\(table): \(count) rows, now \(now)")
+        }
+        #expect(owner == "field-service")
+        #expect(toolkitVersion == ToolkitSchema.migrator.latestVersion)
+        // The toolkit adopted the tables as they were: the schema, bookkeeping aside, is v14's.
+        #expect(try LocalDatabase.schemaSQL(at: database.path) == schema)
+    }
+
+    /// A new file gets the same toolkit tables whichever history makes them: the toolkit's first step
+    /// alone (as a new app's file) gives the columns the field-service history v1…v14 gave them.
+    @Test func theToolkitsStepsMakeTheTablesTheLegacyHistoryMade() throws {
+        let legacy = try TemporaryDatabase(), toolkit = try TemporaryDatabase()
+        try LocalSchema.migrator.migrate(legacy.queue)
+        try ToolkitSchema.migrator.migrate(toolkit.queue)
+        let tables = try toolkit.queue.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_schema WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name != 'outpost_ledger' ORDER BY name")
+        }
+        #expect(tables.count == 15, "\(tables)")
+        for table in tables {
+            let shape = { (queue: DatabaseQueue) in
+                try queue.read { db in
+                    try Row.fetchAll(db, sql: "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_xinfo(?)", arguments: [table])
+                        .map { "\($0["name"] as String) \($0["type"] as String) \($0["notnull"] as Int) \($0["dflt_value"] as String? ?? "-") \($0["pk"] as Int)" }
+                }
+            }
+            #expect(try shape(toolkit.queue) == shape(legacy.queue), "\(table)")
+            let indexes = { (queue: DatabaseQueue) in
+                try queue.read { db in try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list(?) ORDER BY name", arguments: [table]) }
+            }
+            #expect(try indexes(toolkit.queue) == indexes(legacy.queue), "\(table)")
+        }
+    }
+
+    /// A file of another app is refused before any step runs, naming both apps, and left as it was; so
+    /// is a file no Outpost app made.
+    @Test(arguments: [
+        ("CREATE TABLE outpost_app (name TEXT NOT NULL); INSERT INTO outpost_app VALUES ('contractor-jobs');",
+         "belongs to the app 'contractor-jobs', not to 'field-service'"),
+        ("CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);", "belongs to no Outpost app: it has tables (notes)"),
+    ])
+    func aFileOfAnotherAppIsRefusedUnchanged(_ setup: String, says: String) throws {
+        let database = try TemporaryDatabase()
+        try database.queue.write { try $0.execute(sql: setup) }
+        let schema = try Migrator.schemaSQL(of: database.queue, ledgers: [])
+        let error = try #require(throws: StoreError.self) { _ = try LocalStore.open(at: database.path) }
+        #expect(error.code == .foreignDatabase, "\(error)")
+        #expect(error.message.contains(says), "\(error)")
+        #expect(try Migrator.schemaSQL(of: database.queue, ledgers: []) == schema, "the file was changed")
+    }
 }

@@ -19,6 +19,19 @@ import Testing
         try SpawnedProgram.run("/bin/true", arguments: []).processIdentifier
     }
 
+    /// Only a record of a media entity carries a file: any other is refused before a byte is copied.
+    @Test func aRecordThatIsNotMediaTakesNoFile() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let source = folder.directory.appendingPathComponent("photo.jpg")
+        try Data(repeating: 3, count: 100).write(to: source)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let error = await #expect(throws: StoreError.self) { try await store.attach(issue, originalAt: source, now: now) }
+        #expect(error?.code == .invalidRecord && error?.message.contains("not a media entity") == true, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: store.mediaFolder.appendingPathComponent(issue.id.storageText).path))
+        #expect(try store.pendingMediaUploads().isEmpty)
+    }
+
     @Test func aFileWhoseRecordNeverCommittedIsCollected() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)

@@ -1,0 +1,108 @@
+import OutpostMigrator
+import OutpostModels
+
+/// An app's local database, as the app declares it: its schema, and the migration steps that create
+/// and change its entity tables. The toolkit's own tables (queue, audit chain, field clocks, cursors,
+/// conflicts, server-id map, media uploads, change journal) are not the app's to write: the toolkit's
+/// steps make and upgrade them (`ToolkitSchema`), each history in its own ledger.
+///
+/// ```swift
+/// let app = LocalApp(schema: jobsSchema, steps: [
+///     MigrationStep(version: 1, name: "jobs and notes", sql:
+///         LocalApp.syncedTable("jobs", columns: "site_id TEXT NOT NULL, title TEXT NOT NULL") + ...),
+/// ])
+/// let store = try LocalStore.open(at: path, app: app)
+/// ```
+public struct LocalApp: Sendable {
+    /// The app's schema; opening a store installs it (`EntityCatalog.install`).
+    public let schema: AppSchema
+    /// The app's own steps, v1 to its latest: additive, checked by `Migrator` as any history is.
+    public let steps: [MigrationStep]
+
+    /// Declares an app's local database.
+    public init(schema: AppSchema, steps: [MigrationStep]) {
+        self.schema = schema
+        self.steps = steps
+    }
+
+    /// The field-service app: its schema, and its history v1…v14, which made the toolkit's tables
+    /// too before the toolkit had its own steps (they adopt them: see `ToolkitSchema`).
+    public static var fieldService: LocalApp { LocalApp(schema: EntityCatalog.fieldService, steps: LocalSchema.steps) }
+
+    /// The migrator of the app's history: its entity tables are the synced ones.
+    var migrator: Migrator {
+        Migrator(steps: steps, syncedTables: Set(schema.entities.map(\.table)), ledger: Migrator.ledgerTable)
+    }
+
+    /// The SQL that creates an entity table: the sync columns every entity table starts with (id,
+    /// server id, version, times, deletion, sync status, orphan flag), then `columns`, the app's fields
+    /// as snake_case columns of their kinds' types. `WITHOUT ROWID`: rows are found by their id.
+    public static func syncedTable(_ name: String, columns: String) -> String {
+        LocalSchema.entityTable(name, columns + ",\n    is_orphaned INTEGER NOT NULL DEFAULT 0")
+    }
+}
+
+/// The toolkit's own history of its sync tables, apart from any app's. Its first step creates them as
+/// the field-service history v1…v14 left them, and adopts them where that history already made them
+/// (`IF NOT EXISTS`): a database from before apps declared their schemas upgrades with nothing lost.
+public enum ToolkitSchema {
+    /// The ledger of the toolkit's steps.
+    public static let ledger = "outpost_ledger"
+    /// The table naming the app a database belongs to (one row), written before any step runs.
+    static let ownerTable = "outpost_app"
+    /// Every bookkeeping table of a local database: left out of its schema's text.
+    public static let bookkeepingTables: Set<String> = [Migrator.ledgerTable, ledger, ownerTable]
+
+    /// The toolkit's steps.
+    public static let steps: [MigrationStep] = [
+        MigrationStep(version: 1, name: "toolkit 1: sync tables (adopted where an app's history made them)", sql: version1),
+    ]
+
+    /// The migrator of the toolkit's history.
+    public static let migrator = Migrator(steps: steps, ledger: ledger)
+
+    static let version1 = """
+        CREATE TABLE IF NOT EXISTS sync_state ( key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL );
+        CREATE TABLE IF NOT EXISTS sync_cursors ( stream TEXT PRIMARY KEY NOT NULL, cursor TEXT NOT NULL, updated_at INTEGER NOT NULL ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS mutation_queue (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, idempotency_key TEXT NOT NULL UNIQUE, entity TEXT NOT NULL,
+            record_id TEXT NOT NULL, operation TEXT NOT NULL, payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, sync_class TEXT NOT NULL DEFAULT 'structured',
+            base_version INTEGER NOT NULL DEFAULT 0, depends_on TEXT, next_attempt_at INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT, audit_seq INTEGER, sent INTEGER NOT NULL DEFAULT 0, claimed_by TEXT,
+            claim_expires_at INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS mutation_queue_by_record ON mutation_queue(record_id, status);
+        CREATE INDEX IF NOT EXISTS mutation_queue_by_status_next ON mutation_queue(status, next_attempt_at);
+        CREATE TABLE IF NOT EXISTS audit_log (
+            seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, entity TEXT NOT NULL, record_id TEXT NOT NULL,
+            operation TEXT NOT NULL, payload BLOB NOT NULL, previous_hash BLOB NOT NULL, hash BLOB NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS change_journal ( seq INTEGER PRIMARY KEY AUTOINCREMENT, origin TEXT NOT NULL, changes TEXT NOT NULL );
+        CREATE TABLE IF NOT EXISTS conflicts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, entity TEXT NOT NULL, record_id TEXT NOT NULL, field TEXT,
+            strategy TEXT NOT NULL, local_value TEXT, remote_value TEXT, local_clock TEXT, remote_clock TEXT,
+            status TEXT NOT NULL DEFAULT 'open', resolution TEXT, created_at INTEGER NOT NULL, resolved_at INTEGER,
+            losing_side TEXT CHECK (losing_side IN ('client', 'server'))
+        );
+        CREATE INDEX IF NOT EXISTS conflicts_by_status ON conflicts(status, entity, record_id);
+        CREATE TABLE IF NOT EXISTS field_clocks (
+            entity TEXT NOT NULL, record_id TEXT NOT NULL, clocks TEXT NOT NULL, PRIMARY KEY (entity, record_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS known_deletions (
+            entity TEXT NOT NULL, record_id TEXT NOT NULL, version INTEGER NOT NULL, deleted_at INTEGER NOT NULL,
+            PRIMARY KEY (entity, record_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS media_uploads (
+            attachment_id TEXT PRIMARY KEY NOT NULL, file_name TEXT NOT NULL, byte_size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL, uploaded_bytes INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT, created_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS media_uploads_by_status ON media_uploads(status, created_at);
+        CREATE TABLE IF NOT EXISTS server_id_map (
+            entity TEXT NOT NULL, client_id TEXT NOT NULL, server_id TEXT NOT NULL, mapped_at INTEGER NOT NULL,
+            PRIMARY KEY (entity, client_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS server_id_map_by_server_id ON server_id_map(entity, server_id);
+        """
+}
