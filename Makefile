@@ -11,6 +11,11 @@ BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 PYTHON_PACKAGES := pyyaml openapi-spec-validator
 # The server's PostgreSQL backend is tested (and benchmarked) on a throwaway cluster of Debian's server.
 POSTGRES_APT_PACKAGES := postgresql
+# The example app's tests check its bundle with xmllint and make a foreign file with sqlite3.
+EXAMPLE_APT_PACKAGES := sqlite3 libxml2-utils
+# Apps built on Outpost as a team builds them: each its own package, its tests compiled in the one build
+# graph and run in a process of their own, since a process runs on one app's schema.
+EXAMPLE_TESTS := ContractorJobsTests
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -42,13 +47,17 @@ apt-install:
 build: setup
 	$(SWIFT) build
 
-## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL
+## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL; then each example app's tests
 test: setup
-	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES)"
-	@for p in $(PACKAGES); do \
-	  $(SWIFT) package --package-path Packages/$$p dump-package >/dev/null || { echo "Packages/$$p: manifest does not load" >&2; exit 1; }; \
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES)"
+	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
+	  $(SWIFT) package --package-path $$p dump-package >/dev/null || { echo "$$p: manifest does not load" >&2; exit 1; }; \
 	done
-	scripts/with-test-postgres.sh $(SWIFT) test
+	scripts/with-test-postgres.sh $(SWIFT) test $(foreach t,$(EXAMPLE_TESTS),--skip $(t))
+	@for t in $(EXAMPLE_TESTS); do \
+	  echo "== $$t (an example app, in its own process)"; \
+	  $(SWIFT) test --skip-build --filter "$$t" || exit 1; \
+	done
 
 ## demo: the main job: a server on 127.0.0.1 and two devices through a field day, every claim checked
 demo: setup

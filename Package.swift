@@ -23,6 +23,7 @@ let package = Package(
         .package(path: "Packages/OutpostBundles"),
         .package(path: "Packages/OutpostKit"),
         .package(path: "Packages/OutpostServer"),
+        .package(path: "Examples/ContractorJobs"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
@@ -97,6 +98,22 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             path: "Tools/outpost-bench"
+        ),
+        // The example app's own tests, compiled here against the shared graph and run in a process of
+        // their own (`make test`: a process runs on one app's schema).
+        .testTarget(
+            name: "ContractorJobsTests",
+            dependencies: [
+                .product(name: "ContractorJobs", package: "ContractorJobs"),
+                .product(name: "Outpost", package: "OutpostKit"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
+            path: "Examples/ContractorJobs/Tests/ContractorJobsTests",
+            exclude: ["steps.txt"]
         ),
         // Each package's own tests, compiled here against the shared graph (see Workspace.md).
         .testTarget(

@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(path: "../OutpostServer"),
         .package(path: "../OutpostModels"),
+        .package(path: "../OutpostMigrator"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
         .package(path: "../OutpostWire"),
@@ -26,6 +27,7 @@ let package = Package(
             name: "Outpost",
             dependencies: [
                 .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostWire", package: "OutpostWire"),

@@ -1,5 +1,6 @@
 import OutpostBundles
 import OutpostConflicts
+import OutpostMigrator
 import OutpostModels
 import OutpostStore
 import OutpostSync
@@ -63,6 +64,25 @@ public typealias SyncStatus = OutpostModels.SyncStatus
 public typealias ModelError = OutpostModels.ModelError
 
 // MARK: - Local store
+
+/// An app's schema: its entities, scope and membership, checked whole when made. (`OutpostModels.AppSchema`)
+public typealias AppSchema = OutpostModels.AppSchema
+/// One entity of an app's schema: table, fields, parents, sync class, policy, access. (`OutpostModels.EntityDescription`)
+public typealias EntityDescription = OutpostModels.EntityDescription
+/// One field of an entity: name, kind, optionality. (`OutpostModels.FieldDescription`)
+public typealias FieldDescription = OutpostModels.FieldDescription
+/// What a field holds. (`OutpostModels.FieldKind`)
+public typealias FieldKind = OutpostModels.FieldKind
+/// A reference from one entity to another. (`OutpostModels.ParentRelation`)
+public typealias ParentRelation = OutpostModels.ParentRelation
+/// Who may write an entity's records. (`OutpostModels.EntityAccess`)
+public typealias EntityAccess = OutpostModels.EntityAccess
+/// A model's fields as key paths, in the schema's order. (`OutpostModels.FieldTable`)
+public typealias FieldTable = OutpostModels.FieldTable
+/// An app's local database: its schema and its migration steps. (`OutpostStore.LocalApp`)
+public typealias LocalApp = OutpostStore.LocalApp
+/// One step of an app's local history. (`OutpostMigrator.MigrationStep`)
+public typealias MigrationStep = OutpostMigrator.MigrationStep
 
 /// The device's database (`Device.store`): reads, writes, queue, conflicts, import. (`OutpostStore.LocalStore`)
 public typealias LocalStore = OutpostStore.LocalStore

@@ -34,22 +34,22 @@ public final class Device: Sendable {
         let monitor: ConnectivityMonitor
     }
 
-    /// Opens (creating and migrating as needed) the store at `path`. Without a server the device works
-    /// offline only; `transport` replaces HTTP (`OutpostServerTesting.InProcessServer` in tests).
+    /// Opens (creating and migrating as needed) the store at `path`, of `app`'s schema and steps (the
+    /// field-service app's unless given). Without a server the device works offline only; `transport`
+    /// replaces HTTP (`OutpostServerTesting.InProcessServer` in tests).
     public init(
-        path: String, server: Server? = nil, transport: (any SyncTransport)? = nil,
+        path: String, app: LocalApp = .fieldService, server: Server? = nil, transport: (any SyncTransport)? = nil,
         policy: ConflictPolicy = ConflictPolicy()
     ) throws(OutpostError) {
         let store: LocalStore
         do {
-            store = try LocalStore.open(at: path)
+            store = try LocalStore.open(at: path, app: app)
         } catch {
             throw .store(error)
         }
         self.store = store
         let transport = transport ?? server.map {
-            HTTPTransport(
-                configuration: .init(baseURL: $0.url, schemaVersion: LocalSchema.latestVersion), token: $0.token)
+            HTTPTransport(configuration: .init(baseURL: $0.url, schemaVersion: app.steps.count), token: $0.token)
         }
         connection = transport.map { transport in
             let monitor = ConnectivityMonitor(transport: transport)
@@ -103,6 +103,18 @@ public final class Device: Sendable {
             sha256: "", thumbnail: thumbnail, capturedAt: capturedAt)
         do {
             return try await store.attach(attachment, originalAt: file)
+        } catch {
+            throw .store(error)
+        }
+    }
+
+    /// Attaches the file at `file` to `media`, a record of one of the schema's media entities (an app's
+    /// video, a field-service photo): the record syncs with structured data, the original follows when
+    /// the connection is good. Its `byteSize` and `sha256` are measured from the file.
+    @discardableResult
+    public func attach<Media: Syncable>(_ media: Media, fileAt file: URL) async throws(OutpostError) -> Media {
+        do {
+            return try await store.attach(media, originalAt: file)
         } catch {
             throw .store(error)
         }

@@ -366,18 +366,18 @@ struct PushRules: Sendable {
     private func link(_ relation: ParentRelation, of project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
         guard case .uuid(let id) = project[relation.field] else { return }
         let key = RecordKey(entity: relation.entity, id: id)
-        guard var opportunity = snapshot.summary(key), opportunity.projectID == nil else { return }
+        guard var above = snapshot.summary(key), above.projectID == nil else { return }
         snapshot.changeSequence += 1
-        opportunity.projectID = project.id
-        opportunity.sequence = snapshot.changeSequence
-        snapshot.summaries[key] = opportunity
+        above.projectID = project.id
+        above.sequence = snapshot.changeSequence
+        snapshot.summaries[key] = above
         if var whole = snapshot.records[key] {
             whole.projectID = project.id
-            whole.sequence = opportunity.sequence
+            whole.sequence = above.sequence
             snapshot.records[key] = whole
             plan.records[key] = whole
         } else {
-            plan.moves[key] = (project.id, opportunity.sequence)
+            plan.moves[key] = (project.id, above.sequence)
         }
     }
 

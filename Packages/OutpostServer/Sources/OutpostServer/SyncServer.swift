@@ -29,9 +29,24 @@ public struct SyncServer: Sendable {
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
-    /// media folder; nothing listens yet. Logs go to `logger`, or by default to standard error.
+    /// media folder; nothing listens yet. Logs go to `logger`, or by default to standard error. Serves
+    /// the schema the process runs on (the field-service schema unless one was installed).
     public init(configuration: ServerConfiguration, logger: Logger? = nil) throws(ServerError) {
         try self.init(configuration: configuration, logger: logger, readAhead: PreparedPulls())
+    }
+
+    /// A server of an app's own schema: installs `schema` as the one this process runs on (refused
+    /// with `invalidConfiguration` when the process already runs on another), then opens as
+    /// `init(configuration:logger:)`. Scope, membership, roles, authorship and media come from it.
+    public init(serving schema: AppSchema, configuration: ServerConfiguration, logger: Logger? = nil)
+        throws(ServerError)
+    {
+        do {
+            try EntityCatalog.install(schema)
+        } catch {
+            throw ServerError(.invalidConfiguration, message: error.message, underlying: error)
+        }
+        try self.init(configuration: configuration, logger: logger)
     }
 
     /// With the read-ahead's bounds chosen, for tests: a busy test run can stall a task for longer than
