@@ -20,7 +20,7 @@ final class JobsServer: Sendable {
             serving: ContractorJobs.schema,
             configuration: ServerConfiguration(
                 databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0, assignsServerIDs: true,
-                schemaVersions: 1...ContractorJobs.steps.count, logLevel: "error", durableCommits: false))
+                schemaVersions: 1...ContractorJobs.steps.count, logLevel: "critical", durableCommits: false))
         try await server.load(ServerSeed(
             members: [
                 .init(userID: Self.lead, name: "Lena", role: "lead", projects: []),

@@ -86,16 +86,34 @@ public enum EntityCatalog {
     /// nothing; any other schema, once one is in use (installed, or fixed by a lookup), is refused with
     /// `invalidSchema` naming both, and the schema in use stays.
     public static func install(_ schema: AppSchema) throws(ModelError) {
-        let outcome: ModelError? = state.withLock { installed in
+        let outcome: (error: ModelError?, installed: Bool) = state.withLock { installed in
             if let current = installed {
-                return current.schema.isSameDeclaration(as: schema) ? nil : ModelError(
+                return current.schema.isSameDeclaration(as: schema) ? (nil, false) : (ModelError(
                     .invalidSchema, entity: schema.scope, field: nil,
-                    message: "schema '\(schema.name)' cannot be installed: this process already runs on schema '\(current.schema.name)' (one schema per process)")
+                    message: "schema '\(schema.name)' cannot be installed: this process already runs on schema '\(current.schema.name)' (one schema per process)"), false)
             }
             installed = Installed(schema)
-            return nil
+            return (nil, true)
         }
-        if let outcome { throw outcome }
+        if let error = outcome.error { throw error }
+        guard outcome.installed else { return }
+        // Every model against its declaration, now that the catalog answers for it: a model of another
+        // entity, or a field table with a missing, extra or mistyped key path, refuses the schema here,
+        // at start, naming the entity and field (and the process runs on no schema yet).
+        for description in schema.entities {
+            let model = description.modelType
+            var problem: (field: String?, message: String)?
+            if model.entityType != description.type {
+                problem = (nil, "its model \(model) models \(model.entityType), not \(description.type)")
+            } else {
+                problem = model.fieldTableProblem
+            }
+            if let problem {
+                state.withLock { $0 = nil }
+                throw ModelError(
+                    .invalidSchema, entity: description.type, field: problem.field, message: "schema '\(schema.name)': \(problem.message)")
+            }
+        }
     }
 
     /// The schema in use.

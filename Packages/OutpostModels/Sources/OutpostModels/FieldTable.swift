@@ -23,31 +23,51 @@ public final class FieldTable<Model: Syncable>: @unchecked Sendable {
     /// Where each field is stored in the model, when every field is a stored property: decoding then
     /// writes each value in place (see `Slot`). Nil when a field is computed; decoding uses the accessors.
     let slots: [Slot]?
-    let blank: Model
+    private let blankValue: Model?
+    /// What is wrong with the table against the schema's declaration (a missing, extra or mistyped key
+    /// path), naming the field; nil when it matches. Installing a schema checks every model's table
+    /// (`EntityCatalog.install`) and refuses the schema with this, so a wrong model stops the app at
+    /// start with an error, never a wrong row.
+    let problem: (field: String?, message: String)?
+
+    /// A value whose fields are all set before anyone sees it: decoding starts from a copy.
+    var blank: Model {
+        guard let blankValue else { preconditionFailure("\(Model.self).fieldTable: \(problem?.message ?? "")") }
+        return blankValue
+    }
 
     /// Declares the model's fields, one key path per catalog field, in the catalog's order.
     public init(_ keyPaths: PartialKeyPath<Model>...) {
         let fields = Model.entityType.description.fields
-        precondition(
-            keyPaths.count == fields.count,
-            "\(Model.self).fieldTable lists \(keyPaths.count) key paths, the catalog \(fields.count) fields")
         names = fields.map(\.name)
-        let pairs = zip(keyPaths, fields).map { keyPath, field in
+        guard keyPaths.count == fields.count else {
+            (accessors, slots, blankValue) = ([], nil, nil)
+            problem = (nil, "\(Model.self).fieldTable lists \(keyPaths.count) key paths, the schema \(fields.count) fields")
+            return
+        }
+        var pairs: [(Accessor, Slot?)] = []
+        for (keyPath, field) in zip(keyPaths, fields) {
             guard let pair = Self.accessor(keyPath, kind: field.kind, optional: field.isOptional) else {
-                preconditionFailure(
-                    "\(Model.self).\(field.name) is listed as \(type(of: keyPath).valueType), which does not hold the catalog's \(field.kind)")
+                (accessors, slots, blankValue) = ([], nil, nil)
+                problem = (field.name, "\(Model.self).\(field.name) is listed as \(type(of: keyPath).valueType), which does not hold the schema's \(field.isOptional ? "optional " : "")\(field.kind)")
+                return
             }
-            return (pair.accessor, MemoryLayout<Model>.offset(of: keyPath).map { Slot(offset: $0, kind: pair.slot) })
+            pairs.append((pair.accessor, MemoryLayout<Model>.offset(of: keyPath).map { Slot(offset: $0, kind: pair.slot) }))
         }
         accessors = pairs.map(\.0)
         let slots = pairs.compactMap(\.1)
         self.slots = slots.count == pairs.count ? slots : nil
-        blank = Self.makeBlank()
+        switch Self.makeBlank() {
+        case .success(let value): (blankValue, problem) = (value, nil)
+        case .failure(let message): (blankValue, problem) = (nil, (nil, message))
+        }
     }
 
-    /// A value whose fields are all set before anyone sees it: decoding starts from a copy. Built once,
-    /// through the model's `Codable` conformance, from placeholder values of each field's kind.
-    private static func makeBlank() -> Model {
+    private enum Blank { case success(Model), failure(String) }
+
+    /// A value whose fields are all set, built once through the model's `Codable` conformance from
+    /// placeholder values of each field's kind.
+    private static func makeBlank() -> Blank {
         let fields = Model.entityType.description.fields.map { field -> (String, FieldValue) in
             (field.name, field.isOptional ? .null : placeholder(field.kind))
         }
@@ -55,9 +75,9 @@ public final class FieldTable<Model: Syncable>: @unchecked Sendable {
             entity: Model.entityType, id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
             fields: Dictionary(uniqueKeysWithValues: fields), sync: SyncMetadata(createdAt: Date(timeIntervalSince1970: 0)))
         do {
-            return try Model(from: RecordDecoder(record: record))
+            return .success(try Model(from: RecordDecoder(record: record)))
         } catch {
-            preconditionFailure("\(Model.self) cannot be decoded from placeholder fields: \(error)")
+            return .failure("\(Model.self) cannot be decoded from placeholder fields: \(error)")
         }
     }
 

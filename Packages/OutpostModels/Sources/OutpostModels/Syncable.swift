@@ -17,6 +17,10 @@ public protocol Syncable: Codable, Sendable, Hashable, Identifiable where ID == 
 }
 
 extension Syncable {
+    /// What is wrong with the model's field table against the schema in use, naming the field; nil when
+    /// it matches (`EntityCatalog.install` checks every model with it).
+    static var fieldTableProblem: (field: String?, message: String)? { fieldTable.problem }
+
     /// The record form of this value, with every catalog field present (null where optional and absent).
     public var record: EntityRecord {
         EntityRecord(entity: Self.entityType, id: id, fields: catalogFields, sync: sync)

@@ -170,3 +170,42 @@ import Testing
         #expect(EntityCatalog.schema.membership.roles.first == "owner" && EntityCatalog.schema.scope == .project)
     }
 }
+
+/// A model that does not match its declaration is named, field and all, for `EntityCatalog.install` to
+/// refuse the schema at start (a field table used to stop the process at its first use instead).
+@Suite struct ModelDeclarationTests {
+    struct CommentWithANumberBody: Syncable {
+        static let entityType = EntityType.comment
+        static let fieldTable = FieldTable<CommentWithANumberBody>(\.issueID, \.authorID, \.body)
+        var id = UUID()
+        var sync = SyncMetadata(createdAt: Date(timeIntervalSince1970: 0))
+        var issueID = UUID(), authorID = UUID()
+        var body = 0
+    }
+
+    struct CommentMissingAField: Syncable {
+        static let entityType = EntityType.comment
+        static let fieldTable = FieldTable<CommentMissingAField>(\.issueID, \.body)
+        var id = UUID()
+        var sync = SyncMetadata(createdAt: Date(timeIntervalSince1970: 0))
+        var issueID = UUID()
+        var body = ""
+    }
+
+    @Test func aMistypedFieldIsNamed() throws {
+        let problem = try #require(CommentWithANumberBody.fieldTableProblem)
+        #expect(problem.field == "body" && problem.message.contains("Int"), "\(problem)")
+    }
+
+    @Test func aMissingFieldIsNamed() throws {
+        let problem = try #require(CommentMissingAField.fieldTableProblem)
+        #expect(problem.message.contains("lists 2 key paths, the schema 3 fields"), "\(problem)")
+    }
+
+    @Test func everyFieldServiceModelMatchesItsDeclaration() {
+        for description in EntityCatalog.fieldService.entities {
+            #expect(description.modelType.fieldTableProblem == nil, "\(description.type)")
+            #expect(description.modelType.entityType == description.type)
+        }
+    }
+}
