@@ -1,4 +1,5 @@
 import Foundation
+import OutpostModels
 import Logging
 import OutpostMigrator
 import PostgresNIO
@@ -71,6 +72,21 @@ enum PostgresSchema {
                         INSERT INTO migrator_ledger (version, name, checksum, applied_at)
                         VALUES (\(Int32(step.version)), \(step.name), \(step.checksum), \(Date().milliseconds))
                         """, logger: logger)
+                }
+                // The app whose records the database holds, named on first use: another app's server
+                // refuses it rather than serving its records under a schema they were not written in.
+                var recorded: String?
+                for try await value in try await connection.query(
+                    "SELECT value FROM server_settings WHERE name = 'app_schema'", logger: logger
+                ).decode(String.self) { recorded = value }
+                var holdsRecords = false
+                for try await _ in try await connection.query("SELECT 1 FROM records LIMIT 1", logger: logger).decode(Int32.self) {
+                    holdsRecords = true
+                }
+                if let refusal = ServedSchema.refusal(recorded: recorded, holdsRecords: holdsRecords) { throw refusal }
+                if recorded == nil {
+                    try await connection.query(
+                        "INSERT INTO server_settings (name, value) VALUES ('app_schema', \(EntityCatalog.schema.name))", logger: logger)
                 }
             }
         } catch let error as PostgresTransactionError {

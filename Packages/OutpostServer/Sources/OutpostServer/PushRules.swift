@@ -400,6 +400,12 @@ struct PushRules: Sendable {
     /// in sequence has pulled it, or created it) or it travels in the same page (`page`). A parent that
     /// moved later in the sequence (an opportunity linked after its project) is named by client id,
     /// since the client would meet its server id only afterwards. `parent` finds a parent's summary.
+    ///
+    /// Only a parent of the record's own project is named by server id (or, for a record of no project,
+    /// one of its owner's of no project): a reference to another project's record stays the client id it
+    /// was pushed as, exactly as one to a record the server does not hold. Translated, it told every
+    /// reader that the record exists and its server id, and left a server id the reader's device can
+    /// never map in a uuid field.
     func wireRecord(
         _ record: StoredRecord, page: Set<RecordKey> = [], parent: (RecordKey) throws -> RecordSummary?
     ) rethrows -> ServerRecord {
@@ -409,7 +415,8 @@ struct PushRules: Sendable {
             guard case .uuid(let parentID) = wire.fields[relation.field] ?? .null else { continue }
             let key = RecordKey(entity: relation.entity, id: parentID)
             guard let summary = try parent(key), let serverID = summary.serverID,
-                summary.sequence < record.sequence || page.contains(key)
+                summary.sequence < record.sequence || page.contains(key),
+                summary.projectID.map({ $0 == record.projectID }) ?? (record.projectID == nil && summary.ownerID == record.ownerID)
             else { continue }
             wire.fields[relation.field] = .text(String(serverID))
         }

@@ -39,6 +39,18 @@ struct ServedSchema: Sendable {
         aboveScope = Set(scopeParents.map(\.entity))
     }
 
+    /// Why this process may not serve a database that names `recorded` as its app (nil: it may). A
+    /// database that names none but holds records is from before servers named their app, when the
+    /// field-service app was the only one. The answer names both apps and changes nothing.
+    static func refusal(recorded: String?, holdsRecords: Bool) -> ServerError? {
+        let serving = EntityCatalog.schema.name
+        let owner = recorded ?? (holdsRecords ? EntityCatalog.fieldService.name : nil)
+        guard let owner, owner != serving else { return nil }
+        return ServerError(
+            .invalidConfiguration,
+            message: "this server database belongs to the app '\(owner)', not to '\(serving)': serve it with that app's schema")
+    }
+
     /// The strongest role: the creator of a scope record has it.
     var strongestRole: String { roles[0] }
 
