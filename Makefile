@@ -110,11 +110,11 @@ fuzz: setup
 
 ## packages: build and test each package on its own, as a team depending on one package would
 packages: setup
-	@for p in $(PACKAGES); do \
-	  echo "== Packages/$$p"; \
-	  $(SWIFT) test --package-path Packages/$$p --scratch-path .build-packages/$$p || exit 1; \
+	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
+	  echo "== $$p"; \
+	  $(SWIFT) test --package-path $$p --scratch-path .build-packages/$$(basename $$p) || exit 1; \
 	done
 
 ## clean: remove every build folder
 clean:
-	rm -rf .build .build-* Packages/*/.build
+	rm -rf .build .build-* Packages/*/.build Examples/*/.build

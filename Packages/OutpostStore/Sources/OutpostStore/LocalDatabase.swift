@@ -80,11 +80,12 @@ public enum LocalDatabase {
         if let refusal { throw StoreError(.foreignDatabase, path: path, message: refusal) }
     }
 
-    /// Describes the database at `path` without changing it: version, applied steps, rows per table.
-    public static func inspect(at path: String) throws(StoreError) -> DatabaseSummary {
+    /// Describes the database at `path` without changing it: the version of `app`'s steps, those
+    /// applied, rows per table.
+    public static func inspect(at path: String, app: LocalApp = .fieldService) throws(StoreError) -> DatabaseSummary {
         let queue = try open(path, mustExist: true)
         do {
-            let versions = try LocalApp.fieldService.migrator.appliedVersions(in: queue)
+            let versions = try app.migrator.appliedVersions(in: queue)
             let counts = try queue.read { db in
                 let tables = try String.fetchAll(db, sql: """
                     SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
@@ -97,12 +98,12 @@ public enum LocalDatabase {
             }
             return DatabaseSummary(
                 schemaVersion: versions.last ?? 0,
-                latestKnownVersion: LocalSchema.latestVersion,
+                latestKnownVersion: app.steps.count,
                 steps: versions.map { version in
                     DatabaseSummary.Step(
                         version: version,
-                        name: version <= LocalSchema.steps.count
-                            ? LocalSchema.steps[version - 1].name : "unknown to this version of Outpost")
+                        name: version <= app.steps.count
+                            ? app.steps[version - 1].name : "unknown to this version of the app")
                 },
                 tables: Dictionary(uniqueKeysWithValues: counts))
         } catch let error as MigrationError {
