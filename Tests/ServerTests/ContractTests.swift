@@ -15,7 +15,7 @@ struct ContractTests {
     @Test("Every route, status and response shape of the document, against the running server", arguments: Backend.available)
     func serverMatchesDocument(_ backend: Backend) async throws {
         let document = try await APIDocument.load()
-        #expect(document.operations.count == 6)
+        #expect(document.operations.count == 8)
         let server = try await TestServer.start(backend, maximumBodyBytes: 512 * 1024)
         let alice = server.transport(token: TestServer.aliceToken)
         let bytes = Data("twelve bytes".utf8)
@@ -47,6 +47,9 @@ struct ContractTests {
         let a = TestServer.aliceToken
         let probes: [String: [Probe]] = [
             "GET /health": [("/health", nil, nil, [:], true), ("/health", nil, nil, [:], false)],
+            // The probes answer plain HTTP, without the protocol headers.
+            "GET /livez": [("/livez", nil, nil, [:], false)],
+            "GET /readyz": [("/readyz", nil, nil, [:], false), ("/readyz", nil, nil, [:], true)],
             "POST /push": [
                 ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),
                 ("/push", a, tooManyMutations, [:], true), ("/push", a, goodPush, ["Content-Encoding": "br"], true),

@@ -73,7 +73,7 @@ struct DatabaseWaitTests {
         }
     }
 
-    @Test("Health answers 503, not 200, once the PostgreSQL database stops accepting connections",
+    @Test("Health and the readiness probe answer 503, not 200, once the PostgreSQL database stops accepting connections; the liveness probe stays 200",
           .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
     func healthSeesTheDatabase() async throws {
         let server = try await TestServer.start(.postgres)
@@ -86,11 +86,18 @@ struct DatabaseWaitTests {
             if !healthy { try await Task.sleep(for: .seconds(2)) }
         }
         #expect(healthy)
+        // The probes a load balancer sends are plain HTTP: no token, no protocol headers.
+        #expect(try await server.send("GET", "/readyz", versions: false).status == 200)
         let name = try #require(server.postgres?.name)
         try await TestPostgres.refuseConnections(to: name)
         let answer = try await server.send("GET", "/health")
         #expect(answer.status == 503, "\(String(decoding: answer.body, as: UTF8.self))")
         #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .unavailable)
+        let ready = try await server.send("GET", "/readyz", versions: false)
+        #expect(ready.status == 503, "\(String(decoding: ready.body, as: UTF8.self))")
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: ready.body).code == .unavailable)
+        #expect(ready.headers["retry-after"] != nil)
+        #expect(try await server.send("GET", "/livez", versions: false).status == 200, "the process still serves")
     }
 
     /// Pushes a new issue every second until one is applied or `limit` passes.

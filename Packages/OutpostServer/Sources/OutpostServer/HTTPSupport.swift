@@ -31,7 +31,8 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         let started = ContinuousClock.now
         var response: Response
         do {
-            if request.uri.path != "/metrics" { try checkVersions(request) }
+            // Metrics and probes are read by tools that speak no sync protocol.
+            if !Self.unversionedPaths.contains(request.uri.path) { try checkVersions(request) }
             response = try await next(request, context)
         } catch {
             response = Self.errorResponse(error, logger: context.logger)
@@ -55,6 +56,9 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 
+    /// Paths answered without the protocol headers.
+    static var unversionedPaths: Set<String> { ["/metrics", "/livez", "/readyz"] }
+
     private func checkVersions(_ request: Request) throws(ServerError) {
         guard let text = request.headers[Header.protocolVersion], Int(text) == SyncProtocol.version else {
             throw ServerError(
@@ -73,7 +77,7 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
     /// `GET /media/{id}/upload` as `GET /media`: bounded labels, no ids in metrics.
     private static func routeLabel(_ request: Request) -> String {
         let first = request.uri.path.split(separator: "/").first.map(String.init) ?? ""
-        let known = ["health", "push", "pull", "media", "projects", "metrics"]
+        let known = ["health", "livez", "readyz", "push", "pull", "media", "projects", "metrics"]
         return "\(request.method.rawValue) /\(known.contains(first) ? first : "other")"
     }
 

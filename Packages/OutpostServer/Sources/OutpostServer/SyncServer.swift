@@ -210,6 +210,16 @@ public struct SyncServer: Sendable {
             try jsonResponse(try await server.health(), for: request)
         }
 
+        // Probes a load balancer calls as plain HTTP (no token, no protocol headers): live while the
+        // process answers; ready while the database answers too (503 `unavailable` otherwise).
+        router.get("livez") { request, _ -> Response in
+            try jsonResponse(ProbeResponse(status: "live"), for: request)
+        }
+        router.get("readyz") { request, _ -> Response in
+            try await server.storage.checkHealth()
+            return try jsonResponse(ProbeResponse(status: "ready"), for: request)
+        }
+
         router.post("push") { request, _ -> Response in
             let caller = try await server.authenticate(request)
             var request = request

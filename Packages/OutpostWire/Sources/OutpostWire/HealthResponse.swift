@@ -39,3 +39,14 @@ public struct HealthResponse: Sendable, Hashable, Codable {
         self.serverTime = serverTime
     }
 }
+
+/// What a probe route answers (`/livez`, `/readyz`): plain HTTP for a load balancer, no protocol headers.
+public struct ProbeResponse: Sendable, Hashable, Codable {
+    /// `live` (the process serves) or `ready` (its database answers too).
+    public var status: String
+
+    /// A probe's answer.
+    public init(status: String) {
+        self.status = status
+    }
+}

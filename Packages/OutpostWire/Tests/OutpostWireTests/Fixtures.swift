@@ -48,6 +48,7 @@ enum Fixtures {
 
     /// Every wire type by its schema name in `schemas/sync-api.yaml`, with samples that together use every property.
     static let samplesBySchema: [String: [any Encodable & Sendable]] = [
+        "ProbeResponse": [ProbeResponse(status: "live"), ProbeResponse(status: "ready")],
         "HealthResponse": [
             HealthResponse(
                 minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 1_770_000_000))

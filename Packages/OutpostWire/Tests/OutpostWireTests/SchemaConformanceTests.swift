@@ -52,8 +52,9 @@ import Testing
     }
 
     @Test func routesAndVersionHeadersAreTheOnesTheClientUses() throws {
+        // The client's routes, and the two probes a load balancer calls (no protocol headers).
         #expect(document["paths"]?.keys == [
-            "/health", "/push", "/pull", "/media/{attachmentID}/upload", "/projects/{projectID}/bundle",
+            "/health", "/livez", "/readyz", "/push", "/pull", "/media/{attachmentID}/upload", "/projects/{projectID}/bundle",
         ])
         let parameters = try #require(document["components"]?["parameters"])
         #expect(parameters["ProtocolVersion"]?["name"]?.text == SyncProtocol.protocolVersionHeader)
