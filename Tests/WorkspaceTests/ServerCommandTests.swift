@@ -68,6 +68,12 @@ struct ServerCommandTests {
         #expect(issued.status == 0, "\(issued.errorOutput)")
         let fresh = issued.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 200)
+        // A token that expires works until then; a duration the command cannot read is refused, naming the form.
+        let shortLived = try await Outpost.run(["admin", "issue-token", "--db", database, "--user", user, "--expires-in", "8h"])
+        #expect(shortLived.status == 0, "\(shortLived.errorOutput)")
+        #expect(try await request("POST", "/pull", token: shortLived.output.trimmingCharacters(in: .whitespacesAndNewlines), body: pullBody).0 == 200)
+        let unreadable = try await Outpost.run(["admin", "issue-token", "--db", database, "--user", user, "--expires-in", "8 hours"])
+        #expect(unreadable.status != 0 && unreadable.errorOutput.contains("such as 8h"), "\(unreadable.errorOutput)")
         let removed = try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
         #expect(removed.status == 0, "\(removed.errorOutput)")
         // As a project that does not exist: an answer never tells what the caller may not reach.

@@ -97,15 +97,31 @@ struct AdminCommand: AsyncParsableCommand {
 
         @OptionGroup var target: Target
         @Option(help: "The user's id.") var user: String
+        @Option(help: "How long the token works, as a number and a unit (45m, 8h, 30d); for ever when absent. Its first request after that gets 401 on every instance.")
+        var expiresIn: String?
+
+        func validate() throws {
+            if let expiresIn { _ = try Self.seconds(in: expiresIn) }
+        }
 
         func run() async throws {
             let server = try target.server()
             guard let user = UUID(uuidString: user) else { throw CommandFailure("--user takes a UUID") }
+            let expiresAt = try expiresIn.map { Date().addingTimeInterval(try Self.seconds(in: $0)) }
             do {
-                print(try await server.issueToken(for: user))
+                print(try await server.issueToken(for: user, expiresAt: expiresAt))
             } catch {
                 throw CommandFailure("\(error)")
             }
+        }
+
+        /// `45m`, `8h`, `30d`, `90s` as seconds; refused with what it takes otherwise.
+        static func seconds(in text: String) throws -> TimeInterval {
+            let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+            guard let unit = text.last.flatMap({ units[$0] }), let count = Int(text.dropLast()), count > 0 else {
+                throw ValidationError("--expires-in takes a positive number and a unit (s, m, h, d), such as 8h; not '\(text)'")
+            }
+            return TimeInterval(count) * unit
         }
     }
 

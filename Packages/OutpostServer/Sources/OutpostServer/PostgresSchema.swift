@@ -22,6 +22,7 @@ enum PostgresSchema {
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
+        MigrationStep(version: 7, name: "a token may expire", sql: version7),
     ]
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
@@ -219,5 +220,10 @@ enum PostgresSchema {
     /// As `ServerSchema.version6`.
     private static let version6 = """
         ALTER TABLE media_uploads ADD COLUMN completed_sequence BIGINT;
+        """
+
+    /// When a token stops working (epoch milliseconds); NULL for one that does not expire.
+    private static let version7 = """
+        ALTER TABLE tokens ADD COLUMN expires_at BIGINT;
         """
 }

@@ -236,7 +236,10 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         return try await withConnection { connection in
             for try await userID in try await connection.query(
-                "SELECT user_id FROM tokens WHERE token_sha256 = \(digest)", logger: logger
+                """
+                SELECT user_id FROM tokens
+                WHERE token_sha256 = \(digest) AND (expires_at IS NULL OR expires_at > \(Timestamp.now().milliseconds))
+                """, logger: logger
             ).decode(String.self) {
                 return UUID(uuidString: userID).map(Caller.init(userID:))
             }
@@ -716,9 +719,11 @@ final class PostgresStorage: ServerStorage {
                 guard known else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try await connection.query(
                     """
-                    INSERT INTO tokens (token_sha256, user_id, created_at)
-                    VALUES (\(TokenDigest.hex(of: token.token)), \(token.userID.storageText), \(now.milliseconds))
-                    ON CONFLICT (token_sha256) DO UPDATE SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at
+                    INSERT INTO tokens (token_sha256, user_id, created_at, expires_at)
+                    VALUES (\(TokenDigest.hex(of: token.token)), \(token.userID.storageText), \(now.milliseconds),
+                            \(token.expiresAt?.milliseconds))
+                    ON CONFLICT (token_sha256) DO UPDATE
+                    SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
                     """, logger: logger)
             }
             return true

@@ -128,7 +128,9 @@ final class SQLiteStorage: ServerStorage {
 
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
         try await read { db in
-            try String.fetchOne(db, sql: "SELECT user_id FROM tokens WHERE token_sha256 = ?", arguments: [digest])
+            try String.fetchOne(
+                db, sql: "SELECT user_id FROM tokens WHERE token_sha256 = ? AND (expires_at IS NULL OR expires_at > ?)",
+                arguments: [digest, Timestamp.now().milliseconds])
                 .flatMap(UUID.init(hyphenatedText:)).map(Caller.init(userID:))
         }
     }
@@ -642,8 +644,10 @@ final class SQLiteStorage: ServerStorage {
                 guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [token.userID.storageText]) ?? false
                 else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at) VALUES (?, ?, ?)",
-                    arguments: [TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds])
+                    sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                    arguments: [
+                        TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds, token.expiresAt?.milliseconds,
+                    ])
             }
             return true
         }

@@ -13,6 +13,7 @@ enum ServerSchema {
         MigrationStep(version: 4, name: "a mark for every change, to tell a restored history apart", sql: version4),
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
+        MigrationStep(version: 7, name: "a token may expire", sql: version7),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -132,5 +133,10 @@ enum ServerSchema {
     /// record changes when an upload ends. Uploads finished before this step have none.
     static let version6 = """
         ALTER TABLE media_uploads ADD COLUMN completed_sequence INTEGER;
+        """
+
+    /// When a token stops working (epoch milliseconds); NULL for one that does not expire.
+    static let version7 = """
+        ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
         """
 }

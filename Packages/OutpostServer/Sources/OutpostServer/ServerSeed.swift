@@ -58,9 +58,12 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         public var userID: UUID
         /// The secret as clients send it.
         public var token: String
+        /// When the token stops working (its next request gets 401 on every instance); nil for never.
+        public var expiresAt: Date?
 
         /// Creates a seeded token.
-        public init(userID: UUID, token: String) {
+        public init(userID: UUID, token: String, expiresAt: Date? = nil) {
+            self.expiresAt = expiresAt
             self.userID = userID
             self.token = token
         }

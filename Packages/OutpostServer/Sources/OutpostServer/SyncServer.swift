@@ -120,11 +120,12 @@ public struct SyncServer: Sendable {
     }
 
     /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is
-    /// returned once, never kept.
-    public func issueToken(for user: UUID) async throws(ServerError) -> String {
+    /// returned once, never kept. With `expiresAt`, its first request after that instant is answered
+    /// 401 on every instance.
+    public func issueToken(for user: UUID, expiresAt: Date? = nil) async throws(ServerError) -> String {
         var generator = SystemRandomNumberGenerator()
         let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
-        var seed = ServerSeed(tokens: [.init(userID: user, token: token)])
+        var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt)])
         seed.extendsServer = true
         try await load(seed)
         return token
