@@ -35,3 +35,25 @@ import Testing
 
     static let pull = try! wireJSON(PullRequest(cursor: nil, limit: 1))
 }
+
+/// A token's requests are limited per minute when the operator sets a limit: past it, 429
+/// `rate_limited` with `Retry-After`; another token is not held back by it.
+@Suite struct RateLimitTests {
+    @Test("Past its per-minute limit a token gets 429 with Retry-After; another token goes on")
+    func aTokenPastItsLimitIsToldWhenToComeBack() async throws {
+        let server = try await TestServer.start(.sqlite) { $0.requestsPerMinutePerToken = 3 }
+        let pull = try wireJSON(PullRequest(cursor: nil, limit: 1))
+        for _ in 0..<3 {
+            #expect(try await server.send("POST", "/pull", token: TestServer.aliceToken, body: pull).status == 200)
+        }
+        let limited = try await server.send("POST", "/pull", token: TestServer.aliceToken, body: pull)
+        #expect(limited.status == 429, "\(String(decoding: limited.body, as: UTF8.self))")
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: limited.body).code == .rateLimited)
+        let retryAfter = try #require(limited.headers["retry-after"].flatMap(Int.init))
+        #expect((1...20).contains(retryAfter), "a minute's limit of 3 refills one request in 20 s: \(retryAfter)")
+        #expect(try await server.send("POST", "/pull", token: TestServer.carolToken, body: pull).status == 200)
+        // A token no one issued is not counted, and stays 401.
+        #expect(try await server.send("POST", "/pull", token: "guess", body: pull).status == 401)
+        await server.stop()
+    }
+}

@@ -82,6 +82,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "PostgreSQL: seconds a session may sit idle inside a transaction before the database ends it and frees its locks.")
     var idleTransactionTimeout: Int = 15
 
+    @Option(help: "Requests a token may make per minute on this instance, bursts included; past it a request gets 429 with Retry-After. No limit when absent.")
+    var requestsPerMinute: Int?
+
     @Option(help: "The most connections held open at once.")
     var maxConnections: Int = 1_024
 
@@ -116,6 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
                 readsPullsAhead: !noReadAhead,
                 conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
                 idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
+            configuration.requestsPerMinutePerToken = requestsPerMinute
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
             configuration.mediaDiskReserveBytes = mediaDiskReserve

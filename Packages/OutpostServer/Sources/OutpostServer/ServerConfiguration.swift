@@ -67,6 +67,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var stalledWriteSeconds: Int
     /// The most connections held open at once; more are closed as they arrive.
     public var maximumConnections: Int
+    /// Requests a token may make per minute on this instance, bursts included; past it a request is
+    /// answered 429 `rate_limited` with `Retry-After`. Nil for no limit.
+    public var requestsPerMinutePerToken: Int?
     /// How pushes that meet a newer server version are settled, per entity: the same policy the apps'
     /// devices merge with (`Device(policy:)`, `SyncEngine(policy:)`). Every response names its
     /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:
@@ -86,8 +89,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...14,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
         conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30, stalledWriteSeconds: Int = 60,
-        maximumConnections: Int = 1_024, durableCommits: Bool = true
+        maximumConnections: Int = 1_024, durableCommits: Bool = true, requestsPerMinutePerToken: Int? = nil
     ) {
+        self.requestsPerMinutePerToken = requestsPerMinutePerToken
         self.durableCommits = durableCommits
         self.conflictPolicy = conflictPolicy
         self.idleTimeoutSeconds = idleTimeoutSeconds
@@ -128,6 +132,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(idleTimeoutSeconds >= 1, "the idle timeout must be at least 1 second")
         try check(stalledWriteSeconds >= 1, "the stalled-write timeout must be at least 1 second")
         try check(maximumConnections >= 1, "the connection limit must be at least 1")
+        try check((requestsPerMinutePerToken ?? 1) >= 1, "the per-token request limit must be at least 1 a minute")
         try check(databaseLockWaitSeconds >= 1, "the database lock wait must be at least 1 second")
         try check(idleTransactionSeconds >= 1, "the idle transaction limit must be at least 1 second")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")

@@ -24,6 +24,8 @@ public struct SyncServer: Sendable {
         limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
     private let readAhead: PreparedPulls
     private let rules: PushRules
+    /// Per-token request limits; nil when the configuration sets none.
+    private let rateLimiter: RequestRateLimiter?
     /// The connections held open now, against `configuration.maximumConnections`.
     let openConnections: OpenConnections
     private let logger: Logger
@@ -57,6 +59,7 @@ public struct SyncServer: Sendable {
             assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
             maximumMediaBytes: configuration.maximumMediaBytes)
         try configuration.validate()
+        self.rateLimiter = configuration.requestsPerMinutePerToken.map(RequestRateLimiter.init(perMinute:))
         self.configuration = configuration
         self.openConnections = OpenConnections(maximum: configuration.maximumConnections)
         var logger = logger ?? Logger(label: "outpost.server")
@@ -301,10 +304,20 @@ public struct SyncServer: Sendable {
     // server of `OutpostServerTesting` calls them too, so unit tests meet the very rules a device
     // meets over the network (the protocol middleware's version headers aside).
 
-    /// The caller `token` (a bearer token as sent) belongs to: 401 when empty, unknown or revoked.
+    /// The caller `token` (a bearer token as sent) belongs to: 401 when empty, unknown, revoked or
+    /// expired; 429 `rate_limited` with `Retry-After` past the token's request limit.
     package func caller(bearing token: String) async throws(ServerError) -> Caller {
-        guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: TokenDigest.hex(of: token)) else {
+        let digest = TokenDigest.hex(of: token)
+        guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
+        }
+        // Counted once the token is known: a stranger's guesses fill no bucket.
+        if let rateLimiter, let wait = await rateLimiter.admit(digest) {
+            let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+            throw ServerError(
+                status: 429, .rateLimited,
+                "this token made its \(configuration.requestsPerMinutePerToken ?? 0) requests of the minute; try again in \(seconds) s",
+                retryAfterSeconds: seconds)
         }
         return caller
     }
