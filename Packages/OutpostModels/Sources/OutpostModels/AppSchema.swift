@@ -86,16 +86,22 @@ public struct AppSchema: Sendable {
         entity(membership.entity)?.parents.first { $0.entity == scope && $0.isRequired }?.field ?? ""
     }
 
+    /// The scope entity's references to records above it (a project's opportunity): such a record
+    /// belongs to no scope until a scope record names it, and then travels with that scope.
+    public var scopeParents: [ParentRelation] {
+        entity(scope)?.parents.filter { $0.entity != scope } ?? []
+    }
+
     /// The entities whose records carry a file (sync class media).
     public var mediaEntities: [EntityType] {
         entities.filter { $0.syncClass == .media }.map(\.type)
     }
 
-    /// The fields every media entity declares: the file's name, type, size and digest, which uploads,
-    /// downloads and bundles read.
-    static let mediaFields: [(name: String, kind: FieldKind)] = [
-        ("fileName", .text), ("contentType", .text), ("byteSize", .count), ("sha256", .sha256),
-    ]
+    /// The fields naming a file: its name, size and digest, which bundles ship files by.
+    static let fileFields: [(name: String, kind: FieldKind)] = [("fileName", .text), ("byteSize", .count), ("sha256", .sha256)]
+
+    /// The fields every media entity declares: a file's, and its type, which uploads and downloads read.
+    static let mediaFields = fileFields + [("contentType", .text)]
 
     /// Whether `other` declares what this schema declares: the same name, entities, tables, fields and
     /// kinds, parents, policies and access (rules are closures and cannot be compared).

@@ -63,8 +63,7 @@ public struct EntityDescription: Sendable {
     /// Whether the entity's records name a file by `fileName`, `byteSize` and `sha256` (every media
     /// entity does; a structured one may): a zip bundle ships such files.
     public var namesFile: Bool {
-        field(named: "fileName")?.kind == .text && field(named: "byteSize")?.kind == .count
-            && field(named: "sha256")?.kind == .sha256
+        AppSchema.fileFields.allSatisfy { field(named: $0.name)?.kind == $0.kind }
     }
 
     /// The parent entity types, each once, in declaration order.

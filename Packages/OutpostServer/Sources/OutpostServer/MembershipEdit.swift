@@ -47,9 +47,9 @@ enum MembershipEdit {
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
-        // The role, and the name and email where the membership entity declares them.
-        let wanted = schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now)
-            .filter { [schema.roleField, "name", "email"].contains($0.key) }
+        let fields = schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now)
+        // What an existing record takes: the role, and the name and email where the entity declares them.
+        let wanted = fields.filter { [schema.roleField, "name", "email"].contains($0.key) }
         if var own = naming.first(where: { $0.id == id }) {
             let changed = wanted.filter { field, value in own.fields[field] != value && (field != "email" || email != nil) }
             if own.deletion != nil || !changed.isEmpty {
@@ -61,8 +61,7 @@ enum MembershipEdit {
             let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
             plan.records.append(try rules.seededRecord(
                 schema.membership, id: id, projectID: project, owner: user,
-                fields: schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now),
-                stamp: stamp, now: now, counters: &counters))
+                fields: fields, stamp: stamp, now: now, counters: &counters))
         }
         for var other in naming where other.id != id && other.deletion == nil {
             counters.changeSequence += 1

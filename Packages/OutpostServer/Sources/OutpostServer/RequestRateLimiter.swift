@@ -25,13 +25,11 @@ actor RequestRateLimiter {
     func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
         sweep(now)
         var bucket = buckets[key] ?? Bucket(tokens: perMinute, updated: now)
-        let elapsed = now - bucket.updated
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        bucket.tokens = min(perMinute, bucket.tokens + seconds * perMinute / 60)
+        bucket.tokens = min(perMinute, bucket.tokens + (now - bucket.updated) / .seconds(60) * perMinute)
         bucket.updated = now
         defer { buckets[key] = bucket }
         guard bucket.tokens >= 1 else {
-            return .milliseconds(Int64(((1 - bucket.tokens) * 60 / perMinute * 1000).rounded(.up)))
+            return .seconds(60) * ((1 - bucket.tokens) / perMinute)
         }
         bucket.tokens -= 1
         return nil

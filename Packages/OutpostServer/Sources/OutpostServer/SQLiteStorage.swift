@@ -64,24 +64,18 @@ final class SQLiteStorage: ServerStorage {
             throw ServerError(.migrationFailed, message: "\(error)", path: path, underlying: error)
         }
         // The app whose records the file holds, named on first use (see `ServedSchema.refusal`).
-        let refusal: ServerError? = try Self.attempt(path: path) {
-            try pool.write { db -> ServerError? in
+        do {
+            try pool.write { db in
                 let recorded = try String.fetchOne(db, sql: "SELECT value FROM server_settings WHERE name = 'app_schema'")
                 let holdsRecords = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM records)") ?? false
-                if let refusal = ServedSchema.refusal(recorded: recorded, holdsRecords: holdsRecords) { return refusal }
+                if let refusal = ServedSchema.refusal(recorded: recorded, holdsRecords: holdsRecords, path: path) { throw refusal }
                 if recorded == nil {
                     try db.execute(
                         sql: "INSERT INTO server_settings (name, value) VALUES ('app_schema', ?)", arguments: [EntityCatalog.schema.name])
                 }
-                return nil
             }
-        }
-        if let refusal { throw ServerError(refusal.code, message: refusal.message, path: path) }
-    }
-
-    private static func attempt<T>(path: String, _ body: () throws -> T) throws(ServerError) -> T {
-        do {
-            return try body()
+        } catch let error as ServerError {
+            throw error
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }

@@ -35,20 +35,21 @@ struct ServedSchema: Sendable {
         roles = schema.membership.roles
         defaultRole = schema.membership.defaultRole
         media = Set(schema.mediaEntities)
-        scopeParents = schema.entity(schema.scope)?.parents.filter { $0.entity != schema.scope } ?? []
+        scopeParents = schema.scopeParents
         aboveScope = Set(scopeParents.map(\.entity))
     }
 
     /// Why this process may not serve a database that names `recorded` as its app (nil: it may). A
     /// database that names none but holds records is from before servers named their app, when the
     /// field-service app was the only one. The answer names both apps and changes nothing.
-    static func refusal(recorded: String?, holdsRecords: Bool) -> ServerError? {
+    static func refusal(recorded: String?, holdsRecords: Bool, path: String? = nil) -> ServerError? {
         let serving = EntityCatalog.schema.name
         let owner = recorded ?? (holdsRecords ? EntityCatalog.fieldService.name : nil)
         guard let owner, owner != serving else { return nil }
         return ServerError(
             .invalidConfiguration,
-            message: "this server database belongs to the app '\(owner)', not to '\(serving)': serve it with that app's schema")
+            message: "this server database belongs to the app '\(owner)', not to '\(serving)': serve it with that app's schema",
+            path: path)
     }
 
     /// The strongest role: the creator of a scope record has it.
@@ -61,8 +62,8 @@ struct ServedSchema: Sendable {
     func rank(of role: String) -> Int? { roles.firstIndex(of: role) }
 
     /// A new record's fields: those `given` that the entity declares, and for every other field its
-    /// declared initial value or the value a blank record starts with (null where optional, empty text, the first choice, zero,
-    /// false, `now` for a date, today for a day).
+    /// declared initial value or the value a blank record starts with (null where optional, empty
+    /// text, the first choice, zero, false, `now` for a date, today for a day).
     func blankFields(of entity: EntityType, given: [String: FieldValue], now: Date) -> [String: FieldValue] {
         var fields: [String: FieldValue] = [:]
         for field in entity.description.fields {

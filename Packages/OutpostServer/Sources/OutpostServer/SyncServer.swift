@@ -313,7 +313,7 @@ public struct SyncServer: Sendable {
         }
         // Counted once the token is known: a stranger's guesses fill no bucket.
         if let rateLimiter, let wait = await rateLimiter.admit(digest) {
-            let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+            let seconds = max(1, Int((wait / .seconds(1)).rounded(.up)))
             throw ServerError(
                 status: 429, .rateLimited,
                 "this token made its \(configuration.requestsPerMinutePerToken ?? 0) requests of the minute; try again in \(seconds) s",

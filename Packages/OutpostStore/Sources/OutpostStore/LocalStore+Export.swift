@@ -79,7 +79,7 @@ extension LocalStore {
         // The scope record, and the records above it that it names (a project's opportunity).
         var included: [EntityType: Set<UUID>] = [schema.scope: [projectID]]
         var above: [EntityType: [UUID]] = [:]
-        for relation in project.entity.description.parents where relation.entity != schema.scope {
+        for relation in schema.scopeParents {
             if case .uuid(let id) = project[relation.field] { above[relation.entity, default: []].append(id) }
         }
         var result: [EntityRecord] = []
