@@ -79,7 +79,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            path: "Tools/outpost-reliability"
+            path: "Tools/outpost-reliability",
+            exclude: ["README.md"]
         ),
         // `make bench`: performance figures next to peers measured in the same run.
         .executableTarget(
