@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "outpost-reliability", targets: ["OutpostReliability"]),
     ],
     dependencies: [
+        .package(path: "Packages/OutpostSchema"),
         .package(path: "Packages/OutpostModels"),
         .package(path: "Packages/OutpostTesting"),
         .package(path: "Packages/OutpostMigrator"),
@@ -35,6 +36,8 @@ let package = Package(
         .executableTarget(
             name: "OutpostCLI",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
@@ -51,6 +54,9 @@ let package = Package(
         .executableTarget(
             name: "OutpostDemo",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
                 .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
@@ -64,6 +70,8 @@ let package = Package(
         .executableTarget(
             name: "OutpostReliability",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostConflictModel", package: "OutpostConflicts"),
@@ -86,6 +94,8 @@ let package = Package(
         .executableTarget(
             name: "OutpostBench",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
@@ -120,10 +130,21 @@ let package = Package(
         .testTarget(
             name: "OutpostModelsTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
             ],
             path: "Packages/OutpostModels/Tests/OutpostModelsTests"
+        ),
+        .testTarget(
+            name: "OutpostSchemaTests",
+            dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ],
+            path: "Packages/OutpostSchema/Tests/OutpostSchemaTests"
         ),
         .testTarget(
             name: "OutpostMigratorTests",
@@ -136,6 +157,10 @@ let package = Package(
         .testTarget(
             name: "OutpostConflictsTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostConflictModel", package: "OutpostConflicts"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
@@ -145,6 +170,9 @@ let package = Package(
         .testTarget(
             name: "OutpostTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
@@ -156,6 +184,10 @@ let package = Package(
         .testTarget(
             name: "OutpostStoreTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
@@ -165,6 +197,9 @@ let package = Package(
         .testTarget(
             name: "BundleImportTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
@@ -177,6 +212,9 @@ let package = Package(
         .testTarget(
             name: "OutpostBundlesTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
@@ -187,6 +225,9 @@ let package = Package(
         .testTarget(
             name: "OutpostWireTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
@@ -197,6 +238,9 @@ let package = Package(
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostSync", package: "OutpostSync"),
@@ -210,6 +254,9 @@ let package = Package(
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
@@ -228,6 +275,9 @@ let package = Package(
         .testTarget(
             name: "WorkspaceTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostCLI",
                 "OutpostDemo",

@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "OutpostBundles", targets: ["OutpostBundles"])
     ],
     dependencies: [
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostWire"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
@@ -23,7 +24,7 @@ let package = Package(
             name: "OutpostBundles",
             dependencies: [
                 "Clibxml2",
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -32,6 +33,10 @@ let package = Package(
         .testTarget(
             name: "OutpostBundlesTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostBundles", .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
             ]

@@ -13,20 +13,24 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostTesting"),
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels")
     ],
     targets: [
         .target(
             name: "OutpostConflicts",
-            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")]
+            dependencies: [.product(name: "OutpostSchema", package: "OutpostSchema")]
         ),
         .target(
             name: "OutpostConflictModel",
-            dependencies: [.product(name: "OutpostModels", package: "OutpostModels")]
+            dependencies: [.product(name: "OutpostSchema", package: "OutpostSchema")]
         ),
         .testTarget(
             name: "OutpostConflictsTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostConflicts",
                 "OutpostConflictModel",

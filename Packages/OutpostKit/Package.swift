@@ -13,6 +13,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostServer"),
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostMigrator"),
         .package(path: "../OutpostConflicts"),
@@ -26,7 +27,7 @@ let package = Package(
         .target(
             name: "Outpost",
             dependencies: [
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
@@ -38,6 +39,9 @@ let package = Package(
         .testTarget(
             name: "OutpostTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "Outpost", .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "OutpostSync", package: "OutpostSync"),

@@ -1,22 +1,60 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// The Outpost domain: typed records, the entity catalog and validation. Foundation only,
-/// so any team can adopt the vocabulary without the rest of the toolkit.
+/// The field-service app, the first schema declared on Outpost: its domain models, their schema
+/// (`EntityCatalog.fieldService`) and validation rules (`OutpostModels`, on OutpostSchema alone, so a
+/// team can adopt the vocabulary without the rest of the toolkit); its local database's history and
+/// its workflows on the device (`OutpostFieldService`: `LocalApp.fieldService`, `clockIn`,
+/// `attachPhoto`, `comment`, `asset(withQRCode:)`); and a test trait that runs a suite on its schema
+/// (`OutpostFieldServiceTesting`).
+///
+/// The toolkit's packages name none of this: their tests use it, so those packages list this one, and
+/// SwiftPM resolves the cycle between packages because no target depends on itself through it.
 let package = Package(
     name: "OutpostModels",
     products: [
-        .library(name: "OutpostModels", targets: ["OutpostModels"])
+        .library(name: "OutpostModels", targets: ["OutpostModels"]),
+        .library(name: "OutpostFieldService", targets: ["OutpostFieldService"]),
+        .library(name: "OutpostFieldServiceTesting", targets: ["OutpostFieldServiceTesting"]),
     ],
     dependencies: [
+        .package(path: "../OutpostSchema"),
+        .package(path: "../OutpostMigrator"),
+        .package(path: "../OutpostConflicts"),
+        .package(path: "../OutpostStore"),
+        .package(path: "../OutpostKit"),
+        .package(path: "../OutpostServer"),
         // Tests only: a seeded random generator shared by every package's property tests.
-        .package(path: "../OutpostTesting")
+        .package(path: "../OutpostTesting"),
     ],
     targets: [
-        .target(name: "OutpostModels"),
+        .target(name: "OutpostModels", dependencies: [.product(name: "OutpostSchema", package: "OutpostSchema")]),
+        .target(
+            name: "OutpostFieldService",
+            dependencies: [
+                "OutpostModels",
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostMigrator", package: "OutpostMigrator"),
+                .product(name: "OutpostConflicts", package: "OutpostConflicts"),
+                .product(name: "OutpostStore", package: "OutpostStore"),
+                .product(name: "Outpost", package: "OutpostKit"),
+            ]
+        ),
+        .target(
+            name: "OutpostFieldServiceTesting",
+            dependencies: [
+                "OutpostModels", .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "OutpostServerTesting", package: "OutpostServer"),
+            ]
+        ),
         .testTarget(
             name: "OutpostModelsTests",
-            dependencies: ["OutpostModels", .product(name: "OutpostTesting", package: "OutpostTesting")]
+            dependencies: [
+                "OutpostModels", "OutpostFieldServiceTesting",
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
+            ]
         ),
     ]
 )

@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "OutpostServerTesting", targets: ["OutpostServerTesting"]),
     ],
     dependencies: [
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostMigrator"),
@@ -34,7 +35,7 @@ let package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
@@ -54,7 +55,7 @@ let package = Package(
             name: "OutpostServerTesting",
             dependencies: [
                 "OutpostServer",
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
             ]

@@ -12,6 +12,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostTesting"),
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostMigrator"),
         .package(path: "../OutpostConflicts"),
@@ -25,7 +26,7 @@ let package = Package(
         .target(
             name: "OutpostStore",
             dependencies: [
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
@@ -39,6 +40,10 @@ let package = Package(
         .testTarget(
             name: "OutpostStoreTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
             ]
@@ -47,6 +52,10 @@ let package = Package(
         .testTarget(
             name: "BundleImportTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostStore",
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostWire", package: "OutpostWire"),

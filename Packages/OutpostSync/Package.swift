@@ -13,6 +13,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostTesting"),
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
         .package(path: "../OutpostStore"),
@@ -24,7 +25,7 @@ let package = Package(
             name: "OutpostSync",
             dependencies: [
                 .product(name: "OutpostWire", package: "OutpostWire"),
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
             ]
@@ -32,6 +33,9 @@ let package = Package(
         .testTarget(
             name: "OutpostSyncTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 "OutpostSync",
                 .product(name: "OutpostWire", package: "OutpostWire"),

@@ -11,6 +11,7 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../OutpostTesting"),
+        .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostConflicts"),
     ],
@@ -22,13 +23,16 @@ let package = Package(
             name: "OutpostWire",
             dependencies: [
                 "COutpostZlib",
-                .product(name: "OutpostModels", package: "OutpostModels"),
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
             ]
         ),
         .testTarget(
             name: "OutpostWireTests",
             dependencies: [
+                .product(name: "OutpostSchema", package: "OutpostSchema"),
+                .product(name: "OutpostFieldService", package: "OutpostModels"),
+                .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostWire",
                 .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostModels", package: "OutpostModels"),

@@ -1,11 +1,14 @@
-import Foundation
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
-@Suite("Compression: gzip both ways above 10 KB, negotiated by headers")
+@Suite("Compression: gzip both ways above 10 KB, negotiated by headers", .fieldService)
 struct CompressionTests {
     @Test("A gzip request body is read; a large answer is gzip for clients that accept it and plain otherwise", arguments: Backend.available)
     func gzipBothWays(_ backend: Backend) async throws {

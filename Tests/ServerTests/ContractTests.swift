@@ -1,5 +1,8 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
@@ -7,7 +10,7 @@ import Testing
 /// Holds the server to `schemas/sync-api.yaml`: every documented route answers, every status the
 /// server gives is documented for that route, every documented status (but the overload ones) can
 /// be provoked, 200 answers have the documented shape and errors carry a documented code.
-@Suite("Contract: the running server matches schemas/sync-api.yaml")
+@Suite("Contract: the running server matches schemas/sync-api.yaml", .fieldService)
 struct ContractTests {
     /// Statuses a healthy test server never gives: overload, crashes and a full disk (`MediaDiskReserveTests`).
     static let unprovoked: Set<Int> = [429, 500, 503, 507]

@@ -1,14 +1,16 @@
+@testable import OutpostServer
 import Foundation
 import Logging
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostSync
-@testable import OutpostServer
 import OutpostWire
 import PostgresNIO
 import Testing
 
 /// Several instances on one PostgreSQL: one frozen while it holds the write lock must not stop the
 /// others for longer than the bounds, and `/health` must say when the database does not answer.
-@Suite("Database waits are bounded")
+@Suite("Database waits are bounded", .fieldService)
 struct DatabaseWaitTests {
     private static let logger = Logger(label: "outpost.tests.waits") { _ in SwiftLogNoOpLogHandler() }
 

@@ -1,8 +1,11 @@
+@testable import OutpostServer
 import Foundation
 import OutpostBundles
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-@testable import OutpostServer
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -12,7 +15,7 @@ import Testing
 /// bringing back a deleted record, deletes hiding a concurrent edit under last write wins and client
 /// wins, an append-only edit kept for ever, and stale copies saved over a delete. Each runs the real
 /// engine against the real server on 127.0.0.1.
-@Suite("Deletes, revivals and old copies, end to end")
+@Suite("Deletes, revivals and old copies, end to end", .fieldService)
 struct DeletesAndRevivalsTests {
 
     /// A server and devices that all run `policy`: the office (Carol, project manager) and two crew

@@ -1,13 +1,16 @@
+@testable import OutpostServer
 import Foundation
 import OutpostBundles
-@testable import OutpostServer
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
 import Testing
 
-@Suite("End to end: the real SyncEngine and HTTPTransport against the server")
+@Suite("End to end: the real SyncEngine and HTTPTransport against the server", .fieldService)
 struct EndToEndTests {
     static func record(_ entity: EntityType, _ fields: [String: FieldValue], id: UUID = UUID()) -> EntityRecord {
         EntityRecord(entity: entity, id: id, fields: fields, sync: SyncMetadata(createdAt: Timestamp.now()))

@@ -1,5 +1,8 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -58,7 +61,7 @@ actor RecordingTransport: ForwardingTransport {
     }
 }
 
-@Suite("End to end: the engine's media phase against the real server")
+@Suite("End to end: the engine's media phase against the real server", .fieldService)
 struct EngineMediaEndToEndTests {
     static let chunkSize = 16 * 1024
 

@@ -1,6 +1,9 @@
-import Foundation
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
@@ -9,7 +12,7 @@ import Testing
 /// so a removal, a deleted member record or a restart handed out more than the office gave; authorship
 /// not tied to the caller; a demoted member still uploading; deleted text reaching a member who joined
 /// later; and answers that told a caller which ids other projects hold. Each on both backends.
-@Suite("Fail closed: roles, authorship, late joiners and what answers reveal")
+@Suite("Fail closed: roles, authorship, late joiners and what answers reveal", .fieldService)
 struct FailClosedTests {
     /// Alice's member record in project A, as the seed wrote it.
 

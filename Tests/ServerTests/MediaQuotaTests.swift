@@ -1,12 +1,15 @@
-import Foundation
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
 /// The media folder cannot be filled by one project or one member, and a deleted attachment's file goes.
-@Suite("Media quotas and deleted attachments' files")
+@Suite("Media quotas and deleted attachments' files", .fieldService)
 struct MediaQuotaTests {
     /// Pushes an issue of project A with one attachment per file, as Alice; returns the attachments' ids.
     static func attachments(_ files: [Data], on server: TestServer, token: String = TestServer.aliceToken)

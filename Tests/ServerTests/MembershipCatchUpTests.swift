@@ -1,6 +1,9 @@
-import Foundation
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -8,7 +11,7 @@ import Testing
 
 /// A pull's cursor says how far each project was read, so a project a device joins, or first asks
 /// for, comes from its beginning while the others go on where they were.
-@Suite("A new member catches up: a project joined later arrives whole")
+@Suite("A new member catches up: a project joined later arrives whole", .fieldService)
 struct MembershipCatchUpTests {
     /// A record as a device keys it.
     struct Key: Hashable {

@@ -1,10 +1,13 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
-@Suite("Several instances on one PostgreSQL: exactly once, and a change sequence no reader skips")
+@Suite("Several instances on one PostgreSQL: exactly once, and a change sequence no reader skips", .fieldService)
 struct MultiInstanceTests {
     /// A push as a device sends it: a 503 (a lock wait ran out while the other instance held the rows,
     /// which a loaded host stretches past the 10 s wait) is sent again, as the engine's retry policy

@@ -1,11 +1,13 @@
-import Foundation
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostWire
 import Testing
 
 /// What an operator met running the server: one member's upload filling the disk until every push
 /// failed, and a lost PostgreSQL connection answered 500, which devices charged to their retry budget.
-@Suite("Operator limits: a disk reserve for the database, an unreachable database answered 503")
+@Suite("Operator limits: a disk reserve for the database, an unreachable database answered 503", .fieldService)
 struct OperatorLimitsTests {
     @Test("An upload that would take the disk space kept for the database is refused 507, and records still sync", arguments: Backend.available)
     func mediaLeavesADiskReserve(_ backend: Backend) async throws {

@@ -1,12 +1,15 @@
+@testable import OutpostServer
 import Foundation
 import Logging
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-@testable import OutpostServer
+import OutpostSchema
 import OutpostSync
 import PostgresNIO
 import Testing
 
-@Suite("PostgreSQL storage: URL, migrations and lifecycle")
+@Suite("PostgreSQL storage: URL, migrations and lifecycle", .fieldService)
 struct PostgresStorageTests {
     static let quiet = Logger(label: "outpost.tests") { _ in SwiftLogNoOpLogHandler() }
 

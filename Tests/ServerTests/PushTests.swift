@@ -1,11 +1,14 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
-@Suite("Push: at most once, validated, resolved with the devices' policy")
+@Suite("Push: at most once, validated, resolved with the devices' policy", .fieldService)
 struct PushTests {
     @Test("A batch gets one result per mutation; one bad mutation does not fail the others", arguments: Backend.available)
     func perMutationResults(_ backend: Backend) async throws {

@@ -1,13 +1,16 @@
-import Foundation
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
 /// The next page of a pull, read before it is asked for (`PreparedPulls`): served only when nothing
 /// that decides what the caller may see has changed, and never at the cost of a change.
-@Suite("Pull read-ahead")
+@Suite("Pull read-ahead", .fieldService)
 struct ReadAheadTests {
     /// A server where Alice has pushed `ids` as issues of project A, and Carol's transport (projects A and B).
     private static func server(withIssues ids: [UUID], on backend: Backend) async throws -> (TestServer, HTTPTransport) {

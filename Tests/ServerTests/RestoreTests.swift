@@ -1,10 +1,13 @@
-import Foundation
-import OutpostTesting
-import OutpostConflicts
-import OutpostModels
 @testable import OutpostServer
+import Foundation
+import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
+import OutpostTesting
 import OutpostWire
 import Testing
 
@@ -12,7 +15,7 @@ import Testing
 /// own writes the server lost, sent again (issue 39, finding 9). Each backend is backed up and restored
 /// the way its operator would: `SyncServer.backUp` (the `outpost admin backup` command) and a file
 /// copy for SQLite, `pg_dump` and `pg_restore` for PostgreSQL.
-@Suite("A restored server: devices notice and rebuild, nothing lost")
+@Suite("A restored server: devices notice and rebuild, nothing lost", .fieldService)
 struct RestoreTests {
     /// A backup of a running server, and its restore while the server is stopped.
     struct Backup {

@@ -1,9 +1,12 @@
+@testable import OutpostServer
 import Foundation
 import GRDB
 import OutpostBundles
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-@testable import OutpostServer
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -13,7 +16,7 @@ import Testing
 /// every other test passed: a pre-sync import over unsynced edits, a device clock that once ran ahead,
 /// a server that settled conflicts with another policy than the app, an acknowledgement that did
 /// not survive a power loss, and a batch left in flight when an import held the file. Each runs the real engine against the real server on 127.0.0.1.
-@Suite("Review findings: imports, clocks, policies and durability, end to end")
+@Suite("Review findings: imports, clocks, policies and durability, end to end", .fieldService)
 struct ReviewFindingsTests {
     func device(_ server: TestServer, _ name: String) throws -> LocalStore {
         try LocalStore.open(at: server.directory.appendingPathComponent("\(name).sqlite").path)

@@ -1,10 +1,13 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
-@Suite("Security: tokens, project membership, versions")
+@Suite("Security: tokens, project membership, versions", .fieldService)
 struct SecurityTests {
     /// Every route of the protocol, with a body where one is needed, aimed at project B's records.
     static func routes(attachment: UUID) -> [(method: String, path: String, body: Data?)] {

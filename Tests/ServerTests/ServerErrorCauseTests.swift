@@ -1,10 +1,11 @@
+@testable import OutpostServer
 import Foundation
 import GRDB
-@testable import OutpostServer
+import OutpostFieldServiceTesting
 import Testing
 
 /// A `ServerError` keeps the error that caused it as a value, not only as text.
-@Suite struct ServerErrorCauseTests {
+@Suite(.fieldService) struct ServerErrorCauseTests {
     @Test func aDatabaseThatCannotBeOpenedKeepsSQLitesError() throws {
         // A path inside a regular file: SQLite cannot open it, whoever runs the test (root included).
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-cause-\(UUID().uuidString)")

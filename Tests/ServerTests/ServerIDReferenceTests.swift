@@ -1,5 +1,8 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostSync
 import OutpostWire
@@ -11,7 +14,7 @@ import Testing
 /// name another project's asset in an issue and read its server id back from the pull, learning that it
 /// exists; and every member's device then held `"8"` in a uuid column, so the bundles they exported
 /// no longer imported.)
-@Suite struct ServerIDReferenceTests {
+@Suite(.fieldService) struct ServerIDReferenceTests {
     @Test("A reference to another project's record is pulled as the client id it was pushed as", arguments: Backend.available)
     func aReferenceAcrossProjectsIsNotTranslated(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)
@@ -48,7 +51,7 @@ import Testing
 /// A server database names the app whose records it holds; another app's server refuses it, naming
 /// both, instead of serving those records under a schema they were not written in (an outside review
 /// served a contractor-jobs database with `outpost serve` and back without a word).
-@Suite struct ServerDatabaseOwnerTests {
+@Suite(.fieldService) struct ServerDatabaseOwnerTests {
     @Test("Another app's server database is refused, naming both apps", arguments: Backend.available)
     func anotherAppsDatabaseIsRefused(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

@@ -1,6 +1,7 @@
-import Foundation
-import Testing
 @testable import OutpostServer
+import Foundation
+import OutpostFieldServiceTesting
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -40,7 +41,7 @@ final class RawConnection {
     }
 }
 
-@Suite("Slow and stalled clients are cut off")
+@Suite("Slow and stalled clients are cut off", .fieldService)
 struct SlowClientTests {
     @Test("A client that trickles its headers, or never sends any, is closed after the idle timeout")
     func aClientThatNeverFinishesItsHeadersIsClosed() async throws {

@@ -1,16 +1,19 @@
+@testable import OutpostServer
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostMigrator
 import OutpostModels
-@testable import OutpostServer
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostTesting
 import OutpostWire
 import Testing
 
-@Suite("Storage: the SQLite file, its schema and its settings")
+@Suite("Storage: the SQLite file, its schema and its settings", .fieldService)
 struct StorageTests {
     @Test("Idempotency survives a restart: the reopened file answers a replay with duplicates")
     func restartKeepsResults() async throws {

@@ -1,8 +1,10 @@
+@testable import OutpostServer
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostServer
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing

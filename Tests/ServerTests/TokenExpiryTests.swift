@@ -1,5 +1,8 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostSync
 import OutpostWire
@@ -7,7 +10,7 @@ import Testing
 
 /// A token may expire: from then on its next request is answered 401 on every instance, as a revoked
 /// one is; a token without an expiry keeps working.
-@Suite struct TokenExpiryTests {
+@Suite(.fieldService) struct TokenExpiryTests {
     @Test("A token expiring mid-session gets 401 on its next request, on every instance", arguments: Backend.available)
     func anExpiredTokenIsRefusedEverywhere(_ backend: Backend) async throws {
         let first = try await TestServer.start(backend)
@@ -38,7 +41,7 @@ import Testing
 
 /// A token's requests are limited per minute when the operator sets a limit: past it, 429
 /// `rate_limited` with `Retry-After`; another token is not held back by it.
-@Suite struct RateLimitTests {
+@Suite(.fieldService) struct RateLimitTests {
     @Test("Past its per-minute limit a token gets 429 with Retry-After; another token goes on")
     func aTokenPastItsLimitIsToldWhenToComeBack() async throws {
         let server = try await TestServer.start(.sqlite) { $0.requestsPerMinutePerToken = 3 }

@@ -1,11 +1,14 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
 
 /// What a deleted record leaves travelling: its id, version and deletion clock in pulls, nothing in bundles.
-@Suite("Tombstones and bundles")
+@Suite("Tombstones and bundles", .fieldService)
 struct TombstoneTests {
     @Test("A deleted issue's text is not in the project's bundle, in either format", arguments: Backend.available)
     func bundlesLeaveTombstonesOut(_ backend: Backend) async throws {

@@ -1,10 +1,12 @@
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostStore
 import Testing
 
 /// `outpost bundle validate`, `outpost import` and `outpost bundle export`, run as a user would.
-@Suite struct BundleCommandTests {
+@Suite(.fieldService) struct BundleCommandTests {
     /// The repository's `schemas/examples` folder, found by walking up from this file.
     static var examples: URL {
         var directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -1,9 +1,12 @@
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
 
 /// Runs the built `outpost` executable, as a user would, and reads what it prints.
-@Suite struct CommandLineTests {
+@Suite(.fieldService) struct CommandLineTests {
     @Test func entitiesAsJSONListsEveryEntityWithItsParents() async throws {
         let result = try await Outpost.run(["entities", "--json"])
         #expect(result.status == 0)

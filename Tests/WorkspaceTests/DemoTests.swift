@@ -1,8 +1,9 @@
 import Foundation
+import OutpostFieldServiceTesting
 import Testing
 
 /// `make demo` is the first thing a newcomer runs: it must pass, and fail loudly when a claim breaks.
-@Suite struct DemoTests {
+@Suite(.fieldService) struct DemoTests {
     @Test func theFieldDayDemoPassesEveryCheck() async throws {
         let binary = Outpost.executable.deletingLastPathComponent().appendingPathComponent("outpost-demo")
         let process = Process()

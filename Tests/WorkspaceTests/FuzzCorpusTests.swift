@@ -1,12 +1,13 @@
 import Foundation
 import GRDB
+import OutpostFieldServiceTesting
 import Testing
 
 /// Replays the fuzz corpus (`Fuzz/Corpus`: the known attacks and every input `make fuzz` ever found
 /// crashing, kept under `regressions`) through `outpost import`, as the libFuzzer target does: each
 /// input is refused with a clear error or imported, never a crash, and a refused one leaves the
 /// device database exactly as it was.
-@Suite("fuzz corpus")
+@Suite("fuzz corpus", .fieldService)
 struct FuzzCorpusTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")

@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostStore
 import OutpostTesting
 import Testing
@@ -11,7 +13,7 @@ import Darwin
 #endif
 
 /// `outpost migrate` and `outpost info`, run as a user would, including being killed mid-migration.
-@Suite struct MigrationCommandTests {
+@Suite(.fieldService) struct MigrationCommandTests {
     @Test func migrateCreatesAndUpgradesAndInfoDescribes() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("field.sqlite")

@@ -1,10 +1,11 @@
 import Foundation
+import OutpostFieldServiceTesting
 import Testing
 
 /// `outpost-reliability --quick`: a few seeds of every scenario, run as the built binary, the way
 /// `make reliability` runs the full scale. Every lost, overwritten, duplicated, diverged, stuck, crash
 /// and corrupt figure must be 0, and the faults and kills must really have happened.
-@Suite("outpost-reliability")
+@Suite("outpost-reliability", .fieldService)
 struct ReliabilityTests {
     struct Report: Decodable {
         struct Row: Decodable {

@@ -1,11 +1,12 @@
 import Foundation
+import OutpostFieldServiceTesting
 import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-@Suite("outpost serve")
+@Suite("outpost serve", .fieldService)
 struct ServerCommandTests {
     @Test("serve --db --port 0 --seed --server-ids listens, answers health and authorized pulls, and stops on SIGTERM")
     func serveSeedAndStop() async throws {

@@ -1,12 +1,15 @@
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import Testing
 
 /// `outpost status` and `outpost audit verify` on a store written through `LocalStore`.
-@Suite struct StoreCommandTests {
+@Suite(.fieldService) struct StoreCommandTests {
     @Test func statusCountsPendingChanges() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("device.sqlite")
@@ -46,7 +49,7 @@ import Testing
 }
 
 /// `outpost conflicts list` and `resolve` on a conflict made by a pull meeting a local change.
-@Suite struct ConflictCommandTests {
+@Suite(.fieldService) struct ConflictCommandTests {
     @Test func listsAndResolvesAConflict() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("device.sqlite")

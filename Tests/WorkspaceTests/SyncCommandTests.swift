@@ -1,10 +1,13 @@
-import Foundation
-import OutpostModels
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import Testing
 
 /// `outpost sync` against `outpost serve`, both as child processes, the way the crash tests run them.
-@Suite("outpost sync")
+@Suite("outpost sync", .fieldService)
 struct SyncCommandTests {
     static let project = UUID(uuidString: "a0000000-0000-4000-8000-00000000000a")!
 

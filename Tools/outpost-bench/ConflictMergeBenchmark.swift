@@ -1,6 +1,8 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 
 /// `fieldMerge` on 1,000,000 record pairs of 20 fields each, against a plain overwrite of the same
 /// dictionaries without clocks (the cheapest possible "merge"), measured in the same run.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostFieldService
 import OutpostMigrator
 import OutpostStore
 

@@ -1,4 +1,7 @@
 import Foundation
+import OutpostFieldService
+import OutpostModels
+import OutpostSchema
 
 /// `outpost-bench [SUITE] [--json FILE] [--markdown FILE]`: every performance figure of the toolkit,
 /// each next to a peer measured in the same run, printed as a table and then as JSON; `--json` also
@@ -14,6 +17,8 @@ struct OutpostBench {
     ]
 
     static func main() async throws {
+        // The bench measures the field-service app: its schema is this process's (the toolkit guesses none).
+        try EntityCatalog.install(EntityCatalog.fieldService)
         var arguments = Array(CommandLine.arguments.dropFirst())
         func option(_ name: String) -> String? {
             guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }

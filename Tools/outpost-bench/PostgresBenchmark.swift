@@ -1,7 +1,9 @@
 import Foundation
 import Outpost
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostStore
 import OutpostSync

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostFieldService
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -6,6 +7,7 @@ import GRDB
 import Outpost
 import OutpostConflicts
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostStore
 import OutpostSync

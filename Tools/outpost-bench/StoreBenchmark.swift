@@ -1,7 +1,9 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 
 /// Issue 7's local figures: write throughput (row + clocks + queue + audit, one transaction each) with

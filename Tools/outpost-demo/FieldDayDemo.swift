@@ -1,5 +1,8 @@
 import Foundation
 import Outpost
+import OutpostFieldService
+import OutpostModels
+import OutpostSchema
 import OutpostServer
 // Beyond what an app imports: the demo checks its claims against the server's own state.
 import OutpostStore
@@ -24,6 +27,8 @@ struct FieldDayDemo {
     static func main() async {
         var demo = Checks()
         do {
+            // The demo is a field-service app's day: its schema is this process's.
+            try EntityCatalog.install(EntityCatalog.fieldService)
             try await run(&demo)
         } catch {
             demo.fail("the demo stopped: \(error)")

@@ -2,7 +2,9 @@ import Crypto
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostStore
 import OutpostSync

@@ -1,7 +1,9 @@
 import Foundation
 import OutpostConflictModel
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostTesting

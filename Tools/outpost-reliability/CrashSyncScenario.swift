@@ -1,4 +1,5 @@
 import Foundation
+import OutpostFieldService
 import OutpostStore
 import OutpostSync
 import OutpostTesting

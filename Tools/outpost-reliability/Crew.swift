@@ -1,4 +1,5 @@
 import Foundation
+import OutpostFieldService
 import OutpostServer
 import OutpostTesting
 import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostFieldService
 import OutpostStore
 
 /// A new device database, migrated once per process and then copied for every simulated device:

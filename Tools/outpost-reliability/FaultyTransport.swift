@@ -1,4 +1,5 @@
 import Foundation
+import OutpostFieldService
 import OutpostSync
 import OutpostTesting
 import OutpostWire

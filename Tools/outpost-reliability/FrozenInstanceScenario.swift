@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostTesting

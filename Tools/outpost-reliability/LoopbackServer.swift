@@ -1,5 +1,6 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostServer
 import OutpostStore
 import OutpostSync

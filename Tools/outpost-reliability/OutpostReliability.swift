@@ -1,5 +1,8 @@
 import ArgumentParser
 import Foundation
+import OutpostFieldService
+import OutpostModels
+import OutpostSchema
 
 /// `make reliability`: runs the reliability scenarios over many seeds and ends with a table of
 /// faults injected, kills, mutations, and what went wrong: lost, overwritten, duplicated, diverged,
@@ -12,6 +15,17 @@ struct OutpostReliability: AsyncParsableCommand {
         abstract: "Faults, kills, convergence and access at scale: every lost, overwritten, duplicated, diverged, escalated and stuck figure must be 0.",
         discussion: "Scenarios: " + Scenario.all.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
     )
+
+    /// Installs the field-service schema, the one this tool works on, before any command runs (the
+    /// toolkit guesses no app's schema), then runs the command.
+    static func main() async {
+        do {
+            try EntityCatalog.install(EntityCatalog.fieldService)
+        } catch {
+            exit(withError: error)
+        }
+        await main(nil)
+    }
 
     @Flag(help: "A few seeds per scenario (the workspace test's scale).")
     var quick = false

@@ -1,5 +1,7 @@
 import Foundation
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostServer
 
 /// What the office gave, kept by the `access` scenario apart from the server and written from the

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire

@@ -1,5 +1,7 @@
 import Foundation
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostTesting

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostFieldService
 import OutpostServer
 
 /// `outpost admin`: what an operator does to a server's people, on its SQLite file or PostgreSQL

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostFieldService
 import OutpostStore
 import OutpostWire
 

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostBundles
+import OutpostFieldService
 import OutpostStore
 
 /// A one-line progress bar on standard error, redrawn in place; only drawn on a terminal.

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 
 /// `outpost conflicts`: values that lost a conflict, kept for the user to override or discard.

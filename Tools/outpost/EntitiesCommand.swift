@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 
 /// `outpost entities`: the entity catalog, as a table for people or JSON for scripts.
 struct EntitiesCommand: ParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostFieldService
 import OutpostStore
 
 /// `outpost import PATH --db DB`: import a pre-sync bundle in one transaction.

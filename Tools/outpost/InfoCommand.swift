@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostFieldService
 import OutpostStore
 
 /// `outpost info`: what a local database holds, without changing it.

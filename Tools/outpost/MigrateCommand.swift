@@ -1,4 +1,5 @@
 import ArgumentParser
+import OutpostFieldService
 import OutpostStore
 
 /// `outpost migrate`: upgrade (or create) a local database to the latest schema, or to a given version.

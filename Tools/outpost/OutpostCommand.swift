@@ -1,4 +1,7 @@
 import ArgumentParser
+import OutpostFieldService
+import OutpostModels
+import OutpostSchema
 
 /// The `outpost` tool: inspect and operate an Outpost store, bundle or server from a terminal.
 @main
@@ -9,6 +12,17 @@ struct OutpostCommand: AsyncParsableCommand {
         version: OutpostVersion.current,
         subcommands: [EntitiesCommand.self, SchemaCommand.self, MigrateCommand.self, InfoCommand.self, StatusCommand.self, UnsentCommand.self, AuditCommand.self, ConflictsCommand.self, ImportCommand.self, BundleCommand.self, SyncCommand.self, ServeCommand.self, AdminCommand.self]
     )
+
+    /// Installs the field-service schema, the one this tool works on, before any command runs (the
+    /// toolkit guesses no app's schema), then runs the command.
+    static func main() async {
+        do {
+            try EntityCatalog.install(EntityCatalog.fieldService)
+        } catch {
+            exit(withError: error)
+        }
+        await main(nil)
+    }
 }
 
 /// The toolkit's version, printed by `outpost --version`.

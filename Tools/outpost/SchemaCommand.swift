@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import OutpostBundles
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// `outpost schema xsd|json-schema|openapi`: the contracts generated from the field-service schema, as

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostServer
 import OutpostSync
 import OutpostWire

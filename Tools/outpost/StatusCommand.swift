@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OutpostFieldService
 import OutpostStore
 
 /// `outpost status`: what a sync status bar would show for a local database.

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// Why a bundle was refused, and exactly where: the file, the line and column (XML), the JSON path, the
 /// zip entry, and the record's entity, id and field. When an import throws it, the database is unchanged.

@@ -1,6 +1,6 @@
 import OutpostWire
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 extension BundleExporter {
     /// Writes `records` as project `projectID`'s bundle at `url`, listing `files` (a zip's) and

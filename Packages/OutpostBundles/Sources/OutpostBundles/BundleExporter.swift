@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Writes a project's records as a bundle file: what a device exports (`LocalStore.exportBundle`, which

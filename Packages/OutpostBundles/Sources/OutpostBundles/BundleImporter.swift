@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Reads a pre-sync bundle for import: the night-before download a crew works from all day.

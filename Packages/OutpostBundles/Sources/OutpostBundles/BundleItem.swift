@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// One thing a bundle reader hands on, in document order: the header, a file reference, or a record.

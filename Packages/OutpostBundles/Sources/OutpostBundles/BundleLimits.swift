@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// The bounds a bundle must keep, so hostile input can cost neither unbounded memory nor unbounded time.
 /// The defaults fit a project of millions of records; lower them for untrusted sources.

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// The bundle schemas of an app's schema (`AppSchema`), generated from its entities: the XSD libxml2's
 /// validator enforces while streaming, and the JSON Schema (2020-12) the JSON reader's checks follow.

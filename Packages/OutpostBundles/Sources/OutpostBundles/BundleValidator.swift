@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// Checks a bundle without a database: well-formedness, the schema, every record against the entity
 /// catalog's rules, duplicate ids, and for a zip every file's size and SHA-256. Used by

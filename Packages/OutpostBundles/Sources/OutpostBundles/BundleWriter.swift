@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// Writes one encoding of a bundle, record by record, in the exact form the schemas define.
 protocol BundleWriter {

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// The text form of field values, shared by both encodings: XML carries every value as text, and JSON
 /// carries text for instants, ids and blobs. One place, so the two encodings cannot drift apart.

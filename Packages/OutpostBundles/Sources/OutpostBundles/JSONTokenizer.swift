@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// The streaming front end of the one JSON scanning core: it reads a bundle through a 64 KiB buffer
 /// (Foundation's `JSONDecoder` needs the whole document as objects, above 3 GB for a 1,000,000-record

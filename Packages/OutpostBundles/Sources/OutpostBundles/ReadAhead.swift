@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// A bundle reader run on a thread of its own, a bounded number of items ahead of the import, through
 /// the one read-ahead pipeline (`OutpostModels.ReadAhead`).

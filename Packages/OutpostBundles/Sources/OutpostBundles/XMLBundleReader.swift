@@ -1,6 +1,6 @@
 import Clibxml2
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Reads an XML bundle with libxml2's streaming reader (`xmlTextReader`), validating it against the

@@ -1,11 +1,14 @@
+@testable import OutpostBundles
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
-@testable import OutpostBundles
 
 /// A `BundleError` keeps the error that caused it as a value, not only as text.
-@Suite struct BundleErrorCauseTests {
+@Suite(.fieldService) struct BundleErrorCauseTests {
     @Test func anArchiveThatCannotBeWrittenKeepsTheFileSystemsError() throws {
         // A destination inside a regular file: no folder can be made there, whoever runs the test.
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-cause-\(UUID().uuidString)")

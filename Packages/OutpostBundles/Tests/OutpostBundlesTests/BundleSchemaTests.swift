@@ -1,10 +1,13 @@
-import Foundation
-import OutpostModels
-import Testing
 @testable import OutpostBundles
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import Testing
 
 /// The embedded schemas are the frozen files, and both agree with the entity catalog.
-@Suite struct BundleSchemaTests {
+@Suite(.fieldService) struct BundleSchemaTests {
     @Test func embeddedSchemasEqualTheFilesByteForByte() throws {
         let folder = RepositorySchemas.folder
         #expect(try Data(contentsOf: folder.appendingPathComponent("bundle.xsd")) == Data(BundleSchema.xsd.utf8))
@@ -44,7 +47,7 @@ import Testing
 }
 
 /// The schemas are generated for any declared app schema, not only the field-service one.
-@Suite struct GeneratedBundleSchemaTests {
+@Suite(.fieldService) struct GeneratedBundleSchemaTests {
     static let site = EntityType(declaring: "site"), crew = EntityType(declaring: "crew"), job = EntityType(declaring: "job")
 
     static func jobs() throws -> AppSchema {

@@ -1,11 +1,14 @@
+@testable import OutpostBundles
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
-@testable import OutpostBundles
 
 /// `BundleImporter.open` reads a bundle as a stream of checked records, with no database anywhere.
-@Suite struct BundleStreamTests {
+@Suite(.fieldService) struct BundleStreamTests {
     private func drain(_ url: URL, batch: Int = 7) throws -> (records: [EntityRecord], stream: BundleRecordStream) {
         let stream = try BundleImporter().open(url)
         var records: [EntityRecord] = []

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 extension ConflictModel {
     /// The two-device cases the conflicts README's table shows: devices A and B hold a record with fields

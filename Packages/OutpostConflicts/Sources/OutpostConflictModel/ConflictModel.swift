@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// The reference model of what Outpost does with one record written on several devices: the rule the
 /// conflicts README's table states, written down once so that a seeded run of the real devices and

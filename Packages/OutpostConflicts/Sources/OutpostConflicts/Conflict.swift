@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// A surfaced conflict: the version that won and what lost. The user either overrides (what lost
 /// becomes a new change) or discards (the winner stays); both are plain functions returning what to write.

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// A clock or record the conflict code cannot accept, with the entity, id and field it concerns.
 ///

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// Which strategy settles each entity type: the catalog's defaults (what `outpost entities` prints),
 /// with an app's overrides on top, so a team changes one entity's rule without restating the rest.

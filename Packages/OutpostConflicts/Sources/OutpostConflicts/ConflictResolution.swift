@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// What a strategy decided for one record: the version to write, where each field came from, and
 /// every value and delete that lost, so the store can surface them rather than drop them.

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// How conflicts of one entity type are settled: a value a team picks per entity in a `ConflictPolicy`.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 extension FieldValue {
     /// A total order on values, used only to break a tie between two different values stamped with the

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// A field value that did not make it into the merged record, kept so the store can surface it and
 /// the user can bring it back: no user data is silently dropped.

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// The merge rules behind the strategies. Every function is pure: the result depends only on the two
 /// versions, so the device and the server reach the same answer.

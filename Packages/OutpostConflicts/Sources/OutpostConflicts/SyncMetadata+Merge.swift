@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 extension SyncMetadata {
     /// Bookkeeping of two versions combined the same way whichever side merges (each part is a

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// A record together with the clock of every field it carries and the clock of its delete: the unit
 /// every strategy merges, stored next to the row and sent with each change.

@@ -1,11 +1,14 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
 
 /// A `ConflictError` keeps the error that caused it as a value, and compares without it. The conflict
 /// code wraps no other library's error today, so this builds one as a caller would.
-@Suite struct ConflictErrorCauseTests {
+@Suite(.fieldService) struct ConflictErrorCauseTests {
     /// A cause that is neither Equatable nor Hashable, as most are.
     private struct Cause: Error { let detail: String }
 

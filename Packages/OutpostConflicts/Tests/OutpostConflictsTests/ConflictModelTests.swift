@@ -1,6 +1,9 @@
 import Foundation
 import OutpostConflictModel
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
 
@@ -8,7 +11,7 @@ import Testing
 /// thing. The harness checks runs of the real devices and server against the model
 /// (`outpost-reliability --scenario convergence`); these tests hold the README to the model and check
 /// the model's own laws over seeded cases.
-@Suite struct ConflictModelTests {
+@Suite(.fieldService) struct ConflictModelTests {
     static let readme = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("README.md")

@@ -1,12 +1,15 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-import Testing
+import OutpostSchema
 import OutpostTesting
+import Testing
 
 /// The convergence proof: the clock-based strategies are commutative, associative and idempotent, so
 /// replicas that receive the same changes in any order, with duplicates, end identical.
-@Suite struct ConvergenceTests {
+@Suite(.fieldService) struct ConvergenceTests {
     static let cases = 1_000
     static let convergent: [(ConflictStrategy, whole: Bool)] = [(.fieldMerge, false), (.fieldMerge, true), (.lastWriteWins, true)]
 

@@ -1,10 +1,13 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
 
 /// A delete against a concurrent update, per strategy, and a record deleted and re-created with the same id.
-@Suite struct DeleteTests {
+@Suite(.fieldService) struct DeleteTests {
     typealias F = Fixtures
     let fields: [String: FieldValue] = ["notes": .text("first"), "weather": .text("Rain")]
 

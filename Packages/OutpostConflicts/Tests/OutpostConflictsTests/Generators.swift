@@ -1,6 +1,8 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 
 

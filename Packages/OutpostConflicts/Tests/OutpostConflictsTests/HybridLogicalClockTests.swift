@@ -1,9 +1,11 @@
 import Foundation
 import OutpostConflicts
-import Testing
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostTesting
+import Testing
 
-@Suite struct HybridLogicalClockTests {
+@Suite(.fieldService) struct HybridLogicalClockTests {
     let start = Fixtures.epoch
 
     @Test func ticksStayMonotonicWhenTheWallClockJumpsBack() {
@@ -105,7 +107,7 @@ import OutpostTesting
     }
 }
 
-@Suite struct HybridTimestampTests {
+@Suite(.fieldService) struct HybridTimestampTests {
     @Test func encodingIsFixedWidthAndParsesBackExactly() throws {
         let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_123, counter: 42, node: NodeID(0xBEEF))
         #expect(stamp.encoded == "01a1ee565e7b-002a-000000000000beef")

@@ -1,9 +1,12 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
 
-@Suite struct PolicyTests {
+@Suite(.fieldService) struct PolicyTests {
     typealias F = Fixtures
 
     @Test func defaultsFollowTheCatalog() {

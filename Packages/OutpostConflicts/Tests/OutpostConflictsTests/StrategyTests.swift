@@ -1,10 +1,13 @@
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
 
 /// Each strategy's rule and tie-breaks, on small hand-made versions of one daily log.
-@Suite struct StrategyTests {
+@Suite(.fieldService) struct StrategyTests {
     typealias F = Fixtures
     let base: [String: FieldValue] = ["notes": .text("Poured footings"), "weather": .text("Rain"), "crewSize": .integer(3)]
 

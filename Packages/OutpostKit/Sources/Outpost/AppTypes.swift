@@ -1,7 +1,7 @@
 import OutpostBundles
 import OutpostConflicts
 import OutpostMigrator
-import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -13,72 +13,35 @@ import OutpostWire
 
 // MARK: - Records
 
-/// A clock-in or clock-out of a crew member on a project. (`OutpostModels.TimeEntry`)
-public typealias TimeEntry = OutpostModels.TimeEntry
-/// A project's log for one day: weather, crew, work done. (`OutpostModels.DailyLog`)
-public typealias DailyLog = OutpostModels.DailyLog
-/// A sales opportunity a project may come from. (`OutpostModels.Opportunity`)
-public typealias Opportunity = OutpostModels.Opportunity
-/// A job: the unit members, bundles and access are scoped to. (`OutpostModels.Project`)
-public typealias Project = OutpostModels.Project
-/// A part of a project's estimate. (`OutpostModels.Scope`)
-public typealias Scope = OutpostModels.Scope
-/// A sheet of measurements taken for a scope. (`OutpostModels.MeasureSheet`)
-public typealias MeasureSheet = OutpostModels.MeasureSheet
-/// One measurement on a measure sheet. (`OutpostModels.Measure`)
-public typealias Measure = OutpostModels.Measure
-/// A priced line of a scope. (`OutpostModels.ScopeItem`)
-public typealias ScopeItem = OutpostModels.ScopeItem
-/// A discount on an estimate. (`OutpostModels.Discount`)
-public typealias Discount = OutpostModels.Discount
-/// A financing option offered with an estimate. (`OutpostModels.FinanceOption`)
-public typealias FinanceOption = OutpostModels.FinanceOption
-/// A fee on an estimate. (`OutpostModels.Fee`)
-public typealias Fee = OutpostModels.Fee
-/// A problem raised on a project, with its status, priority and place. (`OutpostModels.Issue`)
-public typealias Issue = OutpostModels.Issue
-/// A comment on an issue. (`OutpostModels.Comment`)
-public typealias Comment = OutpostModels.Comment
-/// Equipment or material tagged with a QR code. (`OutpostModels.Asset`)
-public typealias Asset = OutpostModels.Asset
-/// A drawing or document shipped with a project's bundle. (`OutpostModels.ReferenceDocument`)
-public typealias ReferenceDocument = OutpostModels.ReferenceDocument
-/// A photo or voice note attached to a record; its original file syncs after the data. (`OutpostModels.MediaAttachment`)
-public typealias MediaAttachment = OutpostModels.MediaAttachment
-/// A person's membership and role in a project. (`OutpostModels.Member`)
-public typealias Member = OutpostModels.Member
-
-// MARK: - Records
-
-/// A record type the store can hold: every model above conforms. (`OutpostModels.Syncable`)
-public typealias Syncable = OutpostModels.Syncable
-/// The kinds of records, one per model. (`OutpostModels.EntityType`)
-public typealias EntityType = OutpostModels.EntityType
-/// A field's value, as `Device.records(_:where:is:)` and `list(_:where:is:)` compare it. (`OutpostModels.FieldValue`)
-public typealias FieldValue = OutpostModels.FieldValue
-/// A record's sync bookkeeping: server id, version, times, status, orphan flag. (`OutpostModels.SyncMetadata`)
-public typealias SyncMetadata = OutpostModels.SyncMetadata
-/// Whether a record's latest change reached the server. (`OutpostModels.SyncStatus`)
-public typealias SyncStatus = OutpostModels.SyncStatus
-/// Why a record breaks one of the catalog's rules. (`OutpostModels.ModelError`)
-public typealias ModelError = OutpostModels.ModelError
+/// A record type the store can hold: every model of an app's schema conforms. (`OutpostSchema.Syncable`)
+public typealias Syncable = OutpostSchema.Syncable
+/// The kinds of records, one per model. (`OutpostSchema.EntityType`)
+public typealias EntityType = OutpostSchema.EntityType
+/// A field's value, as `Device.records(_:where:is:)` and `list(_:where:is:)` compare it. (`OutpostSchema.FieldValue`)
+public typealias FieldValue = OutpostSchema.FieldValue
+/// A record's sync bookkeeping: server id, version, times, status, orphan flag. (`OutpostSchema.SyncMetadata`)
+public typealias SyncMetadata = OutpostSchema.SyncMetadata
+/// Whether a record's latest change reached the server. (`OutpostSchema.SyncStatus`)
+public typealias SyncStatus = OutpostSchema.SyncStatus
+/// Why a record breaks one of the catalog's rules. (`OutpostSchema.ModelError`)
+public typealias ModelError = OutpostSchema.ModelError
 
 // MARK: - Local store
 
-/// An app's schema: its entities, scope and membership, checked whole when made. (`OutpostModels.AppSchema`)
-public typealias AppSchema = OutpostModels.AppSchema
-/// One entity of an app's schema: table, fields, parents, sync class, policy, access. (`OutpostModels.EntityDescription`)
-public typealias EntityDescription = OutpostModels.EntityDescription
-/// One field of an entity: name, kind, optionality. (`OutpostModels.FieldDescription`)
-public typealias FieldDescription = OutpostModels.FieldDescription
-/// What a field holds. (`OutpostModels.FieldKind`)
-public typealias FieldKind = OutpostModels.FieldKind
-/// A reference from one entity to another. (`OutpostModels.ParentRelation`)
-public typealias ParentRelation = OutpostModels.ParentRelation
-/// Who may write an entity's records. (`OutpostModels.EntityAccess`)
-public typealias EntityAccess = OutpostModels.EntityAccess
-/// A model's fields as key paths, in the schema's order. (`OutpostModels.FieldTable`)
-public typealias FieldTable = OutpostModels.FieldTable
+/// An app's schema: its entities, scope and membership, checked whole when made. (`OutpostSchema.AppSchema`)
+public typealias AppSchema = OutpostSchema.AppSchema
+/// One entity of an app's schema: table, fields, parents, sync class, policy, access. (`OutpostSchema.EntityDescription`)
+public typealias EntityDescription = OutpostSchema.EntityDescription
+/// One field of an entity: name, kind, optionality. (`OutpostSchema.FieldDescription`)
+public typealias FieldDescription = OutpostSchema.FieldDescription
+/// What a field holds. (`OutpostSchema.FieldKind`)
+public typealias FieldKind = OutpostSchema.FieldKind
+/// A reference from one entity to another. (`OutpostSchema.ParentRelation`)
+public typealias ParentRelation = OutpostSchema.ParentRelation
+/// Who may write an entity's records. (`OutpostSchema.EntityAccess`)
+public typealias EntityAccess = OutpostSchema.EntityAccess
+/// A model's fields as key paths, in the schema's order. (`OutpostSchema.FieldTable`)
+public typealias FieldTable = OutpostSchema.FieldTable
 /// An app's local database: its schema and its migration steps. (`OutpostStore.LocalApp`)
 public typealias LocalApp = OutpostStore.LocalApp
 /// One step of an app's local history. (`OutpostMigrator.MigrationStep`)

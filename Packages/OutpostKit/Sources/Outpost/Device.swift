@@ -1,7 +1,7 @@
 import Foundation
 import OutpostBundles
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -34,11 +34,11 @@ public final class Device: Sendable {
         let monitor: ConnectivityMonitor
     }
 
-    /// Opens (creating and migrating as needed) the store at `path`, of `app`'s schema and steps (the
-    /// field-service app's unless given). Without a server the device works offline only; `transport`
-    /// replaces HTTP (`OutpostServerTesting.InProcessServer` in tests).
+    /// Opens (creating and migrating as needed) the store at `path`, of `app`'s schema and steps.
+    /// Without a server the device works offline only; `transport` replaces HTTP
+    /// (`OutpostServerTesting.InProcessServer` in tests).
     public init(
-        path: String, app: LocalApp = .fieldService, server: Server? = nil, transport: (any SyncTransport)? = nil,
+        path: String, app: LocalApp, server: Server? = nil, transport: (any SyncTransport)? = nil,
         policy: ConflictPolicy = ConflictPolicy()
     ) throws(OutpostError) {
         let store: LocalStore
@@ -60,53 +60,7 @@ public final class Device: Sendable {
         }
     }
 
-    // MARK: Field workflows
-
-    /// The member record naming `user` in `project`, once pulled or pre-synced: whom this device's user
-    /// writes as. A clock-in's `member`, a comment's and a daily log's author must be the caller's own
-    /// member record (the server refuses another, but from the office or a foreman recording his crew's
-    /// time); nil before the project's records have arrived, or when `user` is not a member.
-    public func member(for user: UUID, in project: UUID) throws(OutpostError) -> Member? {
-        try records(Member.self, where: "projectID", is: .uuid(project)).first { $0.userID == user }
-    }
-
-    /// Clocks `member` (a member record: see `member(for:in:)`) in on `project`, offline or not.
-    @discardableResult
-    public func clockIn(
-        member: UUID, project: UUID, at time: Date = Timestamp.now(), latitude: Double? = nil, longitude: Double? = nil
-    ) async throws(OutpostError) -> TimeEntry {
-        try await save(TimeEntry(
-            projectID: project, memberID: member, kind: .clockIn, recordedAt: time, latitude: latitude,
-            longitude: longitude))
-    }
-
-    /// Clocks out the member of `clockIn`, paired with it: the pair stays paired through sync even when
-    /// both were made offline and the server renames them.
-    @discardableResult
-    public func clockOut(of clockIn: TimeEntry, at time: Date = Timestamp.now(), note: String = "") async throws(OutpostError)
-        -> TimeEntry
-    {
-        try await save(TimeEntry(
-            projectID: clockIn.projectID, memberID: clockIn.memberID, kind: .clockOut, recordedAt: time,
-            clockInID: clockIn.id, note: note))
-    }
-
-    /// Attaches a photo to `issue`: the record (with its small thumbnail) syncs with structured data,
-    /// the original file at `file` follows when the connection is good.
-    @discardableResult
-    public func attachPhoto(
-        to issue: Issue, fileAt file: URL, contentType: String = "image/jpeg", thumbnail: Data? = nil,
-        capturedAt: Date = Timestamp.now()
-    ) async throws(OutpostError) -> MediaAttachment {
-        let attachment = MediaAttachment(
-            issueID: issue.id, kind: .photo, fileName: file.lastPathComponent, contentType: contentType, byteSize: 0,
-            sha256: "", thumbnail: thumbnail, capturedAt: capturedAt)
-        do {
-            return try await store.attach(attachment, originalAt: file)
-        } catch {
-            throw .store(error)
-        }
-    }
+    // MARK: Writes
 
     /// Attaches the file at `file` to `media`, a record of one of the schema's media entities (an app's
     /// video, a field-service photo): the record syncs with structured data, the original follows when
@@ -120,14 +74,7 @@ public final class Device: Sendable {
         }
     }
 
-    /// Comments on `issue` as `author`, a member record of the issue's project (see `member(for:in:)`).
-    @discardableResult
-    public func comment(on issue: Issue, by author: UUID, _ body: String) async throws(OutpostError) -> Comment {
-        try await save(Comment(issueID: issue.id, authorID: author, body: body))
-    }
-
-    /// Creates or updates any record: a daily log, an issue, each node of an estimate graph
-    /// (opportunity → project → scope → measure sheet, measures and items; discounts, finance options, fees).
+    /// Creates or updates any record of the schema: parents before children, as the app makes them.
     @discardableResult
     public func save<Model: Syncable>(_ value: Model) async throws(OutpostError) -> Model {
         do {
@@ -157,7 +104,7 @@ public final class Device: Sendable {
         }
     }
 
-    /// Live records whose `field` holds `value`, oldest first: `records(Issue.self, where: "projectID", is: .uuid(p))`.
+    /// Live records whose `field` holds `value`, oldest first: `records(Note.self, where: "jobID", is: .uuid(job))`.
     public func records<Model: Syncable>(_ type: Model.Type, where field: String, is value: FieldValue) throws(OutpostError)
         -> [Model]
     {
@@ -175,15 +122,6 @@ public final class Device: Sendable {
     {
         do {
             return try store.list(type, where: field, equals: value)
-        } catch {
-            throw .store(error)
-        }
-    }
-
-    /// The asset a scanned QR tag names, if the device has it.
-    public func asset(withQRCode code: String) throws(OutpostError) -> Asset? {
-        do {
-            return try store.asset(withQRCode: code)
         } catch {
             throw .store(error)
         }

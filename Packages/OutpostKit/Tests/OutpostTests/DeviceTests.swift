@@ -1,13 +1,16 @@
 import Foundation
 import Outpost
-import OutpostModels  // Timestamp and the qualified names the tests use
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels  // the qualified names the tests use
+import OutpostSchema  // Timestamp
 import OutpostSync
 import OutpostTesting
 import Testing
 import OutpostServerTesting
 
 /// The facade end to end against the reference server in process (`InProcessServer`): the brief's workflows, sync, status, conflicts.
-@Suite struct DeviceTests {
+@Suite(.fieldService) struct DeviceTests {
     final class Folder: Sendable {
         let url: URL
         init() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A piece of equipment or installed item on site, tagged with a QR code crews scan to find it.
 public struct Asset: Syncable {

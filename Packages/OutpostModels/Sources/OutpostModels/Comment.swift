@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A remark on an issue; immutable once posted, so comments never conflict.
 public struct Comment: Syncable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A jobsite's log for one day: notes, weather, crew and hours.
 public struct DailyLog: Syncable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A discount on a project's estimate: a percentage in basis points, or a fixed amount in cents.
 public struct Discount: Syncable {

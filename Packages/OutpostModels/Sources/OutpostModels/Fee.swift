@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A charge added to an estimate (permit, disposal, travel).
 public struct Fee: Syncable {

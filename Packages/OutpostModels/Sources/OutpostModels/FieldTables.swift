@@ -1,3 +1,5 @@
+import OutpostSchema
+
 // Every model's field table: its catalog fields as key paths, in `EntityCatalog`'s order. A new field
 // goes into the catalog, the model and here; `FieldTable` checks the three agree when first used.
 extension Opportunity {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A way for the customer to pay over time, offered with the estimate.
 public struct FinanceOption: Syncable {

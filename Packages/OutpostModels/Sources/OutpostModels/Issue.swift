@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A problem raised on site, with where it is and what it concerns.
 public struct Issue: Syncable {

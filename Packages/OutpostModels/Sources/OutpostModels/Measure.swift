@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// One measurement on a sheet: a labelled quantity in a unit (`320` `sq ft` of "North wall").
 public struct Measure: Syncable {

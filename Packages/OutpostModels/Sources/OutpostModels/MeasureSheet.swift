@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// The measurements taken for one scope on a site visit.
 public struct MeasureSheet: Syncable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A photo or voice note attached to an issue or a daily log. The record and its small thumbnail
 /// travel with structured data; the original file follows as media, on a good connection.

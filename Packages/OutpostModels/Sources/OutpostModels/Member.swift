@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A person's membership of a project, with the role that decides what they may do there.
 public struct Member: Syncable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A prospective job for a customer: the root of the estimate graph.
 public struct Opportunity: Syncable {

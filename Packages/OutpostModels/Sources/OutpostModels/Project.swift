@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A job at one site: crews clock in to it, and its scopes make up the estimate.
 public struct Project: Syncable {

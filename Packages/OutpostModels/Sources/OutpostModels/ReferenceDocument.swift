@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A document crews consult on site (a drawing, an RFI, a design note), downloaded with the pre-sync bundle.
 public struct ReferenceDocument: Syncable {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A part of a project's estimate (roof, kitchen, windows) holding measure sheets and priced items.
 public struct Scope: Syncable {

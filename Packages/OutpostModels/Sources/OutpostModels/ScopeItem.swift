@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A priced line of a scope: quantity × unit price, optionally taken from a measure.
 public struct ScopeItem: Syncable {

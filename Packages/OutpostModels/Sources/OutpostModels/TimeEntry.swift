@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// A clock-in or clock-out at a jobsite. The two are separate records so each can be written the
 /// moment it happens, offline; a clock-out names its clock-in by client id, and that pairing holds

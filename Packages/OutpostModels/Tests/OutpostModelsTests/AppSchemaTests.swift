@@ -1,10 +1,12 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
+import Testing
 
 /// An app's schema is checked whole when made: each wrong declaration is refused with the entity and
 /// field at fault, and the field-service schema declares the product's access rule.
-@Suite struct AppSchemaTests {
+@Suite(.fieldService) struct AppSchemaTests {
     static let site = EntityType(declaring: "site"), crew = EntityType(declaring: "crew")
     static let job = EntityType(declaring: "job"), note = EntityType(declaring: "note")
     static let roles = ["boss", "hand"]
@@ -173,7 +175,7 @@ import Testing
 
 /// A model that does not match its declaration is named, field and all, for `EntityCatalog.install` to
 /// refuse the schema at start (a field table used to stop the process at its first use instead).
-@Suite struct ModelDeclarationTests {
+@Suite(.fieldService) struct ModelDeclarationTests {
     struct CommentWithANumberBody: Syncable {
         static let entityType = EntityType.comment
         static let fieldTable = FieldTable<CommentWithANumberBody>(\.issueID, \.authorID, \.body)

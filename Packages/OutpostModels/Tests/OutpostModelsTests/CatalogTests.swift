@@ -1,9 +1,11 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
 import OutpostTesting
+import Testing
 
-@Suite struct CatalogTests {
+@Suite(.fieldService) struct CatalogTests {
     @Test func everyEntityIsDescribedOnce() {
         #expect(EntityCatalog.all.map(\.type).sorted() == EntityType.allCases.sorted())
         #expect(Set(EntityCatalog.all.map(\.table)).count == EntityCatalog.all.count)

@@ -1,11 +1,13 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
 import OutpostTesting
+import Testing
 
 /// The field tables replace `Mirror` (records from models) and `Codable` (models from records and rows):
 /// they must give exactly what the reflective paths gave, for every entity.
-@Suite struct FieldTableTests {
+@Suite(.fieldService) struct FieldTableTests {
     @Test(arguments: 0..<4)
     func tablesAgreeWithTheCodablePath(batch: Int) throws {
         var random = SeededGenerator(seed: UInt64(0xF1E1D + batch))

@@ -1,11 +1,13 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
+import Testing
 
 /// The package's errors keep the error that caused them as a value, and compare without it. Nothing in
 /// OutpostModels wraps another library's error on a path a test can reach (a record's fields cannot fail
 /// to read), so these build the errors as a caller would.
-@Suite struct ModelErrorCauseTests {
+@Suite(.fieldService) struct ModelErrorCauseTests {
     /// A cause that is neither Equatable nor Hashable, as most are.
     private struct Cause: Error { let detail: String }
 

@@ -1,9 +1,11 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
 import OutpostTesting
+import Testing
 
-@Suite struct RoundTripTests {
+@Suite(.fieldService) struct RoundTripTests {
     @Test(arguments: [true, false])
     func everyEntityConvertsToARecordAndBack(full: Bool) throws {
         let samples = Samples.all(full: full)

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostModels
+import OutpostSchema
 
 /// Realistic values of every entity, once with every optional field set and once with none.
 enum Samples {

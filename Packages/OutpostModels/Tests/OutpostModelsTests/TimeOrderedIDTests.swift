@@ -1,9 +1,11 @@
 import Foundation
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
 
-@Suite struct TimeOrderedIDTests {
+@Suite(.fieldService) struct TimeOrderedIDTests {
     @Test func idsAreVersion7AndSortByTimeInTheirStoredTextForm() {
         let start = Date(timeIntervalSince1970: 1_795_000_000)
         let ids = (0..<2_000).map { UUID.timeOrdered(at: start.addingTimeInterval(Double($0) / 1000)) }

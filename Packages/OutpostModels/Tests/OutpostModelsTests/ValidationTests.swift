@@ -1,8 +1,10 @@
-import Foundation
-import Testing
 @testable import OutpostModels
+@testable import OutpostSchema
+import Foundation
+import OutpostFieldServiceTesting
+import Testing
 
-@Suite struct ValidationTests {
+@Suite(.fieldService) struct ValidationTests {
     let project = Samples.project
     let member = Samples.member
 
@@ -164,7 +166,7 @@ import Testing
     }
 }
 
-@Suite struct BlankTextTests {
+@Suite(.fieldService) struct BlankTextTests {
     /// The fast blank check agrees with Foundation's trimming on ASCII and Unicode spaces alike.
     @Test(arguments: ["", " ", "\t\n\r", "\u{0B}\u{0C}", "\u{00A0}", " \u{2028} ", "\u{3000}", "a", " a ", "é", "\u{00A0}x", "  \u{200B}"])
     func blankMeansWhatTrimmingSays(text: String) {

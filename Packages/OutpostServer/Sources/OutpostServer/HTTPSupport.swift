@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Header names of the protocol, as Hummingbird's field names.

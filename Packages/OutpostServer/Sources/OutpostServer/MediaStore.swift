@@ -5,7 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Resumable media uploads, one file per attachment next to the database (`<id>.part` while it

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// What an operator's `add-member` did, as `outpost admin add-member` reports it: never a silent no-op.
 public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {

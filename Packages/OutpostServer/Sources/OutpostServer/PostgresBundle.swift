@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import OutpostModels
+import OutpostSchema
 import PostgresNIO
 
 /// The consumer side of a streamed PostgreSQL bundle: each `next()` asks the producer task (which

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 import PostgresNIO
 

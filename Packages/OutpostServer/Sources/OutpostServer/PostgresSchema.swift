@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import Logging
 import OutpostMigrator
 import PostgresNIO

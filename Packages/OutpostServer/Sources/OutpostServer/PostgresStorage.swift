@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 import PostgresNIO
 

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// How far a device has pulled each project it belongs to. One change sequence for all of a user's
 /// projects lost history: a member added to a project later only got its changes newer than her

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// A record row as stored, its fields and clocks still the JSON text they were written as: what pull

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// What the server does with a push, in memory and for any backend: per mutation, answer a repeated

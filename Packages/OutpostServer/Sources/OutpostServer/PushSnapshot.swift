@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 // The storage seam of a push. The rules (`PushRules`) never touch a database: a backend loads, in a

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// What each member role may write, checked per mutation at push, as each entity's declaration says
 /// (`EntityDescription.access`; the field-service schema's, `EntityCatalog`, gives the product's rule:

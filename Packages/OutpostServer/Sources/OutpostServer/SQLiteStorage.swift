@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 import OutpostConflicts
 import OutpostMigrator
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// The embedded storage: one SQLite file in WAL mode, created and migrated on open. GRDB's pool has

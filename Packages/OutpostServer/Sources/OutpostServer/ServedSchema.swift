@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// What the server reads from the schema it serves (`EntityCatalog.schema`): the entity that scopes
 /// access and sync, the membership entity and its fields, the roles, and the media entities. The
@@ -40,15 +40,21 @@ struct ServedSchema: Sendable {
     }
 
     /// Why this process may not serve a database that names `recorded` as its app (nil: it may). A
-    /// database that names none but holds records is from before servers named their app, when the
-    /// field-service app was the only one. The answer names both apps and changes nothing.
+    /// database that names none but holds records is from before servers named their app: only a schema
+    /// that adopts such databases (`AppSchema.adoptsUnnamedDatabases`) serves it. The answer names both
+    /// apps and changes nothing.
     static func refusal(recorded: String?, holdsRecords: Bool, path: String? = nil) -> ServerError? {
-        let serving = EntityCatalog.schema.name
-        let owner = recorded ?? (holdsRecords ? EntityCatalog.fieldService.name : nil)
-        guard let owner, owner != serving else { return nil }
+        let serving = EntityCatalog.schema
+        if let recorded, recorded != serving.name {
+            return ServerError(
+                .invalidConfiguration,
+                message: "this server database belongs to the app '\(recorded)', not to '\(serving.name)': serve it with that app's schema",
+                path: path)
+        }
+        guard recorded == nil, holdsRecords, !serving.adoptsUnnamedDatabases else { return nil }
         return ServerError(
             .invalidConfiguration,
-            message: "this server database belongs to the app '\(owner)', not to '\(serving)': serve it with that app's schema",
+            message: "this server database was made before servers named their app, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(serving.name)'",
             path: path)
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// What `outpost serve --seed FILE` loads: projects, the members who may see them, and their bearer
 /// tokens, for demos and tests. Loading it twice changes nothing; tokens are stored hashed.

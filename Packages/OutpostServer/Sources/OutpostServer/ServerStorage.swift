@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// Where the server keeps records, idempotency results, users and upload states. The routes only

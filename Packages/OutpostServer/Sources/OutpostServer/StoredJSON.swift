@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// A mutation's outcome as stored for its idempotency key: the wire's JSON, so a repeat is answered

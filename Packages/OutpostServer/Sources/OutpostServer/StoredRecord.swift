@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// A record as the server stores it: the wire's `ServerRecord` plus what access control needs (the

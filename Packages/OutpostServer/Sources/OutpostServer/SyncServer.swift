@@ -3,7 +3,7 @@ import Hummingbird
 import NIOCore
 import Logging
 import OutpostBundles
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// The reference sync server: serves `schemas/sync-api.yaml` (health, push, pull, media uploads,

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostServer
 import OutpostWire
 
@@ -64,14 +64,6 @@ public actor InProcessServer: SyncTransport {
     /// Queues `failure` for the next request to `route` (any route when nil); repeat it `times` times.
     public func inject(_ failure: InjectedFailure, on route: Route? = nil, times: Int = 1) {
         failures += Array(repeating: (failure, route), count: times)
-    }
-
-    /// Creates a project on the server, as the user (who becomes its owner), and returns its id: a
-    /// record the server does not hold cannot be a parent, so a test's records need one.
-    public func newProject(name: String = "Test project") async throws(ServerError) -> UUID {
-        let project = Project(name: name)
-        try await create(project)
-        return project.id
     }
 
     /// Creates `model` on the server as another device of the user would push it, every field stamped

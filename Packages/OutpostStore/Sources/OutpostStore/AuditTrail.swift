@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// The append-only, hash-chained record of every local write. Each entry's hash is SHA-256(previous
 /// entry's hash ‖ a canonical encoding of the write), so editing, removing or reordering any entry

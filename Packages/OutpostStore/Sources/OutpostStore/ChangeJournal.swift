@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// How a commit in one process reaches `changes()` subscribers in another (the app and its share
 /// extension or widgets on one file). Each write transaction appends one row naming its records and

@@ -1,5 +1,5 @@
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// Checks that a database's tables hold every declared field, each in a column of a type its kind
 /// is stored as: the app's entity tables come from its own migration steps, and a step the schema

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// Orphans: records kept although their parent is missing or deleted, flagged for the user to relink
 /// or close. Never dropped, and never refused, which is why entity tables have no foreign keys.

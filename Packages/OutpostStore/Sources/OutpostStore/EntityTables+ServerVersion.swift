@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 extension EntityTables {
     /// Takes a newer server version of a record that has a local change waiting (from a pre-sync bundle,

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// Records as rows of the entity tables, driven by the catalog: the one place that knows how a
 /// `EntityRecord` is laid out in SQL. The store, the bundle importer and the sync engine all go through it,

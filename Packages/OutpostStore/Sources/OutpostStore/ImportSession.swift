@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostBundles
-import OutpostModels
+import OutpostSchema
 
 /// One import's work inside the transaction its caller owns.
 ///

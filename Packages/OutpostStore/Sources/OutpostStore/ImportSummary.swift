@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// What an import did to one entity's records (or to all of them): the numbers a user checks after a
 /// pre-sync, and the ones the idempotency tests assert on.

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// Deletes a pull brought for records this device never held (`known_deletions`, v14): the device
 /// stores nothing of such a record, so this is what keeps an older copy of it (a bundle downloaded

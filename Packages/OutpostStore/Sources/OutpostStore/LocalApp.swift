@@ -1,5 +1,5 @@
 import OutpostMigrator
-import OutpostModels
+import OutpostSchema
 
 /// An app's local database, as the app declares it: its schema, and the migration steps that create
 /// and change its entity tables. The toolkit's own tables (queue, audit chain, field clocks, cursors,
@@ -25,10 +25,6 @@ public struct LocalApp: Sendable {
         self.steps = steps
     }
 
-    /// The field-service app: its schema, and its history v1…v14, which made the toolkit's tables
-    /// too before the toolkit had its own steps (they adopt them: see `ToolkitSchema`).
-    public static var fieldService: LocalApp { LocalApp(schema: EntityCatalog.fieldService, steps: LocalSchema.steps) }
-
     /// The migrator of the app's history: its entity tables are the synced ones.
     var migrator: Migrator {
         Migrator(steps: steps, syncedTables: Set(schema.entities.map(\.table)), ledger: Migrator.ledgerTable)
@@ -38,7 +34,19 @@ public struct LocalApp: Sendable {
     /// server id, version, times, deletion, sync status, orphan flag), then `columns`, the app's fields
     /// as snake_case columns of their kinds' types. `WITHOUT ROWID`: rows are found by their id.
     public static func syncedTable(_ name: String, columns: String) -> String {
-        LocalSchema.entityTable(name, columns + ",\n    is_orphaned INTEGER NOT NULL DEFAULT 0")
+        """
+        CREATE TABLE \(name) (
+            id TEXT PRIMARY KEY NOT NULL,
+            server_id TEXT,
+            version INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            deleted_at INTEGER,
+            sync_status TEXT NOT NULL DEFAULT 'pending',
+            \(columns),
+            is_orphaned INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        """
     }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostMigrator
-import OutpostModels
+import OutpostSchema
 
 /// Maintenance of a local database file: upgrading it and describing it. Used by `outpost migrate`
 /// and `outpost info`, and by the store when it opens a file.
@@ -13,7 +13,7 @@ public enum LocalDatabase {
     /// naming both), or to no Outpost app (tables and no ledger); a schema other than the one the
     /// process runs on (`schemaMismatch`); a step edited after the file ran it (`migrationRefused`).
     @discardableResult
-    public static func migrate(at path: String, app: LocalApp = .fieldService, to version: Int? = nil) throws(StoreError)
+    public static func migrate(at path: String, app: LocalApp, to version: Int? = nil) throws(StoreError)
         -> Migrator.Outcome
     {
         do {
@@ -61,10 +61,9 @@ public enum LocalDatabase {
                     }
                     if recorded != nil { return nil }
                 } else if try db.tableExists(Migrator.ledgerTable) {
-                    // Made before apps declared schemas: only the field-service app existed then.
-                    let legacy = LocalApp.fieldService.schema.name
-                    guard name == legacy else {
-                        return "this database belongs to the app '\(legacy)' (made by Outpost before apps declared their schemas), not to '\(name)'"
+                    // Made before apps named their schemas: the app that served alone then says so.
+                    guard app.schema.adoptsUnnamedDatabases else {
+                        return "this database was made by Outpost before apps named their schemas, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(name)'"
                     }
                 } else if let table = try String.fetchOne(db, sql: """
                     SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' LIMIT 1
@@ -82,7 +81,7 @@ public enum LocalDatabase {
 
     /// Describes the database at `path` without changing it: the version of `app`'s steps, those
     /// applied, rows per table.
-    public static func inspect(at path: String, app: LocalApp = .fieldService) throws(StoreError) -> DatabaseSummary {
+    public static func inspect(at path: String, app: LocalApp) throws(StoreError) -> DatabaseSummary {
         let queue = try open(path, mustExist: true)
         do {
             let versions = try app.migrator.appliedVersions(in: queue)

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 extension LocalStore {
     /// A mutation the server refused because a clock of it runs more than 5 minutes ahead of the

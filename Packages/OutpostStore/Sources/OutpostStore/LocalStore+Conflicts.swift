@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// A value or delete that lost a conflict, kept until the user overrides or discards it.
 public struct OpenConflict: Sendable, Hashable, Codable {

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import OutpostBundles
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// What writing a zip bundle did.

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import OutpostBundles
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// What rebuilding the replica against a restored server did (`LocalStore.finishHistoryRebuild`).
 public struct HistoryRebuildReport: Sendable, Hashable {

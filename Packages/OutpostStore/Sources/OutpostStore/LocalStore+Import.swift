@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostBundles
-import OutpostModels
+import OutpostSchema
 
 extension LocalStore {
     /// Imports the pre-sync bundle at `url` (`.xml`, `.json` or `.zip`): the night-before download a crew

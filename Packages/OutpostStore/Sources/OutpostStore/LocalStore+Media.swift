@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// The original file of a photo or voice note, as the upload queue tracks it.
 public struct MediaUpload: Sendable, Hashable {

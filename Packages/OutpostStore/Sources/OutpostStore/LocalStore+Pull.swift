@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// One page of remote changes, as the sync engine hands it over: the server's version of each record
 /// (with its server id, version, tombstone and per-field clocks) and the cursor that follows the page.

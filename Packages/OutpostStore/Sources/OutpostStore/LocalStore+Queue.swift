@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The durable queue as the sync engine drives it. Every transition is one transaction, so a crash
 /// at any point leaves each mutation pending, in flight (resent on restart: the idempotency key makes

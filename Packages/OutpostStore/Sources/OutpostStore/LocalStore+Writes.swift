@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 extension LocalStore {
     /// Creates or updates `value` after checking the catalog's rules; returns it as stored (pending,

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The device's database, the source of truth. Every read is local and never touches the network;
 /// every write is one transaction holding the row, its field clocks, one queued mutation and one
@@ -28,10 +28,10 @@ public final class LocalStore: Sendable {
     /// pull page, an import) before it fails with `databaseBusy`, writing nothing: a share extension
     /// with a few seconds to live may want less than the default minute.
     ///
-    /// `app` is the app's schema and its migration steps (the field-service app's by default); the
+    /// `app` is the app's schema and its migration steps; the
     /// store installs the schema for the process, and refuses a file that belongs to another app.
     public static func open(
-        at path: String, app: LocalApp = .fieldService, synchronous: SynchronousMode = .normal,
+        at path: String, app: LocalApp, synchronous: SynchronousMode = .normal,
         busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
     ) throws(StoreError) -> LocalStore {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
@@ -100,11 +100,6 @@ public final class LocalStore: Sendable {
         _ type: Model.Type, where field: String, equals value: FieldValue
     ) throws(StoreError) -> [Model] {
         try read { try EntityTables.fetchLiveModels(Model.self, where: field, equals: value, in: $0) }
-    }
-
-    /// The asset whose QR tag reads `code`, if the device has it: what a scan looks up.
-    public func asset(withQRCode code: String) throws(StoreError) -> Asset? {
-        try fetchAll(Asset.self, where: "qrCode", equals: .text(code)).first
     }
 
     /// Walks the audit chain and reports the first entry that was edited, removed or reordered.

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// What a queued mutation does to its record on the server.
 public enum MutationOperation: String, Sendable, Hashable, Codable, CaseIterable {

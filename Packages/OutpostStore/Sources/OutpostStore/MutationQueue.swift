@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The durable queue in `mutation_queue`: written in the same transaction as the row it describes.
 enum MutationQueue {

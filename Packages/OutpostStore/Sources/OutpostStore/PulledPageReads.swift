@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// What applying a page needs to know about its records, read with one query per table for the whole
 /// page instead of several per record: which records the device holds (with their field clocks), which

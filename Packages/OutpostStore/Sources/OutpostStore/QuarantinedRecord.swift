@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// A pulled record the device could not take in: it does not fit the catalog (a missing or unknown
 /// field, a value of the wrong kind, a choice this app version does not know) or could not be

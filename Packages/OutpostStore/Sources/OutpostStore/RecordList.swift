@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// Live records of one entity whose field holds a value, in creation order, read a window at a time.
 /// A screen of a 10,000-issue project shows a few dozen of them: it needs the order of all of them

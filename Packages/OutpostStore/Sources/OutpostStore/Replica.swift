@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostWire
 
 /// The device-side owner of replicated state, as the sync engine drives it: a handful of calls, each

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import OutpostModels
+import OutpostSchema
 
 /// Typed models straight from rows of their table: the list screens' path. Each column is read by
 /// position with SQLite's C API from the stepped statement, as the `FieldValue` its catalog kind calls

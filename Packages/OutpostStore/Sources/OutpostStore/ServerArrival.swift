@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// What the store does with a server's version of a record, whether a pull page or a pre-sync bundle
 /// brought it: the one rule both go through.

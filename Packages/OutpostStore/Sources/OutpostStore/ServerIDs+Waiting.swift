@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import OutpostModels
+import OutpostSchema
 
 /// References that arrived as a server id this device could not map yet.
 ///

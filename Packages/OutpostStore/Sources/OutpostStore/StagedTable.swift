@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostBundles
-import OutpostModels
+import OutpostSchema
 
 /// One entity table as an import writes it: new records go to a temporary staging table as they are read,
 /// and move into the real table at the end with one `INSERT … SELECT … ORDER BY id`.

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import OutpostModels
+import OutpostSchema
 
 extension Statement {
     /// Binds values by position with SQLite's C API and runs the statement to completion: the path of

@@ -1,6 +1,6 @@
 import GRDB
 import OutpostMigrator
-import OutpostModels
+import OutpostSchema
 
 /// Why the store could not do what was asked, with the database file and, for a refused migration,
 /// the migrator's own error.

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The one owner of local writes: it stamps each with the device's clock and commits the row, its
 /// field clocks, the queued mutation and the audit entry in one transaction.

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The store's JSON shapes, written with the one `JSONWriter` (OutpostModels) for what every local
 /// write stores: the queued payload, the field clocks, the audit encoding. `JSONEncoder` cost more than

@@ -1,15 +1,18 @@
+@testable import OutpostBundles
+@testable import OutpostStore
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
 import ZIPFoundation
-@testable import OutpostBundles
-@testable import OutpostStore
 
 /// Zip bundles end to end: the files they ship are stored for the device (only once the records
 /// commit), and a device exports what it holds as a zip that imports elsewhere and exports again to the
 /// same bytes.
-@Suite struct ArchiveTests {
+@Suite(.fieldService) struct ArchiveTests {
     /// Files in `<database>.files/`, hidden working folders included.
     static func storedNames(_ databasePath: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: databasePath + ".files")) ?? []).sorted()

@@ -1,13 +1,16 @@
-import Foundation
-import OutpostModels
-import Testing
-import ZIPFoundation
 @testable import OutpostBundles
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import Testing
+import ZIPFoundation
 
 /// Hostile and broken bundles: each gets its located error, and the database file is byte-for-byte
 /// what it was before the import.
-@Suite struct HostileBundleTests {
+@Suite(.fieldService) struct HostileBundleTests {
     struct Case: CustomStringConvertible, Sendable {
         let name: String
         let code: BundleError.Code

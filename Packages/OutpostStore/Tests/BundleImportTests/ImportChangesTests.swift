@@ -1,13 +1,16 @@
+@testable import OutpostStore
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
-@testable import OutpostStore
 
 /// A screen open during "pre-sync this project" refreshes: every record an import writes reaches
 /// `changes()`, as every record a pull writes does, in this process and in another on the same file.
-@Suite struct ImportChangesTests {
+@Suite(.fieldService) struct ImportChangesTests {
     /// The distinct records `stream` names until `count` of them came or 60 seconds passed.
     func collect(_ count: Int, from stream: AsyncStream<StoreChange>) async -> Set<UUID> {
         await withTaskGroup(of: Set<UUID>.self) { group in

@@ -1,12 +1,15 @@
-import Foundation
-import OutpostModels
-import OutpostWire
-import Testing
 @testable import OutpostBundles
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostWire
+import Testing
 
 /// What an import does to a database that already holds data.
-@Suite struct ImportSemanticsTests {
+@Suite(.fieldService) struct ImportSemanticsTests {
     /// A workspace whose database holds the sample project, and its XML export.
     func exported(_ format: BundleFormat = .xml) throws -> (Workspace, URL) {
         let workspace = try Workspace()
@@ -276,7 +279,7 @@ import Testing
 }
 
 /// A newer bundle meeting a record the crew edited offline, on a real store with its queue.
-@Suite struct LocalChangeImportTests {
+@Suite(.fieldService) struct LocalChangeImportTests {
     @Test func aNewerBundleRefreshesOnlyTheFieldsTheDeviceDidNotChange() async throws {
         let workspace = try Workspace()
         try workspace.save(SampleProject.records)

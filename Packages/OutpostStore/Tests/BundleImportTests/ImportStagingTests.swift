@@ -1,14 +1,17 @@
-import Foundation
-import GRDB
-import OutpostModels
-import OutpostWire
-import Testing
 @testable import OutpostBundles
 @testable import OutpostStore
+import Foundation
+import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostWire
+import Testing
 
 /// The fast path of an import (staged rows written in key order, values bound straight from records, a
 /// validating spelling of the XSD) gives exactly what the store itself would write and refuses what it must.
-@Suite struct ImportStagingTests {
+@Suite(.fieldService) struct ImportStagingTests {
     @Test(arguments: BundleFormat.allCases)
     func stagedRowsEqualTheRowsTheStoreWrites(format: BundleFormat) throws {
         let workspace = try Workspace()

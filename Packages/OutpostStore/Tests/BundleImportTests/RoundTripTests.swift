@@ -1,13 +1,16 @@
-import Foundation
-import OutpostModels
-import OutpostWire
-import Testing
 @testable import OutpostBundles
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostWire
+import Testing
 
 /// Export → import into an empty database → export again gives the same bundle, in both encodings, and
 /// both encodings import to identical databases.
-@Suite struct RoundTripTests {
+@Suite(.fieldService) struct RoundTripTests {
     @Test(arguments: BundleFormat.allCases)
     func exportImportExportGivesTheSameBundle(format: BundleFormat) throws {
         let workspace = try Workspace()

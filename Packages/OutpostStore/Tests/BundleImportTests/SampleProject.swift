@@ -1,5 +1,7 @@
 import Foundation
+import OutpostFieldService
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 
 /// A small, realistic project with every entity: the content of `schemas/examples/` and of most tests.

@@ -1,7 +1,9 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostStore
+import OutpostSchema
 
 /// A temporary folder with a migrated database in it, removed when the value goes away.
 final class Workspace: Sendable {

@@ -1,12 +1,15 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// Entries written before the compact audit form (the whole canonical encoding in `payload`) must keep
 /// verifying next to compact ones, and tampering with either form must still be named.
-@Suite struct AuditTrailTests {
+@Suite(.fieldService) struct AuditTrailTests {
     /// Writes `count` entries the way earlier versions did: the full canonical encoding as the payload.
     private func appendFullFormEntries(_ count: Int, to folder: TemporaryDatabase) async throws {
         try await folder.queue.write { db in

@@ -1,13 +1,16 @@
-import Foundation
-import OutpostTesting
-import GRDB
-import OutpostModels
-import Testing
 @testable import OutpostStore
+import Foundation
+import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostTesting
+import Testing
 
 /// Two processes of one app (the app and its share extension) on one database: a claim names its
 /// owner and expires, and an answer settles a mutation only if it is the one that was sent.
-@Suite struct ClaimTests {
+@Suite(.fieldService) struct ClaimTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     @Test func anotherStoreOnTheFileDoesNotTakeBackABatchInFlight() async throws {

@@ -1,16 +1,19 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// The clock's saved value runs a little ahead of its newest stamp, so a restart resumes after every
 /// stamp without a write of the clock in every transaction. An app's widget, its share extension and
 /// the CLI each open the file, write once and quit: each resumed from the reserve, so a reserve of a
 /// second moved the device's clock a second ahead per process, 300 s after 330 of them, and its edits
 /// then beat later ones by other devices.
-@Suite struct ClockReserveTests {
+@Suite(.fieldService) struct ClockReserveTests {
     @Test func shortLivedWritersOneAfterAnotherKeepTheDevicesClockNearItsWallClock() async throws {
         let folder = try TemporaryDatabase()
         for index in 0..<20 {

@@ -1,11 +1,14 @@
+@testable import OutpostStore
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// The app and its share extension on one file: what one commits reaches the other's `changes()`.
-@Suite struct CrossProcessChangesTests {
+@Suite(.fieldService) struct CrossProcessChangesTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     /// The changes `stream` yields until `count` came or 60 seconds passed.

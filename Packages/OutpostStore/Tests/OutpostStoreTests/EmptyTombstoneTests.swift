@@ -1,14 +1,17 @@
+@testable import OutpostStore
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// A server's pull sends a tombstone as its id, version and deletion clock only: the device deletes its
 /// own copy, keeping its last values and the version they are of, stores nothing for a record it never
 /// held, and leaves a record with an unsent change to the push, whose conflict answer carries the
 /// tombstone whole.
-@Suite struct EmptyTombstoneTests {
+@Suite(.fieldService) struct EmptyTombstoneTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
     let server = NodeID(0xFEED)
 

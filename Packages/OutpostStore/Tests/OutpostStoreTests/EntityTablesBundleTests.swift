@@ -1,11 +1,14 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// The small reads the bundle importer needs from `EntityTables`.
-@Suite struct EntityTablesBundleTests {
+@Suite(.fieldService) struct EntityTablesBundleTests {
     @Test func containsRecordSeesRowsAndTombstonesOfItsOwnTableOnly() throws {
         let database = try TemporaryDatabase()
         try LocalSchema.migrator.migrate(database.queue)

@@ -1,11 +1,14 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-import Testing
-@testable import OutpostStore
+import OutpostSchema
 import OutpostTesting
+import Testing
 
-@Suite struct EntityTablesTests {
+@Suite(.fieldService) struct EntityTablesTests {
     /// Property: any valid-shaped record of any entity survives a save and a fetch unchanged.
     @Test func recordsRoundTripThroughTheirTables() throws {
         let database = try TemporaryDatabase()

@@ -1,12 +1,15 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostMigrationTesting
 import OutpostMigrator
 import OutpostModels
-import OutpostMigrationTesting
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
-@Suite struct LocalSchemaTests {
+@Suite(.fieldService) struct LocalSchemaTests {
     /// A new database migrated to N has exactly the frozen schema of version N.
     @Test(arguments: 1...LocalSchema.latestVersion)
     func aNewDatabaseMatchesTheFrozenSchema(version: Int) throws {
@@ -137,7 +140,7 @@ import Testing
 }
 
 /// Opening a store checks that every declared field has a column of its kind's type, naming what is missing.
-@Suite struct DeclaredColumnsTests {
+@Suite(.fieldService) struct DeclaredColumnsTests {
     @Test(arguments: [
         ("ALTER TABLE comments DROP COLUMN body", "comment", "body", "has no column body"),
         ("ALTER TABLE scopes DROP COLUMN notes; ALTER TABLE scopes ADD COLUMN notes INTEGER", "scope", "notes", "is INTEGER, the field needs TEXT"),

@@ -1,11 +1,14 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
-@Suite struct LocalStoreTests {
+@Suite(.fieldService) struct LocalStoreTests {
     let project = UUID()
     let member = UUID()
 

@@ -1,12 +1,15 @@
-import Foundation
-import OutpostTesting
-import OutpostModels
-import Testing
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostTesting
+import Testing
 
 /// A crash at any point of an attach or a pre-sync download: files and rows end consistent once the
 /// leftovers are collected, and nothing a live process is writing is touched.
-@Suite struct MediaLeftoversTests {
+@Suite(.fieldService) struct MediaLeftoversTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     func photo(of issue: UUID) -> MediaAttachment {

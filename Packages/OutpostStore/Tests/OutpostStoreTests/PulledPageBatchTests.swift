@@ -1,14 +1,17 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// A pulled page reads what its records need once for the whole page (`PulledPageReads`); these pin
 /// the edges of that batching: what a page of many records stores must be what the same changes store
 /// one page each (except where a page deliberately counts its own records as present parents).
-@Suite struct PulledPageBatchTests {
+@Suite(.fieldService) struct PulledPageBatchTests {
     let server = NodeID(0xFEED)
 
     func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64, deleted: Bool = false) -> VersionedRecord {

@@ -1,14 +1,17 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// A pulled record this build cannot store is quarantined and the cursor moves past it, so no pull
 /// brings it again. An update of the app that can store it (it learnt the field or the choice) must
 /// still end with the record on the device, as a fresh device of the new build would have it.
-@Suite struct QuarantineRevivalTests {
+@Suite(.fieldService) struct QuarantineRevivalTests {
     let server = NodeID(0xFEED)
 
     func remote(_ record: EntityRecord, version: Int64, at milliseconds: Int64) -> VersionedRecord {

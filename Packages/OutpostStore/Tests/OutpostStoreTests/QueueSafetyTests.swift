@@ -1,14 +1,17 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// Paths an outside review found where the queue could stop or the store refuse a write: folding that
 /// built a cycle of waits, a failure that undid a merge's verdict, a write during another connection's
 /// transaction, and a clock that once ran ahead.
-@Suite struct QueueSafetyTests {
+@Suite(.fieldService) struct QueueSafetyTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     /// Claims and acknowledges until nothing is claimed; returns the records in the order they went.

@@ -1,12 +1,15 @@
-import Foundation
-import OutpostModels
-import Testing
 @testable import OutpostStore
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
 import OutpostTesting
+import Testing
 
 private typealias Issue = OutpostModels.Issue
 
-@Suite struct RecordListTests {
+@Suite(.fieldService) struct RecordListTests {
     let project = UUID()
     let elsewhere = UUID()
 

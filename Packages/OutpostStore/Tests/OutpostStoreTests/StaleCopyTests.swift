@@ -1,12 +1,15 @@
+@testable import OutpostStore
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// An app that saves a copy it read before a pull changed the record: only what the user changed on
 /// that copy is written; what the server changed meanwhile is never reverted.
-@Suite struct StaleCopyTests {
+@Suite(.fieldService) struct StaleCopyTests {
     let server = NodeID(0xFEED)
 
     func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64) -> VersionedRecord {

@@ -1,11 +1,14 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// A `StoreError` keeps the error that caused it as a value, not only as text.
-@Suite struct StoreErrorCauseTests {
+@Suite(.fieldService) struct StoreErrorCauseTests {
     @Test func aStoreThatCannotOpenItsFileKeepsSQLitesError() throws {
         // A path inside a regular file: SQLite cannot open it, whoever runs the test (root included).
         let folder = try TemporaryDatabase()

@@ -1,13 +1,16 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// The queue payload and the field clocks are written in compact forms (one clock for all fields, clocks
 /// grouped); rows written by earlier versions, with a clock per field, must read back the same.
-@Suite struct StoredFormsTests {
+@Suite(.fieldService) struct StoredFormsTests {
     let early = try! HybridTimestamp(encoded: "0194f3a2b1c0-0000-00000000000000a1")
     let late = try! HybridTimestamp(encoded: "0194f3a2b1c1-0002-00000000000000a1")
 
@@ -81,7 +84,7 @@ import Testing
 }
 
 /// A write's queued mutation keeps its fields in its audit entry instead of a second copy (v12 on).
-@Suite struct QueuedFieldsInAuditTests {
+@Suite(.fieldService) struct QueuedFieldsInAuditTests {
     let project = UUID()
 
     @Test func aWritesMutationReadsItsFieldsFromItsAuditEntry() async throws {
@@ -152,7 +155,7 @@ import Testing
 /// to any entity's catalog fields makes this fail first: the step that adds the field must rewrite
 /// that entity's `allFieldsAt` rows as `byClock` lists (Workspace.md, "How to add a migration step"), and then
 /// record the new names here.
-@Suite struct AllFieldsAtCatalogTests {
+@Suite(.fieldService) struct AllFieldsAtCatalogTests {
     @Test func theCatalogFieldsAreTheOnesAllFieldsAtWasWrittenFor() {
         let names = EntityCatalog.all.map { "\($0.type.rawValue): \($0.fields.map(\.name).joined(separator: ","))" }
             .sorted()

@@ -1,13 +1,16 @@
+@testable import OutpostStore
 import Foundation
 import GRDB
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import Testing
-@testable import OutpostStore
 
 /// The store as the sync engine drives it: claiming the queue in dependency order, acknowledging,
 /// failing and retrying, applying pulled pages with the conflict policy, and surfacing conflicts.
-@Suite struct SyncSideTests {
+@Suite(.fieldService) struct SyncSideTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
     let server = NodeID(0xFEED)
 

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostWire
 

@@ -1,17 +1,20 @@
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
+import OutpostServerTesting
 import OutpostStore
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// A change pushed on the server's current version whose clocks are older than the server's for the
 /// same fields: a client stamping by its own time after another wrote within the allowance ahead, or a
 /// device that learnt the record from a bundle, which carries no clocks. The write must stand, or its
 /// loss must be told: never `applied` and then quietly replaced by the next pull.
-@Suite struct ClockBehindServerTests {
+@Suite(.fieldService) struct ClockBehindServerTests {
     let node = NodeID(0x0FF1CE)
 
     /// A server holding an issue the office renamed to "Loose rail, stairs" with a clock four minutes

@@ -1,15 +1,18 @@
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-import OutpostWire
-import Testing
-@testable import OutpostSync
+import OutpostSchema
 import OutpostServerTesting
 import OutpostStore
+import OutpostWire
+import Testing
 
 /// `Outpost-Conflict-Policy` and `--conflict-policy`: one text form, read back exactly, and a typo
 /// refused where a person typed it rather than run as another policy.
-@Suite struct ConflictPolicyTextTests {
+@Suite(.fieldService) struct ConflictPolicyTextTests {
     @Test func aPolicyReadsBackFromItsText() {
         let policy = ConflictPolicy(overriding: [.issue: .manual, .discount: .clientWins])
         let text = SyncProtocol.conflictPolicyText(policy)
@@ -38,7 +41,7 @@ import OutpostStore
 /// A wrapper around a transport (faults, logging, timing) must not hide what the server says about
 /// itself: the reliability harness's wrappers once dropped the server's policy, so its runs never
 /// compared policies at all.
-@Suite struct ForwardingTransportTests {
+@Suite(.fieldService) struct ForwardingTransportTests {
     /// Counts pushes and passes everything else on.
     actor CountingPushes: ForwardingTransport {
         let base: InProcessServer

@@ -1,8 +1,10 @@
+@testable import OutpostSync
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostServerTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
 
 /// A health endpoint alone, answering at once unless a failure is injected. The monitor's tests are
 /// about its schedule and what it publishes; the reference server's health check reads its database
@@ -53,7 +55,7 @@ actor HealthEndpoint: SyncTransport {
     var transferred: TransferCounts { TransferCounts() }
 }
 
-@Suite struct ConnectivityMonitorTests {
+@Suite(.fieldService) struct ConnectivityMonitorTests {
     @Test func aHealthyServerIsOnlineWithAGoodConnection() async throws {
         let monitor = ConnectivityMonitor(transport: HealthEndpoint(assignsServerIDs: true), clock: ManualClock())
         #expect(await monitor.status == .unknown)

@@ -1,7 +1,9 @@
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostSync
+import OutpostSchema
 import OutpostWire
 
 /// Sample wire values and helpers the engine and transport tests share.

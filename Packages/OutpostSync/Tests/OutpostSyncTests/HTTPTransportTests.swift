@@ -1,11 +1,14 @@
+@testable import OutpostSync
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
-@testable import OutpostSync
 
 /// HTTPTransport against a scripted server on 127.0.0.1.
-@Suite struct HTTPTransportTests {
+@Suite(.fieldService) struct HTTPTransportTests {
     private static func json(_ value: some Encodable) throws -> String {
         String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
     }

@@ -1,9 +1,12 @@
+@testable import OutpostSync
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostStore
 import OutpostWire
 import Testing
-@testable import OutpostSync
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -11,7 +14,7 @@ import FoundationNetworking
 
 /// A broken or hostile server must not hurt a device: no endless pull, no credentials handed to
 /// another host. Each runs the real engine and `HTTPTransport` against a scripted server on 127.0.0.1.
-@Suite struct HostileServerTests {
+@Suite(.fieldService) struct HostileServerTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     static func wire(_ value: some Encodable) throws -> String {

@@ -1,14 +1,17 @@
+@testable import OutpostSync
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
+import OutpostServerTesting
 import OutpostStore
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// Photos' original files: after structured data, only when allowed, resumed instead of restarted.
-@Suite struct MediaSyncTests {
+@Suite(.fieldService) struct MediaSyncTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
     /// An issue with a photo whose original is `size` bytes of seeded noise.

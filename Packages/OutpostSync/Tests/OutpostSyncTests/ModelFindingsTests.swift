@@ -1,12 +1,14 @@
+@testable import OutpostStore
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostStore
+import OutpostSchema
+import OutpostServerTesting
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// Paths the conflict model found when the reliability harness first checked real devices against it
 /// (`outpost-reliability --scenario convergence`): each a seed whose server or conflicts tables differed

@@ -1,13 +1,16 @@
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
+import OutpostServerTesting
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
-@Suite struct RetryPolicyTests {
+@Suite(.fieldService) struct RetryPolicyTests {
     let policy = RetryPolicy()
 
     private func error(_ code: TransportError.Code, serverCode: ServerErrorCode? = nil, retryAfter: Duration? = nil)

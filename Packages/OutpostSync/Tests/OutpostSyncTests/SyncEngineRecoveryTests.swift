@@ -1,12 +1,14 @@
+@testable import OutpostStore
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostStore
+import OutpostSchema
+import OutpostServerTesting
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// The engine on the paths a review found lossy or stuck: references named by server ids that arrive
 /// before their parent, overriding a delete, a conflict answered again after a crash, a malformed

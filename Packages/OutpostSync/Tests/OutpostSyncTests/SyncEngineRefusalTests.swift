@@ -1,16 +1,19 @@
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
+import OutpostServerTesting
 import OutpostStore
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// Refusals that say nothing about a single mutation (a whole request refused), a conflict whose server
 /// record this build cannot store, and failed changes put back in line.
-@Suite struct SyncEngineRefusalTests {
+@Suite(.fieldService) struct SyncEngineRefusalTests {
     typealias Device = SyncEngineTests.Device
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 

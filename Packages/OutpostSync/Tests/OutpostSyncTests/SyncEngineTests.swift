@@ -1,15 +1,18 @@
+@testable import OutpostStore
+@testable import OutpostSync
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
-@testable import OutpostStore
+import OutpostSchema
+import OutpostServerTesting
 import OutpostTesting
 import OutpostWire
 import Testing
-@testable import OutpostSync
-import OutpostServerTesting
 
 /// The engine against the reference server in process (`InProcessServer`), with a real store file in a temporary folder.
-@Suite struct SyncEngineTests {
+@Suite(.fieldService) struct SyncEngineTests {
     final class Device: Sendable {
         let folder: URL
         let store: LocalStore

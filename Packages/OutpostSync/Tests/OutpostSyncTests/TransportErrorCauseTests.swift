@@ -1,15 +1,18 @@
+@testable import OutpostSync
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostWire
 import Testing
-@testable import OutpostSync
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
 /// A `TransportError` keeps the error that caused it as a value, not only as text.
-@Suite struct TransportErrorCauseTests {
+@Suite(.fieldService) struct TransportErrorCauseTests {
     @Test func aServerThatIsGoneLeavesURLLoadingsError() async throws {
         // A port nothing listens on: the connection is refused. Held bound meanwhile (a stopped server's
         // port was once given to another test's server at once, which answered instead).

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// One local write as it travels to the server: the fields it touched with their clocks, so the
 /// server can apply it once (by idempotency key) and detect a stale base version.

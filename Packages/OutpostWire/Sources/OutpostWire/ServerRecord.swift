@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// A record as the server holds it, with every field's clock and its place in the server's change
 /// sequence: what a pull delivers, and what a conflict sends back.

@@ -1,4 +1,4 @@
-import OutpostModels
+import OutpostSchema
 
 /// The entity part of the sync API document (`schemas/sync-api.yaml`), generated from a schema: the
 /// document's `EntityType` component lists the entity names the app declares. Everything else in the

@@ -1,5 +1,5 @@
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The constants of the sync protocol that both ends must agree on; `schemas/sync-api.yaml` is
 /// the full contract.

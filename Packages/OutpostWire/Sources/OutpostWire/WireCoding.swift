@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 
 /// The JSON coders of the wire: instants as `Timestamp` text (ISO 8601 UTC with milliseconds), the
 /// form records and bundles use, and keys sorted so answers are byte-stable. The one `Codable` setup

@@ -1,6 +1,6 @@
 import Foundation
 import OutpostConflicts
-import OutpostModels
+import OutpostSchema
 
 /// The wire's batches read with `JSONReader` and written with `JSONWriter` instead of `JSONDecoder`
 /// and `JSONEncoder`: a pull page of 500 records through `JSONDecoder` cost more than applying it to

@@ -1,7 +1,9 @@
+@testable import OutpostWire
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
 import OutpostModels
-@testable import OutpostWire
+import OutpostSchema
 
 /// Sample wire values with every optional property set, and helpers shared by the tests.
 enum Fixtures {

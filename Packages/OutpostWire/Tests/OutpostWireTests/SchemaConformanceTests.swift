@@ -1,11 +1,14 @@
+@testable import OutpostWire
 import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
-@testable import OutpostWire
 
 /// `schemas/sync-api.yaml` and the Swift wire types must describe the same protocol.
-@Suite struct SchemaConformanceTests {
+@Suite(.fieldService) struct SchemaConformanceTests {
     let document: YAMLNode
     let schemas: YAMLNode
 

@@ -1,11 +1,14 @@
+@testable import OutpostWire
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
-@testable import OutpostWire
 
-@Suite struct WireFormatTests {
+@Suite(.fieldService) struct WireFormatTests {
     private func roundTrip<Value: Codable & Equatable>(_ value: Value) throws -> Value {
         try WireCoding.decoder().decode(Value.self, from: WireCoding.encoder().encode(value))
     }

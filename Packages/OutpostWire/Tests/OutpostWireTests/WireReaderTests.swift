@@ -1,13 +1,16 @@
+@testable import OutpostWire
 import Foundation
 import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
 import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
-@testable import OutpostWire
 
 /// `PullResponse(json:)` must read exactly what `JSONDecoder` reads: the same value for every
 /// document the server writes, and never a value for a document `JSONDecoder` refuses.
-@Suite struct WireReaderTests {
+@Suite(.fieldService) struct WireReaderTests {
     private static func randomText(_ random: inout SeededGenerator) -> String {
         let pieces = ["a", "Leak", " ", "\"", "\\", "\n", "\t", "\u{01}", "é", "😀", "/", "中", "\u{7F}"]
         return (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()

@@ -30,7 +30,7 @@ public struct EntityAccess: Sendable, Hashable {
 public struct AppSchema: Sendable {
     /// How membership is declared: the entity whose records grant a user a role in a scope.
     public struct Membership: Sendable, Hashable {
-        /// The membership entity (the field-service schema's `member`).
+        /// The membership entity (a field-service app's `member`).
         public var entity: EntityType
         /// Its field naming the user.
         public var userField: String
@@ -57,21 +57,30 @@ public struct AppSchema: Sendable {
     public let name: String
     /// Every entity, parents before children.
     public let entities: [EntityDescription]
-    /// The entity that scopes access and sync (the field-service schema's `project`).
+    /// The entity that scopes access and sync (a field-service app's `project`).
     public let scope: EntityType
     /// The membership entity and its roles.
     public let membership: Membership
+    /// Whether a database Outpost made before apps named their schemas is this app's: a local file
+    /// with a migration ledger and no app's name, a server database holding records and no app's
+    /// name. Outpost served one app then, so only that app (the field-service schema) says yes; for any
+    /// other such a database is refused, unchanged, rather than adopted by a guess.
+    public let adoptsUnnamedDatabases: Bool
 
     /// Checks and makes a schema. Refused, with the entity and field at fault: two entities with one
     /// name or on one table; a field declared twice; a parent that is not declared, or not a field of
     /// the entity, or not a reference; a cycle of required parents; an entity listed before a parent;
     /// an entity that reaches the scope by no chain of parents (nor is named by the scope); a
     /// membership or author field that is not a field of the right kind; a role no membership declares.
-    public init(name: String, entities: [EntityDescription], scope: EntityType, membership: Membership) throws(ModelError) {
+    public init(
+        name: String, entities: [EntityDescription], scope: EntityType, membership: Membership,
+        adoptsUnnamedDatabases: Bool = false
+    ) throws(ModelError) {
         self.name = name
         self.entities = entities
         self.scope = scope
         self.membership = membership
+        self.adoptsUnnamedDatabases = adoptsUnnamedDatabases
         try Self.check(self)
     }
 
@@ -107,7 +116,7 @@ public struct AppSchema: Sendable {
     /// kinds, parents, policies and access (rules are closures and cannot be compared).
     func isSameDeclaration(as other: AppSchema) -> Bool {
         guard name == other.name, scope == other.scope, membership == other.membership,
-            entities.count == other.entities.count
+            adoptsUnnamedDatabases == other.adoptsUnnamedDatabases, entities.count == other.entities.count
         else { return false }
         return zip(entities, other.entities).allSatisfy { mine, theirs in
             mine.type == theirs.type && mine.table == theirs.table && mine.syncClass == theirs.syncClass

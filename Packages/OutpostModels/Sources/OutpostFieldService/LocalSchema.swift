@@ -1,5 +1,6 @@
 import OutpostMigrator
 import OutpostModels
+import OutpostSchema
 
 /// The local database's history, one step per released version. Shipped steps are frozen (their
 /// checksums are in `schemas/local/steps.txt`, their resulting schemas in `schemas/local/vN.sql`);
@@ -7,7 +8,7 @@ import OutpostModels
 /// parent is missing is kept and flagged orphaned, never refused (see the package README).
 public enum LocalSchema {
     /// The migrator for the local database; entity tables are the synced tables.
-    public static let migrator = Migrator(steps: steps, syncedTables: Set(EntityCatalog.all.map(\.table)))
+    public static let migrator = Migrator(steps: steps, syncedTables: Set(EntityCatalog.fieldService.entities.map(\.table)))
 
     /// The version a new or upgraded database ends at.
     public static var latestVersion: Int { migrator.latestVersion }
@@ -40,6 +41,8 @@ public enum LocalSchema {
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
     /// 1970 (compact, and they sort); ids are lowercase UUID text.
+    /// The entity table as the field-service history's shipped steps wrote it (before v4's orphan flag).
+    /// Frozen with those steps: `LocalApp.syncedTable` is the template for new steps.
     static func entityTable(_ name: String, _ columns: String) -> String {
         """
         CREATE TABLE \(name) (

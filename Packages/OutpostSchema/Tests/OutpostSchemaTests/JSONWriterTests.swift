@@ -1,5 +1,5 @@
 import Foundation
-import OutpostModels
+import OutpostSchema
 import OutpostTesting
 import Testing
 

@@ -138,8 +138,9 @@ public struct EntityRecord: Sendable, Hashable, Codable {
         }
     }
 
-    /// An error about this record.
-    func error(_ code: ModelError.Code, _ field: String?, _ message: String) -> ModelError {
+    /// An error about this record: names its entity and id beside `field`, as a rule
+    /// (`EntityDescription.Rule`) reports what it found.
+    public func error(_ code: ModelError.Code, _ field: String?, _ message: String) -> ModelError {
         ModelError(code, entity: entity, id: id, field: field, message: message)
     }
 }

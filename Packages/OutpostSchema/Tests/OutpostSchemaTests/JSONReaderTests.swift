@@ -1,5 +1,5 @@
 import Foundation
-@testable import OutpostModels
+@testable import OutpostSchema
 import OutpostTesting
 import Testing
 

@@ -1,152 +1,8 @@
 import Foundation
+import OutpostSchema
 
-/// Everything the toolkit needs to know about one entity type: where it is stored, what its fields
-/// are, which records it depends on, how it syncs and how its conflicts are settled by default.
-public struct EntityDescription: Sendable {
-    /// A domain rule that spans fields; nil when the record keeps it.
-    public typealias Rule = @Sendable (EntityRecord) -> ModelError?
-
-    /// The entity type described.
-    public let type: EntityType
-    /// The local table's name.
-    public let table: String
-    /// The typed model.
-    public let modelType: any Syncable.Type
-    /// The domain fields, in the order tables and bundles list them.
-    public let fields: [FieldDescription]
-    /// References to other records; a child's create is sent only after its parents'.
-    public let parents: [ParentRelation]
-    /// Whether the record's payload is structured data or media.
-    public let syncClass: SyncClass
-    /// The conflict strategy used unless the app chooses another.
-    public let defaultPolicy: ConflictPolicyName
-    /// Who may write the entity's records.
-    public let access: EntityAccess
-    let rules: [Rule]
-    /// `fields` by name: conversions and validation look fields up once per value.
-    private let fieldsByName: [String: FieldDescription]
-
-    /// Declares an entity of an app's schema (`AppSchema` checks the whole).
-    public init(
-        _ type: EntityType, table: String, model: any Syncable.Type, syncClass: SyncClass = .structured,
-        policy: ConflictPolicyName, fields: [FieldDescription], parents: [ParentRelation] = [], access: EntityAccess,
-        rules: [Rule] = []
-    ) {
-        self.init(
-            type: type, table: table, modelType: model, fields: fields, parents: parents, syncClass: syncClass,
-            defaultPolicy: policy, access: access, rules: rules)
-    }
-
-    init(
-        type: EntityType, table: String, modelType: any Syncable.Type, fields: [FieldDescription],
-        parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, access: EntityAccess,
-        rules: [Rule]
-    ) {
-        self.access = access
-        self.type = type
-        self.table = table
-        self.modelType = modelType
-        self.fields = fields
-        self.parents = parents
-        self.syncClass = syncClass
-        self.defaultPolicy = defaultPolicy
-        self.rules = rules
-        // The first of a name that is declared twice: `AppSchema` refuses the declaration, naming it.
-        self.fieldsByName = Dictionary(fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    /// The field called `name`, if the entity has one.
-    public func field(named name: String) -> FieldDescription? {
-        fieldsByName[name]
-    }
-
-    /// Whether the entity's records name a file by `fileName`, `byteSize` and `sha256` (every media
-    /// entity does; a structured one may): a zip bundle ships such files.
-    public var namesFile: Bool {
-        AppSchema.fileFields.allSatisfy { field(named: $0.name)?.kind == $0.kind }
-    }
-
-    /// The parent entity types, each once, in declaration order.
-    public var parentEntities: [EntityType] {
-        var seen: Set<EntityType> = []
-        return parents.map(\.entity).filter { seen.insert($0).inserted }
-    }
-}
-
-/// The schema this process runs on, and the field-service schema's declaration.
-///
-/// An app installs its schema once, at start, before it opens a store or serves (`install(_:)`; the
-/// store's and the server's initializers that take a schema do it). One schema per process: entity
-/// names are process-wide values, and a record read under one schema cannot be reinterpreted under
-/// another, so a second, different schema is refused rather than swapped in. Until one is installed,
-/// the first lookup fixes the field-service schema (`fieldService`) as the one in use.
-public enum EntityCatalog {
-    /// Installs `schema` as the one this process runs on. Installing the schema in use again does
-    /// nothing; any other schema, once one is in use (installed, or fixed by a lookup), is refused with
-    /// `invalidSchema` naming both, and the schema in use stays.
-    public static func install(_ schema: AppSchema) throws(ModelError) {
-        let outcome: (error: ModelError?, installed: Bool) = state.withLock { installed in
-            if let current = installed {
-                return current.schema.isSameDeclaration(as: schema) ? (nil, false) : (ModelError(
-                    .invalidSchema, entity: schema.scope, field: nil,
-                    message: "schema '\(schema.name)' cannot be installed: this process already runs on schema '\(current.schema.name)' (one schema per process)"), false)
-            }
-            installed = Installed(schema)
-            return (nil, true)
-        }
-        if let error = outcome.error { throw error }
-        guard outcome.installed else { return }
-        // Every model against its declaration, now that the catalog answers for it: a model of another
-        // entity, or a field table with a missing, extra or mistyped key path, refuses the schema here,
-        // at start, naming the entity and field (and the process runs on no schema yet).
-        for description in schema.entities {
-            let model = description.modelType
-            var problem: (field: String?, message: String)?
-            if model.entityType != description.type {
-                problem = (nil, "its model \(model) models \(model.entityType), not \(description.type)")
-            } else {
-                problem = model.fieldTableProblem
-            }
-            if let problem {
-                state.withLock { $0 = nil }
-                throw ModelError(
-                    .invalidSchema, entity: description.type, field: problem.field, message: "schema '\(schema.name)': \(problem.message)")
-            }
-        }
-    }
-
-    /// The schema in use.
-    public static var schema: AppSchema { current.schema }
-
-    /// Every entity of the schema in use, parents before children: the order creates sync in and
-    /// bundles import in.
-    public static var all: [EntityDescription] { current.schema.entities }
-
-    /// The schema installed, or the field-service schema once a lookup finds none.
-    private static var current: Installed {
-        state.withLock { installed in
-            if let installed { return installed }
-            let made = Installed(fieldService)
-            installed = made
-            return made
-        }
-    }
-
-    private static let state = Locked<Installed?>(nil)
-
-    /// The schema in use with its lookups, built once when it is installed.
-    private final class Installed: Sendable {
-        let schema: AppSchema
-        let byType: [EntityType: EntityDescription]
-        let byTable: [String: EntityType]
-
-        init(_ schema: AppSchema) {
-            self.schema = schema
-            byType = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.type, $0) })
-            byTable = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.table, $0.type) })
-        }
-    }
-
+/// The field-service schema: the first app declared on Outpost, and the product's own domain.
+extension EntityCatalog {
     /// The field-service schema's entities, parents before children.
     public static let fieldServiceEntities: [EntityDescription] = [
         entity(.opportunity, "opportunities", Opportunity.self, policy: .fieldMerge, fields: [
@@ -297,19 +153,6 @@ public enum EntityCatalog {
             ], rules: [Rules.exactlyOneOwner, Rules.thumbnailSize]),
     ]
 
-    /// The description of `type`.
-    public static func description(of type: EntityType) -> EntityDescription {
-        guard let description = current.byType[type] else {
-            preconditionFailure("schema '\(current.schema.name)' declares no entity \(type.rawValue)")
-        }
-        return description
-    }
-
-    /// Whether an entity is declared under `name` (`EntityType(rawValue:)` asks).
-    static func declares(_ name: String) -> Bool {
-        current.byType[EntityType(declaring: name)] != nil
-    }
-
     /// The field-service schema: its entities, scoped by `project`, with `member` records granting
     /// roles (strongest first: `Member.Role`'s order). Checked when first used; a wrong declaration
     /// stops the process at start with the entity and field at fault.
@@ -319,7 +162,9 @@ public enum EntityCatalog {
                 name: "field-service", entities: fieldServiceEntities, scope: .project,
                 membership: .init(
                     entity: .member, userField: "userID", roleField: "role", roles: Member.Role.allCases.map(\.rawValue),
-                    defaultRole: Member.Role.crew.rawValue))
+                    defaultRole: Member.Role.crew.rawValue),
+                // Outpost served this app alone before apps named their schemas.
+                adoptsUnnamedDatabases: true)
         } catch {
             preconditionFailure("\(error)")
         }
@@ -352,19 +197,14 @@ public enum EntityCatalog {
         }
     }
 
-    /// The entity stored in `table`, if any.
-    public static func entity(forTable table: String) -> EntityType? {
-        current.byTable[table]
-    }
-
     private static func entity(
         _ type: EntityType, _ table: String, _ model: any Syncable.Type, syncClass: SyncClass = .structured,
         policy: ConflictPolicyName, fields: [FieldDescription], parents: [ParentRelation] = [],
         rules: [EntityDescription.Rule] = []
     ) -> EntityDescription {
         EntityDescription(
-            type: type, table: table, modelType: model, fields: fields, parents: parents, syncClass: syncClass,
-            defaultPolicy: policy, access: access(of: type), rules: rules)
+            type, table: table, model: model, syncClass: syncClass, policy: policy, fields: fields, parents: parents,
+            access: access(of: type), rules: rules)
     }
 
     private static func names<Choice: CaseIterable & RawRepresentable>(_: Choice.Type) -> [String]
@@ -430,19 +270,5 @@ enum Rules {
         return record.error(
             .outOfRange, "thumbnail",
             "is \(data.count) bytes, inline thumbnails are at most \(MediaAttachment.maximumThumbnailBytes)")
-    }
-}
-
-/// A value behind a lock (`Mutex` needs macOS 15; the packages support older systems).
-final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }
