@@ -7,12 +7,15 @@ SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev
 # The peers `make bench` measures against (the sqlite3 CLI, xmllint).
 BENCH_APT_PACKAGES := sqlite3 libxml2-utils
-# The real parsers the contract tests read schemas/sync-api.yaml with (PyYAML, openapi-spec-validator).
-PYTHON_PACKAGES := pyyaml openapi-spec-validator
+# The real parsers the contract tests read schemas/sync-api.yaml with (PyYAML, openapi-spec-validator),
+# and /metrics with (the Prometheus client's text-format parser).
+PYTHON_PACKAGES := pyyaml openapi-spec-validator prometheus-client
 # The server's PostgreSQL backend is tested (and benchmarked) on a throwaway cluster of Debian's server.
 POSTGRES_APT_PACKAGES := postgresql
 # The example app's tests check its bundle with xmllint and make a foreign file with sqlite3.
 EXAMPLE_APT_PACKAGES := sqlite3 libxml2-utils
+# The TLS test makes a throwaway certificate with openssl and calls the server with curl.
+TLS_APT_PACKAGES := openssl curl ca-certificates
 # Apps built on Outpost as a team builds them: each its own package, its tests compiled in the one build
 # graph and run in a process of their own, since a process runs on one app's schema.
 EXAMPLE_TESTS := ContractorJobsTests
@@ -26,7 +29,7 @@ setup:
 	@command -v $(SWIFT) >/dev/null || { echo "error: '$(SWIFT)' not found; install Swift 6.2 or later" >&2; exit 1; }
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(APT_PACKAGES)"
 	@command -v python3 >/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES_WANTED=python3
-	@python3 -c 'import yaml, openapi_spec_validator' 2>/dev/null || { echo "setup: installing $(PYTHON_PACKAGES) from PyPI"; \
+	@python3 -c 'import yaml, openapi_spec_validator, prometheus_client' 2>/dev/null || { echo "setup: installing $(PYTHON_PACKAGES) from PyPI"; \
 	  python3 -m pip install -q $(PYTHON_PACKAGES) 2>/dev/null || python3 -m pip install -q --break-system-packages $(PYTHON_PACKAGES); }
 
 # apt-install: install PACKAGES_WANTED with apt-get, only those dpkg does not know yet
@@ -49,7 +52,7 @@ build: setup
 
 ## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL; then each example app's tests
 test: setup
-	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES) $(TLS_APT_PACKAGES)"
 	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
 	  $(SWIFT) package --package-path $$p dump-package >/dev/null || { echo "$$p: manifest does not load" >&2; exit 1; }; \
 	done

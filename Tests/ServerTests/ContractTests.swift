@@ -122,6 +122,31 @@ struct ContractTests {
         await server.stop()
     }
 
+    @Test("A route asked with a method it does not have answers 405 with Allow naming the document's methods for it; an unknown path 404")
+    func methodsARouteDoesNotHave() async throws {
+        let document = try await APIDocument.load()
+        var documented: [String: Set<String>] = [:]
+        for operation in document.operations { documented[operation.path, default: []].insert(operation.method) }
+        let server = try await TestServer.start(.sqlite)
+        for (path, methods) in documented.sorted(by: { $0.key < $1.key }) {
+            let concrete = path.replacingOccurrences(of: #"\{[^}]+\}"#, with: UUID().uuidString.lowercased(), options: .regularExpression)
+            for method in ["GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "TRACE"] where !methods.contains(method) {
+                // No token and no protocol headers: the method is answered first, as a prober sends it.
+                let answer = try await server.send(method, concrete, versions: false)
+                #expect(answer.status == 405, "\(method) \(path) answered \(answer.status)")
+                let allow = Set((answer.headers["allow"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                #expect(allow == methods, "\(method) \(path): Allow \(allow.sorted()), the document says \(methods.sorted())")
+                #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .methodNotAllowed)
+            }
+        }
+        for path in ["/nowhere", "/media//upload", "/projects/x/bundle/more"] {
+            let answer = try await server.send("TRACE", path, versions: false)
+            #expect(answer.status == 404, "TRACE \(path) answered \(answer.status)")
+            #expect(answer.headers["allow"] == nil)
+        }
+        await server.stop()
+    }
+
     private func checkShape(
         _ body: Data, headers: [String: String], schema: String?, _ document: APIDocument, _ name: String
     ) throws {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import OutpostFieldService
 import OutpostFieldServiceTesting
+import OutpostMigrator
 import OutpostModels
 import OutpostSchema
 import OutpostSync
@@ -85,6 +86,76 @@ struct PostgresStorageTests {
         #expect(refused?.code == .migrationFailed)
         #expect(refused?.message.contains("newer") == true)
         await newer.close()
+        await TestPostgres.dropDatabase(database.name)
+    }
+
+    @Test(
+        "An index a step adds to a large table is built while pushes go on, and one an interrupted build left invalid is built again",
+        .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
+    func indexesBuiltWithoutStallingWriters() async throws {
+        let database = try await TestPostgres.createDatabase()
+        let storage = try PostgresStorage(url: database.url, assignsServerIDs: false, logger: Self.quiet)
+        try await storage.prepare()
+        await storage.close()
+        // A table large enough that building an index on it takes a while, and a later step that indexes it.
+        _ = try await TestPostgres.strings("CREATE TABLE big_rows (id BIGINT PRIMARY KEY, note TEXT NOT NULL)", url: database.url)
+        _ = try await TestPostgres.strings(
+            "INSERT INTO big_rows SELECT n, md5(n::text) FROM generate_series(1, 1500000) n", url: database.url)
+        let step = MigrationStep(version: PostgresSchema.steps.count + 1, name: "test: an index on a large table", sql: "CREATE TABLE step_marker (x INTEGER);")
+        let steps = PostgresSchema.steps + [step]
+        let indexes = [step.version: [PostgresSchema.ConcurrentIndex(name: "big_rows_by_note", definition: "ON big_rows (note)")]]
+        let parsed = try PostgresConnectionURL(database.url)
+        let migrating = try await PostgresConnection.connect(configuration: parsed.connection, id: 10, logger: Self.quiet)
+        let writer = try await PostgresConnection.connect(configuration: parsed.connection, id: 11, logger: Self.quiet)
+        let building: @Sendable () async throws -> Bool = {
+            try await !writer.query(
+                "SELECT 1 FROM pg_stat_progress_create_index WHERE relid = 'big_rows'::regclass", logger: Self.quiet
+            ).collect().isEmpty
+        }
+        let validity: @Sendable () async throws -> [String] = {
+            try await TestPostgres.strings(
+                "SELECT i.indisvalid::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'big_rows_by_note'",
+                url: database.url)
+        }
+
+        // Connections are closed on every path: one left open stops the test process.
+        do {
+            let build = Task { try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes) }
+            var started = false
+            for _ in 0..<1_000 where !started {
+                started = try await building()
+                if !started { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(started, "the index build was never seen running")
+            // A write while the index builds goes through at once: a CREATE INDEX in the step's transaction
+            // would hold it (and every push) until the build ended, and lock_timeout would refuse it.
+            _ = try await writer.query("SET lock_timeout = '1s'", logger: Self.quiet).collect()
+            let before = ContinuousClock.now
+            _ = try await writer.query("INSERT INTO big_rows VALUES (0, 'written while the index builds')", logger: Self.quiet).collect()
+            #expect(ContinuousClock.now - before < .seconds(1))
+            #expect(try await building(), "the write should have happened during the build")
+            try await build.value
+            #expect(try await validity() == ["true"])
+            #expect(try await TestPostgres.strings("SELECT max(version)::text FROM migrator_ledger", url: database.url) == [String(step.version)])
+
+            // A build stopped half-way (here a statement timeout; a killed instance alike) leaves an invalid
+            // index; the next start drops it and builds it again.
+            _ = try await writer.query("DROP INDEX big_rows_by_note", logger: Self.quiet).collect()
+            _ = try await writer.query("SET statement_timeout = '100ms'", logger: Self.quiet).collect()
+            await #expect(throws: (any Error).self) {
+                _ = try await writer.query("CREATE INDEX CONCURRENTLY big_rows_by_note ON big_rows (note)", logger: Self.quiet).collect()
+            }
+            _ = try await writer.query("SET statement_timeout = 0", logger: Self.quiet).collect()
+            #expect(try await validity() == ["false"])
+            try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes)
+            #expect(try await validity() == ["true"])
+        } catch {
+            try? await writer.close()
+            try? await migrating.close()
+            throw error
+        }
+        try await writer.close()
+        try await migrating.close()
         await TestPostgres.dropDatabase(database.name)
     }
 

@@ -39,6 +39,46 @@ import Testing
     static let pull = try! wireJSON(PullRequest(cursor: nil, limit: 1))
 }
 
+/// What the operator reads back: a project's members with their roles, tokens with their last use (never
+/// the secret), and the admin log of every admin action, on both backends.
+@Suite(.fieldService) struct AdministrationTests {
+    @Test("Members with roles, tokens with last use, and an admin log naming who did what", arguments: Backend.available)
+    func theOperatorReadsWhatIsTrue(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        let server = first.server
+        let members = try await server.members(of: TestServer.projectA)
+        #expect(members.contains { $0.userID == TestServer.alice })
+        let outsider = UUID()
+        #expect(try await server.members(of: UUID()).isEmpty)
+
+        // A role change, a new token used once, a revocation and a removal: each is logged by who did it.
+        let change = try await server.addMember(
+            .init(userID: outsider, name: "Dana", role: "viewer", projects: [TestServer.projectA]), by: "test operator")
+        #expect(change[TestServer.projectA] != nil)
+        #expect(try await server.members(of: TestServer.projectA).first { $0.userID == outsider }?.role == "viewer")
+        #expect(try await server.members(of: TestServer.projectA).first { $0.userID == outsider }?.details["name"] == "Dana")
+        let token = try await server.issueToken(for: outsider, expiresAt: Date().addingTimeInterval(3600), by: "test operator")
+        let unused = try await server.tokens(of: outsider)
+        #expect(unused.count == 1 && unused[0].lastUsedAt == nil && unused[0].expiresAt != nil)
+        #expect(!unused[0].digestPrefix.isEmpty && !token.contains(unused[0].digestPrefix))
+        let before = Date().addingTimeInterval(-1)
+        #expect(try await first.send("POST", "/pull", token: token, body: TokenExpiryTests.pull).status == 200)
+        let used = try #require(try await server.tokens(of: outsider).first?.lastUsedAt)
+        #expect(used >= before)
+        #expect(try await server.revokeToken(token, by: "test operator"))
+        #expect(try await server.tokens(of: outsider).isEmpty)
+        #expect(try await server.removeMember(outsider, from: TestServer.projectA, by: "test operator"))
+        #expect(try await server.members(of: TestServer.projectA).allSatisfy { $0.userID != outsider })
+
+        let log = try await server.adminLog(limit: 10).filter { $0.actor == "test operator" }
+        #expect(log.map(\.action) == ["add-member", "issue-token", "revoke-token", "remove-member"])
+        #expect(log.allSatisfy { $0.details.contains(outsider.uuidString.lowercased()) || $0.action == "revoke-token" })
+        #expect(log.allSatisfy { !$0.details.contains(token) }, "the log never holds a token")
+        #expect(zip(log, log.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
+        await first.stop()
+    }
+}
+
 /// A token's requests are limited per minute when the operator sets a limit: past it, 429
 /// `rate_limited` with `Retry-After`; another token is not held back by it.
 @Suite(.fieldService) struct RateLimitTests {

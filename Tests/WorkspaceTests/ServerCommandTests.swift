@@ -75,8 +75,23 @@ struct ServerCommandTests {
         #expect(try await request("POST", "/pull", token: shortLived.output.trimmingCharacters(in: .whitespacesAndNewlines), body: pullBody).0 == 200)
         let unreadable = try await Outpost.run(["admin", "issue-token", "--db", database, "--user", user, "--expires-in", "8 hours"])
         #expect(unreadable.status != 0 && unreadable.errorOutput.contains("such as 8h"), "\(unreadable.errorOutput)")
+        // The operator reads back what is true: her membership and role, her tokens with their last use.
+        let members = try await Outpost.run(["admin", "members", "--db", database, "--project", project])
+        #expect(members.status == 0 && members.output.contains(user) && members.output.contains("crew") && members.output.contains("Alice"), "\(members.output)\(members.errorOutput)")
+        let tokens = try await Outpost.run(["admin", "tokens", "--db", database, "--user", user])
+        let tokenRows = tokens.output.split(separator: "\n").filter { $0.hasPrefix(user) }
+        #expect(tokens.status == 0 && tokenRows.count == 2, "\(tokens.output)\(tokens.errorOutput)")
+        #expect(tokenRows.allSatisfy { !$0.hasSuffix("—") }, "both were used: \(tokens.output)")
+        #expect(!tokens.output.contains(fresh), "a listing never shows a token")
         let removed = try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
         #expect(removed.status == 0, "\(removed.errorOutput)")
+        // Every admin action is in the log, in order, with who ran it.
+        let log = try await Outpost.run(["admin", "log", "--db", database])
+        let actions = log.output.split(separator: "\n").compactMap { line in
+            ["revoke-token", "issue-token", "remove-member"].first { line.contains("  \($0)  ") }
+        }
+        #expect(actions == ["revoke-token", "issue-token", "issue-token", "remove-member"], "\(log.output)")
+        #expect(log.output.split(separator: "\n").allSatisfy { $0.contains("outpost admin (") }, "\(log.output)")
         // As a project that does not exist: an answer never tells what the caller may not reach.
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 404)
         #expect(try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)
@@ -89,6 +104,76 @@ struct ServerCommandTests {
         bytes += (try? Data(contentsOf: URL(fileURLWithPath: database + "-wal"))) ?? Data()
         #expect(bytes.range(of: Data("Maple Street".utf8)) != nil)
         #expect(bytes.range(of: Data("alice-demo-token".utf8)) == nil)
+    }
+
+    @Test("serve --tls-certificate --tls-key speaks HTTPS only (curl trusting the certificate pulls); a device refuses plain HTTP to another machine")
+    func tlsRoundTrip() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-tls-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A throwaway certificate for 127.0.0.1, made by the real openssl.
+        let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
+        let made = try await ChildProcess.finish(Self.process("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ]))
+        try #require(made.status == 0, "\(String(decoding: made.errors, as: UTF8.self))")
+        let project = "a0000000-0000-4000-8000-00000000000a", user = "a11ce000-0000-4000-8000-000000000001"
+        let seedFile = folder.appendingPathComponent("seed.json")
+        try Data("""
+            {"projects": [{"id": "\(project)", "name": "Maple Street"}],
+             "members": [{"userID": "\(user)", "name": "Alice", "projects": ["\(project)"]}],
+             "tokens": [{"userID": "\(user)", "token": "alice-demo-token"}]}
+            """.utf8).write(to: seedFile)
+
+        let process = Process()
+        process.executableURL = Outpost.executable
+        process.arguments = [
+            "serve", "--db", folder.appendingPathComponent("server.sqlite").path, "--port", "0", "--seed", seedFile.path,
+            "--tls-certificate", certificate, "--tls-key", key,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let line = await ChildProcess.firstLine(of: output)
+        #expect(line.hasPrefix("listening on https://127.0.0.1:"), "printed: \(line)")
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+
+        // The real curl, trusting the throwaway certificate: the probe answers over TLS.
+        let probe = try await ChildProcess.finish(Self.process("/usr/bin/curl", ["-sS", "--cacert", certificate, "https://127.0.0.1:\(port)/livez"]))
+        #expect(probe.status == 0, "\(String(decoding: probe.errors, as: UTF8.self))")
+        #expect(String(decoding: probe.output, as: UTF8.self).contains(#""status":"live""#))
+        // Without trusting it, and in plain HTTP on the TLS port: no answer.
+        #expect(try await ChildProcess.finish(Self.process("/usr/bin/curl", ["-sS", "https://127.0.0.1:\(port)/livez"])).status != 0)
+        let plain = try await ChildProcess.finish(Self.process("/usr/bin/curl", ["-sS", "-m", "5", "http://127.0.0.1:\(port)/livez"]))
+        #expect(plain.status != 0 || !String(decoding: plain.output, as: UTF8.self).contains("live"))
+
+        // A pull over TLS, as a device sends it: the seeded project comes back. (The device's own URL
+        // loading trusts the system's certificate authorities only, so it is not pointed at this one.)
+        let pull = try await ChildProcess.finish(Self.process("/usr/bin/curl", [
+            "-sS", "--cacert", certificate, "-H", "Outpost-Protocol-Version: 1", "-H", "Outpost-Schema-Version: 14",
+            "-H", "Authorization: Bearer alice-demo-token", "-H", "Content-Type: application/json", "--data", #"{"limit": 10}"#,
+            "https://127.0.0.1:\(port)/pull",
+        ]))
+        #expect(pull.status == 0, "\(String(decoding: pull.errors, as: UTF8.self))")
+        #expect(String(decoding: pull.output, as: UTF8.self).contains(project), "\(String(decoding: pull.output, as: UTF8.self))")
+        let device = folder.appendingPathComponent("device.sqlite").path
+        #expect(try await Outpost.run(["migrate", "--db", device]).status == 0)
+
+        // Plain HTTP to a machine other than this one is refused before anything is sent, unless allowed.
+        let refused = try await Outpost.run(["sync", "--db", device, "--server", "http://192.0.2.1:9", "--token", "alice-demo-token"])
+        #expect(refused.status != 0 && refused.output.contains("plain HTTP to 192.0.2.1 is refused"), "\(refused.output)")
+        #expect(refused.output.contains("0 bytes sent"), "\(refused.output)")
+    }
+
+    /// A child process of a tool given by path.
+    private static func process(_ path: String, _ arguments: [String]) -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        return process
     }
 
     @Test("serve refuses --db with --postgres, and --postgres without a shared --media folder")

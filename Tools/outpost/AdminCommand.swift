@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostFieldService
+import OutpostSchema
 import OutpostServer
 
 /// `outpost admin`: what an operator does to a server's people, on its SQLite file or PostgreSQL
@@ -9,8 +10,15 @@ import OutpostServer
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
-        abstract: "Add and remove members, issue and revoke tokens, back up a SQLite server, on a server's database.",
-        subcommands: [AddMember.self, RemoveMember.self, IssueToken.self, RevokeToken.self, Backup.self])
+        abstract: "Add, remove and list members, issue, revoke and list tokens, read the admin log, back up a SQLite server, on a server's database.",
+        subcommands: [
+            AddMember.self, RemoveMember.self, Members.self, IssueToken.self, RevokeToken.self, Tokens.self, Log.self, Backup.self,
+        ])
+
+    /// Who the admin log says did it: this command, and the account it ran as.
+    static var actor: String {
+        "outpost admin (\(ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "unknown user"))"
+    }
 
     /// Which server database to work on.
     struct Target: ParsableArguments {
@@ -58,7 +66,8 @@ struct AdminCommand: AsyncParsableCommand {
             }
             let change: MembershipChange?
             do {
-                change = try await server.addMember(.init(userID: user, name: name, email: email, role: role, projects: [project]))[project]
+                change = try await server.addMember(
+                    .init(userID: user, name: name, email: email, role: role, projects: [project]), by: AdminCommand.actor)[project]
             } catch {
                 throw CommandFailure("\(error)")
             }
@@ -83,12 +92,87 @@ struct AdminCommand: AsyncParsableCommand {
             }
             let removed: Bool
             do {
-                removed = try await server.removeMember(user, from: project)
+                removed = try await server.removeMember(user, from: project, by: AdminCommand.actor)
             } catch {
                 throw CommandFailure("\(error)")
             }
             guard removed else { throw CommandFailure("\(user.uuidString.lowercased()) is not a member of that project") }
             print("removed \(user.uuidString.lowercased()) from project \(project.uuidString.lowercased())")
+        }
+    }
+
+    struct Members: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "members", abstract: "List a project's members: user, role, and their record's name and e-mail.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The project's id.") var project: String
+
+        func run() async throws {
+            let server = try target.server()
+            guard let project = UUID(uuidString: project) else { throw CommandFailure("--project takes a UUID") }
+            let members: [ScopeMember]
+            do {
+                members = try await server.members(of: project)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            guard !members.isEmpty else { throw CommandFailure("no members: no such project, or nobody in it") }
+            print(TextTable(
+                headers: ["user", "role", "name", "email"],
+                rows: members.map { [$0.userID.uuidString.lowercased(), $0.role, $0.details["name"] ?? "", $0.details["email"] ?? ""] }
+            ).rendered)
+        }
+    }
+
+    struct Tokens: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "tokens", abstract: "List tokens, a user's or everyone's: when issued, until when, last used (never the secret).")
+
+        @OptionGroup var target: Target
+        @Option(help: "Only this user's tokens.") var user: String?
+
+        func run() async throws {
+            let server = try target.server()
+            var id: UUID?
+            if let user {
+                guard let parsed = UUID(uuidString: user) else { throw CommandFailure("--user takes a UUID") }
+                id = parsed
+            }
+            let tokens: [IssuedToken]
+            do {
+                tokens = try await server.tokens(of: id)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            let time = { (date: Date?) in date.map(Timestamp.string(from:)) ?? "—" }
+            print(TextTable(
+                headers: ["user", "token", "issued", "expires", "last used"],
+                rows: tokens.map {
+                    [$0.userID.uuidString.lowercased(), $0.digestPrefix, time($0.createdAt), $0.expiresAt.map(Timestamp.string(from:)) ?? "never", time($0.lastUsedAt)]
+                }
+            ).rendered)
+        }
+    }
+
+    struct Log: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "log", abstract: "Print the admin log: who added, removed or changed a member, issued or revoked a token, and when.")
+
+        @OptionGroup var target: Target
+        @Option(help: "How many of the newest entries.") var last: Int = 100
+
+        func run() async throws {
+            let server = try target.server()
+            let entries: [AdminLogEntry]
+            do {
+                entries = try await server.adminLog(limit: last)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            for entry in entries {
+                print("\(entry.sequence)  \(Timestamp.string(from: entry.at))  \(entry.actor)  \(entry.action)  \(entry.details)")
+            }
         }
     }
 
@@ -110,7 +194,7 @@ struct AdminCommand: AsyncParsableCommand {
             guard let user = UUID(uuidString: user) else { throw CommandFailure("--user takes a UUID") }
             let expiresAt = try expiresIn.map { Date().addingTimeInterval(try Self.seconds(in: $0)) }
             do {
-                print(try await server.issueToken(for: user, expiresAt: expiresAt))
+                print(try await server.issueToken(for: user, expiresAt: expiresAt, by: AdminCommand.actor))
             } catch {
                 throw CommandFailure("\(error)")
             }
@@ -143,9 +227,9 @@ struct AdminCommand: AsyncParsableCommand {
             let revoked: Int
             do {
                 if let token {
-                    revoked = try await server.revokeToken(token) ? 1 : 0
+                    revoked = try await server.revokeToken(token, by: AdminCommand.actor) ? 1 : 0
                 } else if let user, let id = UUID(uuidString: user) {
-                    revoked = try await server.revokeTokens(of: id)
+                    revoked = try await server.revokeTokens(of: id, by: AdminCommand.actor)
                 } else {
                     throw CommandFailure("--user takes a UUID")
                 }

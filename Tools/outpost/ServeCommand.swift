@@ -17,7 +17,7 @@ struct ServeCommand: AsyncParsableCommand {
             With --postgres URL (postgres://user:password@host:port/database?sslmode=verify-full) records \
             live in PostgreSQL, migrated on start, and several servers may share it; --media is then \
             required (a folder every instance shares). Without a password in the URL, PGPASSWORD is used. \
-            Prints 'listening on http://HOST:PORT' once it accepts connections (with --port 0, the port \
+            Prints 'listening on http(s)://HOST:PORT' once it accepts connections (with --port 0, the port \
             picked). Stops cleanly on SIGTERM or SIGINT. --seed sets a new server up with projects, members \
             and tokens from a JSON file (see Packages/OutpostServer/README.md), on its first start only: \
             given again later it changes nothing (it would undo removals and revocations); use outpost admin.
@@ -89,6 +89,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most connections held open at once.")
     var maxConnections: Int = 1_024
 
+    @Option(help: "A PEM certificate chain: with --tls-key, the server speaks HTTPS only.")
+    var tlsCertificate: String?
+
+    @Option(help: "The PEM private key of --tls-certificate.")
+    var tlsKey: String?
+
     @Option(help: """
         Conflict strategies that differ from the catalog's, as entity=strategy pairs, comma-separated \
         (issue=manual,discount=serverWins); the devices must run the same (outpost sync --conflict-policy).
@@ -108,6 +114,9 @@ struct ServeCommand: AsyncParsableCommand {
         if postgres != nil, media == nil {
             throw ValidationError("--postgres needs --media DIR: a folder every instance shares")
         }
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw ValidationError("--tls-certificate and --tls-key go together")
+        }
     }
 
     func run() async throws {
@@ -121,6 +130,8 @@ struct ServeCommand: AsyncParsableCommand {
                 conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
                 idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
             configuration.requestsPerMinutePerToken = requestsPerMinute
+            configuration.tlsCertificatePath = tlsCertificate
+            configuration.tlsKeyPath = tlsKey
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
             configuration.mediaDiskReserveBytes = mediaDiskReserve
@@ -137,7 +148,7 @@ struct ServeCommand: AsyncParsableCommand {
         let host = self.host
         try await server.run { port in
             // Written straight to the descriptor: a pipe reading the port must not wait for a buffer to fill.
-            FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+            FileHandle.standardOutput.write(Data("listening on \(tlsKey == nil ? "http" : "https")://\(host):\(port)\n".utf8))
         }
     }
 }

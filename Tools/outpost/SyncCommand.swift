@@ -42,13 +42,17 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Print the run's report as JSON.")
     var json = false
 
+    @Flag(help: "Allow plain http:// to a server other than this machine (a network you trust); https otherwise.")
+    var allowPlainHttp = false
+
     func run() async throws {
         guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
             throw CommandFailure("\(server) is not an http(s) URL")
         }
         let store = try openExistingStore(db)
-        let transport = HTTPTransport(
-            configuration: .init(baseURL: url, schemaVersion: LocalSchema.latestVersion), token: token)
+        var configuration = HTTPTransport.Configuration(baseURL: url, schemaVersion: LocalSchema.latestVersion)
+        configuration.allowsPlainHTTP = allowPlainHttp
+        let transport = HTTPTransport(configuration: configuration, token: token)
         guard let policy = SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) else {
             throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, each entity once, such as issue=manual (`outpost entities` names them)")
         }

@@ -1,6 +1,6 @@
-import OutpostWire
 import Foundation
 import OutpostSchema
+import OutpostWire
 
 extension BundleExporter {
     /// Writes `records` as project `projectID`'s bundle at `url`, listing `files` (a zip's) and

@@ -1,6 +1,6 @@
-import OutpostWire
 import Foundation
 import OutpostSchema
+import OutpostWire
 
 /// Reads a JSON bundle with bounded memory: the outer object token by token, each record and file
 /// reference as one small value, checked against `bundle.schema.json`'s rules with its JSON path.

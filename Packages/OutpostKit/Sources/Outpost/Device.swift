@@ -20,11 +20,15 @@ public final class Device: Sendable {
         public var url: URL
         /// The crew member's bearer token.
         public var token: String
+        /// Whether plain `http://` may reach a server other than this device; off, only HTTPS (and
+        /// loopback) is used (`HTTPTransport.Configuration.allowsPlainHTTP`).
+        public var allowsPlainHTTP: Bool
 
         /// Creates a server description.
-        public init(url: URL, token: String) {
+        public init(url: URL, token: String, allowsPlainHTTP: Bool = false) {
             self.url = url
             self.token = token
+            self.allowsPlainHTTP = allowsPlainHTTP
         }
     }
 
@@ -49,7 +53,9 @@ public final class Device: Sendable {
         }
         self.store = store
         let transport = transport ?? server.map {
-            HTTPTransport(configuration: .init(baseURL: $0.url, schemaVersion: app.steps.count), token: $0.token)
+            var configuration = HTTPTransport.Configuration(baseURL: $0.url, schemaVersion: app.steps.count)
+            configuration.allowsPlainHTTP = $0.allowsPlainHTTP
+            return HTTPTransport(configuration: configuration, token: $0.token)
         }
         connection = transport.map { transport in
             let monitor = ConnectivityMonitor(transport: transport)

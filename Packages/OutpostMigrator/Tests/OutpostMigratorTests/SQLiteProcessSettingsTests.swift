@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import Testing
 import OutpostMigrator
+import Testing
 
 @Suite struct SQLiteProcessSettingsTests {
     /// In a process of its own, where nothing opened SQLite before: `apply()` takes effect, and SQLite

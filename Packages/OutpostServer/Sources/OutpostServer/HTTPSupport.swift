@@ -5,6 +5,52 @@ import Logging
 import OutpostSchema
 import OutpostWire
 
+/// Every route the server answers and the methods it has (`addRoutes` registers them; a test holds both to
+/// `schemas/sync-api.yaml`): what a 405's `Allow` lists. A `{name}` segment stands for any one segment.
+enum Routes {
+    static let all: [(path: [Substring], methods: [HTTPRequest.Method])] = [
+        ("/health", [.get]), ("/livez", [.get]), ("/readyz", [.get]), ("/push", [.post]), ("/pull", [.post]),
+        ("/media/{attachmentID}/upload", [.get, .put]), ("/projects/{projectID}/bundle", [.get]), ("/metrics", [.get]),
+    ].map { ($0.split(separator: "/"), $1) }
+
+    /// The methods of the route `path` names; nil for a path no route has.
+    static func methods(forPath path: String) -> [HTTPRequest.Method]? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        return all.first { route in
+            route.path.count == segments.count
+                && zip(route.path, segments).allSatisfy { pattern, segment in
+                    pattern.hasPrefix("{") ? !segment.isEmpty : pattern == segment
+                }
+        }?.methods
+    }
+}
+
+/// Who a request turned out to come from and what it concerned, filled in by the route as it learns them
+/// (`SyncServer.authenticate`, the media and bundle routes) for the request's log line: the user's id,
+/// never the token.
+final class RequestAttribution: @unchecked Sendable {
+    // @unchecked: every field is read and written under `lock`.
+    private let lock = NSLock()
+    private var fields: [String: String] = [:]
+
+    /// The request the current task serves, when the middleware is running it.
+    @TaskLocal static var current: RequestAttribution?
+
+    /// Names `value` under `key` (`user`, `project`, `attachment`) for the log line.
+    static func note(_ key: String, _ value: UUID) {
+        guard let current else { return }
+        current.lock.lock()
+        current.fields[key] = value.uuidString.lowercased()
+        current.lock.unlock()
+    }
+
+    var metadata: Logger.Metadata {
+        lock.lock()
+        defer { lock.unlock() }
+        return fields.mapValues { .string($0) }
+    }
+}
+
 /// Header names of the protocol, as Hummingbird's field names.
 enum Header {
     static let protocolVersion = HTTPField.Name(SyncProtocol.protocolVersionHeader)!
@@ -29,13 +75,27 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         async throws -> Response
     {
         let started = ContinuousClock.now
+        let attribution = RequestAttribution()
         var response: Response
         do {
-            // Metrics and probes are read by tools that speak no sync protocol.
-            if !Self.unversionedPaths.contains(request.uri.path) { try checkVersions(request) }
-            response = try await next(request, context)
+            // A known route asked with a method it does not have: 405 naming the ones it has, before
+            // anything else is checked (a probe's TRACE carries no protocol headers).
+            // A path no route has is the router's 404, whatever the headers.
+            if let allowed = Routes.methods(forPath: request.uri.path) {
+                guard allowed.contains(request.method) else {
+                    throw ServerError(
+                        status: 405, .methodNotAllowed,
+                        "\(request.uri.path) answers \(allowed.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
+                }
+                // Metrics and probes are read by tools that speak no sync protocol.
+                if !Self.unversionedPaths.contains(request.uri.path) { try checkVersions(request) }
+            }
+            response = try await RequestAttribution.$current.withValue(attribution) { try await next(request, context) }
         } catch {
             response = Self.errorResponse(error, logger: context.logger)
+            if response.status.code == 405, let allowed = Routes.methods(forPath: request.uri.path) {
+                response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+            }
         }
         response.headers[Header.protocolVersion] = String(SyncProtocol.version)
         // The push reader (`PushRequest(json:)`) takes a mutation's one shared clock.
@@ -50,9 +110,12 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
                 "method": .string(request.method.rawValue), "path": .string(request.uri.path),
                 "status": .stringConvertible(response.status.code),
                 "ms": .stringConvertible(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)),
-            ])
-        await metrics.count(
-            "outpost_requests_total", [("route", route), ("status", String(response.status.code))])
+            ].merging(attribution.metadata) { first, _ in first })
+        let labels = [("route", route), ("status", String(response.status.code))]
+        metrics.count("outpost_requests_total", labels)
+        metrics.time("outpost_request_duration_seconds", labels, elapsed)
+        if let length = request.headers[.contentLength].flatMap(Int.init) { metrics.add("outpost_received_bytes_total", length, [("route", route)]) }
+        if let length = response.body.contentLength { metrics.add("outpost_sent_bytes_total", length, [("route", route)]) }
         return response
     }
 
@@ -90,12 +153,13 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
             let status = Int(error.status.code)
             let code: ServerErrorCode =
                 switch status {
-                case 404, 405: .notFound
+                case 404: .notFound
+                case 405: .methodNotAllowed
                 case 413: .payloadTooLarge
                 case 400..<500: .invalidRequest
                 default: .internal
                 }
-            failure = ServerError(status: status == 405 ? 404 : status, code, status == 404 || status == 405 ? "no such route" : "request refused (HTTP \(status))")
+            failure = ServerError(status: status, code, status == 404 ? "no such route" : "request refused (HTTP \(status))")
         default:
             logger.error("request failed", metadata: ["error": .string("\(error)")])
             failure = ServerError(status: 500, .internal, "the server failed; see its log")

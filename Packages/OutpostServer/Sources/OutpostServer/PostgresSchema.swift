@@ -1,7 +1,7 @@
 import Foundation
-import OutpostSchema
 import Logging
 import OutpostMigrator
+import OutpostSchema
 import PostgresNIO
 
 /// The server's schema on PostgreSQL, as ordered, additive, forward-only steps with a ledger of
@@ -23,15 +23,93 @@ enum PostgresSchema {
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
+        MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
     ]
+
+    /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
+    /// step's transaction holds a lock that blocks every push to the table for the whole build (minutes
+    /// on a large `records` table, across every instance); these are built after the step commits, with
+    /// `CREATE INDEX CONCURRENTLY`, which PostgreSQL runs only outside a transaction. A step that adds an
+    /// index to a table that may be large (records, applied mutations, memberships) lists it here rather
+    /// than in its SQL. None of the shipped steps needed one: steps 1 and 2 ran on empty tables.
+    static let concurrentIndexes: [Int: [ConcurrentIndex]] = [:]
+
+    /// An index built with `CREATE INDEX CONCURRENTLY` once its step has committed.
+    struct ConcurrentIndex: Sendable {
+        /// The index's name, unique in the database.
+        let name: String
+        /// What follows the name: `ON table (columns)`, and a `WHERE` clause for a partial index.
+        let definition: String
+    }
 
     /// Any constant that other applications on the database are unlikely to use: the lock that keeps
     /// two instances starting together from migrating at once.
     static let migrationLockKey: Int64 = 0x6f75_7470_6f73_7401
+    /// The lock one instance holds while it builds the indexes of `concurrentIndexes`.
+    static let indexLockKey: Int64 = 0x6f75_7470_6f73_7402
 
     /// Brings the database to the latest version in one transaction, holding an advisory lock so
     /// concurrent starts wait for each other; refuses a database whose ledger the code cannot vouch for.
-    static func migrate(on connection: PostgresConnection, logger: Logger) async throws(ServerError) {
+    static func migrate(
+        on connection: PostgresConnection, logger: Logger, steps: [MigrationStep] = steps,
+        concurrentIndexes: [Int: [ConcurrentIndex]] = concurrentIndexes
+    ) async throws(ServerError) {
+        try await applySteps(steps, on: connection, logger: logger)
+        try await buildConcurrentIndexes(concurrentIndexes, of: steps, on: connection, logger: logger)
+    }
+
+    /// Builds, after their steps committed, the indexes of `indexes` that are missing or were left
+    /// invalid by a build that stopped half-way (a killed instance, a cancelled statement): an invalid
+    /// one is dropped concurrently and built again. One instance builds at a time; the others wait for
+    /// it without holding a snapshot (a waiting statement would hold up the build it waits for). Pushes
+    /// and pulls go on meanwhile: a concurrent build takes no lock that blocks writes, and the server
+    /// serves without the index until it is valid (it is an optimization, never a constraint).
+    static func buildConcurrentIndexes(
+        _ indexes: [Int: [ConcurrentIndex]], of steps: [MigrationStep], on connection: PostgresConnection, logger: Logger
+    ) async throws(ServerError) {
+        let wanted = steps.flatMap { indexes[$0.version] ?? [] }
+        guard !wanted.isEmpty else { return }
+        do {
+            while true {
+                var locked = false
+                for try await value in try await connection.query(
+                    "SELECT pg_try_advisory_lock(\(indexLockKey))", logger: logger
+                ).decode(Bool.self) { locked = value }
+                if locked { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            do {
+                for index in wanted {
+                    var valid: Bool?
+                    for try await value in try await connection.query(
+                        """
+                        SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                        WHERE c.relname = \(index.name) AND pg_table_is_visible(c.oid)
+                        """, logger: logger
+                    ).decode(Bool.self) { valid = value }
+                    if valid == true { continue }
+                    if valid == false {
+                        logger.notice("rebuilding an index an interrupted build left invalid", metadata: ["index": .string(index.name)])
+                        try await connection.query(PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(index.name)"), logger: logger)
+                    }
+                    logger.notice("building an index without blocking writers", metadata: ["index": .string(index.name)])
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "CREATE INDEX CONCURRENTLY \(index.name) \(index.definition)"), logger: logger)
+                }
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(indexLockKey))", logger: logger).collect()
+                throw error
+            }
+            _ = try await connection.query("SELECT pg_advisory_unlock(\(indexLockKey))", logger: logger).collect()
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            throw ServerError(.migrationFailed, message: "building an index: \(PostgresStorage.describe(error))", underlying: error)
+        }
+    }
+
+    /// The ordered steps in one transaction, under the migration lock.
+    private static func applySteps(_ steps: [MigrationStep], on connection: PostgresConnection, logger: Logger) async throws(ServerError) {
         do {
             try await connection.withTransaction(logger: logger) { connection in
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLockKey))", logger: logger).collect()
@@ -225,5 +303,17 @@ enum PostgresSchema {
     /// When a token stops working (epoch milliseconds); NULL for one that does not expire.
     private static let version7 = """
         ALTER TABLE tokens ADD COLUMN expires_at BIGINT;
+        """
+
+    /// As the SQLite side's step 8: a token's last use, and the append-only admin log.
+    private static let version8 = """
+        ALTER TABLE tokens ADD COLUMN last_used_at BIGINT;
+        CREATE TABLE admin_log (
+            seq BIGSERIAL PRIMARY KEY,
+            at BIGINT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            details TEXT NOT NULL
+        );
         """
 }

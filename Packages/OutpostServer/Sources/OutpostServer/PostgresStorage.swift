@@ -631,6 +631,78 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord] {
+        let logger = self.logger
+        let membership = schema.membership.rawValue
+        return try await withConnection { connection in
+            try await PostgresRecords.fetchAll(
+                """
+                SELECT \(unescaped: PostgresRecords.columns) FROM records
+                WHERE project_id = \(project.storageText) AND entity = \(membership) AND deletion IS NULL
+                """,
+                on: connection, logger: logger)
+        }
+    }
+
+    func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken] {
+        let logger = self.logger
+        let userText = user?.storageText
+        return try await withConnection { connection in
+            var tokens: [IssuedToken] = []
+            let milliseconds = { (value: Int64?) in value.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+            for try await (digest, userID, created, expires, lastUsed) in try await connection.query(
+                """
+                SELECT token_sha256, user_id, created_at, expires_at, last_used_at FROM tokens
+                WHERE \(userText)::text IS NULL OR user_id = \(userText) ORDER BY created_at DESC, token_sha256
+                """, logger: logger
+            ).decode((String, String, Int64, Int64?, Int64?).self) {
+                guard let id = UUID(uuidString: userID) else { continue }
+                tokens.append(IssuedToken(
+                    userID: id, digestPrefix: String(digest.prefix(12)), createdAt: milliseconds(created) ?? Date(timeIntervalSince1970: 0),
+                    expiresAt: milliseconds(expires), lastUsedAt: milliseconds(lastUsed)))
+            }
+            return tokens
+        }
+    }
+
+    func noteTokenUse(digest: String, now: Date) async throws(ServerError) {
+        // Outside the writers' lock: a token's last use orders nothing, and must never wait behind a push.
+        let logger = self.logger
+        _ = try await withConnection { connection in
+            try await connection.query(
+                """
+                UPDATE tokens SET last_used_at = \(now.milliseconds)
+                WHERE token_sha256 = \(digest) AND (last_used_at IS NULL OR last_used_at < \(now.milliseconds))
+                """, logger: logger
+            ).collect()
+        }
+    }
+
+    func appendAdminLog(at: Date, actor: String, action: String, details: String) async throws(ServerError) {
+        let logger = self.logger
+        _ = try await withConnection { connection in
+            try await connection.query(
+                """
+                INSERT INTO admin_log (at, actor, action, details) VALUES (\(at.milliseconds), \(actor), \(action), \(details))
+                """, logger: logger
+            ).collect()
+        }
+    }
+
+    func adminLog(limit: Int) async throws(ServerError) -> [AdminLogEntry] {
+        let logger = self.logger
+        return try await withConnection { connection in
+            var entries: [AdminLogEntry] = []
+            for try await (sequence, at, actor, action, details) in try await connection.query(
+                "SELECT seq, at, actor, action, details FROM admin_log ORDER BY seq DESC LIMIT \(limit)", logger: logger
+            ).decode((Int64, Int64, String, String, String).self) {
+                entries.append(AdminLogEntry(
+                    sequence: sequence, at: Date(timeIntervalSince1970: Double(at) / 1000), actor: actor, action: action, details: details))
+            }
+            return entries.reversed()
+        }
+    }
+
     func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
         let logger = self.logger
         return try await write { connection in

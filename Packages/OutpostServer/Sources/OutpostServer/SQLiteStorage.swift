@@ -700,6 +700,63 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord] {
+        let membership = schema.membership.rawValue
+        return try await read { db in
+            try StoredRecord.fetchAll(
+                db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = ? AND deletion IS NULL",
+                arguments: [project.storageText, membership])
+        }
+    }
+
+    func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT token_sha256, user_id, created_at, expires_at, last_used_at FROM tokens
+                    WHERE ? IS NULL OR user_id = ? ORDER BY created_at DESC, token_sha256
+                    """,
+                arguments: [user?.storageText, user?.storageText])
+            return rows.compactMap { row -> IssuedToken? in
+                guard let userID = UUID(hyphenatedText: row["user_id"] as String) else { return nil }
+                let milliseconds = { (value: Int64?) in value.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+                return IssuedToken(
+                    userID: userID, digestPrefix: String((row["token_sha256"] as String).prefix(12)),
+                    createdAt: milliseconds(row["created_at"]) ?? Date(timeIntervalSince1970: 0),
+                    expiresAt: milliseconds(row["expires_at"]), lastUsedAt: milliseconds(row["last_used_at"]))
+            }
+        }
+    }
+
+    func noteTokenUse(digest: String, now: Date) async throws(ServerError) {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE tokens SET last_used_at = ? WHERE token_sha256 = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+                arguments: [now.milliseconds, digest, now.milliseconds])
+        }
+    }
+
+    func appendAdminLog(at: Date, actor: String, action: String, details: String) async throws(ServerError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO admin_log (at, actor, action, details) VALUES (?, ?, ?, ?)",
+                arguments: [at.milliseconds, actor, action, details])
+        }
+    }
+
+    func adminLog(limit: Int) async throws(ServerError) -> [AdminLogEntry] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT seq, at, actor, action, details FROM admin_log ORDER BY seq DESC LIMIT ?", arguments: [limit]
+            ).reversed().map { row in
+                AdminLogEntry(
+                    sequence: row["seq"], at: Date(timeIntervalSince1970: Double(row["at"] as Int64) / 1000),
+                    actor: row["actor"], action: row["action"], details: row["details"])
+            }
+        }
+    }
+
     func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
         try await write { db in
             if let digest {

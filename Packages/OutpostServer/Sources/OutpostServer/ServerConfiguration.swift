@@ -1,6 +1,6 @@
 import Foundation
-import OutpostConflicts
 import Logging
+import OutpostConflicts
 
 /// Everything `outpost serve` can set: where to listen, where the data lives, and the limits that
 /// keep one client from exhausting the server. The defaults are what `/health` advertises.
@@ -80,6 +80,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// off only for a throwaway server (a test run), as a throwaway PostgreSQL runs with `fsync = off`: an
     /// fsync per push is what such a run spends most on when many servers share one slow disk.
     public var durableCommits: Bool
+    /// A PEM certificate chain and its PEM private key: given both, the server speaks only HTTPS (TLS
+    /// through swift-nio-ssl); neither, plain HTTP (for loopback, or behind a proxy that ends TLS).
+    /// Read when the server starts; a file that is missing or not PEM stops it with the path.
+    public var tlsCertificatePath: String?
+    /// The private key of `tlsCertificatePath`'s certificate, PEM.
+    public var tlsKeyPath: String?
 
     /// Creates a configuration; only the database path has no default.
     public init(
@@ -138,5 +144,6 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")
+        try check((tlsCertificatePath == nil) == (tlsKeyPath == nil), "TLS takes both a certificate and its private key")
     }
 }

@@ -1,18 +1,48 @@
-/// Counters behind `GET /metrics`: requests by route and status, and push outcomes, as plain
-/// `name{labels} value` lines a person or a Prometheus scrape can read.
-actor ServerMetrics {
-    private var counts: [String: Int] = [:]
+import CoreMetrics
+import Prometheus
 
+/// The server's metrics, made through swift-metrics (`Counter`, `Timer`, `Meter`) and kept by the
+/// Prometheus exporter (swift-prometheus): `GET /metrics` writes them in Prometheus' text format, a
+/// `# TYPE` line for every family. Each server keeps its own registry rather than bootstrapping the
+/// process-wide metrics system, which can be set once: tests and tools run several servers in one
+/// process, and an app embedding the server may bootstrap its own.
+final class ServerMetrics: Sendable {
+    private let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+
+    init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Request latencies from a 2 ms pull to a minute-long bundle download.
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+            .seconds(10), .seconds(30), .seconds(60),
+        ]
+        self.factory = factory
+    }
+
+    /// Adds one to the counter `name` with `labels`.
     func count(_ name: String, _ labels: [(String, String)] = []) {
-        let key = labels.isEmpty ? name : name + "{" + labels.map { "\($0)=\"\($1)\"" }.joined(separator: ",") + "}"
-        counts[key, default: 0] += 1
+        Counter(label: name, dimensions: labels, factory: factory).increment()
     }
 
-    func add(_ name: String, _ amount: Int) {
-        counts[name, default: 0] += amount
+    /// Adds `amount` to the counter `name` with `labels`.
+    func add(_ name: String, _ amount: Int, _ labels: [(String, String)] = []) {
+        guard amount > 0 else { return }
+        Counter(label: name, dimensions: labels, factory: factory).increment(by: Int64(amount))
     }
 
-    var text: String {
-        counts.keys.sorted().map { "\($0) \(counts[$0] ?? 0)" }.joined(separator: "\n") + "\n"
+    /// Records `duration` in the histogram `name` with `labels`.
+    func time(_ name: String, _ labels: [(String, String)], _ duration: Duration) {
+        Timer(label: name, dimensions: labels, factory: factory).recordNanoseconds(
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
+
+    /// Sets the gauge `name` to `value`.
+    func set(_ name: String, _ value: Int) {
+        Meter(label: name, dimensions: [], factory: factory).set(Double(value))
+    }
+
+    /// Every metric in Prometheus' text exposition format.
+    var text: String { registry.emitToString() }
 }

@@ -14,6 +14,7 @@ enum ServerSchema {
         MigrationStep(version: 5, name: "a secret of this server's for member record ids", sql: version5),
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
+        MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -138,5 +139,18 @@ enum ServerSchema {
     /// When a token stops working (epoch milliseconds); NULL for one that does not expire.
     static let version7 = """
         ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+        """
+
+    /// When each token was last used (noted at most once a minute), and the append-only log of what
+    /// operators did: who, what, when.
+    static let version8 = """
+        ALTER TABLE tokens ADD COLUMN last_used_at INTEGER;
+        CREATE TABLE admin_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            details TEXT NOT NULL
+        );
         """
 }

@@ -97,6 +97,21 @@ protocol ServerStorage: Sendable {
     /// so the next one with a deleted token is answered 401 on every instance. Returns how many went.
     func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int
 
+    /// The live records of the membership entity in `project`.
+    func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord]
+
+    /// The tokens of `user` (every user's when nil), newest first, without their secrets.
+    func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken]
+
+    /// Notes that the token with `digest` was used at `now` (only moving its last use forward).
+    func noteTokenUse(digest: String, now: Date) async throws(ServerError)
+
+    /// Appends an entry to the admin log.
+    func appendAdminLog(at: Date, actor: String, action: String, details: String) async throws(ServerError)
+
+    /// The newest `limit` entries of the admin log, oldest first.
+    func adminLog(limit: Int) async throws(ServerError) -> [AdminLogEntry]
+
     /// Connects and migrates, for a backend that cannot in its synchronous initializer (PostgreSQL).
     func prepare() async throws(ServerError)
 

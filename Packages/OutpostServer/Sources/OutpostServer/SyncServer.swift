@@ -1,7 +1,10 @@
 import Foundation
 import Hummingbird
-import NIOCore
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
+import NIOCore
+import NIOSSL
 import OutpostBundles
 import OutpostSchema
 import OutpostWire
@@ -13,7 +16,9 @@ import OutpostWire
 public struct SyncServer: Sendable {
     /// The settings it was created with.
     public let configuration: ServerConfiguration
-    private let storage: any ServerStorage
+    let storage: any ServerStorage
+    /// When each token's last use was noted here (`IssuedToken.lastUsedAt`).
+    private let tokenUses = TokenUseNotes()
     let media: MediaStore
     private let metrics = ServerMetrics()
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
@@ -100,52 +105,65 @@ public struct SyncServer: Sendable {
     /// them as if it did not exist (`not_found`, never telling what is there), and
     /// their member record there becomes a tombstone every device pulls. Returns false when they were not
     /// a member. Their devices keep their unsent changes; pushes of them are refused.
+    /// `actor` names who did it in the admin log.
     @discardableResult
-    public func removeMember(_ user: UUID, from project: UUID) async throws(ServerError) -> Bool {
+    public func removeMember(_ user: UUID, from project: UUID, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        return try await storage.removeMember(user, from: project, now: Timestamp.now()) > 0
+        let removed = try await storage.removeMember(user, from: project, now: Timestamp.now()) > 0
+        try await log("remove-member", by: actor, "user \(user.storageText), project \(project.storageText): \(removed ? "removed" : "was not a member")")
+        return removed
     }
 
     /// Makes `member` a member of each project it names (projects this server already has) with exactly
     /// its role (`crew` when none): the membership, and the member record with that role, which decides
     /// what they may write (money and membership are the office's). A member added back after a removal
     /// gets their record back; an existing member's role is changed. Says, per project, what changed.
+    /// `actor` names who did it in the admin log.
     @discardableResult
-    public func addMember(_ member: ServerSeed.Member) async throws(ServerError) -> [UUID: MembershipChange] {
+    public func addMember(_ member: ServerSeed.Member, by actor: String = "operator") async throws(ServerError) -> [UUID: MembershipChange] {
         try await storage.prepare()
         let role = try ServerSeed.role(of: member)
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
-            changes[project] = try await storage.addMember(
+            let change = try await storage.addMember(
                 member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now())
+            changes[project] = change
+            try await log("add-member", by: actor, "user \(member.userID.storageText), project \(project.storageText), role \(role): \(change)")
         }
         return changes
     }
 
     /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is
     /// returned once, never kept. With `expiresAt`, its first request after that instant is answered
-    /// 401 on every instance.
-    public func issueToken(for user: UUID, expiresAt: Date? = nil) async throws(ServerError) -> String {
+    /// 401 on every instance. `actor` names who did it in the admin log (which never holds the token).
+    public func issueToken(for user: UUID, expiresAt: Date? = nil, by actor: String = "operator") async throws(ServerError) -> String {
         var generator = SystemRandomNumberGenerator()
         let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
         var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt)])
         seed.extendsServer = true
         try await load(seed)
+        let expiry = expiresAt.map { "expires \(Timestamp.string(from: $0))" } ?? "never expires"
+        try await log("issue-token", by: actor, "user \(user.storageText), token \(TokenDigest.hex(of: token).prefix(12)), \(expiry)")
         return token
     }
 
     /// Revokes `token`: its next request is answered 401 on every instance. Returns false if unknown.
     @discardableResult
-    public func revokeToken(_ token: String) async throws(ServerError) -> Bool {
+    public func revokeToken(_ token: String, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        return try await storage.revokeTokens(digest: TokenDigest.hex(of: token), user: nil) > 0
+        let digest = TokenDigest.hex(of: token)
+        let revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0
+        try await log("revoke-token", by: actor, "token \(digest.prefix(12)): \(revoked ? "revoked" : "unknown")")
+        return revoked
     }
 
     /// Revokes every token of `user`; returns how many.
     @discardableResult
-    public func revokeTokens(of user: UUID) async throws(ServerError) -> Int {
+    public func revokeTokens(of user: UUID, by actor: String = "operator") async throws(ServerError) -> Int {
         try await storage.prepare()
-        return try await storage.revokeTokens(digest: nil, user: user)
+        let revoked = try await storage.revokeTokens(digest: nil, user: user)
+        try await log("revoke-token", by: actor, "every token of user \(user.storageText): \(revoked) revoked")
+        return revoked
     }
 
     /// The id of `user`'s member record in `project` on this server (its seed's, the operator's
@@ -178,11 +196,12 @@ public struct SyncServer: Sendable {
         addRoutes(to: router)
         let connections = openConnections
         let stalledWrite = TimeAmount.seconds(Int64(configuration.stalledWriteSeconds))
+        let http1 = HTTPServerBuilder.http1(configuration: .init(
+            additionalChannelHandlers: [ConnectionGuard(connections: connections, stalledWrite: stalledWrite)],
+            idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds))))
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [ConnectionGuard(connections: connections, stalledWrite: stalledWrite)],
-                idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))),
+            server: try tlsConfiguration().map { try .tls(http1, tlsConfiguration: $0) } ?? http1,
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "outpost"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
@@ -204,6 +223,27 @@ public struct SyncServer: Sendable {
         }
         await readAhead.cancelAll()
         await storage.close()
+    }
+
+    /// The server's TLS settings from its PEM files; nil without them (plain HTTP).
+    private func tlsConfiguration() throws(ServerError) -> TLSConfiguration? {
+        guard let certificatePath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath else { return nil }
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificatePath)
+        } catch {
+            throw ServerError(.invalidConfiguration, message: "the TLS certificate could not be read as PEM: \(error)", path: certificatePath, underlying: error)
+        }
+        guard !chain.isEmpty else {
+            throw ServerError(.invalidConfiguration, message: "the TLS certificate file holds no certificate", path: certificatePath)
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
+        } catch {
+            throw ServerError(.invalidConfiguration, message: "the TLS private key could not be read as PEM: \(error)", path: keyPath, underlying: error)
+        }
+        return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
     }
 
     private func addRoutes(to router: Router<BasicRequestContext>) {
@@ -243,12 +283,14 @@ public struct SyncServer: Sendable {
         router.get("media/:attachmentID/upload") { request, context -> Response in
             let caller = try await server.authenticate(request)
             let id = try Self.uuid(context.parameters.get("attachmentID"))
+            RequestAttribution.note("attachment", id)
             return try jsonResponse(try await server.mediaStatus(of: id, by: caller), for: request)
         }
 
         router.put("media/:attachmentID/upload") { request, context -> Response in
             let caller = try await server.authenticate(request)
             let id = try Self.uuid(context.parameters.get("attachmentID"))
+            RequestAttribution.note("attachment", id)
             guard let rangeHeader = request.headers[.contentRange] else {
                 throw ServerError.badRequest("Content-Range is required")
             }
@@ -277,6 +319,7 @@ public struct SyncServer: Sendable {
             default: throw ServerError.badRequest("format is json or xml")
             }
             let download = try await server.openBundle(project: project, format: format, by: caller)
+            RequestAttribution.note("project", project)
             let gzip = request.acceptsGzip
             // Once the first byte is out an error can only cut the answer short (the importer then
             // refuses the bundle): the refusals all came from `openBundle`, before the headers.
@@ -292,9 +335,14 @@ public struct SyncServer: Sendable {
         }
 
         router.get("metrics") { _, _ -> Response in
-            Response(
+            // Gauges are read as they stand when scraped.
+            metrics.set("outpost_open_connections", server.openConnections.current)
+            metrics.set("outpost_connection_limit", server.configuration.maximumConnections)
+            metrics.set("outpost_bundle_downloads_streaming", server.bundleGate.streaming)
+            metrics.set("outpost_bundle_download_limit", server.bundleGate.limit)
+            return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: await metrics.text)))
+                body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text)))
         }
     }
 
@@ -310,6 +358,13 @@ public struct SyncServer: Sendable {
         let digest = TokenDigest.hex(of: token)
         guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
+        }
+        // Its last use, at most once a minute per instance; a failure to note it fails no request.
+        let now = Timestamp.now()
+        if tokenUses.shouldNote(digest, now: now) {
+            do { try await storage.noteTokenUse(digest: digest, now: now) } catch {
+                logger.warning("a token's last use was not noted", metadata: ["error": .string("\(error)")])
+            }
         }
         // Counted once the token is known: a stranger's guesses fill no bucket.
         if let rateLimiter, let wait = await rateLimiter.admit(digest) {
@@ -344,7 +399,7 @@ public struct SyncServer: Sendable {
         let held = try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
         for result in results {
-            await metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
+            metrics.count("outpost_mutations_total", [("outcome", result.outcome.status)])
         }
         // The answer's checkpoint is the newest change the answers concern (the records applied, or
         // answered with), never older than the request's: a change of the caller's own records, so it
@@ -372,7 +427,7 @@ public struct SyncServer: Sendable {
             throw ServerError.badRequest("'checkpoint' is not one this server wrote")
         }
         guard try await storage.holdsHistory(checkpoint) else {
-            await metrics.count("outpost_history_changed_total", [])
+            metrics.count("outpost_history_changed_total", [])
             throw ServerError(
                 status: 409, .historyChanged,
                 "this server's history no longer holds the checkpoint \(text) (restored from a backup taken before it): "
@@ -392,7 +447,7 @@ public struct SyncServer: Sendable {
                 projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence),
             by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
-        await metrics.add("outpost_pulled_records_total", answer.records)
+        metrics.add("outpost_pulled_records_total", answer.records)
         return answer.body
     }
 
@@ -406,7 +461,7 @@ public struct SyncServer: Sendable {
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller
     ) async throws(ServerError) -> MediaUploadStatus {
         let status = try await media.receive(data, range: range, sha256: sha256, for: attachmentID, by: caller, now: Timestamp.now())
-        await metrics.add("outpost_media_bytes_total", data.count)
+        metrics.add("outpost_media_bytes_total", data.count)
         return status
     }
 
@@ -423,7 +478,7 @@ public struct SyncServer: Sendable {
                 retryAfterSeconds: 5)
         }
         let source = try await storage.bundle(project: project, by: caller)
-        await metrics.count("outpost_bundles_total", [("format", format.rawValue)])
+        metrics.count("outpost_bundles_total", [("format", format.rawValue)])
         return BundleDownload(source: source, project: project, format: format, slot: slot, metrics: metrics)
     }
 
@@ -451,7 +506,7 @@ public struct SyncServer: Sendable {
             if let page = await prepared.value, try await storage.pullBasis(of: caller) == page.basis {
                 answer = page
             }
-            await metrics.count("outpost_pull_read_ahead_total", [("outcome", answer == nil ? "discarded" : "served")])
+            metrics.count("outpost_pull_read_ahead_total", [("outcome", answer == nil ? "discarded" : "served")])
         }
         let result: PreparedPulls.Answer
         if let answer { result = answer } else { result = try await read(request) }
@@ -487,7 +542,9 @@ public struct SyncServer: Sendable {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw ServerError.unauthorized("a bearer token is required")
         }
-        return try await caller(bearing: header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces))
+        let caller = try await caller(bearing: header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces))
+        RequestAttribution.note("user", caller.userID)
+        return caller
     }
 
     private static func uuid(_ text: String?) throws(ServerError) -> UUID {
@@ -522,7 +579,7 @@ package struct BundleDownload: Sendable {
         }
         func flush() async throws {
             try await send(pending)
-            await metrics.add("outpost_bundle_bytes_total", pending.count)
+            metrics.add("outpost_bundle_bytes_total", pending.count)
             pending.removeAll(keepingCapacity: true)
         }
         add(encoder.take())

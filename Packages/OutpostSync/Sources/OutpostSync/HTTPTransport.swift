@@ -27,6 +27,10 @@ public actor HTTPTransport: SyncTransport {
         /// larger one is refused before it is decoded. A pull page is about 4 MiB of records; 64 MiB
         /// leaves room to spare. URL loading still holds the whole answer first (see `send`).
         public var maximumResponseBytes: Int = 64 << 20
+        /// Whether plain `http://` may reach a server other than this device (loopback is always
+        /// allowed). Off: a token and a crew's records crossing a network unencrypted are refused with
+        /// `rejected` before anything is sent; an app turns it on only for a network it trusts.
+        public var allowsPlainHTTP: Bool = false
 
         /// Creates a configuration.
         public init(
@@ -155,6 +159,7 @@ public actor HTTPTransport: SyncTransport {
             timeout: configuration.transferTimeout)
         let downloaded: URL
         let response: URLResponse
+        try checkScheme(name: name)
         do {
             (downloaded, response) = try await transferSession.download(for: request)
         } catch {
@@ -245,6 +250,7 @@ public actor HTTPTransport: SyncTransport {
     private func send(_ request: URLRequest, body: Data?, name: String, session: URLSession? = nil)
         async throws(TransportError) -> (Data, HTTPURLResponse)
     {
+        try checkScheme(name: name)
         let session = session ?? self.session
         let data: Data
         let response: URLResponse
@@ -341,6 +347,20 @@ public actor HTTPTransport: SyncTransport {
                 .invalidResponse, request: name, status: response.statusCode,
                 message: "the answer is not a valid \(Response.self): \(error)", underlying: error)
         }
+    }
+
+    /// Refuses plain HTTP to anything but loopback unless the app allowed it (`allowsPlainHTTP`).
+    private func checkScheme(name: String) throws(TransportError) {
+        let url = configuration.baseURL
+        guard url.scheme?.lowercased() == "http", !configuration.allowsPlainHTTP else { return }
+        let host = (url.host ?? "").lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        // 127.0.0.0/8 as an address, never a name that merely starts with "127." (127.example.com).
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        let loopback = host == "localhost" || host == "::1" || (octets.count == 4 && octets.allSatisfy { $0 != nil } && octets[0] == 127)
+        guard !loopback else { return }
+        throw TransportError(
+            .rejected, request: name,
+            message: "plain HTTP to \(host) is refused: the token and records would cross the network unencrypted; use https, or set allowsPlainHTTP for a network you trust")
     }
 
     private func makeRequest(_ method: String, _ path: String, query: [URLQueryItem] = [], timeout: Duration)

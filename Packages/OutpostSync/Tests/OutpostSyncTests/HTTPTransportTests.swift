@@ -215,4 +215,30 @@ import Testing
         do { _ = try await client.health() } catch { codes.append(error.code) }
         #expect(codes == [.invalidResponse, .timedOut, .noConnection])
     }
+
+    /// Plain HTTP carries the token and the records unencrypted: refused to any machine but this one,
+    /// before a byte is sent, unless the app opts in; a name that merely starts like a loopback address
+    /// is not one.
+    @Test func plainHTTPReachesOnlyLoopbackUnlessAllowed() async throws {
+        for address in ["http://10.0.0.5:8080", "http://127.example.com", "http://localhost.example.com", "http://[fe80::1]:80", "http://192.0.2.1:9"] {
+            let client = HTTPTransport(configuration: .init(baseURL: URL(string: address)!, schemaVersion: 1), token: "t")
+            do {
+                _ = try await client.health()
+                Issue.record("\(address) was reached over plain HTTP")
+            } catch {
+                #expect(error.code == .rejected && error.message.contains("plain HTTP"), "\(address): \(error)")
+            }
+            #expect(await client.transferred.requests == 0, "\(address): a request went out")
+        }
+        // Opted in, the request goes out (to an address that never answers: a timeout, not a refusal).
+        var configuration = HTTPTransport.Configuration(baseURL: URL(string: "http://192.0.2.1:9")!, schemaVersion: 1, requestTimeout: .seconds(1))
+        configuration.allowsPlainHTTP = true
+        let allowed = HTTPTransport(configuration: configuration, token: "t")
+        do {
+            _ = try await allowed.health()
+            Issue.record("192.0.2.1 answered")
+        } catch {
+            #expect(error.code != .rejected, "\(error)")
+        }
+    }
 }

@@ -19,6 +19,8 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     public static let forbidden = Self(rawValue: "forbidden")
     /// 404: no such route, project or media attachment.
     public static let notFound = Self(rawValue: "not_found")
+    /// 405: the route has no such method; `Allow` lists the ones it has.
+    public static let methodNotAllowed = Self(rawValue: "method_not_allowed")
     /// 400 (or per mutation): the body or a record breaks the schema or a validation rule.
     public static let invalidRequest = Self(rawValue: "invalid_request")
     /// Per mutation: a clock of the mutation runs more than 5 minutes ahead of the server's time. The
@@ -52,7 +54,7 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
-        .invalidRequest, .clockAhead, .rangeMismatch, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .methodNotAllowed, .invalidRequest, .clockAhead, .rangeMismatch, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
         .checksumMismatch, .rateLimited, .internal, .unavailable, .insufficientStorage,
     ]
 

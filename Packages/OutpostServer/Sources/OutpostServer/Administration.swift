@@ -1,0 +1,97 @@
+import Foundation
+import OutpostSchema
+
+/// A token as the operator sees it: whose, when it was made, until when it works and when it was last
+/// used; never the secret (only its digest is stored), but the digest's first characters, to tell two
+/// tokens of one user apart.
+public struct IssuedToken: Sendable, Hashable {
+    /// The user the token authenticates.
+    public let userID: UUID
+    /// The first 12 hex digits of the token's SHA-256: a name for it, not a secret.
+    public let digestPrefix: String
+    /// When it was issued.
+    public let createdAt: Date
+    /// When it stops working; nil for never.
+    public let expiresAt: Date?
+    /// When a request last used it, to the minute (noted at most once a minute per instance); nil if never.
+    public let lastUsedAt: Date?
+}
+
+/// One member of a scope record (a project) as the operator sees it: the live record of the schema's
+/// membership entity naming them.
+public struct ScopeMember: Sendable, Hashable {
+    /// The member record's id.
+    public let recordID: UUID
+    /// The user it names.
+    public let userID: UUID
+    /// Their role, one of the schema's.
+    public let role: String
+    /// The record's text fields (a name, an e-mail address), for the listing.
+    public let details: [String: String]
+}
+
+/// One entry of the admin log: what an operator did, who, and when. The log only grows: nothing in the
+/// server changes or removes an entry.
+public struct AdminLogEntry: Sendable, Hashable {
+    /// Its place in the log, from 1.
+    public let sequence: Int64
+    /// When it was done.
+    public let at: Date
+    /// Who did it, as the tool that did it names them (`outpost admin` gives the account it ran as).
+    public let actor: String
+    /// What was done: `add-member`, `remove-member`, `issue-token`, `revoke-token`.
+    public let action: String
+    /// What it was done to and what came of it.
+    public let details: String
+}
+
+/// When each token's last use was noted on this instance, so a busy token costs one write a minute.
+final class TokenUseNotes: @unchecked Sendable {
+    // @unchecked: `noted` is only touched under `lock`.
+    private let lock = NSLock()
+    private var noted: [String: Date] = [:]
+
+    /// Whether a use of `digest` at `now` should be written (none noted in the last minute).
+    func shouldNote(_ digest: String, now: Date) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if let last = noted[digest], now.timeIntervalSince(last) < 60 { return false }
+        if noted.count > 100_000 { noted.removeAll() }
+        noted[digest] = now
+        return true
+    }
+}
+
+extension SyncServer {
+    /// The live members of `project`, by user id.
+    public func members(of project: UUID) async throws(ServerError) -> [ScopeMember] {
+        try await storage.prepare()
+        let schema = ServedSchema.current
+        return try await storage.memberRecords(of: project).compactMap { record -> ScopeMember? in
+            guard case .uuid(let user)? = record.fields[schema.userField], case .text(let role)? = record.fields[schema.roleField]
+            else { return nil }
+            var details: [String: String] = [:]
+            for (name, value) in record.fields where name != schema.roleField {
+                if case .text(let text) = value { details[name] = text }
+            }
+            return ScopeMember(recordID: record.id, userID: user, role: role, details: details)
+        }.sorted { $0.userID.uuidString < $1.userID.uuidString }
+    }
+
+    /// The tokens of `user` (of every user when nil), newest first.
+    public func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken] {
+        try await storage.prepare()
+        return try await storage.tokens(of: user)
+    }
+
+    /// The admin log's newest `limit` entries, oldest first.
+    public func adminLog(limit: Int = 100) async throws(ServerError) -> [AdminLogEntry] {
+        try await storage.prepare()
+        return try await storage.adminLog(limit: max(1, limit))
+    }
+
+    /// Appends what an operator did to the admin log.
+    func log(_ action: String, by actor: String, _ details: String) async throws(ServerError) {
+        try await storage.appendAdminLog(at: Timestamp.now(), actor: actor, action: action, details: details)
+    }
+}
