@@ -18,7 +18,7 @@ struct ContractTests {
     @Test("Every route, status and response shape of the document, against the running server", arguments: Backend.available)
     func serverMatchesDocument(_ backend: Backend) async throws {
         let document = try await APIDocument.load()
-        #expect(document.operations.count == 8)
+        #expect(document.operations.count == 9)
         let server = try await TestServer.start(backend, maximumBodyBytes: 512 * 1024)
         let alice = server.transport(token: TestServer.aliceToken)
         let bytes = Data("twelve bytes".utf8)
@@ -52,6 +52,7 @@ struct ContractTests {
             "GET /health": [("/health", nil, nil, [:], true), ("/health", nil, nil, [:], false)],
             // The probes answer plain HTTP, without the protocol headers.
             "GET /livez": [("/livez", nil, nil, [:], false)],
+            "GET /metrics": [("/metrics", nil, nil, [:], false)],
             "GET /readyz": [("/readyz", nil, nil, [:], false), ("/readyz", nil, nil, [:], true)],
             "POST /push": [
                 ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),
@@ -151,8 +152,9 @@ struct ContractTests {
         _ body: Data, headers: [String: String], schema: String?, _ document: APIDocument, _ name: String
     ) throws {
         guard let schema else {
-            // The bundle: a stream, JSON or XML.
-            #expect(["application/json", "application/xml"].contains(headers["content-type"] ?? ""), "\(name)")
+            // The bundle: a stream, JSON or XML; the metrics: Prometheus' text format.
+            let types = name == "GET /metrics" ? ["text/plain; version=0.0.4"] : ["application/json", "application/xml"]
+            #expect(types.contains(headers["content-type"] ?? ""), "\(name)")
             #expect(!body.isEmpty)
             return
         }

@@ -55,9 +55,11 @@ import Testing
     }
 
     @Test func routesAndVersionHeadersAreTheOnesTheClientUses() throws {
-        // The client's routes, and the two probes a load balancer calls (no protocol headers).
+        // The client's routes, the two probes a load balancer calls and the metrics a scraper reads (no
+        // protocol headers).
         #expect(document["paths"]?.keys == [
-            "/health", "/livez", "/readyz", "/push", "/pull", "/media/{attachmentID}/upload", "/projects/{projectID}/bundle",
+            "/health", "/livez", "/metrics", "/readyz", "/push", "/pull", "/media/{attachmentID}/upload",
+            "/projects/{projectID}/bundle",
         ])
         let parameters = try #require(document["components"]?["parameters"])
         #expect(parameters["ProtocolVersion"]?["name"]?.text == SyncProtocol.protocolVersionHeader)
