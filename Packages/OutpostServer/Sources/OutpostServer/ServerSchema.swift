@@ -142,11 +142,12 @@ enum ServerSchema {
         """
 
     /// When each token was last used (noted at most once a minute), and the append-only log of what
-    /// operators did: who, what, when.
+    /// operators did: who, what, when. `seq` is the rowid: nothing deletes an entry, so no number is
+    /// reused without AUTOINCREMENT's extra table.
     static let version8 = """
         ALTER TABLE tokens ADD COLUMN last_used_at INTEGER;
         CREATE TABLE admin_log (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq INTEGER PRIMARY KEY,
             at INTEGER NOT NULL,
             actor TEXT NOT NULL,
             action TEXT NOT NULL,
