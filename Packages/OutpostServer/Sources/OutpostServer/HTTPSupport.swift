@@ -137,11 +137,15 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    /// `GET /media/{id}/upload` as `GET /media`: bounded labels, no ids in metrics.
+    /// `GET /media/{id}/upload` as `GET /media`: bounded labels, no ids in metrics. A method outside
+    /// HTTP's standard ones is `OTHER`: a client may send any token as a method, and each new label
+    /// would otherwise grow every scrape and the registry for good.
     private static func routeLabel(_ request: Request) -> String {
         let first = request.uri.path.split(separator: "/").first.map(String.init) ?? ""
         let known = ["health", "livez", "readyz", "push", "pull", "media", "projects", "metrics"]
-        return "\(request.method.rawValue) /\(known.contains(first) ? first : "other")"
+        let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+        let method = methods.contains(request.method.rawValue) ? request.method.rawValue : "OTHER"
+        return "\(method) /\(known.contains(first) ? first : "other")"
     }
 
     static func errorResponse(_ error: any Error, logger: Logger) -> Response {
