@@ -127,12 +127,12 @@ struct PostgresStorageTests {
                 if !started { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(started, "the index build was never seen running")
-            // A write while the index builds goes through at once: a CREATE INDEX in the step's transaction
-            // would hold it (and every push) until the build ended, and lock_timeout would refuse it.
+            // A write while the index builds takes no lock wait: a CREATE INDEX in the step's transaction
+            // would hold it (and every push) until the build ended, and lock_timeout would refuse it. The
+            // judge is the lock timeout, not a wall clock: on a loaded 2-core host the insert itself has
+            // taken 1.5 s while the build eats the CPU, with no lock wait at all.
             _ = try await writer.query("SET lock_timeout = '1s'", logger: Self.quiet).collect()
-            let before = ContinuousClock.now
             _ = try await writer.query("INSERT INTO big_rows VALUES (0, 'written while the index builds')", logger: Self.quiet).collect()
-            #expect(ContinuousClock.now - before < .seconds(1))
             #expect(try await building(), "the write should have happened during the build")
             try await build.value
             #expect(try await validity() == ["true"])
