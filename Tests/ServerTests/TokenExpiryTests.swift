@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
@@ -36,6 +37,33 @@ import Testing
         await first.stop()
     }
 
+    @Test("Noting a token's use never holds its request: a pull is answered while another process holds the database's write lock, and the use is noted once it lets go")
+    func aTokensUseIsNotedOffTheRequestsPath() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        // Another process's write transaction (a second connection to the file locks as one would),
+        // held well past the time a pull takes; the server's busy wait is longer still.
+        let other = try DatabaseQueue(path: server.databasePath)
+        let held = Task {
+            try await other.write { db in
+                try db.execute(sql: "UPDATE tokens SET expires_at = expires_at")
+                Thread.sleep(forTimeInterval: 6)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        #expect(try await server.send("POST", "/pull", token: TestServer.aliceToken, body: Self.pull).status == 200)
+        let waited = ContinuousClock.now - started
+        try await held.value
+        #expect(waited < .seconds(5), "the pull waited \(waited) for the write lock it does not need")
+        var noted: Date?
+        for _ in 0..<300 where noted == nil {
+            noted = try await server.server.tokens(of: TestServer.alice).first?.lastUsedAt
+            if noted == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(noted != nil, "the use is noted once the lock is free")
+    }
+
     static let pull = try! wireJSON(PullRequest(cursor: nil, limit: 1))
 }
 
@@ -63,7 +91,13 @@ import Testing
         #expect(!unused[0].digestPrefix.isEmpty && !token.contains(unused[0].digestPrefix))
         let before = Date().addingTimeInterval(-1)
         #expect(try await first.send("POST", "/pull", token: token, body: TokenExpiryTests.pull).status == 200)
-        let used = try #require(try await server.tokens(of: outsider).first?.lastUsedAt)
+        // The use is noted off the request's path, soon after it.
+        var noted: Date?
+        for _ in 0..<300 where noted == nil {
+            noted = try await server.tokens(of: outsider).first?.lastUsedAt
+            if noted == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let used = try #require(noted)
         #expect(used >= before)
         #expect(try await server.revokeToken(token, by: "test operator"))
         #expect(try await server.tokens(of: outsider).isEmpty)

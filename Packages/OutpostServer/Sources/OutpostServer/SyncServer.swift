@@ -359,11 +359,16 @@ public struct SyncServer: Sendable {
         guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
         }
-        // Its last use, at most once a minute per instance; a failure to note it fails no request.
+        // Its last use, at most once a minute per instance, written off the request's path: the write waits
+        // for the database's writer (behind a push, or another process's write lock for the whole busy
+        // timeout), and a request that writes nothing must not wait with it. A failure fails no request.
         let now = Timestamp.now()
         if tokenUses.shouldNote(digest, now: now) {
-            do { try await storage.noteTokenUse(digest: digest, now: now) } catch {
-                logger.warning("a token's last use was not noted", metadata: ["error": .string("\(error)")])
+            let storage = self.storage, logger = self.logger
+            Task {
+                do { try await storage.noteTokenUse(digest: digest, now: now) } catch {
+                    logger.warning("a token's last use was not noted", metadata: ["error": .string("\(error)")])
+                }
             }
         }
         // Counted once the token is known: a stranger's guesses fill no bucket.
