@@ -111,6 +111,34 @@ import Testing
         #expect(zip(log, log.dropFirst()).allSatisfy { $0.sequence < $1.sequence })
         await first.stop()
     }
+
+    @Test("A project the operator creates is pulled by the members added to it; creating it again changes nothing and says so", arguments: Backend.available)
+    func theOperatorCreatesAProject(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        defer { Task { await first.stop() } }
+        let server = first.server
+        let project = UUID()
+        #expect(try await server.createProject(.init(id: project, name: "Birch Lane", address: "4 Birch Lane"), by: "test operator"))
+        #expect(try await server.members(of: project).isEmpty)
+        // Its id again (under another name): nothing changes, and the answer says so.
+        #expect(try await !server.createProject(.init(id: project, name: "Renamed"), by: "test operator"))
+        // A member added to it pulls it; a member of another project does not see it.
+        let user = UUID()
+        _ = try await server.addMember(.init(userID: user, name: "Eve", role: "crew", projects: [project]), by: "test operator")
+        let token = try await server.issueToken(for: user, by: "test operator")
+        let pulled = try await first.transport(token: token).pull(PullRequest(cursor: nil, limit: 100)).changes
+        let projectRecord = try #require(pulled.first { $0.entity == .project })
+        #expect(projectRecord.recordID == project && projectRecord.fields["name"] == .text("Birch Lane"))
+        #expect(projectRecord.fields["address"] == .text("4 Birch Lane"))
+        let others = try await first.transport(token: TestServer.bobToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
+        #expect(!others.contains { $0.recordID == project })
+        // An invalid project is refused with the reason, and nothing is created.
+        let unnamed = UUID()
+        await #expect(throws: ServerError.self) { try await server.createProject(.init(id: unnamed, name: ""), by: "test operator") }
+        #expect(try await server.createProject(.init(id: unnamed, name: "Named now"), by: "test operator"))
+        let log = try await server.adminLog(limit: 10).filter { $0.action == "create-project" }
+        #expect(log.map(\.details).filter { $0.contains(project.uuidString.lowercased()) }.count == 2)
+    }
 }
 
 /// A token's requests are limited per minute when the operator sets a limit: past it, 429

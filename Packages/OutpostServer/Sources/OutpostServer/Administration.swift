@@ -91,6 +91,25 @@ extension SyncServer {
     }
 
     /// Appends what an operator did to the admin log.
+    /// Creates `project` (its record, which the devices of the members added to it then pull) when this
+    /// server has no project with its id. Returns false when one exists, changed or deleted since: nothing
+    /// changes then (a project's name is changed on a device, as any edit is). `actor` names who did it in
+    /// the admin log. A project created here has no members until `addMember` adds them.
+    @discardableResult
+    public func createProject(_ project: ServerSeed.Project, by actor: String = "operator") async throws(ServerError) -> Bool {
+        try await storage.prepare()
+        let exists = try await storage.record(ServedSchema.current.scope, id: project.id) != nil
+        if !exists {
+            // An operator's addition: loaded whatever was seeded before, and skipped inside its transaction
+            // by an instance that created the same project first.
+            var addition = ServerSeed(projects: [project])
+            addition.extendsServer = true
+            try await storage.load(addition, now: Timestamp.now())
+        }
+        try await log("create-project", by: actor, "project \(project.id.storageText) (\(project.name)): \(exists ? "exists, unchanged" : "created")")
+        return !exists
+    }
+
     func log(_ action: String, by actor: String, _ details: String) async throws(ServerError) {
         try await storage.appendAdminLog(at: Timestamp.now(), actor: actor, action: action, details: details)
     }
