@@ -112,6 +112,52 @@ import Testing
         await first.stop()
     }
 
+    @Test("An archived project takes no more changes, on every instance, and says so only to its members; they still pull it; brought back, it takes them again", arguments: Backend.available)
+    func anArchivedProjectTakesNoChanges(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        let second = backend == .postgres ? try await TestServer.start(backend, sharing: first) : nil
+        defer { Task { await second?.stop(); await first.stop() } }
+        let server = first.server
+        let alice = first.transport(token: TestServer.aliceToken)
+        let issue = UUID()
+        let created = try await alice.push(PushRequest(mutations: [Sample.create(.issue, id: issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        guard case .applied(let version, _) = created.results.first?.outcome else { Issue.record("\(created)"); return }
+        #expect(try await server.archiveProject(TestServer.projectA, by: "test operator"))
+        #expect(try await !server.archiveProject(TestServer.projectA, by: "test operator"), "already archived: nothing changed")
+        await #expect(throws: ServerError.self) { try await server.archiveProject(UUID(), by: "test operator") }
+
+        // A member's create and update, on either instance: refused with why; the project's records still pull.
+        for instance in [first] + (second.map { [$0] } ?? []) {
+            let member = instance.transport(token: TestServer.aliceToken)
+            let refused = try await member.push(PushRequest(mutations: [
+                Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)),
+                Sample.update(.issue, id: issue, baseVersion: version, fields: ["title": .text("Cracked lintel")]),
+            ]))
+            for result in refused.results {
+                guard case .rejected(let reason) = result.outcome else { Issue.record("\(result.outcome)"); continue }
+                #expect(reason.code == .projectArchived, "\(reason)")
+            }
+            let pulled = try await member.pull(PullRequest(cursor: nil, limit: 1000)).changes
+            #expect(pulled.contains { $0.recordID == issue && $0.fields["title"] == .text("Cracked sill") })
+        }
+        // Someone who is not a member learns nothing of it: refused as before, never `project_archived`.
+        let bob = first.transport(token: TestServer.bobToken)
+        let stranger = try await bob.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        guard case .rejected(let reason)? = stranger.results.first?.outcome else { Issue.record("\(stranger)"); return }
+        #expect(reason.code != .projectArchived)
+        // Another project goes on.
+        let elsewhere = try await bob.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))]))
+        guard case .applied = elsewhere.results.first?.outcome else { Issue.record("\(elsewhere)"); return }
+        // Brought back, the update goes through.
+        #expect(try await server.archiveProject(TestServer.projectA, archived: false, by: "test operator"))
+        let again = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: issue, baseVersion: version, fields: ["title": .text("Cracked lintel")]),
+        ]))
+        guard case .applied = again.results.first?.outcome else { Issue.record("\(again)"); return }
+        let log = try await server.adminLog(limit: 10).filter { $0.actor == "test operator" }.map(\.action)
+        #expect(log == ["archive-project", "archive-project", "unarchive-project"])
+    }
+
     @Test("A project the operator creates is pulled by the members added to it; creating it again changes nothing and says so", arguments: Backend.available)
     func theOperatorCreatesAProject(_ backend: Backend) async throws {
         let first = try await TestServer.start(backend)

@@ -606,6 +606,22 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Seed
 
+    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+        let logger = self.logger
+        return try await write { connection in
+            let statement: PostgresQuery =
+                archived
+                ? """
+                INSERT INTO archived_projects (project_id, archived_at) VALUES (\(project.storageText), \(now.milliseconds))
+                ON CONFLICT (project_id) DO NOTHING RETURNING project_id
+                """
+                : "DELETE FROM archived_projects WHERE project_id = \(project.storageText) RETURNING project_id"
+            var changed = false
+            for try await _ in try await connection.query(statement, logger: logger).decode(String.self) { changed = true }
+            return changed
+        }
+    }
+
     func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
         let logger = self.logger
         return try await write { connection in

@@ -99,6 +99,8 @@ struct PushSnapshot: Sendable {
     var access = ProjectAccess()
     /// Of `PushBatch.projects`, those with at least one member.
     var projectsWithMembers: Set<UUID> = []
+    /// Of the caller's projects, those an operator archived: they take no more changes.
+    var archivedProjects: Set<UUID> = []
     /// The caller's display name, for the member record that makes them the owner of a project they create.
     var callerName = ""
 

@@ -192,6 +192,12 @@ final class SQLiteStorage: ServerStorage {
             }
         }
         snapshot.access = try Access.access(of: batch.caller, in: db)
+        for chunk in chunks(snapshot.access.projects.map(\.storageText)) {
+            let archived = try String.fetchAll(
+                db, sql: "SELECT project_id FROM archived_projects WHERE project_id IN (\(placeholders(chunk.count)))",
+                arguments: StatementArguments(chunk))
+            snapshot.archivedProjects.formUnion(archived.compactMap(UUID.init(hyphenatedText:)))
+        }
         snapshot.callerName = try String.fetchOne(
             db, sql: "SELECT name FROM users WHERE id = ?", arguments: [batch.caller.userID.storageText]) ?? ""
         for chunk in chunks(batch.projects.map(\.storageText)) {
@@ -676,6 +682,19 @@ final class SQLiteStorage: ServerStorage {
             }
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             return plan.change
+        }
+    }
+
+    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+        try await write { db in
+            if archived {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO archived_projects (project_id, archived_at) VALUES (?, ?)",
+                    arguments: [project.storageText, now.milliseconds])
+            } else {
+                try db.execute(sql: "DELETE FROM archived_projects WHERE project_id = ?", arguments: [project.storageText])
+            }
+            return db.changesCount > 0
         }
     }
 
