@@ -1,5 +1,6 @@
 @testable import OutpostServer
 import Foundation
+import GRDB
 import OutpostFieldServiceTesting
 import OutpostSync
 import OutpostTesting
@@ -47,6 +48,44 @@ struct MetricsTests {
         #expect(byName["outpost_bundle_downloads_streaming"]?.type == "gauge")
         #expect(byName["outpost_received_bytes"]?.type == "counter")
         #expect(byName["outpost_sent_bytes"]?.type == "counter")
+        #expect(byName["outpost_database_connections_in_use"]?.type == "gauge")
+        #expect(byName["outpost_database_lock_wait_seconds"]?.type == "histogram")
         await server.stop()
+    }
+
+    @Test("A push stuck behind another writer shows as in progress for its project, and its wait for the lock is timed")
+    func aStuckPushIsSeen() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        // Another process's write transaction on the server's file (a second connection locks as one would).
+        let other = try DatabaseQueue(path: server.databasePath)
+        let held = Task {
+            try await other.write { db in
+                try db.execute(sql: "UPDATE tokens SET expires_at = expires_at")
+                Thread.sleep(forTimeInterval: 3)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let alice = server.transport(token: TestServer.aliceToken)
+        let push = Task {
+            try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        }
+        func scrape() async throws -> [String: PrometheusText.Family] {
+            let text = String(decoding: try await server.send("GET", "/metrics", versions: false).body, as: UTF8.self)
+            return Dictionary(try await PrometheusText.families(in: text).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        let gauge = #"outpost_pushes_in_progress{project="\#(TestServer.projectA.storageText)"}"#
+        var waiting: Double?
+        for _ in 0..<40 where waiting != 1 {
+            try await Task.sleep(for: .milliseconds(50))
+            waiting = try await scrape()["outpost_pushes_in_progress"]?.samples[gauge]
+        }
+        #expect(waiting == 1, "the push waiting for the lock is counted for its project")
+        try await held.value
+        _ = try await push.value
+        let after = try await scrape()
+        #expect(after["outpost_pushes_in_progress"]?.samples[gauge] == 0)
+        let lockWaits = try #require(after["outpost_database_lock_wait_seconds"])
+        #expect((lockWaits.samples["outpost_database_lock_wait_seconds_sum"] ?? 0) >= 1, "the push waited most of the 3 s: \(lockWaits.samples)")
     }
 }

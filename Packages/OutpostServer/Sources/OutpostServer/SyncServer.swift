@@ -20,7 +20,7 @@ public struct SyncServer: Sendable {
     /// When each token's last use was noted here (`IssuedToken.lastUsedAt`).
     private let tokenUses = TokenUseNotes()
     let media: MediaStore
-    private let metrics = ServerMetrics()
+    private let metrics: ServerMetrics
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
     /// A device downloads one bundle at a time; two leave room for a retry while the first winds down.
@@ -33,6 +33,8 @@ public struct SyncServer: Sendable {
     private let rateLimiter: RequestRateLimiter?
     /// The connections held open now, against `configuration.maximumConnections`.
     let openConnections: OpenConnections
+    /// The database work under way, for `/metrics`.
+    let activity: DatabaseActivity
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
@@ -70,6 +72,9 @@ public struct SyncServer: Sendable {
         var logger = logger ?? Logger(label: "outpost.server")
         if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
         self.logger = logger
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        let activity = DatabaseActivity { metrics.time("outpost_database_lock_wait_seconds", [], $0) }
         let storage: any ServerStorage =
             if let url = configuration.postgresURL {
                 try PostgresStorage(
@@ -77,14 +82,15 @@ public struct SyncServer: Sendable {
                     maximumMediaBytes: configuration.maximumMediaBytes,
                     waits: .init(lockSeconds: configuration.databaseLockWaitSeconds,
                                  idleTransactionSeconds: configuration.idleTransactionSeconds),
-                    logger: logger)
+                    logger: logger, activity: activity)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
-                    maximumMediaBytes: configuration.maximumMediaBytes)
+                    maximumMediaBytes: configuration.maximumMediaBytes, activity: activity)
             }
         self.storage = storage
+        self.activity = activity
         self.media = try MediaStore(
             directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes,
             quotas: MediaQuotas(
@@ -340,6 +346,10 @@ public struct SyncServer: Sendable {
             metrics.set("outpost_connection_limit", server.configuration.maximumConnections)
             metrics.set("outpost_bundle_downloads_streaming", server.bundleGate.streaming)
             metrics.set("outpost_bundle_download_limit", server.bundleGate.limit)
+            metrics.set("outpost_database_connections_in_use", server.activity.connectionsInUse)
+            for (project, pushes) in server.activity.pushesByProject {
+                metrics.set("outpost_pushes_in_progress", pushes, [("project", project.storageText)])
+            }
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text)))
