@@ -306,8 +306,10 @@ public struct SyncServer: Sendable {
                     status: 413, .payloadTooLarge,
                     "chunks are limited to \(server.configuration.maximumChunkBytes) bytes")
             }
-            guard let digest = request.headers[Header.mediaDigest] else {
-                throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) is required")
+            guard let digest = request.headers[Header.mediaDigest], digest.utf8.count == 64,
+                digest.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+            else {
+                throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) is required: the file's SHA-256, 64 lowercase hex digits")
             }
             var request = request
             let data = try await request.data(limit: server.configuration.maximumChunkBytes, allowingGzip: false)
@@ -453,7 +455,9 @@ public struct SyncServer: Sendable {
 
     /// `/pull`: the page's JSON as it goes out (gzip-compressed when `gzip` and large enough).
     package func pull(_ pull: PullRequest, by caller: Caller, gzip: Bool) async throws(ServerError) -> JSONBody {
-        guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
+        // The API document's range: above it the number is refused rather than capped, as any value
+        // outside a documented range is (the cap, maximumPullLimit, applies within it).
+        guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
         let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
         let answer = try await Self.pull(
