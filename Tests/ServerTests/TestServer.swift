@@ -256,3 +256,49 @@ func sha256Hex(_ data: Data) -> String {
 func wireJSON(_ value: some Encodable) throws -> Data {
     try WireCoding.encoder().encode(value)
 }
+
+/// Another process's write transaction on a server's SQLite file (a second connection locks as one
+/// would), taken and held on a thread of its own until `release()`. Waiting for it never blocks a task:
+/// a test that waited on a semaphore held one of the two cooperative threads a 2-core machine has, and
+/// two such tests at once left none to run the task that takes the lock.
+final class HeldWriteLock: @unchecked Sendable {
+    // @unchecked: `state` is only touched under `lock`; the thread owns the queue.
+    private let lock = NSLock()
+    private var state: (held: Bool, done: Bool, failure: (any Error)?) = (false, false, nil)
+    private let released = DispatchSemaphore(value: 0)
+
+    init(path: String) {
+        let thread = Thread { [self] in
+            do {
+                let queue = try DatabaseQueue(path: path)
+                try queue.write { db in
+                    try db.execute(sql: "UPDATE tokens SET expires_at = expires_at")
+                    lock.withLock { state.held = true }
+                    _ = released.wait(timeout: .now() + 120)
+                }
+                try queue.close()
+            } catch {
+                lock.withLock { state.failure = error }
+            }
+            lock.withLock { state.done = true }
+        }
+        thread.start()
+    }
+
+    /// Returns once the lock is held (or taking it failed).
+    func waitUntilHeld() async throws {
+        while true {
+            let (held, done, failure) = lock.withLock { (state.held, state.done, state.failure) }
+            if let failure { throw failure }
+            if held || done { return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Lets the lock go and returns once the transaction has ended.
+    func release() async throws {
+        released.signal()
+        while !lock.withLock({ state.done }) { try await Task.sleep(for: .milliseconds(5)) }
+        if let failure = lock.withLock({ state.failure }) { throw failure }
+    }
+}

@@ -83,6 +83,27 @@ struct ServerCommandTests {
         #expect(tokens.status == 0 && tokenRows.count == 2, "\(tokens.output)\(tokens.errorOutput)")
         #expect(tokenRows.allSatisfy { !$0.hasSuffix("—") }, "both were used: \(tokens.output)")
         #expect(!tokens.output.contains(fresh), "a listing never shows a token")
+        // A project the operator creates, with her as its member: her token downloads its bundle. Created
+        // again, it is refused, naming the project, and nothing changes.
+        let created = try await Outpost.run(["admin", "create-project", "--db", database, "--name", "Birch Lane", "--address", "4 Birch Lane"])
+        let newProject = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(created.status == 0 && UUID(uuidString: newProject) != nil, "\(created.output)\(created.errorOutput)")
+        #expect(try await request("GET", "/projects/\(newProject)/bundle", token: fresh).0 == 404, "not hers yet")
+        let joined = try await Outpost.run(["admin", "add-member", "--db", database, "--project", newProject, "--user", user, "--name", "Alice"])
+        #expect(joined.status == 0, "\(joined.errorOutput)")
+        #expect(try await request("GET", "/projects/\(newProject)/bundle", token: fresh).0 == 200)
+        let again = try await Outpost.run(["admin", "create-project", "--db", database, "--name", "Other", "--id", newProject])
+        #expect(again.status != 0 && again.errorOutput.contains("exists"), "\(again.output)\(again.errorOutput)")
+        // Archived, it says so (and again, that nothing changed); brought back, likewise; an unknown one is refused.
+        let archived = try await Outpost.run(["admin", "archive-project", "--db", database, "--project", newProject])
+        #expect(archived.status == 0 && archived.output.contains("archived"), "\(archived.output)\(archived.errorOutput)")
+        let twice = try await Outpost.run(["admin", "archive-project", "--db", database, "--project", newProject])
+        #expect(twice.status == 0 && twice.output.contains("nothing changed"), "\(twice.output)\(twice.errorOutput)")
+        #expect(try await request("GET", "/projects/\(newProject)/bundle", token: fresh).0 == 200, "its members still download it")
+        let back = try await Outpost.run(["admin", "archive-project", "--db", database, "--project", newProject, "--undo"])
+        #expect(back.status == 0 && back.output.contains("brought back"), "\(back.output)\(back.errorOutput)")
+        let unknown = try await Outpost.run(["admin", "archive-project", "--db", database, "--project", UUID().uuidString])
+        #expect(unknown.status != 0 && unknown.errorOutput.contains("no project"), "\(unknown.output)\(unknown.errorOutput)")
         let removed = try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
         #expect(removed.status == 0, "\(removed.errorOutput)")
         // Every admin action is in the log, in order, with who ran it.

@@ -26,7 +26,7 @@ enum AccessScenario {
     static let scenario = Scenario(
         name: "access",
         summary: "random admin actions (add, remove, re-add, role changes, member-record edits and deletes, seed restarts, "
-            + "token issue and revoke) between every caller's pulls, pushes, bundles and uploads on two instances "
+            + "token issue and revoke, archiving) between every caller's pulls, pushes, bundles and uploads on two instances "
             + "(odd seeds SQLite, even PostgreSQL), each answer checked against the role table",
         quickSeeds: 2, fullSeeds: 20
     ) { seed, quick in await run(seed: seed, quick: quick) }
@@ -232,6 +232,12 @@ private final class AccessRun {
             let revoked = try await instance.revokeToken(tokens[index].token)
             if revoked != tokens[index].live { mismatch(.diverged, "revoke answered \(revoked)") }
             tokens[index].live = false
+        case 93..<97:
+            let project = random.pick(table.projects), archive = random.chance(0.6)
+            action = "\(archive ? "archive-project" : "unarchive-project"): \(name(project))"
+            let expected = table.setArchived(project, archive)
+            let changed = try await instance.archiveProject(project, archived: archive)
+            if changed != expected { mismatch(.diverged, "\(archive ? "archive" : "unarchive") answered \(changed), not \(expected)") }
         case 87..<93:
             let user = random.pick(Self.users)
             action = "revoke-tokens: every token of \(name(user))"
@@ -292,7 +298,10 @@ private final class AccessRun {
                 "projectID": .uuid(project), "userID": .uuid(user), "name": .text(name(user)), "email": .text(""),
                 "role": .text(role.rawValue),
             ])], token: token)
-            guard answer.first == .allowed else { return mismatch(.diverged, "the office's member record was answered \(answer)") }
+            guard answer.first == table.inArchive(.allowed, in: project) else {
+                return mismatch(.diverged, "the office's member record was answered \(answer)")
+            }
+            guard answer.first == .allowed else { return }
             table.create(id, naming: user, as: role, in: project)
             names[id] = .pushed(id: id)
             projectOf[id] = project
@@ -311,7 +320,10 @@ private final class AccessRun {
                 let answer = try await push([PushMutation(
                     idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: id, baseVersion: version,
                     deletion: clock())], token: token)
-                guard answer.first == .allowed else { return mismatch(.diverged, "the office's delete was answered \(answer)") }
+                guard answer.first == table.inArchive(.allowed, in: project) else {
+                    return mismatch(.diverged, "the office's delete was answered \(answer)")
+                }
+                guard answer.first == .allowed else { return }
                 table.delete(recordName, in: project)
             } else {
                 let role = random.pick(RoleTable.order)
@@ -320,7 +332,10 @@ private final class AccessRun {
                 let answer = try await push([PushMutation(
                     idempotencyKey: UUID(), entity: .member, operation: .update, recordID: id, baseVersion: version,
                     fields: ["role": .text(role.rawValue)], clocks: ["role": stamp])], token: token)
-                guard answer.first == .allowed else { return mismatch(.diverged, "the office's role change was answered \(answer)") }
+                guard answer.first == table.inArchive(.allowed, in: project) else {
+                    return mismatch(.diverged, "the office's role change was answered \(answer)")
+                }
+                guard answer.first == .allowed else { return }
                 table.setRole(of: recordName, in: project, to: role)
             }
         }
@@ -427,10 +442,14 @@ private final class AccessRun {
         // A project of theirs, another's, or none at all.
         let project = random.chance(0.1) ? Self.nowhere : random.pick(table.projects)
         let role = table.role(of: user, in: project)
-        func expected(writing entity: EntityType) -> AccessAnswer {
+        // By role alone; `table.inArchive` then says what an archived project answers instead.
+        func byRole(writing entity: EntityType) -> AccessAnswer {
             guard token.live else { return .unauthorized }
             guard let role else { return .hidden }
             return RoleTable.writes(entity, as: role) ? .allowed : .forbidden
+        }
+        func expected(writing entity: EntityType) -> AccessAnswer {
+            table.inArchive(byRole(writing: entity), in: project)
         }
         switch random.below(9) {
         case 0:
@@ -452,12 +471,13 @@ private final class AccessRun {
                 return try await probe(user: user, token: token, instance: instance)
             }
             let (author, authorName) = (picked.key, picked.value)
-            var want = expected(writing: .dailyLog)
+            var want = byRole(writing: .dailyLog)
             if want == .allowed, let role, !table.isOwn(authorName, of: user, in: project),
                 !RoleTable.writesForOthers(.dailyLog, as: role)
             {
                 want = .forbidden
             }
+            want = table.inArchive(want, in: project)
             let id = random.uuid()
             let answer = try await push([create(.dailyLog, id: id, fields: [
                 "projectID": .uuid(project), "authorID": .uuid(author), "day": .text("2026-11-28"), "notes": .text("poured"),
@@ -475,10 +495,11 @@ private final class AccessRun {
             let log = logs[index]
             let role = table.role(of: user, in: log.project)
             let own = names[log.author].map { table.isOwn($0, of: user, in: log.project) } ?? false
-            let want: AccessAnswer =
-                if !token.live { .unauthorized }
-                else if let role { RoleTable.writes(.dailyLog, as: role) && (own || RoleTable.deletesOthers(as: role)) ? .allowed : .forbidden }
-                else { .hidden }
+            let want: AccessAnswer = table.inArchive(
+                !token.live ? .unauthorized
+                    : role.map { RoleTable.writes(.dailyLog, as: $0) && (own || RoleTable.deletesOthers(as: $0)) ? .allowed : .forbidden }
+                    ?? .hidden,
+                in: log.project)
             let answer = try await push([PushMutation(
                 idempotencyKey: UUID(), entity: .dailyLog, operation: .delete, recordID: log.id, baseVersion: 1, deletion: clock())],
                 token: token.token, instance: instance)
@@ -579,6 +600,7 @@ private final class AccessRun {
                 case .conflict: return .allowed
                 case .rejected(let reason) where reason.code == .forbidden: return .forbidden
                 case .rejected(let reason) where reason.code == .notFound: return .hidden
+                case .rejected(let reason) where reason.code == .projectArchived: return .archived
                 case .rejected(let reason): throw ReliabilityError("a push was rejected: \(reason.code): \(reason.message)")
                 case .duplicate: throw ReliabilityError("a fresh idempotency key was answered duplicate")
                 }

@@ -15,6 +15,7 @@ import OutpostServer
 /// all but members; foreman and crew all but money (discounts, finance options, fees) and members; a
 /// viewer nothing. An authored record names the writer's own member record, except that the office
 /// writes for anyone and a foreman records time for his crew; only its author or the office deletes it.
+/// A project the office archived takes no write at all, the office's included; reads go on.
 struct RoleTable {
     /// A member record: whom it names, with which role, and whether it is still live.
     struct MemberRecord: Hashable {
@@ -38,6 +39,8 @@ struct RoleTable {
     private(set) var projects: [UUID] = []
     private(set) var memberships: Set<Membership> = []
     private(set) var records: [UUID: [RecordName: MemberRecord]] = [:]
+    /// Projects the office archived: a write its role and authorship allow is refused `project_archived`.
+    private(set) var archived: Set<UUID> = []
 
     /// Strongest first.
     static let order: [Member.Role] = [.owner, .projectManager, .estimator, .foreman, .crew, .viewer]
@@ -141,6 +144,17 @@ struct RoleTable {
         records[project, default: [:]][.pushed(id: id)] = MemberRecord(user: user, role: role, live: true)
     }
 
+    /// `archive-project` (`on`) or `archive-project --undo`: whether that changed anything.
+    mutating func setArchived(_ project: UUID, _ on: Bool) -> Bool {
+        on ? archived.insert(project).inserted : archived.remove(project) != nil
+    }
+
+    /// What a write the role and authorship rules answer `answer` gets in `project`: refused as archived
+    /// when it would have been done there and the project is archived (only a member learns that).
+    func inArchive(_ answer: AccessAnswer, in project: UUID) -> AccessAnswer {
+        answer == .allowed && archived.contains(project) ? .archived : answer
+    }
+
     /// A device created a project: its creator is its member and owner.
     mutating func createProject(_ project: UUID, by user: UUID) {
         projects.append(project)
@@ -162,6 +176,8 @@ enum AccessAnswer: String, Sendable, Hashable, Codable, Comparable, CaseIterable
     case hidden
     /// 403 or `forbidden`: the caller may see it, but not do this.
     case forbidden
+    /// `project_archived`: the caller may write it, but the office archived its project.
+    case archived
     /// Done (a push's `applied`, or a `conflict` on a version that moved on: the caller may write it).
     case allowed
 

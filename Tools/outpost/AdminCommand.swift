@@ -10,9 +10,9 @@ import OutpostServer
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
-        abstract: "Add, remove and list members, issue, revoke and list tokens, read the admin log, back up a SQLite server, on a server's database.",
+        abstract: "Create and archive projects, add, remove and list members, issue, revoke and list tokens, read the admin log, back up a SQLite server, on a server's database.",
         subcommands: [
-            AddMember.self, RemoveMember.self, Members.self, IssueToken.self, RevokeToken.self, Tokens.self, Log.self, Backup.self,
+            CreateProject.self, ArchiveProject.self, AddMember.self, RemoveMember.self, Members.self, IssueToken.self, RevokeToken.self, Tokens.self, Log.self, Backup.self,
         ])
 
     /// Who the admin log says did it: this command, and the account it ran as.
@@ -43,6 +43,54 @@ struct AdminCommand: AsyncParsableCommand {
             } catch {
                 throw CommandFailure("\(error)")
             }
+        }
+    }
+
+    struct CreateProject: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "create-project",
+            abstract: "Create a project (then add its members with add-member); prints its id.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The project's name.") var name: String
+        @Option(help: "Its address.") var address: String?
+        @Option(help: "Its id (a UUID); a new one when omitted.") var id: String?
+
+        func run() async throws {
+            let server = try target.server()
+            guard let project = id.map({ UUID(uuidString: $0) }) ?? UUID.timeOrdered() else { throw CommandFailure("--id takes a UUID") }
+            let created: Bool
+            do {
+                created = try await server.createProject(.init(id: project, name: name, address: address), by: AdminCommand.actor)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            // Never a success printed for a project the server already had: its record is not changed.
+            guard created else { throw CommandFailure("project \(project.uuidString.lowercased()) exists; nothing changed") }
+            print(project.uuidString.lowercased())
+        }
+    }
+
+    struct ArchiveProject: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "archive-project",
+            abstract: "Archive a project: it takes no more changes (its members still pull it); --undo brings it back.")
+
+        @OptionGroup var target: Target
+        @Option(help: "The project's id.") var project: String
+        @Flag(help: "Bring an archived project back.") var undo = false
+
+        func run() async throws {
+            let server = try target.server()
+            guard let project = UUID(uuidString: project) else { throw CommandFailure("--project takes a UUID") }
+            let changed: Bool
+            do {
+                changed = try await server.archiveProject(project, archived: !undo, by: AdminCommand.actor)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            let id = project.uuidString.lowercased()
+            print(changed ? "project \(id): \(undo ? "brought back" : "archived")" : "project \(id) already was \(undo ? "not archived" : "archived"); nothing changed")
         }
     }
 

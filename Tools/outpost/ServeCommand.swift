@@ -86,7 +86,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Requests a token may make per minute on this instance, bursts included; past it a request gets 429 with Retry-After. No limit when absent.")
     var requestsPerMinute: Int?
 
-    @Option(help: "The most connections held open at once.")
+    @Option(help: "The most connections held open at once; a new one past it displaces the one idle longest.")
     var maxConnections: Int = 1_024
 
     @Option(help: "A PEM certificate chain: with --tls-key, the server speaks HTTPS only.")

@@ -91,6 +91,43 @@ extension SyncServer {
     }
 
     /// Appends what an operator did to the admin log.
+    /// Creates `project` (its record, which the devices of the members added to it then pull) when this
+    /// server has no project with its id. Returns false when one exists, changed or deleted since: nothing
+    /// changes then (a project's name is changed on a device, as any edit is). `actor` names who did it in
+    /// the admin log. A project created here has no members until `addMember` adds them.
+    @discardableResult
+    public func createProject(_ project: ServerSeed.Project, by actor: String = "operator") async throws(ServerError) -> Bool {
+        try await storage.prepare()
+        let exists = try await storage.record(ServedSchema.current.scope, id: project.id) != nil
+        if !exists {
+            // An operator's addition: loaded whatever was seeded before, and skipped inside its transaction
+            // by an instance that created the same project first.
+            var addition = ServerSeed(projects: [project])
+            addition.extendsServer = true
+            try await storage.load(addition, now: Timestamp.now())
+        }
+        try await log("create-project", by: actor, "project \(project.id.storageText) (\(project.name)): \(exists ? "exists, unchanged" : "created")")
+        return !exists
+    }
+
+    /// Archives `project` (`archived`, the default) or brings it back. An archived project takes no more
+    /// changes from the next push on, on every instance: each mutation into it is refused
+    /// `project_archived` (to its members only; to anyone else it stays as unseen as before), and the
+    /// device keeps the change, shown as refused. Its members still pull it and download its bundle.
+    /// Returns false when it already was so; a project this server does not have is `not_found`.
+    @discardableResult
+    public func archiveProject(_ project: UUID, archived: Bool = true, by actor: String = "operator") async throws(ServerError) -> Bool {
+        try await storage.prepare()
+        guard try await storage.record(ServedSchema.current.scope, id: project) != nil else {
+            throw ServerError.notFound("no project \(project.storageText) on this server")
+        }
+        let changed = try await storage.setArchived(project, archived, now: Timestamp.now())
+        try await log(
+            archived ? "archive-project" : "unarchive-project", by: actor,
+            "project \(project.storageText): \(changed ? (archived ? "archived" : "brought back") : "unchanged")")
+        return changed
+    }
+
     func log(_ action: String, by actor: String, _ details: String) async throws(ServerError) {
         try await storage.appendAdminLog(at: Timestamp.now(), actor: actor, action: action, details: details)
     }

@@ -2,43 +2,93 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
 
-/// How many connections the server holds open, shared by every connection's `ConnectionGuard`.
+/// The connections the server holds open, shared by every connection's `ConnectionGuard`, and which of
+/// them are idle: connected with no request under way (none sent yet, a head still trickling in, or
+/// between requests on a kept-alive connection).
+///
+/// At `maximum`, a new connection takes the place of the one idle longest, and is refused only when every
+/// connection has a request under way. Refusing new connections at the limit let 1,030 connections that
+/// sent nothing lock every client, probes included, out for the whole idle timeout (TLS alike): a
+/// connection costs its holder nothing until it sends a request, so it holds its place only while it has
+/// one under way.
 final class OpenConnections: Sendable {
-    private let count = NIOLockedValueBox(0)
+    private struct State {
+        var open: Set<Int> = []
+        /// Idle connections, with when each became idle (a sequence number: smaller is longer ago).
+        var idle: [Int: (since: Int, channel: any Channel)] = [:]
+        var next = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
     let maximum: Int
 
     init(maximum: Int) {
         self.maximum = maximum
     }
 
-    /// Counts one more connection; false (and not counted) when the server already holds `maximum`.
-    func admit() -> Bool {
-        count.withLockedValue { open in
-            guard open < maximum else { return false }
-            open += 1
-            return true
+    /// Counts `channel` in, idle, and returns its number; nil (and not counted) when the server already
+    /// holds `maximum` and none of them is idle. The connection it displaces is closed.
+    func admit(_ channel: any Channel) -> Int? {
+        let (admitted, displaced): (Int?, (any Channel)?) = state.withLockedValue { state in
+            var displaced: (any Channel)?
+            if state.open.count >= maximum {
+                guard let oldest = state.idle.min(by: { $0.value.since < $1.value.since }) else { return (nil, nil) }
+                state.idle[oldest.key] = nil
+                state.open.remove(oldest.key)
+                displaced = oldest.value.channel
+            }
+            let number = state.next
+            state.next += 1
+            state.open.insert(number)
+            state.idle[number] = (state.next, channel)
+            return (number, displaced)
+        }
+        displaced?.close(promise: nil)
+        return admitted
+    }
+
+    /// Connection `number` has a request under way: it keeps its place.
+    func busy(_ number: Int) {
+        state.withLockedValue { _ = $0.idle.removeValue(forKey: number) }
+    }
+
+    /// Connection `number` has answered everything it was asked; a newcomer may take its place.
+    func idle(_ number: Int, _ channel: any Channel) {
+        state.withLockedValue { state in
+            // A connection displaced meanwhile is no longer counted; it must not come back.
+            guard state.open.contains(number) else { return }
+            state.next += 1
+            state.idle[number] = (state.next, channel)
         }
     }
 
-    func release() {
-        count.withLockedValue { $0 -= 1 }
+    func release(_ number: Int) {
+        state.withLockedValue { state in
+            state.open.remove(number)
+            state.idle[number] = nil
+        }
     }
 
-    var current: Int { count.withLockedValue { $0 } }
+    var current: Int { state.withLockedValue { $0.open.count } }
+    /// How many open connections have no request under way.
+    var idleCount: Int { state.withLockedValue { $0.idle.count } }
 }
 
 /// Bounds what one connection may cost the server, beside Hummingbird's idle timeout (which closes a
 /// connection that sends no complete request head in time, slow header trickles included): a
-/// connection past `OpenConnections.maximum` is closed at once; one whose client stops reading an
+/// connection past `OpenConnections.maximum` displaces the one idle longest, or is closed at once when
+/// every connection has a request under way; one whose client stops reading an
 /// answer (a stalled bundle download: the socket stays unwritable) is closed after `stalledWrite`; and
 /// one whose request body arrives slower than `minimumBodyRate` on average, once `bodyGrace` has
 /// passed since its head, is closed too: a valid token sending a million-byte body one byte a second
 /// on every connection the server allows locked every other client out. A stalled reader also held a
 /// read transaction open and kept the SQLite WAL from being checkpointed (309 MB after 10,000
 /// pushes); closing it lets the next checkpoint run.
-final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
 
     /// The slowest average a request body may arrive at, once `bodyGrace` has passed.
     static let minimumBodyRate = 1_024
@@ -47,7 +97,10 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
 
     private let connections: OpenConnections
     private let stalledWrite: TimeAmount
-    private var admitted = false
+    /// This connection's number in `connections`; nil when it was not admitted.
+    private var number: Int?
+    /// Requests received and not yet answered to their end (a client may send the next one early).
+    private var unanswered = 0
     private var stallTimer: Scheduled<Void>?
     private var bodyCheck: RepeatedTask?
     private var bodyStarted: NIODeadline?
@@ -59,8 +112,8 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        admitted = connections.admit()
-        if !admitted { context.close(promise: nil) }
+        number = connections.admit(context.channel)
+        if number == nil { context.close(promise: nil) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -68,15 +121,17 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
         stallTimer = nil
         bodyCheck?.cancel()
         bodyCheck = nil
-        if admitted {
-            connections.release()
-            admitted = false
+        if let number {
+            connections.release(number)
+            self.number = nil
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
+            unanswered += 1
+            if let number { connections.busy(number) }
             bodyStarted = .now()
             bodyBytes = 0
             if bodyCheck == nil {
@@ -93,6 +148,23 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
             bodyStarted = nil
         }
         context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .end = unwrapOutboundIn(data), let number else {
+            context.write(data, promise: promise)
+            return
+        }
+        // Idle once the answer's end is written, not merely queued: a connection displaced while its
+        // answer waits in the buffer would lose the answer.
+        let written = promise ?? context.eventLoop.makePromise()
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = context.channel, connections = self.connections
+        written.futureResult.whenSuccess {
+            handler.value.unanswered -= 1
+            if handler.value.unanswered == 0 { connections.idle(number, channel) }
+        }
+        context.write(data, promise: written)
     }
 
     /// Whether the request body under way has arrived slower than `minimumBodyRate` past `bodyGrace`.

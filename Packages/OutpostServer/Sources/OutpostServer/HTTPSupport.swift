@@ -8,20 +8,27 @@ import OutpostWire
 /// Every route the server answers and the methods it has (`addRoutes` registers them; a test holds both to
 /// `schemas/sync-api.yaml`): what a 405's `Allow` lists. A `{name}` segment stands for any one segment.
 enum Routes {
-    static let all: [(path: [Substring], methods: [HTTPRequest.Method])] = [
+    /// One route: its path as the API document writes it, and its methods.
+    struct Route {
+        let path: String
+        let segments: [Substring]
+        let methods: [HTTPRequest.Method]
+    }
+
+    static let all: [Route] = [
         ("/health", [.get]), ("/livez", [.get]), ("/readyz", [.get]), ("/push", [.post]), ("/pull", [.post]),
         ("/media/{attachmentID}/upload", [.get, .put]), ("/projects/{projectID}/bundle", [.get]), ("/metrics", [.get]),
-    ].map { ($0.split(separator: "/"), $1) }
+    ].map { Route(path: $0, segments: $0.split(separator: "/"), methods: $1) }
 
-    /// The methods of the route `path` names; nil for a path no route has.
-    static func methods(forPath path: String) -> [HTTPRequest.Method]? {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+    /// The route `path` reaches; nil for a path no route has. Empty segments are dropped, as Hummingbird's
+    /// router drops them: `//push` and `/pull/` reach the push and pull routes, so they must meet the same
+    /// method and version checks (matching them as written let `POST /pull/` skip the version check).
+    static func route(forPath path: String) -> Route? {
+        let segments = path.split(separator: "/")
         return all.first { route in
-            route.path.count == segments.count
-                && zip(route.path, segments).allSatisfy { pattern, segment in
-                    pattern.hasPrefix("{") ? !segment.isEmpty : pattern == segment
-                }
-        }?.methods
+            route.segments.count == segments.count
+                && zip(route.segments, segments).allSatisfy { pattern, segment in pattern.hasPrefix("{") || pattern == segment }
+        }
     }
 }
 
@@ -81,20 +88,20 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
             // A known route asked with a method it does not have: 405 naming the ones it has, before
             // anything else is checked (a probe's TRACE carries no protocol headers).
             // A path no route has is the router's 404, whatever the headers.
-            if let allowed = Routes.methods(forPath: request.uri.path) {
-                guard allowed.contains(request.method) else {
+            if let route = Routes.route(forPath: request.uri.path) {
+                guard route.methods.contains(request.method) else {
                     throw ServerError(
                         status: 405, .methodNotAllowed,
-                        "\(request.uri.path) answers \(allowed.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
+                        "\(route.path) answers \(route.methods.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
                 }
                 // Metrics and probes are read by tools that speak no sync protocol.
-                if !Self.unversionedPaths.contains(request.uri.path) { try checkVersions(request) }
+                if !Self.unversionedPaths.contains(route.path) { try checkVersions(request) }
             }
             response = try await RequestAttribution.$current.withValue(attribution) { try await next(request, context) }
         } catch {
             response = Self.errorResponse(error, logger: context.logger)
-            if response.status.code == 405, let allowed = Routes.methods(forPath: request.uri.path) {
-                response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
+            if response.status.code == 405, let route = Routes.route(forPath: request.uri.path) {
+                response.headers[.allow] = route.methods.map(\.rawValue).joined(separator: ", ")
             }
         }
         response.headers[Header.protocolVersion] = String(SyncProtocol.version)
@@ -107,7 +114,7 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         context.logger.info(
             "request",
             metadata: [
-                "method": .string(request.method.rawValue), "path": .string(request.uri.path),
+                "method": .string(request.method.rawValue), "path": .string(Self.loggedPath(request.uri.path)),
                 "status": .stringConvertible(response.status.code),
                 "ms": .stringConvertible(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)),
             ].merging(attribution.metadata) { first, _ in first })
@@ -117,6 +124,12 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         if let length = request.headers[.contentLength].flatMap(Int.init) { metrics.add("outpost_received_bytes_total", length, [("route", route)]) }
         if let length = response.body.contentLength { metrics.add("outpost_sent_bytes_total", length, [("route", route)]) }
         return response
+    }
+
+    /// A path as a log line carries it: a client picks the path, so its length is bounded here (an
+    /// 80 KB path made an 80 KB line per request); every real route's path fits.
+    static func loggedPath(_ path: String) -> String {
+        path.utf8.count <= 256 ? path : String(decoding: path.utf8.prefix(256), as: UTF8.self) + "…"
     }
 
     /// Paths answered without the protocol headers.
@@ -140,12 +153,13 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
     /// `GET /media/{id}/upload` as `GET /media`: bounded labels, no ids in metrics. A method outside
     /// HTTP's standard ones is `OTHER`: a client may send any token as a method, and each new label
     /// would otherwise grow every scrape and the registry for good.
+    /// The metrics label of a request: its route's first segment and its method, or `OTHER` for a method
+    /// the route does not have, so the label set stays bounded (routes × their methods) whatever methods
+    /// and paths clients make up.
     private static func routeLabel(_ request: Request) -> String {
-        let first = request.uri.path.split(separator: "/").first.map(String.init) ?? ""
-        let known = ["health", "livez", "readyz", "push", "pull", "media", "projects", "metrics"]
-        let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
-        let method = methods.contains(request.method.rawValue) ? request.method.rawValue : "OTHER"
-        return "\(method) /\(known.contains(first) ? first : "other")"
+        guard let route = Routes.route(forPath: request.uri.path) else { return "OTHER /other" }
+        let method = route.methods.contains(request.method) ? request.method.rawValue : "OTHER"
+        return "\(method) /\(route.segments.first ?? "")"
     }
 
     static func errorResponse(_ error: any Error, logger: Logger) -> Response {

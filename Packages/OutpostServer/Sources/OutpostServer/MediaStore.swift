@@ -315,20 +315,29 @@ package struct ContentRange: Sendable, Hashable {
     var length: Int64
     var total: Int64
 
+    /// Reads the header in two steps, as the API document splits them: text outside its pattern
+    /// (`bytes <1–18 digits>-<1–18 digits>/<1–18 digits>`, or `bytes */<digits>`) is a bad request (400);
+    /// a range of that form whose bounds do not fit (last before first, past the total, `*` for a file
+    /// that has bytes) is a chunk that cannot go where the file stands: 409 `range_mismatch`, as a chunk
+    /// at the wrong offset is.
     init(header: String) throws(ServerError) {
         let invalid = ServerError.badRequest("Content-Range must be 'bytes first-last/total' or 'bytes */total'")
+        func number(_ digits: Substring) -> Int64? {
+            guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+            return Int64(digits)
+        }
         guard header.hasPrefix("bytes ") else { throw invalid }
         let parts = header.dropFirst(6).split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, let total = Int64(parts[1]), total >= 0 else { throw invalid }
+        guard parts.count == 2, let total = number(parts[1]) else { throw invalid }
+        let unfit = ServerError(status: 409, .rangeMismatch, "Content-Range \(header) does not fit a file of \(total) bytes")
         if parts[0] == "*" {
-            guard total == 0 else { throw invalid }
+            guard total == 0 else { throw unfit }
             self.init(first: 0, length: 0, total: 0)
             return
         }
         let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first,
-            last < total
-        else { throw invalid }
+        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]) else { throw invalid }
+        guard last >= first, last < total else { throw unfit }
         self.init(first: first, length: last - first + 1, total: total)
     }
 

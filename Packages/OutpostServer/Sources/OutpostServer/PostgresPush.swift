@@ -63,6 +63,14 @@ extension PostgresStorage {
             }
         }
         snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
+        if !snapshot.access.projects.isEmpty {
+            for try await project in try await connection.query(
+                "SELECT project_id FROM archived_projects WHERE project_id = ANY(\(snapshot.access.projects.map(\.storageText)))",
+                logger: logger
+            ).decode(String.self) {
+                if let id = UUID(uuidString: project) { snapshot.archivedProjects.insert(id) }
+            }
+        }
         for try await name in try await connection.query(
             "SELECT name FROM users WHERE id = \(batch.caller.userID.storageText)", logger: logger
         ).decode(String.self) { snapshot.callerName = name }

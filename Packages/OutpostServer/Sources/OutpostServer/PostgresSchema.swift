@@ -24,6 +24,7 @@ enum PostgresSchema {
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
+        MigrationStep(version: 9, name: "archived projects", sql: version9),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -314,6 +315,14 @@ enum PostgresSchema {
             actor TEXT NOT NULL,
             action TEXT NOT NULL,
             details TEXT NOT NULL
+        );
+        """
+
+    /// As `ServerSchema.version9`: the projects an operator archived.
+    private static let version9 = """
+        CREATE TABLE archived_projects (
+            project_id TEXT PRIMARY KEY,
+            archived_at BIGINT NOT NULL
         );
         """
 }

@@ -28,6 +28,8 @@ final class PostgresStorage: ServerStorage {
     private let runTask: Task<Void, Never>
     private let readiness = Readiness()
     private let logger: Logger
+    /// What `/metrics` reports of this database's work.
+    let activity: DatabaseActivity
     private let waits: Waits
 
     /// The advisory lock every write transaction holds until it commits (see the type's comment).
@@ -59,8 +61,9 @@ final class PostgresStorage: ServerStorage {
     /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
     init(
         url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max,
-        waits: Waits = Waits(), logger: Logger
+        waits: Waits = Waits(), logger: Logger, activity: DatabaseActivity = DatabaseActivity()
     ) throws(ServerError) {
+        self.activity = activity
         self.policy = policy
         self.waits = waits
         self.maximumMediaBytes = maximumMediaBytes
@@ -122,10 +125,14 @@ final class PostgresStorage: ServerStorage {
     /// stopped answering (both left a request unanswered for good, and SIGTERM waiting on it).
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
         try await prepare()
-        let client = self.client, seconds = waits.operationSeconds
+        let client = self.client, seconds = waits.operationSeconds, activity = self.activity
         do {
             return try await Deadline.run(seconds: seconds) {
-                try await client.withConnection { connection in try await body(connection) }
+                try await client.withConnection { connection in
+                    activity.connectionTaken()
+                    defer { activity.connectionReturned() }
+                    return try await body(connection)
+                }
             }
         } catch let error as Deadline.TimedOut {
             throw ServerError(
@@ -138,12 +145,14 @@ final class PostgresStorage: ServerStorage {
 
     /// A write transaction, serialized with every other writer of the database by the advisory lock.
     func write<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(ServerError) -> T {
-        let logger = self.logger
+        let logger = self.logger, activity = self.activity
         return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in
+                let asked = ContinuousClock.now
                 // Read to the end: a query's error (here the lock wait running out) reaches the caller
                 // only with its rows, and unread it surfaced as the next statement's "transaction aborted".
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", logger: logger).collect()
+                activity.lockWaited(ContinuousClock.now - asked)
                 return try await body(connection)
             }
         }
@@ -253,6 +262,9 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
+        let named = batch.namedProjects
+        activity.push(into: named, begun: true)
+        defer { activity.push(into: named, begun: false) }
         return try await write { connection in
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
             let plan = try rules.plan(batch, snapshot: snapshot)
@@ -605,6 +617,22 @@ final class PostgresStorage: ServerStorage {
     }
 
     // MARK: - Seed
+
+    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+        let logger = self.logger
+        return try await write { connection in
+            let statement: PostgresQuery =
+                archived
+                ? """
+                INSERT INTO archived_projects (project_id, archived_at) VALUES (\(project.storageText), \(now.milliseconds))
+                ON CONFLICT (project_id) DO NOTHING RETURNING project_id
+                """
+                : "DELETE FROM archived_projects WHERE project_id = \(project.storageText) RETURNING project_id"
+            var changed = false
+            for try await _ in try await connection.query(statement, logger: logger).decode(String.self) { changed = true }
+            return changed
+        }
+    }
 
     func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
         let logger = self.logger

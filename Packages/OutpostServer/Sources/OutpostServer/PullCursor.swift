@@ -35,26 +35,34 @@ struct PullCursor: Hashable, Sendable {
     }
 
     /// Reads a cursor's text; a cursor this server never wrote is a bad request.
+    /// Exactly the form the API document's pattern gives (and this server writes): a position is 1 to 18
+    /// digits, no sign; an entry is a UUID, with `=position` or without; no empty entry. Text the pattern
+    /// refuses is refused here too, and text it admits is read (`Int64("+5")` took a sign the document
+    /// does not have, and a 19-digit number overflowed).
     init(text: String) throws(ServerError) {
         let unknown = ServerError.badRequest("unknown cursor")
+        func position(_ digits: Substring) -> Int64? {
+            guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+            return Int64(digits)
+        }
         guard let colon = text.firstIndex(of: ":") else {
-            guard let base = Int64(text), base >= 0 else { throw unknown }
+            guard let base = position(text[...]) else { throw unknown }
             self.init(base: base, projects: nil)
             return
         }
-        guard let base = Int64(text[..<colon]), base >= 0 else { throw unknown }
+        guard let base = position(text[..<colon]) else { throw unknown }
         var projects: [UUID: Int64] = [:]
-        let entries = text[text.index(after: colon)...].split(separator: ",")
+        let rest = text[text.index(after: colon)...]
+        let entries = rest.isEmpty ? [] : rest.split(separator: ",", omittingEmptySubsequences: false)
         // Ours name only the caller's projects; a forged one naming 200,000 cost 3.8 s a pull.
         // (The bound was 10,000 at first, and then a member of 10,001 projects was handed a cursor
         // this server refused.)
         guard entries.count <= Self.maximumProjects else { throw unknown }
         for entry in entries {
             let parts = entry.split(separator: "=", omittingEmptySubsequences: false)
-            guard parts.count <= 2, let id = UUID(uuidString: String(parts[0])) else { throw unknown }
-            let position = parts.count == 2 ? Int64(parts[1]) : base
-            guard let position, position >= 0 else { throw unknown }
-            projects[id] = position
+            guard parts.count <= 2, parts[0].count == 36, let id = UUID(uuidString: String(parts[0])) else { throw unknown }
+            guard let at = parts.count == 2 ? position(parts[1]) : base else { throw unknown }
+            projects[id] = at
         }
         self.init(base: base, projects: projects)
     }

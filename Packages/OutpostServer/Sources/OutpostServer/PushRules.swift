@@ -150,6 +150,12 @@ struct PushRules: Sendable {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
         }
+        // After the access checks: only a member learns that a project is archived.
+        if let project, snapshot.archivedProjects.contains(project) {
+            throw ServerError(
+                status: 409, .projectArchived,
+                "project \(project.storageText) is archived: it takes no more changes; the office can bring it back")
+        }
 
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, snapshot: &snapshot, plan: &plan) }

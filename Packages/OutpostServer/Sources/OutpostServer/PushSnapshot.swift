@@ -58,6 +58,21 @@ struct PushBatch: Sendable {
     /// Project ids the batch creates or changes (round 1: which of them have members at all).
     var projects: Set<UUID> { Set(mutations.lazy.filter { $0.entity == ServedSchema.current.scope }.map(\.recordID)) }
 
+    /// The projects the batch names itself, before anything is read: its project records, and the scope
+    /// references in its records' fields. For the pushes-in-progress gauge, which counts a push while
+    /// it waits for the writers' lock, so it cannot look the rest up (an update naming no project).
+    var namedProjects: Set<UUID> {
+        let schema = ServedSchema.current
+        var named = Set<UUID>()
+        for mutation in mutations {
+            if mutation.entity == schema.scope { named.insert(mutation.recordID) }
+            for parent in EntityCatalog.schema.entity(mutation.entity)?.parents ?? [] where parent.entity == schema.scope {
+                if case .uuid(let project)? = mutation.fields[parent.field] { named.insert(project) }
+            }
+        }
+        return named
+    }
+
     /// The records the batch refers to, given the targets as stored (round 2: summaries of those that
     /// exist, for client ids and for server ids alike). Includes the targets' stored parents and the
     /// opportunity a project names, which a project may adopt.
@@ -99,6 +114,8 @@ struct PushSnapshot: Sendable {
     var access = ProjectAccess()
     /// Of `PushBatch.projects`, those with at least one member.
     var projectsWithMembers: Set<UUID> = []
+    /// Of the caller's projects, those an operator archived: they take no more changes.
+    var archivedProjects: Set<UUID> = []
     /// The caller's display name, for the member record that makes them the owner of a project they create.
     var callerName = ""
 

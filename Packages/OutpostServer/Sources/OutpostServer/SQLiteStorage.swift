@@ -13,6 +13,8 @@ final class SQLiteStorage: ServerStorage {
     let path: String
     private let pool: DatabasePool
     private let rules: PushRules
+    /// What `/metrics` reports of this database's work.
+    let activity: DatabaseActivity
 
     /// The page size of a new database file, in bytes.
     static let pageSize = 8192
@@ -21,9 +23,10 @@ final class SQLiteStorage: ServerStorage {
     /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
     init(
         path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true,
-        maximumMediaBytes: Int64 = .max
+        maximumMediaBytes: Int64 = .max, activity: DatabaseActivity = DatabaseActivity()
     ) throws(ServerError) {
         self.path = path
+        self.activity = activity
         self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (OutpostMigrator's README, `SQLiteProcessSettings`).
@@ -88,8 +91,15 @@ final class SQLiteStorage: ServerStorage {
 
     /// Runs `body` in a write transaction, turning anything but a `ServerError` into `databaseFailure`.
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(ServerError) -> T {
+        let activity = self.activity, asked = ContinuousClock.now
         do {
-            return try await pool.write(body)
+            // The closure starts once this connection is SQLite's writer: the wait before it is the lock wait.
+            return try await pool.write { db in
+                activity.lockWaited(ContinuousClock.now - asked)
+                activity.connectionTaken()
+                defer { activity.connectionReturned() }
+                return try body(db)
+            }
         } catch let error as ServerError {
             throw error
         } catch {
@@ -98,8 +108,13 @@ final class SQLiteStorage: ServerStorage {
     }
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(ServerError) -> T {
+        let activity = self.activity
         do {
-            return try await pool.read(body)
+            return try await pool.read { db in
+                activity.connectionTaken()
+                defer { activity.connectionReturned() }
+                return try body(db)
+            }
         } catch let error as ServerError {
             throw error
         } catch {
@@ -134,6 +149,9 @@ final class SQLiteStorage: ServerStorage {
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let rules = self.rules
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
+        let named = batch.namedProjects
+        activity.push(into: named, begun: true)
+        defer { activity.push(into: named, begun: false) }
         return try await write { db in
             let snapshot = try Self.loadSnapshot(for: batch, in: db)
             let plan = try rules.plan(batch, snapshot: snapshot)
@@ -192,6 +210,12 @@ final class SQLiteStorage: ServerStorage {
             }
         }
         snapshot.access = try Access.access(of: batch.caller, in: db)
+        for chunk in chunks(snapshot.access.projects.map(\.storageText)) {
+            let archived = try String.fetchAll(
+                db, sql: "SELECT project_id FROM archived_projects WHERE project_id IN (\(placeholders(chunk.count)))",
+                arguments: StatementArguments(chunk))
+            snapshot.archivedProjects.formUnion(archived.compactMap(UUID.init(hyphenatedText:)))
+        }
         snapshot.callerName = try String.fetchOne(
             db, sql: "SELECT name FROM users WHERE id = ?", arguments: [batch.caller.userID.storageText]) ?? ""
         for chunk in chunks(batch.projects.map(\.storageText)) {
@@ -676,6 +700,19 @@ final class SQLiteStorage: ServerStorage {
             }
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             return plan.change
+        }
+    }
+
+    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+        try await write { db in
+            if archived {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO archived_projects (project_id, archived_at) VALUES (?, ?)",
+                    arguments: [project.storageText, now.milliseconds])
+            } else {
+                try db.execute(sql: "DELETE FROM archived_projects WHERE project_id = ?", arguments: [project.storageText])
+            }
+            return db.changesCount > 0
         }
     }
 

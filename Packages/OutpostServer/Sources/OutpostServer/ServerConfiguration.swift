@@ -65,7 +65,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var idleTimeoutSeconds: Int
     /// Seconds a client may leave an answer unread (the socket full) before its connection is closed.
     public var stalledWriteSeconds: Int
-    /// The most connections held open at once; more are closed as they arrive.
+    /// The most connections held open at once. A new one past it takes the place of the connection idle
+    /// longest (no request under way); when every connection has a request under way, it is closed.
     public var maximumConnections: Int
     /// Requests a token may make per minute on this instance, bursts included; past it a request is
     /// answered 429 `rate_limited` with `Retry-After`. Nil for no limit.

@@ -38,9 +38,9 @@ final class ServerMetrics: Sendable {
             duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
-    /// Sets the gauge `name` to `value`.
-    func set(_ name: String, _ value: Int) {
-        Meter(label: name, dimensions: [], factory: factory).set(Double(value))
+    /// Sets the gauge `name` with `labels` to `value`.
+    func set(_ name: String, _ value: Int, _ labels: [(String, String)] = []) {
+        Meter(label: name, dimensions: labels, factory: factory).set(Double(value))
     }
 
     /// Every metric in Prometheus' text exposition format.

@@ -15,6 +15,7 @@ enum ServerSchema {
         MigrationStep(version: 6, name: "a finished upload is a change of the history", sql: version6),
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
+        MigrationStep(version: 9, name: "archived projects", sql: version9),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -152,6 +153,15 @@ enum ServerSchema {
             actor TEXT NOT NULL,
             action TEXT NOT NULL,
             details TEXT NOT NULL
+        );
+        """
+
+    /// The projects an operator archived (`SyncServer.archiveProject`): they take no more changes, and
+    /// their members still pull them.
+    static let version9 = """
+        CREATE TABLE archived_projects (
+            project_id TEXT PRIMARY KEY,
+            archived_at INTEGER NOT NULL
         );
         """
 }

@@ -93,6 +93,11 @@ protocol ServerStorage: Sendable {
     /// memberships went (0 or 1).
     func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int
 
+    /// Archives `project` (`archived`) or brings it back: from the next push on, on every instance (each
+    /// push reads it under the writers' lock), its records take no more changes. Whether that changed
+    /// anything.
+    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool
+
     /// Deletes tokens: the one with `digest`, or every token of `user`. Each request reads its token,
     /// so the next one with a deleted token is answered 401 on every instance. Returns how many went.
     func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int

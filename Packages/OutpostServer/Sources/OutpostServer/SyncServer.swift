@@ -20,7 +20,7 @@ public struct SyncServer: Sendable {
     /// When each token's last use was noted here (`IssuedToken.lastUsedAt`).
     private let tokenUses = TokenUseNotes()
     let media: MediaStore
-    private let metrics = ServerMetrics()
+    private let metrics: ServerMetrics
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
     static let maximumConcurrentBundles = 8
     /// A device downloads one bundle at a time; two leave room for a retry while the first winds down.
@@ -33,6 +33,8 @@ public struct SyncServer: Sendable {
     private let rateLimiter: RequestRateLimiter?
     /// The connections held open now, against `configuration.maximumConnections`.
     let openConnections: OpenConnections
+    /// The database work under way, for `/metrics`.
+    let activity: DatabaseActivity
     private let logger: Logger
 
     /// Opens (creating and migrating) the SQLite file, or starts the PostgreSQL connection pool, and the
@@ -70,6 +72,9 @@ public struct SyncServer: Sendable {
         var logger = logger ?? Logger(label: "outpost.server")
         if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
         self.logger = logger
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        let activity = DatabaseActivity { metrics.time("outpost_database_lock_wait_seconds", [], $0) }
         let storage: any ServerStorage =
             if let url = configuration.postgresURL {
                 try PostgresStorage(
@@ -77,14 +82,15 @@ public struct SyncServer: Sendable {
                     maximumMediaBytes: configuration.maximumMediaBytes,
                     waits: .init(lockSeconds: configuration.databaseLockWaitSeconds,
                                  idleTransactionSeconds: configuration.idleTransactionSeconds),
-                    logger: logger)
+                    logger: logger, activity: activity)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
-                    maximumMediaBytes: configuration.maximumMediaBytes)
+                    maximumMediaBytes: configuration.maximumMediaBytes, activity: activity)
             }
         self.storage = storage
+        self.activity = activity
         self.media = try MediaStore(
             directory: configuration.mediaDirectory, storage: storage, maximumFileBytes: configuration.maximumMediaBytes,
             quotas: MediaQuotas(
@@ -300,8 +306,10 @@ public struct SyncServer: Sendable {
                     status: 413, .payloadTooLarge,
                     "chunks are limited to \(server.configuration.maximumChunkBytes) bytes")
             }
-            guard let digest = request.headers[Header.mediaDigest] else {
-                throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) is required")
+            guard let digest = request.headers[Header.mediaDigest], digest.utf8.count == 64,
+                digest.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+            else {
+                throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) is required: the file's SHA-256, 64 lowercase hex digits")
             }
             var request = request
             let data = try await request.data(limit: server.configuration.maximumChunkBytes, allowingGzip: false)
@@ -340,6 +348,10 @@ public struct SyncServer: Sendable {
             metrics.set("outpost_connection_limit", server.configuration.maximumConnections)
             metrics.set("outpost_bundle_downloads_streaming", server.bundleGate.streaming)
             metrics.set("outpost_bundle_download_limit", server.bundleGate.limit)
+            metrics.set("outpost_database_connections_in_use", server.activity.connectionsInUse)
+            for (project, pushes) in server.activity.pushesByProject {
+                metrics.set("outpost_pushes_in_progress", pushes, [("project", project.storageText)])
+            }
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text)))
@@ -359,11 +371,16 @@ public struct SyncServer: Sendable {
         guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
         }
-        // Its last use, at most once a minute per instance; a failure to note it fails no request.
+        // Its last use, at most once a minute per instance, written off the request's path: the write waits
+        // for the database's writer (behind a push, or another process's write lock for the whole busy
+        // timeout), and a request that writes nothing must not wait with it. A failure fails no request.
         let now = Timestamp.now()
         if tokenUses.shouldNote(digest, now: now) {
-            do { try await storage.noteTokenUse(digest: digest, now: now) } catch {
-                logger.warning("a token's last use was not noted", metadata: ["error": .string("\(error)")])
+            let storage = self.storage, logger = self.logger
+            Task {
+                do { try await storage.noteTokenUse(digest: digest, now: now) } catch {
+                    logger.warning("a token's last use was not noted", metadata: ["error": .string("\(error)")])
+                }
             }
         }
         // Counted once the token is known: a stranger's guesses fill no bucket.
@@ -438,7 +455,9 @@ public struct SyncServer: Sendable {
 
     /// `/pull`: the page's JSON as it goes out (gzip-compressed when `gzip` and large enough).
     package func pull(_ pull: PullRequest, by caller: Caller, gzip: Bool) async throws(ServerError) -> JSONBody {
-        guard pull.limit >= 1 else { throw ServerError.badRequest("limit must be at least 1") }
+        // The API document's range: above it the number is refused rather than capped, as any value
+        // outside a documented range is (the cap, maximumPullLimit, applies within it).
+        guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
         let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
         let answer = try await Self.pull(

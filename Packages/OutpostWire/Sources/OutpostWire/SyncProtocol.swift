@@ -16,7 +16,7 @@ public enum SyncProtocol {
     /// back and the bundles that carry them (the server's "0", no change yet, is its own case).
     public static func checkpointParts(_ text: String) -> (sequence: Int64, mark: String)? {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let first = parts[0].first, first != "0",
+        guard parts.count == 2, parts[0].count <= 18, let first = parts[0].first, first != "0",
             parts[0].allSatisfy({ ("0"..."9").contains($0) }), let sequence = Int64(parts[0]), parts[1].count == 16,
             parts[1].allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) })
         else { return nil }
