@@ -19,6 +19,9 @@ let package = Package(
         .package(path: "../OutpostStore"),
         .package(path: "../OutpostWire"),
         .package(path: "../OutpostServer"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
         .target(
@@ -28,6 +31,12 @@ let package = Package(
                 .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
+                // The device's HTTP client: streams answers and bounds their inflation as they arrive.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
             ]
         ),
         .testTarget(
@@ -43,6 +52,7 @@ let package = Package(
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostServerTesting", package: "OutpostServer"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
     ]

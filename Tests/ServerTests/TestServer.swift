@@ -1,6 +1,9 @@
 @testable import OutpostServer
+import AsyncHTTPClient
 import Foundation
 import GRDB
+import NIOCore
+import NIOHTTP1
 import OutpostConflicts
 import OutpostFieldService
 import OutpostModels
@@ -8,10 +11,6 @@ import OutpostSchema
 import OutpostSync
 import OutpostWire
 import Testing
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// A real server on 127.0.0.1 (port 0, read back), on a SQLite file in a fresh temp folder or on a
 /// fresh PostgreSQL database of the test cluster, seeded with two projects: Alice belongs to A, Bob to
@@ -171,23 +170,32 @@ final class TestServer: Sendable {
         _ method: String, _ path: String, token: String? = nil, body: Data? = nil,
         headers: [String: String] = [:], versions: Bool = true
     ) async throws -> (status: Int, headers: [String: String], body: Data) {
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
-        request.timeoutInterval = 180
-        request.httpMethod = method
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.method = HTTPMethod(rawValue: method)
         if versions {
-            request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
-            request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
+            request.headers.add(name: "Outpost-Protocol-Version", value: "1")
+            request.headers.add(name: "Outpost-Schema-Version", value: "7")
         }
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) =
-            if let body { try await URLSession.shared.upload(for: request, from: body) }
-            else { try await URLSession.shared.data(for: request) }
-        let http = response as! HTTPURLResponse
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await Self.client.execute(request, timeout: .seconds(180))
+        let data = try await response.body.collect(upTo: 1 << 30)
         var fields: [String: String] = [:]
-        for (key, value) in http.allHeaderFields { fields["\(key)".lowercased()] = "\(value)" }
-        return (http.statusCode, fields, data)
+        for (name, value) in response.headers {
+            let key = name.lowercased()
+            fields[key] = fields[key].map { "\($0), \(value)" } ?? value
+        }
+        return (Int(response.status.code), fields, Data(data.readableBytesView))
     }
+
+    /// The raw requests' client: it inflates a gzip answer as URL loading did, follows no redirect,
+    /// and lives as long as the test process (never shut down, so never torn down under a request).
+    static let client = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: .init(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(180), read: .seconds(180)),
+            decompression: .enabled(limit: .none)))
 }
 
 /// Records and mutations the tests push.

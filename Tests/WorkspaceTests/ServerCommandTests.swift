@@ -1,10 +1,9 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOHTTP1
 import OutpostFieldServiceTesting
 import Testing
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 @Suite("outpost serve", .fieldService)
 struct ServerCommandTests {
@@ -39,14 +38,15 @@ struct ServerCommandTests {
         #expect(line.hasPrefix("listening on http://127.0.0.1:"))
 
         func request(_ method: String, _ path: String, token: String?, body: Data? = nil) async throws -> (Int, Data) {
-            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
-            request.httpMethod = method
-            request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
-            request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
-            if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-            request.httpBody = body
-            let (data, response) = try await URLSession.shared.data(for: request)
-            return ((response as! HTTPURLResponse).statusCode, data)
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+            request.method = HTTPMethod(rawValue: method)
+            request.headers.add(name: "Outpost-Protocol-Version", value: "1")
+            request.headers.add(name: "Outpost-Schema-Version", value: "7")
+            if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+            let data = try await response.body.collect(upTo: 64 << 20)
+            return (Int(response.status.code), Data(data.readableBytesView))
         }
         let (healthStatus, health) = try await request("GET", "/health", token: nil)
         #expect(healthStatus == 200)
@@ -243,14 +243,15 @@ struct ServerCommandTests {
         let line = await ChildProcess.firstLine(of: output)
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "printed: \(line)")
 
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/pull")!)
-        request.httpMethod = "POST"
-        request.setValue("1", forHTTPHeaderField: "Outpost-Protocol-Version")
-        request.setValue("7", forHTTPHeaderField: "Outpost-Schema-Version")
-        request.setValue("Bearer alice-demo-token", forHTTPHeaderField: "Authorization")
-        request.httpBody = Data(#"{"limit": 10}"#.utf8)
-        let (page, response) = try await URLSession.shared.data(for: request)
-        #expect((response as! HTTPURLResponse).statusCode == 200)
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/pull")
+        request.method = .POST
+        request.headers.add(name: "Outpost-Protocol-Version", value: "1")
+        request.headers.add(name: "Outpost-Schema-Version", value: "7")
+        request.headers.add(name: "Authorization", value: "Bearer alice-demo-token")
+        request.body = .bytes(ByteBuffer(string: #"{"limit": 10}"#))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        let page = Data(try await response.body.collect(upTo: 64 << 20).readableBytesView)
+        #expect(response.status == .ok)
         let changes = try #require((try JSONSerialization.jsonObject(with: page) as? [String: Any])?["changes"] as? [[String: Any]])
         #expect(changes.compactMap { $0["entity"] as? String }.sorted() == ["member", "project"])
 

@@ -1,8 +1,7 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
 import OutpostFieldService
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import GRDB
 import Outpost
 import OutpostConflicts
@@ -434,25 +433,37 @@ struct BenchServer {
 
     /// The server's `outpost_bundle_bytes_total`: bundle bytes as they went on the wire, compressed or not.
     func bundleBytesSent() async throws -> Int {
-        let (data, _) = try await URLSession.shared.data(from: baseURL.appendingPathComponent("metrics"))
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: baseURL.appendingPathComponent("metrics").absoluteString), timeout: .seconds(60))
+        let data = Data(try await response.body.collect(upTo: 16 << 20).readableBytesView)
         let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("outpost_bundle_bytes_total ") }
         return line.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0
     }
 
     /// Downloads a project's JSON bundle as a client that does not accept gzip would; returns its size.
     func downloadPlainBundle(project: UUID, token: String, to destination: URL) async throws -> Int {
-        var request = URLRequest(url: baseURL.appendingPathComponent("projects/\(project.uuidString.lowercased())/bundle"))
-        request.setValue(String(SyncProtocol.version), forHTTPHeaderField: SyncProtocol.protocolVersionHeader)
-        request.setValue(String(LocalSchema.latestVersion), forHTTPHeaderField: SyncProtocol.schemaVersionHeader)
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        let (file, response) = try await URLSession.shared.download(for: request)
-        guard (response as? HTTPURLResponse)?.statusCode == 200,
-            (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Encoding") == nil
-        else { throw BenchmarkFailure("the plain bundle download failed: \(response)") }
+        var request = HTTPClientRequest(
+            url: baseURL.appendingPathComponent("projects/\(project.uuidString.lowercased())/bundle").absoluteString)
+        request.headers.add(name: SyncProtocol.protocolVersionHeader, value: String(SyncProtocol.version))
+        request.headers.add(name: SyncProtocol.schemaVersionHeader, value: String(LocalSchema.latestVersion))
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Accept-Encoding", value: "identity")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
+        guard response.status == .ok, response.headers.first(name: "Content-Encoding") == nil else {
+            throw BenchmarkFailure("the plain bundle download failed: \(response.status)")
+        }
         try? FileManager.default.removeItem(at: destination)
-        try FileManager.default.moveItem(at: file, to: destination)
-        return (try FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? Int) ?? 0
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil) else {
+            throw BenchmarkFailure("could not create \(destination.path)")
+        }
+        let file = try FileHandle(forWritingTo: destination)
+        defer { try? file.close() }
+        var size = 0
+        for try await part in response.body {
+            size += part.readableBytes
+            try file.write(contentsOf: Data(part.readableBytesView))
+        }
+        return size
     }
 }
 

@@ -9,10 +9,6 @@ import OutpostStore
 import OutpostSync
 import OutpostWire
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// `make demo`: a reference server on 127.0.0.1 with a seeded project, and two crew devices (two local
 /// store files) walked through a field day, in plain words. Every claim it prints is checked; the
 /// process exits non-zero when one does not hold.

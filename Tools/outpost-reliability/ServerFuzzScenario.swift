@@ -1,4 +1,7 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOHTTP1
 import OutpostFieldService
 import OutpostModels
 import OutpostSchema
@@ -7,10 +10,6 @@ import OutpostSync
 import OutpostTesting
 import OutpostWire
 import Synchronization
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Scenario `fuzz-server`: seeded hostile bodies for `POST /push` and `POST /pull` against a real
 /// `outpost serve` child. The bodies are mutations of valid requests a real device sent (captured on
@@ -135,19 +134,19 @@ enum ServerFuzzScenario {
 
     /// Sends one case with the protocol's headers and crew member 0's token; nil when no answer came.
     static func send(_ hostile: Case, to base: String) async -> (Int, Data)? {
-        var request = URLRequest(url: URL(string: "\(base)/\(hostile.route)")!)
-        request.httpMethod = "POST"
-        request.timeoutInterval = hangLimit
-        request.setValue(String(SyncProtocol.version), forHTTPHeaderField: SyncProtocol.protocolVersionHeader)
-        request.setValue(String(LocalSchema.latestVersion), forHTTPHeaderField: SyncProtocol.schemaVersionHeader)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("Bearer \(Crew.token(of: 0))", forHTTPHeaderField: "Authorization")
-        if hostile.gzip { request.setValue("gzip", forHTTPHeaderField: "Content-Encoding") }
-        for (name, value) in hostile.headers { request.setValue(value, forHTTPHeaderField: name) }
+        var request = HTTPClientRequest(url: "\(base)/\(hostile.route)")
+        request.method = .POST
+        request.headers.add(name: SyncProtocol.protocolVersionHeader, value: String(SyncProtocol.version))
+        request.headers.add(name: SyncProtocol.schemaVersionHeader, value: String(LocalSchema.latestVersion))
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Authorization", value: "Bearer \(Crew.token(of: 0))")
+        if hostile.gzip { request.headers.add(name: "Content-Encoding", value: "gzip") }
+        for (name, value) in hostile.headers { request.headers.replaceOrAdd(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(bytes: hostile.body))
         do {
-            let (data, response) = try await URLSession.shared.upload(for: request, from: hostile.body)
-            guard let http = response as? HTTPURLResponse else { return nil }
-            return (http.statusCode, data)
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(Int64(hangLimit)))
+            let data = try await response.body.collect(upTo: 64 << 20)
+            return (Int(response.status.code), Data(data.readableBytesView))
         } catch {
             return nil
         }

@@ -1,12 +1,16 @@
+import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
 import OutpostWire
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
-/// The transport apps use: the protocol of `schemas/sync-api.yaml` over HTTP with `URLSession`.
-/// An actor, so the token can be renewed and the traffic counted while requests are in flight.
+/// The transport apps use: the protocol of `schemas/sync-api.yaml` over HTTP with AsyncHTTPClient,
+/// which streams every answer and inflates gzip while bytes arrive, so a hostile server's answer is
+/// refused at its limit rather than held whole first (Linux's URL loading buffered and inflated whole
+/// bodies, and crashed the process when a request was cancelled at the wrong moment). An actor, so the
+/// token can be renewed and the traffic counted while requests are in flight.
 public actor HTTPTransport: SyncTransport {
     /// Where the server is and how long to wait for it.
     public struct Configuration: Sendable {
@@ -14,7 +18,8 @@ public actor HTTPTransport: SyncTransport {
         public var baseURL: URL
         /// The client's local schema version, sent on every request.
         public var schemaVersion: Int
-        /// How long a structured request (health, push, pull) may take.
+        /// How long a structured request (health, push, pull) may stay silent, and a quarter of how
+        /// long it may take in all.
         public var requestTimeout: Duration
         /// How long a media chunk or a bundle download may take.
         public var transferTimeout: Duration
@@ -23,10 +28,12 @@ public actor HTTPTransport: SyncTransport {
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
         /// said it reads that form (turned off for the transport's life when the server refuses it).
         public var sharesClocks: Bool
-        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated; a
-        /// larger one is refused before it is decoded. A pull page is about 4 MiB of records; 64 MiB
-        /// leaves room to spare. URL loading still holds the whole answer first (see `send`).
+        /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated. It
+        /// is counted while the answer arrives, so a larger one is cut off there: memory stays within
+        /// it whatever the server sends. A pull page is about 4 MiB of records; 64 MiB leaves room.
         public var maximumResponseBytes: Int = 64 << 20
+        /// The most bytes a downloaded bundle may take once inflated, counted as it is written to disk.
+        public var maximumBundleBytes: Int64 = 8 << 30
         /// Whether plain `http://` may reach a server other than this device (loopback is always
         /// allowed). Off: a token and a crew's records crossing a network unencrypted are refused with
         /// `rejected` before anything is sent; an app turns it on only for a network it trusts.
@@ -48,9 +55,10 @@ public actor HTTPTransport: SyncTransport {
 
     /// The configuration in use.
     public let configuration: Configuration
-    /// Two sessions, because URL loading on Linux applies the session's timeout rather than the request's.
-    private let session: URLSession
-    private let transferSession: URLSession
+    /// Two clients, because the inflation limit and the silence allowed are a client's settings, and
+    /// structured answers and transfers need different ones.
+    private let client: HTTPClient
+    private let transferClient: HTTPClient
     private var token: String?
     private var counts = TransferCounts()
     /// Cleared when a server answers a compressed body with 415, so it is asked only once.
@@ -69,20 +77,36 @@ public actor HTTPTransport: SyncTransport {
         self.configuration = configuration
         self.token = token
         self.compressesRequests = configuration.compressesRequests
-        session = Self.makeSession(timeout: configuration.requestTimeout)
-        transferSession = Self.makeSession(timeout: configuration.transferTimeout)
+        client = Self.makeClient(silence: configuration.requestTimeout, inflatedLimit: configuration.maximumResponseBytes)
+        transferClient = Self.makeClient(
+            silence: configuration.transferTimeout, inflatedLimit: Int(clamping: configuration.maximumBundleBytes))
     }
 
     deinit {
-        session.invalidateAndCancel()
-        transferSession.invalidateAndCancel()
+        // Not awaited: a transport goes away with its last reference, and the clients close their
+        // idle connections in the background.
+        client.shutdown { _ in }
+        transferClient.shutdown { _ in }
     }
 
-    private static func makeSession(timeout: Duration) -> URLSession {
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        sessionConfiguration.timeoutIntervalForRequest = timeoutInterval(timeout)
-        return URLSession(configuration: sessionConfiguration, delegate: SameOriginRedirects(), delegateQueue: nil)
+    /// A client that follows no redirect (a redirect's answer is reported as an error: following one
+    /// to another host would take that host's answer for the server's), waits `silence` between bytes
+    /// (and for a connection, at most 30 s) and inflates gzip answers only up to `inflatedLimit`.
+    private static func makeClient(silence: Duration, inflatedLimit: Int) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: timeAmount(min(silence, .seconds(30))), read: timeAmount(silence)),
+            decompression: .enabled(limit: .size(inflatedLimit)))
+        // A refused or failed connection is reported at once, as a `noConnection` the sync engine's
+        // retry policy backs off from; the client's own retries would hold every request to a server
+        // that is down for the whole connect timeout (a bundle download to a refused port: 300 s).
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     /// Replaces the bearer token (after a 401, say); counters and learned server traits are kept.
@@ -90,36 +114,30 @@ public actor HTTPTransport: SyncTransport {
         self.token = token
     }
 
-    /// Traffic so far (body bytes as on the wire). A bundle counts as the file URL loading wrote: when
-    /// it came compressed, its inflated size, since a streamed body has no `Content-Length` to count by.
+    /// Traffic so far (body bytes as on the wire, by `Content-Length` where the server sent one). A
+    /// bundle counts as written to disk: inflated, since a streamed body has no length to count by.
     public var transferred: TransferCounts { counts }
 
     public func health() async throws(TransportError) -> HealthResponse {
-        try await exchange("GET", "health", body: nil as PushRequest?)
+        try await exchange(.GET, "health", body: nil as PushRequest?)
     }
 
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         let name = "POST /push"
         let sharing = configuration.sharesClocks && serverReadsSharedClock && !sharedClockRefused
             && request.mutations.contains { $0.sharedClock != nil }
-        var (data, response) = try await post(request, sharingClocks: sharing, name: name)
+        var answer = try await post(request, sharingClocks: sharing, name: name)
         // A server that cannot read the form refuses the whole batch as unreadable before applying any
         // of it (the form has no `clocks`, which it requires), so sending it again per field is safe.
         // Only when that copy is read was the form the trouble; then it is not sent again.
-        if sharing, Self.refusesAsUnreadable(data, response) {
-            (data, response) = try await post(request, sharingClocks: false, name: name)
-            if !Self.refusesAsUnreadable(data, response) { sharedClockRefused = true }
+        if sharing, answer.refusedAsUnreadable {
+            answer = try await post(request, sharingClocks: false, name: name)
+            if !answer.refusedAsUnreadable { sharedClockRefused = true }
         }
-        return try decode(data, response, name: name)
+        return try decode(answer, name: name)
     }
 
-    private static func refusesAsUnreadable(_ data: Data, _ response: HTTPURLResponse) -> Bool {
-        response.statusCode == 400 && (try? WireCoding.decoder().decode(ErrorBody.self, from: data))?.code == .invalidRequest
-    }
-
-    private func post(_ request: PushRequest, sharingClocks: Bool, name: String)
-        async throws(TransportError) -> (Data, HTTPURLResponse)
-    {
+    private func post(_ request: PushRequest, sharingClocks: Bool, name: String) async throws(TransportError) -> Answer {
         let payload: Data
         do {
             payload = try request.json(sharingClocks: sharingClocks)
@@ -127,26 +145,27 @@ public actor HTTPTransport: SyncTransport {
             throw TransportError(
                 .rejected, request: name, message: "could not encode the request: \(error)", underlying: error)
         }
-        return try await send("POST", "push", json: payload, name: name)
+        return try await sendCompressing(.POST, "push", json: payload, name: name)
     }
 
     public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
-        try await exchange("POST", "pull", body: request)
+        try await exchange(.POST, "pull", body: request)
     }
 
     public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
-        try await exchange("GET", Self.mediaPath(attachmentID), body: nil as PushRequest?)
+        try await exchange(.GET, Self.mediaPath(attachmentID), body: nil as PushRequest?)
     }
 
     public func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus {
-        let name = "PUT /\(Self.mediaPath(chunk.attachmentID))"
-        var request = makeRequest("PUT", Self.mediaPath(chunk.attachmentID), timeout: configuration.transferTimeout)
-        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-        request.setValue(chunk.contentRange, forHTTPHeaderField: "Content-Range")
-        request.setValue(chunk.sha256, forHTTPHeaderField: SyncProtocol.mediaDigestHeader)
+        let path = Self.mediaPath(chunk.attachmentID)
+        let name = "PUT /\(path)"
+        var request = try makeRequest(.PUT, path, name: name)
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/octet-stream")
+        request.headers.replaceOrAdd(name: "Content-Range", value: chunk.contentRange)
+        request.headers.replaceOrAdd(name: SyncProtocol.mediaDigestHeader, value: chunk.sha256)
         // Media is already compressed (JPEG, AAC): sent as is.
-        let (data, response) = try await send(request, body: chunk.data, name: name, session: transferSession)
-        return try decode(data, response, name: name)
+        let answer = try await send(request, body: chunk.data, name: name, on: transferClient, silence: configuration.transferTimeout)
+        return try decode(answer, name: name)
     }
 
     public func downloadBundle(project: UUID, format: BundleFormat, to destination: URL)
@@ -154,48 +173,53 @@ public actor HTTPTransport: SyncTransport {
     {
         let path = "projects/\(project.uuidString.lowercased())/bundle"
         let name = "GET /\(path)?format=\(format.rawValue)"
-        let request = makeRequest(
-            "GET", path, query: [URLQueryItem(name: "format", value: format.rawValue)],
-            timeout: configuration.transferTimeout)
-        let downloaded: URL
-        let response: URLResponse
-        try checkScheme(name: name)
-        do {
-            (downloaded, response) = try await transferSession.download(for: request)
-        } catch {
-            counts.requests += 1
-            throw Self.classify(error, name: name)
-        }
+        let request = try makeRequest(.GET, path, query: "format=\(format.rawValue)", name: name)
         counts.requests += 1
-        defer { try? FileManager.default.removeItem(at: downloaded) }
-        let size = (try? FileManager.default.attributesOfItem(atPath: downloaded.path)[.size] as? Int64) ?? 0
-        counts.bytesReceived += size
-        guard let http = response as? HTTPURLResponse else {
-            throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
-        }
-        guard (200..<300).contains(http.statusCode) else {
-            throw Self.failure(name: name, response: http, body: (try? Data(contentsOf: downloaded)) ?? Data())
-        }
-        // A bundle comes gzip-compressed (`Accept-Encoding: gzip`), and URL loading inflates it into the
-        // file on Apple platforms and Linux alike; a bundle never starts with gzip's magic bytes otherwise.
-        if let handle = try? FileHandle(forReadingFrom: downloaded) {
-            let start = (try? handle.read(upToCount: 2)) ?? nil
-            try? handle.close()
-            if let start, Gzip.isCompressed(start) {
-                throw TransportError(
-                    .invalidResponse, request: name, status: http.statusCode,
-                    message: "the bundle arrived gzip-compressed and URL loading did not inflate it")
+        // Written beside the destination and moved over it once whole, so a cut-off download never
+        // leaves half a bundle where an import would find it.
+        let partial = destination.deletingLastPathComponent()
+            .appendingPathComponent(".\(destination.lastPathComponent).\(UUID().uuidString).partial")
+        defer { try? FileManager.default.removeItem(at: partial) }
+        let limit = configuration.maximumBundleBytes
+        let errorLimit = configuration.maximumResponseBytes
+        let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
+        do {
+            outcome = try await Self.within(configuration.transferTimeout) { [transferClient, timeout = configuration.transferTimeout] in
+                let response = try await transferClient.execute(request, timeout: Self.timeAmount(timeout))
+                let status = Int(response.status.code)
+                guard (200..<300).contains(status) else {
+                    let body = try await response.body.collect(upTo: errorLimit)
+                    return (status, response.headers, 0, Data(body.readableBytesView))
+                }
+                guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
+                    throw BundleFileError(path: partial.path)
+                }
+                let file = try FileHandle(forWritingTo: partial)
+                defer { try? file.close() }
+                var size: Int64 = 0
+                for try await part in response.body {
+                    size += Int64(part.readableBytes)
+                    guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
+                    try file.write(contentsOf: Data(part.readableBytesView))
+                }
+                return (status, response.headers, size, Data())
             }
+        } catch {
+            throw classify(error, name: name, limit: Int(clamping: limit))
+        }
+        counts.bytesReceived += outcome.size + Int64(outcome.errorBody.count)
+        guard (200..<300).contains(outcome.status) else {
+            throw Self.failure(name: name, status: outcome.status, headers: outcome.headers, body: outcome.errorBody)
         }
         do {
             try? FileManager.default.removeItem(at: destination)
-            try FileManager.default.moveItem(at: downloaded, to: destination)
+            try FileManager.default.moveItem(at: partial, to: destination)
         } catch {
             throw TransportError(
-                .invalidResponse, request: name, status: http.statusCode,
+                .invalidResponse, request: name, status: outcome.status,
                 message: "could not move the bundle to \(destination.path): \(error)", underlying: error)
         }
-        return size
+        return outcome.size
     }
 
     // MARK: - Plumbing
@@ -204,11 +228,23 @@ public actor HTTPTransport: SyncTransport {
         "media/\(attachmentID.uuidString.lowercased())/upload"
     }
 
+    /// An answer read whole, within `maximumResponseBytes`.
+    private struct Answer: Sendable {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data
+
+        /// A 400 `invalid_request`: the server could not read the request at all.
+        var refusedAsUnreadable: Bool {
+            status == 400 && (try? WireCoding.decoder().decode(ErrorBody.self, from: body))?.code == .invalidRequest
+        }
+    }
+
     /// Sends `body` as JSON (if any) and decodes the answer as `Response`.
     private func exchange<Body: Encodable, Response: Decodable>(
-        _ method: String, _ path: String, body: Body?
+        _ method: HTTPMethod, _ path: String, body: Body?
     ) async throws(TransportError) -> Response {
-        let name = "\(method) /\(path)"
+        let name = "\(method.rawValue) /\(path)"
         var payload: Data?
         if let body {
             do {
@@ -218,133 +254,121 @@ public actor HTTPTransport: SyncTransport {
                     .rejected, request: name, message: "could not encode the request: \(error)", underlying: error)
             }
         }
-        let (data, response) = try await send(method, path, json: payload, name: name)
-        return try decode(data, response, name: name)
+        let answer = try await sendCompressing(method, path, json: payload, name: name)
+        return try decode(answer, name: name)
     }
 
-    /// Sends `payload` (if any) as a JSON body, compressed when large.
-    private func send(_ method: String, _ path: String, json payload: Data?, name: String)
-        async throws(TransportError) -> (Data, HTTPURLResponse)
+    /// Sends `payload` (if any) as a JSON body, gzip-compressing a large one unless the server has
+    /// refused that before; a 415 to a compressed body switches compression off and sends it once
+    /// more, plain.
+    private func sendCompressing(_ method: HTTPMethod, _ path: String, json payload: Data?, name: String)
+        async throws(TransportError) -> Answer
     {
-        var request = makeRequest(method, path, timeout: configuration.requestTimeout)
-        if payload != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
-        return try await sendCompressing(request, body: payload, name: name)
-    }
-
-    /// Sends the request, gzip-compressing a large body unless the server has refused that before;
-    /// a 415 to a compressed body switches compression off and sends the body once more, plain.
-    private func sendCompressing(_ request: URLRequest, body: Data?, name: String)
-        async throws(TransportError) -> (Data, HTTPURLResponse)
-    {
-        guard let body, compressesRequests, body.count > SyncProtocol.compressionThreshold else {
-            return try await send(request, body: body, name: name)
+        var request = try makeRequest(method, path, name: name)
+        if payload != nil { request.headers.replaceOrAdd(name: "Content-Type", value: "application/json") }
+        guard let payload, compressesRequests, payload.count > SyncProtocol.compressionThreshold else {
+            return try await send(request, body: payload, name: name)
         }
         var compressed = request
-        compressed.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
-        let (data, response) = try await send(compressed, body: Gzip.compress(body), name: name)
-        guard response.statusCode == 415 else { return (data, response) }
+        compressed.headers.replaceOrAdd(name: "Content-Encoding", value: "gzip")
+        let answer = try await send(compressed, body: Gzip.compress(payload), name: name)
+        guard answer.status == 415 else { return answer }
         compressesRequests = false
-        return try await send(request, body: body, name: name)
+        return try await send(request, body: payload, name: name)
     }
 
-    private func send(_ request: URLRequest, body: Data?, name: String, session: URLSession? = nil)
-        async throws(TransportError) -> (Data, HTTPURLResponse)
-    {
-        try checkScheme(name: name)
-        let session = session ?? self.session
-        let data: Data
-        let response: URLResponse
+    private func send(
+        _ request: HTTPClientRequest, body: Data?, name: String, on client: HTTPClient? = nil, silence: Duration? = nil
+    ) async throws(TransportError) -> Answer {
+        let client = client ?? self.client
+        let silence = silence ?? configuration.requestTimeout
+        var request = request
         counts.requests += 1
-        // URL loading inflates a gzip answer before handing it over, whole: a hostile server's 2.3 MB
-        // answer inflating to 512 MB still takes that much memory here (see `maximumResponseBytes`).
-        // Bounding it as it arrives was tried three ways on Linux's URL loading: a data delegate and
-        // a completion handler both crashed outpost-demo with a corrupted heap, and a download to a
-        // file filled the disk with an endless answer (a task's byte count stays 0 there) and left a
-        // temporary file behind for every failed request. An answer past the limit is at least
-        // refused before it is decoded, which would take several times its size again.
-        if let body { counts.bytesSent += Int64(body.count) }
-        // URL loading's timeout is for a silence between bytes: a server dripping a byte every few
-        // seconds held a sync for good. A whole exchange may take four times that, and at least the
-        // transfer timeout: a full 4 MiB pull page must still arrive over a 15 KB/s field connection
-        // (at 120 s, one over 30 KB/s timed out on every try).
-        let deadline = max(Duration.seconds(request.timeoutInterval * 4), configuration.transferTimeout)
+        if let body {
+            request.body = .bytes(ByteBuffer(bytes: body))
+            counts.bytesSent += Int64(body.count)
+        }
+        // The client's read timeout is for a silence between bytes: a server dripping a byte every few
+        // seconds would hold a sync for good. A whole exchange may take four times that, and at least
+        // the transfer timeout: a full 4 MiB pull page must still arrive over a 15 KB/s field
+        // connection (at 120 s, one over 30 KB/s timed out on every try).
+        let deadline = max(silence * 4, configuration.transferTimeout)
+        let limit = configuration.maximumResponseBytes
+        let answer: Answer
         do {
-            (data, response) = try await Self.within(deadline) {
-                if let body { return try await session.upload(for: request, from: body) }
-                return try await session.data(for: request)
+            answer = try await Self.within(deadline) { [request] in
+                let response = try await client.execute(request, timeout: Self.timeAmount(deadline))
+                // Counted while it arrives, inflated: a body past the limit is cut off there.
+                let body = try await response.body.collect(upTo: limit)
+                return Answer(status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView))
             }
         } catch {
-            throw Self.classify(error, name: name)
+            throw classify(error, name: name, limit: limit)
         }
-        guard let http = response as? HTTPURLResponse else {
-            throw TransportError(.invalidResponse, request: name, message: "not an HTTP response")
-        }
-        guard data.count <= configuration.maximumResponseBytes else {
-            throw TransportError(
-                .invalidResponse, request: name, status: http.statusCode,
-                message: "the answer is larger than \(configuration.maximumResponseBytes) bytes (\(data.count)); it was not read")
-        }
-        if let accepted = http.value(forHTTPHeaderField: SyncProtocol.acceptsHeader),
-            accepted.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm })
-        {
+        let accepted = answer.headers[canonicalForm: SyncProtocol.acceptsHeader]
+        if accepted.contains(where: { $0.trimmingCharacters(in: .whitespaces) == SyncProtocol.sharedClockForm }) {
             serverReadsSharedClock = true
         }
-        if let text = http.value(forHTTPHeaderField: SyncProtocol.conflictPolicyHeader) {
+        if let text = answer.headers.first(name: SyncProtocol.conflictPolicyHeader) {
             serverConflictPolicyText = text
         }
-        // Count the body as it crossed the wire: its Content-Length when URL loading decompressed it.
-        let wireLength = http.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
-        counts.bytesReceived += wireLength ?? Int64(data.count)
-        // URL loading decodes gzip on its own on Apple platforms and Linux; this catches one that did not.
-        if http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() == "gzip", Gzip.isCompressed(data) {
-            guard case .complete(let plain) = Gzip.inflate(data, limit: configuration.maximumResponseBytes) else {
-                throw TransportError(
-                    .invalidResponse, request: name, status: http.statusCode, message: "corrupt gzip body")
-            }
-            return (plain, http)
-        }
-        return (data, http)
+        // Count the body as it crossed the wire: its Content-Length when it came compressed.
+        let wireLength = answer.headers.first(name: "Content-Length").flatMap { Int64($0) }
+        counts.bytesReceived += wireLength ?? Int64(answer.body.count)
+        return answer
     }
 
-    /// `exchange`'s result, or `URLError(.timedOut)` once `deadline` passes. The exchange is cancelled
-    /// then, and the caller gets its answer whether or not URL loading lets go of it at once: under
-    /// load, Linux's URL loading finished a cancelled exchange's dripping answer 90 s later. A
-    /// dispatch timer, not a sleeping task, so a busy cooperative pool cannot make it late.
-    private static func within(
-        _ deadline: Duration, _ exchange: @escaping @Sendable () async throws -> (Data, URLResponse)
-    ) async throws -> (Data, URLResponse) {
-        let answer = Task { try await exchange() }
-        let race = ExchangeRace()
+    /// `work`'s result, or `TimedOut` once `deadline` passes; the work is cancelled then, which the
+    /// client honours at once (it closes the connection). The client's own deadline covers only the
+    /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
+    /// cooperative pool cannot make it late.
+    private static func within<Value: Sendable>(
+        _ deadline: Duration, _ work: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let task = Task { try await work() }
+        let expired = NIOLockedValueBox(false)
         let timer = DispatchWorkItem {
-            answer.cancel()
-            race.finish(.failure(URLError(.timedOut)))
+            expired.withLockedValue { $0 = true }
+            task.cancel()
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
         defer { timer.cancel() }
-        let waiter = Task { race.finish(await answer.result) }
-        defer { waiter.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { race.wait($0) }
-        } onCancel: {
-            answer.cancel()
-            race.finish(.failure(CancellationError()))
+        do {
+            return try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline) }
+            throw error
         }
     }
 
-    private func decode<Response: Decodable>(_ data: Data, _ response: HTTPURLResponse, name: String)
-        throws(TransportError) -> Response
-    {
-        guard (200..<300).contains(response.statusCode) else {
-            throw Self.failure(name: name, response: response, body: data)
+    /// The deadline of a whole exchange passed.
+    private struct TimedOut: Error, CustomStringConvertible {
+        var deadline: Duration
+        var description: String { "no whole answer within \(deadline)" }
+    }
+
+    /// A bundle's partial file could not be created.
+    private struct BundleFileError: Error, CustomStringConvertible {
+        var path: String
+        var description: String { "could not create \(path)" }
+    }
+
+    private func decode<Response: Decodable>(_ answer: Answer, name: String) throws(TransportError) -> Response {
+        guard (200..<300).contains(answer.status) else {
+            throw Self.failure(name: name, status: answer.status, headers: answer.headers, body: answer.body)
         }
         do {
             if let readable = Response.self as? any WireReadable.Type {
-                return try readable.init(wire: data) as! Response
+                return try readable.init(wire: answer.body) as! Response
             }
-            return try WireCoding.decoder().decode(Response.self, from: data)
+            return try WireCoding.decoder().decode(Response.self, from: answer.body)
         } catch {
             throw TransportError(
-                .invalidResponse, request: name, status: response.statusCode,
+                .invalidResponse, request: name, status: answer.status,
                 message: "the answer is not a valid \(Response.self): \(error)", underlying: error)
         }
     }
@@ -363,109 +387,66 @@ public actor HTTPTransport: SyncTransport {
             message: "plain HTTP to \(host) is refused: the token and records would cross the network unencrypted; use https, or set allowsPlainHTTP for a network you trust")
     }
 
-    private func makeRequest(_ method: String, _ path: String, query: [URLQueryItem] = [], timeout: Duration)
-        -> URLRequest
+    /// A request with the protocol's headers, after the scheme check (nothing is built, let alone
+    /// sent, for a server that plain HTTP may not reach).
+    private func makeRequest(_ method: HTTPMethod, _ path: String, query: String? = nil, name: String)
+        throws(TransportError) -> HTTPClientRequest
     {
-        var url = configuration.baseURL.appendingPathComponent(path)
-        if !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
-            components.queryItems = query
-            url = components.url ?? url
-        }
-        var request = URLRequest(url: url)
-        request.timeoutInterval = Self.timeoutInterval(timeout)
-        request.httpMethod = method
-        request.setValue(String(SyncProtocol.version), forHTTPHeaderField: SyncProtocol.protocolVersionHeader)
-        request.setValue(String(configuration.schemaVersion), forHTTPHeaderField: SyncProtocol.schemaVersionHeader)
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        try checkScheme(name: name)
+        var url = configuration.baseURL.appendingPathComponent(path).absoluteString
+        if let query { url += "?" + query }
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: SyncProtocol.protocolVersionHeader, value: String(SyncProtocol.version))
+        request.headers.add(name: SyncProtocol.schemaVersionHeader, value: String(configuration.schemaVersion))
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "Accept-Encoding", value: "gzip")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         return request
     }
 
-    /// `timeout` as URL loading takes it. On Linux it only honours whole seconds (and ignores zero),
-    /// so round up there rather than lose the timeout.
-    static func timeoutInterval(_ timeout: Duration) -> TimeInterval {
-        #if canImport(FoundationNetworking)
-        return max(1, timeout.seconds.rounded(.up))
-        #else
-        return timeout.seconds
-        #endif
-    }
-
     /// An error response as a `TransportError`, reading the error body and `Retry-After` (delta-seconds).
-    static func failure(name: String, response: HTTPURLResponse, body: Data) -> TransportError {
+    static func failure(name: String, status: Int, headers: HTTPHeaders, body: Data) -> TransportError {
         let errorBody = try? WireCoding.decoder().decode(ErrorBody.self, from: body)
-        let retryAfter = response.value(forHTTPHeaderField: "Retry-After")
+        let retryAfter = headers.first(name: "Retry-After")
             .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
             .map { Duration.seconds(max(0, $0)) }
-        return TransportError(request: name, status: response.statusCode, body: errorBody, retryAfter: retryAfter)
+        if (300..<400).contains(status), errorBody == nil {
+            let target = headers.first(name: "Location") ?? "nowhere"
+            return TransportError(
+                .invalidResponse, request: name, status: status,
+                message: "the server redirected to \(target); redirects are not followed, so another host never gets the token or stands in for the server")
+        }
+        return TransportError(request: name, status: status, body: errorBody, retryAfter: retryAfter)
     }
 
-    /// A URL loading failure as a `TransportError`.
-    static func classify(_ error: any Error, name: String) -> TransportError {
-        guard let urlError = error as? URLError else {
-            if error is CancellationError {
+    /// A failure of the exchange itself (no answer, a cut-off one, one past its limit) as a
+    /// `TransportError`, the client's error kept as the cause.
+    private func classify(_ error: any Error, name: String, limit: Int) -> TransportError {
+        switch error {
+        case is TimedOut:
+            return TransportError(.timedOut, request: name, message: "\(error)", underlying: error)
+        case is NIOTooManyBytesError, is NIOHTTPDecompression.DecompressionError:
+            return TransportError(
+                .invalidResponse, request: name,
+                message: "the answer is larger than \(limit) bytes; it was cut off where it passed that", underlying: error)
+        case is CancellationError:
+            return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)
+        case let client as HTTPClientError:
+            switch client {
+            case .readTimeout, .connectTimeout, .deadlineExceeded:
+                return TransportError(.timedOut, request: name, message: "\(client)", underlying: error)
+            case .cancelled:
                 return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return TransportError(.rejected, request: name, message: "\(client)", underlying: error)
+            default:
+                return TransportError(.noConnection, request: name, message: "\(client)", underlying: error)
             }
+        case is HTTPParserError:
+            return TransportError(.invalidResponse, request: name, message: "\(error)", underlying: error)
+        default:
             return TransportError(.noConnection, request: name, message: "\(error)", underlying: error)
         }
-        let code: TransportError.Code =
-            switch urlError.code {
-            case .timedOut: .timedOut
-            case .cancelled: .cancelled
-            case .badServerResponse, .cannotDecodeContentData, .cannotDecodeRawData, .cannotParseResponse:
-                .invalidResponse
-            default: .noConnection
-            }
-        return TransportError(code, request: name, message: urlError.localizedDescription, underlying: urlError)
-    }
-}
-
-/// Follows a redirect only within the origin (scheme, host and port) of the request it answers. URL
-/// loading carries every header of the request along, the bearer token included, so a redirect to
-/// another host (a hostile or misconfigured server, a captive portal) would hand it the crew member's
-/// credentials. Refused, the redirect itself is the answer, which the transport reports as an error.
-final class SameOriginRedirects: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        let from = task.originalRequest?.url
-        let to = request.url
-        let sameOrigin = from != nil && to != nil && from?.scheme?.lowercased() == to?.scheme?.lowercased()
-            && from?.host?.lowercased() == to?.host?.lowercased() && Self.port(of: from) == Self.port(of: to)
-        completionHandler(sameOrigin ? request : nil)
-    }
-
-    private static func port(of url: URL?) -> Int? {
-        url?.port ?? (url?.scheme?.lowercased() == "https" ? 443 : 80)
-    }
-}
-
-/// The first of an exchange's answer, its deadline and its caller's cancellation, delivered once.
-private final class ExchangeRace: @unchecked Sendable {
-    /// Every access holds `lock`, hence `@unchecked Sendable`.
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
-    private var outcome: Result<(Data, URLResponse), any Error>?
-
-    /// Delivers the outcome when it is known, now or later.
-    func wait(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
-        let known = lock.withLock { () -> Result<(Data, URLResponse), any Error>? in
-            if outcome == nil { self.continuation = continuation }
-            return outcome
-        }
-        if let known { continuation.resume(with: known) }
-    }
-
-    /// Settles the race with `result` unless it is settled already.
-    func finish(_ result: Result<(Data, URLResponse), any Error>) {
-        let waiting = lock.withLock { () -> CheckedContinuation<(Data, URLResponse), any Error>? in
-            guard outcome == nil else { return nil }
-            outcome = result
-            defer { continuation = nil }
-            return continuation
-        }
-        waiting?.resume(with: result)
     }
 }

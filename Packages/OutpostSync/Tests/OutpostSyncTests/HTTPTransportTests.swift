@@ -20,7 +20,7 @@ import Testing
 
     @Test func everyRequestCarriesTheVersionsAndTheToken() async throws {
         let health = HealthResponse(minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 0))
-        let server = try LocalHTTPServer(routes: ["GET /v1/health": .init(body: try Self.json(health))])
+        let server = try await LocalHTTPServer(routes: ["GET /v1/health": .init(body: try Self.json(health))])
         defer { server.stop() }
         #expect(try await transport(server).health() == health)
         let request = try #require(try await server.requests().first)
@@ -39,7 +39,7 @@ import Testing
         })
         let body = try Self.json(results)
         #expect(body.utf8.count > SyncProtocol.compressionThreshold)
-        let server = try LocalHTTPServer(routes: ["POST /v1/push": .init(body: body, gzip: true)])
+        let server = try await LocalHTTPServer(routes: ["POST /v1/push": .init(body: body, gzip: true)])
         defer { server.stop() }
         let client = transport(server)
         #expect(try await client.push(large) == results)
@@ -56,7 +56,7 @@ import Testing
     }
 
     @Test func aServerThatRefusesGzipGetsPlainBodiesFromThenOn() async throws {
-        let server = try LocalHTTPServer(
+        let server = try await LocalHTTPServer(
             routes: ["POST /v1/push": .init(body: try Self.json(PushResponse(results: [])))], refuseGzip: true)
         defer { server.stop() }
         let client = transport(server)
@@ -73,8 +73,8 @@ import Testing
         let answer = LocalHTTPServer.Response(
             body: try Self.json(PushResponse(results: [])), headers: [SyncProtocol.acceptsHeader: "gzip-bodies, shared-clock"])
         let batch = PushRequest(mutations: [Fixtures.createIssue(), Fixtures.createIssue()])
-        let naming = try LocalHTTPServer(routes: ["POST /v1/push": answer])
-        let silent = try LocalHTTPServer(routes: ["POST /v1/push": .init(body: try Self.json(PushResponse(results: [])))])
+        let naming = try await LocalHTTPServer(routes: ["POST /v1/push": answer])
+        let silent = try await LocalHTTPServer(routes: ["POST /v1/push": .init(body: try Self.json(PushResponse(results: [])))])
         defer { naming.stop(); silent.stop() }
         let turnedOff = HTTPTransport(
             configuration: .init(baseURL: naming.baseURL, schemaVersion: 5, sharesClocks: false), token: "t1")
@@ -93,7 +93,7 @@ import Testing
     /// gets that batch again with clocks per field, and every later one so, whatever it says after.
     @Test func aServerThatRefusesSharedClocksGetsClocksPerFieldFromThenOn() async throws {
         let results = PushResponse(results: [])
-        let server = try LocalHTTPServer(
+        let server = try await LocalHTTPServer(
             routes: [
                 "POST /v1/push": .init(body: try Self.json(results), headers: [SyncProtocol.acceptsHeader: "shared-clock"])
             ],
@@ -112,7 +112,7 @@ import Testing
     @Test func aRefusalThatIsNotAboutTheSharedClockKeepsIt() async throws {
         let names = [SyncProtocol.acceptsHeader: SyncProtocol.sharedClockForm]
         let health = HealthResponse(minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 0))
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "GET /v1/health": .init(body: try Self.json(health), headers: names),
             "POST /v1/push": .init(status: 400, body: try Self.json(Fixtures.errorBody), headers: names),
         ])
@@ -132,7 +132,7 @@ import Testing
         func error(_ status: Int, _ code: String, headers: [String: String] = [:]) -> LocalHTTPServer.Response {
             .init(status: status, body: #"{"code":"\#(code)","message":"m \#(code)"}"#, headers: headers)
         }
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "GET /v1/health": error(503, "unavailable", headers: ["Retry-After": "7"]),
             "POST /v1/push": error(400, "unsupported_schema_version"),
             "POST /v1/pull": error(401, "unauthorized"),
@@ -156,7 +156,7 @@ import Testing
     }
 
     @Test func aRenewedTokenIsUsedAndTheCountsAreKept() async throws {
-        let server = try LocalHTTPServer(routes: ["POST /v1/pull": .init(body: try Self.json(
+        let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: try Self.json(
             PullResponse(changes: [Fixtures.serverRecord], nextCursor: "42", hasMore: false)))])
         defer { server.stop() }
         let client = transport(server)
@@ -174,7 +174,7 @@ import Testing
         let id = UUID()
         let path = "/v1/media/\(id.uuidString.lowercased())/upload"
         let status = MediaUploadStatus(attachmentID: id, receivedBytes: 4, totalBytes: 10, complete: false)
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "GET \(path)": .init(body: try Self.json(status)), "PUT \(path)": .init(body: try Self.json(status)),
         ])
         defer { server.stop() }
@@ -192,7 +192,7 @@ import Testing
     @Test func bundlesStreamToAFile() async throws {
         let body = String(repeating: "<issue id=\"1\"/>\n", count: 10_000)
         let path = "/v1/projects/\(Fixtures.projectID.uuidString.lowercased())/bundle"
-        let server = try LocalHTTPServer(routes: ["GET \(path)": .init(body: body, headers: ["Content-Type": "application/xml"])])
+        let server = try await LocalHTTPServer(routes: ["GET \(path)": .init(body: body, headers: ["Content-Type": "application/xml"])])
         defer { server.stop() }
         let destination = URL(fileURLWithPath: "/tmp/sync-bundle-\(UUID().uuidString).xml")
         defer { try? FileManager.default.removeItem(at: destination) }
@@ -203,7 +203,7 @@ import Testing
     }
 
     @Test func unreadableAnswersSilenceAndNoServerAreTransient() async throws {
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "GET /v1/health": .init(body: "<html>captive portal</html>", headers: ["Content-Type": "text/html"]),
             "POST /v1/pull": .init(body: "{}", delaySeconds: 3),
         ])

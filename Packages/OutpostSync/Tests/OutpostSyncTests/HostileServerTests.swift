@@ -5,12 +5,9 @@ import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
 import OutpostStore
+import OutpostTesting
 import OutpostWire
 import Testing
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// A broken or hostile server must not hurt a device: no endless pull, no credentials handed to
 /// another host. Each runs the real engine and `HTTPTransport` against a scripted server on 127.0.0.1.
@@ -22,7 +19,7 @@ import FoundationNetworking
     }
 
     @Test func aPullWhoseCursorNeverMovesStopsWithAnErrorInsteadOfLoopingForever() async throws {
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "same", hasMore: true)))
         ])
         defer { server.stop() }
@@ -68,7 +65,7 @@ import FoundationNetworking
     @Test func aGzipBombIsRefusedAtTheResponseLimitInsteadOfFillingMemory() async throws {
         // Two MiB of one letter inside a valid pull page: a few KB on the wire.
         let bomb = #"{"changes":[],"hasMore":false,"nextCursor":""# + String(repeating: "a", count: 2 << 20) + #""}"#
-        let server = try LocalHTTPServer(routes: ["POST /v1/pull": .init(body: bomb, gzip: true)])
+        let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: bomb, gzip: true)])
         defer { server.stop() }
         var configuration = HTTPTransport.Configuration(baseURL: server.baseURL, schemaVersion: 5)
         configuration.maximumResponseBytes = 1 << 20
@@ -89,7 +86,7 @@ import FoundationNetworking
 
     @Test func anAnswerDrippedAByteAtATimeIsCutOffAtItsDeadline() async throws {
         // Every byte comes within the request timeout, so URL loading alone would wait for ever.
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(
                 body: #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 200), dripSeconds: 0.4),
         ])
@@ -110,11 +107,11 @@ import FoundationNetworking
     }
 
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
-        let elsewhere = try LocalHTTPServer(routes: [
+        let elsewhere = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)))
         ])
         defer { elsewhere.stop() }
-        let server = try LocalHTTPServer(routes: [
+        let server = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(status: 307, headers: ["Location": "http://127.0.0.1:\(elsewhere.port)/v1/pull"])
         ])
         defer { server.stop() }
@@ -123,4 +120,65 @@ import FoundationNetworking
         let leaked = try await elsewhere.requests().filter { $0.header("Authorization") != nil }
         #expect(leaked.isEmpty)
     }
+
+    /// Linux's URL loading trapped the whole process (`TaskRegistry`, "a behaviour for a task that is
+    /// not in the registry") when a request was cancelled at the wrong moment, as a sync is when the
+    /// app goes to the background. Hundreds of requests, each cancelled after a seeded delay (before
+    /// it is sent, while the server waits, while the answer arrives), against a live server and a
+    /// refused port: each ends answered or cancelled, and the transport still works afterwards.
+    @Test func requestsCancelledAtAnyMomentEndCleanly() async throws {
+        let health = HealthResponse(minimumSchemaVersion: 1, maximumSchemaVersion: 5, serverTime: Date(timeIntervalSince1970: 0))
+        let server = try await LocalHTTPServer(routes: [
+            "GET /v1/health": .init(body: try Self.wire(health), delaySeconds: 0.01),
+            "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)), dripSeconds: 0.001),
+        ])
+        defer { server.stop() }
+        let refused = try RefusedPort()
+        defer { refused.close() }
+        let live = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1")
+        let gone = HTTPTransport(
+            configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(refused.port)/v1/")!, schemaVersion: 5), token: "t1")
+        var random = SeededGenerator(seed: 0xCA9CE1)
+        let delays = (0..<300).map { _ in Int.random(in: 0..<25, using: &random) }
+        let outcomes = await withTaskGroup(of: TransportError.Code?.self) { group in
+            for (index, delay) in delays.enumerated() {
+                group.addTask {
+                    let request = Task { () async throws -> Void in
+                        switch index % 3 {
+                        case 0: _ = try await live.health()
+                        case 1: _ = try await live.pull(PullRequest(cursor: nil, limit: 1))
+                        default: _ = try await gone.health()
+                        }
+                    }
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    request.cancel()
+                    switch await request.result {
+                    case .success: return nil
+                    case .failure(let error): return (error as? TransportError)?.code ?? .invalidResponse
+                    }
+                }
+            }
+            var codes: [TransportError.Code?] = []
+            for await code in group { codes.append(code) }
+            return codes
+        }
+        #expect(outcomes.count == delays.count)
+        let unexpected = outcomes.compactMap { $0 }.filter { $0 != TransportError.Code.cancelled && $0 != TransportError.Code.noConnection }
+        #expect(unexpected.isEmpty, "\(unexpected)")
+        #expect(outcomes.contains { $0 == TransportError.Code.cancelled }, "some requests were cut off while in flight")
+        #expect(try await live.health() == health)
+    }
+
+    @Test func aRedirectWithinTheServerIsReportedNotFollowed() async throws {
+        let server = try await LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(status: 308, headers: ["Location": "/v1/pull-elsewhere"]),
+            "POST /v1/pull-elsewhere": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false))),
+        ])
+        defer { server.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1")
+        let error = try await #require(throws: TransportError.self) { _ = try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
+        #expect(error.code == .invalidResponse && error.status == 308 && error.message.contains("/v1/pull-elsewhere"), "\(error)")
+        #expect(try await server.requests().map(\.path) == ["/v1/pull"])
+    }
 }
+

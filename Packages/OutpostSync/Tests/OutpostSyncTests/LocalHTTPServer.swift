@@ -1,8 +1,5 @@
+import AsyncHTTPClient
 import Foundation
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// A scripted HTTP server on 127.0.0.1 and a random free port, run by python3 for one test: it
 /// answers each `METHOD /path` with a canned response, gunzips request bodies, and logs every request.
@@ -48,7 +45,7 @@ final class LocalHTTPServer {
     /// Starts the server; `routes` maps `"POST /v1/push"` (no query) to its answer. With
     /// `refuseSharedClock`, a body with a `"clock"` member gets 400 `invalid_request`, as from a server
     /// that requires `clocks`.
-    init(routes: [String: Response], refuseGzip: Bool = false, refuseSharedClock: Bool = false) throws {
+    init(routes: [String: Response], refuseGzip: Bool = false, refuseSharedClock: Bool = false) async throws {
         directory = URL(fileURLWithPath: "/tmp/sync-http-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let script = directory.appendingPathComponent("server.py")
@@ -61,12 +58,20 @@ final class LocalHTTPServer {
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        // The first line is the port the OS picked.
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
+        // The first line is the port the OS picked, read on a thread of its own: blocking a
+        // cooperative thread while python starts stalled every other test of the process (2 threads
+        // on a 2-core machine, dozens of servers starting at once).
+        let reader = output.fileHandleForReading
+        let line = await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread {
+                var line = Data()
+                while !line.contains(UInt8(ascii: "\n")) {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty { break }
+                    line.append(chunk)
+                }
+                continuation.resume(returning: line)
+            }
         }
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else {
@@ -92,9 +97,10 @@ final class LocalHTTPServer {
 
     /// Every request served so far (the log request itself excluded).
     func requests() async throws -> [LoggedRequest] {
-        let url = URL(string: "http://127.0.0.1:\(port)/__log")!
-        let (data, _) = try await URLSession.shared.data(from: url)
-        return try JSONDecoder().decode([LoggedRequest].self, from: data)
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: "http://127.0.0.1:\(port)/__log"), timeout: .seconds(60))
+        let data = try await response.body.collect(upTo: 256 << 20)
+        return try JSONDecoder().decode([LoggedRequest].self, from: Data(data.readableBytesView))
     }
 
     private static let source = #"""

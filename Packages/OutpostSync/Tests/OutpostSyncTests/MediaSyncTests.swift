@@ -66,7 +66,7 @@ import Testing
         // The records go to a well-behaved server first; the original waits for a good connection.
         _ = try await SyncEngine(store: device.store, transport: server).sync(now: { self.now })
         let wire = { (value: any Encodable) in String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self) }
-        let hostile = try LocalHTTPServer(routes: [
+        let hostile = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try wire(PullResponse(changes: [], nextCursor: "c-9", hasMore: false))),
             "GET /v1/media/\(photo.id.uuidString.lowercased())/upload": .init(body: try wire(MediaUploadStatus(
                 attachmentID: otherAttachment ? UUID() : photo.id, receivedBytes: received, totalBytes: 10_000,
