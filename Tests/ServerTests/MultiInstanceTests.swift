@@ -47,17 +47,24 @@ struct MultiInstanceTests {
         let expected = Set(batches.flatMap { $0.mutations.map(\.recordID) })
 
         // A reader pulls throughout, alternating instances, small pages, carrying its cursor across them.
+        // It stops once it has read to the end after every push was answered: then nothing more can
+        // come, however slowly a loaded machine ran the pushes (a 60 s wall-clock limit cut it off at
+        // 210 of 240 records under the full suite, when this test took 281 s). The limit left only
+        // stops a reader that never reaches the end.
+        let pushesAnswered = Flag()
         let reader = Task { () throws -> [ServerRecord] in
             var cursor: String?
             var seen: [ServerRecord] = []
-            let deadline = Date().addingTimeInterval(60)
+            let deadline = Date().addingTimeInterval(900)
             var turn = 0
-            while Set(seen.filter { $0.entity == .issue }.map(\.recordID)) != expected, Date() < deadline {
+            while Date() < deadline {
+                let finalRead = pushesAnswered.isSet
                 let page = try await instances[turn % 2].transport(token: TestServer.carolToken)
                     .pull(PullRequest(cursor: cursor, limit: 7))
                 turn += 1
                 seen += page.changes
                 cursor = page.nextCursor
+                if finalRead, !page.hasMore { break }
                 if page.changes.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
             }
             return seen
@@ -80,6 +87,7 @@ struct MultiInstanceTests {
             for try await results in group { all += results }
             return all
         }
+        pushesAnswered.set()
         let seen = try await reader.value
 
         // Exactly once: one `applied` per key, every other answer a duplicate of it.
@@ -109,4 +117,15 @@ struct MultiInstanceTests {
         await second.stop()
         await first.stop()
     }
+}
+
+/// A flag one task sets and another reads.
+final class Flag: @unchecked Sendable {
+    /// Every access holds `lock`, hence `@unchecked Sendable`.
+    private let lock = NSLock()
+    private var value = false
+
+    var isSet: Bool { lock.withLock { value } }
+
+    func set() { lock.withLock { value = true } }
 }

@@ -109,8 +109,13 @@ public struct PullReport: Sendable, Hashable {
     /// This device's own writes a restored server no longer held, queued again by a page that rebuilds
     /// the history (`PulledPage.rebuildsHistory`).
     public var resent = 0
+    /// Records the page brought exactly as the device held them (its own accepted writes coming back,
+    /// say): nothing is written for them and `changes()` subscribers hear nothing.
+    public var unchanged: Int { unchangedRecords.count }
     /// The server's versions behind `revived`, for the store's subscribers.
     var revivedRecords: [VersionedRecord] = []
+    /// The records behind `unchanged`, left out of what subscribers hear.
+    var unchangedRecords: Set<UUID> = []
 }
 
 extension LocalStore {
@@ -130,7 +135,9 @@ extension LocalStore {
         let report = try await StoreError.mapping(path: path) {
             try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }
-        for change in report.revivedRecords + page.changes { observers.publish(change.storeChange) }
+        for change in report.revivedRecords + page.changes where !report.unchangedRecords.contains(change.record.id) {
+            observers.publish(change.storeChange)
+        }
         return report
     }
 
@@ -191,6 +198,7 @@ extension StoreWriter {
             // the references that waited for them.
             var reads = try PulledPageReads(changes, in: db)
             var statements = PageStatements()
+            var changedHere: Set<UUID> = []
             for remote in changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
@@ -219,8 +227,11 @@ extension StoreWriter {
                 try apply(
                     translated, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements, report: &report,
                     rebuildsHistory: page.rebuildsHistory, db: db, now: now)
+                if !report.unchangedRecords.contains(id) { changedHere.insert(id) }
                 reads.wrote(entity, id)
             }
+            // A record the page changed and then brought again as it now stands was still changed.
+            report.unchangedRecords.subtract(changedHere)
             for change in page.changes where change.record.entity == EntityCatalog.schema.scope {
                 try LeftProjects.forget(change.record.id, in: db)
             }
@@ -232,7 +243,8 @@ extension StoreWriter {
                     .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
             if let checkpoint = page.checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
-            try ChangeJournal.append(changes.map(\.storeChange), origin: origin, in: db)
+            let told = changes.filter { !report.unchangedRecords.contains($0.record.id) }
+            try ChangeJournal.append(told.map(\.storeChange), origin: origin, in: db)
             return report
         }
         quarantineRechecked = true
@@ -273,6 +285,22 @@ extension StoreWriter {
             try applyContentless(
                 remote, over: local, waiting: waiting?.goesOut ?? false, failedWaiting: waiting != nil, clocks: before,
                 report: &report, db: db)
+            return
+        }
+        // The same version with the same values, clocks and state as held (this device's own accepted
+        // writes, pulled back): nothing to write and nothing to tell. A pulled-back page of 150 own
+        // issues fired 150 "issue update" events with nothing new.
+        if waiting == nil, let local, let before, !remote.isDeleted, !local.sync.isDeleted, !local.sync.isOrphaned,
+            local.sync.syncStatus == .synced, local.sync.version == remote.record.sync.version,
+            local.sync.serverID == remote.record.sync.serverID || remote.record.sync.serverID == nil,
+            local.fields == remote.record.fields, before.deletion == nil, before.deferredTombstone == nil,
+            before.fields == remote.clocks
+        {
+            report.unchangedRecords.insert(id)
+            if before.server == remote.clocks { return }
+            var clocks = before
+            clocks.server = remote.clocks
+            try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
             return
         }
         var written: EntityRecord

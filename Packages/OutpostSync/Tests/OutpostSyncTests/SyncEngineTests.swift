@@ -69,6 +69,49 @@ import Testing
         #expect(try device.store.openConflicts().isEmpty)
     }
 
+    /// A device's own accepted writes come back on its next pull; they change nothing there, so
+    /// `changes()` subscribers hear nothing of them (an app saw 150 "issue update" events after pushing
+    /// 150 issues, with nothing new), while a teammate's edit in the same pull is heard.
+    @Test func ownWritesPulledBackTellSubscribersNothing() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 9))
+        var issues: [OutpostFieldService.Issue] = []
+        for index in 0..<50 {
+            issues.append(try await device.store.save(Issue(projectID: project, title: "Snag \(index)"), now: now))
+        }
+        let first = try await engine.sync(now: { self.now })
+        #expect(first.pushed == 50 && first.isComplete)
+
+        // A teammate edits one of them meanwhile.
+        let held = try #require(try device.store.fetch(Issue.self, id: issues[7].id))
+        let teammateClock = HybridTimestamp(
+            physicalMilliseconds: Int64(now.timeIntervalSince1970 * 1000) + 30_000, counter: 0, node: NodeID(0x7E57))
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: held.id, baseVersion: held.sync.version,
+            fields: ["title": .text("Snag 7, re-opened")], clocks: ["title": teammateClock]))
+
+        let changes = device.store.changes()
+        let last = issues[0].id
+        let heard = Task { () -> [StoreChange] in
+            var heard: [StoreChange] = []
+            for await change in changes {
+                heard.append(change)
+                if change.recordID == last, change.operation == .delete { break }
+            }
+            return heard
+        }
+        let again = try await engine.sync(now: { self.now.addingTimeInterval(60) })
+        #expect(again.isComplete)
+        #expect(try device.store.fetch(Issue.self, id: issues[7].id)?.title == "Snag 7, re-opened")
+        // A write of this device's own after the pull ends what the test listens to.
+        _ = try await device.store.delete(.issue, id: issues[0].id, now: now.addingTimeInterval(120))
+        let told = await heard.value.filter { $0.operation != .delete }
+        #expect(told.map(\.recordID) == [issues[7].id], "heard \(told.count): \(told.prefix(5))")
+        #expect(try device.store.fetch(Issue.self, id: issues[3].id)?.sync.syncStatus == .synced)
+    }
+
     @Test func aLostResponseIsResentAndAppliedOnce() async throws {
         let device = try Device()
         let server = try await InProcessServer()
