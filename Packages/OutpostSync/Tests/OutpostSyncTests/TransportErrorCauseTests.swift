@@ -16,10 +16,12 @@ import Testing
         defer { refused.close() }
         let baseURL = URL(string: "http://127.0.0.1:\(refused.port)/v1/")!
         let transport = HTTPTransport(
-            configuration: .init(baseURL: baseURL, schemaVersion: 5, requestTimeout: .seconds(30)), token: "t1")
+            configuration: .init(baseURL: baseURL, schemaVersion: 5, requestTimeout: .seconds(30), transferTimeout: .seconds(3_600)),
+            token: "t1")
         // Refused, not waited out: the client does not retry the connection until its timeout (the
         // sync engine's retry policy does that). Judged by the outcome, not a clock: under the full
-        // suite a test waits its turn on the cooperative pool for minutes.
+        // suite a test waits its turn on the cooperative pool for minutes, so the whole-exchange
+        // deadline is set past any run (once, at 300 s, it fired before the refusal was read).
         let error = try await #require(throws: TransportError.self) { try await transport.health() }
         #expect(error.code == .noConnection)
         let cause = try #require(error.underlying, "no cause was kept")
