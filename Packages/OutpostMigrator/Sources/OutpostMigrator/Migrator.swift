@@ -181,6 +181,13 @@ public struct Migrator: Sendable {
                 db.remove(transactionObserver: writes)
             } catch {
                 db.remove(transactionObserver: writes)
+                if let present = Self.alreadyPresent(error) {
+                    throw refuse(.ledgerDamaged, [
+                        "the database already has what this step makes (\(present)) though the ledger does not record the step: "
+                            + "its ledger lost rows or its schema was changed outside the migrator; nothing was changed, "
+                            + "restore the ledger or the file rather than edit the steps",
+                    ], underlying: error)
+                }
                 throw refuse(.stepFailed, ["\(error)"], underlying: error)
             }
             let after = try SchemaSnapshot.capture(db, excluding: ignored)
@@ -204,6 +211,13 @@ public struct Migrator: Sendable {
             try Ledger.record(step, db, table: ledger)
             return .commit
         }
+    }
+
+    /// SQLite's message when a step failed making something the database already has (a table, index,
+    /// view or trigger, or a column): the sign of a step that ran without its ledger row.
+    private static func alreadyPresent(_ error: any Error) -> String? {
+        guard let error = error as? DatabaseError, let message = error.message else { return nil }
+        return message.hasPrefix("duplicate column name") || message.hasSuffix("already exists") ? message : nil
     }
 
     private static func normalize(_ sql: String) -> String {
