@@ -294,6 +294,19 @@ import Testing
         #expect(tables.isEmpty, "\(tables)")
     }
 
+    /// A file that lost ledger rows above v3: the migrator names the step whose work the file already
+    /// has as a damaged ledger (not SQLite's raw "duplicate column name"), and the file stays as it was.
+    @Test func ledgerRowsRemovedAboveV3AreADamagedLedgerNamingTheStep() throws {
+        let database = try TemporaryDatabase()
+        try LocalDatabase.migrate(at: database.path, app: .fieldService)
+        try database.queue.write { try $0.execute(sql: "DELETE FROM migrator_ledger WHERE version > 3") }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
+        let error = try #require(throws: StoreError.self) { try LocalDatabase.migrate(at: database.path, app: .fieldService) }
+        #expect(error.code == .migrationRefused && error.migrationError?.code == .ledgerDamaged, "\(error)")
+        #expect(error.migrationError?.version == 4 && error.migrationError?.stepName == LocalSchema.steps[3].name, "\(error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes, "the file was changed")
+    }
+
     static let emptyLedger = """
         CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL);
         """
