@@ -12,7 +12,7 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
             case unreadableFile, unknownContainer, malformedXML, malformedJSON, forbiddenConstruct
             case schemaViolation, invalidRecord, duplicateRecord, unsupportedFormatVersion, limitExceeded
             case unsafeArchiveEntry, suspiciousArchive, missingFile, checksumMismatch, databaseFailure
-            case notRepresentable
+            case notRepresentable, outsideProject
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -49,6 +49,10 @@ public struct BundleError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let databaseFailure = Code(.databaseFailure)
         /// A stored value cannot be written in the requested encoding (a control character in XML).
         public static let notRepresentable = Code(.notRepresentable)
+        /// A record belongs to a project other than the one the bundle's header names (by its own fields,
+        /// or as the importing device holds it or a parent it names): `entity` and `id` name it, the
+        /// message both projects. A bundle carries one project's records.
+        public static let outsideProject = Code(.outsideProject)
 
         public var description: String { wrapped.rawValue }
     }

@@ -69,6 +69,7 @@ public final class BundleRecordStream {
     private let source: BundleSource
     private let reader: any BundleItemReader
     private let readAhead: ReaderThread
+    private var scope = ProjectScope()
     private var files: [FileReference] = []
     private var incoming: BundleFileStore.Incoming?
 
@@ -95,9 +96,11 @@ public final class BundleRecordStream {
             case .header(let header):
                 projectID = header.projectID
                 checkpoints = header.checkpoints
+                if let refusal = scope.header(header.projectID).first { throw refusal }
             case .file(let file, _): files.append(file)
             case .record(let record, let location):
                 if let failure = record.validationErrors.first { throw BundleError(failure, at: location) }
+                if let refusal = scope.check(record, at: location).first { throw refusal }
                 if documentLocation == nil {
                     documentLocation = SourceLocation(file: location.file, archiveEntry: location.archiveEntry)
                 }
@@ -110,6 +113,19 @@ public final class BundleRecordStream {
             return nil
         }
         return batch
+    }
+
+    /// Holds a record the bundle carries to the header's project by what the importing device knows of
+    /// it: the device holds it, or a parent it names, in `project` (`reason` says which, in words). A
+    /// project other than the header's refuses the bundle (`outsideProject`), now or, when the header
+    /// comes after the records (JSON), once it is read, by the `nextBatch()` call that reads it; so an
+    /// import that calls this for every record it writes, in the transaction the stream's batches are
+    /// written in, never commits a record of another project.
+    public func requireProject(
+        _ project: UUID, of entity: EntityType, id: UUID, because reason: String, at location: SourceLocation
+    ) throws(BundleError) {
+        let placement = ProjectScope.Placement(entity: entity, id: id, project: project, reason: reason, location: location)
+        if let refusal = scope.place(placement) { throw refusal }
     }
 
     /// After the last batch: checks every file the zip listed against its size and SHA-256, and copies

@@ -2,7 +2,8 @@ import Foundation
 import OutpostSchema
 
 /// Checks a bundle without a database: well-formedness, the schema, every record against the entity
-/// catalog's rules, duplicate ids, and for a zip every file's size and SHA-256. Used by
+/// catalog's rules, every record in the header's project as far as the bundle tells (`ProjectScope`),
+/// duplicate ids, and for a zip every file's size and SHA-256. Used by
 /// `outpost bundle validate` and by servers before they publish a bundle.
 public struct BundleValidator: Sendable {
     /// The bounds the bundle must keep; validation stops after `maximumReportedErrors` errors.
@@ -29,6 +30,7 @@ public struct BundleValidator: Sendable {
             return [error]
         }
         var seen: [EntityType: Set<UUID>] = [:]
+        var scope = ProjectScope(maximumWaiting: limits.maximumReportedErrors + 1)
         var files: [FileReference] = []
         var reported = 0
         do {
@@ -36,11 +38,17 @@ public struct BundleValidator: Sendable {
                 for error in reader.collectedErrors.dropFirst(reported) { _ = keep(error) }
                 reported = reader.collectedErrors.count
                 switch item {
-                case .header: break
+                case .header(let header):
+                    for refusal in scope.header(header.projectID) {
+                        guard keep(refusal) else { return errors }
+                    }
                 case .file(let file, _): files.append(file)
                 case .record(let record, let location):
                     for failure in record.validationErrors {
                         guard keep(BundleError(failure, at: location)) else { return errors }
+                    }
+                    for refusal in scope.check(record, at: location) {
+                        guard keep(refusal) else { return errors }
                     }
                     if !seen[record.entity, default: []].insert(record.id).inserted {
                         let duplicate = BundleError(.duplicateRecord, message: "a second record with this id",

@@ -28,7 +28,8 @@ public struct MigrationError: Error, Sendable, Hashable, CustomStringConvertible
         public static let databaseNewerThanCode = Code(.databaseNewerThanCode)
         /// A step the database already ran has been edited since.
         public static let checksumChanged = Code(.checksumChanged)
-        /// The ledger is not a contiguous run of versions from 1.
+        /// The ledger is not a contiguous run of versions from 1, or lacks a step the database already
+        /// ran (a pending step makes a table, index or column the database already has).
         public static let ledgerDamaged = Code(.ledgerDamaged)
         /// `migrate(to:)` was asked for a version below the current one or beyond the last step.
         public static let targetOutOfRange = Code(.targetOutOfRange)

@@ -8,8 +8,8 @@ import GRDB
 /// killed mid-step leaves the database at the last completed version and the next run completes it.
 ///
 /// ## Topics
-/// - ``migrate(_:)``, ``migrate(_:to:)``
-/// - ``pendingSteps(in:)``, ``appliedVersions(in:)``, ``schemaSQL(of:)``
+/// - ``migrate(_:)``, ``migrate(_:to:alongsideFirstStep:)``
+/// - ``pendingSteps(in:)``, ``appliedVersions(in:)``, ``recordedSteps(in:)``, ``schemaSQL(of:)``
 public struct Migrator: Sendable {
     /// The table that records each applied step with its checksum and time, unless a migrator names
     /// its own (`ledger`).
@@ -55,9 +55,25 @@ public struct Migrator: Sendable {
         try migrate(writer, to: latestVersion)
     }
 
+    /// One applied step as the ledger records it.
+    public struct RecordedStep: Sendable, Hashable {
+        /// The step's version.
+        public let version: Int
+        /// The name the step had when it ran.
+        public let name: String
+        /// The checksum of the step as it ran (`MigrationStep.checksum`).
+        public let checksum: String
+    }
+
     /// Applies pending steps up to and including `target` (for tests and staged rollouts).
+    ///
+    /// `alongsideFirstStep` runs inside the transaction of the first step this call applies, before the
+    /// step, after the ledger was checked: what it writes commits with that step or not at all. It does
+    /// not run when no step is pending.
     @discardableResult
-    public func migrate(_ writer: any DatabaseWriter, to target: Int) throws(MigrationError) -> Outcome {
+    public func migrate(
+        _ writer: any DatabaseWriter, to target: Int, alongsideFirstStep: (@Sendable (Database) throws -> Void)? = nil
+    ) throws(MigrationError) -> Outcome {
         guard (0...latestVersion).contains(target) else {
             throw MigrationError(
                 .targetOutOfRange, path: writer.path, message: "version \(target) does not exist; the last step is \(latestVersion)")
@@ -72,7 +88,7 @@ public struct Migrator: Sendable {
                 }
                 var applied: [Int] = []
                 for step in steps[current..<target] {
-                    try apply(step, db, path: writer.path)
+                    try apply(step, db, path: writer.path, before: applied.isEmpty ? alongsideFirstStep : nil)
                     applied.append(step.version)
                 }
                 return Outcome(from: current, to: target, applied: applied)
@@ -89,6 +105,12 @@ public struct Migrator: Sendable {
     /// Versions recorded in the ledger, in order (they may run past the code's last step).
     public func appliedVersions(in reader: any DatabaseReader) throws(MigrationError) -> [Int] {
         try attempt(path: reader.path) { try reader.read { try Ledger.entries($0, table: ledger).map(\.version) } }
+    }
+
+    /// The steps this migrator's ledger records in `db`, in version order, unchecked: empty when the
+    /// ledger is empty or absent. Tells whose history a database holds before anything is written.
+    public func recordedSteps(in db: Database) throws -> [RecordedStep] {
+        try Ledger.entries(db, table: ledger).map { RecordedStep(version: $0.version, name: $0.name, checksum: $0.checksum) }
     }
 
     /// The schema as normalized SQL: every table, index, view and trigger, sorted by kind and name, one
@@ -136,7 +158,9 @@ public struct Migrator: Sendable {
         return entries.count
     }
 
-    private func apply(_ step: MigrationStep, _ db: Database, path: String) throws {
+    private func apply(
+        _ step: MigrationStep, _ db: Database, path: String, before prelude: (@Sendable (Database) throws -> Void)?
+    ) throws {
         func refuse(
             _ code: MigrationError.Code, _ findings: [String], underlying: (any Error & Sendable)? = nil
         ) -> MigrationError {
@@ -145,6 +169,7 @@ public struct Migrator: Sendable {
                 underlying: underlying)
         }
         try db.inTransaction(.immediate) {
+            try prelude?(db)
             try Ledger.create(db, table: ledger)
             let ignored: Set<String> = [ledger]
             let before = try SchemaSnapshot.capture(db, excluding: ignored)
@@ -156,6 +181,13 @@ public struct Migrator: Sendable {
                 db.remove(transactionObserver: writes)
             } catch {
                 db.remove(transactionObserver: writes)
+                if let present = Self.alreadyPresent(error) {
+                    throw refuse(.ledgerDamaged, [
+                        "the database already has what this step makes (\(present)) though the ledger does not record the step: "
+                            + "its ledger lost rows or its schema was changed outside the migrator; nothing was changed, "
+                            + "restore the ledger or the file rather than edit the steps",
+                    ], underlying: error)
+                }
                 throw refuse(.stepFailed, ["\(error)"], underlying: error)
             }
             let after = try SchemaSnapshot.capture(db, excluding: ignored)
@@ -179,6 +211,13 @@ public struct Migrator: Sendable {
             try Ledger.record(step, db, table: ledger)
             return .commit
         }
+    }
+
+    /// SQLite's message when a step failed making something the database already has (a table, index,
+    /// view or trigger, or a column): the sign of a step that ran without its ledger row.
+    private static func alreadyPresent(_ error: any Error) -> String? {
+        guard let error = error as? DatabaseError, let message = error.message else { return nil }
+        return message.hasPrefix("duplicate column name") || message.hasSuffix("already exists") ? message : nil
     }
 
     private static func normalize(_ sql: String) -> String {

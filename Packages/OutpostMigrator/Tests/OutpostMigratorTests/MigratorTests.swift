@@ -362,6 +362,21 @@ enum CrewSchema {
         #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes)
     }
 
+    /// Ledger rows removed from a database that ran their steps: the next step found again makes what
+    /// the file already has. Refused as a damaged ledger naming that step, not as SQLite's raw complaint,
+    /// and the file is left byte for byte as it was.
+    @Test func aStepWhoseWorkTheDatabaseAlreadyHasIsAMissingLedgerRow() throws {
+        let database = try TemporaryDatabase()
+        try CrewSchema.migrator.migrate(database.queue)
+        try database.queue.write { try $0.execute(sql: "DELETE FROM migrator_ledger WHERE version > 1") }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
+        let error = try #require(throws: MigrationError.self) { try CrewSchema.migrator.migrate(database.queue) }
+        #expect(error.code == .ledgerDamaged, "\(error)")
+        #expect(error.version == 2 && error.stepName == "job status", "\(error)")
+        #expect(error.message.contains("already has") && error.message.contains("duplicate column name: status"), "\(error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes)
+    }
+
     @Test func anEditedShippedStepIsRefused() throws {
         let database = try TemporaryDatabase()
         try CrewSchema.migrator.migrate(database.queue, to: 2)

@@ -19,13 +19,22 @@ import OutpostSchema
 /// it) and among stored ones by the ids kept here; either way the import fails with the second record's
 /// place, and nothing is written.
 ///
-/// Memory: nothing per new record; one id per record that was already stored, a bounded cache of parents
-/// found in the store, and a small entry per stored record whose parent was not found when it was read.
+/// Every record is held to the bundle's project by what the store holds (`BundleRecordStream.requireProject`):
+/// a record the store holds in another project, or one naming a parent the store holds in another
+/// project, refuses the whole import, so a bundle can neither overwrite another project's records nor
+/// hang records under them (what the bundle itself says of a record's project its stream checks).
+///
+/// Memory: nothing per new record; one id per record that was already stored, bounded caches of parents
+/// found in the store and of their projects, and a small entry per stored record whose parent was not
+/// found when it was read.
 final class ImportSession {
     private let db: Database
     private var tables: [EntityType: StagedTable] = [:]
     private var updatedIDs: [EntityType: Set<UUID>] = [:]
     private var storedParents = BoundedIDCache(capacity: 4096)
+    /// The project of each parent looked up in the store (nil: none the store can tell), forgotten when full.
+    private var parentProjects: [ParentKey: UUID?] = [:]
+    private let stream: BundleRecordStream
     private var pending: [PendingRecord] = []
     private(set) var counts: [EntityType: ImportCounts] = [:]
     /// Records written since the last `journal()`.
@@ -35,10 +44,12 @@ final class ImportSession {
     /// new record looked up there.
     private let checksKnownDeletions: Bool
 
-    /// A session writing in `db`'s open transaction; `origin` names the store in the change journal.
-    init(db: Database, origin: String) throws {
+    /// A session writing `stream`'s records in `db`'s open transaction; `origin` names the store in the
+    /// change journal.
+    init(db: Database, origin: String, stream: BundleRecordStream) throws {
         self.db = db
         self.origin = origin
+        self.stream = stream
         checksKnownDeletions = try KnownDeletions.any(in: db)
     }
 
@@ -46,6 +57,7 @@ final class ImportSession {
     func apply(_ incoming: EntityRecord, at location: SourceLocation) throws {
         let entity = incoming.entity
         let table = try table(for: entity)
+        try requireProjectOfStoredParents(incoming, at: location)
         guard try table.contains(incoming.id) else {
             // A record this device knows the server deleted, at this bundle's version or a later one: the
             // bundle is older than the delete (downloaded, or exported by a teammate, before it).
@@ -64,7 +76,13 @@ final class ImportSession {
             throw BundleError(.duplicateRecord, message: "a second record with this id",
                 entity: entity, id: incoming.id).located(location)
         }
-        try applyOverStored(incoming)
+        let stored = try EntityTables.fetchRecord(entity, id: incoming.id, in: db)
+        if let stored, let project = try projectInStore(of: stored) {
+            // Records never move between projects: the one it is held in is the one it belongs to.
+            try stream.requireProject(
+                project, of: entity, id: incoming.id, because: "this device holds it in that project", at: location)
+        }
+        try applyOverStored(incoming, stored: stored)
     }
 
     /// Appends the records written since the last call to the change journal, as one entry.
@@ -100,10 +118,38 @@ final class ImportSession {
         return table
     }
 
-    /// A record the store already holds: kept, left as it is, or replaced.
-    private func applyOverStored(_ incoming: EntityRecord) throws {
+    /// Holds `record` to the bundle's project by the parents it names that the store holds, each in
+    /// the project it is held in. The scope records it names the stream checks itself; a parent the store
+    /// does not hold (yet: a staged one) is the bundle's, checked as a record of its own.
+    private func requireProjectOfStoredParents(_ record: EntityRecord, at location: SourceLocation) throws {
+        let scope = EntityCatalog.schema.scope
+        for relation in record.entity.description.parents where relation.entity != scope {
+            guard case .uuid(let parentID) = record[relation.field], try !table(for: relation.entity).startedEmpty else { continue }
+            let key = ParentKey(entity: relation.entity, id: parentID)
+            let project: UUID?
+            if let known = parentProjects[key] {
+                project = known
+            } else {
+                project = try EntityTables.fetchRecord(relation.entity, id: parentID, in: db).flatMap { try projectInStore(of: $0) }
+                if parentProjects.count >= 4096 { parentProjects.removeAll(keepingCapacity: true) }
+                parentProjects[key] = project
+            }
+            guard let project else { continue }
+            try stream.requireProject(
+                project, of: record.entity, id: record.id,
+                because: "its \(relation.field) names \(relation.entity.rawValue) \(parentID.lowercasedText), which this device holds in that project",
+                at: location)
+        }
+    }
+
+    /// The project the store holds `record` in, through its owning parents; nil when the store cannot tell.
+    private func projectInStore(of record: EntityRecord) throws -> UUID? {
+        try PulledPage.project(of: record, in: [:]) { entity, id in try EntityTables.fetchRecord(entity, id: id, in: db) }
+    }
+
+    /// A record the store already holds (`stored`, nil if it went since): kept, left as it is, or replaced.
+    private func applyOverStored(_ incoming: EntityRecord, stored: EntityRecord?) throws {
         let entity = incoming.entity
-        let stored = try EntityTables.fetchRecord(entity, id: incoming.id, in: db)
         let arrival = ServerArrival.decide(
             stored: stored, incomingVersion: incoming.sync.version,
             changeWaiting: stored.map { $0.sync.syncStatus != .synced } ?? false, carriesClocks: false)

@@ -10,7 +10,8 @@ public enum LocalDatabase {
     /// when nil, and then the toolkit's tables to theirs. Installs the app's schema for the process.
     ///
     /// Refused, with the database unchanged: a file that belongs to another app (`foreignDatabase`,
-    /// naming both), or to no Outpost app (tables and no ledger); a schema other than the one the
+    /// naming both, or saying its ledger is another app's history), or to no Outpost app (tables and
+    /// no ledger, or an empty one), or whose app claim is damaged; a schema other than the one the
     /// process runs on (`schemaMismatch`); a step edited after the file ran it (`migrationRefused`).
     @discardableResult
     public static func migrate(at path: String, app: LocalApp, to version: Int? = nil) throws(StoreError)
@@ -22,14 +23,21 @@ public enum LocalDatabase {
             throw StoreError(.schemaMismatch, path: path, message: error.message, modelError: error, underlying: error)
         }
         let queue = try open(path, mustExist: false)
-        try claim(queue, for: app, path: path)
+        // Whose file it is, told from what it holds before anything is written; a file still to be
+        // named is named in the transaction of the first step that runs (or, when none is pending, once
+        // every check passed), never by a refused or read-only open.
+        var claim = try ownership(of: queue, for: app, path: path)
         let migrator = app.migrator
         let outcome: Migrator.Outcome
         do {
-            outcome = try migrator.migrate(queue, to: version ?? migrator.latestVersion)
+            outcome = try migrator.migrate(queue, to: version ?? migrator.latestVersion, alongsideFirstStep: claim)
+            if !outcome.applied.isEmpty { claim = nil }
             // The toolkit's steps run once the app's history is complete: a legacy history still on its
             // way creates the toolkit's tables in its own later steps.
-            if outcome.to == migrator.latestVersion { try ToolkitSchema.migrator.migrate(queue) }
+            if outcome.to == migrator.latestVersion {
+                let toolkit = ToolkitSchema.migrator
+                if try !toolkit.migrate(queue, to: toolkit.latestVersion, alongsideFirstStep: claim).applied.isEmpty { claim = nil }
+            }
         } catch {
             throw StoreError(.migrationRefused, path: path, message: error.message, migrationError: error, underlying: error)
         }
@@ -44,39 +52,70 @@ public enum LocalDatabase {
                 throw StoreError(failure: error, path: path)
             }
         }
+        // An adopted file every step had already run on; a new file nothing ran on stays unnamed.
+        if let claim, outcome.to > 0 {
+            try StoreError.mapping(path: path) { try queue.write { try claim($0) } }
+        }
         return outcome
     }
 
-    /// Makes sure the file at `path` is `app`'s, or new, and names it so: a file of another app is
-    /// refused before any step runs (its steps' checksums would otherwise read as edited steps).
-    private static func claim(_ queue: DatabaseQueue, for app: LocalApp, path: String) throws(StoreError) {
+    /// Whether the file at `path` is `app`'s, read without writing anything: nil when its claim names
+    /// `app`; the write that names it `app`'s when it is new (no table at all) or a database Outpost made
+    /// before apps named their schemas that `app` adopts. Any other file is refused (`foreignDatabase`):
+    /// a claim naming another app, or no app, or several (a damaged claim is never relabelled); a ledger
+    /// whose first step is not `app`'s (another app's history: its checksums would otherwise read as
+    /// edited steps); tables with an empty ledger or none (no Outpost app's file: a ledger with no step
+    /// recorded does not make a file new).
+    private static func ownership(of queue: DatabaseQueue, for app: LocalApp, path: String) throws(StoreError)
+        -> (@Sendable (Database) throws -> Void)?
+    {
         let name = app.schema.name
         let owner = ToolkitSchema.ownerTable
-        let refusal: String? = try StoreError.mapping(path: path) {
-            try queue.write { db -> String? in
+        let unclaimed: Bool = try StoreError.mapping(path: path) {
+            try queue.read { db -> Bool in
+                func refuse(_ message: String) -> StoreError { StoreError(.foreignDatabase, path: path, message: message) }
                 if try db.tableExists(owner) {
-                    let recorded = try String.fetchOne(db, sql: "SELECT name FROM \(owner)")
-                    if let recorded, recorded != name {
-                        return "this database belongs to the app '\(recorded)', not to '\(name)'; open it with that app's schema"
+                    let recorded = try String.fetchAll(db, sql: "SELECT name FROM \(owner)")
+                    guard let only = recorded.first else {
+                        throw refuse("this database's app claim (\(owner)) names no app: it is damaged, and is not relabelled as '\(name)'")
                     }
-                    if recorded != nil { return nil }
-                } else if try db.tableExists(Migrator.ledgerTable) {
-                    // Made before apps named their schemas: the app that served alone then says so.
-                    guard app.schema.adoptsUnnamedDatabases else {
-                        return "this database was made by Outpost before apps named their schemas, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(name)'"
+                    guard recorded.count == 1 else {
+                        let apps = recorded.map { "'\($0)'" }.joined(separator: ", ")
+                        throw refuse("this database's app claim (\(owner)) names \(recorded.count) apps (\(apps)): it is damaged; one app owns a file")
                     }
-                } else if let table = try String.fetchOne(db, sql: """
-                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' LIMIT 1
-                    """)
-                {
-                    return "this database belongs to no Outpost app: it has tables (\(table)) and no migration ledger"
+                    guard only == name else {
+                        throw refuse("this database belongs to the app '\(only)', not to '\(name)'; open it with that app's schema")
+                    }
+                    return false
                 }
-                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(owner) (name TEXT NOT NULL)")
-                try db.execute(sql: "INSERT INTO \(owner) (name) VALUES (?)", arguments: [name])
-                return nil
+                let tables = try String.fetchAll(db, sql: """
+                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
+                    """)
+                if tables.isEmpty { return true }
+                guard tables.contains(Migrator.ledgerTable) else {
+                    throw refuse("this database belongs to no Outpost app: it has tables (\(tables[0])) and no migration ledger")
+                }
+                let recorded = try app.migrator.recordedSteps(in: db)
+                guard let first = recorded.first else {
+                    let shown = tables.first { !ToolkitSchema.bookkeepingTables.contains($0) } ?? tables[0]
+                    throw refuse("this database belongs to no Outpost app: it has tables (\(shown)) and an empty migration ledger")
+                }
+                // Made before apps named their schemas: the app that served alone then says so.
+                guard app.schema.adoptsUnnamedDatabases else {
+                    throw refuse("this database was made by Outpost before apps named their schemas, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(name)'")
+                }
+                // And of that app's history: a ledger another app's steps began is that app's file.
+                guard first.version == 1, let ours = app.steps.first, first.checksum == ours.checksum else {
+                    throw refuse("this database belongs to another app: its migration ledger starts with step \(first.version) '\(first.name)', not with '\(name)''s step 1 '\(app.steps.first?.name ?? "none")'")
+                }
+                return true
             }
         }
-        if let refusal { throw StoreError(.foreignDatabase, path: path, message: refusal) }
+        guard unclaimed else { return nil }
+        return { db in
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(owner) (name TEXT NOT NULL)")
+            try db.execute(sql: "INSERT INTO \(owner) (name) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM \(owner))", arguments: [name])
+        }
     }
 
     /// Describes the database at `path` without changing it: the version of `app`'s steps, those

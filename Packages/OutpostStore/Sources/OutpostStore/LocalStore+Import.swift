@@ -35,7 +35,7 @@ extension LocalStore {
                 let before = try ChangeJournal.latest(in: db)
                 try db.execute(sql: "BEGIN IMMEDIATE TRANSACTION")
                 do {
-                    let session = try ImportSession(db: db, origin: origin)
+                    let session = try ImportSession(db: db, origin: origin, stream: stream)
                     var records = 0
                     while let batch = try stream.nextBatch() {
                         for item in batch { try session.apply(item.record, at: item.location) }

@@ -68,8 +68,9 @@ public struct PulledPage: Sendable {
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
     /// through the page and the store: nil when that cannot be told (an opportunity, a parent held
-    /// nowhere, a reference sent as a server id, a tombstone of a record never held).
-    private static func project(
+    /// nowhere, a reference sent as a server id, a tombstone of a record never held). An import asks it
+    /// of what the store holds, with an empty page.
+    static func project(
         of record: EntityRecord, in page: [UUID: EntityRecord], reading stored: (EntityType, UUID) throws -> EntityRecord?
     ) throws -> UUID? {
         let scope = EntityCatalog.schema.scope

@@ -246,4 +246,84 @@ import Testing
         #expect(error.message.contains(says), "\(error)")
         #expect(try Migrator.schemaSQL(of: database.queue, ledgers: []) == schema, "the file was changed")
     }
+
+    /// A file with tables and an empty migration ledger is not a new database: neither `outpost migrate`
+    /// nor opening the store runs the app's steps on it or names it as the app's. Refused as a file of
+    /// no Outpost app, byte for byte as it was.
+    @Test func aFileWithTablesAndAnEmptyLedgerBelongsToNoOutpostApp() throws {
+        try expectRefusedByteIdentical(
+            setup: Self.emptyLedger + "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT); INSERT INTO notes VALUES ('n1', 'keep me');",
+            says: "belongs to no Outpost app: it has tables (notes) and an empty migration ledger")
+    }
+
+    /// A file whose ledger starts with another app's step 1 belongs to that app: refused as foreign
+    /// before any check of the steps (not as an edited step), and no claim is written into it.
+    @Test func aFileWhoseLedgerIsAnotherAppsIsRefusedAsForeignAndLeftByteIdentical() throws {
+        try expectRefusedByteIdentical(
+            setup: Self.emptyLedger + """
+                INSERT INTO migrator_ledger VALUES (1, '1.0: jobs, crew and notes', '\(String(repeating: "ab", count: 32))', '2026-01-01T00:00:00Z');
+                CREATE TABLE jobs (id TEXT PRIMARY KEY, name TEXT); INSERT INTO jobs VALUES ('j1', 'Roof');
+                """,
+            says: "belongs to another app: its migration ledger starts with step 1 '1.0: jobs, crew and notes'")
+    }
+
+    /// An app claim that names no app, or more than one, is damaged: refused, never relabelled.
+    @Test(arguments: [
+        ("CREATE TABLE outpost_app (name TEXT NOT NULL);", "this database's app claim (outpost_app) names no app"),
+        ("CREATE TABLE outpost_app (name TEXT NOT NULL); INSERT INTO outpost_app VALUES ('field-service'), ('contractor-jobs');",
+         "this database's app claim (outpost_app) names 2 apps"),
+        ("CREATE TABLE outpost_app (name TEXT NOT NULL); INSERT INTO outpost_app VALUES ('field-service'), ('field-service');",
+         "this database's app claim (outpost_app) names 2 apps"),
+    ])
+    func aDamagedAppClaimIsRefusedUnchanged(_ setup: String, says: String) throws {
+        try expectRefusedByteIdentical(setup: setup, says: says)
+    }
+
+    /// The claim is written in the transaction of the first step: a new file whose first step fails is
+    /// left without one (and so without any table).
+    @Test func aNewFileWhoseFirstStepFailsIsLeftUnclaimed() throws {
+        let database = try TemporaryDatabase()
+        let failing = LocalApp(schema: LocalApp.fieldService.schema, steps: [
+            MigrationStep(version: 1, name: "fails", sql: "CREATE TABLE jobs (id TEXT PRIMARY KEY); SELECT * FROM no_such_table;"),
+        ])
+        let error = try #require(throws: StoreError.self) { try LocalDatabase.migrate(at: database.path, app: failing) }
+        #expect(error.code == .migrationRefused, "\(error)")
+        let tables = try database.queue.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_schema WHERE type = 'table'")
+        }
+        #expect(tables.isEmpty, "\(tables)")
+    }
+
+    /// A file that lost ledger rows above v3: the migrator names the step whose work the file already
+    /// has as a damaged ledger (not SQLite's raw "duplicate column name"), and the file stays as it was.
+    @Test func ledgerRowsRemovedAboveV3AreADamagedLedgerNamingTheStep() throws {
+        let database = try TemporaryDatabase()
+        try LocalDatabase.migrate(at: database.path, app: .fieldService)
+        try database.queue.write { try $0.execute(sql: "DELETE FROM migrator_ledger WHERE version > 3") }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
+        let error = try #require(throws: StoreError.self) { try LocalDatabase.migrate(at: database.path, app: .fieldService) }
+        #expect(error.code == .migrationRefused && error.migrationError?.code == .ledgerDamaged, "\(error)")
+        #expect(error.migrationError?.version == 4 && error.migrationError?.stepName == LocalSchema.steps[3].name, "\(error)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes, "the file was changed")
+    }
+
+    static let emptyLedger = """
+        CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL);
+        """
+
+    /// Runs `setup` on a new file, then `outpost migrate`'s path and the store's open on it: both refused
+    /// as a foreign database saying `says`, the file byte for byte as it was.
+    private func expectRefusedByteIdentical(setup: String, says: String) throws {
+        let database = try TemporaryDatabase()
+        try database.queue.write { try $0.execute(sql: setup) }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
+        let migrating = try #require(throws: StoreError.self) { try LocalDatabase.migrate(at: database.path, app: .fieldService) }
+        let opening = try #require(throws: StoreError.self) { _ = try LocalStore.open(at: database.path) }
+        for error in [migrating, opening] {
+            #expect(error.code == .foreignDatabase, "\(error)")
+            #expect(error.message.contains(says), "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database.path)) == bytes, "the file was changed")
+        #expect(!FileManager.default.fileExists(atPath: database.path + "-wal"), "the file was opened for writing")
+    }
 }
