@@ -13,7 +13,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the reference sync server (schemas/sync-api.yaml) on one SQLite file or on PostgreSQL.",
         discussion: """
-            The database is created and migrated on start; media files go in a folder next to it. \
+            The database is created and migrated on start (a file with tables that are not a server's \
+            is refused, unchanged); media files go in a folder next to it. \
             With --postgres URL (postgres://user:password@host:port/database?sslmode=verify-full) records \
             live in PostgreSQL, migrated on start, and several servers may share it; --media is then \
             required (a folder every instance shares). Without a password in the URL, PGPASSWORD is used. \

@@ -19,6 +19,43 @@ final class SQLiteStorage: ServerStorage {
     /// The page size of a new database file, in bytes.
     static let pageSize = 8192
 
+    /// Refuses a file that is not this server's before anything is written to it (opening the pool
+    /// alone turns WAL on in the file's header). `outpost serve --db` on another program's file, or a
+    /// device's store, added the server's tables to it and served from it. New is a missing or empty
+    /// file, or one with no tables; the server's own has a ledger begun by the server's first step.
+    static func checkOwnership(of path: String) throws(ServerError) {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        let found: (tables: [String], steps: [Migrator.RecordedStep])
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            found = try queue.read { db in
+                let tables = try String.fetchAll(db, sql: """
+                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
+                    """)
+                return (tables, try ServerSchema.migrator.recordedSteps(in: db))
+            }
+        } catch {
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
+        }
+        guard !found.tables.isEmpty else { return }
+        let named = found.tables.prefix(5).joined(separator: ", ") + (found.tables.count > 5 ? ", …" : "")
+        guard let first = found.steps.first else {
+            throw ServerError(
+                .migrationFailed,
+                message: "\(path) belongs to no Outpost server: it has tables (\(named)) and no server migration history; nothing was written to it",
+                path: path)
+        }
+        guard let step = ServerSchema.migrator.steps.first, first.version == step.version, first.checksum == step.checksum else {
+            throw ServerError(
+                .migrationFailed,
+                message: "\(path) belongs to another program or app: its migration history begins with step \(first.version) '\(first.name)', not this server's '\(ServerSchema.migrator.steps.first?.name ?? "")'; nothing was written to it",
+                path: path)
+        }
+    }
+
     /// Opens (creating and migrating) the database at `path`. `durableCommits` false keeps SQLite's
     /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
     init(
@@ -31,6 +68,7 @@ final class SQLiteStorage: ServerStorage {
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (OutpostMigrator's README, `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()
+        try Self.checkOwnership(of: path)
         do {
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)

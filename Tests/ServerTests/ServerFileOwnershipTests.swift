@@ -1,0 +1,70 @@
+@testable import OutpostServer
+import Foundation
+import GRDB
+import OutpostFieldServiceTesting
+import Testing
+
+/// `outpost serve --db FILE` on a file that is not a server's (another program's, a device's store)
+/// added the server's fifteen tables to it and went on serving. It is refused before anything is
+/// written, naming what it found, and the file is left byte for byte as it was.
+@Suite(.fieldService) struct ServerFileOwnershipTests {
+    static func digest(_ path: String) throws -> Data {
+        try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    func refusesUnchanged(_ prepare: (DatabaseQueue) throws -> Void, saying expected: String) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-owner-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("other.sqlite").path
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try prepare(queue)
+            try queue.close()
+        }
+        let before = try Self.digest(path)
+        let error = try #require(throws: ServerError.self) { try SQLiteStorage(path: path, assignsServerIDs: false) }
+        #expect(error.code == .migrationFailed && error.path == path, "\(error)")
+        #expect(error.message.contains(expected), "\(error.message)")
+        #expect(try Self.digest(path) == before, "the file was written")
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the file was opened for writing")
+    }
+
+    @Test func anotherProgramsFileIsRefusedUnchanged() throws {
+        try refusesUnchanged({ queue in
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+                try db.execute(sql: "INSERT INTO notes (body) VALUES ('keep me')")
+            }
+        }, saying: "belongs to no Outpost server")
+    }
+
+    @Test func aFileWithAnEmptyLedgerIsRefusedUnchanged() throws {
+        try refusesUnchanged({ queue in
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+                try db.execute(sql: "CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            }
+        }, saying: "belongs to no Outpost server")
+    }
+
+    @Test func aLedgerBegunByAnotherHistoryIsRefusedUnchanged() throws {
+        try refusesUnchanged({ queue in
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE jobs (id TEXT PRIMARY KEY)")
+                try db.execute(sql: "CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
+                try db.execute(sql: "INSERT INTO migrator_ledger VALUES (1, 'jobs', '\(String(repeating: "ab", count: 32))', '2026-11-29')")
+            }
+        }, saying: "another")
+    }
+
+    @Test func anEmptyFileAndTheServersOwnOpen() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-owner-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("server.sqlite").path
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        _ = try SQLiteStorage(path: path, assignsServerIDs: false)
+        _ = try SQLiteStorage(path: path, assignsServerIDs: false)
+    }
+}
