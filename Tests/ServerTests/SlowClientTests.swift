@@ -1,6 +1,7 @@
 @testable import OutpostServer
 import Foundation
 import OutpostFieldServiceTesting
+import OutpostTesting
 import Testing
 
 #if canImport(Glibc)
@@ -8,8 +9,9 @@ import Glibc
 #endif
 
 /// A plain TCP connection to the test server, for clients no HTTP library would be: one that trickles
-/// its headers, or one that just holds a connection open.
-final class RawConnection {
+/// its headers, or one that just holds a connection open. Its reads block (with a timeout), so they run
+/// off the cooperative pool: blocked there, they starved the in-process servers of other tests.
+final class RawConnection: Sendable {
     private let socket: Int32
 
     init(port: Int) throws {
@@ -34,7 +36,11 @@ final class RawConnection {
     }
 
     /// The status code of the first answer on this connection; nil when none came within `seconds`.
-    func answerStatus(within seconds: Int = 60) -> Int? {
+    func answerStatus(within seconds: Int = 60) async -> Int? {
+        await offThePool { self.readStatus(within: seconds) }
+    }
+
+    private func readStatus(within seconds: Int) -> Int? {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var line: [UInt8] = []
@@ -44,8 +50,12 @@ final class RawConnection {
         return words.count >= 2 ? Int(words[1]) : nil
     }
 
-    /// Whether the server has closed the connection (a read sees the end, or a reset).
-    func isClosedByServer() -> Bool {
+    /// Whether the server has closed the connection (a read sees the end, or a reset); waits up to a second.
+    func isClosedByServer() async -> Bool {
+        await offThePool { self.readSeesClose() }
+    }
+
+    private func readSeesClose() -> Bool {
         var byte: UInt8 = 0
         let read = recv(socket, &byte, 1, 0)
         return read == 0 || (read < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
@@ -65,8 +75,8 @@ struct SlowClientTests {
         for _ in 0..<6 {
             trickling.send("X-Slow: a\r\n")
             try await Task.sleep(for: .milliseconds(500))
-            if !closed.silent { closed.silent = silent.isClosedByServer() }
-            if !closed.trickling { closed.trickling = trickling.isClosedByServer() }
+            if !closed.silent { closed.silent = await silent.isClosedByServer() }
+            if !closed.trickling { closed.trickling = await trickling.isClosedByServer() }
             if closed.silent && closed.trickling { break }
         }
         #expect(closed.silent)
@@ -89,7 +99,7 @@ struct SlowClientTests {
         let started = ContinuousClock.now
         while !closed, ContinuousClock.now - started < .seconds(20) {
             trickling.send("{")
-            closed = trickling.isClosedByServer()  // waits up to a second
+            closed = await trickling.isClosedByServer()  // waits up to a second
         }
         #expect(closed)
         #expect(ContinuousClock.now - started < .seconds(18), "closed soon after the grace period")
@@ -128,14 +138,28 @@ struct SlowClientTests {
         }
         // A real client still gets its answer: it takes the last silent one's place.
         #expect(try await server.send("GET", "/livez", versions: false).status == 200)
-        #expect(silent.allSatisfy { $0.isClosedByServer() }, "every silent connection was displaced")
-        #expect(busy.allSatisfy { !$0.isClosedByServer() }, "a connection with a request under way keeps its place")
+        #expect(await allClosed(silent), "every silent connection was displaced")
+        #expect(await noneClosed(busy), "a connection with a request under way keeps its place")
         // The client's kept-alive connection is idle now; a third push displaces it, and then every
         // connection has a request under way: a newcomer is closed as it arrives.
         let third = try pushUnderWay()
         try await settle(open: 3, idle: 0)
         let extra = try RawConnection(port: server.port)
-        #expect(extra.isClosedByServer())
-        #expect((busy + [third]).allSatisfy { !$0.isClosedByServer() })
+        #expect(await extra.isClosedByServer())
+        #expect(await noneClosed(busy + [third]))
+    }
+
+    private func allClosed(_ connections: [RawConnection]) async -> Bool {
+        for connection in connections {
+            if !(await connection.isClosedByServer()) { return false }
+        }
+        return true
+    }
+
+    private func noneClosed(_ connections: [RawConnection]) async -> Bool {
+        for connection in connections {
+            if await connection.isClosedByServer() { return false }
+        }
+        return true
     }
 }

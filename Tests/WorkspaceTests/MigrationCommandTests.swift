@@ -95,7 +95,7 @@ import Darwin
             // Slept and killed on a thread of its own: a task's sleep resumes late on a busy machine, and
             // the migration would be over before its kill.
             let pause = UInt32.random(in: 20_000...700_000, using: &random)
-            await ChildProcess.offThePool {
+            await offThePool {
                 usleep(pause)
                 kill(process.processIdentifier, SIGKILL)
             }

@@ -79,11 +79,4 @@ enum ChildProcess {
             return String(decoding: printed, as: UTF8.self)
         }
     }
-
-    /// Runs `body` on a new thread and returns its value, suspending (not blocking) the caller.
-    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: body()) }.start()
-        }
-    }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import OutpostTesting
 
 /// A scripted HTTP server on 127.0.0.1 and a random free port, run by python3 for one test: it
 /// answers each `METHOD /path` with a canned response, gunzips request bodies, and logs every request.
@@ -62,16 +63,14 @@ final class LocalHTTPServer {
         // cooperative thread while python starts stalled every other test of the process (2 threads
         // on a 2-core machine, dozens of servers starting at once).
         let reader = output.fileHandleForReading
-        let line = await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
-            Thread.detachNewThread {
-                var line = Data()
-                while !line.contains(UInt8(ascii: "\n")) {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty { break }
-                    line.append(chunk)
-                }
-                continuation.resume(returning: line)
+        let line = await offThePool {
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
             }
+            return line
         }
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else {

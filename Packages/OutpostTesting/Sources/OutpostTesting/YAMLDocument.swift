@@ -88,14 +88,9 @@ enum Python {
         var description: String { message }
     }
 
-    /// Runs on a thread of its own: a test must never block a thread of Swift's cooperative pool (on two
-    /// cores, two blocked tests starved in-process servers).
+    /// Runs off the cooperative pool (see `offThePool`).
     static func run(_ script: String, arguments: [String]) async throws -> Data {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data, any Error>) in
-            Thread {
-                continuation.resume(with: Result { try runBlocking(script, arguments: arguments) })
-            }.start()
-        }
+        try await offThePool { try runBlocking(script, arguments: arguments) }
     }
 
     private static func runBlocking(_ script: String, arguments: [String]) throws -> Data {
