@@ -113,6 +113,31 @@ public struct Migrator: Sendable {
         try Ledger.entries(db, table: ledger).map { RecordedStep(version: $0.version, name: $0.name, checksum: $0.checksum) }
     }
 
+    /// Whose history a database holds, read without writing anything: the one reading behind every
+    /// refusal of a file that is not the caller's (device stores and servers alike).
+    public enum History: Sendable, Hashable {
+        /// No table at all: a new file.
+        case new
+        /// Tables (sorted by name) and no record of any step: no migrator's file, or its ledger emptied.
+        case unrecorded(tables: [String])
+        /// A ledger that another history began: its first step is not this migrator's step 1.
+        case foreign(first: RecordedStep)
+        /// A ledger this migrator's step 1 began.
+        case ours(steps: [RecordedStep])
+    }
+
+    /// Reads `db`'s history as this migrator sees it (`History`).
+    public func history(in db: Database) throws -> History {
+        let tables = try String.fetchAll(db, sql: """
+            SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
+            """)
+        if tables.isEmpty { return .new }
+        let recorded = try recordedSteps(in: db)
+        guard let first = recorded.first else { return .unrecorded(tables: tables) }
+        guard first.version == 1, let ours = steps.first, first.checksum == ours.checksum else { return .foreign(first: first) }
+        return .ours(steps: recorded)
+    }
+
     /// The schema as normalized SQL: every table, index, view and trigger, sorted by kind and name, one
     /// statement per line with white space collapsed, without SQLite's and the migrator's own tables.
     /// Two databases with the same schema print the same text, whatever path brought them there.

@@ -25,30 +25,26 @@ final class SQLiteStorage: ServerStorage {
     /// file, or one with no tables; the server's own has a ledger begun by the server's first step.
     static func checkOwnership(of path: String) throws(ServerError) {
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let found: (tables: [String], steps: [Migrator.RecordedStep])
+        let history: Migrator.History
         do {
             var configuration = Configuration()
             configuration.readonly = true
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            found = try queue.read { db in
-                let tables = try String.fetchAll(db, sql: """
-                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
-                    """)
-                return (tables, try ServerSchema.migrator.recordedSteps(in: db))
-            }
+            history = try queue.read { try ServerSchema.migrator.history(in: $0) }
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
-        guard !found.tables.isEmpty else { return }
-        let named = found.tables.prefix(5).joined(separator: ", ") + (found.tables.count > 5 ? ", …" : "")
-        guard let first = found.steps.first else {
+        switch history {
+        case .new, .ours:
+            return
+        case .unrecorded(let tables):
+            let named = tables.prefix(5).joined(separator: ", ") + (tables.count > 5 ? ", …" : "")
             throw ServerError(
                 .migrationFailed,
                 message: "\(path) belongs to no Outpost server: it has tables (\(named)) and no server migration history; nothing was written to it",
                 path: path)
-        }
-        guard let step = ServerSchema.migrator.steps.first, first.version == step.version, first.checksum == step.checksum else {
+        case .foreign(let first):
             throw ServerError(
                 .migrationFailed,
                 message: "\(path) belongs to another program or app: its migration history begins with step \(first.version) '\(first.name)', not this server's '\(ServerSchema.migrator.steps.first?.name ?? "")'; nothing was written to it",

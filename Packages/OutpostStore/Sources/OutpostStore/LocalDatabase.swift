@@ -88,24 +88,23 @@ public enum LocalDatabase {
                     }
                     return false
                 }
-                let tables = try String.fetchAll(db, sql: """
-                    SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name
-                    """)
-                if tables.isEmpty { return true }
-                guard tables.contains(Migrator.ledgerTable) else {
+                let history = try app.migrator.history(in: db)
+                switch history {
+                case .new:
+                    return true
+                case .unrecorded(let tables) where !tables.contains(Migrator.ledgerTable):
                     throw refuse("this database belongs to no Outpost app: it has tables (\(tables[0])) and no migration ledger")
-                }
-                let recorded = try app.migrator.recordedSteps(in: db)
-                guard let first = recorded.first else {
+                case .unrecorded(let tables):
                     let shown = tables.first { !ToolkitSchema.bookkeepingTables.contains($0) } ?? tables[0]
                     throw refuse("this database belongs to no Outpost app: it has tables (\(shown)) and an empty migration ledger")
-                }
-                // Made before apps named their schemas: the app that served alone then says so.
-                guard app.schema.adoptsUnnamedDatabases else {
-                    throw refuse("this database was made by Outpost before apps named their schemas, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(name)'")
+                case .foreign, .ours:
+                    // Made before apps named their schemas: the app that served alone then says so.
+                    guard app.schema.adoptsUnnamedDatabases else {
+                        throw refuse("this database was made by Outpost before apps named their schemas, for the app that adopts such databases (AppSchema.adoptsUnnamedDatabases), not for '\(name)'")
+                    }
                 }
                 // And of that app's history: a ledger another app's steps began is that app's file.
-                guard first.version == 1, let ours = app.steps.first, first.checksum == ours.checksum else {
+                if case .foreign(let first) = history {
                     throw refuse("this database belongs to another app: its migration ledger starts with step \(first.version) '\(first.name)', not with '\(name)''s step 1 '\(app.steps.first?.name ?? "none")'")
                 }
                 return true
