@@ -3,12 +3,13 @@ import OutpostTesting
 
 /// The parts of `schemas/sync-api.yaml` the contract test needs, as a real YAML parser reads the
 /// document (`OutpostTesting.YAMLNode`): every path's methods with their status codes and the schema of
-/// their 200 answer, each component schema's properties and required keys, and the error codes.
+/// their success answer (200 or 201), each component schema's properties and required keys, and the error codes.
 struct APIDocument {
     struct Operation: Hashable {
         var path: String
         var method: String
         var statuses: Set<Int> = []
+        /// The schema of the success answer (200, or 201 for a route that creates).
         var okSchema: String?
     }
 
@@ -45,7 +46,7 @@ struct APIDocument {
                 for status in responses?.keys ?? [] {
                     guard let code = Int(status) else { continue }
                     operation.statuses.insert(code)
-                    if code == 200, case .mapping(let content)? = responses?[status]?["content"] {
+                    if (200..<300).contains(code), case .mapping(let content)? = responses?[status]?["content"] {
                         let reference = content.lazy.compactMap { $0.value["schema"]?["$ref"]?.text }.first
                         operation.okSchema = reference?.components(separatedBy: "/").last
                     }

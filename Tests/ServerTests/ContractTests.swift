@@ -18,8 +18,10 @@ struct ContractTests {
     @Test("Every route, status and response shape of the document, against the running server", arguments: Backend.available)
     func serverMatchesDocument(_ backend: Backend) async throws {
         let document = try await APIDocument.load()
-        #expect(document.operations.count == 9)
+        #expect(document.operations.count == 18)
         let server = try await TestServer.start(backend, maximumBodyBytes: 512 * 1024)
+        // An admin token for Alice: the admin API takes it, and every sync route refuses it.
+        let admin = try await server.server.issueToken(for: TestServer.alice, admin: true)
         let alice = server.transport(token: TestServer.aliceToken)
         let bytes = Data("twelve bytes".utf8)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
@@ -42,6 +44,12 @@ struct ContractTests {
             mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))], checkpoint: lostCheckpoint))
         let media = { (id: UUID) in "/media/\(id.uuidString.lowercased())/upload" }
         let bundle = { (id: UUID) in "/projects/\(id.uuidString.lowercased())/bundle" }
+        let archive = { (id: UUID) in "/admin/projects/\(id.uuidString.lowercased())/archive" }
+        let members = { (id: UUID) in "/admin/projects/\(id.uuidString.lowercased())/members" }
+        let member = { (project: UUID, user: UUID) in "/admin/projects/\(project.uuidString.lowercased())/members/\(user.uuidString.lowercased())" }
+        let newcomer = UUID()
+        // Past the admin API's 64 KiB body limit.
+        let bigBody = Data(#"{"name": "\#(String(repeating: "x", count: 70_000))"}"#.utf8)
         let digest = sha256Hex(bytes)
         let chunk = ["Content-Range": "bytes 0-11/12", "Outpost-Media-SHA256": digest]
 
@@ -86,7 +94,63 @@ struct ContractTests {
             "GET /projects/{projectID}/bundle": [
                 (bundle(TestServer.projectA) + "?format=xml", a, nil, [:], true), (bundle(TestServer.projectA) + "?format=pdf", a, nil, [:], true),
                 (bundle(TestServer.projectA), nil, nil, [:], true), (bundle(TestServer.projectB), a, nil, [:], true),
-                (bundle(UUID()), a, nil, [:], true),
+                (bundle(UUID()), a, nil, [:], true), (bundle(TestServer.projectA), admin, nil, [:], true),
+            ],
+            // The admin API: an admin token only (a member's is 403, none 401), no protocol headers.
+            "GET /admin/log": [
+                ("/admin/log?limit=5", admin, nil, [:], false), ("/admin/log?limit=0", admin, nil, [:], false),
+                ("/admin/log", nil, nil, [:], false), ("/admin/log", a, nil, [:], false),
+            ],
+            "POST /admin/projects": [
+                ("/admin/projects", admin, Data(#"{"name": "Birch Lane", "address": "1 Birch Lane"}"#.utf8), [:], false),
+                ("/admin/projects", admin, Data(#"{"name": ""}"#.utf8), [:], false),
+                ("/admin/projects", nil, Data(#"{"name": "x"}"#.utf8), [:], false),
+                ("/admin/projects", a, Data(#"{"name": "x"}"#.utf8), [:], false),
+                ("/admin/projects", admin, Data(#"{"id": "\#(TestServer.projectA)", "name": "Again"}"#.utf8), [:], false),
+                ("/admin/projects", admin, bigBody, [:], false),
+            ],
+            "POST /admin/projects/{projectID}/archive": [
+                (archive(TestServer.projectB), admin, Data(#"{"archived": false}"#.utf8), [:], false),
+                (archive(TestServer.projectB), admin, Data(#"{"archived": "no"}"#.utf8), [:], false),
+                (archive(TestServer.projectB), nil, Data(#"{"archived": false}"#.utf8), [:], false),
+                (archive(TestServer.projectB), a, Data(#"{"archived": false}"#.utf8), [:], false),
+                (archive(UUID()), admin, Data(#"{"archived": true}"#.utf8), [:], false),
+                (archive(TestServer.projectB), admin, bigBody, [:], false),
+            ],
+            "GET /admin/projects/{projectID}/members": [
+                (members(TestServer.projectA), admin, nil, [:], false), (members(TestServer.projectA), nil, nil, [:], false),
+                (members(TestServer.projectA), a, nil, [:], false), (members(UUID()), admin, nil, [:], false),
+            ],
+            "PUT /admin/projects/{projectID}/members/{userID}": [
+                (member(TestServer.projectB, newcomer), admin, Data(#"{"name": "Dana", "role": "crew"}"#.utf8), [:], false),
+                (member(TestServer.projectB, newcomer), admin, Data(#"{"name": "Dana", "role": "boss"}"#.utf8), [:], false),
+                (member(TestServer.projectB, newcomer), nil, Data(#"{"name": "Dana"}"#.utf8), [:], false),
+                (member(TestServer.projectB, newcomer), a, Data(#"{"name": "Dana"}"#.utf8), [:], false),
+                (member(UUID(), newcomer), admin, Data(#"{"name": "Dana"}"#.utf8), [:], false),
+                (member(TestServer.projectB, newcomer), admin, bigBody, [:], false),
+            ],
+            "DELETE /admin/projects/{projectID}/members/{userID}": [
+                (member(TestServer.projectB, UUID()), admin, nil, [:], false), (member(TestServer.projectB, UUID()), nil, nil, [:], false),
+                (member(TestServer.projectB, UUID()), a, nil, [:], false), (member(UUID(), UUID()), admin, nil, [:], false),
+            ],
+            "GET /admin/tokens": [
+                ("/admin/tokens?userID=\(TestServer.bob)", admin, nil, [:], false), ("/admin/tokens?userID=bob", admin, nil, [:], false),
+                ("/admin/tokens", nil, nil, [:], false), ("/admin/tokens", a, nil, [:], false),
+            ],
+            "POST /admin/tokens": [
+                ("/admin/tokens", admin, Data(#"{"userID": "\#(TestServer.bob)", "expiresInSeconds": 3600}"#.utf8), [:], false),
+                ("/admin/tokens", admin, Data(#"{"userID": "\#(TestServer.bob)", "expiresInSeconds": 0}"#.utf8), [:], false),
+                ("/admin/tokens", nil, Data(#"{"userID": "\#(TestServer.bob)"}"#.utf8), [:], false),
+                ("/admin/tokens", a, Data(#"{"userID": "\#(TestServer.bob)"}"#.utf8), [:], false),
+                ("/admin/tokens", admin, Data(#"{"userID": "\#(UUID())"}"#.utf8), [:], false),
+                ("/admin/tokens", admin, bigBody, [:], false),
+            ],
+            "POST /admin/tokens/revoke": [
+                ("/admin/tokens/revoke", admin, Data(#"{"token": "no-such-token"}"#.utf8), [:], false),
+                ("/admin/tokens/revoke", admin, Data(#"{"token": "x", "userID": "\#(TestServer.bob)"}"#.utf8), [:], false),
+                ("/admin/tokens/revoke", nil, Data(#"{"token": "x"}"#.utf8), [:], false),
+                ("/admin/tokens/revoke", a, Data(#"{"token": "x"}"#.utf8), [:], false),
+                ("/admin/tokens/revoke", admin, bigBody, [:], false),
             ],
         ]
 
@@ -102,7 +166,7 @@ struct ContractTests {
                 #expect(operation.statuses.contains(answer.status), "\(name) answered \(answer.status), undocumented")
                 #expect(answer.headers["outpost-protocol-version"] == "1")
                 #expect(answer.headers[SyncProtocol.acceptsHeader.lowercased()] == SyncProtocol.sharedClockForm)
-                if answer.status == 200 {
+                if (200..<300).contains(answer.status) {
                     try checkShape(answer.body, headers: answer.headers, schema: operation.okSchema, document, name)
                 } else {
                     let error = try JSONDecoder().decode(ErrorBody.self, from: answer.body)
@@ -180,8 +244,11 @@ struct ContractTests {
         }
         let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any], "\(name)")
         try check(object, against: schema, document, name)
-        // Nested arrays of documented objects: pull's changes, push's results.
-        let nested: [String: String] = ["changes": "ServerRecord", "results": "MutationResult"]
+        // Nested arrays of documented objects: pull's changes, push's results, the admin API's lists.
+        let nested: [String: String] = [
+            "changes": "ServerRecord", "results": "MutationResult", "members": "AdminMember", "tokens": "AdminToken",
+            "entries": "AdminLogEntry",
+        ]
         for (key, itemSchema) in nested {
             for item in object[key] as? [[String: Any]] ?? [] {
                 try check(item, against: itemSchema, document, name)

@@ -195,9 +195,12 @@ struct AdminCommand: AsyncParsableCommand {
             }
             let time = { (date: Date?) in date.map(Timestamp.string(from:)) ?? "—" }
             print(TextTable(
-                headers: ["user", "token", "issued", "expires", "last used"],
+                headers: ["user", "token", "kind", "issued", "expires", "last used"],
                 rows: tokens.map {
-                    [$0.userID.uuidString.lowercased(), $0.digestPrefix, time($0.createdAt), $0.expiresAt.map(Timestamp.string(from:)) ?? "never", time($0.lastUsedAt)]
+                    [
+                        $0.userID.uuidString.lowercased(), $0.digestPrefix, $0.isAdmin ? "admin" : "member", time($0.createdAt),
+                        $0.expiresAt.map(Timestamp.string(from:)) ?? "never", time($0.lastUsedAt),
+                    ]
                 }
             ).rendered)
         }
@@ -232,6 +235,8 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "The user's id.") var user: String
         @Option(help: "How long the token works, as a number and a unit (45m, 8h, 30d); for ever when absent. Its first request after that gets 401 on every instance.")
         var expiresIn: String?
+        @Flag(help: "An admin token: it reaches the server's /admin API and nothing else (a member's token syncs and never administers).")
+        var admin = false
 
         func validate() throws {
             if let expiresIn { _ = try Self.seconds(in: expiresIn) }
@@ -242,7 +247,7 @@ struct AdminCommand: AsyncParsableCommand {
             guard let user = UUID(uuidString: user) else { throw CommandFailure("--user takes a UUID") }
             let expiresAt = try expiresIn.map { Date().addingTimeInterval(try Self.seconds(in: $0)) }
             do {
-                print(try await server.issueToken(for: user, expiresAt: expiresAt, by: AdminCommand.actor))
+                print(try await server.issueToken(for: user, expiresAt: expiresAt, admin: admin, by: AdminCommand.actor))
             } catch {
                 throw CommandFailure("\(error)")
             }

@@ -15,6 +15,8 @@ public struct IssuedToken: Sendable, Hashable {
     public let expiresAt: Date?
     /// When a request last used it, to the minute (noted at most once a minute per instance); nil if never.
     public let lastUsedAt: Date?
+    /// Whether it is an admin token (reaches `/admin` only) rather than a member's (reaches sync only).
+    public let isAdmin: Bool
 }
 
 /// One member of a scope record (a project) as the operator sees it: the live record of the schema's

@@ -4,3 +4,21 @@ import Foundation
 package struct Caller: Sendable, Hashable {
     package let userID: UUID
 }
+
+/// Whom a stored token belongs to, and whether it is an admin token. The two kinds never stand in for
+/// each other: a sync route takes only a member's token (`Caller`), an `/admin` route only an admin's
+/// (`Administrator`), so a token copied off a phone administers nothing.
+struct TokenHolder: Sendable, Hashable {
+    let userID: UUID
+    let isAdmin: Bool
+}
+
+/// The operator an admin token belongs to: what the `/admin` routes act for and the admin log names.
+package struct Administrator: Sendable, Hashable {
+    package let userID: UUID
+    /// The first 12 hex digits of the token's SHA-256, as `IssuedToken.digestPrefix` lists it.
+    package let tokenPrefix: String
+
+    /// How the admin log names them.
+    var actor: String { "admin \(userID.uuidString.lowercased()) (token \(tokenPrefix))" }
+}

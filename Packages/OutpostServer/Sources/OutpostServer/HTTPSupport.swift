@@ -18,6 +18,9 @@ enum Routes {
     static let all: [Route] = [
         ("/health", [.get]), ("/livez", [.get]), ("/readyz", [.get]), ("/push", [.post]), ("/pull", [.post]),
         ("/media/{attachmentID}/upload", [.get, .put]), ("/projects/{projectID}/bundle", [.get]), ("/metrics", [.get]),
+        ("/admin/log", [.get]), ("/admin/projects", [.post]), ("/admin/projects/{projectID}/archive", [.post]),
+        ("/admin/projects/{projectID}/members", [.get]), ("/admin/projects/{projectID}/members/{userID}", [.put, .delete]),
+        ("/admin/tokens", [.get, .post]), ("/admin/tokens/revoke", [.post]),
     ].map { Route(path: $0, segments: $0.split(separator: "/"), methods: $1) }
 
     /// The route `path` reaches; nil for a path no route has. Empty segments are dropped, as Hummingbird's
@@ -94,8 +97,8 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
                         status: 405, .methodNotAllowed,
                         "\(route.path) answers \(route.methods.map(\.rawValue).joined(separator: ", ")), not \(request.method.rawValue)")
                 }
-                // Metrics and probes are read by tools that speak no sync protocol.
-                if !Self.unversionedPaths.contains(route.path) { try checkVersions(request) }
+                // Metrics, probes and the admin API are read by tools that speak no sync protocol.
+                if !Self.isUnversioned(route.path) { try checkVersions(request) }
             }
             response = try await RequestAttribution.$current.withValue(attribution) { try await next(request, context) }
         } catch {
@@ -132,8 +135,10 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         path.utf8.count <= 256 ? path : String(decoding: path.utf8.prefix(256), as: UTF8.self) + "…"
     }
 
-    /// Paths answered without the protocol headers.
-    static var unversionedPaths: Set<String> { ["/metrics", "/livez", "/readyz"] }
+    /// Whether a route is answered without the protocol headers: metrics, the probes, the admin API.
+    static func isUnversioned(_ path: String) -> Bool {
+        ["/metrics", "/livez", "/readyz"].contains(path) || path.hasPrefix("/admin/")
+    }
 
     private func checkVersions(_ request: Request) throws(ServerError) {
         guard let text = request.headers[Header.protocolVersion], Int(text) == SyncProtocol.version else {

@@ -25,6 +25,7 @@ enum PostgresSchema {
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
         MigrationStep(version: 9, name: "archived projects", sql: version9),
+        MigrationStep(version: 10, name: "admin tokens", sql: version10),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -324,5 +325,10 @@ enum PostgresSchema {
             project_id TEXT PRIMARY KEY,
             archived_at BIGINT NOT NULL
         );
+        """
+
+    /// As `ServerSchema.version10`: which tokens are the admin API's.
+    private static let version10 = """
+        ALTER TABLE tokens ADD COLUMN admin BOOLEAN NOT NULL DEFAULT FALSE;
         """
 }

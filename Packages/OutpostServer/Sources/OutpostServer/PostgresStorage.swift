@@ -241,16 +241,16 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Tokens
 
-    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
+    func tokenHolder(forDigest digest: String) async throws(ServerError) -> TokenHolder? {
         let logger = self.logger
         return try await withConnection { connection in
-            for try await userID in try await connection.query(
+            for try await (userID, admin) in try await connection.query(
                 """
-                SELECT user_id FROM tokens
+                SELECT user_id, admin FROM tokens
                 WHERE token_sha256 = \(digest) AND (expires_at IS NULL OR expires_at > \(Timestamp.now().milliseconds))
                 """, logger: logger
-            ).decode(String.self) {
-                return UUID(uuidString: userID).map(Caller.init(userID:))
+            ).decode((String, Bool).self) {
+                return UUID(uuidString: userID).map { TokenHolder(userID: $0, isAdmin: admin) }
             }
             return nil
         }
@@ -678,16 +678,16 @@ final class PostgresStorage: ServerStorage {
         return try await withConnection { connection in
             var tokens: [IssuedToken] = []
             let milliseconds = { (value: Int64?) in value.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
-            for try await (digest, userID, created, expires, lastUsed) in try await connection.query(
+            for try await (digest, userID, created, expires, lastUsed, admin) in try await connection.query(
                 """
-                SELECT token_sha256, user_id, created_at, expires_at, last_used_at FROM tokens
+                SELECT token_sha256, user_id, created_at, expires_at, last_used_at, admin FROM tokens
                 WHERE \(userText)::text IS NULL OR user_id = \(userText) ORDER BY created_at DESC, token_sha256
                 """, logger: logger
-            ).decode((String, String, Int64, Int64?, Int64?).self) {
+            ).decode((String, String, Int64, Int64?, Int64?, Bool).self) {
                 guard let id = UUID(uuidString: userID) else { continue }
                 tokens.append(IssuedToken(
                     userID: id, digestPrefix: String(digest.prefix(12)), createdAt: milliseconds(created) ?? Date(timeIntervalSince1970: 0),
-                    expiresAt: milliseconds(expires), lastUsedAt: milliseconds(lastUsed)))
+                    expiresAt: milliseconds(expires), lastUsedAt: milliseconds(lastUsed), isAdmin: admin))
             }
             return tokens
         }
@@ -819,11 +819,12 @@ final class PostgresStorage: ServerStorage {
                 guard known else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try await connection.query(
                     """
-                    INSERT INTO tokens (token_sha256, user_id, created_at, expires_at)
+                    INSERT INTO tokens (token_sha256, user_id, created_at, expires_at, admin)
                     VALUES (\(TokenDigest.hex(of: token.token)), \(token.userID.storageText), \(now.milliseconds),
-                            \(token.expiresAt?.milliseconds))
+                            \(token.expiresAt?.milliseconds), \(token.admin))
                     ON CONFLICT (token_sha256) DO UPDATE
-                    SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+                    SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
+                        admin = EXCLUDED.admin
                     """, logger: logger)
             }
             return true

@@ -169,12 +169,15 @@ final class SQLiteStorage: ServerStorage {
 
     // MARK: - Tokens
 
-    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
+    func tokenHolder(forDigest digest: String) async throws(ServerError) -> TokenHolder? {
         try await read { db in
-            try String.fetchOne(
-                db, sql: "SELECT user_id FROM tokens WHERE token_sha256 = ? AND (expires_at IS NULL OR expires_at > ?)",
-                arguments: [digest, Timestamp.now().milliseconds])
-                .flatMap(UUID.init(hyphenatedText:)).map(Caller.init(userID:))
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT user_id, admin FROM tokens WHERE token_sha256 = ? AND (expires_at IS NULL OR expires_at > ?)",
+                    arguments: [digest, Timestamp.now().milliseconds]),
+                let user = UUID(hyphenatedText: row["user_id"] as String)
+            else { return nil }
+            return TokenHolder(userID: user, isAdmin: row["admin"] as Bool)
         }
     }
 
@@ -696,9 +699,10 @@ final class SQLiteStorage: ServerStorage {
                 guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [token.userID.storageText]) ?? false
                 else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                    sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at, expires_at, admin) VALUES (?, ?, ?, ?, ?)",
                     arguments: [
                         TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds, token.expiresAt?.milliseconds,
+                        token.admin,
                     ])
             }
             return true
@@ -785,7 +789,7 @@ final class SQLiteStorage: ServerStorage {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT token_sha256, user_id, created_at, expires_at, last_used_at FROM tokens
+                    SELECT token_sha256, user_id, created_at, expires_at, last_used_at, admin FROM tokens
                     WHERE ? IS NULL OR user_id = ? ORDER BY created_at DESC, token_sha256
                     """,
                 arguments: [user?.storageText, user?.storageText])
@@ -795,7 +799,8 @@ final class SQLiteStorage: ServerStorage {
                 return IssuedToken(
                     userID: userID, digestPrefix: String((row["token_sha256"] as String).prefix(12)),
                     createdAt: milliseconds(row["created_at"]) ?? Date(timeIntervalSince1970: 0),
-                    expiresAt: milliseconds(row["expires_at"]), lastUsedAt: milliseconds(row["last_used_at"]))
+                    expiresAt: milliseconds(row["expires_at"]), lastUsedAt: milliseconds(row["last_used_at"]),
+                    isAdmin: row["admin"] as Bool)
             }
         }
     }

@@ -16,6 +16,7 @@ enum ServerSchema {
         MigrationStep(version: 7, name: "a token may expire", sql: version7),
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
         MigrationStep(version: 9, name: "archived projects", sql: version9),
+        MigrationStep(version: 10, name: "admin tokens", sql: version10),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -163,5 +164,12 @@ enum ServerSchema {
             project_id TEXT PRIMARY KEY,
             archived_at INTEGER NOT NULL
         );
+        """
+
+    /// Which tokens are the admin API's (`SyncServer.issueToken(admin:)`): an admin token reaches only
+    /// `/admin` routes and a member's token only the sync routes, so a phone's token never administers
+    /// the server and an operator's never syncs. Every earlier token stays a member's.
+    static let version10 = """
+        ALTER TABLE tokens ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
         """
 }

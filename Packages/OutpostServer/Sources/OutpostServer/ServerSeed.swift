@@ -10,6 +10,8 @@ import OutpostSchema
 ///               "projects": ["…"]}],
 ///  "tokens": [{"userID": "…", "token": "alice-demo-token"}]}
 /// ```
+///
+/// The first operator is a member with no projects and an admin token (`"admin": true`).
 public struct ServerSeed: Sendable, Hashable, Codable {
     /// A scope record to create (a field-service `project`, status `active`) unless it exists: its
     /// name and address where the scope entity declares them, every other field its initial value.
@@ -60,12 +62,29 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         public var token: String
         /// When the token stops working (its next request gets 401 on every instance); nil for never.
         public var expiresAt: Date?
+        /// Whether it is an admin token: it reaches the `/admin` routes and nothing else, while a
+        /// member's token reaches the sync routes and never `/admin`. False when the seed file omits it.
+        public var admin: Bool
 
         /// Creates a seeded token.
-        public init(userID: UUID, token: String, expiresAt: Date? = nil) {
+        public init(userID: UUID, token: String, expiresAt: Date? = nil, admin: Bool = false) {
             self.expiresAt = expiresAt
             self.userID = userID
             self.token = token
+            self.admin = admin
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case userID, token, expiresAt, admin
+        }
+
+        /// Reads a token of a seed file, where `admin` may be left out.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            userID = try container.decode(UUID.self, forKey: .userID)
+            token = try container.decode(String.self, forKey: .token)
+            expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
+            admin = try container.decodeIfPresent(Bool.self, forKey: .admin) ?? false
         }
     }
 

@@ -12,8 +12,8 @@ protocol ServerStorage: Sendable {
     /// Runs one trivial query (`SELECT 1`), as `checkHealth` asks.
     func probeDatabase() async throws(ServerError)
 
-    /// The user a token's SHA-256 (lowercase hex) belongs to, nil for an unknown token.
-    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller?
+    /// Whom a token's SHA-256 (lowercase hex) belongs to and its kind; nil for an unknown or expired token.
+    func tokenHolder(forDigest digest: String) async throws(ServerError) -> TokenHolder?
 
     /// Applies a batch, each mutation at most once per idempotency key; one result per mutation, in order.
     /// A backend loads a `PushSnapshot` for the batch, runs `PushRules.plan` and writes the `PushPlan`,
@@ -105,7 +105,7 @@ protocol ServerStorage: Sendable {
     /// The live records of the membership entity in `project`.
     func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord]
 
-    /// The tokens of `user` (every user's when nil), newest first, without their secrets.
+    /// The tokens of `user` (every user's when nil), newest first, without their secrets; admin tokens too.
     func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken]
 
     /// Notes that the token with `digest` was used at `now` (only moving its last use forward).
@@ -127,6 +127,13 @@ protocol ServerStorage: Sendable {
 extension ServerStorage {
     func prepare() async throws(ServerError) {}
     func close() async {}
+
+    /// The member a token belongs to; nil for an unknown or expired token and for an admin token, which
+    /// syncs nothing.
+    func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
+        guard let holder = try await tokenHolder(forDigest: digest), !holder.isAdmin else { return nil }
+        return Caller(userID: holder.userID)
+    }
 }
 
 /// How far a media file's upload has come.

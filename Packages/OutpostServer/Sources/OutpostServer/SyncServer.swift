@@ -141,15 +141,21 @@ public struct SyncServer: Sendable {
 
     /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is
     /// returned once, never kept. With `expiresAt`, its first request after that instant is answered
-    /// 401 on every instance. `actor` names who did it in the admin log (which never holds the token).
-    public func issueToken(for user: UUID, expiresAt: Date? = nil, by actor: String = "operator") async throws(ServerError) -> String {
+    /// 401 on every instance. An `admin` token reaches the `/admin` routes and nothing else; a member's
+    /// token (the default) the sync routes and never `/admin`. `actor` names who did it in the admin log
+    /// (which never holds the token).
+    public func issueToken(
+        for user: UUID, expiresAt: Date? = nil, admin: Bool = false, by actor: String = "operator"
+    ) async throws(ServerError) -> String {
         var generator = SystemRandomNumberGenerator()
         let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
-        var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt)])
+        var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt, admin: admin)])
         seed.extendsServer = true
         try await load(seed)
         let expiry = expiresAt.map { "expires \(Timestamp.string(from: $0))" } ?? "never expires"
-        try await log("issue-token", by: actor, "user \(user.storageText), token \(TokenDigest.hex(of: token).prefix(12)), \(expiry)")
+        try await log(
+            admin ? "issue-admin-token" : "issue-token", by: actor,
+            "user \(user.storageText), token \(TokenDigest.hex(of: token).prefix(12)), \(expiry)")
         return token
     }
 
@@ -255,6 +261,7 @@ public struct SyncServer: Sendable {
     private func addRoutes(to router: Router<BasicRequestContext>) {
         let server = self
         let metrics = self.metrics
+        self.addAdminRoutes(to: router)
 
         router.get("health") { request, _ -> Response in
             try jsonResponse(try await server.health(), for: request)
@@ -366,9 +373,29 @@ public struct SyncServer: Sendable {
 
     /// The caller `token` (a bearer token as sent) belongs to: 401 when empty, unknown, revoked or
     /// expired; 429 `rate_limited` with `Retry-After` past the token's request limit.
+    /// An admin token is refused here (401): it reaches the `/admin` routes only.
     package func caller(bearing token: String) async throws(ServerError) -> Caller {
+        let holder = try await holder(of: token)
+        guard !holder.isAdmin else {
+            throw ServerError.unauthorized("an admin token reaches only the /admin routes; sync with a member's token")
+        }
+        return Caller(userID: holder.userID)
+    }
+
+    /// The operator an admin token (`issueToken(admin: true)`) belongs to: 401 as `caller(bearing:)` for an
+    /// unknown, revoked or expired token; 403 for a member's token, which administers nothing.
+    package func administrator(bearing token: String) async throws(ServerError) -> Administrator {
+        let holder = try await holder(of: token)
+        guard holder.isAdmin else {
+            throw ServerError.forbidden("this token is a member's; the admin API takes an admin token")
+        }
+        return Administrator(userID: holder.userID, tokenPrefix: String(TokenDigest.hex(of: token).prefix(12)))
+    }
+
+    /// Whom `token` belongs to, its use noted and counted against its request limit.
+    private func holder(of token: String) async throws(ServerError) -> TokenHolder {
         let digest = TokenDigest.hex(of: token)
-        guard !token.isEmpty, let caller = try await storage.caller(forTokenDigest: digest) else {
+        guard !token.isEmpty, let holder = try await storage.tokenHolder(forDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
         }
         // Its last use, at most once a minute per instance, written off the request's path: the write waits
@@ -391,7 +418,7 @@ public struct SyncServer: Sendable {
                 "this token made its \(configuration.requestsPerMinutePerToken ?? 0) requests of the minute; try again in \(seconds) s",
                 retryAfterSeconds: seconds)
         }
-        return caller
+        return holder
     }
 
     /// `/health`: the limits and versions, once the database answers (a load balancer asks here: an
@@ -566,7 +593,7 @@ public struct SyncServer: Sendable {
         return caller
     }
 
-    private static func uuid(_ text: String?) throws(ServerError) -> UUID {
+    static func uuid(_ text: String?) throws(ServerError) -> UUID {
         guard let text, let id = UUID(uuidString: text) else { throw ServerError.notFound("not a record id") }
         return id
     }

@@ -32,6 +32,8 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Per mutation: the record's project was archived by the office; it takes no more changes until it
     /// is brought back. The device keeps the change, shown as refused with this reason.
     public static let projectArchived = Self(rawValue: "project_archived")
+    /// 409 from the admin API: what it would create exists already (a project with that id); nothing changed.
+    public static let alreadyExists = Self(rawValue: "already_exists")
     /// 409: the request's `checkpoint` is not in this server's history: the server was restored from a
     /// backup taken before it. Nothing was applied; the device pulls everything again from the start
     /// and sends again its own writes the server lost (`SyncEngine`).
@@ -57,7 +59,7 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
-        .methodNotAllowed, .invalidRequest, .clockAhead, .rangeMismatch, .projectArchived, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .methodNotAllowed, .invalidRequest, .clockAhead, .rangeMismatch, .projectArchived, .alreadyExists, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
         .checksumMismatch, .rateLimited, .internal, .unavailable, .insufficientStorage,
     ]
 

@@ -1,0 +1,344 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import OutpostSchema
+import OutpostWire
+
+/// The admin API: what `outpost admin` does, over HTTP, for an operator's own tools. Every route takes
+/// an admin token only (`SyncServer.issueToken(admin: true)`; 401 without a valid one, 403 for a
+/// member's token) and acts through the same `SyncServer` calls as the commands, so both keep one set of
+/// rules and write one admin log, which names the admin token's user as the actor.
+///
+/// Bodies and answers are small JSON objects (`schemas/sync-api.yaml`, tag `admin`); the protocol's
+/// version headers are not asked for, as an operator's `curl` sends none.
+extension SyncServer {
+    /// The largest admin request body: each is a handful of short fields.
+    static let maximumAdminBodyBytes = 64 * 1024
+
+    func addAdminRoutes(to router: Router<BasicRequestContext>) {
+        let server = self
+
+        router.get("admin/log") { request, _ -> Response in
+            _ = try await server.authenticateAdministrator(request)
+            let limit = try request.uri.queryParameters.get("limit").map { text throws(ServerError) -> Int in
+                guard let limit = Int(text), (1...10_000).contains(limit) else {
+                    throw ServerError.badRequest("limit is a whole number from 1 to 10000")
+                }
+                return limit
+            } ?? 100
+            let entries = try await server.adminLog(limit: limit).map(AdminLogEntryJSON.init)
+            return try jsonResponse(AdminLogJSON(entries: entries), for: request)
+        }
+
+        router.post("admin/projects") { request, _ -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            var request = request
+            let body = try await request.decode(CreateProjectJSON.self, limit: Self.maximumAdminBodyBytes)
+            let project = try body.project()
+            guard try await server.createProject(project, by: admin.actor) else {
+                throw ServerError(status: 409, .alreadyExists, "a project \(project.id.storageText) exists on this server; nothing changed")
+            }
+            return try jsonResponse(CreatedProjectJSON(id: project.id), status: .created, for: request)
+        }
+
+        router.post("admin/projects/:projectID/archive") { request, context -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            let project = try Self.uuid(context.parameters.get("projectID"))
+            var request = request
+            let body = try await request.decode(ArchiveJSON.self, limit: Self.maximumAdminBodyBytes)
+            let changed = try await server.archiveProject(project, archived: body.archived, by: admin.actor)
+            return try jsonResponse(ChangedJSON(changed: changed), for: request)
+        }
+
+        router.get("admin/projects/:projectID/members") { request, context -> Response in
+            _ = try await server.authenticateAdministrator(request)
+            let project = try Self.uuid(context.parameters.get("projectID"))
+            try await server.requireProject(project)
+            let members = try await server.members(of: project).map(MemberJSON.init)
+            return try jsonResponse(MembersJSON(members: members), for: request)
+        }
+
+        router.put("admin/projects/:projectID/members/:userID") { request, context -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            let project = try Self.uuid(context.parameters.get("projectID"))
+            let user = try Self.uuid(context.parameters.get("userID"))
+            var request = request
+            let body = try await request.decode(MembershipJSON.self, limit: Self.maximumAdminBodyBytes)
+            let member = try body.member(user, of: project)
+            let change = try await Self.refusingBadInput { () async throws(ServerError) -> MembershipChange? in
+                try await server.addMember(member, by: admin.actor)[project]
+            }
+            return try jsonResponse(MembershipChangeJSON(change: change.map { "\($0)" } ?? "unchanged"), for: request)
+        }
+
+        router.delete("admin/projects/:projectID/members/:userID") { request, context -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            let project = try Self.uuid(context.parameters.get("projectID"))
+            let user = try Self.uuid(context.parameters.get("userID"))
+            try await server.requireProject(project)
+            let removed = try await server.removeMember(user, from: project, by: admin.actor)
+            return try jsonResponse(RemovedJSON(removed: removed ? 1 : 0), for: request)
+        }
+
+        router.get("admin/tokens") { request, _ -> Response in
+            _ = try await server.authenticateAdministrator(request)
+            let user = try request.uri.queryParameters.get("userID").map { text throws(ServerError) -> UUID in
+                guard let user = UUID(uuidString: text) else { throw ServerError.badRequest("userID is a UUID") }
+                return user
+            }
+            let tokens = try await server.tokens(of: user).map(IssuedTokenJSON.init)
+            return try jsonResponse(TokensJSON(tokens: tokens), for: request)
+        }
+
+        router.post("admin/tokens") { request, _ -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            var request = request
+            let body = try await request.decode(IssueTokenJSON.self, limit: Self.maximumAdminBodyBytes)
+            let expiresAt = try body.expiresIn().map { Timestamp.now().addingTimeInterval($0) }
+            let token = try await Self.refusingBadInput { () async throws(ServerError) -> String in
+                try await server.issueToken(for: body.userID, expiresAt: expiresAt, admin: body.admin ?? false, by: admin.actor)
+            }
+            return try jsonResponse(NewTokenJSON(token: token, expiresAt: expiresAt), status: .created, for: request)
+        }
+
+        router.post("admin/tokens/revoke") { request, _ -> Response in
+            let admin = try await server.authenticateAdministrator(request)
+            var request = request
+            let body = try await request.decode(RevokeJSON.self, limit: Self.maximumAdminBodyBytes)
+            let revoked: Int
+            switch (body.token, body.userID) {
+            case (let token?, nil): revoked = try await server.revokeToken(token, by: admin.actor) ? 1 : 0
+            case (nil, let user?): revoked = try await server.revokeTokens(of: user, by: admin.actor)
+            default: throw ServerError.badRequest("name either the token or the userID whose tokens go, not both")
+            }
+            return try jsonResponse(RemovedJSON(removed: revoked), for: request)
+        }
+    }
+
+    /// The administrator the request's bearer token belongs to (see `administrator(bearing:)`).
+    private func authenticateAdministrator(_ request: Request) async throws(ServerError) -> Administrator {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw ServerError.unauthorized("a bearer token is required")
+        }
+        let admin = try await administrator(bearing: header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces))
+        RequestAttribution.note("user", admin.userID)
+        return admin
+    }
+
+    /// 404 for a project this server does not have.
+    private func requireProject(_ project: UUID) async throws(ServerError) {
+        try await storage.prepare()
+        guard try await storage.record(ServedSchema.current.scope, id: project) != nil else {
+            throw ServerError.notFound("no project \(project.storageText) on this server")
+        }
+    }
+
+    /// Runs `work`, answering a refused seed-style input (an unknown role, a user the server does not
+    /// have) as the 400 or 404 it is, not as the server's failure.
+    private static func refusingBadInput<T>(_ work: () async throws(ServerError) -> T) async throws(ServerError) -> T {
+        do {
+            return try await work()
+        } catch where error.code == .invalidSeed {
+            let status = error.message.hasPrefix("no user") ? 404 : 400
+            throw ServerError(status: status, status == 404 ? .notFound : .invalidRequest, error.message, underlying: error)
+        }
+    }
+}
+
+/// A JSON answer with a status other than 200.
+func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status, for request: Request) throws -> Response {
+    var response = try jsonResponse(value, for: request)
+    response.status = status
+    return response
+}
+
+// MARK: - The admin API's bodies and answers (`schemas/sync-api.yaml`, the `Admin…` components)
+
+/// A key of an admin request body.
+struct AdminKey: CodingKey, ExpressibleByStringLiteral {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+    init(stringLiteral value: String) { stringValue = value }
+}
+
+extension KeyedDecodingContainer {
+    /// The value under `key`, nil when the key is absent; an explicit `null` is refused as the wrong
+    /// type. The document gives optional fields no `null`, and taking one as "absent" would accept
+    /// a body the document says is invalid.
+    func decodeUnlessAbsent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        contains(key) ? try decode(type, forKey: key) : nil
+    }
+}
+
+/// A name, an address or an e-mail address as the admin API takes it (`AdminText`): 1 to 200 Unicode
+/// scalars, as JSON Schema counts a `maxLength`, and no control characters (PostgreSQL's text takes no
+/// NUL, and a log line no line break); nil stays nil.
+private func checkedText(_ text: String?, _ field: String) throws(ServerError) -> String? {
+    guard let text else { return nil }
+    let scalars = text.unicodeScalars
+    guard (1...200).contains(scalars.count), !scalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+        throw ServerError.badRequest("\(field) is 1 to 200 characters, none of them control characters")
+    }
+    return text
+}
+
+struct CreateProjectJSON: Decodable {
+    var id: UUID?
+    var name: String
+    var address: String?
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: AdminKey.self)
+        id = try body.decodeUnlessAbsent(UUID.self, forKey: "id")
+        name = try body.decode(String.self, forKey: "name")
+        address = try body.decodeUnlessAbsent(String.self, forKey: "address")
+    }
+
+    /// The project to create: refused 400 for a name or an address outside `AdminText`.
+    func project() throws(ServerError) -> ServerSeed.Project {
+        ServerSeed.Project(
+            id: id ?? UUID(), name: try checkedText(name, "name") ?? name, address: try checkedText(address, "address"))
+    }
+}
+
+struct CreatedProjectJSON: Encodable {
+    var id: UUID
+}
+
+struct ArchiveJSON: Decodable {
+    var archived: Bool
+
+    init(from decoder: any Decoder) throws {
+        archived = try decoder.container(keyedBy: AdminKey.self).decode(Bool.self, forKey: "archived")
+    }
+}
+
+struct ChangedJSON: Encodable {
+    var changed: Bool
+}
+
+struct MembershipJSON: Decodable {
+    var name: String
+    var email: String?
+    var role: String?
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: AdminKey.self)
+        name = try body.decode(String.self, forKey: "name")
+        email = try body.decodeUnlessAbsent(String.self, forKey: "email")
+        role = try body.decodeUnlessAbsent(String.self, forKey: "role")
+    }
+
+    /// `user` as a member of `project`: refused 400 for a name or an e-mail address outside `AdminText`
+    /// (an unknown role is refused by `SyncServer.addMember`).
+    func member(_ user: UUID, of project: UUID) throws(ServerError) -> ServerSeed.Member {
+        ServerSeed.Member(
+            userID: user, name: try checkedText(name, "name") ?? name, email: try checkedText(email, "email"), role: role,
+            projects: [project])
+    }
+}
+
+struct MembershipChangeJSON: Encodable {
+    var change: String
+}
+
+struct RemovedJSON: Encodable {
+    var removed: Int
+}
+
+struct MemberJSON: Encodable {
+    var recordID: UUID
+    var userID: UUID
+    var role: String
+    var details: [String: String]
+    init(_ member: ScopeMember) {
+        recordID = member.recordID
+        userID = member.userID
+        role = member.role
+        details = member.details
+    }
+}
+
+struct MembersJSON: Encodable {
+    var members: [MemberJSON]
+}
+
+struct IssueTokenJSON: Decodable {
+    var userID: UUID
+    var expiresInSeconds: Int?
+    var admin: Bool?
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: AdminKey.self)
+        userID = try body.decode(UUID.self, forKey: "userID")
+        expiresInSeconds = try body.decodeUnlessAbsent(Int.self, forKey: "expiresInSeconds")
+        admin = try body.decodeUnlessAbsent(Bool.self, forKey: "admin")
+    }
+
+    /// How long the token lives: 1 s to 10 years; nil for a token that does not expire.
+    func expiresIn() throws(ServerError) -> TimeInterval? {
+        guard let expiresInSeconds else { return nil }
+        guard (1...315_360_000).contains(expiresInSeconds) else {
+            throw ServerError.badRequest("expiresInSeconds is from 1 to 315360000 (ten years)")
+        }
+        return TimeInterval(expiresInSeconds)
+    }
+}
+
+struct NewTokenJSON: Encodable {
+    var token: String
+    var expiresAt: Date?
+}
+
+struct RevokeJSON: Decodable {
+    var token: String?
+    var userID: UUID?
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: AdminKey.self)
+        token = try body.decodeUnlessAbsent(String.self, forKey: "token")
+        userID = try body.decodeUnlessAbsent(UUID.self, forKey: "userID")
+    }
+}
+
+struct IssuedTokenJSON: Encodable {
+    var userID: UUID
+    var digestPrefix: String
+    var createdAt: Date
+    var expiresAt: Date?
+    var lastUsedAt: Date?
+    var admin: Bool
+    init(_ token: IssuedToken) {
+        userID = token.userID
+        digestPrefix = token.digestPrefix
+        createdAt = token.createdAt
+        expiresAt = token.expiresAt
+        lastUsedAt = token.lastUsedAt
+        admin = token.isAdmin
+    }
+}
+
+struct TokensJSON: Encodable {
+    var tokens: [IssuedTokenJSON]
+}
+
+struct AdminLogEntryJSON: Encodable {
+    var sequence: Int64
+    var at: Date
+    var actor: String
+    var action: String
+    var details: String
+    init(_ entry: AdminLogEntry) {
+        sequence = entry.sequence
+        at = entry.at
+        actor = entry.actor
+        action = entry.action
+        details = entry.details
+    }
+}
+
+struct AdminLogJSON: Encodable {
+    var entries: [AdminLogEntryJSON]
+}

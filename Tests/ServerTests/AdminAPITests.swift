@@ -1,0 +1,135 @@
+@testable import OutpostServer
+import Foundation
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostSchema
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// The admin API over HTTP: an operator's tool does what `outpost admin` does, with an admin token,
+/// and each action holds from the next request on every instance. The two kinds of token never stand
+/// in for each other.
+@Suite(.fieldService) struct AdminAPITests {
+    @Test("Through the admin API: create a project, add a member, issue their token, change their role, remove them, revoke; each holds on the next request on every instance, and the log names the admin", arguments: Backend.available)
+    func anOperatorRunsTheServerOverHTTP(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        let second = backend == .postgres ? try await TestServer.start(backend, sharing: first) : nil
+        defer { Task { await second?.stop(); await first.stop() } }
+        let instances = [first] + (second.map { [$0] } ?? [])
+        let admin = try await first.server.issueToken(for: TestServer.carol, admin: true)
+        let call = { (method: String, path: String, body: String?) async throws -> (status: Int, json: [String: Any]) in
+            let answer = try await first.send(method, path, token: admin, body: body.map { Data($0.utf8) }, versions: false)
+            return (answer.status, (try? JSONSerialization.jsonObject(with: answer.body) as? [String: Any]) ?? [:])
+        }
+
+        let created = try await call("POST", "/admin/projects", #"{"name": "Birch Lane", "address": "4 Birch Lane"}"#)
+        #expect(created.status == 201)
+        let project = try #require((created.json["id"] as? String).flatMap(UUID.init(uuidString:)))
+        let dana = UUID()
+        let projectPath = "/admin/projects/\(project.uuidString.lowercased())"
+        let added = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana", "role": "crew"}"#)
+        #expect(added.status == 200 && added.json["change"] as? String == "added as crew", "\(added)")
+        let issued = try await call("POST", "/admin/tokens", #"{"userID": "\#(dana)"}"#)
+        #expect(issued.status == 201)
+        let token = try #require(issued.json["token"] as? String)
+
+        // Dana syncs the new project on every instance, and writes an issue as crew.
+        for instance in instances {
+            let pulled = try await instance.transport(token: token).pull(PullRequest(cursor: nil, limit: 100)).changes
+            #expect(pulled.contains { $0.recordID == project }, "\(instance.port)")
+        }
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: project))
+        guard case .applied = try await first.transport(token: token).push(PushRequest(mutations: [issue])).results.first?.outcome
+        else { Issue.record("crew writes an issue"); return }
+
+        // Made a viewer: the next push, on any instance, is refused; the answer said what changed.
+        let changed = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana", "role": "viewer"}"#)
+        #expect(changed.json["change"] as? String == "role changed from crew to viewer", "\(changed)")
+        let same = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana", "role": "viewer"}"#)
+        #expect((same.json["change"] as? String)?.contains("nothing changed") == true, "never a silent no-op: \(same)")
+        for instance in instances {
+            let refused = try await instance.transport(token: token).push(PushRequest(mutations: [
+                Sample.create(.issue, fields: Sample.issueFields(project: project)),
+            ]))
+            guard case .rejected(let reason)? = refused.results.first?.outcome else { Issue.record("\(refused)"); continue }
+            #expect(reason.code == .forbidden)
+        }
+        let listed = try await call("GET", "\(projectPath)/members", nil)
+        let rows = try #require(listed.json["members"] as? [[String: Any]])
+        #expect(rows.contains { ($0["userID"] as? String)?.lowercased() == dana.uuidString.lowercased() && $0["role"] as? String == "viewer" })
+
+        // Removed: the project is to her as if it did not exist, on every instance.
+        let removed = try await call("DELETE", "\(projectPath)/members/\(dana)", nil)
+        #expect(removed.json["removed"] as? Int == 1)
+        for instance in instances {
+            let answer = try await instance.send(
+                "POST", "/pull", token: token, body: try wireJSON(PullRequest(cursor: nil, limit: 10, projects: [project])))
+            #expect(answer.status == 404 || answer.status == 403, "\(answer.status)")
+        }
+        // Revoked: 401 on every instance.
+        let revoked = try await call("POST", "/admin/tokens/revoke", #"{"userID": "\#(dana)"}"#)
+        #expect(revoked.json["removed"] as? Int == 1)
+        for instance in instances {
+            #expect(try await instance.send("POST", "/pull", token: token, body: TokenExpiryTests.pull).status == 401)
+        }
+
+        // Every action is in the log, naming the admin token's user, never a secret.
+        let log = try await call("GET", "/admin/log?limit=20", nil)
+        let entries = try #require(log.json["entries"] as? [[String: Any]])
+        let actions = entries.filter { ($0["actor"] as? String)?.contains(TestServer.carol.uuidString.lowercased()) == true }
+            .compactMap { $0["action"] as? String }
+        #expect(actions == ["create-project", "add-member", "issue-token", "add-member", "add-member", "remove-member", "revoke-token"])
+        #expect(!entries.contains { ($0["details"] as? String)?.contains(token) == true || ($0["details"] as? String)?.contains(admin) == true })
+    }
+
+    @Test("An admin token administers and never syncs; a member's token syncs and never administers; none, an unknown, a revoked or an expired one gets 401", arguments: Backend.available)
+    func theTwoKindsOfTokenNeverStandInForEachOther(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let admin = try await server.server.issueToken(for: TestServer.alice, admin: true)
+        let listed = try await server.server.tokens(of: TestServer.alice)
+        #expect(listed.filter(\.isAdmin).count == 1 && listed.filter { !$0.isAdmin }.count == 1)
+
+        // The admin token: 401 on every sync route, whatever its user's memberships.
+        #expect(try await server.send("POST", "/pull", token: admin, body: TokenExpiryTests.pull).status == 401)
+        let push = try wireJSON(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        #expect(try await server.send("POST", "/push", token: admin, body: push).status == 401)
+        #expect(try await server.send("GET", "/projects/\(TestServer.projectA)/bundle", token: admin).status == 401)
+        // A member's token (Alice's, an owner nowhere but a foreman of A): 403 on every admin route.
+        for (method, path) in [("GET", "/admin/log"), ("GET", "/admin/tokens"), ("POST", "/admin/projects")] {
+            let answer = try await server.send(method, path, token: TestServer.aliceToken, body: Data(#"{"name": "x"}"#.utf8), versions: false)
+            #expect(answer.status == 403, "\(method) \(path)")
+        }
+        #expect(try await server.send("GET", "/admin/log", token: admin, versions: false).status == 200)
+        #expect(try await server.send("GET", "/admin/log", versions: false).status == 401)
+        #expect(try await server.send("GET", "/admin/log", token: "not-a-token-at-all", versions: false).status == 401)
+
+        // Expired and revoked admin tokens are refused like any other.
+        let brief = try await server.server.issueToken(for: TestServer.alice, expiresAt: Date().addingTimeInterval(-1), admin: true)
+        #expect(try await server.send("GET", "/admin/log", token: brief, versions: false).status == 401)
+        #expect(try await server.server.revokeToken(admin))
+        #expect(try await server.send("GET", "/admin/log", token: admin, versions: false).status == 401)
+        // Alice's member token is untouched by her admin token's revocation.
+        #expect(try await server.send("POST", "/pull", token: TestServer.aliceToken, body: TokenExpiryTests.pull).status == 200)
+    }
+
+    @Test("A seed file's first operator: a user with no projects and an admin token", arguments: Backend.available)
+    func aSeedCreatesTheFirstOperator(_ backend: Backend) async throws {
+        let operatorID = UUID()
+        var seed = try JSONDecoder().decode(ServerSeed.self, from: Data("""
+            {"projects": [], "members": [{"userID": "\(operatorID)", "name": "Operator", "projects": []}],
+             "tokens": [{"userID": "\(operatorID)", "token": "operator-secret-1", "admin": true},
+                        {"userID": "\(operatorID)", "token": "operator-phone-1"}]}
+            """.utf8))
+        // Loaded as a server's first seed is (the test server's own seed came first, so as an addition).
+        seed.extendsServer = true
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        #expect(try await server.server.load(seed))
+        #expect(try await server.send("GET", "/admin/log", token: "operator-secret-1", versions: false).status == 200)
+        #expect(try await server.send("GET", "/admin/log", token: "operator-phone-1", versions: false).status == 403, "a seed token is a member's unless it says otherwise")
+        #expect(try await server.server.tokens(of: operatorID).map(\.isAdmin).sorted { !$0 && $1 } == [false, true])
+    }
+}
