@@ -1,5 +1,6 @@
 @testable import OutpostServer
 import Foundation
+import OutpostConflicts
 import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
@@ -131,5 +132,103 @@ import Testing
         #expect(try await server.send("GET", "/admin/log", token: "operator-secret-1", versions: false).status == 200)
         #expect(try await server.send("GET", "/admin/log", token: "operator-phone-1", versions: false).status == 403, "a seed token is a member's unless it says otherwise")
         #expect(try await server.server.tokens(of: operatorID).map(\.isAdmin).sorted { !$0 && $1 } == [false, true])
+    }
+}
+
+/// What an attack on the admin API found, each held here: told "created" twice for one project, a silent
+/// rewrite reported as "nothing changed", text no bundle can carry let in, a deleted project treated as
+/// live, a 500 for bad input, seeds and expiries that could not be what the operator meant.
+@Suite(.fieldService) struct AdminAPIFindingsTests {
+    @Test("Of several creations of one project id at once, on every instance, exactly one is told it created it", arguments: Backend.available)
+    func oneProjectIDIsCreatedOnce(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        let second = backend == .postgres ? try await TestServer.start(backend, sharing: first) : nil
+        defer { Task { await second?.stop(); await first.stop() } }
+        let instances = [first] + (second.map { [$0] } ?? [])
+        let admin = try await first.server.issueToken(for: TestServer.carol, admin: true)
+        let project = UUID()
+        let body = Data(#"{"id": "\#(project)", "name": "Birch Lane"}"#.utf8)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<8 {
+                let instance = instances[index % instances.count]
+                group.addTask { try await instance.send("POST", "/admin/projects", token: admin, body: body, versions: false).status }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 201 }.count == 1, "\(statuses)")
+        #expect(statuses.filter { $0 == 409 }.count == 7, "\(statuses)")
+        let log = try await first.server.adminLog(limit: 50).filter { $0.details.contains(project.uuidString.lowercased()) }
+        #expect(log.filter { $0.details.hasSuffix(": created") }.count == 1, "\(log.map(\.details))")
+    }
+
+    @Test("Each answer says what the action did: a new name for a member is reported, not 'nothing changed'; bad text is 400 and changes nothing; a deleted project is not found", arguments: Backend.available)
+    func answersSayWhatHappened(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let admin = try await server.server.issueToken(for: TestServer.carol, admin: true)
+        let call = { (method: String, path: String, body: String?) async throws -> (status: Int, text: String) in
+            let answer = try await server.send(method, path, token: admin, body: body.map { Data($0.utf8) }, versions: false)
+            return (answer.status, String(decoding: answer.body, as: UTF8.self))
+        }
+        let members = "/admin/projects/\(TestServer.projectA)/members"
+        let dana = UUID()
+        #expect(try await call("PUT", "\(members)/\(dana)", #"{"name": "Dana", "role": "crew"}"#).text.contains("added as crew"))
+        let renamed = try await call("PUT", "\(members)/\(dana)", #"{"name": "Dana Ray", "role": "crew"}"#)
+        #expect(renamed.text.contains("name or email changed"), "\(renamed)")
+        #expect(try await call("PUT", "\(members)/\(dana)", #"{"name": "Dana Ray", "role": "crew"}"#).text.contains("nothing changed"))
+
+        // Text a bundle cannot carry, or a name of spaces only: 400, and nothing is written.
+        let before = try await server.server.adminLog(limit: 1000).count
+        for body in [#"{"name": "bad\uffffname"}"#, #"{"name": "ok", "address": "a\ufffeb"}"#, #"{"name": "   "}"#] {
+            let answer = try await call("POST", "/admin/projects", body)
+            #expect(answer.status == 400, "\(body): \(answer)")
+        }
+        let badMember = try await call("PUT", "\(members)/\(UUID())", #"{"name": "Al\ufffeice", "role": "crew"}"#)
+        #expect(badMember.status == 400, "\(badMember)")
+        await #expect(throws: ServerError.self, "the commands' path refuses it too") {
+            try await server.server.addMember(.init(userID: UUID(), name: "Eve", email: "e\u{7}", role: "crew", projects: [TestServer.projectA]))
+        }
+        #expect(try await server.server.adminLog(limit: 1000).count == before)
+        #expect(try await server.send("GET", "/projects/\(TestServer.projectA)/bundle?format=xml", token: TestServer.carolToken).status == 200)
+
+        // A member record Carol (projectManager) pushes for someone with no membership grants nothing, and
+        // the listing, which says who reaches the project, leaves it out.
+        let stranger = UUID()
+        let pushed = try await server.transport(token: TestServer.carolToken).push(PushRequest(mutations: [
+            FailClosedTests.member(naming: stranger, in: TestServer.projectA, role: "owner"),
+        ]))
+        guard case .applied = pushed.results.first?.outcome else { Issue.record("\(pushed)"); return }
+        let listed = try await call("GET", members, nil).text
+        #expect(!listed.lowercased().contains(stranger.uuidString.lowercased()), "\(listed)")
+        #expect(listed.lowercased().contains(dana.uuidString.lowercased()), "\(listed)")
+
+        // A deleted project: not found to every admin action.
+        try await server.execute("UPDATE records SET deletion = '\(HybridTimestamp(physicalMilliseconds: 1, counter: 0, node: NodeID(0)).encoded)' WHERE id = '\(TestServer.projectB.storageText)'")
+        let gone = "/admin/projects/\(TestServer.projectB)"
+        #expect(try await call("PUT", "\(gone)/members/\(UUID())", #"{"name": "Fay", "role": "owner"}"#).status == 404)
+        #expect(try await call("POST", "\(gone)/archive", #"{"archived": true}"#).status == 404)
+        #expect(try await call("GET", "\(gone)/members", nil).status == 404)
+    }
+
+    @Test("Tokens: the scheme in any case, a pasted line break, an expiry past ten years, and seeds that give a token twice or with spaces")
+    func tokensAreReadAsTheOperatorMeantThem() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        let admin = try await server.server.issueToken(for: TestServer.carol, admin: true)
+        #expect(try await server.send("GET", "/admin/log", headers: ["Authorization": "bearer \(admin)"], versions: false).status == 200)
+        let token = try await server.server.issueToken(for: TestServer.bob)
+        #expect(try await server.server.revokeToken(token + "\n"), "revoked as a request reads it")
+        await #expect(throws: ServerError.self) {
+            try await server.server.issueToken(for: TestServer.bob, expiresAt: Date().addingTimeInterval(11 * 365 * 86_400))
+        }
+        let user = UUID()
+        var twice = ServerSeed(
+            members: [.init(userID: user, name: "Gus", projects: [])],
+            tokens: [.init(userID: user, token: "same-token-1"), .init(userID: user, token: "same-token-1", admin: true)])
+        twice.extendsServer = true
+        await #expect(throws: ServerError.self) { try await server.server.load(twice) }
+        var spaced = ServerSeed(members: [.init(userID: user, name: "Gus", projects: [])], tokens: [.init(userID: user, token: "spaced-token ")])
+        spaced.extendsServer = true
+        await #expect(throws: ServerError.self) { try await server.server.load(spaced) }
     }
 }

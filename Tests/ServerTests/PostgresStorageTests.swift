@@ -58,7 +58,7 @@ struct PostgresStorageTests {
         async let b: Void = second.prepare()
         _ = try await (a, b)
         try await first.load(TestServer.seed, now: Timestamp.now())
-        #expect(try await TestPostgres.strings("SELECT version::text FROM migrator_ledger ORDER BY version", url: database.url)
+        #expect(try await TestPostgres.strings("SELECT version::text FROM migrator_ledger ORDER BY migrator_ledger.version", url: database.url)
             == PostgresSchema.steps.map { String($0.version) })
         #expect(try await TestPostgres.strings("SELECT value::text FROM counters WHERE name = 'change_sequence'",
                                                url: database.url) == ["6"])

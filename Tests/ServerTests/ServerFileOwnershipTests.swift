@@ -67,4 +67,23 @@ import Testing
         _ = try SQLiteStorage(path: path, assignsServerIDs: false)
         _ = try SQLiteStorage(path: path, assignsServerIDs: false)
     }
+
+    /// An attack found another app's server file refused only once the pool had opened, and GRDB's WAL
+    /// check had committed a table's creation and drop: the file grew by a page. Told read-only now.
+    @Test func anotherAppsServerFileIsRefusedUnchanged() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-owner-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("jobs-server.sqlite").path
+        do { _ = try SQLiteStorage(path: path, assignsServerIDs: false) }
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { try $0.execute(sql: "UPDATE server_settings SET value = 'contractor-jobs' WHERE name = 'app_schema'") }
+            try queue.close()
+        }
+        let before = try Self.digest(path)
+        let error = try #require(throws: ServerError.self) { try SQLiteStorage(path: path, assignsServerIDs: false) }
+        #expect(error.message.contains("belongs to the app 'contractor-jobs'"), "\(error)")
+        #expect(try Self.digest(path) == before, "the file was written")
+    }
 }

@@ -259,7 +259,11 @@ struct AdminCommand: AsyncParsableCommand {
             guard let unit = text.last.flatMap({ units[$0] }), let count = Int(text.dropLast()), count > 0 else {
                 throw ValidationError("--expires-in takes a positive number and a unit (s, m, h, d), such as 8h; not '\(text)'")
             }
-            return TimeInterval(count) * unit
+            let seconds = TimeInterval(count) * unit
+            guard seconds <= SyncServer.longestTokenLife else {
+                throw ValidationError("--expires-in is at most ten years (3650d); not '\(text)'")
+            }
+            return seconds
         }
     }
 

@@ -26,9 +26,12 @@ enum LibXML {
 
     /// The parser options every bundle is read with: no network, no entity substitution, no DTD loading,
     /// no `XML_PARSE_HUGE`; plus `XML_PARSE_NO_XXE` where the library has it (2.13 and later).
+    /// Not `XML_PARSE_NOCDATA`: with it the streaming reader handed over no node for a CDATA section, so
+    /// its text was dropped without a word (`<title>a<![CDATA[b]]>c</title>` read as "ac"); without it a
+    /// CDATA section is a node of its own, read as the text it is.
     static var parserOptions: Int32 {
         var options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
-        options |= Int32(XML_PARSE_NOCDATA.rawValue | XML_PARSE_COMPACT.rawValue)
+        options |= Int32(XML_PARSE_COMPACT.rawValue)
         if runtimeVersion >= 21300 { options |= 1 << 23 }  // XML_PARSE_NO_XXE, absent from 2.9's headers
         return options
     }

@@ -46,4 +46,23 @@ import Testing
         #expect(error.code == .invalidRecord)
         #expect(error.file == url.path && error.jsonPath != nil)
     }
+
+    /// An attack found CDATA sections dropped: `<details><![CDATA[<b>bold</b> & stuff]]></details>` passed
+    /// validation and imported as "", and a title of CDATA alone was refused as empty. CDATA is XML text.
+    @Test("Text in CDATA sections is read as the text it is, alone or between plain text")
+    func cdataIsText() throws {
+        let example = RepositorySchemas.folder.appendingPathComponent("examples/project-bundle.xml")
+        let text = try String(contentsOf: example, encoding: .utf8)
+            .replacingOccurrences(of: "<name>Kitchen remodel</name>", with: "<name>Kitchen<![CDATA[ <b>&</b> ]]>remodel</name>")
+            .replacingOccurrences(of: "<name>Müller kitchen</name>", with: "<name><![CDATA[Müller & kitchen]]></name>")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-cdata-\(UUID().uuidString).xml")
+        try Data(text.utf8).write(to: url)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let names = try drain(url).records.compactMap { record -> String? in
+            guard case .text(let name) = record["name"] else { return nil }
+            return name
+        }
+        #expect(names.contains("Kitchen <b>&</b> remodel"), "\(names)")
+        #expect(names.contains("Müller & kitchen"), "\(names)")
+    }
 }

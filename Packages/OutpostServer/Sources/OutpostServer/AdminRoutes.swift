@@ -35,7 +35,10 @@ extension SyncServer {
             var request = request
             let body = try await request.decode(CreateProjectJSON.self, limit: Self.maximumAdminBodyBytes)
             let project = try body.project()
-            guard try await server.createProject(project, by: admin.actor) else {
+            let created = try await Self.refusingBadInput { () async throws(ServerError) -> Bool in
+                try await server.createProject(project, by: admin.actor)
+            }
+            guard created else {
                 throw ServerError(status: 409, .alreadyExists, "a project \(project.id.storageText) exists on this server; nothing changed")
             }
             return try jsonResponse(CreatedProjectJSON(id: project.id), status: .created, for: request)
@@ -53,7 +56,7 @@ extension SyncServer {
         router.get("admin/projects/:projectID/members") { request, context -> Response in
             _ = try await server.authenticateAdministrator(request)
             let project = try Self.uuid(context.parameters.get("projectID"))
-            try await server.requireProject(project)
+            try await server.requireLiveProject(project)
             let members = try await server.members(of: project).map(MemberJSON.init)
             return try jsonResponse(MembersJSON(members: members), for: request)
         }
@@ -75,7 +78,7 @@ extension SyncServer {
             let admin = try await server.authenticateAdministrator(request)
             let project = try Self.uuid(context.parameters.get("projectID"))
             let user = try Self.uuid(context.parameters.get("userID"))
-            try await server.requireProject(project)
+            try await server.requireLiveProject(project)
             let removed = try await server.removeMember(user, from: project, by: admin.actor)
             return try jsonResponse(RemovedJSON(removed: removed ? 1 : 0), for: request)
         }
@@ -117,20 +120,9 @@ extension SyncServer {
 
     /// The administrator the request's bearer token belongs to (see `administrator(bearing:)`).
     private func authenticateAdministrator(_ request: Request) async throws(ServerError) -> Administrator {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw ServerError.unauthorized("a bearer token is required")
-        }
-        let admin = try await administrator(bearing: header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces))
+        let admin = try await administrator(bearing: try Self.bearerToken(of: request))
         RequestAttribution.note("user", admin.userID)
         return admin
-    }
-
-    /// 404 for a project this server does not have.
-    private func requireProject(_ project: UUID) async throws(ServerError) {
-        try await storage.prepare()
-        guard try await storage.record(ServedSchema.current.scope, id: project) != nil else {
-            throw ServerError.notFound("no project \(project.storageText) on this server")
-        }
     }
 
     /// Runs `work`, answering a refused seed-style input (an unknown role, a user the server does not
@@ -280,7 +272,7 @@ struct IssueTokenJSON: Decodable {
     /// How long the token lives: 1 s to 10 years; nil for a token that does not expire.
     func expiresIn() throws(ServerError) -> TimeInterval? {
         guard let expiresInSeconds else { return nil }
-        guard (1...315_360_000).contains(expiresInSeconds) else {
+        guard (1...Int(SyncServer.longestTokenLife)).contains(expiresInSeconds) else {
             throw ServerError.badRequest("expiresInSeconds is from 1 to 315360000 (ten years)")
         }
         return TimeInterval(expiresInSeconds)

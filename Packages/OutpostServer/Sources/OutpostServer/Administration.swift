@@ -65,12 +65,16 @@ final class TokenUseNotes: @unchecked Sendable {
 }
 
 extension SyncServer {
-    /// The live members of `project`, by user id.
+    /// The live members of `project`, by user id: those holding a membership, with the role their
+    /// member record gives. A member record a device pushed for someone with no membership grants
+    /// nothing, so it is not listed (an audit read it as an owner who reached nothing).
     public func members(of project: UUID) async throws(ServerError) -> [ScopeMember] {
         try await storage.prepare()
         let schema = ServedSchema.current
+        let users = try await storage.memberUsers(of: project)
         return try await storage.memberRecords(of: project).compactMap { record -> ScopeMember? in
-            guard case .uuid(let user)? = record.fields[schema.userField], case .text(let role)? = record.fields[schema.roleField]
+            guard case .uuid(let user)? = record.fields[schema.userField], case .text(let role)? = record.fields[schema.roleField],
+                users.contains(user)
             else { return nil }
             var details: [String: String] = [:]
             for (name, value) in record.fields where name != schema.roleField {
@@ -100,16 +104,14 @@ extension SyncServer {
     @discardableResult
     public func createProject(_ project: ServerSeed.Project, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        let exists = try await storage.record(ServedSchema.current.scope, id: project.id) != nil
-        if !exists {
-            // An operator's addition: loaded whatever was seeded before, and skipped inside its transaction
-            // by an instance that created the same project first.
-            var addition = ServerSeed(projects: [project])
-            addition.extendsServer = true
-            try await storage.load(addition, now: Timestamp.now())
-        }
-        try await log("create-project", by: actor, "project \(project.id.storageText) (\(project.name)): \(exists ? "exists, unchanged" : "created")")
-        return !exists
+        // An operator's addition: loaded whatever was seeded before. Whether it created the project is
+        // decided inside its transaction: a check before it let two callers (instances, or a device's
+        // push of the same id) both be told "created" while one project was stored.
+        var addition = ServerSeed(projects: [project])
+        addition.extendsServer = true
+        let created = try await storage.load(addition, now: Timestamp.now())
+        try await log("create-project", by: actor, "project \(project.id.storageText) (\(project.name)): \(created ? "created" : "exists, unchanged")")
+        return created
     }
 
     /// Archives `project` (`archived`, the default) or brings it back. An archived project takes no more
@@ -120,14 +122,22 @@ extension SyncServer {
     @discardableResult
     public func archiveProject(_ project: UUID, archived: Bool = true, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        guard try await storage.record(ServedSchema.current.scope, id: project) != nil else {
-            throw ServerError.notFound("no project \(project.storageText) on this server")
-        }
+        try await requireLiveProject(project)
         let changed = try await storage.setArchived(project, archived, now: Timestamp.now())
         try await log(
             archived ? "archive-project" : "unarchive-project", by: actor,
             "project \(project.storageText): \(changed ? (archived ? "archived" : "brought back") : "unchanged")")
         return changed
+    }
+
+    /// 404 for a project this server does not have or holds deleted: the operator's tools act on live
+    /// projects only (a member added to a deleted project, then archived and brought back, could write
+    /// into it).
+    func requireLiveProject(_ project: UUID) async throws(ServerError) {
+        try await storage.prepare()
+        guard let record = try await storage.record(ServedSchema.current.scope, id: project), record.deletion == nil else {
+            throw ServerError.notFound("no project \(project.storageText) on this server")
+        }
     }
 
     func log(_ action: String, by actor: String, _ details: String) async throws(ServerError) {

@@ -10,6 +10,8 @@ public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
     case readded(String)
     /// A member's role changed.
     case roleChanged(from: String?, to: String)
+    /// The user was already a member with that role; their member record's name or email changed.
+    case detailsChanged(String)
     /// The user was already a member with that role.
     case unchanged(String)
 
@@ -18,6 +20,7 @@ public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
         case .added(let role): "added as \(role)"
         case .readded(let role): "added back as \(role)"
         case .roleChanged(let from, let to): "role changed from \(from ?? "none") to \(to)"
+        case .detailsChanged(let role): "already a member as \(role); name or email changed"
         case .unchanged(let role): "already a member as \(role); nothing changed"
         }
     }
@@ -55,6 +58,7 @@ enum MembershipEdit {
             if own.deletion != nil || !changed.isEmpty {
                 counters.changeSequence += 1
                 own.edit(own.deletion != nil ? wanted : changed, at: now, sequence: counters.changeSequence)
+                try own.checkAsOperatorsWrite()
                 plan.records.append(own)
             }
         } else {
@@ -73,8 +77,8 @@ enum MembershipEdit {
             plan.change = naming.contains { $0.id == id } ? .readded(role) : .added(role)
         } else if before != role {
             plan.change = .roleChanged(from: before, to: role)
-        } else if !plan.records.isEmpty {
-            plan.change = .unchanged(role)
+        } else if plan.records.contains(where: { $0.id == id }) {
+            plan.change = .detailsChanged(role)
         }
         return plan
     }

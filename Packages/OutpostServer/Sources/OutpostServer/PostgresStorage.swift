@@ -672,6 +672,19 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func memberUsers(of project: UUID) async throws(ServerError) -> Set<UUID> {
+        let logger = self.logger
+        return try await withConnection { connection in
+            var users: Set<UUID> = []
+            for try await user in try await connection.query(
+                "SELECT user_id FROM memberships WHERE project_id = \(project.storageText)", logger: logger
+            ).decode(String.self) {
+                if let id = UUID(uuidString: user) { users.insert(id) }
+            }
+            return users
+        }
+    }
+
     func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken] {
         let logger = self.logger
         let userText = user?.storageText
@@ -777,14 +790,14 @@ final class PostgresStorage: ServerStorage {
                     projectID: projectID, ownerID: owner, version: 1,
                     sequence: try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger),
                     fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil, createdAt: now, updatedAt: now)
-                if let problem = record.entityRecord.validationErrors.first {
-                    throw ServerError(.invalidSeed, message: problem.description)
-                }
+                try record.checkAsOperatorsWrite()
                 try await PostgresRecords.save([record], on: connection, logger: logger)
             }
+            var createdProjects = 0
             for project in seed.projects {
                 guard try await PostgresRecords.fetch(schema.scope, id: project.id, on: connection, logger: logger) == nil
                 else { continue }
+                createdProjects += 1
                 let fields = schema.blankFields(
                     of: schema.scope, given: ["name": .text(project.name), "address": .text(project.address ?? "")], now: now)
                 try await insertSeeded(schema.scope, id: project.id, projectID: project.id, owner: firstMember, fields: fields)
@@ -827,7 +840,7 @@ final class PostgresStorage: ServerStorage {
                         admin = EXCLUDED.admin
                     """, logger: logger)
             }
-            return true
+            return seed.createsOnlyProjects ? createdProjects > 0 : true
         }
     }
 
@@ -837,7 +850,10 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         let rules = PushRules(assignsServerIDs: assignsServerIDs)
         return try await write { connection in
-            guard try await PostgresRecords.fetch(schema.scope, id: project, on: connection, logger: logger) != nil else {
+            // A deleted project takes no member (see `SyncServer.requireLiveProject`).
+            guard let projectRecord = try await PostgresRecords.fetch(schema.scope, id: project, on: connection, logger: logger),
+                projectRecord.deletion == nil
+            else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
             try await connection.query(

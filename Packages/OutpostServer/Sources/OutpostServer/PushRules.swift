@@ -445,9 +445,19 @@ struct PushRules: Sendable {
             entity: entity, id: id, serverID: serverID, projectID: projectID, ownerID: owner, version: 1,
             sequence: counters.changeSequence, fields: fields, clocks: fields.mapValues { _ in stamp }, deletion: nil,
             createdAt: now, updatedAt: now)
-        if let problem = record.entityRecord.validationErrors.first {
+        try record.checkAsOperatorsWrite()
+        return record
+    }
+}
+
+extension StoredRecord {
+    /// Refuses a record the operator's tools write (a seed's, `createProject`'s, `addMember`'s) that a
+    /// device's push of the same values would be refused: the entity's rules, and text no bundle can
+    /// carry (a U+FFFF in a member's name made every XML bundle of the project end empty).
+    func checkAsOperatorsWrite() throws(ServerError) {
+        let record = entityRecord
+        if let problem = record.validationErrors.first ?? record.unbundlableValueError(in: fields.keys.sorted()) {
             throw ServerError(.invalidSeed, message: problem.description)
         }
-        return record
     }
 }

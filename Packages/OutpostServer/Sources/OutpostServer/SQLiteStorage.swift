@@ -26,15 +26,27 @@ final class SQLiteStorage: ServerStorage {
     static func checkOwnership(of path: String) throws(ServerError) {
         guard FileManager.default.fileExists(atPath: path) else { return }
         let history: Migrator.History
+        var refusal: ServerError?
         do {
             var configuration = Configuration()
             configuration.readonly = true
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            history = try queue.read { try ServerSchema.migrator.history(in: $0) }
+            history = try queue.read { db in
+                let history = try ServerSchema.migrator.history(in: db)
+                // Another app's server file: told here too, read-only, since opening the pool already
+                // writes (GRDB's WAL check creates and drops a table, and the file grew by a page).
+                if case .ours = history, try db.tableExists("server_settings"), try db.tableExists("records") {
+                    let recorded = try String.fetchOne(db, sql: "SELECT value FROM server_settings WHERE name = 'app_schema'")
+                    let holdsRecords = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM records)") ?? false
+                    refusal = ServedSchema.refusal(recorded: recorded, holdsRecords: holdsRecords, path: path)
+                }
+                return history
+            }
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
+        if let refusal { throw refusal }
         switch history {
         case .new, .ours:
             return
@@ -666,7 +678,9 @@ final class SQLiteStorage: ServerStorage {
                 if row["name"] as String == "change_sequence" { counters.changeSequence = row["value"] }
                 if row["name"] as String == "server_id" { counters.lastServerID = row["value"] }
             }
+            var createdProjects = 0
             for project in seed.projects where try StoredRecord.fetch(schema.scope, id: project.id, in: db) == nil {
+                createdProjects += 1
                 let fields = schema.blankFields(
                     of: schema.scope, given: ["name": .text(project.name), "address": .text(project.address ?? "")], now: now)
                 try rules.seededRecord(
@@ -705,7 +719,7 @@ final class SQLiteStorage: ServerStorage {
                         token.admin,
                     ])
             }
-            return true
+            return seed.createsOnlyProjects ? createdProjects > 0 : true
         }
     }
 
@@ -714,7 +728,8 @@ final class SQLiteStorage: ServerStorage {
     ) async throws(ServerError) -> MembershipChange {
         let rules = self.rules
         return try await write { db in
-            guard try StoredRecord.fetch(schema.scope, id: project, in: db) != nil else {
+            // A deleted project takes no member (see `SyncServer.requireLiveProject`).
+            guard let projectRecord = try StoredRecord.fetch(schema.scope, id: project, in: db), projectRecord.deletion == nil else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
             try db.execute(
@@ -781,6 +796,13 @@ final class SQLiteStorage: ServerStorage {
             try StoredRecord.fetchAll(
                 db, sql: "SELECT * FROM records WHERE project_id = ? AND entity = ? AND deletion IS NULL",
                 arguments: [project.storageText, membership])
+        }
+    }
+
+    func memberUsers(of project: UUID) async throws(ServerError) -> Set<UUID> {
+        try await read { db in
+            Set(try String.fetchAll(db, sql: "SELECT user_id FROM memberships WHERE project_id = ?", arguments: [project.storageText])
+                .compactMap(UUID.init(hyphenatedText:)))
         }
     }
 

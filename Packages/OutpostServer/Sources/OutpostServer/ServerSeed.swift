@@ -131,7 +131,12 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         return role
     }
 
-    /// Refuses a seed that names a project it does not define or a token for an unknown user.
+    /// An operator's addition of projects and nothing else (`SyncServer.createProject`).
+    var createsOnlyProjects: Bool { extendsServer && members.isEmpty && tokens.isEmpty }
+
+    /// Refuses a seed that names a project it does not define or a token for an unknown user, and one
+    /// that gives a token twice (the later entry silently won: a member's token could become an admin's)
+    /// or with spaces around it (never usable: a request's token is read without them).
     func validate() throws(ServerError) {
         let projectIDs = Set(projects.map(\.id))
         let userIDs = Set(members.map(\.userID))
@@ -146,6 +151,12 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         }
         if tokens.contains(where: { $0.token.count < 8 }) {
             throw ServerError(.invalidSeed, message: "tokens must be at least 8 characters")
+        }
+        if tokens.contains(where: { $0.token != $0.token.trimmingCharacters(in: .whitespacesAndNewlines) }) {
+            throw ServerError(.invalidSeed, message: "a token begins or ends with a space or a line break, which no request can send")
+        }
+        if Set(tokens.map(\.token)).count != tokens.count {
+            throw ServerError(.invalidSeed, message: "a token is given twice")
         }
     }
 }

@@ -77,7 +77,9 @@ protocol ServerStorage: Sendable {
 
     /// Creates the seed's projects, members and tokens, on a server's first start only: a seed loaded again
     /// (a restart with `--seed`) changes nothing, since it would undo the operator's removals and
-    /// revocations since. Returns whether it loaded. An operator's addition (`extendsServer`) always loads.
+    /// revocations since. Returns whether it loaded. An operator's addition (`extendsServer`) always loads;
+    /// one that only creates projects returns whether it created one, decided in its own transaction, so
+    /// of two instances creating one id at once exactly one is told it did (`SyncServer.createProject`).
     @discardableResult
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool
 
@@ -104,6 +106,9 @@ protocol ServerStorage: Sendable {
 
     /// The live records of the membership entity in `project`.
     func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord]
+
+    /// The users holding a membership of `project`: who reaches it.
+    func memberUsers(of project: UUID) async throws(ServerError) -> Set<UUID>
 
     /// The tokens of `user` (every user's when nil), newest first, without their secrets; admin tokens too.
     func tokens(of user: UUID?) async throws(ServerError) -> [IssuedToken]

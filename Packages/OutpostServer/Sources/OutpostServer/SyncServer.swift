@@ -147,6 +147,11 @@ public struct SyncServer: Sendable {
     public func issueToken(
         for user: UUID, expiresAt: Date? = nil, admin: Bool = false, by actor: String = "operator"
     ) async throws(ServerError) -> String {
+        // Past ten years an expiry is a typo (`--expires-in 999999999d` once stored year 506713, and a
+        // larger one trapped converting to milliseconds).
+        if let expiresAt, expiresAt.timeIntervalSinceNow > Self.longestTokenLife {
+            throw ServerError(.invalidSeed, message: "a token expires within ten years (\(Int(Self.longestTokenLife)) s)")
+        }
         var generator = SystemRandomNumberGenerator()
         let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
         var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt, admin: admin)])
@@ -163,7 +168,8 @@ public struct SyncServer: Sendable {
     @discardableResult
     public func revokeToken(_ token: String, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        let digest = TokenDigest.hex(of: token)
+        // Read as a request's token is (`bearerToken(of:)`): a token pasted with its line break still goes.
+        let digest = TokenDigest.hex(of: token.trimmingCharacters(in: .whitespacesAndNewlines))
         let revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0
         try await log("revoke-token", by: actor, "token \(digest.prefix(12)): \(revoked ? "revoked" : "unknown")")
         return revoked
@@ -585,13 +591,22 @@ public struct SyncServer: Sendable {
 
     /// The caller a request's bearer token names (401 when missing or unknown).
     private func authenticate(_ request: Request) async throws(ServerError) -> Caller {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw ServerError.unauthorized("a bearer token is required")
-        }
-        let caller = try await caller(bearing: header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces))
+        let caller = try await caller(bearing: try Self.bearerToken(of: request))
         RequestAttribution.note("user", caller.userID)
         return caller
     }
+
+    /// The token of the request's `Authorization: Bearer` header (the scheme in any case, as HTTP
+    /// reads it); 401 without one.
+    static func bearerToken(of request: Request) throws(ServerError) -> String {
+        guard let header = request.headers[.authorization], header.prefix(7).lowercased() == "bearer " else {
+            throw ServerError.unauthorized("a bearer token is required")
+        }
+        return header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The longest a token may be issued for: ten years.
+    public static let longestTokenLife: TimeInterval = 315_360_000
 
     static func uuid(_ text: String?) throws(ServerError) -> UUID {
         guard let text, let id = UUID(uuidString: text) else { throw ServerError.notFound("not a record id") }

@@ -62,7 +62,8 @@ public enum LocalDatabase {
     /// Whether the file at `path` is `app`'s, read without writing anything: nil when its claim names
     /// `app`; the write that names it `app`'s when it is new (no table at all) or a database Outpost made
     /// before apps named their schemas that `app` adopts. Any other file is refused (`foreignDatabase`):
-    /// a claim naming another app, or no app, or several (a damaged claim is never relabelled); a ledger
+    /// a claim naming another app, or no app, or several, or a claim gone while the toolkit's ledger
+    /// is there (a damaged claim is never relabelled); a ledger
     /// whose first step is not `app`'s (another app's history: its checksums would otherwise read as
     /// edited steps); tables with an empty ledger or none (no Outpost app's file: a ledger with no step
     /// recorded does not make a file new).
@@ -87,6 +88,13 @@ public enum LocalDatabase {
                         throw refuse("this database belongs to the app '\(only)', not to '\(name)'; open it with that app's schema")
                     }
                     return false
+                }
+                // The claim is written in the transaction of the toolkit's first step (both came in one
+                // release): a toolkit ledger with a step and no claim is a claim someone dropped.
+                if try db.tableExists(ToolkitSchema.ledger),
+                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(ToolkitSchema.ledger))") == true
+                {
+                    throw refuse("this database has the toolkit's ledger (\(ToolkitSchema.ledger)) but no app claim (\(owner)): it is damaged, and is not relabelled as '\(name)'")
                 }
                 let history = try app.migrator.history(in: db)
                 switch history {

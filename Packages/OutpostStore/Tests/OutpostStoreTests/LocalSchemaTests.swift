@@ -313,9 +313,30 @@ import Testing
 
     /// Runs `setup` on a new file, then `outpost migrate`'s path and the store's open on it: both refused
     /// as a foreign database saying `says`, the file byte for byte as it was.
-    private func expectRefusedByteIdentical(setup: String, says: String) throws {
+    /// An attack found a store whose claim was dropped named again as the field-service app's without a
+    /// word, while an empty claim was refused: both are damage. The claim is written with the toolkit's
+    /// first step, so a toolkit ledger with steps and no claim cannot come from any Outpost.
+    @Test func aDroppedAppClaimIsRefusedUnchanged() throws {
+        try expectRefusedByteIdentical(
+            setup: nil, says: "has the toolkit's ledger (outpost_ledger) but no app claim (outpost_app): it is damaged")
+    }
+
+    /// `setup` runs on an empty file; with nil, on a field-service store migrated to the latest version
+    /// whose app claim is then dropped.
+    private func expectRefusedByteIdentical(setup: String?, says: String) throws {
         let database = try TemporaryDatabase()
-        try database.queue.write { try $0.execute(sql: setup) }
+        if let setup {
+            try database.queue.write { try $0.execute(sql: setup) }
+        } else {
+            try database.queue.close()
+            try LocalDatabase.migrate(at: database.path, app: .fieldService)
+            let queue = try DatabaseQueue(path: database.path)
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "DROP TABLE outpost_app")
+                try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            }
+            try queue.close()
+        }
         let bytes = try Data(contentsOf: URL(fileURLWithPath: database.path))
         let migrating = try #require(throws: StoreError.self) { try LocalDatabase.migrate(at: database.path, app: .fieldService) }
         let opening = try #require(throws: StoreError.self) { _ = try LocalStore.open(at: database.path) }
