@@ -149,7 +149,8 @@ public struct SyncServer: Sendable {
     ) async throws(ServerError) -> String {
         // Past ten years an expiry is a typo (`--expires-in 999999999d` once stored year 506713, and a
         // larger one trapped converting to milliseconds).
-        if let expiresAt, expiresAt.timeIntervalSinceNow > Self.longestTokenLife {
+        // A minute of slack: a caller's "ten years from now" was read a moment (and a rounding) earlier.
+        if let expiresAt, expiresAt.timeIntervalSinceNow > Self.longestTokenLife + 60 {
             throw ServerError(.invalidSeed, message: "a token expires within ten years (\(Int(Self.longestTokenLife)) s)")
         }
         var generator = SystemRandomNumberGenerator()
