@@ -8,7 +8,13 @@ import OutpostModels
 import OutpostSchema
 import OutpostSync
 import PostgresNIO
+import Synchronization
 import Testing
+
+/// Set once a migration run in a task has ended, however it ended.
+private final class MigrationEnded: Sendable {
+    let flag = Atomic<Bool>(false)
+}
 
 @Suite("PostgreSQL storage: URL, migrations and lifecycle", .fieldService)
 struct PostgresStorageTests {
@@ -120,9 +126,15 @@ struct PostgresStorageTests {
 
         // Connections are closed on every path: one left open stops the test process.
         do {
-            let build = Task { try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes) }
+            let finished = MigrationEnded()
+            let build = Task {
+                defer { finished.flag.store(true, ordering: .releasing) }
+                try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes)
+            }
+            // Watched until seen or the migration ends, not for a number of tries: on a loaded host the
+            // migration has taken longer than 1,000 tries to reach the build.
             var started = false
-            for _ in 0..<1_000 where !started {
+            while !started, !finished.flag.load(ordering: .acquiring) {
                 started = try await building()
                 if !started { try await Task.sleep(for: .milliseconds(10)) }
             }

@@ -95,14 +95,15 @@ struct SlowClientTests {
             "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
                 + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
                 + "Content-Length: 1000000\r\n\r\n")
+        // The server closes it by the rate it saw, whenever its check runs: a loaded machine has run the
+        // check 34 s in, so the bound only keeps a server that never closes it from hanging the run.
         var closed = false
         let started = ContinuousClock.now
-        while !closed, ContinuousClock.now - started < .seconds(20) {
+        while !closed, ContinuousClock.now - started < .seconds(300) {
             trickling.send("{")
             closed = await trickling.isClosedByServer()  // waits up to a second
         }
         #expect(closed)
-        #expect(ContinuousClock.now - started < .seconds(18), "closed soon after the grace period")
         #expect(try await server.send("GET", "/health").status == 200)
     }
 
@@ -111,21 +112,34 @@ struct SlowClientTests {
         let server = try await TestServer.start(maximumConnections: 3)
         defer { Task { await server.stop() } }
         let connections = server.server.openConnections
+        var connected = 0
+        /// Waits until the server has admitted every connection made so far, and then holds `open`
+        /// connections of which `idle` are idle. Judged by the admissions, not a clock: a connection the
+        /// kernel accepted but an event loop has not yet admitted would otherwise be admitted later and
+        /// displace the one a step below expects to keep (a real client's, found under full load).
         func settle(open: Int, idle: Int) async throws {
-            // On a loaded machine the event loops admit connections and read heads late.
-            let started = ContinuousClock.now
-            while connections.current != open || connections.idleCount != idle, ContinuousClock.now - started < .seconds(20) {
-                try await Task.sleep(for: .milliseconds(10))
+            func settled() -> Bool {
+                connections.admittedCount >= connected && connections.current == open && connections.idleCount == idle
             }
-            #expect(connections.current == open && connections.idleCount == idle, "open \(connections.current), idle \(connections.idleCount)")
+            // The bound only keeps a broken server from hanging the run; it is not what is judged.
+            let started = ContinuousClock.now
+            while !settled(), ContinuousClock.now - started < .seconds(300) { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(settled(), "admitted \(connections.admittedCount) of \(connected), open \(connections.current), idle \(connections.idleCount)")
         }
-        // Two pushes under way: heads sent and half a body, fast enough that the slow-body check spares them.
-        func pushUnderWay() throws -> RawConnection {
+        func connect() throws -> RawConnection {
             let connection = try RawConnection(port: server.port)
+            connected += 1
+            return connection
+        }
+        // Pushes under way: heads sent and half a body, 1 MB: at the slow-body check's least rate it
+        // would take 1,000 s to look slow, so however long a loaded machine stretches this test the check
+        // spares them.
+        func pushUnderWay() throws -> RawConnection {
+            let connection = try connect()
             connection.send(
                 "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
                     + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: 200000\r\n\r\n" + String(repeating: " ", count: 100_000))
+                    + "Content-Length: 2000000\r\n\r\n" + String(repeating: " ", count: 1_000_000))
             return connection
         }
         let busy = try [pushUnderWay(), pushUnderWay()]
@@ -133,19 +147,22 @@ struct SlowClientTests {
         // Ten connections that send nothing: each takes the place of the one before it.
         var silent: [RawConnection] = []
         for _ in 0..<10 {
-            silent.append(try RawConnection(port: server.port))
+            silent.append(try connect())
             try await settle(open: 3, idle: 1)
         }
         // A real client still gets its answer: it takes the last silent one's place.
         #expect(try await server.send("GET", "/livez", versions: false).status == 200)
+        connected += 1
         #expect(await allClosed(silent), "every silent connection was displaced")
         #expect(await noneClosed(busy), "a connection with a request under way keeps its place")
         // The client's kept-alive connection is idle now; a third push displaces it, and then every
         // connection has a request under way: a newcomer is closed as it arrives.
         let third = try pushUnderWay()
         try await settle(open: 3, idle: 0)
-        let extra = try RawConnection(port: server.port)
-        #expect(await extra.isClosedByServer())
+        let extra = try connect()
+        var extraClosed = false
+        for _ in 0..<120 where !extraClosed { extraClosed = await extra.isClosedByServer() }  // a second each
+        #expect(extraClosed)
         #expect(await noneClosed(busy + [third]))
     }
 

@@ -17,6 +17,8 @@ final class OpenConnections: Sendable {
         /// Idle connections, with when each became idle (a sequence number: smaller is longer ago).
         var idle: [Int: (since: Int, channel: any Channel)] = [:]
         var next = 0
+        /// Every connection ever admitted: what a caller waits on to know its connection was seen.
+        var admitted = 0
     }
 
     private let state = NIOLockedValueBox(State())
@@ -41,6 +43,7 @@ final class OpenConnections: Sendable {
             state.next += 1
             state.open.insert(number)
             state.idle[number] = (state.next, channel)
+            state.admitted += 1
             return (number, displaced)
         }
         displaced?.close(promise: nil)
@@ -72,6 +75,8 @@ final class OpenConnections: Sendable {
     var current: Int { state.withLockedValue { $0.open.count } }
     /// How many open connections have no request under way.
     var idleCount: Int { state.withLockedValue { $0.idle.count } }
+    /// How many connections have been admitted since the server started (displaced and closed ones included).
+    var admittedCount: Int { state.withLockedValue { $0.admitted } }
 }
 
 /// Bounds what one connection may cost the server, beside Hummingbird's idle timeout (which closes a
