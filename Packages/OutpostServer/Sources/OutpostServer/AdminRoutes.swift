@@ -125,14 +125,14 @@ extension SyncServer {
         return admin
     }
 
-    /// Runs `work`, answering a refused seed-style input (an unknown role, a user the server does not
-    /// have) as the 400 or 404 it is, not as the server's failure.
+    /// Runs `work`, answering input the operator's calls refuse as a seed's (an unknown role, a blank
+    /// name, an expiry past ten years) as the 400 it is, not as the server's failure. (A user the server
+    /// does not have is `not_found` already.)
     private static func refusingBadInput<T>(_ work: () async throws(ServerError) -> T) async throws(ServerError) -> T {
         do {
             return try await work()
         } catch where error.code == .invalidSeed {
-            let status = error.message.hasPrefix("no user") ? 404 : 400
-            throw ServerError(status: status, status == 404 ? .notFound : .invalidRequest, error.message, underlying: error)
+            throw ServerError.badRequest(error.message, underlying: error)
         }
     }
 }

@@ -829,7 +829,7 @@ final class PostgresStorage: ServerStorage {
                 for try await _ in try await connection.query(
                     "SELECT id FROM users WHERE id = \(token.userID.storageText)", logger: logger
                 ).decode(String.self) { known = true }
-                guard known else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
+                guard known else { throw ServerError.notFound("no user \(token.userID.storageText) on this server") }
                 try await connection.query(
                     """
                     INSERT INTO tokens (token_sha256, user_id, created_at, expires_at, admin)

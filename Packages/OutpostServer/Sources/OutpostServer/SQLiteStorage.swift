@@ -711,7 +711,7 @@ final class SQLiteStorage: ServerStorage {
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             for token in seed.tokens {
                 guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [token.userID.storageText]) ?? false
-                else { throw ServerError(.invalidSeed, message: "no user \(token.userID.storageText) on this server") }
+                else { throw ServerError.notFound("no user \(token.userID.storageText) on this server") }
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO tokens (token_sha256, user_id, created_at, expires_at, admin) VALUES (?, ?, ?, ?, ?)",
                     arguments: [

@@ -382,7 +382,7 @@ public struct SyncServer: Sendable {
     /// expired; 429 `rate_limited` with `Retry-After` past the token's request limit.
     /// An admin token is refused here (401): it reaches the `/admin` routes only.
     package func caller(bearing token: String) async throws(ServerError) -> Caller {
-        let holder = try await holder(of: token)
+        let (holder, _) = try await holder(of: token)
         guard !holder.isAdmin else {
             throw ServerError.unauthorized("an admin token reaches only the /admin routes; sync with a member's token")
         }
@@ -392,15 +392,15 @@ public struct SyncServer: Sendable {
     /// The operator an admin token (`issueToken(admin: true)`) belongs to: 401 as `caller(bearing:)` for an
     /// unknown, revoked or expired token; 403 for a member's token, which administers nothing.
     package func administrator(bearing token: String) async throws(ServerError) -> Administrator {
-        let holder = try await holder(of: token)
+        let (holder, digest) = try await holder(of: token)
         guard holder.isAdmin else {
             throw ServerError.forbidden("this token is a member's; the admin API takes an admin token")
         }
-        return Administrator(userID: holder.userID, tokenPrefix: String(TokenDigest.hex(of: token).prefix(12)))
+        return Administrator(userID: holder.userID, tokenPrefix: String(digest.prefix(12)))
     }
 
-    /// Whom `token` belongs to, its use noted and counted against its request limit.
-    private func holder(of token: String) async throws(ServerError) -> TokenHolder {
+    /// Whom `token` belongs to, and its digest; its use noted and counted against its request limit.
+    private func holder(of token: String) async throws(ServerError) -> (TokenHolder, digest: String) {
         let digest = TokenDigest.hex(of: token)
         guard !token.isEmpty, let holder = try await storage.tokenHolder(forDigest: digest) else {
             throw ServerError.unauthorized("the bearer token is unknown or revoked")
@@ -425,7 +425,7 @@ public struct SyncServer: Sendable {
                 "this token made its \(configuration.requestsPerMinutePerToken ?? 0) requests of the minute; try again in \(seconds) s",
                 retryAfterSeconds: seconds)
         }
-        return holder
+        return (holder, digest)
     }
 
     /// `/health`: the limits and versions, once the database answers (a load balancer asks here: an
