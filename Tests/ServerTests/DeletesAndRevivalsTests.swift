@@ -268,4 +268,128 @@ struct DeletesAndRevivalsTests {
         #expect(try b.store.record(.issue, id: issue.id)?.fields == server.fields)
         #expect(try b.store.openConflicts().isEmpty)
     }
+
+    /// A bundle is a file anyone may have edited: an attack raised its versions to the largest there is.
+    /// The device then kept the bundle's copy over every later version the server sent (each looked
+    /// older), and a record the server deleted came back for good. Versions an import writes are the
+    /// bundle's word, not the server's: a pulled copy replaces them whatever their number, and no import
+    /// brings back a record the server deleted (a pull does, if the server brought it back).
+    @Test("A bundle with raised versions neither holds a record against the server's later edits nor brings back a deleted one")
+    func aBundleWithRaisedVersionsNeverOutranksTheServer() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let device = try crew.device("device")
+        let kept = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let doomed = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Gate code 4471"))
+        let unseen = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Wet paint"))
+        #expect(try await office.engine.sync().isComplete)
+        let export = crew.server.directory.appendingPathComponent("export.json")
+        _ = try office.store.exportBundle(project: TestServer.projectA, format: .json, to: export)
+        // The office deletes two of them; the device syncs after one delete and before the other.
+        #expect(try await office.store.delete(.issue, id: unseen.id))
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await device.engine.sync().isComplete)
+        #expect(try await office.store.delete(.issue, id: doomed.id))
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await device.engine.sync().isComplete)
+
+        // The export, edited: every version raised to the largest, one title changed.
+        var bundle = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: export)) as? [String: Any])
+        var records = try #require(bundle["records"] as? [[String: Any]])
+        for index in records.indices {
+            records[index]["version"] = Int64.max
+            if (records[index]["id"] as? String) == kept.id.uuidString.lowercased(),
+                var fields = records[index]["fields"] as? [String: Any]
+            {
+                fields["title"] = "Forged"
+                records[index]["fields"] = fields
+            }
+        }
+        bundle["records"] = records
+        let forged = crew.server.directory.appendingPathComponent("forged.json")
+        try JSONSerialization.data(withJSONObject: bundle).write(to: forged)
+        let summary = try device.store.importBundle(at: forged)
+        #expect(summary.byEntity["issue"]?.skippedOutdated == 3, "the versions the server gave stand")
+        #expect(try device.store.record(.issue, id: kept.id)?.fields["title"] == .text("Loose rail"))
+        for id in [doomed.id, unseen.id] {
+            #expect(try device.store.record(.issue, id: id)?.sync.isDeleted ?? true)
+        }
+        // A device that takes the forged copy before its first sync (a pre-sync) holds it only until
+        // the pull: the server's copies replace every one of them, deletes included.
+        let presynced = try crew.device("presynced")
+        #expect(try presynced.store.importBundle(at: forged).byEntity["issue"]?.inserted == 3)
+        #expect(try presynced.store.record(.issue, id: kept.id)?.fields["title"] == .text("Forged"))
+        #expect(try await presynced.engine.sync().isComplete)
+        #expect(try presynced.store.record(.issue, id: kept.id)?.fields["title"] == .text("Loose rail"))
+        #expect(try presynced.store.record(.issue, id: kept.id)?.sync.version == (try await crew.onServer(kept.id))?.version)
+        for id in [doomed.id, unseen.id] {
+            #expect(try presynced.store.record(.issue, id: id)?.sync.isDeleted ?? true)
+        }
+
+        // The office's next edit reaches the device, and the device's version is the server's again.
+        var edited = try #require(try office.store.fetch(OutpostModels.Issue.self, id: kept.id))
+        edited.title = "Loose rail, north stairs"
+        _ = try await office.store.save(edited)
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await device.engine.sync().isComplete)
+        #expect(try await presynced.engine.sync().isComplete)
+        let server = try #require(try await crew.onServer(kept.id))
+        for store in [device.store, presynced.store] {
+            let held = try #require(try store.record(.issue, id: kept.id))
+            #expect(held.fields["title"] == .text("Loose rail, north stairs"))
+            #expect(held.sync.version == server.version)
+        }
+        for id in [doomed.id, unseen.id] {
+            #expect(try device.store.record(.issue, id: id)?.sync.isDeleted ?? true)
+        }
+
+        // And an edit made on the device afterwards goes to the server.
+        var mine = try #require(try device.store.fetch(OutpostModels.Issue.self, id: kept.id))
+        mine.title = "Loose rail, fixed"
+        _ = try await device.store.save(mine)
+        #expect(try await device.engine.sync().isComplete)
+        #expect(try await crew.onServer(kept.id)?.fields["title"] == .text("Loose rail, fixed"))
+    }
+
+    /// The same edited bundle, taken before a first sync, and an edit made on it: its base is the
+    /// bundle's raised version, which made the change look based on everything the server took, and a
+    /// role-based strategy let it overwrite the office's concurrent write unseen. Under every strategy
+    /// the office's write stands or is surfaced on the device.
+    @Test("An edit made on a copy with raised versions is judged concurrent: the office's write stands or is surfaced", arguments: ConflictPolicyName.allCases)
+    func anEditOnARaisedVersionIsConcurrent(_ strategy: ConflictPolicyName) async throws {
+        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await office.engine.sync().isComplete)
+        let export = crew.server.directory.appendingPathComponent("export.json")
+        _ = try office.store.exportBundle(project: TestServer.projectA, format: .json, to: export)
+        var bundle = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: export)) as? [String: Any])
+        bundle["records"] = try #require(bundle["records"] as? [[String: Any]]).map { record in
+            var raised = record
+            raised["version"] = Int64.max
+            return raised
+        }
+        try JSONSerialization.data(withJSONObject: bundle).write(to: export)
+        var edited = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        edited.title = "Office title"
+        _ = try await office.store.save(edited)
+        #expect(try await office.engine.sync().isComplete)
+
+        let crewDevice = try crew.device("crew")
+        _ = try crewDevice.store.importBundle(at: export)
+        var mine = try #require(try crewDevice.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        mine.title = "Crew title"
+        _ = try await crewDevice.store.save(mine)
+        _ = try await crewDevice.engine.sync()
+        _ = try await crewDevice.engine.sync()
+        let server = try #require(try await crew.onServer(issue.id))
+        // (Append only refuses the office's own edit, and surfaces it there.)
+        let surfaced = try [crewDevice.store, office.store].contains { store in
+            try store.openConflicts().contains { $0.losingValue == .text("Office title") }
+        }
+        #expect(server.fields["title"] == .text("Office title") || surfaced, "\(strategy): the office's title vanished unseen")
+        #expect(try crewDevice.store.record(.issue, id: issue.id)?.sync.version == server.version)
+    }
 }

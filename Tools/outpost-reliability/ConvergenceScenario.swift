@@ -170,6 +170,10 @@ struct Round {
         } else {
             _ = try await context.server.transport(for: 0).downloadBundle(project: Crew.project, format: .json, to: oldCopy)
         }
+        // Half the copies are edited as an attacker would: every version raised, to the largest there is
+        // or by a random amount. A bundle's versions are its word; the model says the same of either copy.
+        let forged = random.chance(0.5)
+        if forged { try Self.raiseVersions(in: oldCopy, random: &random) }
 
         // Offline: each device edits and deletes, 1 to 3 steps, interleaved in a seeded order.
         var queue: [Int] = []
@@ -210,7 +214,7 @@ struct Round {
         let divergences = try await fleet.divergences(server: context.server)
         outcome.diverged += divergences.count
         outcome.problems += divergences.map { "round \(number): \($0)" }
-        ConvergenceTally.shared.add(pairs: pairsChecked(), oldCopies: fromExport ? (0, 1) : (1, 0))
+        ConvergenceTally.shared.add(pairs: pairsChecked(), oldCopies: (fromExport ? 0 : 1, fromExport ? 1 : 0, forged ? 1 : 0))
     }
 
     /// One record per strategy, made by device 0 with values the model starts from, synced everywhere.
@@ -386,21 +390,42 @@ struct Round {
 
     /// A new device pulls everything, then imports the old copy: it must end as the server is (a record
     /// deleted before it joined must not come back from the copy).
+    /// Two new devices take the old copy, one after its first sync and one before (a pre-sync), and
+    /// each, synced, holds what the server holds.
     private func checkNewcomer(importing oldCopy: URL, outcome: inout SeedOutcome) async throws {
-        let store = try DeviceTemplate.openStore(at: context.folder.path("newcomer-\(number).sqlite"))
-        let engine = SyncEngine(store: store, transport: context.server.transport(for: 0), policy: ConvergenceScenario.policy)
-        _ = try await engine.sync(now: context.now)
-        _ = try store.importBundle(at: oldCopy)
-        _ = try await engine.sync(now: context.now)
-        let result = try await compare(store, with: context.server.transport(for: 0))
-        outcome.diverged += result.mismatches.count
-        outcome.problems += result.mismatches.map { "round \(number), a new device after importing the old copy: \($0)" }
-        for (index, (subject, id)) in records.enumerated() where models[index].server.isDeleted {
-            if try store.record(subject.entity, id: id).map({ !$0.sync.isDeleted }) ?? false {
-                outcome.diverged += 1
-                outcome.problems.append("round \(number): the old copy brought \(subject.entity.rawValue)/\(id) back on a new device")
+        for importsFirst in [false, true] {
+            let name = importsFirst ? "presynced-\(number)" : "newcomer-\(number)"
+            let store = try DeviceTemplate.openStore(at: context.folder.path("\(name).sqlite"))
+            let engine = SyncEngine(store: store, transport: context.server.transport(for: 0), policy: ConvergenceScenario.policy)
+            if !importsFirst { _ = try await engine.sync(now: context.now) }
+            _ = try store.importBundle(at: oldCopy)
+            _ = try await engine.sync(now: context.now)
+            let when = importsFirst ? "before its first sync" : "after its first sync"
+            let result = try await compare(store, with: context.server.transport(for: 0))
+            outcome.diverged += result.mismatches.count
+            outcome.problems += result.mismatches.map { "round \(number), a new device importing the old copy \(when): \($0)" }
+            for (index, (subject, id)) in records.enumerated() where models[index].server.isDeleted {
+                if try store.record(subject.entity, id: id).map({ !$0.sync.isDeleted }) ?? false {
+                    outcome.diverged += 1
+                    outcome.problems.append("round \(number): the old copy brought \(subject.entity.rawValue)/\(id) back on a new device \(when)")
+                }
             }
         }
+    }
+
+    /// Rewrites a JSON bundle with every record's version raised: to the largest there is, or by a
+    /// random amount.
+    static func raiseVersions(in bundle: URL, random: inout SeededGenerator) throws {
+        guard var document = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle)) as? [String: Any],
+            var records = document["records"] as? [[String: Any]]
+        else { throw ReliabilityError("the old copy is not a JSON bundle") }
+        let largest = random.chance(0.5)
+        for index in records.indices {
+            let version = (records[index]["version"] as? NSNumber)?.int64Value ?? 0
+            records[index]["version"] = largest ? Int64.max : version + 1 + Int64(random.below(1_000_000))
+        }
+        document["records"] = records
+        try JSONSerialization.data(withJSONObject: document).write(to: bundle)
     }
 
     /// For each strategy, the pairs of step kinds that two devices made on one record this round.
@@ -540,7 +565,7 @@ final class ConvergenceTally: Sendable {
     private let answers = Mutex<(overridden: Int, discarded: Int)>((0, 0))
     /// Per pair of step kinds two devices made on one record, per strategy: records checked against the model.
     private let pairs = Mutex<[String: [String: Int]]>([:])
-    private let oldCopies = Mutex<(bundles: Int, exports: Int)>((0, 0))
+    private let oldCopies = Mutex<(bundles: Int, exports: Int, forged: Int)>((0, 0, 0))
 
     /// Adds one record's figures: losses the model surfaced, and how many of them a conflicts table held.
     func add(produced: Int, surfaced: Int) {
@@ -548,13 +573,13 @@ final class ConvergenceTally: Sendable {
     }
 
     /// Adds a round's pairs checked, and whether its old copy was a bundle or an export.
-    func add(pairs round: [String: [String: Int]], oldCopies copies: (Int, Int)) {
+    func add(pairs round: [String: [String: Int]], oldCopies copies: (Int, Int, Int)) {
         pairs.withLock { all in
             for (pair, strategies) in round {
                 for (strategy, count) in strategies { all[pair, default: [:]][strategy, default: 0] += count }
             }
         }
-        oldCopies.withLock { $0.bundles += copies.0; $0.exports += copies.1 }
+        oldCopies.withLock { $0.bundles += copies.0; $0.exports += copies.1; $0.forged += copies.2 }
     }
 
     /// Counts one conflict the users answered.
@@ -569,5 +594,5 @@ final class ConvergenceTally: Sendable {
     /// Records checked against the model, per pair of step kinds and strategy.
     var pairTotals: [String: [String: Int]] { pairs.withLock { $0 } }
     /// Rounds whose old copy was the server's bundle, and a device's export.
-    var oldCopyTotals: (bundles: Int, exports: Int) { oldCopies.withLock { $0 } }
+    var oldCopyTotals: (bundles: Int, exports: Int, forged: Int) { oldCopies.withLock { $0 } }
 }

@@ -87,7 +87,8 @@ struct OutpostReliability: AsyncParsableCommand {
             say("convergence: \(convergence.records) records checked against the conflict model; losses it surfaces \(convergence.produced), "
                 + "in the conflicts table of the device it names \(convergence.surfaced)")
             let copies = ConvergenceTally.shared.oldCopyTotals
-            say("convergence: old copies imported after deletes and edits: \(copies.bundles) server bundles, \(copies.exports) device exports")
+            say("convergence: old copies imported after deletes and edits: \(copies.bundles) server bundles, \(copies.exports) device exports, "
+                + "\(copies.forged) of them with versions raised")
             say(pairTable(ConvergenceTally.shared.pairTotals))
             let answers = ConvergenceTally.shared.answerTotals
             say("convergence: conflicts answered by the users: \(answers.overridden) overridden, \(answers.discarded) discarded")
@@ -128,6 +129,7 @@ struct OutpostReliability: AsyncParsableCommand {
                     lossesSurfacedWhereTheModelSays: convergence.surfaced, pairsChecked: ConvergenceTally.shared.pairTotals,
                     oldBundlesImported: ConvergenceTally.shared.oldCopyTotals.bundles,
                     oldExportsImported: ConvergenceTally.shared.oldCopyTotals.exports,
+                    oldCopiesWithVersionsRaised: ConvergenceTally.shared.oldCopyTotals.forged,
                     conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
                     conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
                 : nil,

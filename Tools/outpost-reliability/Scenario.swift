@@ -137,6 +137,8 @@ struct ReliabilityReport: Sendable, Codable {
         var pairsChecked: [String: [String: Int]]
         var oldBundlesImported: Int
         var oldExportsImported: Int
+        /// Of the old copies, those rewritten with every version raised (to the largest, or at random).
+        var oldCopiesWithVersionsRaised: Int
         var conflictsOverridden: Int
         var conflictsDiscarded: Int
     }

@@ -9,7 +9,10 @@ import OutpostSchema
 /// - a record whose id the store does not hold yet is staged (`StagedTable`) and written at the end, in
 ///   key order; a table that started empty needs no lookup at all, which is the bulk of a first import;
 /// - a record the store already holds is written (or left) as `ServerArrival`, the rule pulled records
-///   go through too, says for a server version without clocks.
+///   go through too, says for a server version without clocks, unless the version held is one the server
+///   gave this device: that stands, and a pull brings anything newer.
+///
+/// Every version it writes is noted as the bundle's word (`ImportedVersions`) until a pull confirms it.
 ///
 /// Every record it writes is noted, and `journal()` appends the notes to the change journal, so
 /// `changes()` subscribers in this process and others hear of the import as of any other commit.
@@ -59,14 +62,13 @@ final class ImportSession {
         let table = try table(for: entity)
         try requireProjectOfStoredParents(incoming, at: location)
         guard try table.contains(incoming.id) else {
-            // A record this device knows the server deleted, at this bundle's version or a later one: the
-            // bundle is older than the delete (downloaded, or exported by a teammate, before it).
-            if checksKnownDeletions, let deleted = try KnownDeletions.version(of: entity, incoming.id, in: db) {
-                if deleted >= incoming.sync.version {
-                    counts[entity, default: ImportCounts()].skippedOutdated += 1
-                    return
-                }
-                try KnownDeletions.forget(entity, incoming.id, in: db)
+            // A record this device knows the server deleted: the bundle is older than the delete
+            // (downloaded, or exported by a teammate, before it) whatever version it claims, as a
+            // bundle's versions are its word (`ImportedVersions`); if the server brought the record
+            // back, a pull brings it.
+            if checksKnownDeletions, try KnownDeletions.version(of: entity, incoming.id, in: db) != nil {
+                counts[entity, default: ImportCounts()].skippedOutdated += 1
+                return
             }
             try table.stage(incoming, at: location)
             note(incoming)
@@ -97,6 +99,7 @@ final class ImportSession {
         let staged = EntityCatalog.all.compactMap { tables[$0.type] }
         for table in staged {
             try table.flush(location: place)
+            try table.noteImportedVersions()
             counts[table.description.type, default: ImportCounts()].inserted += table.stagedCount
         }
         for table in staged {
@@ -150,6 +153,20 @@ final class ImportSession {
     /// A record the store already holds (`stored`, nil if it went since): kept, left as it is, or replaced.
     private func applyOverStored(_ incoming: EntityRecord, stored: EntityRecord?) throws {
         let entity = incoming.entity
+        // A version the server gave this device (a pull, a push's answer) stands against any bundle,
+        // whatever version the bundle claims: a bundle's versions are its word (`ImportedVersions`), and
+        // raised ones brought deleted records back and held edited ones against the server for good. A
+        // pull brings whatever is newer, with its clocks.
+        if let stored, stored.sync.version > 0, stored != incoming,
+            try !ImportedVersions.isUnconfirmed(entity, stored.id, version: stored.sync.version, in: db)
+        {
+            if stored.sync.syncStatus == .synced {
+                counts[entity, default: ImportCounts()].skippedOutdated += 1
+            } else {
+                counts[entity, default: ImportCounts()].skippedLocallyModified += 1
+            }
+            return
+        }
         let arrival = ServerArrival.decide(
             stored: stored, incomingVersion: incoming.sync.version,
             changeWaiting: stored.map { $0.sync.syncStatus != .synced } ?? false, carriesClocks: false)
@@ -160,6 +177,7 @@ final class ImportSession {
         case .refreshAroundWaitingChange:
             if try EntityTables.refreshUnchangedFields(from: incoming, in: db) != nil {
                 counts[entity, default: ImportCounts()].refreshedAroundLocalChanges += 1
+                try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db)
                 note(incoming)
             } else {
                 counts[entity, default: ImportCounts()].skippedLocallyModified += 1
@@ -185,6 +203,7 @@ final class ImportSession {
         } else if stored == nil {
             try EntityTables.save(orphaned, in: db)
         }
+        try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db)
         note(incoming)
         pending.append(PendingRecord(entity: entity, id: incoming.id, before: before))
     }
@@ -220,6 +239,7 @@ final class ImportSession {
         } else {
             try EntityTables.save(record, in: db)
         }
+        try ImportedVersions.note(record.entity, record.id, version: record.sync.version, in: db)
         note(record)
         if stored == nil {
             counts[record.entity, default: ImportCounts()].inserted += 1

@@ -64,6 +64,7 @@ public enum ToolkitSchema {
     /// The toolkit's steps.
     public static let steps: [MigrationStep] = [
         MigrationStep(version: 1, name: "toolkit 1: sync tables (adopted where an app's history made them)", sql: version1),
+        MigrationStep(version: 2, name: "toolkit 2: versions an import wrote, until the server confirms them", sql: ImportedVersions.table),
     ]
 
     /// The migrator of the toolkit's history.

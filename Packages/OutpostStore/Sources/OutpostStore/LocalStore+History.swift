@@ -126,6 +126,7 @@ extension LocalStore {
             try db.execute(sql: "DELETE FROM sync_cursors")
             try db.execute(sql: "DELETE FROM server_id_map")
             try db.execute(sql: "DELETE FROM known_deletions")
+            try db.execute(sql: "DELETE FROM imported_versions")
             for description in EntityCatalog.all {
                 try db.execute(sql: "UPDATE \(description.table.quotedDatabaseIdentifier) SET version = 0")
             }

@@ -260,20 +260,26 @@ extension StoreWriter {
         let local: EntityRecord?
         let waiting: MutationQueue.UnfinishedChange?
         let before: FieldClocks.Stored?
+        let imported: Bool
         if reads.needsExactReads(entity, id) {
             local = try EntityTables.fetchRecord(entity, id: id, in: db)
             waiting = try MutationQueue.unfinishedChange(entity, id, in: db)
             before = local == nil ? nil : try FieldClocks.read(entity, id, in: db)
+            imported = try reads.anyImported && local.map { try ImportedVersions.isUnconfirmed(entity, id, version: $0.sync.version, in: db) } ?? false
         } else {
             // No local change waiting (the page's reads found none) and not written by this page yet.
             let stored = reads.stored(entity, id)
             (local, waiting, before) = (stored?.record, nil, stored?.clocks)
+            imported = local.map { reads.isImported(entity, id, version: $0.sync.version) } ?? false
         }
         // A page read before one already applied (two pulls at once, from two processes of one app)
-        // must not move a record back to an older version.
+        // must not move a record back to an older version; one an import wrote is the bundle's word, and
+        // the server's copy replaces it (`ImportedVersions`).
         let arrival = ServerArrival.decide(
-            stored: local, incomingVersion: remote.record.sync.version, changeWaiting: waiting != nil, carriesClocks: true)
+            stored: local, incomingVersion: remote.record.sync.version, changeWaiting: waiting != nil, carriesClocks: true,
+            storedIsImported: imported)
         if arrival == .keepNewerStored || arrival == .keepWaitingChange { return }
+        if imported { try ImportedVersions.forget(entity, id, in: db) }
         if local == nil, !remote.isContentlessTombstone, reads.isKnownDeleted(entity, id) {
             // Stored now (the server brought it back): no longer known only as a delete.
             try KnownDeletions.forget(entity, id, in: db)
@@ -311,6 +317,11 @@ extension StoreWriter {
             // The change is judged on the version it was made on, which an import may have moved the row past.
             var base = local
             base.sync.version = min(local.sync.version, waiting.baseVersion)
+            // A base above the server's own version that an import wrote is the bundle's word, which may
+            // have been edited: believed, it made the change look based on everything the server took,
+            // and a role-based strategy let it overwrite a concurrent write unseen. It is judged as
+            // concurrent instead: the strategy decides, and what loses is surfaced.
+            if imported, base.sync.version > remote.record.sync.version { base.sync.version = 0 }
             // A write bringing the record back from the very delete this device knew of was made after
             // it, whatever version it went out on (`heldVersion`); the fields it only carried take the
             // server's values, the newest there are, not the ones this device held from before the delete.

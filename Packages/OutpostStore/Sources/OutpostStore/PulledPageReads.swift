@@ -24,6 +24,10 @@ struct PulledPageReads {
     private(set) var quarantined: Set<Key>
     /// Records of the page this device knows only as deleted (`KnownDeletions`).
     private var knownDeleted: Set<Key> = []
+    /// The version an import wrote of each record of the page that has one noted (`ImportedVersions`).
+    private var imported: [Key: Int64] = [:]
+    /// Whether any imported version was noted when the page began: only then are records looked up.
+    private(set) var anyImported = false
 
     struct Key: Hashable {
         let entity: EntityType
@@ -35,6 +39,7 @@ struct PulledPageReads {
         quarantined = Set(try Quarantine.keys(in: db).map { Key(entity: $0.0, id: $0.1) })
         guard !changes.isEmpty else { return }
         let anyKnownDeletion = try KnownDeletions.any(in: db)
+        anyImported = try ImportedVersions.any(in: db)
         var byEntity: [EntityType: [UUID]] = [:]
         for change in changes { byEntity[change.record.entity, default: []].append(change.record.id) }
         for (entity, ids) in byEntity {
@@ -70,6 +75,11 @@ struct PulledPageReads {
             for text in unfinished {
                 if let id = UUID(hyphenatedText: text) { waiting.insert(Key(entity: entity, id: id)) }
             }
+            if anyImported {
+                for (id, version) in try ImportedVersions.versions(of: entity, idList, in: db) {
+                    imported[Key(entity: entity, id: id)] = version
+                }
+            }
             guard anyKnownDeletion else { continue }
             let deleted = try String.fetchAll(
                 db.cachedStatement(sql: """
@@ -88,6 +98,12 @@ struct PulledPageReads {
     /// that stores it forgets that (`forgetDeletion`).
     func isKnownDeleted(_ entity: EntityType, _ id: UUID) -> Bool {
         knownDeleted.contains(Key(entity: entity, id: id))
+    }
+
+    /// Whether `version`, as the device held the record when the page began, is one an import wrote and
+    /// the server has not confirmed. Only for a record the page has not written yet.
+    func isImported(_ entity: EntityType, _ id: UUID, version: Int64) -> Bool {
+        imported[Key(entity: entity, id: id)] == version
     }
 
     /// Notes that the page removed the record's known deletion.

@@ -21,11 +21,15 @@ enum ServerArrival: Equatable {
     case keepWaitingChange
 
     /// The rule. `changeWaiting`: the record has a local change not yet acknowledged. `carriesClocks`:
-    /// the server's version comes with its per-field clocks.
+    /// the server's version comes with its per-field clocks (a pull). `storedIsImported`: the stored
+    /// version is one an import wrote and the server has not confirmed (`ImportedVersions`); a pull's
+    /// copy is the server's word and replaces it whatever the numbers say, as a bundle's versions may
+    /// have been edited.
     static func decide(
-        stored: EntityRecord?, incomingVersion: Int64, changeWaiting: Bool, carriesClocks: Bool
+        stored: EntityRecord?, incomingVersion: Int64, changeWaiting: Bool, carriesClocks: Bool, storedIsImported: Bool = false
     ) -> ServerArrival {
         guard let stored else { return .store }
+        if carriesClocks, storedIsImported { return changeWaiting ? .mergeWithWaitingChange : .store }
         if changeWaiting {
             if incomingVersion < stored.sync.version { return .keepWaitingChange }
             if carriesClocks { return .mergeWithWaitingChange }

@@ -76,6 +76,12 @@ final class StagedTable {
         }
     }
 
+    /// Notes the versions of the staged records, once flushed, as an import's (`ImportedVersions`).
+    func noteImportedVersions() throws {
+        guard stagedCount > 0 else { return }
+        try ImportedVersions.noteStaged(description.type, staged: stage, in: db)
+    }
+
     /// Flags the staged records whose parents are neither in the bundle nor in the store, once every
     /// staged table is flushed (so a child listed before its parent, in any table, finds it). Returns how
     /// many were flagged.
