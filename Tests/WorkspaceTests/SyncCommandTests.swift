@@ -95,4 +95,72 @@ struct SyncCommandTests {
         #expect(report["pushed"] == "1")
         #expect(try LocalStore.open(at: db).status().failedChanges == 0)
     }
+
+    /// A server's answer is bounded while it arrives: a pull answered with 2.3 MB of gzip that inflates to
+    /// 512 MB took `outpost sync` to 1,086 MB before it was refused, when the client inflated whole
+    /// bodies. Judged by memory, not time: the peak (`wait4`'s `ru_maxrss`) of a sync against that bomb
+    /// and of one against a server with nothing to send, both from a Python server on 127.0.0.1.
+    @Test("A pull answered with a 512 MB gzip bomb is refused, and the sync peaks under 100 MB above an idle one")
+    func aGzipBombIsRefusedWithMemoryBounded() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bomb-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in ["idle", "bomb"] {
+            #expect(try await Outpost.run(["migrate", "--db", folder.appendingPathComponent("\(name).sqlite").path]).status == 0)
+        }
+        let script = """
+            import http.server, json, os, socketserver, subprocess, sys, threading, zlib
+            outpost, folder = sys.argv[1], sys.argv[2]
+            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+            parts = [compressor.compress(b'{"changes":[],"hasMore":false,"nextCursor":"')]
+            block = b"a" * (1 << 20)
+            parts += [compressor.compress(block) for _ in range(512)]
+            bomb = b"".join(parts + [compressor.compress(b'"}'), compressor.flush()])
+            idle = json.dumps({"changes": [], "nextCursor": "0:", "hasMore": False}).encode()
+            class Handler(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def log_message(self, *args): pass
+                def do_POST(self):
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    body = bomb if self.server.bomb else idle
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    if self.server.bomb: self.send_header("Content-Encoding", "gzip")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Outpost-Protocol-Version", "1")
+                    self.end_headers()
+                    try: self.wfile.write(body)
+                    except Exception: pass
+                do_GET = do_POST
+            result = {}
+            for name in ["idle", "bomb"]:
+                server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+                server.bomb = name == "bomb"
+                threading.Thread(target=server.serve_forever, daemon=True).start()
+                with open(os.path.join(folder, name + ".out"), "w") as out:
+                    child = subprocess.Popen([outpost, "sync", "--db", os.path.join(folder, name + ".sqlite"),
+                        "--server", "http://127.0.0.1:%d" % server.server_address[1], "--token", "t"], stdout=out, stderr=out)
+                    _, status, usage = os.wait4(child.pid, 0)
+                server.shutdown()
+                result[name] = {"status": os.waitstatus_to_exitcode(status), "peakKB": usage.ru_maxrss,
+                                "output": open(os.path.join(folder, name + ".out")).read()}
+            print(json.dumps(result))
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, Outpost.executable.path, folder.path]
+        let (status, output, errors) = try await ChildProcess.finish(process)
+        #expect(status == 0, "\(String(decoding: errors, as: UTF8.self))")
+        struct Run: Decodable {
+            let status: Int
+            let peakKB: Int
+            let output: String
+        }
+        let runs = try JSONDecoder().decode([String: Run].self, from: output)
+        let idle = try #require(runs["idle"]), bomb = try #require(runs["bomb"])
+        #expect(idle.status == 0, "\(idle.output)")
+        #expect(bomb.status == 2, "the sync could not finish: \(bomb.output)")
+        #expect(bomb.output.contains("larger than"), "refused for its size: \(bomb.output)")
+        #expect(bomb.peakKB - idle.peakKB < 100 * 1024, "peak \(bomb.peakKB) KB against \(idle.peakKB) KB idle")
+    }
 }
