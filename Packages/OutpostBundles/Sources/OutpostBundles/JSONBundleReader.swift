@@ -328,8 +328,12 @@ private struct RecordDecoder {
 
     private func integer(_ value: JSONValue?, _ path: String, minimum: Int64, entity: EntityType?, id: UUID?) throws(BundleError) -> Int64 {
         guard let value else { throw fail(path, "is required", entity: entity, id: id) }
-        guard case .number(let number) = value, number.isInteger, let integer = Int64(number.text) else {
+        guard case .number(let number) = value, number.isInteger else {
             throw fail(path, "must be an integer, found \(value.typeName)", entity: entity, id: id)
+        }
+        // An integer past 64 bits was told "must be an integer, found integer".
+        guard let integer = Int64(number.text) else {
+            throw fail(path, "is \(number.text), past the largest integer a bundle holds (\(Int64.max))", entity: entity, id: id)
         }
         guard integer >= minimum else { throw fail(path, "is \(integer), must be at least \(minimum)", entity: entity, id: id) }
         return integer

@@ -49,9 +49,21 @@ struct ProjectScope {
         }
     }
 
-    /// Checks `record` by its own fields; the refusals it earns now (none while the header is unread).
+    /// Checks `record` by its own fields; the refusals it earns now (none for its project while the
+    /// header is unread).
+    ///
+    /// A bundle holds records as a server gave them, so each is at version 1 or more: version 0 is a
+    /// change no server took. An attack set it on a deleted record, and the device's restore of it went
+    /// out as a create carrying every value of the file with fresh clocks, over the office's newer
+    /// writes. (The schemas' bound stays 0: they are frozen; this is a rule checked after them.)
     mutating func check(_ record: EntityRecord, at location: SourceLocation) -> [BundleError] {
-        Self.placements(of: record, at: location).compactMap { place($0) }
+        var refusals: [BundleError] = []
+        if record.sync.version < 1 {
+            refusals.append(BundleError(
+                .invalidRecord, message: "version 0 is a change no server took; a bundle holds records at a version a server gave (1 or more)",
+                entity: record.entity, id: record.id, field: "version").located(location))
+        }
+        return refusals + Self.placements(of: record, at: location).compactMap { place($0) }
     }
 
     /// Holds one placement to the header's project: its refusal, nil when it is the header's project or

@@ -363,9 +363,11 @@ extension StoreWriter {
                 // After a restore, a server value that a write of this device replaced is one the restore
                 // brought back, not a concurrent write (told by value: the restored history's clocks are
                 // not the ones this device saw, and a teammate's write since may carry an older clock).
+                // So is one an import brought, which the user saw and wrote over: a bundle carries no
+                // clocks, so the value is all there is to tell it by.
                 surfacing: { losing in
                     losing.side == .client || seen[losing.field] != losing.clock
-                        && !((rebuildsHistory || waiting.resent)
+                        && !((rebuildsHistory || waiting.resent || imported)
                             && (stored.written?[losing.field] ?? []).contains { $0.previous == losing.value })
                 },
                 surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })

@@ -129,6 +129,19 @@ import ZIPFoundation
         Case(name: "unsupported format version (XML)", code: .unsupportedFormatVersion,
             make: { try $0.xml("version.xml", replacing: "formatVersion=\"2\"", with: "formatVersion=\"3\"") },
             check: { $0.line == 2 }),
+        // Version 0 is a change no server took: an attack set it on a deleted record, and the device's
+        // restore of it went out as a create carrying every forged value with fresh clocks, over the
+        // office's newer writes. A bundle holds only versions a server gave (the schemas' 0 is a
+        // format's bound, frozen; this is the catalog's rule, checked after them).
+        Case(name: "a record at version 0 (XML)", code: .invalidRecord,
+            make: { try $0.xml("zero.xml", replacing: "000000000051\" serverID=\"srv-11\" version=\"1\"", with: "000000000051\" serverID=\"srv-11\" version=\"0\"") },
+            check: { $0.line != nil && $0.entity == .issue && $0.message.contains("version 0") }),
+        Case(name: "a record at version 0 (JSON)", code: .invalidRecord,
+            make: { try $0.json("zero.json", replacing: "000000000051\", \"serverID\": \"srv-11\", \"version\": 1", with: "000000000051\", \"serverID\": \"srv-11\", \"version\": 0") },
+            check: { $0.line != nil && $0.entity == .issue && $0.message.contains("version 0") }),
+        Case(name: "a version past 64 bits (JSON)", code: .schemaViolation,
+            make: { try $0.json("huge.json", replacing: "000000000051\", \"serverID\": \"srv-11\", \"version\": 1", with: "000000000051\", \"serverID\": \"srv-11\", \"version\": 9223372036854775808") },
+            check: { $0.message.contains("past the largest") }),
         // Checkpoints go to the server as the device's own: only text of the form the server writes.
         Case(name: "a checkpoint the server never wrote (XML)", code: .schemaViolation,
             make: { try $0.xml("checkpoint.xml", replacing: "formatVersion=\"2\"", with: "formatVersion=\"2\" checkpoints=\"12.0123456789ABCDEF\"") },
