@@ -54,7 +54,9 @@ struct MetricsTests {
 
     @Test("A push stuck behind another writer shows as in progress for its project, and its wait for the lock is timed")
     func aStuckPushIsSeen() async throws {
-        let server = try await TestServer.start()
+        // The push waits for the lock as long as the test needs: under full load the scrapes took past the
+        // default 10 s, and the push was answered before the test let the lock go.
+        let server = try await TestServer.start { $0.databaseLockWaitSeconds = 600 }
         defer { Task { await server.stop() } }
         // Another process's write transaction on the server's file (a second connection locks as one would),
         // held until the test has seen the push wait (released by the test, not by a clock: under load a fixed hold
@@ -85,5 +87,22 @@ struct MetricsTests {
         #expect(after["outpost_pushes_in_progress"]?.samples[gauge] == 0)
         let lockWaits = try #require(after["outpost_database_lock_wait_seconds"])
         #expect((lockWaits.samples["outpost_database_lock_wait_seconds_sum"] ?? 0) >= 1, "the push waited over a second: \(lockWaits.samples)")
+    }
+
+    @Test("A push that waits past the lock wait for another process's write lock is answered 503 with Retry-After, and the next goes through")
+    func aLockHeldPastTheWaitIs503() async throws {
+        let server = try await TestServer.start { $0.databaseLockWaitSeconds = 1 }
+        defer { Task { await server.stop() } }
+        let held = HeldWriteLock(path: server.databasePath)
+        try await held.waitUntilHeld()
+        let body = try WireCoding.encoder().encode(
+            PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let refused = try await server.send("POST", "/push", token: TestServer.aliceToken, body: body)
+        #expect(refused.status == 503, "\(String(decoding: refused.body, as: UTF8.self))")
+        #expect(refused.headers["retry-after"] == "2")
+        #expect(String(decoding: refused.body, as: UTF8.self).contains("unavailable"))
+        try await held.release()
+        let taken = try await server.send("POST", "/push", token: TestServer.aliceToken, body: body)
+        #expect(taken.status == 200)
     }
 }

@@ -78,7 +78,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a client may leave an answer unread before its connection is closed.")
     var stalledWriteTimeout: Int = 60
 
-    @Option(help: "PostgreSQL: seconds a request waits for a lock (another instance's write) before a 503; a statement gets six times this.")
+    @Option(help: "Seconds a request waits for a lock (another instance's or process's write) before a 503; on PostgreSQL a statement gets six times this.")
     var databaseLockWait: Int = 10
 
     @Option(help: "PostgreSQL: seconds a session may sit idle inside a transaction before the database ends it and frees its locks.")

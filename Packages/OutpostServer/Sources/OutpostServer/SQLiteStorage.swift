@@ -11,6 +11,8 @@ import OutpostWire
 /// order: a reader's snapshot never holds sequence n + 1 without n, and no pull skips a change.
 final class SQLiteStorage: ServerStorage {
     let path: String
+    /// How long a request waits for a lock another process holds (SQLite's busy timeout) before its 503.
+    let lockWaitSeconds: Int
     private let pool: DatabasePool
     private let rules: PushRules
     /// What `/metrics` reports of this database's work.
@@ -68,9 +70,10 @@ final class SQLiteStorage: ServerStorage {
     /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
     init(
         path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true,
-        maximumMediaBytes: Int64 = .max, activity: DatabaseActivity = DatabaseActivity()
+        maximumMediaBytes: Int64 = .max, lockWaitSeconds: Int = 10, activity: DatabaseActivity = DatabaseActivity()
     ) throws(ServerError) {
         self.path = path
+        self.lockWaitSeconds = lockWaitSeconds
         self.activity = activity
         self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
@@ -79,7 +82,7 @@ final class SQLiteStorage: ServerStorage {
         try Self.checkOwnership(of: path)
         do {
             var configuration = Configuration()
-            configuration.busyMode = .timeout(10)
+            configuration.busyMode = .timeout(TimeInterval(lockWaitSeconds))
             configuration.prepareDatabase { db in
                 // Records are keyed by UUIDs, random ones from older clients and imports, so a push
                 // can land on pages all over the tables and their indexes: with SQLite's default 2 MB
@@ -135,7 +138,8 @@ final class SQLiteStorage: ServerStorage {
         try await pool.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") ?? -1 }
     }
 
-    /// Runs `body` in a write transaction, turning anything but a `ServerError` into `databaseFailure`.
+    /// Runs `body` in a write transaction, turning anything but a `ServerError` into `databaseFailure`
+    /// (a lock another process held past the wait into 503, `lockWaitRefusal`).
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(ServerError) -> T {
         let activity = self.activity, asked = ContinuousClock.now
         do {
@@ -149,8 +153,20 @@ final class SQLiteStorage: ServerStorage {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
+            throw lockWaitRefusal(error) ?? ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
+    }
+
+    /// A lock another process held past `lockWaitSeconds` (SQLite's busy timeout) as PostgreSQL's wait
+    /// is answered: 503 with `Retry-After`. It was a 500, which told a client the server had failed
+    /// when another writer (an operator's tool, a backup) only held the file a while.
+    private func lockWaitRefusal(_ error: any Error) -> ServerError? {
+        guard let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED else {
+            return nil
+        }
+        return ServerError(
+            status: 503, .unavailable, "another writer held the database past \(lockWaitSeconds) s; try again shortly",
+            retryAfterSeconds: 2, underlying: error)
     }
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(ServerError) -> T {
@@ -164,7 +180,7 @@ final class SQLiteStorage: ServerStorage {
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
+            throw lockWaitRefusal(error) ?? ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
     }
 

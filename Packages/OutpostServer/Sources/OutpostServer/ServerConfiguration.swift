@@ -42,9 +42,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// and structured pushes keep working. One member's unfinished upload once filled the disk, and every
     /// push then failed "database or disk is full". Default 256 MiB.
     public var mediaDiskReserveBytes: Int64 = 256 << 20
-    /// PostgreSQL: the longest a request waits for a lock (the write lock another instance holds)
-    /// before it is answered 503 with `Retry-After`, and the longest one statement may run. Without
-    /// them one stalled writer held every instance's pushes until the clients gave up. Default 10 s.
+    /// The longest a request waits for a lock (the write lock another instance or process holds)
+    /// before it is answered 503 with `Retry-After`; on PostgreSQL also the longest one statement may
+    /// run. Without them one stalled writer held every instance's pushes until the clients gave up.
+    /// Default 10 s.
     public var databaseLockWaitSeconds: Int = 10
     /// PostgreSQL: how long a session may sit idle inside a transaction before the database ends it
     /// and frees its locks: an instance frozen mid-push (SIGSTOP, a VM paused) otherwise held the

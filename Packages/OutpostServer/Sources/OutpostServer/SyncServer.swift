@@ -87,7 +87,8 @@ public struct SyncServer: Sendable {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
-                    maximumMediaBytes: configuration.maximumMediaBytes, activity: activity)
+                    maximumMediaBytes: configuration.maximumMediaBytes, lockWaitSeconds: configuration.databaseLockWaitSeconds,
+                    activity: activity)
             }
         self.storage = storage
         self.activity = activity
