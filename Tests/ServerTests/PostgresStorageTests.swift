@@ -113,6 +113,12 @@ struct PostgresStorageTests {
         let parsed = try PostgresConnectionURL(database.url)
         let migrating = try await PostgresConnection.connect(configuration: parsed.connection, id: 10, logger: Self.quiet)
         let writer = try await PostgresConnection.connect(configuration: parsed.connection, id: 11, logger: Self.quiet)
+        // A transaction holding a snapshot from before the build: a concurrent build waits for it before
+        // it ends ("waiting for old snapshots"), so the build is still under way whenever this loaded
+        // host lets the test look (it once ended unseen between two looks), and until the insert is done.
+        let blocker = try await PostgresConnection.connect(configuration: parsed.connection, id: 12, logger: Self.quiet)
+        _ = try await blocker.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: Self.quiet).collect()
+        _ = try await blocker.query("SELECT 1 FROM big_rows LIMIT 1", logger: Self.quiet).collect()
         let building: @Sendable () async throws -> Bool = {
             try await !writer.query(
                 "SELECT 1 FROM pg_stat_progress_create_index WHERE relid = 'big_rows'::regclass", logger: Self.quiet
@@ -131,8 +137,9 @@ struct PostgresStorageTests {
                 defer { finished.flag.store(true, ordering: .releasing) }
                 try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes)
             }
-            // Watched until seen or the migration ends, not for a number of tries: on a loaded host the
-            // migration has taken longer than 1,000 tries to reach the build.
+            // Watched until seen or the migration ends (it cannot while the blocker holds its snapshot),
+            // not for a number of tries: on a loaded host the migration has taken longer than 1,000 tries
+            // to reach the build.
             var started = false
             while !started, !finished.flag.load(ordering: .acquiring) {
                 started = try await building()
@@ -145,8 +152,8 @@ struct PostgresStorageTests {
             // taken 1.5 s while the build eats the CPU, with no lock wait at all.
             _ = try await writer.query("SET lock_timeout = '1s'", logger: Self.quiet).collect()
             _ = try await writer.query("INSERT INTO big_rows VALUES (0, 'written while the index builds')", logger: Self.quiet).collect()
-            // (Whether the build was still running when the insert ended is not checked: on a loaded host
-            // the insert has outlasted the build; the insert began after the build was seen running.)
+            #expect(try await building(), "the insert met the build under way")
+            _ = try await blocker.query("COMMIT", logger: Self.quiet).collect()
             try await build.value
             #expect(try await validity() == ["true"])
             #expect(try await TestPostgres.strings("SELECT max(version)::text FROM migrator_ledger", url: database.url) == [String(step.version)])
@@ -163,10 +170,12 @@ struct PostgresStorageTests {
             try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes)
             #expect(try await validity() == ["true"])
         } catch {
+            try? await blocker.close()
             try? await writer.close()
             try? await migrating.close()
             throw error
         }
+        try await blocker.close()
         try await writer.close()
         try await migrating.close()
         await TestPostgres.dropDatabase(database.name)
