@@ -345,23 +345,8 @@ struct DeletesAndRevivalsTests {
     func anEditOnARaisedVersionIsConcurrent(_ strategy: ConflictPolicyName) async throws {
         let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
         defer { Task { await crew.stop() } }
-        let office = try crew.device("office", token: TestServer.carolToken)
-        let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await office.engine.sync().isComplete)
-        let export = crew.server.directory.appendingPathComponent("export.json")
-        _ = try office.store.exportBundle(project: TestServer.projectA, format: .json, to: export)
-        try Self.raiseVersions(of: export, to: export)
-        var edited = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
-        edited.title = "Office title"
-        _ = try await office.store.save(edited)
-        #expect(try await office.engine.sync().isComplete)
-
-        let crewDevice = try crew.device("crew")
-        _ = try crewDevice.store.importBundle(at: export)
-        var mine = try #require(try crewDevice.store.fetch(OutpostModels.Issue.self, id: issue.id))
-        mine.title = "Crew title"
-        _ = try await crewDevice.store.save(mine)
-        _ = try await crewDevice.engine.sync()
+        let (office, crewDevice, issue) = try await Self.crewEditsAPreSyncedCopy(
+            in: crew, raised: true, officeEdit: { $0.title = "Office title" })
         _ = try await crewDevice.engine.sync()
         let server = try #require(try await crew.onServer(issue.id))
         // (Append only refuses the office's own edit, and surfaces it there.)
@@ -379,28 +364,39 @@ struct DeletesAndRevivalsTests {
     func anEditOverAPreSyncedValueSurfacesNothing(raised: Bool) async throws {
         let crew = try await Crew.start()
         defer { Task { await crew.stop() } }
+        let (_, crewDevice, issue) = try await Self.crewEditsAPreSyncedCopy(
+            in: crew, raised: raised, officeEdit: { $0.status = .inProgress })
+        #expect(try await crewDevice.engine.sync().isComplete)
+        let server = try #require(try await crew.onServer(issue.id))
+        #expect(server.fields["title"] == .text("Crew title"))
+        #expect(server.fields["status"] == .text("inProgress"))
+        let conflicts = try crewDevice.store.openConflicts()
+        #expect(conflicts.isEmpty, "\(conflicts)")
+    }
+
+    /// The office makes an issue, exports its project (with every version raised when `raised`), then
+    /// edits the issue by `officeEdit` and syncs; a new crew device imports the export before its first
+    /// sync, retitles the issue "Crew title" and syncs once.
+    static func crewEditsAPreSyncedCopy(
+        in crew: Crew, raised: Bool, officeEdit: (inout OutpostModels.Issue) -> Void
+    ) async throws -> (office: (store: LocalStore, engine: SyncEngine), crew: (store: LocalStore, engine: SyncEngine), issue: OutpostModels.Issue) {
         let office = try crew.device("office", token: TestServer.carolToken)
         let issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
         #expect(try await office.engine.sync().isComplete)
         let export = crew.server.directory.appendingPathComponent("export.json")
         _ = try office.store.exportBundle(project: TestServer.projectA, format: .json, to: export)
-        if raised { try Self.raiseVersions(of: export, to: export) }
+        if raised { try raiseVersions(of: export, to: export) }
         var edited = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
-        edited.status = .inProgress
+        officeEdit(&edited)
         _ = try await office.store.save(edited)
         #expect(try await office.engine.sync().isComplete)
-
-        let crewDevice = try crew.device("crew")
-        _ = try crewDevice.store.importBundle(at: export)
-        var mine = try #require(try crewDevice.store.fetch(OutpostModels.Issue.self, id: issue.id))
-        mine.title = "Loose rail, north stairs"
-        _ = try await crewDevice.store.save(mine)
-        #expect(try await crewDevice.engine.sync().isComplete)
-        let server = try #require(try await crew.onServer(issue.id))
-        #expect(server.fields["title"] == .text("Loose rail, north stairs"))
-        #expect(server.fields["status"] == .text("inProgress"))
-        let conflicts = try crewDevice.store.openConflicts()
-        #expect(conflicts.isEmpty, "\(conflicts)")
+        let device = try crew.device("crew")
+        _ = try device.store.importBundle(at: export)
+        var mine = try #require(try device.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        mine.title = "Crew title"
+        _ = try await device.store.save(mine)
+        _ = try await device.engine.sync()
+        return (office, device, issue)
     }
 
     /// Writes `bundle` (JSON) to `destination` with every record's version raised to the largest there
