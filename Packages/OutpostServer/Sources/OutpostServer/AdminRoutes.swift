@@ -273,7 +273,7 @@ struct IssueTokenJSON: Decodable {
     func expiresIn() throws(ServerError) -> TimeInterval? {
         guard let expiresInSeconds else { return nil }
         guard (1...Int(SyncServer.longestTokenLife)).contains(expiresInSeconds) else {
-            throw ServerError.badRequest("expiresInSeconds is from 1 to 315360000 (ten years)")
+            throw ServerError.badRequest("expiresInSeconds is from 1 to \(Int(SyncServer.longestTokenLife)) (ten years)")
         }
         return TimeInterval(expiresInSeconds)
     }

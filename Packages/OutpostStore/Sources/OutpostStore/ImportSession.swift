@@ -66,7 +66,7 @@ final class ImportSession {
             // (downloaded, or exported by a teammate, before it) whatever version it claims, as a
             // bundle's versions are its word (`ImportedVersions`); if the server brought the record
             // back, a pull brings it.
-            if checksKnownDeletions, try KnownDeletions.version(of: entity, incoming.id, in: db) != nil {
+            if checksKnownDeletions, try KnownDeletions.contains(entity, incoming.id, in: db) {
                 counts[entity, default: ImportCounts()].skippedOutdated += 1
                 return
             }

@@ -16,11 +16,12 @@ enum KnownDeletions {
             """).execute(arguments: [entity.rawValue, id.storageText, version, deletedAt.storageMilliseconds])
     }
 
-    /// The version at which the server deleted a record this device never held, if a pull said so.
-    static func version(of entity: EntityType, _ id: UUID, in db: Database) throws -> Int64? {
-        try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT version FROM known_deletions WHERE entity = ? AND record_id = ?"),
-            arguments: [entity.rawValue, id.storageText])
+    /// Whether a pull said the server deleted this record, which the device never held. (The version is
+    /// kept for the newer-note rule above; an import skips the record whatever version it claims.)
+    static func contains(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM known_deletions WHERE entity = ? AND record_id = ?)"),
+            arguments: [entity.rawValue, id.storageText]) ?? false
     }
 
     /// Forgets the note: the record is stored now.
