@@ -158,14 +158,20 @@ struct PostgresStorageTests {
             #expect(try await validity() == ["true"])
             #expect(try await TestPostgres.strings("SELECT max(version)::text FROM migrator_ledger", url: database.url) == [String(step.version)])
 
-            // A build stopped half-way (here a statement timeout; a killed instance alike) leaves an invalid
-            // index; the next start drops it and builds it again.
+            // A build stopped half-way (a killed instance alike) leaves an invalid index; the next start
+            // drops it and builds it again. The stop is a lock wait given up: the build runs whole, then
+            // waits for the blocker's older snapshot and gives up after the lock timeout, its index left
+            // invalid. A statement timeout of 100 ms once fired on a loaded host before the index was
+            // even entered in the catalog, so the test looked for an invalid index there was none of.
             _ = try await writer.query("DROP INDEX big_rows_by_note", logger: Self.quiet).collect()
-            _ = try await writer.query("SET statement_timeout = '100ms'", logger: Self.quiet).collect()
+            _ = try await blocker.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: Self.quiet).collect()
+            _ = try await blocker.query("SELECT 1 FROM big_rows LIMIT 1", logger: Self.quiet).collect()
+            _ = try await writer.query("SET lock_timeout = '1s'", logger: Self.quiet).collect()
             await #expect(throws: (any Error).self) {
                 _ = try await writer.query("CREATE INDEX CONCURRENTLY big_rows_by_note ON big_rows (note)", logger: Self.quiet).collect()
             }
-            _ = try await writer.query("SET statement_timeout = 0", logger: Self.quiet).collect()
+            _ = try await writer.query("SET lock_timeout = 0", logger: Self.quiet).collect()
+            _ = try await blocker.query("COMMIT", logger: Self.quiet).collect()
             #expect(try await validity() == ["false"])
             try await PostgresSchema.migrate(on: migrating, logger: Self.quiet, steps: steps, concurrentIndexes: indexes)
             #expect(try await validity() == ["true"])

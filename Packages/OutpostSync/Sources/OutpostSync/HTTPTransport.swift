@@ -423,6 +423,12 @@ public actor HTTPTransport: SyncTransport {
     /// A failure of the exchange itself (no answer, a cut-off one, one past its limit) as a
     /// `TransportError`, the client's error kept as the cause.
     private func classify(_ error: any Error, name: String, limit: Int) -> TransportError {
+        // A caller that cancelled gets `cancelled`, whatever the client failed with on the way out: a
+        // connection attempt still under way when the request was cancelled can end in the client's
+        // connect timeout, and a sync told `timedOut` backs off and retries what its app stopped.
+        if Task.isCancelled {
+            return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)
+        }
         switch error {
         case is TimedOut:
             return TransportError(.timedOut, request: name, message: "\(error)", underlying: error)
