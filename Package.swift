@@ -265,6 +265,7 @@ let package = Package(
         .testTarget(
             name: "OutpostServerTests",
             dependencies: [
+                .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostFieldService", package: "OutpostModels"),
                 .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),

@@ -94,6 +94,14 @@ actor FaultyTransport: ForwardingTransport {
         }
     }
 
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        try await perform("GET /media") { () async throws(TransportError) in
+            try await self.base.downloadOriginal(of: attachmentID, byteCount: byteCount, appendingTo: partial)
+        }
+    }
+
     private func perform<Answer: Sendable>(
         _ route: String, _ send: @Sendable () async throws(TransportError) -> Answer
     ) async throws(TransportError) -> Answer {

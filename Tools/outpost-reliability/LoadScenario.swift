@@ -315,6 +315,14 @@ struct TimedTransport: ForwardingTransport {
             try await base.downloadBundle(project: project, format: format, to: destination)
         }
     }
+
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        try await timed("media") { () async throws(TransportError) in
+            try await base.downloadOriginal(of: attachmentID, byteCount: byteCount, appendingTo: partial)
+        }
+    }
 }
 
 extension Duration {

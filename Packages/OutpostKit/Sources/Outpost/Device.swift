@@ -13,6 +13,9 @@ public final class Device: Sendable {
     /// The local store, for anything the workflows below do not cover.
     public let store: LocalStore
     private let connection: Connection?
+    /// At most this many bytes of originals downloaded from the server are kept (`original(of:)`).
+    public let originalsCacheBytes: Int64
+    private let originalDownloads = OneAtATime()
 
     /// What a device needs to reach its server.
     public struct Server: Sendable, Hashable {
@@ -40,11 +43,13 @@ public final class Device: Sendable {
 
     /// Opens (creating and migrating as needed) the store at `path`, of `app`'s schema and steps.
     /// Without a server the device works offline only; `transport` replaces HTTP
-    /// (`OutpostServerTesting.InProcessServer` in tests).
+    /// (`OutpostServerTesting.InProcessServer` in tests). `originalsCacheBytes` bounds the teammates'
+    /// originals kept on the device (256 MiB unless the app says otherwise).
     public init(
         path: String, app: LocalApp, server: Server? = nil, transport: (any SyncTransport)? = nil,
-        policy: ConflictPolicy = ConflictPolicy()
+        policy: ConflictPolicy = ConflictPolicy(), originalsCacheBytes: Int64 = 256 << 20
     ) throws(OutpostError) {
+        self.originalsCacheBytes = originalsCacheBytes
         let store: LocalStore
         do {
             store = try LocalStore.open(at: path, app: app)
@@ -183,6 +188,72 @@ public final class Device: Sendable {
             thread.start()
         }
         return try result.get()
+    }
+
+    /// The original file of `attachment`, a record of a media entity, to read: this device's own copy
+    /// when it attached the file, one downloaded earlier, or downloaded from the server now, for a
+    /// member of the attachment's project. A download a cut left half done resumes after the bytes it
+    /// holds; the whole file is checked against the record's SHA-256 before it is given (a mismatch is
+    /// removed and refused with `checksumMismatch`, and the next call starts again from 0). Downloads
+    /// are kept within `originalsCacheBytes`, the least recently used going first; files this device
+    /// attached are never among them. Read the file before asking for many others: a later download
+    /// may evict it.
+    public func original<Media: Syncable>(of attachment: Media) async throws(OutpostError) -> URL {
+        let held: OriginalFile
+        do {
+            held = try store.originalFile(of: attachment)
+        } catch {
+            throw .store(error)
+        }
+        if held.isHeld { return held.url }
+        let connection = try connected()
+        // One download of an original at a time in this process: two would append to one partial file.
+        await originalDownloads.acquire(attachment.id)
+        let result: Result<URL, OutpostError> = await {
+            do throws(OutpostError) {
+                return .success(try await downloadOriginal(of: attachment, over: connection.transport))
+            } catch {
+                return .failure(error)
+            }
+        }()
+        await originalDownloads.release(attachment.id)
+        return try result.get()
+    }
+
+    private func downloadOriginal<Media: Syncable>(of attachment: Media, over transport: any SyncTransport)
+        async throws(OutpostError) -> URL
+    {
+        let file: OriginalFile
+        do {
+            // Again, under the lock: a download that ran while this call waited may have brought it.
+            file = try store.originalFile(of: attachment)
+        } catch {
+            throw .store(error)
+        }
+        if file.isHeld { return file.url }
+        let held = ((try? FileManager.default.attributesOfItem(atPath: file.url.path))?[.size] as? NSNumber)?.int64Value ?? 0
+        if held > file.byteCount { try? FileManager.default.removeItem(at: file.url) }
+        if held != file.byteCount || file.byteCount == 0 {
+            let outcome: OriginalDownload
+            do {
+                outcome = try await transport.downloadOriginal(of: attachment.id, byteCount: file.byteCount, appendingTo: file.url)
+            } catch {
+                throw .transport(error)
+            }
+            // The server holds another file than the record this device has (attached again since its
+            // last pull): the bytes are not this record's, whatever they are.
+            guard outcome.sha256 == file.sha256 else {
+                try? FileManager.default.removeItem(at: file.url)
+                throw .store(StoreError(
+                    .checksumMismatch, path: file.url.path,
+                    message: "the server's original of \(attachment.id.uuidString.lowercased()) has SHA-256 \(outcome.sha256), not the record's \(file.sha256): the file was attached again since this device's last sync; sync, then ask again"))
+            }
+        }
+        do {
+            return try store.keepOriginal(file, within: originalsCacheBytes)
+        } catch {
+            throw .store(error)
+        }
     }
 
     /// One sync run (pull, push, then media when allowed); see `SyncEngine.sync`.
@@ -342,5 +413,27 @@ public enum OutpostError: Error, Sendable, CustomStringConvertible {
         case .transport(let error): "\(error)"
         case .noServer: "this device was opened without a server; it works offline only"
         }
+    }
+}
+
+/// Runs one holder per key at a time: a second `acquire` of a key waits for the first's `release`.
+private actor OneAtATime {
+    private var waiting: [UUID: [CheckedContinuation<Void, Never>]] = [:]
+
+    func acquire(_ key: UUID) async {
+        guard waiting[key] != nil else {
+            waiting[key] = []
+            return
+        }
+        await withCheckedContinuation { waiting[key, default: []].append($0) }
+    }
+
+    func release(_ key: UUID) {
+        guard var queue = waiting[key], !queue.isEmpty else {
+            waiting[key] = nil
+            return
+        }
+        queue.removeFirst().resume()
+        waiting[key] = queue
     }
 }

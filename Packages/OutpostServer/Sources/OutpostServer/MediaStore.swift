@@ -61,6 +61,27 @@ actor MediaStore {
             complete: state?.complete ?? false, checkpoint: try await checkpoint(of: state))
     }
 
+    /// The finished original of an attachment, for any member of its project, a viewer included: a
+    /// teammate's device shows the photo the crew member took. An attachment the caller may not see is
+    /// answered as one that does not exist; a deleted one's file is no one's any more; one still
+    /// uploading has no original to give yet.
+    func original(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaOriginal {
+        let (record, _) = try await storage.mediaAttachment(attachmentID, by: caller)
+        guard record.deletion == nil else {
+            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
+        }
+        guard let state = try await storage.mediaUpload(attachmentID), state.complete else {
+            throw ServerError.notFound("the original of attachment \(attachmentID.storageText) has not been uploaded yet")
+        }
+        let file = fileURL(of: attachmentID)
+        // The database says the file is whole: one missing here was lost under the server (a restore
+        // of the database without its media folder), which is the operator's to know, not a 404.
+        guard FileManager.default.fileExists(atPath: file.path) else {
+            throw ServerError(.mediaFailure, message: "the finished original of \(attachmentID.storageText) is missing", path: file.path)
+        }
+        return MediaOriginal(path: file.path, byteCount: state.totalBytes, sha256: state.sha256)
+    }
+
     /// The checkpoint of the change a finished upload took: a device that learns here that the file is
     /// whole (its answer to the last chunk lost) keeps it, so a restore that lost the file is noticed.
     private func checkpoint(of state: MediaUploadState?) async throws(ServerError) -> String? {
@@ -348,6 +369,35 @@ package struct ContentRange: Sendable, Hashable {
     }
 }
 
+/// A `Range: bytes=first-` or `bytes=first-last` header of a download that resumes. Nil for no header
+/// and for every other form (a suffix, several ranges, text of no form): those are ignored and the
+/// whole file is sent, as RFC 9110 lets a server do.
+struct MediaRange: Sendable, Hashable {
+    var first: Int64
+    var last: Int64?
+
+    init?(header: String?, size: Int64) {
+        guard let header, header.hasPrefix("bytes=") else { return nil }
+        let bounds = header.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        func number(_ digits: Substring) -> Int64? {
+            guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+            return Int64(digits)
+        }
+        guard bounds.count == 2, let first = number(bounds[0]) else { return nil }
+        if bounds[1].isEmpty {
+            self.init(first: first, last: nil)
+        } else {
+            guard let last = number(bounds[1]), last >= first else { return nil }
+            self.init(first: first, last: last)
+        }
+    }
+
+    init(first: Int64, last: Int64?) {
+        self.first = first
+        self.last = last
+    }
+}
+
 extension FieldValue {
     var integerValue: Int64? {
         if case .integer(let value) = self { return value }
@@ -424,4 +474,11 @@ struct MediaQuotas: Sendable {
     var perUser: Int64 = 25 << 30
     /// Free space on the media volume uploads never take (`ServerConfiguration.mediaDiskReserveBytes`).
     var diskReserve: Int64 = 256 << 20
+}
+
+/// A finished original as `GET /media/{id}` serves it.
+package struct MediaOriginal: Sendable {
+    package var path: String
+    package var byteCount: Int64
+    package var sha256: String
 }

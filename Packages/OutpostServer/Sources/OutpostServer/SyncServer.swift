@@ -332,6 +332,32 @@ public struct SyncServer: Sendable {
                 try await server.receiveMedia(data, range: range, sha256: digest, for: id, by: caller), for: request)
         }
 
+        router.get("media/:attachmentID") { request, context -> Response in
+            let caller = try await server.authenticate(request)
+            let id = try Self.uuid(context.parameters.get("attachmentID"))
+            RequestAttribution.note("attachment", id)
+            let original = try await server.mediaOriginal(of: id, by: caller)
+            let size = original.byteCount
+            var headers: HTTPFields = [.contentType: "application/octet-stream", .acceptRanges: "bytes"]
+            headers[Header.mediaDigest] = original.sha256
+            headers[.eTag] = "\"\(original.sha256)\""
+            // Only `bytes=N-` and `bytes=N-M` are honoured, as a resumed download asks; any other form
+            // is ignored and the whole file sent, as RFC 9110 allows.
+            guard let range = MediaRange(header: request.headers[.range], size: size) else {
+                let body = size == 0 ? ResponseBody() : try await FileIO().loadFile(path: original.path, range: 0...Int(size - 1), context: context)
+                headers[.contentLength] = String(size)
+                return Response(status: .ok, headers: headers, body: body)
+            }
+            guard range.first < size else {
+                throw ServerError(status: 416, .rangeMismatch, "the original has \(size) bytes; a range from \(range.first) is past its end")
+            }
+            let last = min(range.last ?? (size - 1), size - 1)
+            headers[.contentRange] = "bytes \(range.first)-\(last)/\(size)"
+            headers[.contentLength] = String(last - range.first + 1)
+            let body = try await FileIO().loadFile(path: original.path, range: Int(range.first)...Int(last), context: context)
+            return Response(status: .partialContent, headers: headers, body: body)
+        }
+
         router.get("projects/:projectID/bundle") { request, context -> Response in
             let caller = try await server.authenticate(request)
             let project = try Self.uuid(context.parameters.get("projectID"))
@@ -508,6 +534,11 @@ public struct SyncServer: Sendable {
     /// `GET /media/{id}/upload`: how much of the attachment's file the server holds.
     package func mediaStatus(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
         try await media.status(of: attachmentID, by: caller)
+    }
+
+    /// `GET /media/{id}`: where the finished original is, its size and SHA-256, for a member of its project.
+    package func mediaOriginal(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaOriginal {
+        try await media.original(of: attachmentID, by: caller)
     }
 
     /// `PUT /media/{id}/upload`: stores one chunk (the chunk-size limit is the route's, on the body read).

@@ -16,7 +16,7 @@ import OutpostWire
 public actor InProcessServer: SyncTransport {
     /// The routes, for aiming an injected failure at one of them.
     public enum Route: String, Sendable, Hashable, CaseIterable {
-        case health, push, pull, mediaStatus, mediaUpload, bundle
+        case health, push, pull, mediaStatus, mediaUpload, bundle, original
     }
 
     /// The one user every call is made as.
@@ -186,6 +186,38 @@ public actor InProcessServer: SyncTransport {
         }
         counts.bytesReceived += Int64(bytes.count)
         return Int64(bytes.count)
+    }
+
+    public func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        let name = "GET /media/\(attachmentID.uuidString.lowercased())"
+        let original = try await serve(.original, name) { caller throws(ServerError) in
+            try await server.mediaOriginal(of: attachmentID, by: caller)
+        }
+        do {
+            let held = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber)?.int64Value ?? 0
+            let whole = try Data(contentsOf: URL(fileURLWithPath: original.path))
+            guard held <= whole.count else {
+                throw TransportError(.rejected, request: name, status: 416, message: "the partial file is longer than the original")
+            }
+            if !FileManager.default.fileExists(atPath: partial.path) {
+                _ = FileManager.default.createFile(atPath: partial.path, contents: nil)
+            }
+            let handle = try FileHandle(forWritingTo: partial)
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            let rest = whole.dropFirst(Int(held))
+            try handle.write(contentsOf: rest)
+            counts.bytesReceived += Int64(rest.count)
+            return OriginalDownload(
+                totalBytes: Int64(whole.count), heldBytes: Int64(whole.count), receivedBytes: Int64(rest.count),
+                sha256: original.sha256)
+        } catch let error as TransportError {
+            throw error
+        } catch {
+            throw TransportError(.invalidResponse, request: name, message: "the original failed: \(error)", underlying: error)
+        }
     }
 
     // MARK: - Serving

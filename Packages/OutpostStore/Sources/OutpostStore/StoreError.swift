@@ -11,7 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
-            case schemaMismatch, foreignDatabase
+            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -35,6 +35,12 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let schemaMismatch = Code(.schemaMismatch)
         /// The file belongs to another app, or to no Outpost app; nothing was changed.
         public static let foreignDatabase = Code(.foreignDatabase)
+        /// No media record of that id on this device (or a deleted one, or one not yet given a file):
+        /// there is no original to read.
+        public static let mediaNotFound = Code(.mediaNotFound)
+        /// A downloaded original is not the file its record names (its SHA-256 differs); it was removed,
+        /// and the next request downloads it again from the start.
+        public static let checksumMismatch = Code(.checksumMismatch)
 
         public var description: String { wrapped.rawValue }
     }

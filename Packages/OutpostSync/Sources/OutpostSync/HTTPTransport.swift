@@ -180,7 +180,68 @@ public actor HTTPTransport: SyncTransport {
         let partial = destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).\(UUID().uuidString).partial")
         defer { try? FileManager.default.removeItem(at: partial) }
-        let limit = configuration.maximumBundleBytes
+        let outcome = try await stream(request, name: name, limit: configuration.maximumBundleBytes, into: partial) { _, _ in 0 }
+        do {
+            try? FileManager.default.removeItem(at: destination)
+            try FileManager.default.moveItem(at: partial, to: destination)
+        } catch {
+            throw TransportError(
+                .invalidResponse, request: name, status: outcome.status,
+                message: "could not move the bundle to \(destination.path): \(error)", underlying: error)
+        }
+        return outcome.written
+    }
+
+    public func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        let path = "media/\(attachmentID.uuidString.lowercased())"
+        let name = "GET /\(path)"
+        var request = try makeRequest(.GET, path, name: name)
+        let held = ((try? FileManager.default.attributesOfItem(atPath: partial.path))?[.size] as? NSNumber)?.int64Value ?? 0
+        guard held < byteCount || byteCount == 0 else {
+            throw TransportError(
+                .rejected, request: name,
+                message: "the partial file holds \(held) bytes of an original of \(byteCount): nothing is left to download")
+        }
+        if held > 0 { request.headers.replaceOrAdd(name: "Range", value: "bytes=\(held)-") }
+        // Media is already compressed (JPEG, AAC): asked for as is, so a range counts the file's own bytes.
+        request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
+        counts.requests += 1
+        let outcome = try await stream(request, name: name, limit: byteCount - held, into: partial) { status, headers in
+            // A 206 must resume where the file stops; a 200 is the whole file again, written from 0.
+            if status == 206 {
+                guard let range = headers.first(name: "Content-Range"), range.hasPrefix("bytes \(held)-") else {
+                    throw ResumeError(message: "asked for bytes from \(held), answered \(headers.first(name: "Content-Range") ?? "no Content-Range")")
+                }
+                return UInt64(held)
+            }
+            return 0
+        }
+        guard let digest = outcome.headers.first(name: SyncProtocol.mediaDigestHeader), digest.utf8.count == 64 else {
+            throw TransportError(
+                .invalidResponse, request: name, status: outcome.status,
+                message: "the answer names no \(SyncProtocol.mediaDigestHeader) of the whole file")
+        }
+        let start = outcome.status == 206 ? held : 0
+        return OriginalDownload(
+            totalBytes: byteCount, heldBytes: start + outcome.written, receivedBytes: outcome.written, sha256: digest)
+    }
+
+    /// A ranged answer that does not start where the download asked.
+    private struct ResumeError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    /// Streams `request`'s answer into `file` (created if missing), from the byte `start` returns once
+    /// the head has arrived (the file is cut there first: 0 replaces it), refusing an answer past `limit`
+    /// bytes while it arrives. An error status is thrown as the server's error, its body read within
+    /// `maximumResponseBytes`. Both downloads (a bundle, an original) go through here.
+    private func stream(
+        _ request: HTTPClientRequest, name: String, limit: Int64, into file: URL,
+        start: @escaping @Sendable (Int, HTTPHeaders) throws -> UInt64
+    ) async throws(TransportError) -> (status: Int, headers: HTTPHeaders, written: Int64) {
         let errorLimit = configuration.maximumResponseBytes
         let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
         do {
@@ -191,19 +252,26 @@ public actor HTTPTransport: SyncTransport {
                     let body = try await response.body.collect(upTo: errorLimit)
                     return (status, response.headers, 0, Data(body.readableBytesView))
                 }
-                guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
-                    throw BundleFileError(path: partial.path)
+                let offset = try start(status, response.headers)
+                if !FileManager.default.fileExists(atPath: file.path) {
+                    guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+                        throw BundleFileError(path: file.path)
+                    }
                 }
-                let file = try FileHandle(forWritingTo: partial)
-                defer { try? file.close() }
+                let handle = try FileHandle(forWritingTo: file)
+                defer { try? handle.close() }
+                try handle.truncate(atOffset: offset)
+                try handle.seekToEnd()
                 var size: Int64 = 0
                 for try await part in response.body {
                     size += Int64(part.readableBytes)
                     guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
-                    try file.write(contentsOf: Data(part.readableBytesView))
+                    try handle.write(contentsOf: Data(part.readableBytesView))
                 }
                 return (status, response.headers, size, Data())
             }
+        } catch let error as ResumeError {
+            throw TransportError(.invalidResponse, request: name, message: error.message, underlying: error)
         } catch {
             throw classify(error, name: name, limit: Int(clamping: limit))
         }
@@ -211,15 +279,7 @@ public actor HTTPTransport: SyncTransport {
         guard (200..<300).contains(outcome.status) else {
             throw Self.failure(name: name, status: outcome.status, headers: outcome.headers, body: outcome.errorBody)
         }
-        do {
-            try? FileManager.default.removeItem(at: destination)
-            try FileManager.default.moveItem(at: partial, to: destination)
-        } catch {
-            throw TransportError(
-                .invalidResponse, request: name, status: outcome.status,
-                message: "could not move the bundle to \(destination.path): \(error)", underlying: error)
-        }
-        return outcome.size
+        return (outcome.status, outcome.headers, outcome.size)
     }
 
     // MARK: - Plumbing

@@ -52,6 +52,11 @@ actor HealthEndpoint: SyncTransport {
     func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
         throw refuse("GET /bundle")
     }
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        throw refuse("GET /media")
+    }
     var transferred: TransferCounts { TransferCounts() }
 }
 

@@ -24,6 +24,13 @@ public protocol SyncTransport: Sendable {
     func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError)
         -> Int64
 
+    /// Streams an attachment's original into the file at `partial`, after the bytes it holds already
+    /// (a download a cut left half done resumes there; a missing file starts from 0). The server
+    /// sends at most `byteCount - held` bytes, the size the attachment's record states; more is refused
+    /// while it arrives. The caller checks the whole file against the record's SHA-256.
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+
     /// Traffic so far; take the difference across a run with `TransferCounts.since(_:)`.
     var transferred: TransferCounts { get async }
 
@@ -76,6 +83,13 @@ extension ForwardingTransport {
         -> Int64
     {
         try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+
+    /// `base`'s download.
+    public func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        try await base.downloadOriginal(of: attachmentID, byteCount: byteCount, appendingTo: partial)
     }
 
     /// `base`'s traffic.

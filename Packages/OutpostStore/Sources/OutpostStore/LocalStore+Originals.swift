@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import OutpostSchema
+
+/// An attachment's original as this device holds it: where to read it, or where a download goes.
+public struct OriginalFile: Sendable, Hashable {
+    /// The attachment.
+    public let attachmentID: UUID
+    /// The file's size, as the attachment record states it.
+    public let byteCount: Int64
+    /// The file's SHA-256, as the attachment record states it: what a download is checked against.
+    public let sha256: String
+    /// The file to read when `isHeld`; otherwise the partial file a download appends to, which a cut
+    /// leaves in place so the next request resumes after the bytes it holds.
+    public let url: URL
+    /// Whether the device holds the whole original: its own (attached here) or one downloaded earlier.
+    public let isHeld: Bool
+}
+
+extension LocalStore {
+    /// Where originals downloaded from the server are kept: a cache beside the database, apart from the
+    /// media folder, so evicting one never touches a file this device attached (and may not have
+    /// uploaded yet). A cached original is `<id>-<sha256>`: a file attached again under the same
+    /// record is another name, never the old bytes.
+    public var originalsFolder: URL { URL(fileURLWithPath: path + ".originals", isDirectory: true) }
+
+    /// Where the original of `attachment`, a record of a media entity, is: this device's own copy
+    /// (attached here, of the file the record names now), a cached download (marked as just used), or,
+    /// when neither, the partial file a download appends to. Refused with `mediaNotFound` for a record
+    /// the device does not hold, a deleted one, or one with no file yet.
+    public func originalFile<Media: Syncable>(of attachment: Media) throws(StoreError) -> OriginalFile {
+        let entity = Media.entityType
+        let id = attachment.id
+        let stored = try read { db -> (record: EntityRecord?, ownDigest: String?) in
+            let record = try EntityTables.fetchRecord(entity, id: id, in: db)
+            let own = try String.fetchOne(
+                db, sql: "SELECT sha256 FROM media_uploads WHERE attachment_id = ?", arguments: [id.storageText])
+            return (record, own)
+        }
+        guard entity.description.syncClass == .media, let record = stored.record, record.sync.deletedAt == nil,
+            case .text(let digest)? = record.fields["sha256"], case .integer(let byteCount)? = record.fields["byteSize"]
+        else {
+            throw StoreError(
+                .mediaNotFound, path: path,
+                message: "no \(entity) \(id.storageText) with a file on this device (not pulled yet, deleted, or not a media record)")
+        }
+        // Its own copy while it is the file the record names: a teammate may have attached another since.
+        let own = mediaFolder.appendingPathComponent(id.storageText)
+        if stored.ownDigest == digest, FileManager.default.fileExists(atPath: own.path) {
+            return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: own, isHeld: true)
+        }
+        let cached = originalsFolder.appendingPathComponent("\(id.storageText)-\(digest)")
+        if FileManager.default.fileExists(atPath: cached.path) {
+            // Its modification date is its last use: the least recently used go first.
+            try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: cached.path)
+            return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: cached, isHeld: true)
+        }
+        try StoreError.mapping(path: path) {
+            try FileManager.default.createDirectory(at: originalsFolder, withIntermediateDirectories: true)
+        }
+        return OriginalFile(
+            attachmentID: id, byteCount: byteCount, sha256: digest, url: cached.appendingPathExtension("partial"),
+            isHeld: false)
+    }
+
+    /// Keeps a download that holds all of `file`'s bytes: checks it against the record's SHA-256 (a
+    /// mismatch removes it and throws `checksumMismatch`, so the next request starts from 0), puts it in
+    /// the cache and then removes the least recently used originals until the cache holds at most
+    /// `budget` bytes. The one just kept stays even when it alone is larger: the app asked for it.
+    /// Returns where it now is.
+    public func keepOriginal(_ file: OriginalFile, within budget: Int64) throws(StoreError) -> URL {
+        let kept = file.url.deletingPathExtension()
+        let digest = try StoreError.mapping(path: path) { try Self.measure(file.url) }
+        guard digest.0 == file.byteCount, digest.1 == file.sha256 else {
+            try? FileManager.default.removeItem(at: file.url)
+            throw StoreError(
+                .checksumMismatch, path: file.url.path,
+                message: "the original of \(file.attachmentID.storageText) downloaded as \(digest.0) bytes with SHA-256 \(digest.1), not the record's \(file.byteCount) bytes with \(file.sha256); it was removed")
+        }
+        try StoreError.mapping(path: path) {
+            try? FileManager.default.removeItem(at: kept)
+            try FileManager.default.moveItem(at: file.url, to: kept)
+        }
+        evictOriginals(keeping: kept, within: budget)
+        return kept
+    }
+
+    /// The bytes of originals (and partial downloads) the cache holds.
+    public func originalsCacheBytes() -> Int64 {
+        cachedOriginals().reduce(0) { $0 + $1.size }
+    }
+
+    private func evictOriginals(keeping kept: URL, within budget: Int64) {
+        var files = cachedOriginals()
+        var total = files.reduce(0) { $0 + $1.size }
+        files.sort { $0.used < $1.used }
+        // A partial written in the last ten minutes is a download under way (its writer would go on into
+        // a removed file); an older one is a cut download no one resumed, and goes like any other.
+        let busy = Date().addingTimeInterval(-600)
+        for file in files where total > budget && file.url.lastPathComponent != kept.lastPathComponent
+            && !(file.url.pathExtension == "partial" && file.used > busy)
+        {
+            if (try? FileManager.default.removeItem(at: file.url)) != nil { total -= file.size }
+        }
+    }
+
+    private func cachedOriginals() -> [(url: URL, size: Int64, used: Date)] {
+        let keys: [URLResourceKey] = [.fileSizeKey, .contentModificationDateKey]
+        let urls = (try? FileManager.default.contentsOfDirectory(at: originalsFolder, includingPropertiesForKeys: keys)) ?? []
+        return urls.compactMap { url in
+            guard let values = try? url.resourceValues(forKeys: Set(keys)) else { return nil }
+            return (url, Int64(values.fileSize ?? 0), values.contentModificationDate ?? .distantPast)
+        }
+    }
+}

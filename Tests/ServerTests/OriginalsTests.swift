@@ -1,0 +1,189 @@
+@testable import OutpostServer
+import Foundation
+import Outpost
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostTesting
+import OutpostWire
+import Testing
+
+/// A teammate's device gets the original photo: `GET /media/{id}` and `Device.original(of:)`, against
+/// the real server on 127.0.0.1.
+@Suite("Originals for teammates: downloaded on demand, resumed, checked, cached within a budget", .fieldService)
+struct OriginalsTests {
+    /// Alice (foreman of project A) photographs an issue and syncs, the file included; returns the
+    /// attachment and its bytes.
+    static func alicesPhotos(
+        _ count: Int, size: Int, on server: TestServer, seed: UInt64 = 1
+    ) async throws -> [(attachment: MediaAttachment, bytes: Data)] {
+        let alice = try Device(
+            path: server.directory.appendingPathComponent("alice-\(UUID().uuidString).sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.aliceToken))
+        let issue = try await alice.save(Issue(projectID: TestServer.projectA, title: "Cracked sill"))
+        var random = SeededGenerator(seed: seed)
+        var photos: [(MediaAttachment, Data)] = []
+        for index in 0..<count {
+            let bytes = Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &random) })
+            let file = server.directory.appendingPathComponent("IMG_\(index).jpg")
+            try bytes.write(to: file)
+            photos.append((try await alice.attachPhoto(to: issue, fileAt: file), bytes))
+        }
+        let report = try await alice.sync(conditions: SyncConditions(mediaRequested: true))
+        #expect(report.mediaUploaded == count, "\(report)")
+        return photos
+    }
+
+    /// A device of Carol's (project manager of A and B) that pulled the attachments.
+    static func carolsDevice(
+        on server: TestServer, cacheBytes: Int64 = 256 << 20
+    ) async throws -> (device: Device, transport: HTTPTransport) {
+        let transport = server.transport(token: TestServer.carolToken)
+        let device = try Device(
+            path: server.directory.appendingPathComponent("carol-\(UUID().uuidString).sqlite").path, app: .fieldService,
+            transport: transport, originalsCacheBytes: cacheBytes)
+        try await device.sync()
+        return (device, transport)
+    }
+
+    @Test("A teammate downloads an original once, checked against its record; a second ask reads the cache", arguments: Backend.available)
+    func aTeammateDownloadsTheOriginal(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let (attachment, bytes) = try await Self.alicesPhotos(1, size: 100_000, on: server)[0]
+        let (carol, transport) = try await Self.carolsDevice(on: server)
+        let before = await transport.transferred
+        let url = try await carol.original(of: attachment)
+        #expect(try Data(contentsOf: url) == bytes)
+        let first = await transport.transferred.since(before)
+        #expect(first.requests == 1 && first.bytesReceived == Int64(bytes.count), "\(first)")
+        #expect(try await carol.original(of: attachment) == url)
+        #expect(await transport.transferred.since(before).requests == 1, "the second ask went to the cache")
+        #expect(url.path.hasPrefix(carol.store.originalsFolder.path))
+        await server.stop()
+    }
+
+    @Test("A download cut part way resumes after the bytes it holds; a partial of wrong bytes is refused, removed, and fetched again whole")
+    func aCutDownloadResumes() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let (attachment, bytes) = try await Self.alicesPhotos(1, size: 100_000, on: server)[0]
+
+        // The first 40,000 bytes arrived before the cut.
+        let (carol, transport) = try await Self.carolsDevice(on: server)
+        let partial = try carol.store.originalFile(of: attachment)
+        #expect(!partial.isHeld && partial.url.pathExtension == "partial")
+        try bytes.prefix(40_000).write(to: partial.url)
+        let before = await transport.transferred
+        let url = try await carol.original(of: attachment)
+        #expect(try Data(contentsOf: url) == bytes)
+        #expect(await transport.transferred.since(before).bytesReceived == 60_000, "only the rest came")
+        #expect(!FileManager.default.fileExists(atPath: partial.url.path))
+
+        // Bytes that are not the file's (a disk error, another file's start): the whole is refused.
+        let (other, _) = try await Self.carolsDevice(on: server)
+        let broken = try other.store.originalFile(of: attachment)
+        try Data(repeating: 0x5A, count: 40_000).write(to: broken.url)
+        let refused = await #expect(throws: OutpostError.self) { _ = try await other.original(of: attachment) }
+        guard case .store(let error)? = refused else { Issue.record("\(String(describing: refused))"); return }
+        #expect(error.code == .checksumMismatch, "\(error)")
+        #expect(!FileManager.default.fileExists(atPath: broken.url.path))
+        #expect(other.store.originalsCacheBytes() == 0, "nothing unchecked is kept")
+        #expect(try Data(contentsOf: try await other.original(of: attachment)) == bytes)
+        await server.stop()
+    }
+
+    @Test("A non-member, a deleted attachment and an unfinished upload get 404 as for an id that does not exist; a server's file that is not the record's is refused", arguments: Backend.available)
+    func refusals(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let photos = try await Self.alicesPhotos(2, size: 10_000, on: server)
+        let folder = server.directory.appendingPathComponent("downloads-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        func download(_ id: UUID, as token: String) async throws -> TransportError? {
+            let partial = folder.appendingPathComponent(UUID().uuidString)
+            do {
+                _ = try await server.transport(token: token).downloadOriginal(of: id, byteCount: 10_000, appendingTo: partial)
+                return nil
+            } catch {
+                #expect(((try? Data(contentsOf: partial)) ?? Data()).isEmpty, "a refusal writes nothing")
+                return error
+            }
+        }
+        // Bob reaches project B only.
+        let bobs = try #require(try await download(photos[0].attachment.id, as: TestServer.bobToken))
+        let nobodys = try #require(try await download(UUID(), as: TestServer.bobToken))
+        #expect(bobs.status == 404 && nobodys.status == 404, "\(bobs) \(nobodys)")
+        #expect(bobs.serverCode == .notFound && nobodys.serverCode == .notFound)
+        #expect(try await download(photos[0].attachment.id, as: TestServer.carolToken) == nil)
+
+        // An attachment whose file never came.
+        let alice = try Device(
+            path: server.directory.appendingPathComponent("alice-2.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.aliceToken))
+        let issue = try await alice.save(Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let file = server.directory.appendingPathComponent("rail.jpg")
+        try Data(repeating: 7, count: 10_000).write(to: file)
+        let waiting = try await alice.attachPhoto(to: issue, fileAt: file)
+        try await alice.sync(conditions: SyncConditions(isMetered: true))  // the record only: media waits
+        #expect(try await download(waiting.id, as: TestServer.carolToken)?.status == 404)
+
+        // The server's file is not the one the record names (changed under the server): the device
+        // refuses it and keeps nothing.
+        let tampered = photos[1]
+        try Data(repeating: 0, count: 10_000).write(to: server.server.mediaFiles(of: tampered.attachment.id).finished)
+        let (carol, _) = try await Self.carolsDevice(on: server)
+        let refused = await #expect(throws: OutpostError.self) { _ = try await carol.original(of: tampered.attachment) }
+        guard case .store(let error)? = refused else { Issue.record("\(String(describing: refused))"); return }
+        #expect(error.code == .checksumMismatch)
+        #expect(carol.store.originalsCacheBytes() == 0)
+
+        // Deleted by the office: its original is no one's any more.
+        let fresh = try Device(
+            path: server.directory.appendingPathComponent("alice-3.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.aliceToken))
+        try await fresh.sync()
+        let held = try #require(try fresh.fetch(MediaAttachment.self, id: photos[0].attachment.id))
+        try await fresh.delete(held)
+        try await fresh.sync()
+        #expect(try await download(photos[0].attachment.id, as: TestServer.carolToken)?.status == 404)
+        await server.stop()
+    }
+
+    @Test("Downloads stay within the cache budget, least recently used first; the device's own originals are never evicted")
+    func theCacheKeepsItsBudget() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let photos = try await Self.alicesPhotos(3, size: 100_000, on: server)
+        let (carol, transport) = try await Self.carolsDevice(on: server, cacheBytes: 250_000)
+        let first = try await carol.original(of: photos[0].attachment)
+        let second = try await carol.original(of: photos[1].attachment)
+        _ = try await carol.original(of: photos[0].attachment)  // used again: the second is now the oldest
+        let third = try await carol.original(of: photos[2].attachment)
+        #expect(FileManager.default.fileExists(atPath: first.path))
+        #expect(!FileManager.default.fileExists(atPath: second.path))
+        #expect(FileManager.default.fileExists(atPath: third.path))
+        #expect(carol.store.originalsCacheBytes() == 200_000)
+        let before = await transport.transferred
+        #expect(try Data(contentsOf: try await carol.original(of: photos[1].attachment)) == photos[1].bytes)
+        #expect(await transport.transferred.since(before).bytesReceived == 100_000, "an evicted one comes again")
+
+        // A budget smaller than one file: the download is still given, and the device's own photo,
+        // not yet uploaded, stays where it is.
+        let small = try Device(
+            path: server.directory.appendingPathComponent("carol-small.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.carolToken), originalsCacheBytes: 1)
+        try await small.sync()
+        let issue = try #require(try small.records(Issue.self, where: "projectID", is: .uuid(TestServer.projectA)).first)
+        let file = server.directory.appendingPathComponent("own.jpg")
+        try Data(repeating: 3, count: 50_000).write(to: file)
+        let own = try await small.attachPhoto(to: issue, fileAt: file)
+        let ownURL = try await small.original(of: own)
+        #expect(ownURL.path.hasPrefix(small.store.mediaFolder.path))
+        let downloaded = try await small.original(of: photos[0].attachment)
+        let alsoDownloaded = try await small.original(of: photos[1].attachment)
+        #expect(!FileManager.default.fileExists(atPath: downloaded.path), "over the budget, the older download went")
+        #expect(FileManager.default.fileExists(atPath: alsoDownloaded.path))
+        #expect(try Data(contentsOf: ownURL) == Data(repeating: 3, count: 50_000))
+        #expect(try await small.status().pendingMediaUploads == 1)
+        await server.stop()
+    }
+}
