@@ -169,6 +169,43 @@ import Testing
         #expect(try await live.health() == health)
     }
 
+    /// An original larger than its record says is refused while it arrives, not written whole; an answer
+    /// that resumes somewhere other than asked is refused, the bytes held kept as they were.
+    @Test func anOriginalPastItsSizeOrResumedElsewhereIsRefused() async throws {
+        let id = UUID()
+        let digest = String(repeating: "a", count: 64)
+        let path = "GET /v1/media/\(id.uuidString.lowercased())"
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-original-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+
+        let endless = try await LocalHTTPServer(routes: [
+            path: .init(body: String(repeating: "x", count: 1_000_000), headers: ["Outpost-Media-SHA256": digest]),
+        ])
+        defer { endless.stop() }
+        let partial = folder.appendingPathComponent("a.partial")
+        let transport = HTTPTransport(configuration: .init(baseURL: endless.baseURL, schemaVersion: 5), token: "t1")
+        let tooLong = try await #require(throws: TransportError.self) {
+            _ = try await transport.downloadOriginal(of: id, byteCount: 1_000, appendingTo: partial)
+        }
+        #expect(tooLong.code == .invalidResponse, "\(tooLong)")
+        #expect(((try? Data(contentsOf: partial)) ?? Data()).count <= 1_000)
+
+        let elsewhere = try await LocalHTTPServer(routes: [
+            path: .init(status: 206, body: "yyyy", headers: ["Content-Range": "bytes 0-3/8", "Outpost-Media-SHA256": digest]),
+        ])
+        defer { elsewhere.stop() }
+        let held = folder.appendingPathComponent("b.partial")
+        try Data("xxxx".utf8).write(to: held)
+        let resumed = HTTPTransport(configuration: .init(baseURL: elsewhere.baseURL, schemaVersion: 5), token: "t1")
+        let wrongStart = try await #require(throws: TransportError.self) {
+            _ = try await resumed.downloadOriginal(of: id, byteCount: 8, appendingTo: held)
+        }
+        #expect(wrongStart.code == .invalidResponse && wrongStart.message.contains("bytes 0-3/8"), "\(wrongStart)")
+        #expect(try Data(contentsOf: held) == Data("xxxx".utf8))
+        #expect(try await elsewhere.requests().first?.header("Range") == "bytes=4-")
+    }
+
     @Test func aRedirectWithinTheServerIsReportedNotFollowed() async throws {
         let server = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(status: 308, headers: ["Location": "/v1/pull-elsewhere"]),
