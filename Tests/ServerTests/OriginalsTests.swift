@@ -1,5 +1,6 @@
 @testable import OutpostServer
 import Foundation
+import GRDB
 import Outpost
 import OutpostFieldService
 import OutpostFieldServiceTesting
@@ -146,6 +147,43 @@ struct OriginalsTests {
         try await fresh.delete(held)
         try await fresh.sync()
         #expect(try await download(photos[0].attachment.id, as: TestServer.carolToken)?.status == 404)
+        await server.stop()
+    }
+
+    @Test("A pre-sync brings the project's originals when the app asks, as many as the cache budget holds")
+    func aPreSyncBringsTheOriginals() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let photos = try await Self.alicesPhotos(3, size: 100_000, on: server)
+        let transport = server.transport(token: TestServer.carolToken)
+        let carol = try Device(
+            path: server.directory.appendingPathComponent("carol-presync.sqlite").path, app: .fieldService,
+            transport: transport, originalsCacheBytes: 250_000)
+        try await carol.preSync(project: TestServer.projectA)
+        let first = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(first == OriginalsSummary(downloaded: 2, alreadyHeld: 0, leftOverBudget: 1, bytesReceived: 200_000), "\(first)")
+        let again = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(again == OriginalsSummary(downloaded: 0, alreadyHeld: 2, leftOverBudget: 1, bytesReceived: 0), "\(again)")
+        var held = 0
+        for photo in photos {
+            let file = try carol.store.originalFile(of: photo.attachment)
+            if file.isHeld {
+                held += 1
+                #expect(try Data(contentsOf: file.url) == photo.bytes)
+            }
+        }
+        #expect(held == 2)
+        // A record whose digest is not one (an app whose schema checks no digest, a file edited under
+        // the store) never becomes a file name.
+        let edited = photos[2].attachment
+        try await DatabaseQueue(path: carol.store.path).write { db in
+            try db.execute(sql: "UPDATE media_attachments SET sha256 = '../../../escape' WHERE id = ?", arguments: [edited.id.uuidString.lowercased()])
+        }
+        let named = #expect(throws: StoreError.self) { _ = try carol.store.originalFile(of: edited) }
+        #expect(named?.code == .mediaNotFound)
+        // A project this device does not hold is refused.
+        let refused = await #expect(throws: OutpostError.self) { _ = try await carol.downloadOriginals(ofProject: UUID()) }
+        guard case .store(let error)? = refused else { Issue.record("\(String(describing: refused))"); return }
+        #expect(error.code == .mediaNotFound)
         await server.stop()
     }
 

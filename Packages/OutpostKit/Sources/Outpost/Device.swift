@@ -199,58 +199,96 @@ public final class Device: Sendable {
     /// attached are never among them. Read the file before asking for many others: a later download
     /// may evict it.
     public func original<Media: Syncable>(of attachment: Media) async throws(OutpostError) -> URL {
-        let held: OriginalFile
+        try await original { () throws(StoreError) in try store.originalFile(of: attachment) }.url
+    }
+
+    /// Downloads the originals of `project`'s media records that this device does not hold yet: the
+    /// files' half of a pre-sync, on office Wi-Fi the night before (`preSync(project:)` brings the
+    /// records). Each as `original(of:)` fetches one; the project's originals in the cache, with those
+    /// downloaded here, stay within `originalsCacheBytes` (else the cache would evict the first ones for
+    /// the last): an original that would pass it is left, and counted.
+    public func downloadOriginals(ofProject project: UUID) async throws(OutpostError) -> OriginalsSummary {
+        let files: [OriginalFile]
         do {
-            held = try store.originalFile(of: attachment)
+            files = try store.originalFiles(ofProject: project)
         } catch {
             throw .store(error)
         }
-        if held.isHeld { return held.url }
+        var summary = OriginalsSummary()
+        // The project's originals in the cache count against the budget with those this call downloads.
+        let cache = store.originalsFolder.standardizedFileURL.path + "/"
+        var taken = files.filter { $0.isHeld && $0.url.standardizedFileURL.path.hasPrefix(cache) }.reduce(0) { $0 + $1.byteCount }
+        for file in files {
+            if file.isHeld {
+                summary.alreadyHeld += 1
+                continue
+            }
+            guard taken + file.byteCount <= originalsCacheBytes else {
+                summary.leftOverBudget += 1
+                continue
+            }
+            let fetched = try await original { () throws(StoreError) in
+                try store.originalFiles(ofProject: project).first { $0.attachmentID == file.attachmentID } ?? file
+            }
+            taken += file.byteCount
+            summary.downloaded += 1
+            summary.bytesReceived += fetched.received
+        }
+        return summary
+    }
+
+    /// The original `find` names, downloaded unless held; the bytes this call received with it.
+    private func original(_ find: () throws(StoreError) -> OriginalFile) async throws(OutpostError) -> (url: URL, received: Int64) {
+        let held: OriginalFile
+        do {
+            held = try find()
+        } catch {
+            throw .store(error)
+        }
+        if held.isHeld { return (held.url, 0) }
         let connection = try connected()
         // One download of an original at a time in this process: two would append to one partial file.
-        await originalDownloads.acquire(attachment.id)
-        let result: Result<URL, OutpostError> = await {
-            do throws(OutpostError) {
-                return .success(try await downloadOriginal(of: attachment, over: connection.transport))
+        await originalDownloads.acquire(held.attachmentID)
+        let result: Result<(URL, Int64), OutpostError>
+        do throws(OutpostError) {
+            // Looked up again under the lock: a download that ran while this call waited may have brought it.
+            let file: OriginalFile
+            do {
+                file = try find()
             } catch {
-                return .failure(error)
+                throw .store(error)
             }
-        }()
-        await originalDownloads.release(attachment.id)
+            result = .success(file.isHeld ? (file.url, 0) : try await download(file, over: connection.transport))
+        } catch {
+            result = .failure(error)
+        }
+        await originalDownloads.release(held.attachmentID)
         return try result.get()
     }
 
-    private func downloadOriginal<Media: Syncable>(of attachment: Media, over transport: any SyncTransport)
-        async throws(OutpostError) -> URL
-    {
-        let file: OriginalFile
-        do {
-            // Again, under the lock: a download that ran while this call waited may have brought it.
-            file = try store.originalFile(of: attachment)
-        } catch {
-            throw .store(error)
-        }
-        if file.isHeld { return file.url }
+    private func download(_ file: OriginalFile, over transport: any SyncTransport) async throws(OutpostError) -> (URL, Int64) {
         let held = ((try? FileManager.default.attributesOfItem(atPath: file.url.path))?[.size] as? NSNumber)?.int64Value ?? 0
         if held > file.byteCount { try? FileManager.default.removeItem(at: file.url) }
+        var received: Int64 = 0
         if held != file.byteCount || file.byteCount == 0 {
             let outcome: OriginalDownload
             do {
-                outcome = try await transport.downloadOriginal(of: attachment.id, byteCount: file.byteCount, appendingTo: file.url)
+                outcome = try await transport.downloadOriginal(of: file.attachmentID, byteCount: file.byteCount, appendingTo: file.url)
             } catch {
                 throw .transport(error)
             }
+            received = outcome.receivedBytes
             // The server holds another file than the record this device has (attached again since its
             // last pull): the bytes are not this record's, whatever they are.
             guard outcome.sha256 == file.sha256 else {
                 try? FileManager.default.removeItem(at: file.url)
                 throw .store(StoreError(
                     .checksumMismatch, path: file.url.path,
-                    message: "the server's original of \(attachment.id.uuidString.lowercased()) has SHA-256 \(outcome.sha256), not the record's \(file.sha256): the file was attached again since this device's last sync; sync, then ask again"))
+                    message: "the server's original of \(file.attachmentID.uuidString.lowercased()) has SHA-256 \(outcome.sha256), not the record's \(file.sha256): the file was attached again since this device's last sync; sync, then ask again"))
             }
         }
         do {
-            return try store.keepOriginal(file, within: originalsCacheBytes)
+            return (try store.keepOriginal(file, within: originalsCacheBytes), received)
         } catch {
             throw .store(error)
         }
@@ -359,6 +397,26 @@ public final class Device: Sendable {
     private func connected() throws(OutpostError) -> Connection {
         guard let connection else { throw .noServer }
         return connection
+    }
+}
+
+/// What `Device.downloadOriginals(ofProject:)` did.
+public struct OriginalsSummary: Sendable, Hashable {
+    /// Originals downloaded (or resumed) by this call.
+    public var downloaded = 0
+    /// Originals the device held already: its own, or downloaded before.
+    public var alreadyHeld = 0
+    /// Originals not downloaded because they would have taken this call past the cache budget.
+    public var leftOverBudget = 0
+    /// Bytes received; a resumed download counts only what it lacked.
+    public var bytesReceived: Int64 = 0
+
+    /// Creates a summary.
+    public init(downloaded: Int = 0, alreadyHeld: Int = 0, leftOverBudget: Int = 0, bytesReceived: Int64 = 0) {
+        self.downloaded = downloaded
+        self.alreadyHeld = alreadyHeld
+        self.leftOverBudget = leftOverBudget
+        self.bytesReceived = bytesReceived
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OutpostBundles
 import OutpostSchema
 
 /// An attachment's original as this device holds it: where to read it, or where a download goes.
@@ -29,8 +30,34 @@ extension LocalStore {
     /// when neither, the partial file a download appends to. Refused with `mediaNotFound` for a record
     /// the device does not hold, a deleted one, or one with no file yet.
     public func originalFile<Media: Syncable>(of attachment: Media) throws(StoreError) -> OriginalFile {
-        let entity = Media.entityType
-        let id = attachment.id
+        try originalFile(of: Media.entityType, id: attachment.id)
+    }
+
+    /// The originals of `project`'s media records this device holds (deleted ones and records with no
+    /// file yet left out), each as `originalFile(of:)` finds it: for a pre-sync that brings the files
+    /// too. The records are found as a bundle export finds a project's (by their owning parents).
+    public func originalFiles(ofProject project: UUID) throws(StoreError) -> [OriginalFile] {
+        let media = try read { db -> [(EntityType, UUID)] in
+            do {
+                return try Self.projectRecords(of: project, in: db)
+                    .filter { $0.entity.description.syncClass == .media && $0.sync.deletedAt == nil }
+                    .map { ($0.entity, $0.id) }
+            } catch let error as BundleError {
+                throw StoreError(.mediaNotFound, path: path, message: error.message, underlying: error)
+            }
+        }
+        var files: [OriginalFile] = []
+        for (entity, id) in media {
+            do {
+                files.append(try originalFile(of: entity, id: id))
+            } catch where error.code == .mediaNotFound {
+                continue  // no file yet
+            }
+        }
+        return files
+    }
+
+    func originalFile(of entity: EntityType, id: UUID) throws(StoreError) -> OriginalFile {
         let stored = try read { db -> (record: EntityRecord?, ownDigest: String?) in
             let record = try EntityTables.fetchRecord(entity, id: id, in: db)
             let own = try String.fetchOne(
@@ -43,6 +70,13 @@ extension LocalStore {
             throw StoreError(
                 .mediaNotFound, path: path,
                 message: "no \(entity) \(id.storageText) with a file on this device (not pulled yet, deleted, or not a media record)")
+        }
+        // The digest names the cached file: one that is not 64 lowercase hex digits (a hostile server's or
+        // bundle's record, "../../x") must never become a path.
+        guard digest.utf8.count == 64, digest.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw StoreError(
+                .mediaNotFound, path: path,
+                message: "\(entity) \(id.storageText) names no file: its sha256 is not 64 lowercase hex digits")
         }
         // Its own copy while it is the file the record names: a teammate may have attached another since.
         let own = mediaFolder.appendingPathComponent(id.storageText)
