@@ -48,6 +48,7 @@ let package = Package(
                 .product(name: "OutpostSync", package: "OutpostSync"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
                 .product(name: "OutpostServer", package: "OutpostServer"),
+                .product(name: "Outpost", package: "OutpostKit"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/outpost"

@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import Outpost
+import OutpostFieldService
+import OutpostModels
+
+/// `outpost originals`: a teammate's original files, as a device fetches them (`Device.original(of:)`).
+struct OriginalsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "originals",
+        abstract: "Download the original file of an attachment, or of every attachment of a project, into the device's cache.",
+        discussion: """
+            The database must have pulled the attachment records (outpost sync). Each file is checked against \
+            its record's SHA-256 before it is kept in <db>.originals/; a download cut off resumes at the next \
+            run. Prints each file's path. Exits 1 on a refusal (not a member, a checksum mismatch, no such \
+            attachment on this device).
+            """
+    )
+
+    @Option(help: "The database file.")
+    var db: String
+
+    @Option(help: "The server's base URL, such as http://127.0.0.1:8080.")
+    var server: String
+
+    @Option(help: "The bearer token of the crew member this device belongs to.")
+    var token: String
+
+    @Option(help: "The attachment whose original to fetch.")
+    var attachment: String?
+
+    @Option(help: "Fetch every original of this project the device does not hold yet, within the cache budget.")
+    var project: String?
+
+    @Option(help: "The most bytes of downloaded originals the device keeps.")
+    var cacheBytes: Int64 = 256 << 20
+
+    @Flag(help: "Allow plain http:// to a server other than this machine (a network you trust); https otherwise.")
+    var allowPlainHttp = false
+
+    func run() async throws {
+        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
+            throw CommandFailure("\(server) is not an http(s) URL")
+        }
+        guard (attachment == nil) != (project == nil) else {
+            throw CommandFailure("name one of --attachment ID or --project ID")
+        }
+        guard FileManager.default.fileExists(atPath: db) else { throw CommandFailure("\(db): no database file here") }
+        do {
+            let device = try Device(
+                path: db, app: .fieldService, server: .init(url: url, token: token, allowsPlainHTTP: allowPlainHttp),
+                originalsCacheBytes: cacheBytes)
+            if let attachment {
+                guard let id = UUID(uuidString: attachment) else { throw CommandFailure("--attachment: \(attachment) is not a UUID") }
+                guard let record = try device.fetch(MediaAttachment.self, id: id) else {
+                    throw CommandFailure("no attachment \(attachment) on this device; sync first")
+                }
+                print(try await device.original(of: record).path)
+            } else if let project {
+                guard let id = UUID(uuidString: project) else { throw CommandFailure("--project: \(project) is not a UUID") }
+                let summary = try await device.downloadOriginals(ofProject: id)
+                print("downloaded \(summary.downloaded) (\(summary.bytesReceived) bytes), held already \(summary.alreadyHeld), left over the budget \(summary.leftOverBudget)")
+            }
+        } catch let error as CommandFailure {
+            throw error
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+    }
+}
