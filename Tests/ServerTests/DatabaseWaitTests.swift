@@ -17,7 +17,11 @@ struct DatabaseWaitTests {
     @Test("A writer frozen mid-push: pushes elsewhere are answered 503 within the lock wait, and its lock is freed once it sits idle past the limit",
           .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
     func aFrozenWriterIsBounded() async throws {
-        let server = try await TestServer.start(.postgres) { configuration in
+        // The database is made and seeded by an instance with the default waits: with a 2 s lock wait every
+        // call is bounded at 22 s, and on a loaded host the first seeding (migrations included) once took
+        // longer, which said nothing about a frozen writer. The instance under test shares it.
+        let seeding = try await TestServer.start(.postgres)
+        let server = try await TestServer.start(.postgres, sharing: seeding) { configuration in
             configuration.databaseLockWaitSeconds = 2
             configuration.idleTransactionSeconds = 8
         }
@@ -25,7 +29,7 @@ struct DatabaseWaitTests {
         // cores the push below has reached the database more than 8 s after the lock was taken (CI saw
         // it applied, the frozen session already ended), which said nothing about the lock wait.
         let frozenIdleSeconds = 30  // the SET LOCAL below says the same
-        defer { Task { await server.stop() } }
+        defer { Task { await server.stop(); await seeding.stop() } }
         let url = try #require(server.postgres?.url)
         // Another instance's write transaction, frozen (SIGSTOP) after it took the write lock: its own
         // session carries an idle limit, as this server sets on every session of its own.

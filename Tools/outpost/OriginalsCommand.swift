@@ -17,14 +17,7 @@ struct OriginalsCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The database file.")
-    var db: String
-
-    @Option(help: "The server's base URL, such as http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(help: "The bearer token of the crew member this device belongs to.")
-    var token: String
+    @OptionGroup var device: DeviceOptions
 
     @Option(help: "The attachment whose original to fetch.")
     var attachment: String?
@@ -35,20 +28,17 @@ struct OriginalsCommand: AsyncParsableCommand {
     @Option(help: "The most bytes of downloaded originals the device keeps.")
     var cacheBytes: Int64 = 256 << 20
 
-    @Flag(help: "Allow plain http:// to a server other than this machine (a network you trust); https otherwise.")
-    var allowPlainHttp = false
-
     func run() async throws {
-        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
-            throw CommandFailure("\(server) is not an http(s) URL")
-        }
+        let url = try self.device.serverURL()
         guard (attachment == nil) != (project == nil) else {
             throw CommandFailure("name one of --attachment ID or --project ID")
         }
+        let db = self.device.db
         guard FileManager.default.fileExists(atPath: db) else { throw CommandFailure("\(db): no database file here") }
         do {
             let device = try Device(
-                path: db, app: .fieldService, server: .init(url: url, token: token, allowsPlainHTTP: allowPlainHttp),
+                path: db, app: .fieldService,
+                server: .init(url: url, token: self.device.token, allowsPlainHTTP: self.device.allowPlainHttp),
                 originalsCacheBytes: cacheBytes)
             if let attachment {
                 guard let id = UUID(uuidString: attachment) else { throw CommandFailure("--attachment: \(attachment) is not a UUID") }

@@ -18,14 +18,7 @@ struct SyncCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The database file.")
-    var db: String
-
-    @Option(help: "The server's base URL, such as http://127.0.0.1:8080.")
-    var server: String
-
-    @Option(help: "The bearer token of the crew member this device belongs to.")
-    var token: String
+    @OptionGroup var device: DeviceOptions
 
     @Option(help: "Stop cleanly at a batch boundary after this many seconds.")
     var budget: Double?
@@ -42,17 +35,12 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Print the run's report as JSON.")
     var json = false
 
-    @Flag(help: "Allow plain http:// to a server other than this machine (a network you trust); https otherwise.")
-    var allowPlainHttp = false
-
     func run() async throws {
-        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
-            throw CommandFailure("\(server) is not an http(s) URL")
-        }
-        let store = try openExistingStore(db)
+        let url = try device.serverURL()
+        let store = try openExistingStore(device.db)
         var configuration = HTTPTransport.Configuration(baseURL: url, schemaVersion: LocalSchema.latestVersion)
-        configuration.allowsPlainHTTP = allowPlainHttp
-        let transport = HTTPTransport(configuration: configuration, token: token)
+        configuration.allowsPlainHTTP = device.allowPlainHttp
+        let transport = HTTPTransport(configuration: configuration, token: device.token)
         guard let policy = SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) else {
             throw CommandFailure("--conflict-policy: expected entity=strategy pairs, comma-separated, each entity once, such as issue=manual (`outpost entities` names them)")
         }
@@ -98,5 +86,28 @@ struct SyncCommand: AsyncParsableCommand {
             for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(difference)") }
         }
         if !report.isComplete { throw ExitCode(2) }
+    }
+}
+
+/// A device's database and the server it syncs with, as `outpost sync` and `outpost originals` take them.
+struct DeviceOptions: ParsableArguments {
+    @Option(help: "The database file.")
+    var db: String
+
+    @Option(help: "The server's base URL, such as http://127.0.0.1:8080.")
+    var server: String
+
+    @Option(help: "The bearer token of the crew member this device belongs to.")
+    var token: String
+
+    @Flag(help: "Allow plain http:// to a server other than this machine (a network you trust); https otherwise.")
+    var allowPlainHttp = false
+
+    /// `--server` as a URL, refused unless http(s).
+    func serverURL() throws -> URL {
+        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
+            throw CommandFailure("\(server) is not an http(s) URL")
+        }
+        return url
     }
 }

@@ -61,7 +61,7 @@ import Testing
         // protocol headers).
         #expect(document["paths"]?.keys.filter { !$0.hasPrefix("/admin/") } == [
             "/health", "/livez", "/metrics", "/readyz", "/push", "/pull", "/media/{attachmentID}/upload",
-            "/projects/{projectID}/bundle",
+            "/media/{attachmentID}", "/projects/{projectID}/bundle",
         ])
         let parameters = try #require(document["components"]?["parameters"])
         #expect(parameters["ProtocolVersion"]?["name"]?.text == SyncProtocol.protocolVersionHeader)
