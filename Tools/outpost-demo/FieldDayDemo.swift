@@ -109,7 +109,8 @@ struct FieldDayDemo {
         let crack = try await a.save(Issue(projectID: project, title: "Cracked floor tile", details: "By the dishwasher", priority: .high))
         let photoFile = folder.appendingPathComponent("IMG_2041.jpg")
         var generator = SystemRandomNumberGenerator()
-        try Data((0..<180_000).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: photoFile)
+        let photoBytes = Data((0..<180_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        try photoBytes.write(to: photoFile)
         let photo = try await a.attachPhoto(to: crack, fileAt: photoFile)
         say("Alice raises \"\(crack.title)\" with a photo (\(photo.byteSize / 1024) KB).")
         var aliceStain = try demo.require(try a.fetch(Issue.self, id: stain.id), "Alice has the stain issue")
@@ -181,6 +182,9 @@ struct FieldDayDemo {
         try await b.sync()
         demo.check(try b.fetch(Issue.self, id: stain.id)?.status == .resolved, "Bob now sees Alice's override")
         say("Bob's device now shows \"\(stain.title)\" as \(try b.fetch(Issue.self, id: stain.id)?.status.rawValue ?? "?").")
+        let bobsCopy = try await b.original(of: photo)
+        demo.check(try Data(contentsOf: bobsCopy) == photoBytes, "Bob opens Alice's original photo, whole and checked")
+        say("Bob opens Alice's photo: the original (\(photoBytes.count / 1024) KB) downloaded, checked against its record's SHA-256, cached on his device.")
 
         for (name, crew) in [("Alice", a), ("Bob", b)] {
             let audit = try crew.store.verifyAudit()
