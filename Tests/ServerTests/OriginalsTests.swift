@@ -91,6 +91,32 @@ struct OriginalsTests {
         #expect(!FileManager.default.fileExists(atPath: broken.url.path))
         #expect(other.store.originalsCacheBytes() == 0, "nothing unchecked is kept")
         #expect(try Data(contentsOf: try await other.original(of: attachment)) == bytes)
+
+        // Another process on the same database downloading it (its lock held here, as that process
+        // holds it): this device asks nothing until the lock is free, then finds the file kept.
+        let (third, thirdTransport) = try await Self.carolsDevice(on: server)
+        let wanted = try third.store.originalFile(of: attachment)
+        var elsewhere = try third.store.lockOriginalDownload(wanted)
+        #expect(elsewhere != nil, "the lock is free before the other process takes it")
+        let asking = await thirdTransport.transferred
+        let waiting = Task { try await third.original(of: attachment) }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(await thirdTransport.transferred.since(asking).requests == 0, "no request while another process downloads")
+        try bytes.write(to: wanted.url)  // what the other process downloaded, kept before it lets go
+        _ = try third.store.keepOriginal(wanted, within: 1 << 30)
+        #expect(elsewhere != nil)
+        elsewhere = nil
+        #expect(try Data(contentsOf: try await waiting.value) == bytes)
+        #expect(await thirdTransport.transferred.since(asking).requests == 0, "the kept file was found, not fetched again")
+
+        // A link planted where the partial file goes is removed, never written through.
+        let (fourth, _) = try await Self.carolsDevice(on: server)
+        let outside = server.directory.appendingPathComponent("outside.txt")
+        try Data("keep me".utf8).write(to: outside)
+        let planted = try fourth.store.originalFile(of: attachment).url
+        try FileManager.default.createSymbolicLink(at: planted, withDestinationURL: outside)
+        #expect(try Data(contentsOf: try await fourth.original(of: attachment)) == bytes)
+        #expect(try Data(contentsOf: outside) == Data("keep me".utf8))
         await server.stop()
     }
 
@@ -153,6 +179,15 @@ struct OriginalsTests {
     @Test("A pre-sync brings the project's originals when the app asks, as many as the cache budget holds")
     func aPreSyncBringsTheOriginals() async throws {
         let server = try await TestServer.start(.sqlite)
+        // First, an attachment whose file never came: the server cannot give it, and the others still come.
+        let waiting = try Device(
+            path: server.directory.appendingPathComponent("alice-waiting.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.aliceToken))
+        let issue = try await waiting.save(Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let rail = server.directory.appendingPathComponent("rail.jpg")
+        try Data(repeating: 7, count: 10_000).write(to: rail)
+        try await waiting.attachPhoto(to: issue, fileAt: rail)
+        try await waiting.sync(conditions: SyncConditions(isMetered: true))
         let photos = try await Self.alicesPhotos(3, size: 100_000, on: server)
         let transport = server.transport(token: TestServer.carolToken)
         let carol = try Device(
@@ -160,9 +195,9 @@ struct OriginalsTests {
             transport: transport, originalsCacheBytes: 250_000)
         try await carol.preSync(project: TestServer.projectA)
         let first = try await carol.downloadOriginals(ofProject: TestServer.projectA)
-        #expect(first == OriginalsSummary(downloaded: 2, alreadyHeld: 0, leftOverBudget: 1, bytesReceived: 200_000), "\(first)")
+        #expect(first == OriginalsSummary(downloaded: 2, alreadyHeld: 0, leftOverBudget: 1, unavailable: 1, bytesReceived: 200_000), "\(first)")
         let again = try await carol.downloadOriginals(ofProject: TestServer.projectA)
-        #expect(again == OriginalsSummary(downloaded: 0, alreadyHeld: 2, leftOverBudget: 1, bytesReceived: 0), "\(again)")
+        #expect(again == OriginalsSummary(downloaded: 0, alreadyHeld: 2, leftOverBudget: 1, unavailable: 1, bytesReceived: 0), "\(again)")
         var held = 0
         for photo in photos {
             let file = try carol.store.originalFile(of: photo.attachment)
@@ -204,24 +239,39 @@ struct OriginalsTests {
         #expect(try Data(contentsOf: try await carol.original(of: photos[1].attachment)) == photos[1].bytes)
         #expect(await transport.transferred.since(before).bytesReceived == 100_000, "an evicted one comes again")
 
-        // A budget smaller than one file: the download is still given, and the device's own photo,
-        // not yet uploaded, stays where it is.
+        // A budget of one and a half files: each download evicts the one before, and never the device's
+        // own photo (not yet uploaded) nor a file the cache did not write; an original larger than the
+        // whole budget is refused before a byte comes.
         let small = try Device(
             path: server.directory.appendingPathComponent("carol-small.sqlite").path, app: .fieldService,
-            transport: server.transport(token: TestServer.carolToken), originalsCacheBytes: 1)
+            transport: server.transport(token: TestServer.carolToken), originalsCacheBytes: 150_000)
         try await small.sync()
         let issue = try #require(try small.records(Issue.self, where: "projectID", is: .uuid(TestServer.projectA)).first)
         let file = server.directory.appendingPathComponent("own.jpg")
-        try Data(repeating: 3, count: 50_000).write(to: file)
+        try Data(repeating: 3, count: 200_000).write(to: file)
         let own = try await small.attachPhoto(to: issue, fileAt: file)
         let ownURL = try await small.original(of: own)
         #expect(ownURL.path.hasPrefix(small.store.mediaFolder.path))
+        try FileManager.default.createDirectory(at: small.store.originalsFolder, withIntermediateDirectories: true)
+        let stranger = small.store.originalsFolder.appendingPathComponent("notes.txt")
+        try Data(repeating: 1, count: 500_000).write(to: stranger)
         let downloaded = try await small.original(of: photos[0].attachment)
         let alsoDownloaded = try await small.original(of: photos[1].attachment)
         #expect(!FileManager.default.fileExists(atPath: downloaded.path), "over the budget, the older download went")
         #expect(FileManager.default.fileExists(atPath: alsoDownloaded.path))
-        #expect(try Data(contentsOf: ownURL) == Data(repeating: 3, count: 50_000))
+        #expect(FileManager.default.fileExists(atPath: stranger.path), "eviction removes only the cache's own files")
+        #expect(try Data(contentsOf: ownURL) == Data(repeating: 3, count: 200_000))
         #expect(try await small.status().pendingMediaUploads == 1)
+
+        let tiny = try Device(
+            path: server.directory.appendingPathComponent("carol-tiny.sqlite").path, app: .fieldService,
+            transport: transport, originalsCacheBytes: 99_999)
+        try await tiny.sync()
+        let asked = await transport.transferred
+        let refused = await #expect(throws: OutpostError.self) { _ = try await tiny.original(of: photos[2].attachment) }
+        guard case .store(let error)? = refused else { Issue.record("\(String(describing: refused))"); return }
+        #expect(error.code == .overBudget, "\(error)")
+        #expect(await transport.transferred.since(asked).requests == 0, "refused before asking the server")
         await server.stop()
     }
 }

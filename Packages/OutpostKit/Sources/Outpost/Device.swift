@@ -195,9 +195,10 @@ public final class Device: Sendable {
     /// member of the attachment's project. A download a cut left half done resumes after the bytes it
     /// holds; the whole file is checked against the record's SHA-256 before it is given (a mismatch is
     /// removed and refused with `checksumMismatch`, and the next call starts again from 0). Downloads
-    /// are kept within `originalsCacheBytes`, the least recently used going first; files this device
-    /// attached are never among them. Read the file before asking for many others: a later download
-    /// may evict it.
+    /// are kept within `originalsCacheBytes`, the least recently used going first, and one larger than
+    /// the whole budget is refused with `overBudget` before a byte comes; files this device attached are
+    /// never among them. One download of an original at a time across the processes on this database.
+    /// Read the file before asking for many others: a later download may evict it.
     public func original<Media: Syncable>(of attachment: Media) async throws(OutpostError) -> URL {
         try await original { () throws(StoreError) in try store.originalFile(of: attachment) }.url
     }
@@ -227,14 +228,29 @@ public final class Device: Sendable {
                 summary.leftOverBudget += 1
                 continue
             }
-            let fetched = try await original { () throws(StoreError) in
-                try store.originalFiles(ofProject: project).first { $0.attachmentID == file.attachmentID } ?? file
+            do throws(OutpostError) {
+                let fetched = try await original { () throws(StoreError) in
+                    try store.originalFiles(ofProject: project).first { $0.attachmentID == file.attachmentID } ?? file
+                }
+                taken += file.byteCount
+                summary.downloaded += 1
+                summary.bytesReceived += fetched.received
+            } catch {
+                // One original the server cannot give (its upload not finished, deleted since) or whose
+                // bytes are wrong does not stop the others; a connection that fails does.
+                guard Self.concernsOneOriginal(error) else { throw error }
+                summary.unavailable += 1
             }
-            taken += file.byteCount
-            summary.downloaded += 1
-            summary.bytesReceived += fetched.received
         }
         return summary
+    }
+
+    private static func concernsOneOriginal(_ error: OutpostError) -> Bool {
+        switch error {
+        case .transport(let error): error.status == 404 || error.status == 416 || error.code == .invalidResponse
+        case .store(let error): error.code == .checksumMismatch || error.code == .overBudget
+        default: false
+        }
     }
 
     /// The original `find` names, downloaded unless held; the bytes this call received with it.
@@ -246,24 +262,52 @@ public final class Device: Sendable {
             throw .store(error)
         }
         if held.isHeld { return (held.url, 0) }
+        // Refused before a byte comes: a record claiming a huge size must not fill the device.
+        guard held.byteCount <= originalsCacheBytes else {
+            throw .store(StoreError(
+                .overBudget, path: held.url.path,
+                message: "the original of \(held.attachmentID.uuidString.lowercased()) has \(held.byteCount) bytes, more than the \(originalsCacheBytes) this device keeps for originals"))
+        }
         let connection = try connected()
-        // One download of an original at a time in this process: two would append to one partial file.
+        // One download of an original at a time in this process (the actor), and across the processes on
+        // this database (the store's file lock): two would append to one partial file.
         await originalDownloads.acquire(held.attachmentID)
         let result: Result<(URL, Int64), OutpostError>
         do throws(OutpostError) {
-            // Looked up again under the lock: a download that ran while this call waited may have brought it.
+            let lock = try await lockDownload(of: held)
             let file: OriginalFile
             do {
+                // Looked up again under the lock: a download that ran meanwhile may have brought it.
                 file = try find()
             } catch {
                 throw .store(error)
             }
             result = .success(file.isHeld ? (file.url, 0) : try await download(file, over: connection.transport))
+            withExtendedLifetime(lock) {}
         } catch {
             result = .failure(error)
         }
         await originalDownloads.release(held.attachmentID)
         return try result.get()
+    }
+
+    /// The cross-process hold on `file`'s download, waited for while another process downloads it (at
+    /// most ten minutes, then `databaseBusy`).
+    private func lockDownload(of file: OriginalFile) async throws(OutpostError) -> OriginalDownloadLock {
+        let deadline = ContinuousClock.now + .seconds(600)
+        while true {
+            do {
+                if let lock = try store.lockOriginalDownload(file) { return lock }
+            } catch {
+                throw .store(error)
+            }
+            guard ContinuousClock.now < deadline, !Task.isCancelled else {
+                throw .store(StoreError(
+                    .databaseBusy, path: file.url.path,
+                    message: "another process on this database is downloading the original of \(file.attachmentID.uuidString.lowercased()); try again"))
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
     }
 
     private func download(_ file: OriginalFile, over transport: any SyncTransport) async throws(OutpostError) -> (URL, Int64) {
@@ -275,6 +319,9 @@ public final class Device: Sendable {
             do {
                 outcome = try await transport.downloadOriginal(of: file.attachmentID, byteCount: file.byteCount, appendingTo: file.url)
             } catch {
+                // Bytes known to be wrong (an answer too long, one resumed elsewhere, no digest) are not
+                // kept to be resumed; a cut connection's are.
+                if error.code == .invalidResponse { try? FileManager.default.removeItem(at: file.url) }
                 throw .transport(error)
             }
             received = outcome.receivedBytes
@@ -408,14 +455,20 @@ public struct OriginalsSummary: Sendable, Hashable {
     public var alreadyHeld = 0
     /// Originals not downloaded because they would have taken this call past the cache budget.
     public var leftOverBudget = 0
+    /// Originals the server could not give now (an upload not finished, an attachment deleted since the
+    /// last pull) or gave with bytes that are not the record's; each is asked for again next time.
+    public var unavailable = 0
     /// Bytes received; a resumed download counts only what it lacked.
     public var bytesReceived: Int64 = 0
 
     /// Creates a summary.
-    public init(downloaded: Int = 0, alreadyHeld: Int = 0, leftOverBudget: Int = 0, bytesReceived: Int64 = 0) {
+    public init(
+        downloaded: Int = 0, alreadyHeld: Int = 0, leftOverBudget: Int = 0, unavailable: Int = 0, bytesReceived: Int64 = 0
+    ) {
         self.downloaded = downloaded
         self.alreadyHeld = alreadyHeld
         self.leftOverBudget = leftOverBudget
+        self.unavailable = unavailable
         self.bytesReceived = bytesReceived
     }
 }

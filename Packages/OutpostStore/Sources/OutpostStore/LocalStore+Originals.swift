@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GRDB
 import OutpostBundles
 import OutpostSchema
@@ -84,6 +89,11 @@ extension LocalStore {
             return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: own, isHeld: true)
         }
         let cached = originalsFolder.appendingPathComponent("\(id.storageText)-\(digest)")
+        let partial = cached.appendingPathExtension("partial")
+        // A link planted in the cache folder would have a download write, or a read return, a file
+        // elsewhere: links are removed, never followed.
+        Self.removeIfLink(cached)
+        Self.removeIfLink(partial)
         if FileManager.default.fileExists(atPath: cached.path) {
             // Its modification date is its last use: the least recently used go first.
             try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: cached.path)
@@ -92,18 +102,40 @@ extension LocalStore {
         try StoreError.mapping(path: path) {
             try FileManager.default.createDirectory(at: originalsFolder, withIntermediateDirectories: true)
         }
-        return OriginalFile(
-            attachmentID: id, byteCount: byteCount, sha256: digest, url: cached.appendingPathExtension("partial"),
-            isHeld: false)
+        return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: partial, isHeld: false)
+    }
+
+    private static func removeIfLink(_ url: URL) {
+        var status = stat()
+        if lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFLNK { try? FileManager.default.removeItem(at: url) }
+    }
+
+    /// Holds `file`'s download for this process alone, across every process on the database (an app and
+    /// its share extension): an exclusive `flock` on `<id>-<sha256>.lock` in the cache folder, released
+    /// when the returned lock is dropped. Nil while another holds it: two writers of one partial file let
+    /// one's bytes land after the other had checked and kept the file, and a corrupt original was served.
+    public func lockOriginalDownload(_ file: OriginalFile) throws(StoreError) -> OriginalDownloadLock? {
+        let url = file.url.deletingPathExtension().appendingPathExtension("lock")
+        Self.removeIfLink(url)
+        let descriptor = openLockFile(url.path)
+        guard descriptor >= 0 else {
+            throw StoreError(.databaseFailure, path: url.path, message: "cannot open the download's lock file (errno \(errno))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            return nil
+        }
+        return OriginalDownloadLock(descriptor: descriptor)
     }
 
     /// Keeps a download that holds all of `file`'s bytes: checks it against the record's SHA-256 (a
     /// mismatch removes it and throws `checksumMismatch`, so the next request starts from 0), puts it in
     /// the cache and then removes the least recently used originals until the cache holds at most
-    /// `budget` bytes. The one just kept stays even when it alone is larger: the app asked for it.
-    /// Returns where it now is.
+    /// `budget` bytes. The one just kept stays (`Device` refuses to download one larger than the whole
+    /// budget). Returns where it now is.
     public func keepOriginal(_ file: OriginalFile, within budget: Int64) throws(StoreError) -> URL {
         let kept = file.url.deletingPathExtension()
+        Self.removeIfLink(file.url)
         let digest = try StoreError.mapping(path: path) { try Self.measure(file.url) }
         guard digest.0 == file.byteCount, digest.1 == file.sha256 else {
             try? FileManager.default.removeItem(at: file.url)
@@ -138,12 +170,39 @@ extension LocalStore {
         }
     }
 
+    /// The cache's originals and partial downloads: files named `<id>-<sha256>` (and `.partial`), nothing
+    /// else the folder may hold (a lock file, anything put there by hand).
     private func cachedOriginals() -> [(url: URL, size: Int64, used: Date)] {
-        let keys: [URLResourceKey] = [.fileSizeKey, .contentModificationDateKey]
+        let keys: [URLResourceKey] = [.fileSizeKey, .contentModificationDateKey, .isRegularFileKey]
         let urls = (try? FileManager.default.contentsOfDirectory(at: originalsFolder, includingPropertiesForKeys: keys)) ?? []
         return urls.compactMap { url in
+            let name = url.lastPathComponent
+            let base = name.hasSuffix(".partial") ? String(name.dropLast(8)) : name
+            guard base.utf8.count == 36 + 1 + 64, UUID(uuidString: String(base.prefix(36))) != nil,
+                base.dropFirst(37).utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
+                (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true
+            else { return nil }
             guard let values = try? url.resourceValues(forKeys: Set(keys)) else { return nil }
             return (url, Int64(values.fileSize ?? 0), values.contentModificationDate ?? .distantPast)
         }
     }
+}
+
+/// One process's hold on an original's download (`LocalStore.lockOriginalDownload`); released when dropped.
+public final class OriginalDownloadLock: Sendable {
+    private let descriptor: Int32
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        close(descriptor)
+    }
+}
+
+/// Opens (creating) a lock file, never through a link; at file scope, where `open` is the system's and
+/// not `LocalStore.open`.
+private func openLockFile(_ path: String) -> Int32 {
+    open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
 }

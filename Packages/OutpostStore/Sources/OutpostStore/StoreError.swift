@@ -11,7 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
-            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch
+            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch, overBudget
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -41,6 +41,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A downloaded original is not the file its record names (its SHA-256 differs); it was removed,
         /// and the next request downloads it again from the start.
         public static let checksumMismatch = Code(.checksumMismatch)
+        /// An original larger than the cache budget the app set: it is not downloaded at all, so a record
+        /// that claims a huge size cannot fill the device.
+        public static let overBudget = Code(.overBudget)
 
         public var description: String { wrapped.rawValue }
     }

@@ -180,7 +180,8 @@ public actor HTTPTransport: SyncTransport {
         let partial = destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).\(UUID().uuidString).partial")
         defer { try? FileManager.default.removeItem(at: partial) }
-        let outcome = try await stream(request, name: name, limit: configuration.maximumBundleBytes, into: partial) { _, _ in 0 }
+        let limit = configuration.maximumBundleBytes
+        let outcome = try await stream(request, name: name, into: partial) { _, _ in (0, limit) }
         do {
             try? FileManager.default.removeItem(at: destination)
             try FileManager.default.moveItem(at: partial, to: destination)
@@ -208,15 +209,17 @@ public actor HTTPTransport: SyncTransport {
         // Media is already compressed (JPEG, AAC): asked for as is, so a range counts the file's own bytes.
         request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
         counts.requests += 1
-        let outcome = try await stream(request, name: name, limit: byteCount - held, into: partial) { status, headers in
-            // A 206 must resume where the file stops; a 200 is the whole file again, written from 0.
+        let outcome = try await stream(request, name: name, into: partial) { status, headers in
+            // A 206 must resume where the file stops, and end where the record says it does; a 200 (a proxy
+            // that ignores Range) is the whole file again, written from 0 and bounded by the whole size.
             if status == 206 {
-                guard let range = headers.first(name: "Content-Range"), range.hasPrefix("bytes \(held)-") else {
-                    throw ResumeError(message: "asked for bytes from \(held), answered \(headers.first(name: "Content-Range") ?? "no Content-Range")")
+                let expected = "bytes \(held)-\(byteCount - 1)/\(byteCount)"
+                guard let range = headers.first(name: "Content-Range"), range == expected else {
+                    throw ResumeError(message: "asked for \(expected), answered \(headers.first(name: "Content-Range") ?? "no Content-Range")")
                 }
-                return UInt64(held)
+                return (UInt64(held), byteCount - held)
             }
-            return 0
+            return (0, byteCount)
         }
         guard let digest = outcome.headers.first(name: SyncProtocol.mediaDigestHeader), digest.utf8.count == 64 else {
             throw TransportError(
@@ -239,11 +242,12 @@ public actor HTTPTransport: SyncTransport {
     /// bytes while it arrives. An error status is thrown as the server's error, its body read within
     /// `maximumResponseBytes`. Both downloads (a bundle, an original) go through here.
     private func stream(
-        _ request: HTTPClientRequest, name: String, limit: Int64, into file: URL,
-        start: @escaping @Sendable (Int, HTTPHeaders) throws -> UInt64
+        _ request: HTTPClientRequest, name: String, into file: URL,
+        start: @escaping @Sendable (Int, HTTPHeaders) throws -> (offset: UInt64, limit: Int64)
     ) async throws(TransportError) -> (status: Int, headers: HTTPHeaders, written: Int64) {
         let errorLimit = configuration.maximumResponseBytes
         let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
+        let limitSeen = NIOLockedValueBox<Int64>(0)
         do {
             outcome = try await Self.within(configuration.transferTimeout) { [transferClient, timeout = configuration.transferTimeout] in
                 let response = try await transferClient.execute(request, timeout: Self.timeAmount(timeout))
@@ -252,7 +256,8 @@ public actor HTTPTransport: SyncTransport {
                     let body = try await response.body.collect(upTo: errorLimit)
                     return (status, response.headers, 0, Data(body.readableBytesView))
                 }
-                let offset = try start(status, response.headers)
+                let (offset, limit) = try start(status, response.headers)
+                limitSeen.withLockedValue { $0 = limit }
                 if !FileManager.default.fileExists(atPath: file.path) {
                     guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
                         throw BundleFileError(path: file.path)
@@ -273,7 +278,7 @@ public actor HTTPTransport: SyncTransport {
         } catch let error as ResumeError {
             throw TransportError(.invalidResponse, request: name, message: error.message, underlying: error)
         } catch {
-            throw classify(error, name: name, limit: Int(clamping: limit))
+            throw classify(error, name: name, limit: Int(clamping: limitSeen.withLockedValue { $0 }))
         }
         counts.bytesReceived += outcome.size + Int64(outcome.errorBody.count)
         guard (200..<300).contains(outcome.status) else {

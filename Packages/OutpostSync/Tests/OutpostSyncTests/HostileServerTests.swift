@@ -204,6 +204,16 @@ import Testing
         #expect(wrongStart.code == .invalidResponse && wrongStart.message.contains("bytes 0-3/8"), "\(wrongStart)")
         #expect(try Data(contentsOf: held) == Data("xxxx".utf8))
         #expect(try await elsewhere.requests().first?.header("Range") == "bytes=4-")
+
+        // A proxy that ignores Range sends the whole file again: written from 0, bounded by the whole size.
+        let whole = try await LocalHTTPServer(routes: [path: .init(body: "abcdefgh", headers: ["Outpost-Media-SHA256": digest])])
+        defer { whole.stop() }
+        let again = folder.appendingPathComponent("c.partial")
+        try Data("abcd".utf8).write(to: again)
+        let restarted = try await HTTPTransport(configuration: .init(baseURL: whole.baseURL, schemaVersion: 5), token: "t1")
+            .downloadOriginal(of: id, byteCount: 8, appendingTo: again)
+        #expect(restarted.heldBytes == 8 && restarted.receivedBytes == 8, "\(restarted)")
+        #expect(try Data(contentsOf: again) == Data("abcdefgh".utf8))
     }
 
     @Test func aRedirectWithinTheServerIsReportedNotFollowed() async throws {
