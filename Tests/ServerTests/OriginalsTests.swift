@@ -164,7 +164,8 @@ struct OriginalsTests {
         #expect(error.code == .checksumMismatch)
         #expect(carol.store.originalsCacheBytes() == 0)
 
-        // Deleted by the office: its original is no one's any more.
+        // Deleted by the office: its original is no one's any more, on the server or in a teammate's cache.
+        let cached = try await carol.original(of: photos[0].attachment)
         let fresh = try Device(
             path: server.directory.appendingPathComponent("alice-3.sqlite").path, app: .fieldService,
             transport: server.transport(token: TestServer.aliceToken))
@@ -173,6 +174,9 @@ struct OriginalsTests {
         try await fresh.delete(held)
         try await fresh.sync()
         #expect(try await download(photos[0].attachment.id, as: TestServer.carolToken)?.status == 404)
+        #expect(FileManager.default.fileExists(atPath: cached.path))
+        try await carol.sync()
+        #expect(!FileManager.default.fileExists(atPath: cached.path), "the pulled delete took the cached original")
         await server.stop()
     }
 

@@ -151,6 +151,28 @@ extension LocalStore {
         return kept
     }
 
+    /// Removes the cached originals (and partial downloads) no live record names any more: the record
+    /// was deleted, left with its project, or names another file since it was attached again. A
+    /// teammate's photo the device may no longer see must not stay on it until the budget happens to
+    /// evict it. `Device.sync` runs it after each run; returns how many files went.
+    @discardableResult
+    public func sweepOriginals() throws(StoreError) -> Int {
+        let files = cachedOriginals()
+        guard !files.isEmpty else { return 0 }
+        let tables = EntityCatalog.all.filter { $0.syncClass == .media }.map(\.table)
+        let named = tables.map { "SELECT sha256 FROM \"\($0)\" WHERE id = ? AND deleted_at IS NULL" }.joined(separator: " UNION ALL ")
+        var removed = 0
+        for file in files {
+            let name = file.url.lastPathComponent
+            let id = String(name.prefix(36)), digest = String(name.dropFirst(37).prefix(64))
+            let live = try read { db in
+                try String.fetchAll(db, sql: named, arguments: StatementArguments(Array(repeating: id, count: tables.count)))
+            }
+            if tables.isEmpty || !live.contains(digest), (try? FileManager.default.removeItem(at: file.url)) != nil { removed += 1 }
+        }
+        return removed
+    }
+
     /// The bytes of originals (and partial downloads) the cache holds.
     public func originalsCacheBytes() -> Int64 {
         cachedOriginals().reduce(0) { $0 + $1.size }
