@@ -301,7 +301,12 @@ public final class Device: Sendable {
             } catch {
                 throw .store(error)
             }
-            guard ContinuousClock.now < deadline, !Task.isCancelled else {
+            if Task.isCancelled {
+                throw .transport(TransportError(
+                    .cancelled, request: "GET /media/\(file.attachmentID.uuidString.lowercased())",
+                    message: "cancelled while another process downloaded it"))
+            }
+            guard ContinuousClock.now < deadline else {
                 throw .store(StoreError(
                     .databaseBusy, path: file.url.path,
                     message: "another process on this database is downloading the original of \(file.attachmentID.uuidString.lowercased()); try again"))
