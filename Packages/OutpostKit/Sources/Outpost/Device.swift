@@ -230,7 +230,7 @@ public final class Device: Sendable {
             }
             do throws(OutpostError) {
                 let fetched = try await original { () throws(StoreError) in
-                    try store.originalFiles(ofProject: project).first { $0.attachmentID == file.attachmentID } ?? file
+                    try store.originalFile(of: file.entity, id: file.attachmentID)
                 }
                 taken += file.byteCount
                 summary.downloaded += 1

@@ -343,10 +343,7 @@ package struct ContentRange: Sendable, Hashable {
     /// at the wrong offset is.
     init(header: String) throws(ServerError) {
         let invalid = ServerError.badRequest("Content-Range must be 'bytes first-last/total' or 'bytes */total'")
-        func number(_ digits: Substring) -> Int64? {
-            guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
-            return Int64(digits)
-        }
+        let number = rangeBound
         guard header.hasPrefix("bytes ") else { throw invalid }
         let parts = header.dropFirst(6).split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let total = number(parts[1]) else { throw invalid }
@@ -369,6 +366,12 @@ package struct ContentRange: Sendable, Hashable {
     }
 }
 
+/// A byte position of a `Content-Range` or `Range` header: 1 to 18 decimal digits, nil otherwise.
+private func rangeBound(_ digits: Substring) -> Int64? {
+    guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+    return Int64(digits)
+}
+
 /// A `Range: bytes=first-` or `bytes=first-last` header of a download that resumes. Nil for no header
 /// and for every other form (a suffix, several ranges, text of no form): those are ignored and the
 /// whole file is sent, as RFC 9110 lets a server do.
@@ -376,18 +379,14 @@ struct MediaRange: Sendable, Hashable {
     var first: Int64
     var last: Int64?
 
-    init?(header: String?, size: Int64) {
+    init?(header: String?) {
         guard let header, header.hasPrefix("bytes=") else { return nil }
         let bounds = header.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
-        func number(_ digits: Substring) -> Int64? {
-            guard (1...18).contains(digits.count), digits.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
-            return Int64(digits)
-        }
-        guard bounds.count == 2, let first = number(bounds[0]) else { return nil }
+        guard bounds.count == 2, let first = rangeBound(bounds[0]) else { return nil }
         if bounds[1].isEmpty {
             self.init(first: first, last: nil)
         } else {
-            guard let last = number(bounds[1]), last >= first else { return nil }
+            guard let last = rangeBound(bounds[1]), last >= first else { return nil }
             self.init(first: first, last: last)
         }
     }

@@ -343,7 +343,7 @@ public struct SyncServer: Sendable {
             headers[.eTag] = "\"\(original.sha256)\""
             // Only `bytes=N-` and `bytes=N-M` are honoured, as a resumed download asks; any other form
             // is ignored and the whole file sent, as RFC 9110 allows.
-            guard let range = MediaRange(header: request.headers[.range], size: size) else {
+            guard let range = MediaRange(header: request.headers[.range]) else {
                 let body = size == 0 ? ResponseBody() : try await FileIO().loadFile(path: original.path, range: 0...Int(size - 1), context: context)
                 headers[.contentLength] = String(size)
                 return Response(status: .ok, headers: headers, body: body)

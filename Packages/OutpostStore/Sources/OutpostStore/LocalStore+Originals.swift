@@ -10,6 +10,8 @@ import OutpostSchema
 
 /// An attachment's original as this device holds it: where to read it, or where a download goes.
 public struct OriginalFile: Sendable, Hashable {
+    /// The attachment's media entity.
+    public let entity: EntityType
     /// The attachment.
     public let attachmentID: UUID
     /// The file's size, as the attachment record states it.
@@ -62,7 +64,8 @@ extension LocalStore {
         return files
     }
 
-    func originalFile(of entity: EntityType, id: UUID) throws(StoreError) -> OriginalFile {
+    /// `originalFile(of:)` by the record's entity and id: how a file found earlier is looked up again.
+    public func originalFile(of entity: EntityType, id: UUID) throws(StoreError) -> OriginalFile {
         let stored = try read { db -> (record: EntityRecord?, ownDigest: String?) in
             let record = try EntityTables.fetchRecord(entity, id: id, in: db)
             let own = try String.fetchOne(
@@ -78,7 +81,7 @@ extension LocalStore {
         }
         // The digest names the cached file: one that is not 64 lowercase hex digits (a hostile server's or
         // bundle's record, "../../x") must never become a path.
-        guard digest.utf8.count == 64, digest.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+        guard Self.isSHA256Hex(digest) else {
             throw StoreError(
                 .mediaNotFound, path: path,
                 message: "\(entity) \(id.storageText) names no file: its sha256 is not 64 lowercase hex digits")
@@ -86,7 +89,7 @@ extension LocalStore {
         // Its own copy while it is the file the record names: a teammate may have attached another since.
         let own = mediaFolder.appendingPathComponent(id.storageText)
         if stored.ownDigest == digest, FileManager.default.fileExists(atPath: own.path) {
-            return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: own, isHeld: true)
+            return OriginalFile(entity: entity, attachmentID: id, byteCount: byteCount, sha256: digest, url: own, isHeld: true)
         }
         let cached = originalsFolder.appendingPathComponent("\(id.storageText)-\(digest)")
         let partial = cached.appendingPathExtension("partial")
@@ -97,12 +100,17 @@ extension LocalStore {
         if FileManager.default.fileExists(atPath: cached.path) {
             // Its modification date is its last use: the least recently used go first.
             try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: cached.path)
-            return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: cached, isHeld: true)
+            return OriginalFile(entity: entity, attachmentID: id, byteCount: byteCount, sha256: digest, url: cached, isHeld: true)
         }
         try StoreError.mapping(path: path) {
             try FileManager.default.createDirectory(at: originalsFolder, withIntermediateDirectories: true)
         }
-        return OriginalFile(attachmentID: id, byteCount: byteCount, sha256: digest, url: partial, isHeld: false)
+        return OriginalFile(entity: entity, attachmentID: id, byteCount: byteCount, sha256: digest, url: partial, isHeld: false)
+    }
+
+    /// 64 lowercase hex digits: a SHA-256 as records and cache file names write it.
+    private static func isSHA256Hex(_ text: some StringProtocol) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
     private static func removeIfLink(_ url: URL) {
@@ -161,16 +169,17 @@ extension LocalStore {
         guard !files.isEmpty else { return 0 }
         let tables = EntityCatalog.all.filter { $0.syncClass == .media }.map(\.table)
         let named = tables.map { "SELECT sha256 FROM \"\($0)\" WHERE id = ? AND deleted_at IS NULL" }.joined(separator: " UNION ALL ")
-        var removed = 0
-        for file in files {
-            let name = file.url.lastPathComponent
-            let id = String(name.prefix(36)), digest = String(name.dropFirst(37).prefix(64))
-            let live = try read { db in
-                try String.fetchAll(db, sql: named, arguments: StatementArguments(Array(repeating: id, count: tables.count)))
+        // One read for the whole cache: which of its files a live record still names.
+        let unnamed = try read { db in
+            try files.filter { file in
+                let name = file.url.lastPathComponent
+                let id = String(name.prefix(36)), digest = String(name.dropFirst(37).prefix(64))
+                guard !tables.isEmpty else { return true }
+                return try !String.fetchAll(db, sql: named, arguments: StatementArguments(Array(repeating: id, count: tables.count)))
+                    .contains(digest)
             }
-            if tables.isEmpty || !live.contains(digest), (try? FileManager.default.removeItem(at: file.url)) != nil { removed += 1 }
         }
-        return removed
+        return unnamed.filter { (try? FileManager.default.removeItem(at: $0.url)) != nil }.count
     }
 
     /// The bytes of originals (and partial downloads) the cache holds.
@@ -201,10 +210,9 @@ extension LocalStore {
             let name = url.lastPathComponent
             let base = name.hasSuffix(".partial") ? String(name.dropLast(8)) : name
             guard base.utf8.count == 36 + 1 + 64, UUID(uuidString: String(base.prefix(36))) != nil,
-                base.dropFirst(37).utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
-                (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true
+                Self.isSHA256Hex(base.dropFirst(37)),
+                let values = try? url.resourceValues(forKeys: Set(keys)), values.isRegularFile == true
             else { return nil }
-            guard let values = try? url.resourceValues(forKeys: Set(keys)) else { return nil }
             return (url, Int64(values.fileSize ?? 0), values.contentModificationDate ?? .distantPast)
         }
     }
