@@ -39,6 +39,11 @@ struct ImportCommand: ParsableCommand {
             throw CommandFailure("\(error)")
         }
         if showProgress { BundleProgressBar.clear() }
+        try Self.show(summary, of: path, into: db, json: json)
+    }
+
+    /// Prints an import's summary, as a table or as JSON (shared with `outpost presync`).
+    static func show(_ summary: ImportSummary, of path: String, into db: String, json: Bool) throws {
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

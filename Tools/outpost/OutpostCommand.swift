@@ -10,7 +10,7 @@ struct OutpostCommand: AsyncParsableCommand {
         commandName: "outpost",
         abstract: "Offline-first data and sync toolkit for field-service apps.",
         version: OutpostVersion.current,
-        subcommands: [EntitiesCommand.self, SchemaCommand.self, MigrateCommand.self, InfoCommand.self, StatusCommand.self, UnsentCommand.self, AuditCommand.self, ConflictsCommand.self, ImportCommand.self, BundleCommand.self, SyncCommand.self, OriginalsCommand.self, ServeCommand.self, AdminCommand.self]
+        subcommands: [EntitiesCommand.self, SchemaCommand.self, MigrateCommand.self, InfoCommand.self, StatusCommand.self, UnsentCommand.self, AuditCommand.self, ConflictsCommand.self, ImportCommand.self, BundleCommand.self, SyncCommand.self, PreSyncCommand.self, OriginalsCommand.self, ServeCommand.self, AdminCommand.self]
     )
 
     /// Installs the field-service schema, the one this tool works on, before any command runs (the

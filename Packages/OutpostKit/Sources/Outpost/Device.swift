@@ -155,7 +155,9 @@ public final class Device: Sendable {
     }
 
     /// Downloads a project's bundle from the server and imports it: the "pre-sync this project" button.
-    /// `progress` reports the import as it goes, as `importBundle(at:progress:)` does.
+    /// `progress` reports the import as it goes, as `importBundle(at:progress:)` does. On a device that
+    /// held none of the project's records, the next sync then pulls only what changed on the server
+    /// after the bundle was made, not the records the bundle brought.
     @discardableResult
     public func preSync(
         project: UUID, format: BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
@@ -181,7 +183,11 @@ public final class Device: Sendable {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, OutpostError>, Never>) in
             let thread = Thread { [self] in
                 continuation.resume(returning: Result { () throws(OutpostError) in
-                    try importBundle(at: file, progress: progress)
+                    do throws(BundleError) {
+                        return try store.importBundle(at: file, fromServer: true, progress: progress)
+                    } catch {
+                        throw .bundle(error)
+                    }
                 })
             }
             thread.name = "outpost-pre-sync-import"

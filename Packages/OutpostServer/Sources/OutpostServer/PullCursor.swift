@@ -19,6 +19,10 @@ struct PullCursor: Hashable, Sendable {
     /// The position of each project named; nil in the old form.
     private(set) var projects: [UUID: Int64]?
 
+    /// Projects started where a bundle left them in this request (`adopt`): never reported as left,
+    /// since the device named them, not a cursor this server wrote.
+    private(set) var adopted: Set<UUID> = []
+
     /// The most projects a cursor may name (those of one user).
     static let maximumProjects = 100_000
 
@@ -67,6 +71,20 @@ struct PullCursor: Hashable, Sendable {
         self.init(base: base, projects: projects)
     }
 
+    /// Whether `project` would be read from its beginning: a cursor of the current form that does not
+    /// name it. (The old form counts every project as read up to its base.)
+    func startsFresh(_ project: UUID) -> Bool {
+        guard let projects else { return false }
+        return projects[project] == nil
+    }
+
+    /// Reads `project` after change `sequence`, where a bundle of it was made (`startsFresh` first).
+    mutating func adopt(_ project: UUID, at sequence: Int64) {
+        guard startsFresh(project) else { return }
+        projects?[project] = sequence
+        adopted.insert(project)
+    }
+
     /// The text a client sends back; entries in a stable order, so one position reads one way.
     var text: String {
         guard let projects else { return String(base) }
@@ -78,7 +96,7 @@ struct PullCursor: Hashable, Sendable {
 
     /// The projects this cursor names, among which those the caller has left since (`PullResponse.leftProjects`).
     func projectsLeft(outside memberships: Set<UUID>) -> [UUID] {
-        (projects?.keys.filter { !memberships.contains($0) } ?? []).sorted { $0.storageText < $1.storageText }
+        (projects?.keys.filter { !memberships.contains($0) && !adopted.contains($0) } ?? []).sorted { $0.storageText < $1.storageText }
     }
 
     /// The sequence after which `project`'s changes are still to be pulled.

@@ -519,8 +519,9 @@ public struct SyncServer: Sendable {
         // The API document's range: above it the number is refused rather than capped, as any value
         // outside a documented range is (the cap, maximumPullLimit, applies within it).
         guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
-        let after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
+        var after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
+        try await adoptBundlePositions(pull.bundlePositions, into: &after)
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
@@ -529,6 +530,27 @@ public struct SyncServer: Sendable {
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
         return answer.body
+    }
+
+    /// Starts each project a bundle position names, and the cursor does not, where the bundle left it
+    /// (`PullRequest.bundlePositions`): the bundle held every record of the project up to that change.
+    /// A position whose checkpoint this history does not hold (a restore since, or text no bundle
+    /// carried) is left out, and the project read from its beginning: skipping to a number a restored
+    /// history reuses would skip its new changes. A project the caller is not a member of is read by no
+    /// pull, so its position changes nothing and is told nothing of (`PullCursor.adopting`).
+    private func adoptBundlePositions(_ positions: [String], into cursor: inout PullCursor) async throws(ServerError) {
+        guard positions.count <= SyncProtocol.maximumBundlePositions else {
+            throw ServerError.badRequest("at most \(SyncProtocol.maximumBundlePositions) bundle positions")
+        }
+        for text in positions {
+            guard let (project, sequence, mark) = SyncProtocol.bundlePositionParts(text) else {
+                throw ServerError.badRequest("'bundlePositions' holds '\(text.prefix(80))', not a bundle's position")
+            }
+            guard cursor.startsFresh(project),
+                try await storage.holdsHistory(HistoryCheckpoint(sequence: sequence, mark: mark))
+            else { continue }
+            cursor.adopt(project, at: sequence)
+        }
     }
 
     /// `GET /media/{id}/upload`: how much of the attachment's file the server holds.

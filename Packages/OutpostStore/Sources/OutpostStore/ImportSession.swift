@@ -46,11 +46,15 @@ final class ImportSession {
     /// Whether the store knows of deletes of records it never held (`KnownDeletions`): only then is a
     /// new record looked up there.
     private let checksKnownDeletions: Bool
+    /// Whether versions written are noted as the bundle's word: not for a bundle the device downloaded
+    /// from its own server (`LocalStore.importBundle(at:fromServer:)`), whose versions are the server's.
+    private let notesVersions: Bool
 
     /// A session writing `stream`'s records in `db`'s open transaction; `origin` names the store in the
     /// change journal.
-    init(db: Database, origin: String, stream: BundleRecordStream) throws {
+    init(db: Database, origin: String, stream: BundleRecordStream, notesVersions: Bool = true) throws {
         self.db = db
+        self.notesVersions = notesVersions
         self.origin = origin
         self.stream = stream
         checksKnownDeletions = try KnownDeletions.any(in: db)
@@ -99,7 +103,7 @@ final class ImportSession {
         let staged = EntityCatalog.all.compactMap { tables[$0.type] }
         for table in staged {
             try table.flush(location: place)
-            try table.noteImportedVersions()
+            if notesVersions { try table.noteImportedVersions() }
             counts[table.description.type, default: ImportCounts()].inserted += table.stagedCount
         }
         for table in staged {
@@ -177,7 +181,7 @@ final class ImportSession {
         case .refreshAroundWaitingChange:
             if try EntityTables.refreshUnchangedFields(from: incoming, in: db) != nil {
                 counts[entity, default: ImportCounts()].refreshedAroundLocalChanges += 1
-                try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db)
+                if notesVersions { try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db) }
                 note(incoming)
             } else {
                 counts[entity, default: ImportCounts()].skippedLocallyModified += 1
@@ -203,7 +207,7 @@ final class ImportSession {
         } else if stored == nil {
             try EntityTables.save(orphaned, in: db)
         }
-        try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db)
+        if notesVersions { try ImportedVersions.note(entity, incoming.id, version: incoming.sync.version, in: db) }
         note(incoming)
         pending.append(PendingRecord(entity: entity, id: incoming.id, before: before))
     }
@@ -239,7 +243,7 @@ final class ImportSession {
         } else {
             try EntityTables.save(record, in: db)
         }
-        try ImportedVersions.note(record.entity, record.id, version: record.sync.version, in: db)
+        if notesVersions { try ImportedVersions.note(record.entity, record.id, version: record.sync.version, in: db) }
         note(record)
         if stored == nil {
             counts[record.entity, default: ImportCounts()].inserted += 1

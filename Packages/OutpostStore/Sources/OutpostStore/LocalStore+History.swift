@@ -123,6 +123,7 @@ extension LocalStore {
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.checkpointKey])
             // The rebuild settles whatever imports brought: their checkpoints need no answer now.
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.importedKey])
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [BundlePositions.key])
             try db.execute(sql: "DELETE FROM sync_cursors")
             try db.execute(sql: "DELETE FROM server_id_map")
             try db.execute(sql: "DELETE FROM known_deletions")

@@ -16,9 +16,17 @@ extension LocalStore {
     ///
     /// Synchronous, like the parse it waits on: call it off the main thread. Other writes wait for it
     /// (up to the store's busy timeout, for other processes).
+    ///
+    /// `fromServer`: the bundle is one this device has just downloaded from its own server over its
+    /// authenticated connection (`Device.preSync`), never a file handed over. Its versions are then the
+    /// server's word, as a pull's are, so they are not held as the bundle's (`ImportedVersions`); and
+    /// when the import took every record as it was into a store that held none of them, the project's
+    /// position is kept for the next pull (`bundlePositions()`), which then brings only what changed
+    /// after the bundle was made.
     @discardableResult
     public func importBundle(
-        at url: URL, limits: BundleLimits = .standard, progress: (@Sendable (ImportProgress) -> Void)? = nil
+        at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false,
+        progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) throws(BundleError) -> ImportSummary {
         let stream = try BundleImporter(limits: limits).open(url)
         let origin = claimOwner.text
@@ -35,7 +43,7 @@ extension LocalStore {
                 let before = try ChangeJournal.latest(in: db)
                 try db.execute(sql: "BEGIN IMMEDIATE TRANSACTION")
                 do {
-                    let session = try ImportSession(db: db, origin: origin, stream: stream)
+                    let session = try ImportSession(db: db, origin: origin, stream: stream, notesVersions: !fromServer)
                     var records = 0
                     while let batch = try stream.nextBatch() {
                         for item in batch { try session.apply(item.record, at: item.location) }
@@ -56,6 +64,13 @@ extension LocalStore {
                                 + "server to confirm them, more than the \(HistoryState.maximumImported) a device keeps; "
                                 + "sync, then import again. Nothing was imported",
                             file: url.path)
+                    }
+                    // The server writes one checkpoint: the newest change of the project's records it read.
+                    let total = session.counts.values.reduce(ImportCounts(), +)
+                    if fromServer, total.records > 0, total.inserted == total.records, stream.checkpoints.count == 1,
+                        let project = stream.projectID
+                    {
+                        try BundlePositions.save(project: project, checkpoint: stream.checkpoints[0], in: db)
                     }
                     try stream.stageFiles(forDatabaseAt: path)
                     progress?(ImportProgress(records: records, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))

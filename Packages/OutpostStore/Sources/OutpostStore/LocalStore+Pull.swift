@@ -30,12 +30,18 @@ public struct PulledPage: Sendable {
     /// every record is taken as the server has it now, except for this device's own writes the server
     /// no longer holds, which are queued again and merged by the entity's strategy.
     public let rebuildsHistory: Bool
+    /// The bundle positions the request for this page carried (`LocalStore.bundlePositions()`):
+    /// forgotten with the page, whose cursor holds them now (or the server left them out and read those
+    /// projects from their beginning).
+    public let sentBundlePositions: [String]
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
         changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
-        leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false
+        leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false,
+        sentBundlePositions: [String] = []
     ) {
+        self.sentBundlePositions = sentBundlePositions
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
@@ -63,7 +69,7 @@ public struct PulledPage: Sendable {
         }
         return PulledPage(
             changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil,
-            checkpoint: checkpoint, rebuildsHistory: rebuildsHistory)
+            checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions)
     }
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
@@ -244,6 +250,7 @@ extension StoreWriter {
                     .execute(arguments: [page.stream, cursor, now.storageMilliseconds])
             }
             if let checkpoint = page.checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
+            try BundlePositions.forget(page.sentBundlePositions, in: db)
             let told = changes.filter { !report.unchangedRecords.contains($0.record.id) }
             try ChangeJournal.append(told.map(\.storeChange), origin: origin, in: db)
             return report

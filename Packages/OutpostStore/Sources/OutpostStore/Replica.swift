@@ -51,6 +51,10 @@ public protocol Replica: Sendable {
     /// engine sends each before it pulls, and a server that no longer holds one starts a rebuild.
     func importedCheckpoints() throws(StoreError) -> [String]
 
+    /// Where bundles downloaded from the server left their projects, for the first request of the next
+    /// pull (`PullRequest.bundlePositions`); a page applied with them forgets them.
+    func bundlePositions() throws(StoreError) -> [String]
+
     /// Forgets an imported checkpoint the server confirmed.
     func confirmImportedCheckpoint(_ checkpoint: String) throws(StoreError)
 

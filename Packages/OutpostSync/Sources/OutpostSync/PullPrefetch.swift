@@ -19,26 +19,34 @@ struct PullPrefetch: Sendable {
         var records: [VersionedRecord] = []
         /// Changes that could not be converted, with why.
         var unreadable: [(ServerRecord, String)] = []
+        /// The bundle positions its request carried (the first request's only).
+        var sentBundlePositions: [String] = []
     }
 
     private let pipeline: ReadAhead<FetchedPage, TransportError>
     private let fetcher: Task<Void, Never>
 
     /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
-    /// Every request carries `checkpoint` (`PullRequest.checkpoint`).
+    /// Every request carries `checkpoint` (`PullRequest.checkpoint`); the first carries `bundlePositions`,
+    /// since the cursors after it are the server's and hold them already.
     init(
         from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, checkpoint: String? = nil,
-        transport: any SyncTransport
+        bundlePositions: [String] = [], transport: any SyncTransport
     ) {
         let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
         self.pipeline = pipeline
         fetcher = Task {
             var cursor = cursor
             var emptyPages = 0
+            var positions = bundlePositions
             do throws(TransportError) {
                 while await pipeline.room() {
-                    let page = try await Self.fetch(
-                        PullRequest(cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint), from: transport)
+                    var page = try await Self.fetch(
+                        PullRequest(
+                            cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint, bundlePositions: positions),
+                        from: transport)
+                    page.sentBundlePositions = positions
+                    positions = []
                     try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
                     pipeline.hand(page)
                     guard page.response.hasMore else { break }

@@ -218,7 +218,8 @@ public actor SyncEngine {
         let ahead = PullPrefetch(
             from: rebuilding ? nil : try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
             projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } },
-            checkpoint: rebuilding ? nil : try store.historyCheckpoint(), transport: transport)
+            checkpoint: rebuilding ? nil : try store.historyCheckpoint(),
+            bundlePositions: rebuilding ? [] : try store.bundlePositions(), transport: transport)
         defer { ahead.stop() }
         while let fetched = try await ahead.next() {
             // The first answer names the server's policy: a page merged with another policy than
@@ -237,7 +238,7 @@ public actor SyncEngine {
                 PulledPage(
                     changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
                     leftProjects: response.leftProjects, projects: projects, checkpoint: response.checkpoint,
-                    rebuildsHistory: rebuilding),
+                    rebuildsHistory: rebuilding, sentBundlePositions: fetched.sentBundlePositions),
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
             // Records an earlier build quarantined and this one applied count as pulled now.

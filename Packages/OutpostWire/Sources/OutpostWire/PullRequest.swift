@@ -16,20 +16,28 @@ public struct PullRequest: Sendable, Hashable, Codable {
     /// `PushResponse.checkpoint`): a server whose history no longer holds it (restored from a backup)
     /// answers 409 `history_changed` instead of pages that would skip its new changes. Nil before any.
     public var checkpoint: String?
+    /// Where bundles this device downloaded from this server left their projects, as
+    /// `<project id>=<checkpoint>` (`SyncProtocol.bundlePositionParts`): a project the cursor does not
+    /// name yet is then read from there, not from its beginning, so a pre-synced device's first sync
+    /// pulls only what changed after its bundle was made. A position whose checkpoint the server's
+    /// history does not hold is left out, and that project read from its beginning. Empty for none.
+    public var bundlePositions: [String]
 
     /// Creates a request. This package reads both clock forms, so it asks for the shared one by default.
     public init(
-        cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true, checkpoint: String? = nil
+        cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true, checkpoint: String? = nil,
+        bundlePositions: [String] = []
     ) {
         self.cursor = cursor
         self.limit = limit
         self.projects = projects
         self.acceptsSharedClock = acceptsSharedClock
         self.checkpoint = checkpoint
+        self.bundlePositions = bundlePositions
     }
 
     private enum CodingKeys: String, CodingKey {
-        case cursor, limit, projects, acceptsSharedClock, checkpoint
+        case cursor, limit, projects, acceptsSharedClock, checkpoint, bundlePositions
     }
 
     public init(from decoder: any Decoder) throws {
@@ -40,6 +48,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         // Absent from older clients, which read `clocks` only.
         acceptsSharedClock = try container.decodeIfPresent(Bool.self, forKey: .acceptsSharedClock) ?? false
         checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
+        bundlePositions = try container.decodeIfPresent([String].self, forKey: .bundlePositions) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -50,5 +59,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         // Left out when false, so the request reads as one from before the option existed.
         if acceptsSharedClock { try container.encode(true, forKey: .acceptsSharedClock) }
         try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
+        // Left out when empty; a server from before positions ignores them, and the pull reads from the start.
+        if !bundlePositions.isEmpty { try container.encode(bundlePositions, forKey: .bundlePositions) }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import OutpostConflicts
 import OutpostSchema
 
@@ -21,6 +22,19 @@ public enum SyncProtocol {
             parts[1].allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) })
         else { return nil }
         return (sequence, String(parts[1]))
+    }
+
+    /// The most bundle positions one pull request may carry (`PullRequest.bundlePositions`).
+    public static let maximumBundlePositions = 64
+
+    /// The project and checkpoint of a bundle position (`<project id>=<checkpoint>`, the id as a UUID's
+    /// 36 characters, the checkpoint as `checkpointParts` reads it); nil for any other text.
+    public static func bundlePositionParts(_ text: String) -> (project: UUID, sequence: Int64, mark: String)? {
+        guard let equals = text.firstIndex(of: "="), text.distance(from: text.startIndex, to: equals) == 36,
+            let project = UUID(uuidString: String(text[..<equals])),
+            let (sequence, mark) = checkpointParts(String(text[text.index(after: equals)...]))
+        else { return nil }
+        return (project, sequence, mark)
     }
 
     /// Header carrying the client's local schema version on every request.

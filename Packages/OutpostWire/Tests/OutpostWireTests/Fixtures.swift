@@ -65,6 +65,7 @@ enum Fixtures {
         "PullRequest": [
             PullRequest(cursor: "12", limit: 100, projects: [projectID]),
             PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false, checkpoint: "0"),
+            PullRequest(cursor: nil, limit: 5, bundlePositions: ["\(projectID.uuidString.lowercased())=42.0123456789abcdef"]),
         ],
         "PullResponse": [
             PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true, checkpoint: "42.0123456789abcdef"),

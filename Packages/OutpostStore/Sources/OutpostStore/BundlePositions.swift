@@ -1,0 +1,58 @@
+import Foundation
+import GRDB
+import OutpostSchema
+import OutpostWire
+
+/// Where bundles this device downloaded from its own server left their projects (`sync_state`), until
+/// a pull sends them (`PullRequest.bundlePositions`): the server then reads each project from there,
+/// so a pre-synced device's first sync does not pull again every record its bundle brought.
+///
+/// A position is kept only for an import that took every record of the bundle as it was, into a store
+/// that held none of them: a bundle leaves out deleted records, so a device that held some of the
+/// project's records must pull from the beginning to hear of their deletes, and a record the import
+/// skipped (the store held a version the server gave it) would never come again.
+enum BundlePositions {
+    static let key = "bundle_positions"
+
+    /// Space-separated `<project id>=<checkpoint>`, oldest first.
+    static func all(in db: Database) throws -> [String] {
+        let text = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [key])
+        return text?.split(separator: " ").map(String.init) ?? []
+    }
+
+    /// Keeps `project`'s position at `checkpoint`, replacing an older one of the same project. Past the
+    /// most a request carries, the oldest goes: its project is then read from its beginning.
+    static func save(project: UUID, checkpoint: String, in db: Database) throws {
+        let prefix = project.storageText + "="
+        var kept = try all(in: db).filter { !$0.hasPrefix(prefix) }
+        kept.append(prefix + checkpoint)
+        try write(Array(kept.suffix(maximumCount)), in: db)
+    }
+
+    /// Forgets the positions a pull sent: its cursor holds them now, or the server left them out and
+    /// read those projects from their beginning.
+    static func forget(_ sent: [String], in db: Database) throws {
+        guard !sent.isEmpty else { return }
+        try write(try all(in: db).filter { !sent.contains($0) }, in: db)
+    }
+
+    private static func write(_ positions: [String], in db: Database) throws {
+        if positions.isEmpty {
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [key])
+        } else {
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
+                .execute(arguments: [key, positions.joined(separator: " ")])
+        }
+    }
+
+    /// The most kept: as many as one pull request carries.
+    static let maximumCount = SyncProtocol.maximumBundlePositions
+}
+
+extension LocalStore {
+    /// Where bundles downloaded from this device's server left their projects, for the next pull's first
+    /// request (`importBundle(at:fromServer:)` keeps them); empty when none waits.
+    public func bundlePositions() throws(StoreError) -> [String] {
+        try read { try BundlePositions.all(in: $0) }
+    }
+}

@@ -1,0 +1,138 @@
+@testable import OutpostServer
+import Foundation
+import GRDB
+import Outpost
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// Nothing downloaded twice: a device that pre-synced a project from its server does not pull the
+/// bundle's records again on its first sync (`PullRequest.bundlePositions`), against the real server.
+@Suite("Nothing downloaded twice: a pre-synced device's first sync pulls only what changed after its bundle", .fieldService)
+struct NothingTwiceTests {
+    /// Alice's device with `count` issues of project A synced; returns it and the issues.
+    static func alicesIssues(_ count: Int, on server: TestServer) async throws -> (Device, [OutpostModels.Issue]) {
+        let alice = try device("alice-writer", on: server)
+        var issues: [OutpostModels.Issue] = []
+        for index in 0..<count {
+            issues.append(try await alice.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Issue \(index)")))
+        }
+        let report = try await alice.sync()
+        #expect(report.pushed == count, "\(report)")
+        return (alice, issues)
+    }
+
+    static func issues(on device: Device) throws -> [OutpostModels.Issue] {
+        try device.records(OutpostModels.Issue.self, where: "projectID", is: .uuid(TestServer.projectA))
+    }
+
+    static func device(_ name: String, on server: TestServer, token: String = TestServer.aliceToken) throws -> Device {
+        try Device(
+            path: server.directory.appendingPathComponent("\(name)-\(UUID().uuidString).sqlite").path, app: .fieldService,
+            transport: server.transport(token: token))
+    }
+
+    @Test("A pre-synced device pulls none of its bundle's records, then exactly what changed after it; a device that synced first pulls as before", arguments: Backend.available)
+    func aPreSyncedDevicePullsNothingItHolds(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let (writer, issues) = try await Self.alicesIssues(40, on: server)
+
+        // What a device that never pre-synced pulls: every record of the project.
+        let fresh = try Self.device("alice-fresh", on: server)
+        let full = try await fresh.sync()
+        #expect(full.pulled > 40, "\(full)")
+
+        let transport = server.transport(token: TestServer.aliceToken)
+        let presynced = try Device(
+            path: server.directory.appendingPathComponent("alice-presynced.sqlite").path, app: .fieldService, transport: transport)
+        let imported = try await presynced.preSync(project: TestServer.projectA)
+        #expect(imported.total.inserted == full.pulled, "\(imported)")
+        #expect(try presynced.store.bundlePositions().count == 1)
+        // Its versions are the server's (downloaded over the device's own connection), not the bundle's word.
+        #expect(try await DatabaseQueue(path: presynced.store.path).read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM imported_versions") } == 0)
+
+        // Two edits after the bundle was made: the first sync pulls those two and nothing else.
+        var edited = issues[3]
+        edited.title = "Edited after the bundle"
+        try await writer.save(edited)
+        try await writer.delete(issues[7])
+        try await writer.sync()
+        let before = await transport.transferred
+        let first = try await presynced.sync()
+        #expect(first.pulled == 2, "\(first)")
+        #expect(try presynced.store.bundlePositions().isEmpty, "a page applied forgets the positions it sent")
+        let bytes = await transport.transferred.since(before).bytesReceived
+        #expect(try presynced.fetch(OutpostModels.Issue.self, id: edited.id)?.title == "Edited after the bundle")
+        #expect(try !Self.issues(on: presynced).contains { $0.id == issues[7].id })
+
+        // And from then on, only what changed.
+        let second = try await presynced.sync()
+        #expect(second.pulled == 0, "\(second)")
+        // The same holds as a fresh device's pull of everything: what it holds is what the server has.
+        let reference = try Self.device("alice-reference", on: server)
+        try await reference.sync()
+        #expect(try Self.issues(on: presynced).map(\.title).sorted() == Self.issues(on: reference).map(\.title).sorted())
+
+        // A device that already held the project keeps no position (the bundle lacks deleted records,
+        // which only its pull tells), and pulls as before.
+        try await fresh.preSync(project: TestServer.projectA)
+        #expect(try fresh.store.bundlePositions().isEmpty)
+        #expect(bytes < 20_000, "the first sync received \(bytes) bytes")
+        await server.stop()
+    }
+
+    @Test("A position the server's history does not hold, or of a project the caller is not in, is left out: the project is read from its beginning, and nothing tells the two apart")
+    func aPositionTheServerDoesNotHoldIsLeftOut() async throws {
+        let server = try await TestServer.start(.sqlite)
+        _ = try await Self.alicesIssues(10, on: server)
+        let fresh = try Self.device("alice-fresh", on: server)
+        let full = try await fresh.sync().pulled
+
+        let presynced = try Self.device("alice-forged", on: server)
+        try await presynced.preSync(project: TestServer.projectA)
+        let position = try #require(presynced.store.bundlePositions().first)
+        // The same sequence with another mark: a history restored since, or a position no bundle carried.
+        let forged = String(position.dropLast(16)) + String(repeating: "0", count: 16)
+        try await DatabaseQueue(path: presynced.store.path).write { db in
+            try db.execute(sql: "UPDATE sync_state SET value = ? WHERE key = 'bundle_positions'", arguments: [forged])
+        }
+        #expect(try await presynced.sync().pulled == full)
+        #expect(try presynced.store.bundlePositions().isEmpty)
+
+        // Bob is not a member of A: A's position (a real one) changes nothing he is told.
+        let transport = server.transport(token: TestServer.bobToken)
+        let plain = try await transport.pull(PullRequest(cursor: nil, limit: 500))
+        let named = try await transport.pull(PullRequest(cursor: nil, limit: 500, bundlePositions: [position]))
+        #expect(named.changes.map(\.recordID) == plain.changes.map(\.recordID))
+        #expect(named.leftProjects.isEmpty && named.nextCursor == plain.nextCursor)
+        // Text that is not a position is a bad request, as the API document's pattern says.
+        for bad in ["x", position + "0", String(position.dropFirst())] {
+            let refused = await #expect(throws: TransportError.self) {
+                _ = try await transport.pull(PullRequest(cursor: nil, limit: 5, bundlePositions: [bad]))
+            }
+            #expect(refused?.status == 400, "\(bad)")
+        }
+        await server.stop()
+    }
+
+    @Test("A bundle file handed over keeps no position and stays the bundle's word; a pull confirms it")
+    func aFileImportKeepsNoPosition() async throws {
+        let server = try await TestServer.start(.sqlite)
+        _ = try await Self.alicesIssues(5, on: server)
+        let downloader = try Self.device("alice-downloader", on: server)
+        let file = server.directory.appendingPathComponent("a.json")
+        _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: file)
+        let receiver = try Self.device("alice-receiver", on: server)
+        let summary = try receiver.importBundle(at: file)
+        #expect(try receiver.store.bundlePositions().isEmpty)
+        #expect(try await DatabaseQueue(path: receiver.store.path).read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM imported_versions") }
+            == summary.total.inserted)
+        #expect(try await receiver.sync().pulled == summary.total.inserted)
+        _ = downloader
+        await server.stop()
+    }
+}
