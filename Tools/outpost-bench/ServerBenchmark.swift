@@ -175,10 +175,31 @@ struct ServerBenchmark: BenchmarkSuite {
         let surveyor = server.transport(token: Self.surveyorToken)
         _ = try await push(bundleRecords, to: Self.bundleProject, through: surveyor)
         let presyncPath = folder.appendingPathComponent("presync.sqlite").path
-        let field = try Device(path: presyncPath, server: Device.Server(url: server.baseURL, token: Self.surveyorToken))
+        let fieldTransport = server.transport(token: Self.surveyorToken)
+        let field = try Device(path: presyncPath, transport: fieldTransport)
         started = clock.now
         let summary = try await field.preSync(project: Self.bundleProject)
         let presyncSeconds = (clock.now - started).seconds
+        // Nothing downloaded twice: what the pre-synced device's first sync pulls again, against what a
+        // device that did not pre-sync pulls of the same project.
+        let firstSyncBefore = await fieldTransport.transferred
+        let firstSync = try await field.sync()
+        let firstSyncBytes = await fieldTransport.transferred.since(firstSyncBefore).bytesReceived
+        let plainTransport = server.transport(token: Self.surveyorToken)
+        let plain = try await Device(path: folder.appendingPathComponent("no-presync.sqlite").path, transport: plainTransport).sync()
+        let plainBytes = await plainTransport.transferred.bytesReceived
+        // And what a device's own accepted changes cost it: a device pushes issues, then syncs again.
+        let ownCount = 500
+        let ownTransport = server.transport(token: Self.surveyorToken)
+        let own = try Device(path: folder.appendingPathComponent("own-changes.sqlite").path, transport: ownTransport)
+        _ = try await own.sync()
+        for index in 0..<ownCount {
+            _ = try await own.save(Issue(projectID: Self.bundleProject, title: "Own change \(index)"))
+        }
+        let pushed = try await own.sync().pushed
+        let afterPushBefore = await ownTransport.transferred
+        let afterPush = try await own.sync()
+        let afterPushBytes = await ownTransport.transferred.since(afterPushBefore).bytesReceived
         guard try BundleImportBenchmark.issueCount(in: presyncPath) == bundleRecords else {
             throw BenchmarkFailure("pre-sync imported \(summary.total.inserted) records, not \(bundleRecords) issues")
         }
@@ -229,6 +250,19 @@ struct ServerBenchmark: BenchmarkSuite {
             metric: "    the same download, plain (Accept-Encoding: identity; mean of 2, each first once)", value: plainSeconds,
             unit: "s"))
         rows.append(BenchmarkRow(metric: "  of which: the import alone (same file)", value: importSeconds, unit: "s"))
+        rows.append(BenchmarkRow(
+            metric: "records pulled again by a pre-synced device's first sync", value: Double(firstSync.pulled), unit: "records",
+            peer: "a device that did not pre-sync, same project", peerValue: Double(plain.pulled), target: "0 records",
+            met: firstSync.pulled == 0))
+        rows.append(BenchmarkRow(
+            metric: "  its bytes received (gzip)", value: Double(firstSyncBytes) / 1_000, unit: "KB",
+            peer: "a device that did not pre-sync", peerValue: Double(plainBytes) / 1_000))
+        rows.append(BenchmarkRow(
+            metric: "records pulled again by the sync after a device pushed \(ownCount) creates", value: Double(afterPush.pulled),
+            unit: "records", peer: "its own creates the server took", peerValue: Double(pushed), target: "0 records",
+            met: afterPush.pulled == 0))
+        rows.append(BenchmarkRow(
+            metric: "  its bytes received (gzip)", value: Double(afterPushBytes) / 1_000, unit: "KB"))
 
         // What the shared clock is worth in a push: `records / 5` creates into a third member's project (so
         // the pulls above never see them) with a clock per field and with one clock, alternating twice,
