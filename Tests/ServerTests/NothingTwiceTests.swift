@@ -77,6 +77,16 @@ struct NothingTwiceTests {
         try await reference.sync()
         #expect(try Self.issues(on: presynced).map(\.title).sorted() == Self.issues(on: reference).map(\.title).sorted())
 
+        // A device whose user is removed between its pre-sync and its first sync is told so.
+        let removed = try Device(
+            path: server.directory.appendingPathComponent("carol-removed.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.carolToken))
+        try await removed.preSync(project: TestServer.projectA)
+        #expect(try await server.server.removeMember(TestServer.carol, from: TestServer.projectA))
+        let told = try await removed.sync()
+        #expect(told.leftProjects == [TestServer.projectA], "\(told)")
+        #expect(try removed.store.status().leftProjects == [TestServer.projectA])
+
         // A device that already held the project keeps no position (the bundle lacks deleted records,
         // which only its pull tells), and pulls as before.
         try await fresh.preSync(project: TestServer.projectA)
@@ -85,7 +95,7 @@ struct NothingTwiceTests {
         await server.stop()
     }
 
-    @Test("A position the server's history does not hold, or of a project the caller is not in, is left out: the project is read from its beginning, and nothing tells the two apart")
+    @Test("A position the server's history does not hold is left out (the project read from its beginning); one of a project the caller is not in comes back as left, as any made-up id does")
     func aPositionTheServerDoesNotHoldIsLeftOut() async throws {
         let server = try await TestServer.start(.sqlite)
         _ = try await Self.alicesIssues(10, on: server)
@@ -103,12 +113,17 @@ struct NothingTwiceTests {
         #expect(try await presynced.sync().pulled == full)
         #expect(try presynced.store.bundlePositions().isEmpty)
 
-        // Bob is not a member of A: A's position (a real one) changes nothing he is told.
+        // Bob is not a member of A: A's position (a real one) brings him nothing of A, and A comes back as
+        // a project he is not in, exactly as a made-up id does: nothing tells whether A exists.
         let transport = server.transport(token: TestServer.bobToken)
         let plain = try await transport.pull(PullRequest(cursor: nil, limit: 500))
         let named = try await transport.pull(PullRequest(cursor: nil, limit: 500, bundlePositions: [position]))
         #expect(named.changes.map(\.recordID) == plain.changes.map(\.recordID))
-        #expect(named.leftProjects.isEmpty && named.nextCursor == plain.nextCursor)
+        #expect(named.leftProjects == [TestServer.projectA] && named.nextCursor == plain.nextCursor)
+        let madeUp = UUID()
+        let made = try await transport.pull(
+            PullRequest(cursor: nil, limit: 500, bundlePositions: [madeUp.uuidString.lowercased() + String(position.dropFirst(36))]))
+        #expect(made.changes.map(\.recordID) == plain.changes.map(\.recordID) && made.leftProjects == [madeUp])
         // Text that is not a position is a bad request, as the API document's pattern says.
         for bad in ["x", position + "0", String(position.dropFirst())] {
             let refused = await #expect(throws: TransportError.self) {
@@ -135,4 +150,82 @@ struct NothingTwiceTests {
         _ = downloader
         await server.stop()
     }
+
+    @Test("A device is sent back its own accepted changes as versions only: the sync after a push pulls none of their fields, fires no change, and a teammate's later edit still comes whole", arguments: Backend.available)
+    func ownChangesComeBackAsVersionsOnly(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let (teammate, seeded) = try await Self.alicesIssues(3, on: server)
+        let transport = server.transport(token: TestServer.aliceToken)
+        let device = try Device(
+            path: server.directory.appendingPathComponent("alice-own.sqlite").path, app: .fieldService, transport: transport)
+        try await device.sync()
+        var created: [OutpostModels.Issue] = []
+        for index in 0..<50 {
+            created.append(try await device.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Own \(index)")))
+        }
+        var edited = seeded[0]
+        edited.title = "Edited by this device"
+        try await device.save(edited)
+        #expect(try await device.sync().pushed == 51)
+        #expect(try !device.store.ownSequences().isEmpty)
+
+        let heard = ChangeCounter(device.store)
+        let before = await transport.transferred
+        let next = try await device.sync()
+        let received = await transport.transferred.since(before).bytesReceived
+        #expect(next.pulled == 0, "\(next)")
+        #expect(next.quarantined == 0, "\(next)")
+        #expect(await heard.count() == 0, "a pull that changed nothing fired changes()")
+        #expect(try device.store.ownSequences().isEmpty, "a completed pull forgets the sequences it passed")
+        #expect(received < 10_000, "the sync after the push received \(received) bytes")
+
+        // A teammate's edit of one of them after the push comes whole, and the others stay as they are.
+        try await teammate.sync()
+        var theirs = try #require(try teammate.fetch(OutpostModels.Issue.self, id: created[5].id))
+        theirs.title = "Edited by a teammate"
+        try await teammate.save(theirs)
+        try await teammate.sync()
+        let after = try await device.sync()
+        #expect(after.pulled == 1, "\(after)")
+        #expect(try device.fetch(OutpostModels.Issue.self, id: created[5].id)?.title == "Edited by a teammate")
+        let reference = try Self.device("alice-reference", on: server)
+        try await reference.sync()
+        #expect(try Self.issues(on: device).map(\.title).sorted() == Self.issues(on: reference).map(\.title).sorted())
+        await server.stop()
+    }
+
+    @Test("Malformed own sequences are a bad request; claimed ones only hold back the fields of what the caller may see anyway")
+    func ownSequencesAreChecked() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let transport = server.transport(token: TestServer.aliceToken)
+        for bad in [["0"], ["5-3"], ["x"], Array(repeating: "1", count: 257)] {
+            let refused = await #expect(throws: TransportError.self) {
+                _ = try await transport.pull(PullRequest(cursor: nil, limit: 5, ownSequences: bad))
+            }
+            #expect(refused?.status == 400, "\(bad.prefix(2))")
+        }
+        // Another user's sequences name changes of records the caller cannot see: they change nothing.
+        _ = try await Self.alicesIssues(2, on: server)
+        let bob = server.transport(token: TestServer.bobToken)
+        let plain = try await bob.pull(PullRequest(cursor: nil, limit: 500))
+        let claimed = try await bob.pull(PullRequest(cursor: nil, limit: 500, ownSequences: ["1-999999"]))
+        #expect(claimed.changes.isEmpty && claimed.ownRecords.map(\.recordID) == plain.changes.map(\.recordID))
+        await server.stop()
+    }
+}
+
+/// Counts what a store's `changes()` publishes.
+actor ChangeCounter {
+    private var seen = 0
+
+    init(_ store: LocalStore) {
+        let stream = store.changes()
+        Task { await self.listen(to: stream) }
+    }
+
+    private func listen(to stream: AsyncStream<StoreChange>) async {
+        for await _ in stream { seen += 1 }
+    }
+
+    func count() -> Int { seen }
 }

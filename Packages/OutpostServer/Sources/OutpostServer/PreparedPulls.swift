@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 
 /// The next page of a pull whose answer said more changes wait, read, written and gzipped before the
 /// client asks for it. The engine asks for page N+1 as soon as page N arrives (and applies N meanwhile),
@@ -26,12 +27,14 @@ actor PreparedPulls {
         let sharedClock: Bool
         /// The sequence of the request's checkpoint (0 without one): the answer's is never older.
         var checkpoint: Int64 = 0
+        /// The changes the caller's own pushes made (`PullRequest.ownSequences`): sent as versions only.
+        var ownSequences = SequenceRanges()
 
         /// The same pull, continued after `cursor`.
         func continued(after cursor: PullCursor) -> Request {
             Request(
                 user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock,
-                checkpoint: checkpoint)
+                checkpoint: checkpoint, ownSequences: ownSequences)
         }
     }
 

@@ -19,10 +19,6 @@ struct PullCursor: Hashable, Sendable {
     /// The position of each project named; nil in the old form.
     private(set) var projects: [UUID: Int64]?
 
-    /// Projects started where a bundle left them in this request (`adopt`): never reported as left,
-    /// since the device named them, not a cursor this server wrote.
-    private(set) var adopted: Set<UUID> = []
-
     /// The most projects a cursor may name (those of one user).
     static let maximumProjects = 100_000
 
@@ -82,7 +78,6 @@ struct PullCursor: Hashable, Sendable {
     mutating func adopt(_ project: UUID, at sequence: Int64) {
         guard startsFresh(project) else { return }
         projects?[project] = sequence
-        adopted.insert(project)
     }
 
     /// The text a client sends back; entries in a stable order, so one position reads one way.
@@ -96,7 +91,7 @@ struct PullCursor: Hashable, Sendable {
 
     /// The projects this cursor names, among which those the caller has left since (`PullResponse.leftProjects`).
     func projectsLeft(outside memberships: Set<UUID>) -> [UUID] {
-        (projects?.keys.filter { !memberships.contains($0) && !adopted.contains($0) } ?? []).sorted { $0.storageText < $1.storageText }
+        (projects?.keys.filter { !memberships.contains($0) } ?? []).sorted { $0.storageText < $1.storageText }
     }
 
     /// The sequence after which `project`'s changes are still to be pulled.

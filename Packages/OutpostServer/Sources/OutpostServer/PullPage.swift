@@ -113,12 +113,24 @@ struct PullPage: Sendable {
     /// stored; in server-id mode a row naming parents has its references rewritten by `rules`.
     /// With `sharedClock`, a record whose fields mostly carry one clock may send it once, as `clock`,
     /// and only the other fields' clocks in `clocks`.
-    func json(rules: PushRules, sharedClock: Bool, checkpoint: HistoryCheckpoint = .empty) throws(ServerError) -> [UInt8] {
+    ///
+    /// A row whose change is one of `ownSequences` (the caller's own pushes made it, so its device holds
+    /// that version) goes in `ownRecords` as its sequence, entity, id and version only.
+    func json(
+        rules: PushRules, sharedClock: Bool, checkpoint: HistoryCheckpoint = .empty, ownSequences: SequenceRanges = SequenceRanges()
+    ) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
         let page: Set<RecordKey> = rules.assignsServerIDs ? Set(rows.map(\.key)) : []
-        for (index, row) in rows.enumerated() {
-            if index > 0 { json.raw(",") }
+        var own: [StoredRow] = []
+        var written = 0
+        for row in rows {
+            if ownSequences.contains(row.sequence) {
+                own.append(row)
+                continue
+            }
+            if written > 0 { json.raw(",") }
+            written += 1
             if row.deletion != nil {
                 // A tombstone goes out as its id, version and deletion clock: a deleted issue's "gate code
                 // 4471" went to every member, future ones included. The contents stay on the server, for
@@ -149,6 +161,22 @@ struct PullPage: Sendable {
         }
         json.raw(#","nextCursor":"#)
         json.string(nextCursor.text)
+        if !own.isEmpty {
+            json.raw(#","ownRecords":["#)
+            for (index, row) in own.enumerated() {
+                if index > 0 { json.raw(",") }
+                json.raw(#"{"entity":"#)
+                json.string(row.entity.rawValue)
+                json.raw(#","recordID":"#)
+                json.string(row.id.uppercasedText)
+                json.raw(#","sequence":"#)
+                json.integer(row.sequence)
+                json.raw(#","version":"#)
+                json.integer(row.version)
+                json.raw("}")
+            }
+            json.raw("]")
+        }
         json.raw("}")
         return json.bytes
     }

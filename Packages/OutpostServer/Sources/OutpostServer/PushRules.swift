@@ -57,7 +57,13 @@ struct PushRules: Sendable {
             let text = try OutcomeJSON.encode(outcome)
             snapshot.applied[key] = AppliedMutation(userID: caller.userID, outcome: text)
             plan.applied.append((key, caller.userID, mutation.entity, mutation.recordID, text))
-            plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
+            // The change an applied mutation took: the caller's device holds that version exactly (every
+            // value it sent stands, on the version it was based on), so its next pull need not bring it.
+            var sequence: Int64?
+            if case .applied = outcome {
+                sequence = snapshot.records[RecordKey(entity: mutation.entity, id: mutation.recordID)]?.sequence
+            }
+            plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome, sequence: sequence))
         }
         plan.changeSequence = snapshot.changeSequence
         plan.lastServerID = snapshot.lastServerID

@@ -69,6 +69,12 @@ package enum PushResponseJSON {
             json.raw(#"{"idempotencyKey":"#)
             json.string(result.idempotencyKey.uppercasedText)
             json.raw(",")
+            // Before every member of an applied outcome ("serverID", "status", "version"), as sorted.
+            if let sequence = result.sequence {
+                json.raw(#""sequence":"#)
+                json.integer(sequence)
+                json.raw(",")
+            }
             json.json(String(try OutcomeJSON.encode(result.outcome).dropFirst()))
         }
         json.raw("]}")

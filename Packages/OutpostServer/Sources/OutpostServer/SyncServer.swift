@@ -522,10 +522,15 @@ public struct SyncServer: Sendable {
         var after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
         try await adoptBundlePositions(pull.bundlePositions, into: &after)
+        guard let own = SequenceRanges(texts: pull.ownSequences) else {
+            throw ServerError.badRequest(
+                "'ownSequences' must be at most \(SequenceRanges.maximumCount) ranges of change sequences, as <first>-<last> or <n>")
+        }
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence),
+                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence,
+                ownSequences: own),
             by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
@@ -536,8 +541,10 @@ public struct SyncServer: Sendable {
     /// (`PullRequest.bundlePositions`): the bundle held every record of the project up to that change.
     /// A position whose checkpoint this history does not hold (a restore since, or text no bundle
     /// carried) is left out, and the project read from its beginning: skipping to a number a restored
-    /// history reuses would skip its new changes. A project the caller is not a member of is read by no
-    /// pull, so its position changes nothing and is told nothing of (`PullCursor.adopting`).
+    /// history reuses would skip its new changes. A project the caller is not a member of (removed since
+    /// the bundle was made) is read by no pull and comes back in `leftProjects`, as a cursor's would: the
+    /// device learns that the records its bundle brought are no longer its user's. Any id the caller is
+    /// not a member of is answered so, so the answer tells nothing of whether such a project exists.
     private func adoptBundlePositions(_ positions: [String], into cursor: inout PullCursor) async throws(ServerError) {
         guard positions.count <= SyncProtocol.maximumBundlePositions else {
             throw ServerError.badRequest("at most \(SyncProtocol.maximumBundlePositions) bundle positions")
@@ -603,7 +610,8 @@ public struct SyncServer: Sendable {
             // The newest change the caller's cursor has passed, never older than its checkpoint: it tells
             // nothing the cursor does not (`HistoryCheckpoint`).
             let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.nextCursor.newestPosition))
-            let json = try page.json(rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint)
+            let json = try page.json(
+                rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences)
             return PreparedPulls.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
                 nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)

@@ -22,6 +22,13 @@ enum EntityTables {
         return try statement.firstRow(arguments: [id.storageText]) { try layout.record(from: $0) }
     }
 
+    /// The version stored for `entity` `id`, nil when the store does not hold it.
+    static func storedVersion(_ entity: EntityType, id: UUID, in db: Database) throws -> Int64? {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT version FROM \(entity.description.table.quotedDatabaseIdentifier) WHERE id = ?"),
+            arguments: [id.storageText])
+    }
+
     /// Every record of `entity` in primary-key order, tombstones included.
     static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
         let layout = TableLayout.of(entity)

@@ -124,6 +124,7 @@ extension LocalStore {
             // The rebuild settles whatever imports brought: their checkpoints need no answer now.
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.importedKey])
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [BundlePositions.key])
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [OwnSequences.key])
             try db.execute(sql: "DELETE FROM sync_cursors")
             try db.execute(sql: "DELETE FROM server_id_map")
             try db.execute(sql: "DELETE FROM known_deletions")

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostConflicts
 import OutpostSchema
+import OutpostWire
 
 /// One page of remote changes, as the sync engine hands it over: the server's version of each record
 /// (with its server id, version, tombstone and per-field clocks) and the cursor that follows the page.
@@ -34,14 +35,22 @@ public struct PulledPage: Sendable {
     /// forgotten with the page, whose cursor holds them now (or the server left them out and read those
     /// projects from their beginning).
     public let sentBundlePositions: [String]
+    /// Records of the page whose latest change this device's own push made (`PullResponse.ownRecords`),
+    /// as their versions only: each must be the version held here, so nothing is written for them.
+    public let ownRecords: [OwnRecord]
+    /// Set on the last page of a pull: the own sequences sent up to here (`ownSequences()`) are passed,
+    /// and forgotten with the page.
+    public let passedOwnSequencesThrough: Int64?
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
         changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
         leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false,
-        sentBundlePositions: [String] = []
+        sentBundlePositions: [String] = [], ownRecords: [OwnRecord] = [], passedOwnSequencesThrough: Int64? = nil
     ) {
         self.sentBundlePositions = sentBundlePositions
+        self.ownRecords = ownRecords
+        self.passedOwnSequencesThrough = passedOwnSequencesThrough
         self.changes = changes
         self.cursor = cursor
         self.stream = stream
@@ -69,7 +78,8 @@ public struct PulledPage: Sendable {
         }
         return PulledPage(
             changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil,
-            checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions)
+            checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions,
+            ownRecords: ownRecords, passedOwnSequencesThrough: passedOwnSequencesThrough)
     }
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
@@ -201,6 +211,18 @@ extension StoreWriter {
                 try Quarantine.add(unreadable, stream: page.stream, in: db)
                 report.quarantined += 1
             }
+            // This device's own accepted changes, as versions only. Each is the version held here (it was
+            // noted only once its answer was settled); one that is not cannot be written without its
+            // fields, and is quarantined to be seen rather than dropped unseen.
+            for own in page.ownRecords where try EntityTables.storedVersion(own.entity, id: own.recordID, in: db) != own.version {
+                try Quarantine.add(
+                    QuarantinedRecord(
+                        entity: own.entity, recordID: own.recordID,
+                        reason: "the server sent version \(own.version) as this device's own change, and this device holds another",
+                        quarantinedAt: now),
+                    stream: page.stream, in: db)
+                report.quarantined += 1
+            }
             // Read once for the whole page what each record needs, after the mappings above linked
             // the references that waited for them.
             var reads = try PulledPageReads(changes, in: db)
@@ -251,6 +273,7 @@ extension StoreWriter {
             }
             if let checkpoint = page.checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
             try BundlePositions.forget(page.sentBundlePositions, in: db)
+            if let last = page.passedOwnSequencesThrough { try OwnSequences.forget(through: last, in: db) }
             let told = changes.filter { !report.unchangedRecords.contains($0.record.id) }
             try ChangeJournal.append(told.map(\.storeChange), origin: origin, in: db)
             return report

@@ -55,6 +55,10 @@ public protocol Replica: Sendable {
     /// pull (`PullRequest.bundlePositions`); a page applied with them forgets them.
     func bundlePositions() throws(StoreError) -> [String]
 
+    /// The change sequences this device's own accepted pushes took, for every request of the next pull
+    /// (`PullRequest.ownSequences`); a completed pull forgets those it passed.
+    func ownSequences() throws(StoreError) -> [String]
+
     /// Forgets an imported checkpoint the server confirmed.
     func confirmImportedCheckpoint(_ checkpoint: String) throws(StoreError)
 
@@ -184,6 +188,16 @@ extension LocalStore: Replica {
             try write { db in try HistoryState.save(checkpoint: checkpoint, in: db) }
         }
         let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
+        // After the changes are acknowledged (below): a sequence noted before its version was held here
+        // would let the next pull skip a record this device did not hold yet.
+        defer {
+            let asked = Set(batch.mutations.map(\.idempotencyKey))
+            let taken = response.results.compactMap { result -> Int64? in
+                guard asked.contains(result.idempotencyKey), case .applied = result.outcome else { return nil }
+                return result.sequence
+            }
+            if !taken.isEmpty { try? write { db in try OwnSequences.note(taken, in: db) } }
+        }
         var unanswered: [Mutation] = []
         for mutation in batch.mutations {
             guard let outcome = results[mutation.idempotencyKey] else {

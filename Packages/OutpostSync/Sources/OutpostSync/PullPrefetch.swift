@@ -27,11 +27,11 @@ struct PullPrefetch: Sendable {
     private let fetcher: Task<Void, Never>
 
     /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
-    /// Every request carries `checkpoint` (`PullRequest.checkpoint`); the first carries `bundlePositions`,
+    /// Every request carries `checkpoint` (`PullRequest.checkpoint`) and `ownSequences`; the first carries `bundlePositions`,
     /// since the cursors after it are the server's and hold them already.
     init(
         from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, checkpoint: String? = nil,
-        bundlePositions: [String] = [], transport: any SyncTransport
+        bundlePositions: [String] = [], ownSequences: [String] = [], transport: any SyncTransport
     ) {
         let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
         self.pipeline = pipeline
@@ -43,7 +43,8 @@ struct PullPrefetch: Sendable {
                 while await pipeline.room() {
                     var page = try await Self.fetch(
                         PullRequest(
-                            cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint, bundlePositions: positions),
+                            cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint, bundlePositions: positions,
+                            ownSequences: ownSequences),
                         from: transport)
                     page.sentBundlePositions = positions
                     positions = []
@@ -91,7 +92,8 @@ struct PullPrefetch: Sendable {
                 .invalidResponse, request: "POST /pull",
                 message: "the server said more changes follow but gave back the cursor it was asked with (\(response.nextCursor))")
         }
-        empty = response.changes.isEmpty ? empty + 1 : 0
+        // A page of this device's own changes only (their versions) moved on as much as any other.
+        empty = response.changes.isEmpty && response.ownRecords.isEmpty ? empty + 1 : 0
         if empty > maximumEmptyPages {
             throw TransportError(
                 .invalidResponse, request: "POST /pull",

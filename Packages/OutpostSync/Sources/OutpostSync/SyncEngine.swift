@@ -215,17 +215,26 @@ public actor SyncEngine {
         _ report: inout SyncReport, rebuilding: Bool, seen: inout [EntityType: Set<UUID>], withinBudget: () -> Bool,
         now: () -> Date
     ) async throws {
+        let own = rebuilding ? [] : try store.ownSequences()
+        let sent = SequenceRanges(texts: own) ?? SequenceRanges()
+        let passedThrough = sent.last
         let ahead = PullPrefetch(
             from: rebuilding ? nil : try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
             projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } },
             checkpoint: rebuilding ? nil : try store.historyCheckpoint(),
-            bundlePositions: rebuilding ? [] : try store.bundlePositions(), transport: transport)
+            bundlePositions: rebuilding ? [] : try store.bundlePositions(), ownSequences: own, transport: transport)
         defer { ahead.stop() }
         while let fetched = try await ahead.next() {
             // The first answer names the server's policy: a page merged with another policy than
             // the server's would settle local changes the server would settle otherwise.
             if await checkPolicy(&report) { break }
             let response = fetched.response
+            // Only a change this device said it made may come as a version alone.
+            if let stranger = response.ownRecords.first(where: { !sent.contains($0.sequence) }) {
+                throw TransportError(
+                    .invalidResponse, request: "POST /pull",
+                    message: "the server sent change \(stranger.sequence) as this device's own, and it is not one this device sent")
+            }
             let quarantinedAt = now()
             let unreadable = fetched.unreadable.map { change, reason in
                 QuarantinedRecord(entity: change.entity, recordID: change.recordID, reason: reason, quarantinedAt: quarantinedAt)
@@ -238,7 +247,8 @@ public actor SyncEngine {
                 PulledPage(
                     changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
                     leftProjects: response.leftProjects, projects: projects, checkpoint: response.checkpoint,
-                    rebuildsHistory: rebuilding, sentBundlePositions: fetched.sentBundlePositions),
+                    rebuildsHistory: rebuilding, sentBundlePositions: fetched.sentBundlePositions,
+                    ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough),
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
             // Records an earlier build quarantined and this one applied count as pulled now.

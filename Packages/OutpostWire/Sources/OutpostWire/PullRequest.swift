@@ -22,12 +22,17 @@ public struct PullRequest: Sendable, Hashable, Codable {
     /// pulls only what changed after its bundle was made. A position whose checkpoint the server's
     /// history does not hold is left out, and that project read from its beginning. Empty for none.
     public var bundlePositions: [String]
+    /// The change sequences this device's own pushes took (`MutationResult.sequence`), as
+    /// `SequenceRanges` text: a record whose latest change is one of them comes back as its version only
+    /// (`PullResponse.ownRecords`), since the device holds it already. Empty for none.
+    public var ownSequences: [String]
 
     /// Creates a request. This package reads both clock forms, so it asks for the shared one by default.
     public init(
         cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true, checkpoint: String? = nil,
-        bundlePositions: [String] = []
+        bundlePositions: [String] = [], ownSequences: [String] = []
     ) {
+        self.ownSequences = ownSequences
         self.cursor = cursor
         self.limit = limit
         self.projects = projects
@@ -37,7 +42,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case cursor, limit, projects, acceptsSharedClock, checkpoint, bundlePositions
+        case cursor, limit, projects, acceptsSharedClock, checkpoint, bundlePositions, ownSequences
     }
 
     public init(from decoder: any Decoder) throws {
@@ -49,6 +54,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         acceptsSharedClock = try container.decodeIfPresent(Bool.self, forKey: .acceptsSharedClock) ?? false
         checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
         bundlePositions = try container.decodeIfPresent([String].self, forKey: .bundlePositions) ?? []
+        ownSequences = try container.decodeIfPresent([String].self, forKey: .ownSequences) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -61,5 +67,6 @@ public struct PullRequest: Sendable, Hashable, Codable {
         try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
         // Left out when empty; a server from before positions ignores them, and the pull reads from the start.
         if !bundlePositions.isEmpty { try container.encode(bundlePositions, forKey: .bundlePositions) }
+        if !ownSequences.isEmpty { try container.encode(ownSequences, forKey: .ownSequences) }
     }
 }

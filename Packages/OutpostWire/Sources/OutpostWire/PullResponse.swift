@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSchema
 
 /// One page of changes in server sequence order, tombstones included.
 public struct PullResponse: Sendable, Hashable, Codable {
@@ -16,11 +17,16 @@ public struct PullResponse: Sendable, Hashable, Codable {
     /// request: a server restored from a backup taken before it answers 409 `history_changed` (see
     /// `PullRequest.checkpoint`). Absent from older servers.
     public var checkpoint: String?
+    /// Records of this page whose latest change is one of the request's `ownSequences`: the device's own
+    /// accepted writes, sent as their versions only, never their fields again. Absent when empty.
+    public var ownRecords: [OwnRecord]
 
     /// Creates a page.
     public init(
-        changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = [], checkpoint: String? = nil
+        changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = [], checkpoint: String? = nil,
+        ownRecords: [OwnRecord] = []
     ) {
+        self.ownRecords = ownRecords
         self.changes = changes
         self.nextCursor = nextCursor
         self.hasMore = hasMore
@@ -29,7 +35,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case changes, nextCursor, hasMore, leftProjects, checkpoint
+        case changes, nextCursor, hasMore, leftProjects, checkpoint, ownRecords
     }
 
     /// Reads a page; `leftProjects` is absent from older servers' pages and from most pages.
@@ -40,6 +46,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
         hasMore = try container.decode(Bool.self, forKey: .hasMore)
         leftProjects = try container.decodeIfPresent([UUID].self, forKey: .leftProjects) ?? []
         checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
+        ownRecords = try container.decodeIfPresent([OwnRecord].self, forKey: .ownRecords) ?? []
     }
 
     /// Writes a page, leaving `leftProjects` out when empty.
@@ -50,5 +57,27 @@ public struct PullResponse: Sendable, Hashable, Codable {
         try container.encode(hasMore, forKey: .hasMore)
         if !leftProjects.isEmpty { try container.encode(leftProjects, forKey: .leftProjects) }
         try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
+        if !ownRecords.isEmpty { try container.encode(ownRecords, forKey: .ownRecords) }
+    }
+}
+
+/// A record of a pull page whose latest change the asking device made itself (`PullResponse.ownRecords`):
+/// where the change stands in the server's order, and the version it took.
+public struct OwnRecord: Sendable, Hashable, Codable {
+    /// The change's sequence, one of the request's `ownSequences`.
+    public var sequence: Int64
+    /// The record's entity.
+    public var entity: EntityType
+    /// The record's id.
+    public var recordID: UUID
+    /// The version the change took, which the device holds.
+    public var version: Int64
+
+    /// Creates one.
+    public init(sequence: Int64, entity: EntityType, recordID: UUID, version: Int64) {
+        self.sequence = sequence
+        self.entity = entity
+        self.recordID = recordID
+        self.version = version
     }
 }

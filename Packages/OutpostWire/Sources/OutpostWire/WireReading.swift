@@ -188,6 +188,7 @@ extension PullResponse: WireReadable {
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?, checkpoint: String?
         var leftProjects: [UUID] = []
+        var ownRecords: [OwnRecord] = []
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -208,13 +209,48 @@ extension PullResponse: WireReadable {
             case "checkpoint":
                 try reader.firstOccurrence(of: 4, key, in: &seen)
                 checkpoint = try reader.takeNull() ? nil : reader.string()
+            case "ownRecords":
+                try reader.firstOccurrence(of: 5, key, in: &seen)
+                try reader.beginArray()
+                while try reader.nextElement() { ownRecords.append(try OwnRecord(reading: &reader)) }
             default: try reader.skipValue()
             }
         }
         guard let changes, let nextCursor, let hasMore else {
             throw reader.error("a pull page needs 'changes', 'nextCursor' and 'hasMore'")
         }
-        self.init(changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects, checkpoint: checkpoint)
+        self.init(
+            changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects, checkpoint: checkpoint,
+            ownRecords: ownRecords)
+    }
+}
+
+extension OwnRecord: WireReadable {
+    public init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        var sequence: Int64?, entity: EntityType?, recordID: UUID?, version: Int64?
+        var seen: UInt64 = 0
+        try reader.beginObject()
+        while let key = try reader.nextKey() {
+            switch key {
+            case "sequence":
+                try reader.firstOccurrence(of: 0, key, in: &seen)
+                sequence = try reader.integer()
+            case "entity":
+                try reader.firstOccurrence(of: 1, key, in: &seen)
+                entity = try ServerRecord.entity(&reader)
+            case "recordID":
+                try reader.firstOccurrence(of: 2, key, in: &seen)
+                recordID = try reader.uuid()
+            case "version":
+                try reader.firstOccurrence(of: 3, key, in: &seen)
+                version = try reader.integer()
+            default: try reader.skipValue()
+            }
+        }
+        guard let sequence, let entity, let recordID, let version else {
+            throw reader.error("an own record needs 'sequence', 'entity', 'recordID' and 'version'")
+        }
+        self.init(sequence: sequence, entity: entity, recordID: recordID, version: version)
     }
 }
 
@@ -364,6 +400,7 @@ extension MutationResult: WireReadable {
     /// A result is one flat object: the key beside the outcome's members.
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
         var idempotencyKey: UUID?
+        var sequence: Int64?
         var members = OutcomeMembers()
         var seen: UInt64 = 0
         try reader.beginObject()
@@ -371,12 +408,16 @@ extension MutationResult: WireReadable {
             if name == "idempotencyKey" {
                 try reader.firstOccurrence(of: 0, name, in: &seen)
                 idempotencyKey = try reader.uuid()
+            } else if name == "sequence" {
+                try reader.firstOccurrence(of: 1, name, in: &seen)
+                sequence = try reader.takeNull() ? nil : reader.integer()
             } else {
                 try members.read(name, from: &reader)
             }
         }
         guard let idempotencyKey else { throw reader.error("a mutation result needs 'idempotencyKey'") }
-        self.init(idempotencyKey: idempotencyKey, outcome: try members.outcome(allowingDuplicate: true, reader))
+        self.init(
+            idempotencyKey: idempotencyKey, outcome: try members.outcome(allowingDuplicate: true, reader), sequence: sequence)
     }
 }
 

@@ -25,6 +25,8 @@ enum Fixtures {
             clocks: fields.mapValues { _ in clock(1_770_000_000_000) })
     }
 
+    static let ownRecord = OwnRecord(sequence: 42, entity: .issue, recordID: UUID(), version: 2)
+
     static let serverRecord = ServerRecord(
         sequence: 42, entity: .issue, recordID: UUID(), serverID: "17", version: 3,
         fields: ["title": .text("Leak"), "projectID": .uuid(projectID)],
@@ -60,17 +62,21 @@ enum Fixtures {
         "PushResponse": [PushResponse(results: [], checkpoint: "42.0123456789abcdef")],
         "MutationResult": (outcomes + [.duplicate(original: outcomes[0])]).map {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
-        },
+        } + [MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 3, serverID: nil), sequence: 41)],
         "MutationOutcome": outcomes,
         "PullRequest": [
             PullRequest(cursor: "12", limit: 100, projects: [projectID]),
             PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false, checkpoint: "0"),
-            PullRequest(cursor: nil, limit: 5, bundlePositions: ["\(projectID.uuidString.lowercased())=42.0123456789abcdef"]),
+            PullRequest(
+                cursor: nil, limit: 5, bundlePositions: ["\(projectID.uuidString.lowercased())=42.0123456789abcdef"],
+                ownSequences: ["3-40", "42"]),
         ],
         "PullResponse": [
             PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true, checkpoint: "42.0123456789abcdef"),
             PullResponse(changes: [], nextCursor: "43", hasMore: false, leftProjects: [UUID()]),
+            PullResponse(changes: [], nextCursor: "44", hasMore: false, ownRecords: [ownRecord]),
         ],
+        "OwnRecord": [ownRecord],
         "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
         "MediaUploadStatus": [
             MediaUploadStatus(attachmentID: UUID(), receivedBytes: 10, totalBytes: 20, complete: false),

@@ -1,0 +1,76 @@
+/// Change sequences as sorted, disjoint ranges, in text `<first>-<last>` or `<n>`: what a device sends
+/// as `PullRequest.ownSequences` (the changes its own pushes made, from `MutationResult.sequence`). A
+/// batch of creates takes consecutive sequences, so one range stands for all of it.
+public struct SequenceRanges: Sendable, Hashable {
+    /// The ranges, sorted, neither overlapping nor touching.
+    public private(set) var ranges: [ClosedRange<Int64>] = []
+
+    /// The most ranges kept and sent: past it the lowest go (their records then come whole, as before).
+    public static let maximumCount = 256
+
+    /// None.
+    public init() {}
+
+    /// Reads ranges as `texts` writes them; nil for any other text, or more than `maximumCount`.
+    public init?(texts: [String]) {
+        guard texts.count <= Self.maximumCount else { return nil }
+        for text in texts {
+            let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            guard (1...2).contains(parts.count), let first = Self.number(parts[0]), let last = Self.number(parts.last!),
+                first <= last
+            else { return nil }
+            insert(first...last)
+        }
+    }
+
+    /// A sequence as the text writes it: 1 to 18 digits, no sign, no leading zero.
+    private static func number(_ digits: Substring) -> Int64? {
+        guard (1...18).contains(digits.count), digits.first != "0", digits.allSatisfy({ ("0"..."9").contains($0) }) else {
+            return nil
+        }
+        return Int64(digits)
+    }
+
+    /// The text form, one string per range.
+    public var texts: [String] {
+        ranges.map { $0.lowerBound == $0.upperBound ? String($0.lowerBound) : "\($0.lowerBound)-\($0.upperBound)" }
+    }
+
+    /// Whether `sequence` is in one of the ranges.
+    public func contains(_ sequence: Int64) -> Bool {
+        var low = 0, high = ranges.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ranges[middle].upperBound < sequence { low = middle + 1 } else { high = middle }
+        }
+        return low < ranges.count && ranges[low].contains(sequence)
+    }
+
+    /// Adds `range`, merging it with the ranges it overlaps or touches; past `maximumCount`, the lowest go.
+    public mutating func insert(_ range: ClosedRange<Int64>) {
+        var merged = range
+        var kept: [ClosedRange<Int64>] = []
+        kept.reserveCapacity(ranges.count + 1)
+        for existing in ranges {
+            if existing.upperBound < merged.lowerBound - 1 || existing.lowerBound > merged.upperBound + 1 {
+                kept.append(existing)
+            } else {
+                merged = min(existing.lowerBound, merged.lowerBound)...max(existing.upperBound, merged.upperBound)
+            }
+        }
+        kept.append(merged)
+        kept.sort { $0.lowerBound < $1.lowerBound }
+        ranges = Array(kept.suffix(Self.maximumCount))
+    }
+
+    /// Forgets every sequence up to `last`.
+    public mutating func removeAll(through last: Int64) {
+        ranges = ranges.compactMap { range in
+            if range.upperBound <= last { return nil }
+            return range.lowerBound > last ? range : (last + 1)...range.upperBound
+        }
+    }
+
+    /// The highest sequence held, nil when none.
+    public var last: Int64? { ranges.last?.upperBound }
+}
