@@ -52,6 +52,43 @@ struct FailClosedTests {
         #expect(answer.first?.appliedVersion == 1, "\(answer)")
     }
 
+    @Test("A project naming another user's opportunity does not take it over: not linked, not in its pull or bundle, its edits not found; its owner keeps it", arguments: Backend.available)
+    func anotherUsersOpportunityIsNotTakenOver(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        // Bob's lead, in no project yet: his alone.
+        let lead = Sample.create(.opportunity, fields: [
+            "name": .text("Kitchen"), "customerName": .text("Zoë"), "address": .text(""), "stage": .text("lead"),
+            "estimatedValueCents": .integer(0),
+        ])
+        let leadAnswer = try await outcomes(server, TestServer.bobToken, [lead])
+        #expect(leadAnswer.first?.appliedVersion == 1, "\(leadAnswer)")
+        // Alice creates a project naming it.
+        let project = Sample.create(.project, fields: [
+            "opportunityID": .uuid(lead.recordID), "name": .text("Taken"), "address": .text("1 Elm"), "status": .text("active"),
+        ])
+        let projectAnswer = try await outcomes(server, TestServer.aliceToken, [project])
+        #expect(projectAnswer.first?.appliedVersion == 1, "\(projectAnswer)")
+        let alice = server.transport(token: TestServer.aliceToken)
+        let pulled = try await alice.pull(PullRequest(cursor: nil, limit: 1_000))
+        #expect(!pulled.changes.contains { $0.recordID == lead.recordID })
+        let bundle = server.directory.appendingPathComponent("taken.json")
+        _ = try await alice.downloadBundle(project: project.recordID, format: .json, to: bundle)
+        // The project's record names the lead; the lead itself is not in the bundle.
+        #expect(try !String(decoding: Data(contentsOf: bundle), as: UTF8.self).contains("Kitchen"))
+        let edit = PushMutation(
+            idempotencyKey: UUID(), entity: .opportunity, operation: .update, recordID: lead.recordID, baseVersion: 1,
+            fields: ["name": .text("Mine now")], clocks: ["name": Sample.clock(5)])
+        #expect(try await outcomes(server, TestServer.aliceToken, [edit]).first?.rejectedCode == .notFound)
+        // Bob still pulls and edits his lead.
+        let bobs = try await server.transport(token: TestServer.bobToken).pull(PullRequest(cursor: nil, limit: 1_000))
+        #expect(bobs.changes.contains { $0.recordID == lead.recordID })
+        let his = PushMutation(
+            idempotencyKey: UUID(), entity: .opportunity, operation: .update, recordID: lead.recordID, baseVersion: 1,
+            fields: ["name": .text("Kitchen and bath")], clocks: ["name": Sample.clock(6)])
+        #expect(try await outcomes(server, TestServer.bobToken, [his]).first?.appliedVersion == 2)
+    }
+
     @Test("A removed member added back has the role the office gave, never the owner's", arguments: Backend.available)
     func aRemovedMemberAddedBackHasTheRoleGiven(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

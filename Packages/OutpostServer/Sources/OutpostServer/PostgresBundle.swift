@@ -81,8 +81,8 @@ struct PostgresBundleCursor {
 
     /// Finds the project's linked opportunity; the newest `updatedAt` of all the bundle's records, and
     /// the newest change sequence of the project's records (deleted ones included).
-    mutating func open(_ projectRecord: StoredRecord, on connection: PostgresConnection, logger: Logger) async throws
-        -> (asOf: Date?, sequence: Int64)
+    mutating func open(_ projectRecord: StoredRecord, for caller: Caller, on connection: PostgresConnection, logger: Logger)
+        async throws -> (asOf: Date?, sequence: Int64)
     {
         var newest: Int64? = nil
         var sequence: Int64 = 0
@@ -96,7 +96,8 @@ struct PostgresBundleCursor {
         for relation in ServedSchema.current.scopeParents {
             guard case .uuid(let above) = projectRecord.fields[relation.field] ?? .null,
                 let linked = try await PostgresRecords.fetch(relation.entity, id: above, on: connection, logger: logger),
-                linked.projectID == nil  // as the SQLite backend: never one another project owns
+                // As the SQLite backend: never one another project owns, nor another user's (`PushRules.link`).
+                linked.projectID == nil, linked.ownerID == caller.userID
             else { continue }
             aboveScope[relation.entity, default: []].append(linked)
             newest = max(newest ?? 0, linked.updatedAt.milliseconds)

@@ -592,7 +592,7 @@ final class PostgresStorage: ServerStorage {
                     try await PostgresAccess.isMember(caller, of: project, on: connection, logger: logger)
                 else { throw ServerError.notFound("no project \(project.storageText) of yours") }
                 var cursor = PostgresBundleCursor(project: project)
-                let newest = try await cursor.open(projectRecord, on: connection, logger: logger)
+                let newest = try await cursor.open(projectRecord, for: caller, on: connection, logger: logger)
                 // The mark read in the same snapshot as the records: the commit of that change is in it.
                 state.open(.init(
                     asOf: newest.asOf, checkpoint: try await Self.checkpoint(at: newest.sequence, on: connection, logger: logger)))

@@ -164,7 +164,7 @@ struct PushRules: Sendable {
         }
 
         // Nothing below can fail: the mutation is applied.
-        if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, snapshot: &snapshot, plan: &plan) }
+        if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, by: caller, snapshot: &snapshot, plan: &plan) }
         snapshot.changeSequence += 1
         var stored = StoredRecord(
             entity: mutation.entity, id: mutation.recordID, serverID: existing?.serverID,
@@ -368,17 +368,24 @@ struct PushRules: Sendable {
 
     /// A project naming an opportunity no project had yet makes the opportunity that project's: it moves
     /// to the end of the change sequence, just before the project itself, so the project's other members
-    /// pull it, parent first.
-    private func link(aboveScopeOf project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+    /// pull it, parent first. Only the caller's own: one that belongs to no project is its owner's alone,
+    /// and a member who named another user's took it over (its fields, its edits, its owner's access).
+    /// Another's stays a reference to a record the caller cannot see, as any such reference does.
+    private func link(
+        aboveScopeOf project: EntityRecord, by caller: Caller, snapshot: inout PushSnapshot, plan: inout PushPlan
+    ) {
         for relation in schema.scopeParents {
-            link(relation, of: project, snapshot: &snapshot, plan: &plan)
+            link(relation, of: project, by: caller, snapshot: &snapshot, plan: &plan)
         }
     }
 
-    private func link(_ relation: ParentRelation, of project: EntityRecord, snapshot: inout PushSnapshot, plan: inout PushPlan) {
+    private func link(
+        _ relation: ParentRelation, of project: EntityRecord, by caller: Caller, snapshot: inout PushSnapshot,
+        plan: inout PushPlan
+    ) {
         guard case .uuid(let id) = project[relation.field] else { return }
         let key = RecordKey(entity: relation.entity, id: id)
-        guard var above = snapshot.summary(key), above.projectID == nil else { return }
+        guard var above = snapshot.summary(key), above.projectID == nil, above.ownerID == caller.userID else { return }
         snapshot.changeSequence += 1
         above.projectID = project.id
         above.sequence = snapshot.changeSequence

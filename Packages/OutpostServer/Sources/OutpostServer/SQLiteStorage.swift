@@ -645,11 +645,12 @@ final class SQLiteStorage: ServerStorage {
             // The records above the scope the project names, when it belongs to no project yet (one this project owns
             // streams with its records; one another project owns is that project's members' business).
             for relation in schema.scopeParents {
+                // Only the caller's own: one that belongs to no project is its owner's alone (`PushRules.link`).
                 guard case .uuid(let above) = projectRecord.fields[relation.field] ?? .null,
                     let row = try Row.fetchOne(
-                        db, sql: "SELECT project_id, updated_at, sequence FROM records WHERE entity = ? AND id = ?",
+                        db, sql: "SELECT project_id, owner_id, updated_at, sequence FROM records WHERE entity = ? AND id = ?",
                         arguments: [relation.entity.rawValue, above.storageText]),
-                    row["project_id"] as String? == nil
+                    row["project_id"] as String? == nil, row["owner_id"] as String? == caller.userID.storageText
                 else { continue }
                 extra[relation.entity, default: []].append(above)
                 newest = max(newest ?? 0, row["updated_at"] as Int64)
