@@ -52,6 +52,23 @@ struct MetricsTests {
         await server.stop()
     }
 
+    @Test("Pushes naming made-up project ids leave no series behind: the per-project gauge names only projects with a push under way")
+    func madeUpProjectsLeaveNoSeries() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let named = (0..<400).map { _ in UUID() }
+        for chunk in stride(from: 0, to: named.count, by: 200) {
+            let mutations = named[chunk..<chunk + 200].map { Sample.create(.issue, fields: Sample.issueFields(project: $0)) }
+            let answer = try await alice.push(PushRequest(mutations: mutations))
+            #expect(answer.results.allSatisfy { $0.outcome.appliedVersion == nil }, "every one is refused")
+        }
+        let text = String(decoding: try await server.send("GET", "/metrics", versions: false).body, as: UTF8.self)
+        let family = try await PrometheusText.families(in: text).first { $0.name == "outpost_pushes_in_progress" }
+        #expect(family?.samples.isEmpty ?? true, "\(family?.samples.count ?? 0) series left")
+        #expect(!named.contains { text.contains($0.storageText) })
+    }
+
     @Test("A push stuck behind another writer shows as in progress for its project, and its wait for the lock is timed")
     func aStuckPushIsSeen() async throws {
         // The push waits for the lock as long as the test needs: under full load the scrapes took past the
@@ -84,7 +101,9 @@ struct MetricsTests {
         try await held.release()
         _ = try await push.value
         let after = try await scrape()
-        #expect(after["outpost_pushes_in_progress"]?.samples[gauge] == 0)
+        // A project with no push under way has no series: the label set is the projects being pushed to
+        // now, never every id a push ever named.
+        #expect(after["outpost_pushes_in_progress"]?.samples[gauge] == nil)
         let lockWaits = try #require(after["outpost_database_lock_wait_seconds"])
         #expect((lockWaits.samples["outpost_database_lock_wait_seconds_sum"] ?? 0) >= 1, "the push waited over a second: \(lockWaits.samples)")
     }

@@ -25,14 +25,20 @@ final class DatabaseActivity: Sendable {
     /// A push touching `projects` has begun (`true`) or ended.
     func push(into projects: Set<UUID>, begun: Bool) {
         state.withLockedValue { state in
-            for project in projects { state.pushes[project, default: 0] += begun ? 1 : -1 }
+            for project in projects {
+                let count = state.pushes[project, default: 0] + (begun ? 1 : -1)
+                // Forgotten at 0: a push names whatever project ids its caller sends, and an entry kept
+                // for each made every id ever named a series of /metrics for good (an attack named 50,000
+                // and a scrape took minutes).
+                state.pushes[project] = count == 0 ? nil : count
+            }
         }
     }
 
     func lockWaited(_ duration: Duration) { onLockWait(duration) }
 
     var connectionsInUse: Int { state.withLockedValue { $0.connectionsInUse } }
-    /// Pushes in progress by project, for every project pushed to on this instance (0 once they end, so
-    /// a scrape sees the gauge come down; the label set is bounded by the projects).
+    /// Pushes in progress by project, for the projects with one under way: the label set is bounded by
+    /// the pushes running at once, not by every id a push ever named.
     var pushesByProject: [UUID: Int] { state.withLockedValue { $0.pushes } }
 }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import NIOConcurrencyHelpers
 import Prometheus
 
 /// The server's metrics, made through swift-metrics (`Counter`, `Timer`, `Meter`) and kept by the
@@ -9,6 +10,8 @@ import Prometheus
 final class ServerMetrics: Sendable {
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
+    /// The series `setEach` made, by label value.
+    private let transient = NIOLockedValueBox<[String: Prometheus.Gauge]>([:])
 
     init() {
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -41,6 +44,24 @@ final class ServerMetrics: Sendable {
     /// Sets the gauge `name` with `labels` to `value`.
     func set(_ name: String, _ value: Int, _ labels: [(String, String)] = []) {
         Meter(label: name, dimensions: labels, factory: factory).set(Double(value))
+    }
+
+    /// Sets the gauge `name` for each value of `label` to its count, and removes the series of values
+    /// no longer given: a series swift-metrics made stays in the registry for good, so a label whose
+    /// values come and go (projects with a push under way) is kept here, where a gone one is unregistered.
+    func setEach(_ name: String, label: String, _ counts: [String: Int]) {
+        transient.withLockedValue { gauges in
+            for (value, count) in counts {
+                let gauge = gauges[value] ?? registry.makeGauge(
+                    descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: ""), labels: [(label, value)])
+                gauge.set(Double(count))
+                gauges[value] = gauge
+            }
+            for (value, gauge) in gauges where counts[value] == nil {
+                registry.unregisterGauge(gauge)
+                gauges[value] = nil
+            }
+        }
     }
 
     /// Every metric in Prometheus' text exposition format.

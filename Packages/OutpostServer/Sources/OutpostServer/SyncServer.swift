@@ -390,9 +390,9 @@ public struct SyncServer: Sendable {
             metrics.set("outpost_bundle_downloads_streaming", server.bundleGate.streaming)
             metrics.set("outpost_bundle_download_limit", server.bundleGate.limit)
             metrics.set("outpost_database_connections_in_use", server.activity.connectionsInUse)
-            for (project, pushes) in server.activity.pushesByProject {
-                metrics.set("outpost_pushes_in_progress", pushes, [("project", project.storageText)])
-            }
+            metrics.setEach(
+                "outpost_pushes_in_progress", label: "project",
+                Dictionary(uniqueKeysWithValues: server.activity.pushesByProject.map { ($0.key.storageText, $0.value) }))
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text)))
