@@ -74,6 +74,32 @@ struct SyncCommandTests {
         #expect(refused.output.contains("paused: credentialsRejected"))
     }
 
+    @Test("outpost presync imports a project's bundle; the next outpost sync pulls none of it again; a project the token does not reach is refused")
+    func presyncThenSyncPullsNothingTwice() async throws {
+        let (folder, db, _) = try await Self.deviceWithOneChange()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, port) = try await Self.startServer(in: folder)
+        defer { server.terminate() }
+        let url = "http://127.0.0.1:\(port)"
+        #expect(try await Outpost.run(["sync", "--db", db, "--server", url, "--token", "alice-token"]).status == 0)
+
+        let fresh = folder.appendingPathComponent("fresh.sqlite").path
+        let presync = try await Outpost.run([
+            "presync", "--db", fresh, "--server", url, "--token", "alice-token", "--project", Self.project.uuidString,
+        ])
+        #expect(presync.status == 0, "\(presync.output)\(presync.errorOutput)")
+        #expect(presync.output.contains("the next sync pulls only what changed after this bundle"), "\(presync.output)")
+        let first = try await Outpost.run(["sync", "--db", fresh, "--server", url, "--token", "alice-token", "--json"])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(first.output.utf8)) as? [String: String])
+        #expect(report["pulled"] == "0", "\(first.output)")
+        #expect(try LocalStore.open(at: fresh).fetchAll(Issue.self, where: "projectID", equals: .uuid(Self.project)).count == 1)
+
+        let refused = try await Outpost.run([
+            "presync", "--db", fresh, "--server", url, "--token", "alice-token", "--project", UUID().uuidString,
+        ])
+        #expect(refused.status == 1 && refused.errorOutput.contains("not_found"), "\(refused.errorOutput)")
+    }
+
     @Test func retryFailedSendsAFailedChangeAgain() async throws {
         let (folder, db, store) = try await Self.deviceWithOneChange()
         defer { try? FileManager.default.removeItem(at: folder) }
