@@ -16,8 +16,7 @@ enum BundlePositions {
 
     /// Space-separated `<project id>=<checkpoint>`, oldest first.
     static func all(in db: Database) throws -> [String] {
-        let text = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [key])
-        return text?.split(separator: " ").map(String.init) ?? []
+        try SyncState.list(of: key, in: db)
     }
 
     /// Keeps `project`'s position at `checkpoint`, replacing an older one of the same project. Past the
@@ -26,23 +25,14 @@ enum BundlePositions {
         let prefix = project.storageText + "="
         var kept = try all(in: db).filter { !$0.hasPrefix(prefix) }
         kept.append(prefix + checkpoint)
-        try write(Array(kept.suffix(maximumCount)), in: db)
+        try SyncState.setList(key, to: Array(kept.suffix(maximumCount)), in: db)
     }
 
     /// Forgets the positions a pull sent: its cursor holds them now, or the server left them out and
     /// read those projects from their beginning.
     static func forget(_ sent: [String], in db: Database) throws {
         guard !sent.isEmpty else { return }
-        try write(try all(in: db).filter { !sent.contains($0) }, in: db)
-    }
-
-    private static func write(_ positions: [String], in db: Database) throws {
-        if positions.isEmpty {
-            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [key])
-        } else {
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
-                .execute(arguments: [key, positions.joined(separator: " ")])
-        }
+        try SyncState.setList(key, to: try all(in: db).filter { !sent.contains($0) }, in: db)
     }
 
     /// The most kept: as many as one pull request carries.

@@ -33,18 +33,11 @@ enum HistoryState {
     }
 
     static func importedCheckpoints(in db: Database) throws -> [String] {
-        let text = try String.fetchOne(
-            db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [importedKey])
-        return text?.split(separator: " ").map(String.init) ?? []
+        try SyncState.list(of: importedKey, in: db)
     }
 
     private static func saveImported(_ checkpoints: [String], in db: Database) throws {
-        if checkpoints.isEmpty {
-            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [importedKey])
-        } else {
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
-                .execute(arguments: [importedKey, checkpoints.joined(separator: " ")])
-        }
+        try SyncState.setList(importedKey, to: checkpoints, in: db)
     }
 
     /// How many imported checkpoints a device keeps waiting: one fewer than a header carries, so an

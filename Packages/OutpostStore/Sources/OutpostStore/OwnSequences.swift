@@ -11,8 +11,7 @@ enum OwnSequences {
     static let key = "own_sequences"
 
     static func ranges(in db: Database) throws -> SequenceRanges {
-        let text = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [key])
-        return SequenceRanges(texts: text?.split(separator: " ").map(String.init) ?? []) ?? SequenceRanges()
+        SequenceRanges(texts: try SyncState.list(of: key, in: db)) ?? SequenceRanges()
     }
 
     /// Adds sequences an answer gave.
@@ -30,12 +29,7 @@ enum OwnSequences {
     }
 
     private static func save(_ ranges: SequenceRanges, in db: Database) throws {
-        if ranges.ranges.isEmpty {
-            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [key])
-        } else {
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
-                .execute(arguments: [key, ranges.texts.joined(separator: " ")])
-        }
+        try SyncState.setList(key, to: ranges.texts, in: db)
     }
 }
 
