@@ -95,6 +95,37 @@ struct NothingTwiceTests {
         await server.stop()
     }
 
+    @Test("Every kind of record a pre-sync brings reads back as the server has it, with server ids too: a time entry pair, an issue", arguments: [OutpostWire.BundleFormat.json, OutpostWire.BundleFormat.xml])
+    func everyKindReadsBack(_ format: OutpostWire.BundleFormat) async throws {
+        // Server ids (xml) and client ids (json): a bundle of server ids keeps no position, since its
+        // references are linked by the pull that names each record's server id.
+        let server = try await TestServer.start(.sqlite, assignsServerIDs: format == .xml)
+        let writer = try Self.device("alice-day", on: server)
+        try await writer.sync()
+        let member = try #require(try writer.member(for: TestServer.alice, in: TestServer.projectA))
+        let clockIn = try await writer.clockIn(member: member.id, project: TestServer.projectA)
+        let clockOut = try await writer.clockOut(of: clockIn)
+        try await writer.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        try await writer.sync()
+
+        let presynced = try Self.device("alice-morning", on: server)
+        try await presynced.preSync(project: TestServer.projectA, format: format)
+        #expect(try presynced.store.bundlePositions().count == (format == .xml ? 0 : 1))
+        try await presynced.sync()
+        // Read as any record of the store, as a screen or an edit reads it: every reference a client id.
+        for id in [clockIn.id, clockOut.id] {
+            #expect(try presynced.store.record(.timeEntry, id: id)?.validationErrors.isEmpty == true)
+        }
+        let reference = try Self.device("alice-pulled", on: server)
+        try await reference.sync()
+        for id in [clockIn.id, clockOut.id] {
+            let read = try #require(try presynced.fetch(TimeEntry.self, id: id))
+            #expect(read == (try reference.fetch(TimeEntry.self, id: id)))
+        }
+        #expect(try Self.issues(on: presynced).map(\.title) == Self.issues(on: reference).map(\.title))
+        await server.stop()
+    }
+
     @Test("A position the server's history does not hold is left out (the project read from its beginning); one of a project the caller is not in comes back as left, as any made-up id does")
     func aPositionTheServerDoesNotHoldIsLeftOut() async throws {
         let server = try await TestServer.start(.sqlite)

@@ -177,14 +177,15 @@ enum PreSyncScenario {
         _ = try await store.save(try Model(record: record), now: now)
     }
 
-    /// Imports `file` into `store` on a thread of its own, as `Device.importBundle` does from an app's
-    /// background queue: it may wait for the store's writes, and they for it, so it must not hold one
+    /// Imports `file` (downloaded from the server) into `store` on a thread of its own, as
+    /// `Device.preSync` does (the server's word: its versions are not the file's, and a store that held
+    /// none of the project keeps its position for the next pull): it may wait for the store's writes, and they for it, so it must not hold one
     /// of the few threads the concurrent sync runs on.
     static func importOffThread(_ file: URL, into store: LocalStore) async -> Result<ImportSummary, any Error> {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 do {
-                    let summary = try store.importBundle(at: file)
+                    let summary = try store.importBundle(at: file, fromServer: true)
                     continuation.resume(returning: .success(summary))
                 } catch {
                     continuation.resume(returning: .failure(error))

@@ -49,6 +49,9 @@ final class ImportSession {
     /// Whether versions written are noted as the bundle's word: not for a bundle the device downloaded
     /// from its own server (`LocalStore.importBundle(at:fromServer:)`), whose versions are the server's.
     private let notesVersions: Bool
+    /// Whether a record came with a server id (a server in `--server-ids` mode): its references are
+    /// server ids the store links only once a pull tells it whose they are.
+    private(set) var carriesServerIDs = false
 
     /// A session writing `stream`'s records in `db`'s open transaction; `origin` names the store in the
     /// change journal.
@@ -62,6 +65,7 @@ final class ImportSession {
 
     /// Applies one record from the bundle.
     func apply(_ incoming: EntityRecord, at location: SourceLocation) throws {
+        if incoming.sync.serverID != nil { carriesServerIDs = true }
         let entity = incoming.entity
         let table = try table(for: entity)
         try requireProjectOfStoredParents(incoming, at: location)

@@ -66,9 +66,12 @@ extension LocalStore {
                             file: url.path)
                     }
                     // The server writes one checkpoint: the newest change of the project's records it read.
+                    // Not with server ids: the references they hold are linked by the pull that names each
+                    // record's server id, which a position would skip (the reliability scenario found
+                    // references left as "1" for good).
                     let total = session.counts.values.reduce(ImportCounts(), +)
                     if fromServer, total.records > 0, total.inserted == total.records, stream.checkpoints.count == 1,
-                        let project = stream.projectID
+                        !session.carriesServerIDs, let project = stream.projectID
                     {
                         try BundlePositions.save(project: project, checkpoint: stream.checkpoints[0], in: db)
                     }
