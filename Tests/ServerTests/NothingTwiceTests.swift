@@ -229,7 +229,7 @@ struct NothingTwiceTests {
     func ownSequencesAreChecked() async throws {
         let server = try await TestServer.start(.sqlite)
         let transport = server.transport(token: TestServer.aliceToken)
-        for bad in [["0"], ["5-3"], ["x"], Array(repeating: "1", count: 257)] {
+        for bad in [["0"], ["5-03"], ["x"], ["1-2-3"], Array(repeating: "1", count: 257)] {
             let refused = await #expect(throws: TransportError.self) {
                 _ = try await transport.pull(PullRequest(cursor: nil, limit: 5, ownSequences: bad))
             }

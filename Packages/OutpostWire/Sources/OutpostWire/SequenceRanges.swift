@@ -11,15 +11,15 @@ public struct SequenceRanges: Sendable, Hashable {
     /// None.
     public init() {}
 
-    /// Reads ranges as `texts` writes them; nil for any other text, or more than `maximumCount`.
+    /// Reads ranges as `texts` writes them (one written high to low reads as the same range, as the API
+    /// document's pattern admits it); nil for any other text, or more than `maximumCount`.
     public init?(texts: [String]) {
         guard texts.count <= Self.maximumCount else { return nil }
         for text in texts {
             let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-            guard (1...2).contains(parts.count), let first = Self.number(parts[0]), let last = Self.number(parts.last!),
-                first <= last
+            guard (1...2).contains(parts.count), let first = Self.number(parts[0]), let last = Self.number(parts.last!)
             else { return nil }
-            insert(first...last)
+            insert(min(first, last)...max(first, last))
         }
     }
 
