@@ -129,28 +129,36 @@ final class ImportSession {
         return table
     }
 
-    /// Holds `record` to the bundle's project by the parents it names that the store holds, each in
-    /// the project it is held in. The scope records it names the stream checks itself; a parent the store
-    /// does not hold (yet: a staged one) is the bundle's, checked as a record of its own.
+    /// Holds `record` to the bundle's project by the parent it belongs through (the first parent it
+    /// names, as `PulledPage.project` follows), when the store holds that parent, in the project it is
+    /// held in. The scope records it names the stream checks itself; a parent the store does not hold
+    /// (yet: a staged one) is the bundle's, checked as a record of its own.
+    ///
+    /// Its other references (an issue's asset or assignee) place nothing: a pull stores them as they
+    /// come, and so does this. The server answers a reference into a project the pusher cannot see as it
+    /// answers an id that exists nowhere, so such a reference can be on the server; refusing it here let
+    /// one crew member stop every device that also held the other project from importing this one.
     private func requireProjectOfStoredParents(_ record: EntityRecord, at location: SourceLocation) throws {
         let scope = EntityCatalog.schema.scope
-        for relation in record.entity.description.parents where relation.entity != scope {
-            guard case .uuid(let parentID) = record[relation.field], try !table(for: relation.entity).startedEmpty else { continue }
-            let key = ParentKey(entity: relation.entity, id: parentID)
-            let project: UUID?
-            if let known = parentProjects[key] {
-                project = known
-            } else {
-                project = try EntityTables.fetchRecord(relation.entity, id: parentID, in: db).flatMap { try projectInStore(of: $0) }
-                if parentProjects.count >= 4096 { parentProjects.removeAll(keepingCapacity: true) }
-                parentProjects[key] = project
-            }
-            guard let project else { continue }
-            try stream.requireProject(
-                project, of: record.entity, id: record.id,
-                because: "its \(relation.field) names \(relation.entity.rawValue) \(parentID.lowercasedText), which this device holds in that project",
-                at: location)
+        let owning = record.entity.description.parents.lazy.compactMap { relation -> (ParentRelation, UUID)? in
+            guard case .uuid(let parentID) = record[relation.field] else { return nil }
+            return (relation, parentID)
+        }.first
+        guard let (relation, parentID) = owning, relation.entity != scope, try !table(for: relation.entity).startedEmpty else { return }
+        let key = ParentKey(entity: relation.entity, id: parentID)
+        let project: UUID?
+        if let known = parentProjects[key] {
+            project = known
+        } else {
+            project = try EntityTables.fetchRecord(relation.entity, id: parentID, in: db).flatMap { try projectInStore(of: $0) }
+            if parentProjects.count >= 4096 { parentProjects.removeAll(keepingCapacity: true) }
+            parentProjects[key] = project
         }
+        guard let project else { return }
+        try stream.requireProject(
+            project, of: record.entity, id: record.id,
+            because: "its \(relation.field) names \(relation.entity.rawValue) \(parentID.lowercasedText), which this device holds in that project",
+            at: location)
     }
 
     /// The project the store holds `record` in, through its owning parents; nil when the store cannot tell.

@@ -91,6 +91,29 @@ import Testing
         }
     }
 
+    /// A record of D that only refers to a record the device holds in P1 (an issue's asset, not the
+    /// parent it belongs through) stays D's, as a pull stores it. A member who cannot see P1 may push
+    /// such a reference (the server answers it as it answers an id that does not exist), and a refusal
+    /// here let one crew member stop every device that also holds P1 from pre-syncing D (attack
+    /// finding 5 of stop 49).
+    @Test(arguments: [BundleFormat.xml, .json])
+    func aReferenceIntoAnotherProjectThatDoesNotPlaceTheRecordImports(_ format: BundleFormat) throws {
+        let asset = Asset(id: SampleProject.id(503), sync: SampleProject.sync(11), projectID: Self.otherProject, name: "Pump", qrCode: "Q-1").record
+        let pointing = Issue(id: SampleProject.id(504), sync: SampleProject.sync(14), projectID: SampleProject.project,
+            title: "Refers to P1's pump", assetID: SampleProject.id(503)).record
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records + Self.otherProjectsRecords + [asset])
+        let url = workspace.url("pointing.\(format.rawValue)")
+        try BundleExporter().export(project: SampleProject.project, records: SampleProject.records + [pointing], format: format, to: url)
+        #expect(BundleValidator().errors(inBundleAt: url).isEmpty)
+        let summary = try LocalStore.open(at: workspace.databasePath).importBundle(at: url)
+        #expect(summary.total.inserted == 1 && summary.total.orphaned == 0, "\(summary)")
+        let stored = try #require(try workspace.record(.issue, SampleProject.id(504)))
+        #expect(stored["assetID"] == .uuid(SampleProject.id(503)) && stored["projectID"] == .uuid(SampleProject.project))
+        let held = try #require(try workspace.record(.asset, SampleProject.id(503)))
+        #expect(held == asset, "the other project's asset changed")
+    }
+
     /// A JSON bundle may name its project after its records: the records read before it are held to it
     /// all the same.
     @Test func aProjectNamedAfterTheRecordsStillScopesThem() throws {
