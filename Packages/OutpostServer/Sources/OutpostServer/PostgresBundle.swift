@@ -126,7 +126,7 @@ struct PostgresBundleCursor {
                 page += extra
             }
             if !page.isEmpty {
-                return page.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)
+                return page.sortedByStorageText(\.id).map(\.entityRecord)
             }
         }
         return nil

@@ -285,7 +285,7 @@ final class PostgresStorage: ServerStorage {
             if let projects, let other = projects.first(where: { !mine.contains($0) }) {
                 throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
-            let read = (projects.map { Set($0) } ?? mine).sorted { $0.storageText < $1.storageText }
+            let read = (projects.map { Set($0) } ?? mine).sortedByStorageText { $0 }
             let visible = read.map(\.storageText)
             // Each project's changes after its own position: the sequence index is walked from the lowest
             // and every row checked against its project's position, so a page still stops at its size.

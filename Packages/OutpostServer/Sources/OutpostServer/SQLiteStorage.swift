@@ -363,7 +363,7 @@ final class SQLiteStorage: ServerStorage {
             return (sql, arguments, true)
         }
         var arms: [String] = []
-        for project in projects.sorted(by: { $0.storageText < $1.storageText }) {
+        for project in projects.sortedByStorageText({ $0 }) {
             arms.append(
                 "SELECT sequence FROM (SELECT sequence FROM records WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?)")
             arguments += [project.storageText, cursor.position(of: project), limit + 1]
@@ -936,7 +936,7 @@ private actor BundleCursor {
             }
             let records = page + extraRecords
             if !records.isEmpty {
-                return records.sorted { $0.id.storageText < $1.id.storageText }.map(\.entityRecord)
+                return records.sortedByStorageText(\.id).map(\.entityRecord)
             }
         }
         return nil
@@ -1116,6 +1116,15 @@ extension RecordSummary {
 extension UUID {
     /// Lowercase text, the form every id is stored and compared in.
     var storageText: String { lowercasedText }
+}
+
+extension Sequence {
+    /// The elements in the order of their ids' stored text, each text made once. A comparison that made
+    /// both texts itself spent 5 of a pull's 5.5 CPU-seconds on a cursor naming 100,000 projects (perf,
+    /// attack finding 6 of stop 49), and every bundle page paid it per record.
+    func sortedByStorageText(_ id: (Element) -> UUID) -> [Element] {
+        map { (id($0).storageText, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+    }
 }
 
 extension Date {
