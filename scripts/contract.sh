@@ -52,10 +52,10 @@ for backend in sqlite postgres; do
       -H "Authorization: Bearer $token" --checks all --seed 1 --max-examples "$examples" --no-color; then
     failed=1
   fi
-  # The admin API again with an admin token (the member's token above is refused 403 there).
+  # The admin API and the metrics again with an admin token (the member's token above is refused 403 there).
   echo "== contract, $backend backend: the admin API with an admin token"
   if ! "$venv/bin/st" --config-file scripts/schemathesis.toml run schemas/sync-api.yaml --url "$url" \
-      --include-path-regex '^/admin/' \
+      --include-path-regex '^/(admin/|metrics$)' \
       -H "Authorization: Bearer $admin_token" --checks all --seed 1 --max-examples "$examples" --no-color; then
     failed=1
   fi

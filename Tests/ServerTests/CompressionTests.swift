@@ -60,7 +60,7 @@ struct CompressionTests {
         }
         let bundlePath = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
         func bundleBytesSent() async throws -> Int {
-            let text = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+            let text = try await server.scrape()
             let line = text.split(separator: "\n").first { $0.hasPrefix("outpost_bundle_bytes_total ") }
             return line.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0
         }

@@ -61,7 +61,10 @@ struct ContractTests {
             "GET /health": [("/health", nil, nil, [:], true), ("/health", nil, nil, [:], false)],
             // The probes answer plain HTTP, without the protocol headers.
             "GET /livez": [("/livez", nil, nil, [:], false)],
-            "GET /metrics": [("/metrics", nil, nil, [:], false)],
+            "GET /metrics": [
+                ("/metrics", TestServer.metricsToken, nil, [:], false), ("/metrics", nil, nil, [:], false),
+                ("/metrics", a, nil, [:], false),
+            ],
             "GET /readyz": [("/readyz", nil, nil, [:], false), ("/readyz", nil, nil, [:], true)],
             "POST /push": [
                 ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),

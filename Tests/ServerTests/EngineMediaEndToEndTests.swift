@@ -135,8 +135,7 @@ struct EngineMediaEndToEndTests {
 
         // The server received every byte exactly once (its counter of media bytes taken in), and its
         // file is the photo, byte for byte.
-        let metrics = try await server.send("GET", "/metrics")
-        let mediaBytes = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n")
+        let mediaBytes = try await server.scrape().split(separator: "\n")
             .first { $0.hasPrefix("outpost_media_bytes_total ") }
             .flatMap { Int($0.split(separator: " ").last ?? "") }
         #expect(mediaBytes == bytes.count)

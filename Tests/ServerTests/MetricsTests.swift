@@ -24,7 +24,7 @@ struct MetricsTests {
             _ = try await server.send(made, "/\(made.lowercased())", versions: false)
         }
         _ = try await server.send("GET", "/health/more", versions: false)
-        let answer = try await server.send("GET", "/metrics", versions: false)
+        let answer = try await server.send("GET", "/metrics", token: TestServer.metricsToken, versions: false)
         #expect(answer.status == 200)
         let families = try await PrometheusText.families(in: String(decoding: answer.body, as: UTF8.self))
         let byName = Dictionary(families.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -63,10 +63,37 @@ struct MetricsTests {
             let answer = try await alice.push(PushRequest(mutations: mutations))
             #expect(answer.results.allSatisfy { $0.outcome.appliedVersion == nil }, "every one is refused")
         }
-        let text = String(decoding: try await server.send("GET", "/metrics", versions: false).body, as: UTF8.self)
+        let text = try await server.scrape()
         let family = try await PrometheusText.families(in: text).first { $0.name == "outpost_pushes_in_progress" }
         #expect(family?.samples.isEmpty ?? true, "\(family?.samples.count ?? 0) series left")
         #expect(!named.contains { text.contains($0.storageText) })
+    }
+
+    /// The per-project series name the ids of projects being pushed to, and when: anyone reaching the
+    /// port read them (attack finding 3 of stop 49). Only the scraper's token and admin tokens read
+    /// the metrics now; a member's token, an unknown one and none get the same refusals as elsewhere.
+    @Test("/metrics answers the scraper's token and admin tokens only: 401 without a token or with an unknown one, 403 for a member's", arguments: Backend.available)
+    func metricsAreForTheScraperAndAdministrators(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let admin = try await server.server.issueToken(for: TestServer.carol, admin: true)
+        let expired = try await server.server.issueToken(for: TestServer.carol, expiresAt: Date().addingTimeInterval(-1), admin: true)
+        for (token, status) in [
+            (nil, 401), ("", 401), ("no such token", 401), (TestServer.metricsToken + "x", 401), (expired, 401),
+            (TestServer.aliceToken, 403), (TestServer.carolToken, 403), (TestServer.metricsToken, 200), (admin, 200),
+        ] as [(String?, Int)] {
+            let answer = try await server.send("GET", "/metrics", token: token, versions: false)
+            #expect(answer.status == status, "\(token ?? "no token"): \(String(decoding: answer.body.prefix(300), as: UTF8.self))")
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect((status == 200) == text.contains("# TYPE outpost_requests_total counter"), "\(token ?? "no token")")
+        }
+        // A server given no scraper token answers admin tokens alone: nothing falls open.
+        let plain = try await TestServer.start(.sqlite) { $0.metricsToken = nil }
+        defer { Task { await plain.stop() } }
+        #expect(try await plain.send("GET", "/metrics", versions: false).status == 401)
+        #expect(try await plain.send("GET", "/metrics", token: TestServer.metricsToken, versions: false).status == 401)
+        let plainAdmin = try await plain.server.issueToken(for: TestServer.carol, admin: true)
+        #expect(try await plain.send("GET", "/metrics", token: plainAdmin, versions: false).status == 200)
     }
 
     @Test("A push stuck behind another writer shows as in progress for its project, and its wait for the lock is timed")
@@ -85,7 +112,7 @@ struct MetricsTests {
             try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
         }
         func scrape() async throws -> [String: PrometheusText.Family] {
-            let text = String(decoding: try await server.send("GET", "/metrics", versions: false).body, as: UTF8.self)
+            let text = try await server.scrape()
             return Dictionary(try await PrometheusText.families(in: text).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
         let gauge = #"outpost_pushes_in_progress{project="\#(TestServer.projectA.storageText)"}"#

@@ -69,7 +69,7 @@ struct ReadAheadTests {
             "POST", "/pull", token: TestServer.carolToken,
             body: try wireJSON(PullRequest(cursor: projectA.nextCursor, limit: 5, projects: [TestServer.projectA])))
         #expect(refused.status == 403)
-        let metrics = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+        let metrics = try await server.scrape()
         #expect(metrics.contains(#"outpost_pull_read_ahead_total{outcome="discarded"} 2"# + "\n"))
         await server.stop()
     }
@@ -99,7 +99,7 @@ struct ReadAheadTests {
             cursor = page.nextCursor
             if !page.hasMore { break }
         }
-        let metrics = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+        let metrics = try await server.scrape()
         #expect(metrics.contains(#"outpost_pull_read_ahead_total{outcome="discarded"} 1"# + "\n"))
 
         // Served, the page read before the update would have brought version 1 back first.
@@ -124,7 +124,7 @@ struct ReadAheadTests {
             let page = try await carol.pull(PullRequest(cursor: cursor, limit: 5))
             (cursor, hasMore, pages) = (page.nextCursor, page.hasMore, pages + 1)
         }
-        let metrics = String(decoding: try await server.send("GET", "/metrics").body, as: UTF8.self)
+        let metrics = try await server.scrape()
         #expect(metrics.contains(#"outpost_pull_read_ahead_total{outcome="served"} \#(pages - 1)"# + "\n"))
         #expect(!metrics.contains(#"outcome="discarded""#))
         await server.stop()

@@ -24,6 +24,8 @@ final class TestServer: Sendable {
     static let aliceToken = "alice-token-123"
     static let bobToken = "bob-token-456"
     static let carolToken = "carol-token-789"
+    /// The scraper's token every test server takes for `/metrics` (`ServerConfiguration.metricsToken`).
+    static let metricsToken = "scraper-token-0ab"
 
     static let seed = ServerSeed(
         projects: [
@@ -89,6 +91,7 @@ final class TestServer: Sendable {
             logLevel: "critical", postgresURL: postgres?.url, conflictPolicy: conflictPolicy,
             idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections,
             durableCommits: durableCommits)
+        configuration.metricsToken = metricsToken
         configure(&configuration)
         let server = try SyncServer(
             configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))
@@ -163,6 +166,13 @@ final class TestServer: Sendable {
         HTTPTransport(
             configuration: .init(baseURL: baseURL, schemaVersion: schemaVersion, requestTimeout: Self.requestTimeout),
             token: token)
+    }
+
+    /// `/metrics` as the scraper reads it, with its token.
+    func scrape() async throws -> String {
+        let answer = try await send("GET", "/metrics", token: Self.metricsToken, versions: false)
+        #expect(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self))")
+        return String(decoding: answer.body, as: UTF8.self)
     }
 
     /// A raw request, for what `HTTPTransport` never sends (no token, wrong versions, gzip by hand).

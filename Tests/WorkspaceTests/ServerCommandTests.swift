@@ -127,7 +127,7 @@ struct ServerCommandTests {
         #expect(bytes.range(of: Data("alice-demo-token".utf8)) == nil)
     }
 
-    @Test("serve --tls-certificate --tls-key speaks HTTPS only (curl trusting the certificate pulls); a device refuses plain HTTP to another machine")
+    @Test("serve --tls-certificate --tls-key speaks HTTPS only (curl trusting the certificate pulls, and scrapes /metrics with --metrics-token-file's token); a device refuses plain HTTP to another machine")
     func tlsRoundTrip() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-tls-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -146,12 +146,14 @@ struct ServerCommandTests {
              "members": [{"userID": "\(user)", "name": "Alice", "projects": ["\(project)"]}],
              "tokens": [{"userID": "\(user)", "token": "alice-demo-token"}]}
             """.utf8).write(to: seedFile)
+        let scraperFile = folder.appendingPathComponent("scraper-token")
+        try Data("scraper-secret-1\n".utf8).write(to: scraperFile)
 
         let process = Process()
         process.executableURL = Outpost.executable
         process.arguments = [
             "serve", "--db", folder.appendingPathComponent("server.sqlite").path, "--port", "0", "--seed", seedFile.path,
-            "--tls-certificate", certificate, "--tls-key", key,
+            "--tls-certificate", certificate, "--tls-key", key, "--metrics-token-file", scraperFile.path,
         ]
         let output = Pipe()
         process.standardOutput = output
@@ -170,6 +172,15 @@ struct ServerCommandTests {
         #expect(try await ChildProcess.finish(Self.process("/usr/bin/curl", ["-sS", "https://127.0.0.1:\(port)/livez"])).status != 0)
         let plain = try await ChildProcess.finish(Self.process("/usr/bin/curl", ["-sS", "-m", "5", "http://127.0.0.1:\(port)/livez"]))
         #expect(plain.status != 0 || !String(decoding: plain.output, as: UTF8.self).contains("live"))
+
+        // Prometheus reads /metrics with the token of --metrics-token-file (its newline dropped); no token
+        // and a member's token are refused.
+        for (token, answered) in [("scraper-secret-1", true), ("alice-demo-token", false), (nil, false)] as [(String?, Bool)] {
+            let scrape = try await ChildProcess.finish(Self.process("/usr/bin/curl", [
+                "-sS", "--cacert", certificate, "https://127.0.0.1:\(port)/metrics",
+            ] + (token.map { ["-H", "Authorization: Bearer \($0)"] } ?? [])))
+            #expect(String(decoding: scrape.output, as: UTF8.self).contains("# TYPE outpost_requests_total counter") == answered, "\(token ?? "none")")
+        }
 
         // A pull over TLS, as a device sends it: the seeded project comes back. (The device's own URL
         // loading trusts the system's certificate authorities only, so it is not pointed at this one.)
@@ -228,6 +239,8 @@ struct ServerCommandTests {
                           "projects": ["a0000000-0000-4000-8000-00000000000a"]}],
              "tokens": [{"userID": "a11ce000-0000-4000-8000-000000000001", "token": "alice-demo-token"}]}
             """.utf8).write(to: seedFile)
+        let scraperFile = folder.appendingPathComponent("scraper-token")
+        try Data("scraper-secret-1\n".utf8).write(to: scraperFile)
 
         let process = Process()
         process.executableURL = Outpost.executable

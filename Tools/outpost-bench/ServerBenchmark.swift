@@ -439,12 +439,17 @@ struct BenchServer {
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
     var databasePath: String { server.configuration.databasePath }
 
+    /// The token the bench's scrapes of `/metrics` send.
+    static let metricsToken = "bench-scraper"
+
     /// With `postgresURL`, on that PostgreSQL database instead of a SQLite file (the `postgres` suite).
     static func start(in folder: URL, seed: ServerSeed, postgresURL: String? = nil) async throws -> BenchServer {
-        let server = try SyncServer(configuration: ServerConfiguration(
+        var configuration = ServerConfiguration(
             databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0,
             // One line per request would measure the log; cancelling at the end logs shutdown as errors.
-            logLevel: "critical", postgresURL: postgresURL))
+            logLevel: "critical", postgresURL: postgresURL)
+        configuration.metricsToken = metricsToken
+        let server = try SyncServer(configuration: configuration)
         try await server.load(seed)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let task = Task { try await server.run(handlingSignals: false) { continuation.yield($0) } }
@@ -467,8 +472,9 @@ struct BenchServer {
 
     /// The server's `outpost_bundle_bytes_total`: bundle bytes as they went on the wire, compressed or not.
     func bundleBytesSent() async throws -> Int {
-        let response = try await HTTPClient.shared.execute(
-            HTTPClientRequest(url: baseURL.appendingPathComponent("metrics").absoluteString), timeout: .seconds(60))
+        var request = HTTPClientRequest(url: baseURL.appendingPathComponent("metrics").absoluteString)
+        request.headers.add(name: "Authorization", value: "Bearer \(Self.metricsToken)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let data = Data(try await response.body.collect(upTo: 16 << 20).readableBytesView)
         let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("outpost_bundle_bytes_total ") }
         return line.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0

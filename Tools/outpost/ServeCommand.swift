@@ -96,6 +96,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The PEM private key of --tls-certificate.")
     var tlsKey: String?
 
+    @Option(help: "A file holding the bearer token a Prometheus scraper sends for /metrics (an admin token is answered too; nothing else).")
+    var metricsTokenFile: String?
+
     @Option(help: """
         Conflict strategies that differ from the catalog's, as entity=strategy pairs, comma-separated \
         (issue=manual,discount=serverWins); the devices must run the same (outpost sync --conflict-policy).
@@ -133,6 +136,10 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.requestsPerMinutePerToken = requestsPerMinute
             configuration.tlsCertificatePath = tlsCertificate
             configuration.tlsKeyPath = tlsKey
+            if let metricsTokenFile {
+                configuration.metricsToken = try String(contentsOfFile: metricsTokenFile, encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
             configuration.mediaDiskReserveBytes = mediaDiskReserve

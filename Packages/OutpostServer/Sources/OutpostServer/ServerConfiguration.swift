@@ -88,6 +88,10 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var tlsCertificatePath: String?
     /// The private key of `tlsCertificatePath`'s certificate, PEM.
     public var tlsKeyPath: String?
+    /// A bearer token for a Prometheus scraper: `/metrics` answers it, or an admin token, and nothing
+    /// else (401 without a token, 403 for a member's). The metrics name the projects being pushed to, so
+    /// they are not for anyone who can reach the port. Never written anywhere.
+    public var metricsToken: String?
 
     /// Creates a configuration; only the database path has no default.
     public init(
@@ -147,5 +151,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")
         try check((tlsCertificatePath == nil) == (tlsKeyPath == nil), "TLS takes both a certificate and its private key")
+        try check(metricsToken.map { !$0.isEmpty && !$0.contains(where: \.isWhitespace) } ?? true,
+            "the metrics token must be non-empty text without spaces, as a bearer token is sent")
     }
 }

@@ -19,6 +19,9 @@ public struct SyncServer: Sendable {
     let storage: any ServerStorage
     /// When each token's last use was noted here (`IssuedToken.lastUsedAt`).
     private let tokenUses = TokenUseNotes()
+    /// The digest of the scraper's token (`ServerConfiguration.metricsToken`): a presented token is
+    /// compared by digest, as stored tokens are, so no comparison of the secret's bytes can be timed.
+    private var metricsTokenDigest: String? { configuration.metricsToken.map { TokenDigest.hex(of: $0) } }
     let media: MediaStore
     private let metrics: ServerMetrics
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
@@ -383,7 +386,8 @@ public struct SyncServer: Sendable {
             return Response(status: .ok, headers: headers, body: body)
         }
 
-        router.get("metrics") { _, _ -> Response in
+        router.get("metrics") { request, _ -> Response in
+            try await server.authorizeScrape(request)
             // Gauges are read as they stand when scraped.
             metrics.set("outpost_open_connections", server.openConnections.current)
             metrics.set("outpost_connection_limit", server.configuration.maximumConnections)
@@ -424,6 +428,17 @@ public struct SyncServer: Sendable {
             throw ServerError.forbidden("this token is a member's; the admin API takes an admin token")
         }
         return Administrator(userID: holder.userID, tokenPrefix: String(digest.prefix(12)))
+    }
+
+    /// Lets a scrape of `/metrics` through: the configured metrics token (`metricsToken`) or an admin
+    /// token; 401 without a token or with an unknown one, 403 with a member's. The per-project series
+    /// name the ids of projects being pushed to and when, which no member of another project and no
+    /// one merely reaching the port may learn (attack finding 3 of stop 49).
+    func authorizeScrape(_ request: Request) async throws(ServerError) {
+        let token = try Self.bearerToken(of: request)
+        if let metricsTokenDigest, !token.isEmpty, TokenDigest.hex(of: token) == metricsTokenDigest { return }
+        let admin = try await administrator(bearing: token)
+        RequestAttribution.note("user", admin.userID)
     }
 
     /// Whom `token` belongs to, and its digest; its use noted and counted against its request limit.
