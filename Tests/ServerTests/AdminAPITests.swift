@@ -50,6 +50,9 @@ import Testing
         #expect(changed.json["change"] as? String == "role changed from crew to viewer", "\(changed)")
         let same = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana", "role": "viewer"}"#)
         #expect((same.json["change"] as? String)?.contains("nothing changed") == true, "never a silent no-op: \(same)")
+        // A correction of her name names no role: she keeps hers (it once made her crew, attack finding 11).
+        let renamed = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana Ruiz"}"#)
+        #expect(renamed.json["change"] as? String == "already a member as viewer; name or email changed", "\(renamed)")
         for instance in instances {
             let refused = try await instance.transport(token: token).push(PushRequest(mutations: [
                 Sample.create(.issue, fields: Sample.issueFields(project: project)),
@@ -64,6 +67,10 @@ import Testing
         // Removed: the project is to her as if it did not exist, on every instance.
         let removed = try await call("DELETE", "\(projectPath)/members/\(dana)", nil)
         #expect(removed.json["removed"] as? Int == 1)
+        // Added back naming no role: the least, crew, not the role she held; then removed again.
+        let back = try await call("PUT", "\(projectPath)/members/\(dana)", #"{"name": "Dana"}"#)
+        #expect(back.json["change"] as? String == "added back as crew", "\(back)")
+        #expect(try await call("DELETE", "\(projectPath)/members/\(dana)", nil).json["removed"] as? Int == 1)
         for instance in instances {
             let answer = try await instance.send(
                 "POST", "/pull", token: token, body: try wireJSON(PullRequest(cursor: nil, limit: 10, projects: [project])))
@@ -81,7 +88,10 @@ import Testing
         let entries = try #require(log.json["entries"] as? [[String: Any]])
         let actions = entries.filter { ($0["actor"] as? String)?.contains(TestServer.carol.uuidString.lowercased()) == true }
             .compactMap { $0["action"] as? String }
-        #expect(actions == ["create-project", "add-member", "issue-token", "add-member", "add-member", "remove-member", "revoke-token"])
+        #expect(actions == [
+            "create-project", "add-member", "issue-token", "add-member", "add-member", "add-member", "remove-member", "add-member",
+            "remove-member", "revoke-token",
+        ])
         #expect(!entries.contains { ($0["details"] as? String)?.contains(token) == true || ($0["details"] as? String)?.contains(admin) == true })
     }
 

@@ -112,7 +112,8 @@ struct ServerCommandTests {
             ["revoke-token", "issue-token", "remove-member"].first { line.contains("  \($0)  ") }
         }
         #expect(actions == ["revoke-token", "issue-token", "issue-token", "remove-member"], "\(log.output)")
-        #expect(log.output.split(separator: "\n").allSatisfy { $0.contains("outpost admin (") }, "\(log.output)")
+        // Who ran it is the process's account (its uid), not $USER, which anyone sets.
+        #expect(log.output.split(separator: "\n").allSatisfy { $0.contains("outpost admin (") && $0.contains("uid \(getuid()))") }, "\(log.output)")
         // As a project that does not exist: an answer never tells what the caller may not reach.
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 404)
         #expect(try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)

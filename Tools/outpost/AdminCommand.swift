@@ -16,8 +16,12 @@ struct AdminCommand: AsyncParsableCommand {
         ])
 
     /// Who the admin log says did it: this command, and the account it ran as.
+    /// The account is the process's own (its uid, and the name the system gives it), not `$USER`,
+    /// which anyone sets: `USER=anyone outpost admin …` once wrote "anyone" into the log.
     static var actor: String {
-        "outpost admin (\(ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "unknown user"))"
+        let uid = getuid()
+        let name = getpwuid(uid).flatMap { $0.pointee.pw_name }.map { String(cString: $0) }
+        return "outpost admin (\(name ?? "no name") uid \(uid))"
     }
 
     /// Which server database to work on.
@@ -103,8 +107,8 @@ struct AdminCommand: AsyncParsableCommand {
         @Option(help: "The project's id.") var project: String
         @Option(help: "The user's id.") var user: String
         @Option(help: "The user's name.") var name: String
-        @Option(help: "owner, projectManager, estimator, foreman, crew or viewer; money and membership are the office's (owner, projectManager; estimator: money).")
-        var role: String = "crew"
+        @Option(help: "owner, projectManager, estimator, foreman, crew or viewer; money and membership are the office's (owner, projectManager; estimator: money). Absent: a member keeps theirs, a new one is crew.")
+        var role: String?
         @Option(help: "The user's e-mail address.") var email: String?
 
         func run() async throws {

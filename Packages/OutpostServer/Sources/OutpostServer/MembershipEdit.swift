@@ -40,7 +40,7 @@ enum MembershipEdit {
     }
 
     static func plan(
-        user: UUID, project: UUID, name: String, email: String?, role: String, hasMembership: Bool,
+        user: UUID, project: UUID, name: String, email: String?, role asked: String?, hasMembership: Bool,
         memberRecords: [StoredRecord], salt: String, now: Date, rules: PushRules,
         counters: inout (changeSequence: Int64, lastServerID: Int64)
     ) throws(ServerError) -> Plan {
@@ -48,6 +48,12 @@ enum MembershipEdit {
         let id = Roles.memberRecordID(project: project, user: user, salt: salt)
         let naming = memberRecords.filter { $0.fields[schema.userField] == .uuid(user) }
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
+        // No role asked keeps a member's own: an operator correcting a name once demoted a foreman to
+        // crew, reported only as "role changed" (attack finding 11 of stop 49). A new member, or one
+        // added back, gets the schema's default, the least it grants.
+        guard let role = asked ?? (hasMembership ? before : nil) ?? schema.defaultRole else {
+            throw ServerError(.invalidSeed, message: "name a role: one of \(schema.roles.joined(separator: ", "))")
+        }
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
         let fields = schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now)

@@ -845,7 +845,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
     ) async throws(ServerError) -> MembershipChange {
         let logger = self.logger
         let rules = PushRules(assignsServerIDs: assignsServerIDs)

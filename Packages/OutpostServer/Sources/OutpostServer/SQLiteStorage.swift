@@ -741,7 +741,7 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
     ) async throws(ServerError) -> MembershipChange {
         let rules = self.rules
         return try await write { db in

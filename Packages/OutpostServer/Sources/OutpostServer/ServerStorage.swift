@@ -83,10 +83,11 @@ protocol ServerStorage: Sendable {
     @discardableResult
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool
 
-    /// Makes `user` a member of `project` with exactly `role`: the membership (begun now), and their
-    /// member record created, brought back, or given the role (`MembershipEdit`). Says what changed.
+    /// Makes `user` a member of `project` with exactly `role` (nil: the role they hold, or the schema's
+    /// default for a new member): the membership (begun now), and their member record created, brought
+    /// back, or given the role (`MembershipEdit`). Says what changed.
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
     ) async throws(ServerError) -> MembershipChange
 
     /// Takes `user` out of `project`: the membership goes, so their next request to it is refused on

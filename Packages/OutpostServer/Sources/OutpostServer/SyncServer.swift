@@ -125,20 +125,21 @@ public struct SyncServer: Sendable {
     }
 
     /// Makes `member` a member of each project it names (projects this server already has) with exactly
-    /// its role (`crew` when none): the membership, and the member record with that role, which decides
-    /// what they may write (money and membership are the office's). A member added back after a removal
-    /// gets their record back; an existing member's role is changed. Says, per project, what changed.
-    /// `actor` names who did it in the admin log.
+    /// its role: the membership, and the member record with that role, which decides what they may
+    /// write (money and membership are the office's). With no role, a member keeps theirs and a new
+    /// member (or one added back) gets the schema's default (`crew`). A member added back after a
+    /// removal gets their record back; an existing member's role is changed. Says, per project, what
+    /// changed. `actor` names who did it in the admin log.
     @discardableResult
     public func addMember(_ member: ServerSeed.Member, by actor: String = "operator") async throws(ServerError) -> [UUID: MembershipChange] {
         try await storage.prepare()
-        let role = try ServerSeed.role(of: member)
+        let role = try member.role.map { _ throws(ServerError) in try ServerSeed.role(of: member) }
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
             let change = try await storage.addMember(
                 member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now())
             changes[project] = change
-            try await log("add-member", by: actor, "user \(member.userID.storageText), project \(project.storageText), role \(role): \(change)")
+            try await log("add-member", by: actor, "user \(member.userID.storageText), project \(project.storageText), role \(role ?? "not named"): \(change)")
         }
         return changes
     }
