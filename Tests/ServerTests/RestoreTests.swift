@@ -226,14 +226,30 @@ struct RestoreTests {
         _ = try await bob.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))]))
         let first = try await bob.pull(PullRequest(cursor: nil, limit: 100))
         let checkpoint = try #require(first.checkpoint)
+        var newest: Int64 = 0
         for _ in 0..<3 {
             let answer = try await alice.push(
                 PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
             #expect(answer.checkpoint != checkpoint, "Alice is told of her own change")
+            newest = try #require(answer.results.first?.sequence)
         }
         let again = try await bob.pull(PullRequest(cursor: first.nextCursor, limit: 100, checkpoint: checkpoint))
         #expect(again.changes.isEmpty)
         #expect(again.checkpoint == checkpoint, "nothing Bob may see changed, so nothing he is told changed")
+        // Nor does a cursor Bob makes up: at, below or past the server's newest change, the answer is the
+        // same. (It once named the cursor's position when the history held it and nothing past it: some
+        // forty pulls found the newest change of the whole server, Alice's writes included, and the answer
+        // named a change of hers; attack finding 1 of stop 50.)
+        for sent in [checkpoint, nil] as [String?] {
+            var answers: Set<String> = []
+            for position in [newest - 1, newest, newest + 1, newest + 1_000] {
+                let forged = try await bob.pull(PullRequest(
+                    cursor: "\(position):\(TestServer.projectB.storageText)", limit: 100, checkpoint: sent))
+                #expect(forged.changes.isEmpty)
+                answers.insert(forged.checkpoint ?? "none")
+            }
+            #expect(answers == [sent ?? "0"] || answers == [sent ?? "none"], "\(answers)")
+        }
         let fresh = try await bob.pull(PullRequest(cursor: nil, limit: 100))
         #expect(fresh.checkpoint == checkpoint)
         // A push that applies nothing tells nothing either.

@@ -25,10 +25,6 @@ struct PullCursor: Hashable, Sendable {
     /// Where a device that has pulled nothing stands.
     static let start = PullCursor(base: 0, projects: [:])
 
-    /// The newest change this cursor has passed: a change of the caller's own records or projects, so
-    /// it tells the caller nothing of others' (`HistoryCheckpoint`).
-    var newestPosition: Int64 { max(base, projects?.values.max() ?? 0) }
-
     private init(base: Int64, projects: [UUID: Int64]?) {
         self.base = base
         self.projects = projects

@@ -623,9 +623,12 @@ public struct SyncServer: Sendable {
             let page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
-            // The newest change the caller's cursor has passed, never older than its checkpoint: it tells
-            // nothing the cursor does not (`HistoryCheckpoint`).
-            let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.nextCursor.newestPosition))
+            // The newest change this caller was served, never older than the checkpoint it sent (which
+            // `checkHistory` found in this history, mark and all): only what it may see moves it
+            // (`HistoryCheckpoint`). Not the cursor's positions: the caller writes those, and a made-up
+            // one past everything it was told named a change of another project when the history held
+            // it and nothing when not, an oracle of the server's newest change (attack finding 1 of stop 50).
+            let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.rows.lazy.map(\.sequence).max() ?? 0))
             let json = try page.json(
                 rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences)
             return PreparedPulls.Answer(
