@@ -140,4 +140,32 @@ struct MembershipCatchUpTests {
         _ = try await engine.sync()
         #expect(try device.status().leftProjects.isEmpty)
     }
+
+    /// A cursor names the caller's projects, and those it left since its last pull. One naming 100,000
+    /// made-up projects (16 KB of gzip, the same id over and over) cost 1.6 debug CPU-seconds and was
+    /// echoed whole in `leftProjects` (attack 45 finding 2). Past the caller's memberships by more than
+    /// `PullCursor.maximumLeftAtOnce` it is refused before it is read; up to that, the projects left come
+    /// back as left, as before.
+    @Test("A cursor naming far more projects than the caller belongs to is refused 400; one naming the projects left since is read", arguments: Backend.available)
+    func aCursorIsBoundByTheCallersProjects(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let mine = TestServer.projectA.storageText
+        func pull(_ cursor: String) async throws -> (status: Int, left: Int) {
+            let body = try wireJSON(PullRequest(cursor: cursor, limit: 10))
+            let answer = try await server.send("POST", "/pull", token: TestServer.aliceToken, body: body)
+            let left = try? JSONDecoder().decode(PullResponse.self, from: answer.body).leftProjects.count
+            return (answer.status, left ?? -1)
+        }
+        let left = (0..<PullCursor.maximumLeftAtOnce).map { _ in UUID().storageText }
+        let allowed = try await pull("0:" + ([mine] + left).joined(separator: ","))
+        #expect(allowed.status == 200 && allowed.left == PullCursor.maximumLeftAtOnce, "\(allowed)")
+        for cursor in [
+            "0:" + ([mine] + left + [UUID().storageText, UUID().storageText]).joined(separator: ","),
+            "0:" + Array(repeating: "c0000000-0000-4000-8000-00000000000c=9", count: 100_000).joined(separator: ","),
+        ] {
+            let refused = try await pull(cursor)
+            #expect(refused.status == 400, "\(cursor.count) bytes: \(refused)")
+        }
+    }
 }

@@ -22,6 +22,24 @@ struct PullCursor: Hashable, Sendable {
     /// The most projects a cursor may name (those of one user).
     static let maximumProjects = 100_000
 
+    /// The most projects a cursor may name beyond the caller's memberships: those it left since the
+    /// cursor was written (`advanced` keeps only memberships). A device removed from more at once
+    /// than this between two pulls is refused; a made-up cursor naming 100,000 projects, 16 KB of gzip,
+    /// cost seconds of CPU before (attack 45 finding 2), and is now refused before it is read.
+    static let maximumLeftAtOnce = 1_000
+
+    /// How many projects `text` names, counted without reading them: one more than its commas, when
+    /// it has a project part.
+    static func projectCount(of text: String) -> Int {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 1 < bytes.count else { return 0 }
+            var commas = 0
+            for byte in bytes[(colon + 1)...] where byte == UInt8(ascii: ",") { commas += 1 }
+            return commas + 1
+        }
+    }
+
     /// Where a device that has pulled nothing stands.
     static let start = PullCursor(base: 0, projects: [:])
 

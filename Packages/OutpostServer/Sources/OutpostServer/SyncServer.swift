@@ -535,6 +535,7 @@ public struct SyncServer: Sendable {
         // The API document's range: above it the number is refused rather than capped, as any value
         // outside a documented range is (the cap, maximumPullLimit, applies within it).
         guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
+        if let cursor = pull.cursor { try await checkProjectCount(of: cursor, by: caller) }
         var after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
         try await adoptBundlePositions(pull.bundlePositions, into: &after)
@@ -551,6 +552,19 @@ public struct SyncServer: Sendable {
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
         return answer.body
+    }
+
+    /// Refuses, before reading it, a cursor naming more projects than the caller belongs to by more than
+    /// `PullCursor.maximumLeftAtOnce`: no cursor this server wrote does (`PullCursor.advanced`).
+    private func checkProjectCount(of cursor: String, by caller: Caller) async throws(ServerError) {
+        let named = PullCursor.projectCount(of: cursor)
+        guard named > PullCursor.maximumLeftAtOnce else { return }
+        let memberships = try await storage.pullBasis(of: caller).memberships.count
+        guard named <= memberships + PullCursor.maximumLeftAtOnce else {
+            throw ServerError.badRequest(
+                "the cursor names \(named) projects, and you belong to \(memberships): a cursor this server wrote names "
+                    + "your projects and at most \(PullCursor.maximumLeftAtOnce) you left since")
+        }
     }
 
     /// Starts each project a bundle position names, and the cursor does not, where the bundle left it
