@@ -55,6 +55,45 @@ struct MediaQuotaTests {
         #expect(!FileManager.default.fileExists(atPath: file.path), "a deleted attachment's file is not kept")
     }
 
+    /// An upload's first chunk reserves its whole size, so uploads started together cannot pass a quota;
+    /// one byte of a declared 1.4 MB file held the project's quota for the 7 days an unfinished upload is
+    /// kept, and nobody else in the project could upload (attack 44 finding 9). A reservation now lasts
+    /// while the upload moves: an hour after its last chunk it counts only the bytes received, and its next
+    /// chunk is admitted again against the quota.
+    @Test("An upload that stops holds its whole size for an hour only; resumed, it is admitted again", arguments: Backend.available)
+    func aStalledUploadHoldsOnlyWhatItReceived(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend) { $0.maximumMediaBytesPerProject = 10 }
+        defer { Task { await server.stop() } }
+        let stalled = Data("12345678".utf8), other = Data("photo2".utf8)
+        let alices = try await Self.attachments([stalled], on: server)
+        let carols = try await Self.attachments([other], on: server, token: TestServer.carolToken)
+        let alice = Caller(userID: TestServer.alice), carol = Caller(userID: TestServer.carol)
+        let media = server.server.media
+        let now = Date()
+        let first = try await media.receive(
+            stalled.prefix(1), range: ContentRange(first: 0, length: 1, total: 8), sha256: sha256Hex(stalled), for: alices[0],
+            by: alice, now: now)
+        #expect(first.receivedBytes == 1)
+        // While Alice's upload moves, its 8 bytes are held: Carol's 6 do not fit in 10.
+        let refused = await #expect(throws: ServerError.self) {
+            try await media.receive(other, range: ContentRange(first: 0, length: 6, total: 6), sha256: sha256Hex(other),
+                for: carols[0], by: carol, now: now.addingTimeInterval(60))
+        }
+        #expect(refused?.httpStatus == 413)
+        // An hour and more after Alice's last chunk, it holds its 1 byte: Carol's photo goes.
+        let later = now.addingTimeInterval(MediaStore.reservationLifetime + 60)
+        let carolsStatus = try await media.receive(other, range: ContentRange(first: 0, length: 6, total: 6), sha256: sha256Hex(other),
+            for: carols[0], by: carol, now: later)
+        #expect(carolsStatus.complete)
+        // Alice comes back: her next chunk is admitted again, and 6 + 8 do not fit; her byte stays.
+        let resumed = await #expect(throws: ServerError.self) {
+            try await media.receive(stalled.dropFirst(), range: ContentRange(first: 1, length: 7, total: 8), sha256: sha256Hex(stalled),
+                for: alices[0], by: alice, now: later.addingTimeInterval(60))
+        }
+        #expect(resumed?.httpStatus == 413)
+        #expect(try await media.status(of: alices[0], by: alice).receivedBytes == 1)
+    }
+
     @Test("Uploads started together pass a quota by not one byte", arguments: Backend.available)
     func uploadsStartedTogetherStayWithinTheQuota(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend) { $0.maximumMediaBytesPerUser = 10 }

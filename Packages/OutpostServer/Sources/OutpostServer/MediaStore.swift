@@ -123,6 +123,11 @@ actor MediaStore {
         let lock = try UploadLock(directory.appendingPathComponent(attachmentID.storageText + ".lock"))
         defer { lock.release() }
         let held = try await storage.mediaUpload(attachmentID)
+        if let held, !held.complete, let last = held.updatedAt, now.timeIntervalSince(last) > Self.reservationLifetime {
+            // Stopped for longer than a reservation lasts, it held only what it received meanwhile, and
+            // others may have taken the room: it is admitted again before it takes more.
+            try await readmit(held, for: attachmentID, of: record, by: caller, now: now)
+        }
         if held == nil {
             guard range.first == 0 else {
                 throw ServerError(status: 409, .rangeMismatch, "the server holds 0 of \(range.total) bytes; resume there")
@@ -196,13 +201,54 @@ actor MediaStore {
         // one counts what is held (two instances each admitted a file past the quota before).
         let folderLock = try await UploadLock.waiting(for: directory.appendingPathComponent(".admission"), seconds: 30)
         defer { folderLock.release() }
+        try await checkQuotas(for: total, of: attachmentID, record: record, by: caller, now: now)
+        try checkDiskReserve(for: total)
+        let part = partURL(of: attachmentID)
+        if !FileManager.default.fileExists(atPath: part.path) {
+            guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
+                throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
+            }
+        }
+        try await storage.setMediaUpload(
+            MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+    }
+
+    /// Admits again an upload stopped past `reservationLifetime`, one admission at a time as `admit`,
+    /// and holds its whole size again from now (its state stored again, stamped now) before the next
+    /// admission counts it.
+    private func readmit(
+        _ held: MediaUploadState, for attachmentID: UUID, of record: StoredRecord, by caller: Caller, now: Date
+    ) async throws(ServerError) {
+        await enterAdmission()
+        defer { leaveAdmission() }
+        let folderLock = try await UploadLock.waiting(for: directory.appendingPathComponent(".admission"), seconds: 30)
+        defer { folderLock.release() }
+        try await checkQuotas(for: held.totalBytes, of: attachmentID, record: record, by: caller, now: now)
+        try await storage.setMediaUpload(held, for: attachmentID, now: now)
+    }
+
+    /// How long an unfinished upload holds its whole size against the quotas after its last chunk.
+    /// Holding it until the upload was swept (`partLifetime`, 7 days) let one byte of a declared
+    /// 1.4 MB file keep a whole project from uploading for a week (attack 44 finding 9); after this it
+    /// holds the bytes it received, and its next chunk is admitted again.
+    static let reservationLifetime: TimeInterval = 3600
+
+    /// Refuses (413) `total` bytes more for the attachment when its project's or its uploader's media
+    /// would pass their quota; past one, deleted attachments' files are removed first and it is counted
+    /// again.
+    private func checkQuotas(
+        for total: Int64, of attachmentID: UUID, record: StoredRecord, by caller: Caller, now: Date
+    ) async throws(ServerError) {
         func fits(_ used: (project: Int64, owner: Int64)) -> Bool {
             used.project + total <= quotas.perProject && used.owner + total <= quotas.perUser
         }
-        var used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
+        let since = now.addingTimeInterval(-Self.reservationLifetime)
+        var used = try await storage.mediaBytesHeld(
+            project: record.projectID, owner: caller.userID, excluding: attachmentID, reservedSince: since)
         if !fits(used) {
             await removeDeletedAttachments(now: now)
-            used = try await storage.mediaBytesHeld(project: record.projectID, owner: caller.userID, excluding: attachmentID)
+            used = try await storage.mediaBytesHeld(
+                project: record.projectID, owner: caller.userID, excluding: attachmentID, reservedSince: since)
         }
         guard used.project + total <= quotas.perProject else {
             throw ServerError(
@@ -213,15 +259,6 @@ actor MediaStore {
             throw ServerError(
                 status: 413, .payloadTooLarge, "your media would pass your quota of \(quotas.perUser) bytes (\(used.owner) held)")
         }
-        try checkDiskReserve(for: total)
-        let part = partURL(of: attachmentID)
-        if !FileManager.default.fileExists(atPath: part.path) {
-            guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
-                throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
-            }
-        }
-        try await storage.setMediaUpload(
-            MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
     }
 
     /// Refuses `bytes` more on the media volume when they would leave less free space than the reserve

@@ -459,21 +459,21 @@ final class PostgresStorage: ServerStorage {
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState? {
         let logger = self.logger
         return try await withConnection { connection in
-            for try await (total, received, sha256, complete, completedSequence) in try await connection.query(
+            for try await (total, received, sha256, complete, completedSequence, updatedAt) in try await connection.query(
                 """
-                SELECT total_bytes, received_bytes, sha256, complete, completed_sequence FROM media_uploads
+                SELECT total_bytes, received_bytes, sha256, complete, completed_sequence, updated_at FROM media_uploads
                 WHERE attachment_id = \(id.storageText)
                 """, logger: logger
-            ).decode((Int64, Int64, String, Bool, Int64?).self) {
+            ).decode((Int64, Int64, String, Bool, Int64?, Int64).self) {
                 return MediaUploadState(
                     totalBytes: total, receivedBytes: received, sha256: sha256, complete: complete,
-                    completedSequence: completedSequence)
+                    completedSequence: completedSequence, updatedAt: Date(milliseconds: updatedAt))
             }
             return nil
         }
     }
 
-    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID, reservedSince: Date) async throws(ServerError)
         -> (project: Int64, owner: Int64)
     {
         let logger = self.logger
@@ -481,9 +481,13 @@ final class PostgresStorage: ServerStorage {
             var held = (project: Int64(0), owner: Int64(0))
             for try await (ofProject, ofOwner) in try await connection.query(
                 """
-                SELECT coalesce(sum(m.total_bytes) FILTER (WHERE r.project_id = \(project?.storageText ?? "")), 0)::bigint,
-                       coalesce(sum(m.total_bytes) FILTER (WHERE r.owner_id = \(owner.storageText)), 0)::bigint
-                FROM media_uploads m
+                WITH m AS (
+                    SELECT attachment_id,
+                           CASE WHEN complete OR updated_at >= \(reservedSince.milliseconds) THEN total_bytes ELSE received_bytes END AS held
+                    FROM media_uploads)
+                SELECT coalesce(sum(m.held) FILTER (WHERE r.project_id = \(project?.storageText ?? "")), 0)::bigint,
+                       coalesce(sum(m.held) FILTER (WHERE r.owner_id = \(owner.storageText)), 0)::bigint
+                FROM m
                 JOIN records r ON r.entity = ANY(\(schema.media.map(\.rawValue).sorted())::text[]) AND r.id = m.attachment_id
                 WHERE m.attachment_id <> \(attachment.storageText)
                 """, logger: logger

@@ -549,28 +549,32 @@ final class SQLiteStorage: ServerStorage {
                 .map { row in
                     MediaUploadState(
                         totalBytes: row["total_bytes"], receivedBytes: row["received_bytes"], sha256: row["sha256"],
-                        complete: row["complete"], completedSequence: row["completed_sequence"])
+                        complete: row["complete"], completedSequence: row["completed_sequence"],
+                        updatedAt: Date(milliseconds: row["updated_at"]))
                 }
         }
     }
 
-    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID, reservedSince: Date) async throws(ServerError)
         -> (project: Int64, owner: Int64)
     {
         try await read { db in
             let media = schema.media.map(\.rawValue).sorted()
             let held = """
-                SELECT coalesce(sum(m.total_bytes), 0) FROM media_uploads m
+                SELECT coalesce(sum(CASE WHEN m.complete OR m.updated_at >= ? THEN m.total_bytes ELSE m.received_bytes END), 0)
+                FROM media_uploads m
                 JOIN records r ON r.entity IN (\(Self.placeholders(media.count))) AND r.id = m.attachment_id
                 WHERE m.attachment_id != ?
                 """
+            let since: [any DatabaseValueConvertible] = [reservedSince.milliseconds]
             let ofProject = try project.map { project in
                 try Int64.fetchOne(
                     db, sql: held + " AND r.project_id = ?",
-                    arguments: StatementArguments(media + [attachment.storageText, project.storageText]))
+                    arguments: StatementArguments(since + media + [attachment.storageText, project.storageText]))
             } ?? 0
             let ofOwner = try Int64.fetchOne(
-                db, sql: held + " AND r.owner_id = ?", arguments: StatementArguments(media + [attachment.storageText, owner.storageText]))
+                db, sql: held + " AND r.owner_id = ?",
+                arguments: StatementArguments(since + media + [attachment.storageText, owner.storageText]))
             return (ofProject ?? 0, ofOwner ?? 0)
         }
     }

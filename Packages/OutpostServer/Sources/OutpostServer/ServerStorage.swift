@@ -58,7 +58,7 @@ protocol ServerStorage: Sendable {
     /// The media bytes (each upload's announced total, finished, under way or reserved) that attachments
     /// of `project` and of `owner` hold, leaving out `attachment`: what the quotas count. A deleted
     /// attachment counts until its file and state are removed.
-    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID) async throws(ServerError)
+    func mediaBytesHeld(project: UUID?, owner: UUID, excluding attachment: UUID, reservedSince: Date) async throws(ServerError)
         -> (project: Int64, owner: Int64)
 
     /// Which of `attachments` the server holds as deleted: their files are not kept.
@@ -151,6 +151,9 @@ struct MediaUploadState: Sendable, Hashable {
     /// The change sequence the upload took when it finished (nil before, and for uploads finished
     /// before schema step 6).
     var completedSequence: Int64?
+    /// When its last chunk was stored, as read back (nil for a state not stored yet): an unfinished
+    /// upload holds its whole size against the quotas only for `MediaStore.reservationLifetime` after.
+    var updatedAt: Date?
 }
 
 /// A project's records as a bundle streams them.
