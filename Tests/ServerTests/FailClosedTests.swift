@@ -306,6 +306,42 @@ struct FailClosedTests {
         }
     }
 
+    /// Alice cannot see project B, so her issue's reference to B's asset is answered as one to a record
+    /// that does not exist, and kept. Carol, a member of both, was then refused every edit of that issue
+    /// (the record's references were checked, not the write's: attack 45 finding 4). A reference the
+    /// write leaves as it stands is not hers; one she sets across the boundary is still refused.
+    @Test("A reference another member set across projects does not stop a member of both from editing the record", arguments: Backend.available)
+    func aPlantedReferenceDoesNotLockTheRecord(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        func asset(in project: UUID) -> PushMutation {
+            Sample.create(.asset, fields: [
+                "projectID": .uuid(project), "name": .text("Pump"), "qrCode": .text("Q-\(UUID())"), "category": .text(""),
+                "location": .text(""),
+            ])
+        }
+        let pump = asset(in: TestServer.projectB), boiler = asset(in: TestServer.projectB)
+        #expect(try await outcomes(server, TestServer.bobToken, [pump, boiler]).allSatisfy { $0.appliedVersion == 1 })
+        var fields = Sample.issueFields(project: TestServer.projectA)
+        fields["assetID"] = .uuid(pump.recordID)
+        let issue = Sample.create(.issue, fields: fields)
+        #expect(try await outcomes(server, TestServer.aliceToken, [issue]).first?.appliedVersion == 1)
+
+        let retitled = try await outcomes(server, TestServer.carolToken, [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Leak at the pump")]),
+        ])
+        #expect(retitled.first?.appliedVersion == 2, "\(retitled)")
+        let resent = try await outcomes(server, TestServer.carolToken, [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 2, fields: ["title": .text("Leak"), "assetID": .uuid(pump.recordID)],
+                clock: Sample.clock(2000)),
+        ])
+        #expect(resent.first?.appliedVersion == 3, "the reference as it stands: \(resent)")
+        let moved = try await outcomes(server, TestServer.carolToken, [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 3, fields: ["assetID": .uuid(boiler.recordID)], clock: Sample.clock(3000)),
+        ])
+        #expect(moved.first?.rejectedCode == .invalidRequest, "a new reference across projects is hers, and refused: \(moved)")
+    }
+
     @Test("A project made on a device is its creator's by a member record the server writes, which the device pulls", arguments: Backend.available)
     func aProjectsCreatorIsItsOwnerByARecord(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

@@ -150,7 +150,7 @@ struct PushRules: Sendable {
                 "\(mutation.entity.rawValue) \(mutation.recordID.storageText) belongs to project \(before.storageText); "
                     + "a record cannot move to another project: create it there instead")
         }
-        try checkReferences(merged.record, project: project, caller: caller, snapshot: snapshot)
+        try checkReferences(merged.record, existing: existing, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
         if let project, !(mutation.entity == schema.scope && existing == nil) {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
@@ -349,8 +349,15 @@ struct PushRules: Sendable {
     /// her P1 member record), and every export and bundle of P1 would then carry them to P1's members.
     /// A reference to a record the server does not hold is kept (the device flags such records
     /// orphaned rather than dropping them); an opportunity no project has linked yet belongs to none.
-    private func checkReferences(_ record: EntityRecord, project: UUID?, caller: Caller, snapshot: PushSnapshot) throws {
-        for relation in record.entity.description.parents {
+    ///
+    /// Only a reference the write sets is the writer's: one the stored record already holds is left as
+    /// it stands. A member who could not see the other project set such a reference (answered as one to
+    /// a record that does not exist), and then every edit of the record by a member of both projects was
+    /// refused for a value none of them wrote (attack 45 finding 4).
+    private func checkReferences(
+        _ record: EntityRecord, existing: StoredRecord?, project: UUID?, caller: Caller, snapshot: PushSnapshot
+    ) throws {
+        for relation in record.entity.description.parents where existing?.fields[relation.field] != record[relation.field] {
             // A record the caller may not see is treated as one the server does not hold: kept as a
             // reference (the device flags the record orphaned), never told apart from a missing one.
             guard case .uuid(let parentID) = record[relation.field],
