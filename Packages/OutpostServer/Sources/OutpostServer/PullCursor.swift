@@ -29,14 +29,21 @@ struct PullCursor: Hashable, Sendable {
     static let maximumLeftAtOnce = 1_000
 
     /// How many projects `text` names, counted without reading them: one more than its commas, when
-    /// it has a project part.
+    /// it has a project part. With `memchr`: a loop over the bytes' slice cost 1.3 CPU-seconds for a
+    /// 4.4 MB cursor in a debug build (unspecialized generics), the refusal as dear as the attack.
     static func projectCount(of text: String) -> Int {
         var text = text
         return text.withUTF8 { bytes in
-            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 1 < bytes.count else { return 0 }
-            var commas = 0
-            for byte in bytes[(colon + 1)...] where byte == UInt8(ascii: ",") { commas += 1 }
-            return commas + 1
+            guard let start = bytes.baseAddress, let colon = memchr(start, Int32(UInt8(ascii: ":")), bytes.count) else { return 0 }
+            let end = UnsafeRawPointer(start + bytes.count)
+            var next = UnsafeRawPointer(colon) + 1
+            guard next < end else { return 0 }
+            var count = 1
+            while let comma = memchr(next, Int32(UInt8(ascii: ",")), end - next) {
+                count += 1
+                next = UnsafeRawPointer(comma) + 1
+            }
+            return count
         }
     }
 
