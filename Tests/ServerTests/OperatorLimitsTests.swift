@@ -32,6 +32,43 @@ struct OperatorLimitsTests {
         #expect(push.results.first?.outcome.appliedVersion == 1, "structured pushes keep working")
     }
 
+    /// A conflict answers with the whole record as the server holds it, and was stored for good with its
+    /// idempotency key: 40 stale edits of one 1 MB issue, 1.4 KB of gzip, made a 40 MB answer, 216 MB
+    /// more server memory and 45 MB of disk, and at the documented limits one request asked for 4 GB
+    /// (attack 46 finding 1). A push whose answer would carry more than
+    /// `PushRules.maximumAnswerRecordBytes` of records is refused whole (413 `batch_too_large`, nothing
+    /// applied, the device sends halves); one mutation alone is never refused so. A conflict applies
+    /// nothing, so it is not stored: sent again, it is answered from the record as it then stands.
+    @Test("A push whose conflict answers would carry too many bytes of records is refused whole; conflicts are not stored", arguments: Backend.available)
+    func conflictAnswersAreBounded(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let large = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)
+            .merging(["details": .text(String(repeating: "x", count: (1 << 20) - 1_000))]) { _, new in new })
+        #expect(try await alice.push(PushRequest(mutations: [large])).results.first?.outcome.appliedVersion == 1)
+        _ = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: large.recordID, baseVersion: 1, fields: ["title": .text("v2")], clock: Sample.clock(5_000)),
+        ]))
+        func stale(_ count: Int) -> [PushMutation] {
+            (0..<count).map { index in
+                Sample.update(.issue, id: large.recordID, baseVersion: 1, fields: ["title": .text("stale \(index)")], clock: Sample.clock(1_000))
+            }
+        }
+        let tooMany = Int(PushRules.maximumAnswerRecordBytes >> 20) + 2
+        let refused = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: stale(tooMany))) }
+        #expect(refused?.serverCode == .batchTooLarge, "\(String(describing: refused))")
+        // A few go through as conflicts; sent again, they are conflicts again (nothing was stored for them).
+        let few = stale(3)
+        for _ in 0..<2 {
+            let answer = try await alice.push(PushRequest(mutations: few))
+            #expect(answer.results.allSatisfy { if case .conflict = $0.outcome { true } else { false } }, "\(answer.results.map(\.outcome))")
+        }
+        // One alone is never refused for its answer's size.
+        let one = try await alice.push(PushRequest(mutations: stale(1)))
+        #expect(one.results.count == 1)
+    }
+
     @Test("Every way PostgreSQL can be unreachable is a 503 a device waits out, not a 500")
     func unreachableStatesAreUnavailable() {
         for state in ["57P01", "57P02", "57P03", "08006", "08001", "08003", "53300"] {

@@ -92,6 +92,10 @@ final class TestServer: Sendable {
             idleTimeoutSeconds: idleTimeoutSeconds, maximumConnections: maximumConnections,
             durableCommits: durableCommits)
         configuration.metricsToken = metricsToken
+        // A full run's servers share one PostgreSQL and two cores (with a CPU-bound process beside it, a
+        // request once waited past the 70 s a 10 s lock wait gives an operation, and got 503). Tests of
+        // the waits set their own.
+        configuration.databaseLockWaitSeconds = 30
         configure(&configuration)
         let server = try SyncServer(
             configuration: configuration, logger: nil, readAhead: PreparedPulls(lifetime: .seconds(3600)))

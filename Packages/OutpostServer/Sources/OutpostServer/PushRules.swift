@@ -27,17 +27,36 @@ struct PushRules: Sendable {
         self.maximumMediaBytes = maximumMediaBytes
     }
 
+    /// The most bytes of records (conflicts' server copies, duplicates' stored answers) one push's
+    /// answer carries when it holds more than one mutation. Each conflict carries its record whole: 40
+    /// stale edits of one 1 MB issue in 1.4 KB of gzip made a 40 MB answer, and at the documented limits
+    /// one request asked for 4 GB (attack 46 finding 1). Past it the push is refused whole (413
+    /// `batch_too_large`, nothing applied) and a device sends halves, down to one mutation, which this
+    /// never refuses. Twice the default body limit, so an answer stays of a request's order.
+    static let maximumAnswerRecordBytes = 16 << 20
+
     /// Runs the whole batch against `snapshot` (which the backend loaded for `batch`).
     func plan(_ batch: PushBatch, snapshot initial: PushSnapshot) throws -> PushPlan {
         var snapshot = initial
         var plan = PushPlan()
         plan.results.reserveCapacity(batch.mutations.count)
         let caller = batch.caller
+        var answerBytes = 0
+        func count(_ bytes: Int) throws(ServerError) {
+            answerBytes += bytes
+            guard batch.mutations.count == 1 || answerBytes <= Self.maximumAnswerRecordBytes else {
+                throw ServerError(
+                    status: 413, .batchTooLarge,
+                    "the answer to this push would carry more than \(Self.maximumAnswerRecordBytes >> 20) MiB of records "
+                        + "(conflicts answer with the whole record): send fewer mutations at once")
+            }
+        }
         for mutation in batch.mutations {
             let key = mutation.idempotencyKey
             if let stored = snapshot.applied[key] {
                 let outcome: MutationOutcome
                 if stored.userID == caller.userID {
+                    try count(stored.outcome.utf8.count)
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
                 } else {
                     // Someone else's key: never reveal its answer, and never apply it again.
@@ -53,6 +72,14 @@ struct PushRules: Sendable {
                 outcome = .rejected(reason: error.errorBody)
             } catch let error as ConflictError {
                 outcome = .rejected(reason: ServerError.badRequest(error.description).errorBody)
+            }
+            if case .conflict = outcome {
+                // A conflict applied nothing, so its key needs no answer kept: sent again, it is answered
+                // from the record as it then stands. Kept, each stored the whole record for good (45 MB
+                // from two small requests, attack 46 finding 1).
+                try count(try OutcomeJSON.encode(outcome).utf8.count)
+                plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
+                continue
             }
             let text = try OutcomeJSON.encode(outcome)
             snapshot.applied[key] = AppliedMutation(userID: caller.userID, outcome: text)
