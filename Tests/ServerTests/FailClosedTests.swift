@@ -125,6 +125,14 @@ struct FailClosedTests {
         #expect(answers.allSatisfy { $0.rejectedCode != nil }, "\(answers)")
         let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1000))
         #expect(page.changes.isEmpty, "nothing of project A")
+        // A correction naming no role gives her none: she has no role to keep, and crew would be one the
+        // office never gave (attack 46 finding 3). Refused, with why; she still reaches nothing.
+        let unnamed = await #expect(throws: ServerError.self) {
+            try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice Smith", projects: [TestServer.projectA]))
+        }
+        #expect(unnamed?.message.contains("name a role") == true, "\(String(describing: unnamed))")
+        #expect(try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+            .first?.rejectedCode != nil)
         // The office gives the role back: the member writes as that role again.
         let change = try await server.server.addMember(
             .init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectA]))

@@ -50,9 +50,15 @@ enum MembershipEdit {
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
         // No role asked keeps a member's own: an operator correcting a name once demoted a foreman to
         // crew, reported only as "role changed" (attack finding 11 of stop 49). A new member, or one
-        // added back, gets the schema's default, the least it grants.
-        guard let role = asked ?? (hasMembership ? before : nil) ?? schema.defaultRole else {
-            throw ServerError(.invalidSeed, message: "name a role: one of \(schema.roles.joined(separator: ", "))")
+        // added back, gets the schema's default, the least it grants. A member with no role (their member
+        // record deleted) has none to keep, and is given none unasked: crew is a role the office never
+        // gave them (attack 46 finding 3).
+        guard let role = asked ?? (hasMembership ? before : schema.defaultRole) else {
+            throw ServerError(
+                .invalidSeed,
+                message: hasMembership
+                    ? "name a role: this member has none in project \(project.storageText) (one of \(schema.roles.joined(separator: ", ")))"
+                    : "name a role: one of \(schema.roles.joined(separator: ", "))")
         }
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
