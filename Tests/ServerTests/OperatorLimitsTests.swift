@@ -67,6 +67,21 @@ struct OperatorLimitsTests {
         // One alone is never refused for its answer's size.
         let one = try await alice.push(PushRequest(mutations: stale(1)))
         #expect(one.results.count == 1)
+
+        // Refusals are not kept either, and their messages are bounded: one naming a 100 KB field name
+        // a viewer sent stored 100 KB for good, and came back whole (attack 47 findings 1 and 2).
+        let odd = String(repeating: "f", count: 100_000)
+        var fields = Sample.issueFields(project: TestServer.projectA)
+        fields[odd] = .text("x")
+        let strange = Sample.create(.issue, fields: fields)
+        for _ in 0..<2 {
+            let answer = try await server.transport(token: TestServer.carolToken).push(PushRequest(mutations: [strange]))
+            guard case .rejected(let reason)? = answer.results.first?.outcome else {
+                Issue.record("expected a refusal, not a duplicate or an application: \(answer.results)")
+                continue
+            }
+            #expect(reason.message.count <= PushRules.maximumRefusalMessageCharacters + 1, "\(reason.message.count) characters")
+        }
     }
 
     @Test("Every way PostgreSQL can be unreachable is a 503 a device waits out, not a 500")

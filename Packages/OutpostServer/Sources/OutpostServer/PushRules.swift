@@ -35,6 +35,18 @@ struct PushRules: Sendable {
     /// never refuses. Twice the default body limit, so an answer stays of a request's order.
     static let maximumAnswerRecordBytes = 16 << 20
 
+    /// The longest message a refusal carries. Some name what the caller sent (an unknown field, a value
+    /// outside its choices), and one push of such refusals made a 20 MB answer (attack 47 finding 2).
+    static let maximumRefusalMessageCharacters = 1_000
+
+    /// `body` with its message cut at `maximumRefusalMessageCharacters`.
+    static func bounded(_ body: ErrorBody) -> ErrorBody {
+        guard body.message.count > maximumRefusalMessageCharacters else { return body }
+        var cut = body
+        cut.message = String(body.message.prefix(maximumRefusalMessageCharacters)) + "…"
+        return cut
+    }
+
     /// Runs the whole batch against `snapshot` (which the backend loaded for `batch`).
     func plan(_ batch: PushBatch, snapshot initial: PushSnapshot) throws -> PushPlan {
         var snapshot = initial
@@ -69,14 +81,16 @@ struct PushRules: Sendable {
             do {
                 outcome = try apply(mutation, by: caller, to: &snapshot, plan: &plan, now: batch.now)
             } catch let error as ServerError where error.wireCode != nil {
-                outcome = .rejected(reason: error.errorBody)
+                outcome = .rejected(reason: Self.bounded(error.errorBody))
             } catch let error as ConflictError {
-                outcome = .rejected(reason: ServerError.badRequest(error.description).errorBody)
+                outcome = .rejected(reason: Self.bounded(ServerError.badRequest(error.description).errorBody))
             }
-            if case .conflict = outcome {
-                // A conflict applied nothing, so its key needs no answer kept: sent again, it is answered
-                // from the record as it then stands. Kept, each stored the whole record for good (45 MB
-                // from two small requests, attack 46 finding 1).
+            guard case .applied = outcome else {
+                // A conflict or a refusal applied nothing, so its key needs no answer kept: sent again,
+                // it is answered anew, from the record as it then stands. Kept, a conflict stored the whole
+                // record for good (45 MB from two small requests, attack 46 finding 1), and any token, a
+                // viewer's or a stranger's, grew the disk with refusals (attack 44 finding 7; 13.7 MB
+                // from one 7 KB push of refusals echoing its input, attack 47 finding 1).
                 try count(try OutcomeJSON.encode(outcome).utf8.count)
                 plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
                 continue
