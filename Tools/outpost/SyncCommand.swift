@@ -64,6 +64,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "retriedFailed": "\(retried)", "quarantined": "\(report.quarantined)",
                 "historyChanged": "\(report.historyChanged)", "resent": "\(report.resent)",
                 "recreated": "\(report.rebuilt?.recreated ?? 0)", "removed": "\(report.rebuilt?.removed ?? 0)",
+                "unheldImportsRemoved": "\(report.unheldImports.removed)", "unheldImportsResent": "\(report.unheldImports.recreated)",
                 "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
             let encoder = JSONEncoder()
@@ -77,6 +78,12 @@ struct SyncCommand: AsyncParsableCommand {
                     "the server was restored from a backup: pulled everything again; sent again \(report.resent) changes "
                         + "and \(report.rebuilt?.recreated ?? 0) records it had lost, removed \(report.rebuilt?.removed ?? 0) "
                         + "records of others it no longer has")
+            }
+            if report.unheldImports.removed + report.unheldImports.recreated > 0 {
+                print(
+                    "imported bundle files brought \(report.unheldImports.removed + report.unheldImports.recreated) records the server "
+                        + "does not hold (or you may not see): removed \(report.unheldImports.removed), queued to send "
+                        + "\(report.unheldImports.recreated) you changed")
             }
             if report.quarantined > 0 {
                 print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")

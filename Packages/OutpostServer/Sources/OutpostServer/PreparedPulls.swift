@@ -29,6 +29,9 @@ actor PreparedPulls {
         var checkpoint: Int64 = 0
         /// The changes the caller's own pushes made (`PullRequest.ownSequences`): sent as versions only.
         var ownSequences = SequenceRanges()
+        /// The projects the request asked to read again (`PullRequest.rereadProjects`), named back in its
+        /// answer only: a continued pull has them in its cursor.
+        var rereadProjects: [UUID] = []
 
         /// The same pull, continued after `cursor`.
         func continued(after cursor: PullCursor) -> Request {

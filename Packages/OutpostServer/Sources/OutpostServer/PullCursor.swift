@@ -121,6 +121,15 @@ struct PullCursor: Hashable, Sendable {
         projects?[project] = sequence
     }
 
+    /// Reads each of `projects` (all in `memberships`) from its beginning (`PullRequest.rereadProjects`).
+    /// A cursor of the old form becomes one of the current form first, every membership read up to its
+    /// base, as the old form counts them.
+    mutating func forget(_ projects: [UUID], memberships: Set<UUID>) {
+        guard !projects.isEmpty else { return }
+        if self.projects == nil { self.projects = Dictionary(uniqueKeysWithValues: memberships.map { ($0, base) }) }
+        for project in projects { self.projects?[project] = nil }
+    }
+
     /// The text a client sends back; entries in a stable order, so one position reads one way.
     var text: String {
         guard let projects else { return String(base) }

@@ -66,6 +66,8 @@ struct PullPage: Sendable {
     var hasMore: Bool
     /// Projects the request's cursor named whose member the caller no longer is.
     var leftProjects: [UUID] = []
+    /// The projects the request asked to read again (`PullResponse.rereadProjects`).
+    var rereadProjects: [UUID] = []
     /// The parents the rows name, for server-id references; empty when the server keeps client ids.
     var parents: [RecordKey: RecordSummary] = [:]
     /// What the page was read against, for the read-ahead's check when it is served.
@@ -174,6 +176,14 @@ struct PullPage: Sendable {
                 json.raw(#","version":"#)
                 json.integer(row.version)
                 json.raw("}")
+            }
+            json.raw("]")
+        }
+        if !rereadProjects.isEmpty {
+            json.raw(#","rereadProjects":["#)
+            for (index, project) in rereadProjects.enumerated() {
+                if index > 0 { json.raw(",") }
+                json.string(project.uppercasedText)
             }
             json.raw("]")
         }

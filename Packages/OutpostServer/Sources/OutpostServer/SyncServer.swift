@@ -539,6 +539,7 @@ public struct SyncServer: Sendable {
         var after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
         let held = try await checkHistory(pull.checkpoint)
         try await adoptBundlePositions(pull.bundlePositions, into: &after)
+        let reread = try await readAgain(pull.rereadProjects, in: &after, by: caller)
         guard let own = SequenceRanges(texts: pull.ownSequences) else {
             throw ServerError.badRequest(
                 "'ownSequences' must be at most \(SequenceRanges.maximumCount) ranges of change sequences, as <first>-<last> or <n>")
@@ -547,7 +548,7 @@ public struct SyncServer: Sendable {
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
                 projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence,
-                ownSequences: own),
+                ownSequences: own, rereadProjects: reread),
             by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
@@ -588,6 +589,23 @@ public struct SyncServer: Sendable {
             else { continue }
             cursor.adopt(project, at: sequence)
         }
+    }
+
+    /// Forgets the cursor's position of each project the caller is a member of among `projects`
+    /// (`PullRequest.rereadProjects`), so the pull reads it from its beginning; returns them all, in the
+    /// order asked, duplicates dropped, for the answer to name. A project the caller is not a member of
+    /// is left as the cursor names it (one it named comes back in `leftProjects`) and named back as well,
+    /// so the answer tells nothing of whether such a project exists.
+    private func readAgain(_ projects: [UUID], in cursor: inout PullCursor, by caller: Caller) async throws(ServerError) -> [UUID] {
+        guard !projects.isEmpty else { return [] }
+        guard projects.count <= SyncProtocol.maximumRereadProjects else {
+            throw ServerError.badRequest("at most \(SyncProtocol.maximumRereadProjects) projects to read again")
+        }
+        var seen: Set<UUID> = []
+        let asked = projects.filter { seen.insert($0).inserted }
+        let memberships = try await storage.pullBasis(of: caller).memberships
+        cursor.forget(asked.filter(memberships.contains), memberships: memberships)
+        return asked
     }
 
     /// `GET /media/{id}/upload`: how much of the attachment's file the server holds.
@@ -634,7 +652,7 @@ public struct SyncServer: Sendable {
         maximumPageBytes: Int, readAhead: PreparedPulls?, metrics: ServerMetrics
     ) async throws(ServerError) -> PreparedPulls.Answer {
         @Sendable func read(_ request: PreparedPulls.Request) async throws(ServerError) -> PreparedPulls.Answer {
-            let page = try await storage.pull(
+            var page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
             // The newest change this caller was served, never older than the checkpoint it sent (which
@@ -643,6 +661,7 @@ public struct SyncServer: Sendable {
             // one past everything it was told named a change of another project when the history held
             // it and nothing when not, an oracle of the server's newest change (attack finding 1 of stop 50).
             let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.rows.lazy.map(\.sequence).max() ?? 0))
+            page.rereadProjects = request.rereadProjects
             let json = try page.json(
                 rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences)
             return PreparedPulls.Answer(

@@ -12,6 +12,9 @@ public struct HistoryRebuildReport: Sendable, Hashable {
     /// Records the restored server no longer holds that this device never wrote to: removed here, as a
     /// device that never held them would not hold them either.
     public var removed = 0
+
+    /// Nothing recreated or removed.
+    public init() {}
 }
 
 /// Where this device stands in the server's history (`sync_state`): the last checkpoint the server
@@ -117,6 +120,7 @@ extension LocalStore {
             // The rebuild settles whatever imports brought: their checkpoints need no answer now.
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.importedKey])
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [BundlePositions.key])
+            try db.execute(sql: "DELETE FROM sync_state WHERE key IN (?, ?)", arguments: [RereadProjects.pendingKey, RereadProjects.readingKey])
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [OwnSequences.key])
             try db.execute(sql: "DELETE FROM sync_cursors")
             try db.execute(sql: "DELETE FROM server_id_map")
@@ -166,108 +170,124 @@ extension LocalStore {
     }
 }
 
-extension StoreWriter {
-    private struct Key: Hashable {
-        let entity: EntityType
-        let id: UUID
-    }
+/// A record the server did not send when it sent everything its caller may see.
+struct UnheldKey: Hashable {
+    let entity: EntityType
+    let id: UUID
+}
 
+extension StoreWriter {
     func finishHistoryRebuild(seen: [EntityType: Set<UUID>], in pool: DatabasePool, now: Date) throws
         -> (HistoryRebuildReport, [StoreChange])
     {
         try transaction(in: pool) { db in
-            var report = HistoryRebuildReport()
-            var changes: [StoreChange] = []
-            var unseen: [Key: EntityRecord] = [:]
-            var order: [Key] = []
+            var unseen: [UnheldKey: EntityRecord] = [:]
+            var order: [UnheldKey] = []
             for description in EntityCatalog.all {
                 let seenIDs = seen[description.type] ?? []
                 for record in try EntityTables.fetchAll(description.type, in: db) where !seenIDs.contains(record.id) {
-                    let key = Key(entity: record.entity, id: record.id)
+                    let key = UnheldKey(entity: record.entity, id: record.id)
                     unseen[key] = record
                     order.append(key)
                 }
             }
-            var recreate: Set<Key> = []
-            var untouched: Set<Key> = []
-            for key in order {
-                guard let record = unseen[key] else { continue }
-                let operations = try String.fetchAll(
-                    db, sql: "SELECT operation FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
-                    arguments: [key.entity.rawValue, key.id.storageText])
-                // A record created here and never sent: the server never had it, its create goes as it is.
-                // (Were it answered with the answer lost, the restored server lost that too.)
-                if operations.contains(MutationOperation.create.rawValue) {
-                    untouched.insert(key)
-                    continue
-                }
-                let clocks = try FieldClocks.read(key.entity, key.id, in: db)
-                if record.sync.isDeleted {
-                    // This device's delete goes again too (a create of its last values, then the delete): the
-                    // author's own copy, brought back by its rebuild, must meet it, not a missing record.
-                    if clocks?.deletion?.node == clock.node { recreate.insert(key) }
-                    continue
-                }
-                let ownWrites = clocks.map { stored in
-                    stored.fields.values.contains { $0.node == clock.node } || stored.deletion?.node == clock.node
-                } ?? false
-                if ownWrites || !operations.isEmpty { recreate.insert(key) }
-            }
-            // A record queued again, or still to be sent, needs its parents on the server: those the server
-            // lost come back too.
-            var added = Array(recreate.union(untouched))
-            while let key = added.popLast() {
-                guard let record = unseen[key] else { continue }
-                for relation in record.entity.description.parents {
-                    guard case .uuid(let parent) = record[relation.field] else { continue }
-                    let parentKey = Key(entity: relation.entity, id: parent)
-                    if unseen[parentKey] != nil, !untouched.contains(parentKey), recreate.insert(parentKey).inserted
-                    {
-                        added.append(parentKey)
-                    }
-                }
-            }
-            for key in order where !untouched.contains(key) {
-                guard var record = unseen[key] else { continue }
-                try db.execute(
-                    sql: "DELETE FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
-                    arguments: [key.entity.rawValue, key.id.storageText])
-                if recreate.contains(key) {
-                    let clocks = try FieldClocks.read(key.entity, key.id, in: db)
-                        ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
-                    record.sync.serverID = nil
-                    record.sync.version = 0
-                    record.sync.syncStatus = .pending
-                    let fields = record.entity.description.fields.map(\.name)
-                    let deletedAt = record.sync.deletedAt
-                    record.sync.deletedAt = nil
-                    try resend(record, operation: .create, fields: fields, clocks: clocks, db: db, now: now)
-                    if let deletion = clocks.deletion, deletedAt != nil {
-                        record.sync.deletedAt = deletedAt
-                        try resend(record, operation: .delete, fields: [], clocks: clocks, deletion: deletion, db: db, now: now)
-                    }
-                    try db.execute(
-                        sql: """
-                            UPDATE media_uploads SET uploaded_bytes = 0, status = 'pending', attempts = 0, last_error = NULL
-                            WHERE attachment_id = ?
-                            """, arguments: [key.id.storageText])
-                    report.recreated += 1
-                    changes.append(StoreChange(entity: key.entity, recordID: key.id, operation: .update))
-                } else {
-                    try db.execute(
-                        sql: "DELETE FROM \(record.entity.description.table.quotedDatabaseIdentifier) WHERE id = ?",
-                        arguments: [key.id.storageText])
-                    try db.execute(
-                        sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?",
-                        arguments: [key.entity.rawValue, key.id.storageText])
-                    report.removed += 1
-                    changes.append(StoreChange(entity: key.entity, recordID: key.id, operation: .delete))
-                }
-            }
+            let (report, changes) = try settleUnheld(unseen, order: order, ownWritesByClocks: true, db: db, now: now)
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.rebuildKey])
             try ChangeJournal.append(changes, origin: origin, in: db)
             return (report, changes)
         }
+    }
+
+    /// Settles records the server does not hold (`unseen`, in `order`), as a fresh device would hold
+    /// them plus this device's own writes: one written to here (or a parent of such a record) is queued
+    /// again as a create with the values held here, its waiting changes folded into it; any other is
+    /// removed. Written to means a change waiting, or with `ownWritesByClocks` (a restored server, which
+    /// lost acknowledged writes too) a field or delete this device stamped. Inside the caller's
+    /// transaction; the caller journals the changes.
+    func settleUnheld(_ unseen: [UnheldKey: EntityRecord], order: [UnheldKey], ownWritesByClocks: Bool, db: Database, now: Date) throws
+        -> (HistoryRebuildReport, [StoreChange])
+    {
+        typealias Key = UnheldKey
+        var report = HistoryRebuildReport()
+        var changes: [StoreChange] = []
+        var recreate: Set<Key> = []
+        var untouched: Set<Key> = []
+        for key in order {
+            guard let record = unseen[key] else { continue }
+            let operations = try String.fetchAll(
+                db, sql: "SELECT operation FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
+                arguments: [key.entity.rawValue, key.id.storageText])
+            // A record created here and never sent: the server never had it, its create goes as it is.
+            // (Were it answered with the answer lost, the restored server lost that too.)
+            if operations.contains(MutationOperation.create.rawValue) {
+                untouched.insert(key)
+                continue
+            }
+            let clocks = try FieldClocks.read(key.entity, key.id, in: db)
+            if record.sync.isDeleted {
+                // This device's delete goes again too (a create of its last values, then the delete): the
+                // author's own copy, brought back by its rebuild, must meet it, not a missing record.
+                // A record an import brought and this device deleted goes with its delete: the server never had it.
+                if ownWritesByClocks, clocks?.deletion?.node == clock.node { recreate.insert(key) }
+                continue
+            }
+            let ownWrites = ownWritesByClocks && clocks.map { stored in
+                stored.fields.values.contains { $0.node == clock.node } || stored.deletion?.node == clock.node
+            } ?? false
+            if ownWrites || !operations.isEmpty { recreate.insert(key) }
+        }
+        // A record queued again, or still to be sent, needs its parents on the server: those the server
+        // lost come back too.
+        var added = Array(recreate.union(untouched))
+        while let key = added.popLast() {
+            guard let record = unseen[key] else { continue }
+            for relation in record.entity.description.parents {
+                guard case .uuid(let parent) = record[relation.field] else { continue }
+                let parentKey = Key(entity: relation.entity, id: parent)
+                if unseen[parentKey] != nil, !untouched.contains(parentKey), recreate.insert(parentKey).inserted
+                {
+                    added.append(parentKey)
+                }
+            }
+        }
+        for key in order where !untouched.contains(key) {
+            guard var record = unseen[key] else { continue }
+            try db.execute(
+                sql: "DELETE FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
+                arguments: [key.entity.rawValue, key.id.storageText])
+            if recreate.contains(key) {
+                let clocks = try FieldClocks.read(key.entity, key.id, in: db)
+                    ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+                record.sync.serverID = nil
+                record.sync.version = 0
+                record.sync.syncStatus = .pending
+                let fields = record.entity.description.fields.map(\.name)
+                let deletedAt = record.sync.deletedAt
+                record.sync.deletedAt = nil
+                try resend(record, operation: .create, fields: fields, clocks: clocks, db: db, now: now)
+                if let deletion = clocks.deletion, deletedAt != nil {
+                    record.sync.deletedAt = deletedAt
+                    try resend(record, operation: .delete, fields: [], clocks: clocks, deletion: deletion, db: db, now: now)
+                }
+                try db.execute(
+                    sql: """
+                        UPDATE media_uploads SET uploaded_bytes = 0, status = 'pending', attempts = 0, last_error = NULL
+                        WHERE attachment_id = ?
+                        """, arguments: [key.id.storageText])
+                report.recreated += 1
+                changes.append(StoreChange(entity: key.entity, recordID: key.id, operation: .update))
+            } else {
+                try db.execute(
+                    sql: "DELETE FROM \(record.entity.description.table.quotedDatabaseIdentifier) WHERE id = ?",
+                    arguments: [key.id.storageText])
+                try db.execute(
+                    sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?",
+                    arguments: [key.entity.rawValue, key.id.storageText])
+                report.removed += 1
+                changes.append(StoreChange(entity: key.entity, recordID: key.id, operation: .delete))
+            }
+        }
+        return (report, changes)
     }
 
     /// On a page that rebuilds the history: queues again this device's own writes of the record that

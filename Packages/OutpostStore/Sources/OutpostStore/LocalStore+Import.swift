@@ -22,7 +22,9 @@ extension LocalStore {
     /// server's word, as a pull's are, so they are not held as the bundle's (`ImportedVersions`); and
     /// when the import took every record as it was into a store that held none of them, the project's
     /// position is kept for the next pull (`bundlePositions()`), which then brings only what changed
-    /// after the bundle was made.
+    /// after the bundle was made. A bundle file's records stay its word until the next pull has read the
+    /// project again from its beginning (`rereadProjects()`, `settleRereadImports(asked:)`): what that
+    /// read does not bring is not the server's, and goes.
     @discardableResult
     public func importBundle(
         at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false,
@@ -75,6 +77,11 @@ extension LocalStore {
                     {
                         try BundlePositions.save(project: project, checkpoint: stream.checkpoints[0], in: db)
                     }
+                    // A file's records are its holder's word until a read of the whole project confirms them.
+                    // Whatever the counts say: a record kept as it was may still be noted as the file's (one
+                    // stored orphaned until its parent came), and a read begun before this import must not
+                    // settle it.
+                    if !fromServer, let project = stream.projectID { try RereadProjects.request(project, in: db) }
                     try stream.stageFiles(forDatabaseAt: path)
                     progress?(ImportProgress(records: records, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
                     let after = try ChangeJournal.latest(in: db)

@@ -41,13 +41,19 @@ public struct PulledPage: Sendable {
     /// Set on the last page of a pull: the own sequences sent up to here (`ownSequences()`) are passed,
     /// and forgotten with the page.
     public let passedOwnSequencesThrough: Int64?
+    /// The projects the server named back as read again from their beginning (`PullResponse.rereadProjects`,
+    /// of those `LocalStore.rereadProjects()` gave the request): noted with the page, for
+    /// `LocalStore.settleRereadImports(asked:)` once the pull reaches its last page.
+    public let sentRereadProjects: [UUID]
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
         changes: [VersionedRecord], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
         leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false,
-        sentBundlePositions: [String] = [], ownRecords: [OwnRecord] = [], passedOwnSequencesThrough: Int64? = nil
+        sentBundlePositions: [String] = [], ownRecords: [OwnRecord] = [], passedOwnSequencesThrough: Int64? = nil,
+        sentRereadProjects: [UUID] = []
     ) {
+        self.sentRereadProjects = sentRereadProjects
         self.sentBundlePositions = sentBundlePositions
         self.ownRecords = ownRecords
         self.passedOwnSequencesThrough = passedOwnSequencesThrough
@@ -79,7 +85,7 @@ public struct PulledPage: Sendable {
         return PulledPage(
             changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil,
             checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions,
-            ownRecords: ownRecords, passedOwnSequencesThrough: passedOwnSequencesThrough)
+            ownRecords: ownRecords, passedOwnSequencesThrough: passedOwnSequencesThrough, sentRereadProjects: sentRereadProjects)
     }
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
@@ -273,6 +279,7 @@ extension StoreWriter {
             }
             if let checkpoint = page.checkpoint { try HistoryState.save(checkpoint: checkpoint, in: db) }
             try BundlePositions.forget(page.sentBundlePositions, in: db)
+            try RereadProjects.started(page.sentRereadProjects, in: db)
             if let last = page.passedOwnSequencesThrough { try OwnSequences.forget(through: last, in: db) }
             let told = changes.filter { !report.unchangedRecords.contains($0.record.id) }
             try ChangeJournal.append(told.map(\.storeChange), origin: origin, in: db)

@@ -55,6 +55,14 @@ public protocol Replica: Sendable {
     /// pull (`PullRequest.bundlePositions`); a page applied with them forgets them.
     func bundlePositions() throws(StoreError) -> [String]
 
+    /// Projects bundle files brought records of, to read again from their beginning with the first
+    /// request of the next pull (`PullRequest.rereadProjects`).
+    func rereadProjects() throws(StoreError) -> [UUID]
+
+    /// Once a pull reached its last page: what bundle files brought of the projects it read again and it
+    /// did not bring goes (queued as creates where this device wrote to them).
+    func settleRereadImports(asked: Set<UUID>?, now: Date) async throws(StoreError) -> HistoryRebuildReport
+
     /// The change sequences this device's own accepted pushes took, for every request of the next pull
     /// (`PullRequest.ownSequences`); a completed pull forgets those it passed.
     func ownSequences() throws(StoreError) -> [String]

@@ -21,17 +21,19 @@ struct PullPrefetch: Sendable {
         var unreadable: [(ServerRecord, String)] = []
         /// The bundle positions its request carried (the first request's only).
         var sentBundlePositions: [String] = []
+        /// The projects its request asked to read again that the answer named back (the first request's only).
+        var sentRereadProjects: [UUID] = []
     }
 
     private let pipeline: ReadAhead<FetchedPage, TransportError>
     private let fetcher: Task<Void, Never>
 
     /// Starts fetching from `cursor`, `limit` changes a page (only `projects`' when given), through `transport`.
-    /// Every request carries `checkpoint` (`PullRequest.checkpoint`) and `ownSequences`; the first carries `bundlePositions`,
-    /// since the cursors after it are the server's and hold them already.
+    /// Every request carries `checkpoint` (`PullRequest.checkpoint`) and `ownSequences`; the first carries `bundlePositions`
+    /// and `rereadProjects`, since the cursors after it are the server's and hold them already.
     init(
         from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, checkpoint: String? = nil,
-        bundlePositions: [String] = [], ownSequences: [String] = [], transport: any SyncTransport
+        bundlePositions: [String] = [], ownSequences: [String] = [], rereadProjects: [UUID] = [], transport: any SyncTransport
     ) {
         let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
         self.pipeline = pipeline
@@ -39,15 +41,19 @@ struct PullPrefetch: Sendable {
             var cursor = cursor
             var emptyPages = 0
             var positions = bundlePositions
+            var reread = rereadProjects
             do throws(TransportError) {
                 while await pipeline.room() {
                     var page = try await Self.fetch(
                         PullRequest(
                             cursor: cursor, limit: limit, projects: projects, checkpoint: checkpoint, bundlePositions: positions,
-                            ownSequences: ownSequences),
+                            ownSequences: ownSequences, rereadProjects: reread),
                         from: transport)
                     page.sentBundlePositions = positions
+                    // Only what the server says it reads again: an older server ignores the field.
+                    page.sentRereadProjects = reread.filter(page.response.rereadProjects.contains)
                     positions = []
+                    reread = []
                     try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
                     pipeline.hand(page)
                     guard page.response.hasMore else { break }

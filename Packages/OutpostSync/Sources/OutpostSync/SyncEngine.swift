@@ -174,6 +174,8 @@ public actor SyncEngine {
                 }
                 if rebuilding, report.pullCompleted {
                     report.rebuilt = try await store.finishHistoryRebuild(seen: seen, now: now())
+                } else if report.pullCompleted {
+                    report.unheldImports = try await store.settleRereadImports(asked: projects, now: now())
                 }
             }
             // A run cancelled before or between pages stops as one cancelled inside a request does: no push.
@@ -222,7 +224,10 @@ public actor SyncEngine {
             from: rebuilding ? nil : try store.pullCursor(stream: "structured"), limit: pullLimit, depth: pullDepth,
             projects: projects.map { $0.sorted { $0.uuidString < $1.uuidString } },
             checkpoint: rebuilding ? nil : try store.historyCheckpoint(),
-            bundlePositions: rebuilding ? [] : try store.bundlePositions(), ownSequences: own, transport: transport)
+            bundlePositions: rebuilding ? [] : try store.bundlePositions(), ownSequences: own,
+            rereadProjects: rebuilding ? [] : Array(
+                try store.rereadProjects().filter { projects?.contains($0) ?? true }.prefix(SyncProtocol.maximumRereadProjects)),
+            transport: transport)
         defer { ahead.stop() }
         while let fetched = try await ahead.next() {
             // The first answer names the server's policy: a page merged with another policy than
@@ -248,7 +253,8 @@ public actor SyncEngine {
                     changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
                     leftProjects: response.leftProjects, projects: projects, checkpoint: response.checkpoint,
                     rebuildsHistory: rebuilding, sentBundlePositions: fetched.sentBundlePositions,
-                    ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough),
+                    ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough,
+                    sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
             // Records an earlier build quarantined and this one applied count as pulled now.

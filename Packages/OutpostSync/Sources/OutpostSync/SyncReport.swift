@@ -66,6 +66,10 @@ public struct SyncReport: Sendable {
     /// What the end of the rebuild did with records the restored server no longer holds: this device's
     /// own queued again as creates, the others removed. Nil unless a rebuild ended in this run.
     public var rebuilt: HistoryRebuildReport?
+    /// Records bundle files brought that a read of their whole project did not: the server does not
+    /// hold them, or this device's user may not see them (`LocalStore.settleRereadImports(asked:)`).
+    /// Removed, or queued again as creates where this device wrote to them. Zero when none.
+    public var unheldImports = HistoryRebuildReport()
     /// Bytes sent and received during the run.
     public var bytesSent: Int64 = 0
     public var bytesReceived: Int64 = 0

@@ -26,13 +26,20 @@ public struct PullRequest: Sendable, Hashable, Codable {
     /// `SequenceRanges` text: a record whose latest change is one of them comes back as its version only
     /// (`PullResponse.ownRecords`), since the device holds it already. Empty for none.
     public var ownSequences: [String]
+    /// Projects to read again from their beginning, whatever the cursor says of them: a bundle FILE
+    /// imported into this device brought records as its word, and only a read of the whole project
+    /// tells which of them the server holds (`LocalStore.settleRereadImports`). A project the caller is
+    /// not a member of is left as the cursor names it, as any made-up id is. Send them with the first
+    /// request of a pull only. Empty for none.
+    public var rereadProjects: [UUID]
 
     /// Creates a request. This package reads both clock forms, so it asks for the shared one by default.
     public init(
         cursor: String?, limit: Int, projects: [UUID]? = nil, acceptsSharedClock: Bool = true, checkpoint: String? = nil,
-        bundlePositions: [String] = [], ownSequences: [String] = []
+        bundlePositions: [String] = [], ownSequences: [String] = [], rereadProjects: [UUID] = []
     ) {
         self.ownSequences = ownSequences
+        self.rereadProjects = rereadProjects
         self.cursor = cursor
         self.limit = limit
         self.projects = projects
@@ -42,7 +49,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case cursor, limit, projects, acceptsSharedClock, checkpoint, bundlePositions, ownSequences
+        case cursor, limit, projects, acceptsSharedClock, checkpoint, bundlePositions, ownSequences, rereadProjects
     }
 
     public init(from decoder: any Decoder) throws {
@@ -55,6 +62,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
         bundlePositions = try container.decodeIfPresent([String].self, forKey: .bundlePositions) ?? []
         ownSequences = try container.decodeIfPresent([String].self, forKey: .ownSequences) ?? []
+        rereadProjects = try container.decodeIfPresent([UUID].self, forKey: .rereadProjects) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -68,5 +76,7 @@ public struct PullRequest: Sendable, Hashable, Codable {
         // Left out when empty; a server from before positions ignores them, and the pull reads from the start.
         if !bundlePositions.isEmpty { try container.encode(bundlePositions, forKey: .bundlePositions) }
         if !ownSequences.isEmpty { try container.encode(ownSequences, forKey: .ownSequences) }
+        // Left out when empty; a server from before it reads on from the cursor, and the device settles nothing.
+        if !rereadProjects.isEmpty { try container.encode(rereadProjects, forKey: .rereadProjects) }
     }
 }

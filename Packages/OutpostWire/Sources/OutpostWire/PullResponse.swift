@@ -20,13 +20,18 @@ public struct PullResponse: Sendable, Hashable, Codable {
     /// Records of this page whose latest change is one of the request's `ownSequences`: the device's own
     /// accepted writes, sent as their versions only, never their fields again. Absent when empty.
     public var ownRecords: [OwnRecord]
+    /// The request's `rereadProjects`, named back: this server reads them from their beginning (a
+    /// project the caller is not a member of has nothing to read). Absent when the request named none,
+    /// and from servers that do not read projects again, whose answer the device then settles nothing by.
+    public var rereadProjects: [UUID]
 
     /// Creates a page.
     public init(
         changes: [ServerRecord], nextCursor: String, hasMore: Bool, leftProjects: [UUID] = [], checkpoint: String? = nil,
-        ownRecords: [OwnRecord] = []
+        ownRecords: [OwnRecord] = [], rereadProjects: [UUID] = []
     ) {
         self.ownRecords = ownRecords
+        self.rereadProjects = rereadProjects
         self.changes = changes
         self.nextCursor = nextCursor
         self.hasMore = hasMore
@@ -35,7 +40,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case changes, nextCursor, hasMore, leftProjects, checkpoint, ownRecords
+        case changes, nextCursor, hasMore, leftProjects, checkpoint, ownRecords, rereadProjects
     }
 
     /// Reads a page; `leftProjects` is absent from older servers' pages and from most pages.
@@ -47,6 +52,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
         leftProjects = try container.decodeIfPresent([UUID].self, forKey: .leftProjects) ?? []
         checkpoint = try container.decodeIfPresent(String.self, forKey: .checkpoint)
         ownRecords = try container.decodeIfPresent([OwnRecord].self, forKey: .ownRecords) ?? []
+        rereadProjects = try container.decodeIfPresent([UUID].self, forKey: .rereadProjects) ?? []
     }
 
     /// Writes a page, leaving `leftProjects` out when empty.
@@ -58,6 +64,7 @@ public struct PullResponse: Sendable, Hashable, Codable {
         if !leftProjects.isEmpty { try container.encode(leftProjects, forKey: .leftProjects) }
         try container.encodeIfPresent(checkpoint, forKey: .checkpoint)
         if !ownRecords.isEmpty { try container.encode(ownRecords, forKey: .ownRecords) }
+        if !rereadProjects.isEmpty { try container.encode(rereadProjects, forKey: .rereadProjects) }
     }
 }
 

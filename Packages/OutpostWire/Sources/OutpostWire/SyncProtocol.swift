@@ -27,6 +27,9 @@ public enum SyncProtocol {
     /// The most bundle positions one pull request may carry (`PullRequest.bundlePositions`).
     public static let maximumBundlePositions = 64
 
+    /// The most projects one pull request may ask to read again (`PullRequest.rereadProjects`).
+    public static let maximumRereadProjects = 64
+
     /// The project and checkpoint of a bundle position (`<project id>=<checkpoint>`, the id as a UUID's
     /// 36 characters, the checkpoint as `checkpointParts` reads it); nil for any other text.
     public static func bundlePositionParts(_ text: String) -> (project: UUID, sequence: Int64, mark: String)? {

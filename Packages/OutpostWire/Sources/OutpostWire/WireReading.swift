@@ -189,6 +189,7 @@ extension PullResponse: WireReadable {
         var changes: [ServerRecord]?, nextCursor: String?, hasMore: Bool?, checkpoint: String?
         var leftProjects: [UUID] = []
         var ownRecords: [OwnRecord] = []
+        var rereadProjects: [UUID] = []
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -213,6 +214,10 @@ extension PullResponse: WireReadable {
                 try reader.firstOccurrence(of: 5, key, in: &seen)
                 try reader.beginArray()
                 while try reader.nextElement() { ownRecords.append(try OwnRecord(reading: &reader)) }
+            case "rereadProjects":
+                try reader.firstOccurrence(of: 6, key, in: &seen)
+                try reader.beginArray()
+                while try reader.nextElement() { rereadProjects.append(try reader.uuid()) }
             default: try reader.skipValue()
             }
         }
@@ -221,7 +226,7 @@ extension PullResponse: WireReadable {
         }
         self.init(
             changes: changes, nextCursor: nextCursor, hasMore: hasMore, leftProjects: leftProjects, checkpoint: checkpoint,
-            ownRecords: ownRecords)
+            ownRecords: ownRecords, rereadProjects: rereadProjects)
     }
 }
 

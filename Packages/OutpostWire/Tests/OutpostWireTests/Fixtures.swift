@@ -70,11 +70,13 @@ enum Fixtures {
             PullRequest(
                 cursor: nil, limit: 5, bundlePositions: ["\(projectID.uuidString.lowercased())=42.0123456789abcdef"],
                 ownSequences: ["3-40", "42"]),
+            PullRequest(cursor: "12", limit: 5, rereadProjects: [projectID]),
         ],
         "PullResponse": [
             PullResponse(changes: [serverRecord], nextCursor: "42", hasMore: true, checkpoint: "42.0123456789abcdef"),
             PullResponse(changes: [], nextCursor: "43", hasMore: false, leftProjects: [UUID()]),
             PullResponse(changes: [], nextCursor: "44", hasMore: false, ownRecords: [ownRecord]),
+            PullResponse(changes: [], nextCursor: "45", hasMore: true, rereadProjects: [projectID]),
         ],
         "OwnRecord": [ownRecord],
         "ServerRecord": [serverRecord, SharedClockRecord(record: serverRecord)],
