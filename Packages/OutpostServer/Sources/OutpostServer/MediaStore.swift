@@ -195,22 +195,29 @@ actor MediaStore {
     private func admit(
         _ total: Int64, sha256: String, for attachmentID: UUID, of record: StoredRecord, by caller: Caller, now: Date
     ) async throws(ServerError) {
+        try await oneAdmissionAtATime { () async throws(ServerError) in
+            try await checkQuotas(for: total, of: attachmentID, record: record, by: caller, now: now)
+            try checkDiskReserve(for: total)
+            let part = partURL(of: attachmentID)
+            if !FileManager.default.fileExists(atPath: part.path) {
+                guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
+                    throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
+                }
+            }
+            try await storage.setMediaUpload(
+                MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+        }
+    }
+
+    /// Runs `admission` alone among this process's admissions and, through a lock file in the folder,
+    /// among the instances sharing it: each admission reserves its size before the next one counts what
+    /// is held (two instances each admitted a file past the quota before).
+    private func oneAdmissionAtATime(_ admission: () async throws(ServerError) -> Void) async throws(ServerError) {
         await enterAdmission()
         defer { leaveAdmission() }
-        // Across the instances sharing the folder too: each admission reserves its size before the next
-        // one counts what is held (two instances each admitted a file past the quota before).
         let folderLock = try await UploadLock.waiting(for: directory.appendingPathComponent(".admission"), seconds: 30)
         defer { folderLock.release() }
-        try await checkQuotas(for: total, of: attachmentID, record: record, by: caller, now: now)
-        try checkDiskReserve(for: total)
-        let part = partURL(of: attachmentID)
-        if !FileManager.default.fileExists(atPath: part.path) {
-            guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
-                throw ServerError(.mediaFailure, message: "cannot create the upload file", path: part.path)
-            }
-        }
-        try await storage.setMediaUpload(
-            MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+        try await admission()
     }
 
     /// Admits again an upload stopped past `reservationLifetime`, one admission at a time as `admit`,
@@ -219,12 +226,10 @@ actor MediaStore {
     private func readmit(
         _ held: MediaUploadState, for attachmentID: UUID, of record: StoredRecord, by caller: Caller, now: Date
     ) async throws(ServerError) {
-        await enterAdmission()
-        defer { leaveAdmission() }
-        let folderLock = try await UploadLock.waiting(for: directory.appendingPathComponent(".admission"), seconds: 30)
-        defer { folderLock.release() }
-        try await checkQuotas(for: held.totalBytes, of: attachmentID, record: record, by: caller, now: now)
-        try await storage.setMediaUpload(held, for: attachmentID, now: now)
+        try await oneAdmissionAtATime { () async throws(ServerError) in
+            try await checkQuotas(for: held.totalBytes, of: attachmentID, record: record, by: caller, now: now)
+            try await storage.setMediaUpload(held, for: attachmentID, now: now)
+        }
     }
 
     /// How long an unfinished upload holds its whole size against the quotas after its last chunk.

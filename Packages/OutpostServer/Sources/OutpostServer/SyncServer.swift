@@ -21,7 +21,8 @@ public struct SyncServer: Sendable {
     private let tokenUses = TokenUseNotes()
     /// The digest of the scraper's token (`ServerConfiguration.metricsToken`): a presented token is
     /// compared by digest, as stored tokens are, so no comparison of the secret's bytes can be timed.
-    private var metricsTokenDigest: String? { configuration.metricsToken.map { TokenDigest.hex(of: $0) } }
+    /// Computed once, at start.
+    private let metricsTokenDigest: String?
     let media: MediaStore
     private let metrics: ServerMetrics
     /// Bundle downloads streaming at once, at most (see `BundleGate`); under PostgreSQL's pool of 20.
@@ -71,6 +72,7 @@ public struct SyncServer: Sendable {
         try configuration.validate()
         self.rateLimiter = configuration.requestsPerMinutePerToken.map(RequestRateLimiter.init(perMinute:))
         self.configuration = configuration
+        metricsTokenDigest = configuration.metricsToken.map { TokenDigest.hex(of: $0) }
         self.openConnections = OpenConnections(maximum: configuration.maximumConnections)
         var logger = logger ?? Logger(label: "outpost.server")
         if let level = Logger.Level(rawValue: configuration.logLevel), logger.logLevel < level { logger.logLevel = level }
