@@ -153,14 +153,7 @@ struct PullPage: Sendable {
         json.string(checkpoint.text)
         json.raw(#","hasMore":"#)
         json.bool(hasMore)
-        if !leftProjects.isEmpty {
-            json.raw(#","leftProjects":["#)
-            for (index, project) in leftProjects.enumerated() {
-                if index > 0 { json.raw(",") }
-                json.string(project.storageText)
-            }
-            json.raw("]")
-        }
+        Self.write(leftProjects, as: "leftProjects", into: &json)
         json.raw(#","nextCursor":"#)
         json.string(nextCursor.text)
         if !own.isEmpty {
@@ -179,16 +172,22 @@ struct PullPage: Sendable {
             }
             json.raw("]")
         }
-        if !rereadProjects.isEmpty {
-            json.raw(#","rereadProjects":["#)
-            for (index, project) in rereadProjects.enumerated() {
-                if index > 0 { json.raw(",") }
-                json.string(project.uppercasedText)
-            }
-            json.raw("]")
-        }
+        Self.write(rereadProjects, as: "rereadProjects", into: &json)
         json.raw("}")
         return json.bytes
+    }
+
+    /// `,"<key>":[<ids>]`, left out when `projects` is empty (a later key of the answer's object).
+    private static func write(_ projects: [UUID], as key: String, into json: inout JSONWriter) {
+        guard !projects.isEmpty else { return }
+        json.raw(",")
+        json.string(key)
+        json.raw(":[")
+        for (index, project) in projects.enumerated() {
+            if index > 0 { json.raw(",") }
+            json.string(project.storageText)
+        }
+        json.raw("]")
     }
 
     /// A `ServerRecord` in its `Codable` form, keys sorted; with a plan, `clock` and the other clocks.
