@@ -99,6 +99,33 @@ struct BundleFileWordTests {
         for target in [following, fresh] { #expect(try issues(target.store) == expected) }
     }
 
+    @Test("A read again whose first page ends where the device's cursor stood goes on: the cursor's text is the same, and the pull moved (attack 48 finding 1: every later sync was refused)")
+    func aRereadEndingAtTheCursorGoesOn() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let office = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        for n in 1...5 { _ = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Issue \(n)")) }
+        #expect(try await officeEngine.sync().isComplete)
+        // Alice's pull is cut after its first page (the connection drops); then she imports a file of the project.
+        let store = try LocalStore.open(at: server.directory.appendingPathComponent("alice.sqlite").path)
+        let transport = CutAfterPulls(base: server.transport(token: TestServer.aliceToken), pulls: 1)
+        let engine = SyncEngine(store: store, transport: transport, pullLimit: 2, pullDepth: 1)
+        #expect(try await engine.sync().isComplete == false)
+        #expect(try store.pullCursor() != nil, "the first page was applied")
+        let file = server.directory.appendingPathComponent("a.json")
+        _ = try store.exportBundle(project: TestServer.projectA, format: .json, to: file)
+        try store.importBundle(at: file)
+        // The read again's first page is the page she applied: it ends where her cursor stands.
+        let report = try await engine.sync()
+        #expect(report.isComplete, "\(String(describing: report.lastTransportError))")
+        #expect(try store.rereadProjects().isEmpty)
+        let later = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Gate left open"))
+        #expect(try await officeEngine.sync().isComplete)
+        #expect(try await engine.sync().isComplete)
+        #expect(try store.record(.issue, id: later.id) != nil, "she still hears of what the office writes next")
+    }
+
     @Test("A pull naming projects to read again reads them from their beginning and names them all back; a project the caller is not in, or none at all, is named back the same way and reads nothing", arguments: Backend.available)
     func rereadProjectsAreReadFromTheirBeginning(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
@@ -130,5 +157,23 @@ struct BundleFileWordTests {
         await #expect(throws: TransportError.self) {
             _ = try await alice.pull(PullRequest(cursor: cursor, limit: 1000, rereadProjects: tooMany))
         }
+    }
+}
+
+/// Passes everything to the server, but the connection drops at pull request `pulls + 1`, once.
+actor CutAfterPulls: ForwardingTransport {
+    let base: HTTPTransport
+    private let pulls: Int
+    private var made = 0
+
+    init(base: HTTPTransport, pulls: Int) {
+        self.base = base
+        self.pulls = pulls
+    }
+
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        made += 1
+        if made == pulls + 1 { throw TransportError(.noConnection, request: "POST /pull", message: "the connection dropped") }
+        return try await base.pull(request)
     }
 }

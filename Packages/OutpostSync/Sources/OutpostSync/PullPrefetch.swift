@@ -54,7 +54,8 @@ struct PullPrefetch: Sendable {
                     page.sentRereadProjects = reread.filter(page.response.rereadProjects.contains)
                     positions = []
                     reread = []
-                    try Self.checkProgress(of: page.response, after: cursor, emptyPagesBefore: &emptyPages)
+                    try Self.checkProgress(
+                        of: page.response, after: cursor, readingAgain: !page.sentRereadProjects.isEmpty, emptyPagesBefore: &emptyPages)
                     pipeline.hand(page)
                     guard page.response.hasMore else { break }
                     cursor = page.response.nextCursor
@@ -82,9 +83,15 @@ struct PullPrefetch: Sendable {
 
     /// Refuses a page that says more follows but would make the pull go round forever: its cursor is
     /// the one it was asked with (the same page again and again), or too many pages in a row were empty.
-    static func checkProgress(of response: PullResponse, after cursor: String?, emptyPagesBefore empty: inout Int)
-        throws(TransportError)
-    {
+    ///
+    /// `readingAgain`: the request named projects to read again and the server named them back. It read
+    /// them from their beginning, so its cursor moved even when its text is the one sent: a pull cut
+    /// after its first page, then a file's import, read that same page again, and the device refused
+    /// the answer at every later sync (attack 48 finding 1). The next request carries no such projects,
+    /// so a server that goes round is still refused there.
+    static func checkProgress(
+        of response: PullResponse, after cursor: String?, readingAgain: Bool = false, emptyPagesBefore empty: inout Int
+    ) throws(TransportError) {
         // A cursor is saved and sent back with every pull: one a server made huge (63 MiB seen) left
         // every later pull refused by the real server as too large, the device stuck for good.
         guard response.nextCursor.utf8.count <= maximumCursorBytes else {
@@ -93,7 +100,7 @@ struct PullPrefetch: Sendable {
                 message: "the server's next cursor has \(response.nextCursor.utf8.count) bytes; at most \(maximumCursorBytes) are taken")
         }
         guard response.hasMore else { return }
-        if response.nextCursor == cursor {
+        if response.nextCursor == cursor, !readingAgain {
             throw TransportError(
                 .invalidResponse, request: "POST /pull",
                 message: "the server said more changes follow but gave back the cursor it was asked with (\(response.nextCursor))")
