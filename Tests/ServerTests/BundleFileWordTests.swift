@@ -34,6 +34,22 @@ struct BundleFileWordTests {
             records.append(record)
             planted.append(id)
         }
+        // Records no held parent places in a project: a comment on an issue nobody has, an opportunity
+        // no project names (attack 48 findings 2 and 3).
+        let member = try #require(records.first { $0["entity"] as? String == "member" })
+        var orphan = template
+        orphan["entity"] = "comment"
+        orphan["id"] = UUID().uuidString.lowercased()
+        orphan["fields"] = ["issueID": UUID().uuidString.lowercased(), "authorID": try #require(member["id"]), "body": "PLANTED comment"]
+        var opportunity = template
+        opportunity["entity"] = "opportunity"
+        opportunity["id"] = UUID().uuidString.lowercased()
+        opportunity["fields"] = ["name": "PLANTED opportunity", "customerName": "Nobody", "address": "1 Nowhere", "stage": "lead", "estimatedValueCents": 100]
+        for record in [orphan, opportunity] {
+            records.append(record)
+            let id = try #require(record["id"] as? String)
+            planted.append(try #require(UUID(uuidString: id)))
+        }
         document["records"] = records
         let edited = directory.appendingPathComponent("\(name)-edited.json")
         try JSONSerialization.data(withJSONObject: document).write(to: edited)
@@ -72,13 +88,15 @@ struct BundleFileWordTests {
             let report = try await target.engine.sync()
             #expect(report.isComplete, "\(name)")
             #expect(try target.store.record(.issue, id: planted[0]) == nil, "\(name): the planted issue is gone")
+            #expect(try target.store.record(.comment, id: planted[2]) == nil, "\(name): the comment on no issue is gone")
+            #expect(try target.store.record(.opportunity, id: planted[3]) == nil, "\(name): the opportunity is gone")
             #expect(try target.store.record(.issue, id: real.id) != nil, "\(name): the genuine issue stays")
             #expect(try target.store.rereadProjects().isEmpty)
             let status = try target.store.status()
             #expect(status.pendingChanges == 0 && status.failedChanges == 0, "\(name)")
             if edits {
                 // The user's edit is not lost: the issue went to the server as this device's create.
-                #expect(report.unheldImports == { var r = HistoryRebuildReport(); r.removed = 1; r.recreated = 1; return r }())
+                #expect(report.unheldImports == { var r = HistoryRebuildReport(); r.removed = 3; r.recreated = 1; return r }())
                 let onServer = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
                     .changes.first { $0.recordID == planted[1] }
                 #expect(onServer?.version == 1, "sent as a create, never as the file's version 3")

@@ -68,7 +68,9 @@ extension LocalStore {
     /// server did not send, so one it does not hold or this device's user may not see: removed, as a
     /// device that never imported the file would not hold it; queued as a create with the values held
     /// here when this device wrote to it (a change waiting), so nothing its user wrote is lost and it
-    /// shows as unsent, for the server to take or refuse. One transaction.
+    /// shows as unsent, for the server to take or refuse. A record whose project no held parent tells
+    /// (its parent never came) goes too once the pull read every project (`asked` nil) and no import
+    /// waits. One transaction.
     @discardableResult
     public func settleRereadImports(asked: Set<UUID>?, now: Date = Timestamp.now()) async throws(StoreError) -> HistoryRebuildReport {
         let (report, changes) = try await StoreError.mapping(path: path) {
@@ -89,13 +91,20 @@ extension StoreWriter {
             // A record the read brought and this build could not take in (quarantined) is the server's all
             // the same: its copy stays, as the quarantine keeps the server's for a later build.
             let quarantined = Set(try Quarantine.keys(in: db).map { UnheldKey(entity: $0.0, id: $0.1) })
+            // A record no held parent places in a project (a comment naming an issue no read brought, an
+            // opportunity no project names): a read of every project the user may see, with no import
+            // since it began, brought none of them, so the server does not hold them for this user (the
+            // server places every record but an unlinked opportunity, its creator's own, in a project, and
+            // a bundle carries only linked ones). Kept otherwise: the read was not of everything.
+            let waiting = try RereadProjects.pending(in: db)
+            let placesNone = asked == nil && waiting.isEmpty
             let notes = try Row.fetchAll(db, sql: "SELECT entity, record_id, version FROM imported_versions ORDER BY entity, record_id")
             for note in notes {
                 guard let entity = EntityType(rawValue: note["entity"]), let id = UUID(uuidString: note["record_id"]),
                     !quarantined.contains(UnheldKey(entity: entity, id: id)),
                     let record = try EntityTables.fetchRecord(entity, id: id, in: db), record.sync.version == note["version"] as Int64,
-                    let project = try PulledPage.project(of: record, in: [:], reading: { try EntityTables.fetchRecord($0, id: $1, in: db) }),
-                    settled.contains(project)
+                    try PulledPage.project(of: record, in: [:], reading: { try EntityTables.fetchRecord($0, id: $1, in: db) })
+                        .map(settled.contains) ?? placesNone
                 else { continue }
                 let key = UnheldKey(entity: entity, id: id)
                 unheld[key] = record
