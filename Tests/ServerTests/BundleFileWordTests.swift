@@ -144,6 +144,47 @@ struct BundleFileWordTests {
         #expect(try store.record(.issue, id: later.id) != nil, "she still hears of what the office writes next")
     }
 
+    @Test("Files of more projects than one pull request names: one sync reads them all again and settles each (attack 49: the first said complete with a planted issue left)")
+    func moreProjectsThanOneRequestNames() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        _ = try await server.transport(token: TestServer.carolToken).push(
+            PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let store = try LocalStore.open(at: server.directory.appendingPathComponent("alice.sqlite").path)
+        let engine = SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken))
+        #expect(try await engine.sync().isComplete)
+        let genuine = server.directory.appendingPathComponent("a.json")
+        _ = try store.exportBundle(project: TestServer.projectA, format: .json, to: genuine)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: genuine)) as? [String: Any])
+        let records = try #require(document["records"] as? [[String: Any]])
+        let project = try #require(records.first { $0["entity"] as? String == "project" })
+        let issue = try #require(records.first { $0["entity"] as? String == "issue" })
+        var planted: [UUID] = []
+        for n in 0...SyncProtocol.maximumRereadProjects {
+            // A project nobody has, with one issue: a file of it, as anyone may write one.
+            let projectID = UUID(), issueID = UUID()
+            var file = document
+            file["projectID"] = projectID.uuidString.lowercased()
+            var madeUp = project, plantedIssue = issue
+            madeUp["id"] = projectID.uuidString.lowercased()
+            plantedIssue["id"] = issueID.uuidString.lowercased()
+            var fields = try #require(plantedIssue["fields"] as? [String: Any])
+            fields["projectID"] = projectID.uuidString.lowercased()
+            plantedIssue["fields"] = fields
+            file["records"] = [madeUp, plantedIssue]
+            let url = server.directory.appendingPathComponent("made-up-\(n).json")
+            try JSONSerialization.data(withJSONObject: file).write(to: url)
+            try store.importBundle(at: url)
+            planted.append(issueID)
+        }
+        #expect(try store.rereadProjects().count == SyncProtocol.maximumRereadProjects + 1)
+        let report = try await engine.sync()
+        #expect(report.isComplete)
+        #expect(try store.rereadProjects().isEmpty)
+        #expect(try planted.allSatisfy { try store.record(.issue, id: $0) == nil }, "every planted issue is gone")
+        #expect(report.unheldImports.removed == 2 * planted.count, "each project and its issue")
+    }
+
     @Test("A pull naming projects to read again reads them from their beginning and names them all back; a project the caller is not in, or none at all, is named back the same way and reads nothing", arguments: Backend.available)
     func rereadProjectsAreReadFromTheirBeginning(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

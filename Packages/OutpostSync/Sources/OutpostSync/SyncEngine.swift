@@ -160,6 +160,7 @@ public actor SyncEngine {
                 if rebuilding { try store.beginHistoryRebuild(now: now()) }
                 var seen: [EntityType: Set<UUID>] = [:]
                 while true {
+                    let rereadsBefore = try waitingRereads()
                     do {
                         if !rebuilding { try await confirmImportedCheckpoints() }
                         try await pullPages(&report, rebuilding: rebuilding, seen: &seen, withinBudget: withinBudget, now: now)
@@ -170,12 +171,23 @@ public actor SyncEngine {
                         rebuilding = true
                         continue
                     }
+                    if !rebuilding, report.pullCompleted {
+                        let settled = try await store.settleRereadImports(asked: projects, now: now())
+                        report.unheldImports.removed += settled.removed
+                        report.unheldImports.recreated += settled.recreated
+                        // More projects wait than one request names (64): read on, and until they are read
+                        // the pull is not complete (a run that said so left a planted record shown as
+                        // synced, attack 49). A server that names none back moves none: not read on.
+                        let rereadsAfter = try waitingRereads()
+                        if !rereadsAfter.isEmpty, rereadsAfter.count < rereadsBefore.count {
+                            report.pullCompleted = false
+                            if withinBudget(), !Task.isCancelled { continue }
+                        }
+                    }
                     break
                 }
                 if rebuilding, report.pullCompleted {
                     report.rebuilt = try await store.finishHistoryRebuild(seen: seen, now: now())
-                } else if report.pullCompleted {
-                    report.unheldImports = try await store.settleRereadImports(asked: projects, now: now())
                 }
             }
             // A run cancelled before or between pages stops as one cancelled inside a request does: no push.
@@ -196,6 +208,11 @@ public actor SyncEngine {
                 ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
             return false
         }
+    }
+
+    /// The projects waiting to be read again that this engine's pulls read.
+    private func waitingRereads() throws(StoreError) -> [UUID] {
+        try store.rereadProjects().filter { projects?.contains($0) ?? true }
     }
 
     /// Asks the server about each checkpoint an imported bundle carried (a one-change pull from the
