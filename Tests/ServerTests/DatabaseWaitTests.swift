@@ -56,7 +56,7 @@ struct DatabaseWaitTests {
         #expect(waited < .seconds(60), "bounded by the lock wait (2 s), not by the frozen writer")
         if ContinuousClock.now - frozenAt < .seconds(frozenIdleSeconds) {
             // Still within the frozen session's idle limit: the server itself stays healthy.
-            #expect(try await server.send("GET", "/health").status == 200)
+            #expect(try await server.answers200())
         }
         // The database ends the frozen session once idle past its limit, and its lock goes with it.
         let applied = try await eventuallyApplied(alice, within: .seconds(120))
@@ -86,10 +86,10 @@ struct DatabaseWaitTests {
         defer { Task { await server.stop() } }
         // Healthy first: judged by an answer within a minute, since under make test's load on two cores
         // one probe has taken past its 3 s deadline (a 503 then is the deadline working, not a fault).
-        #expect(try await answers200(server, "/health", versions: true))
+        #expect(try await server.answers200("/health"))
         // The probes a load balancer sends are plain HTTP: no token, no protocol headers. Judged the same
         // way: CI once saw /health answer 200 and the /readyz right after it pass its deadline.
-        #expect(try await answers200(server, "/readyz", versions: false))
+        #expect(try await server.answers200("/readyz", versions: false))
         let name = try #require(server.postgres?.name)
         try await TestPostgres.refuseConnections(to: name)
         let answer = try await server.send("GET", "/health")
@@ -100,16 +100,6 @@ struct DatabaseWaitTests {
         #expect(try JSONDecoder().decode(ErrorBody.self, from: ready.body).code == .unavailable)
         #expect(ready.headers["retry-after"] != nil)
         #expect(try await server.send("GET", "/livez", versions: false).status == 200, "the process still serves")
-    }
-
-    /// Whether `path` answers 200 within a minute: one probe past its 3 s deadline on a loaded host is
-    /// the deadline working, so a 503 is asked again, not taken as the answer.
-    private func answers200(_ server: TestServer, _ path: String, versions: Bool) async throws -> Bool {
-        for _ in 0..<30 {
-            if try await server.send("GET", path, versions: versions).status == 200 { return true }
-            try await Task.sleep(for: .seconds(2))
-        }
-        return false
     }
 
     /// Pushes a new issue every second until one is applied or `limit` passes.

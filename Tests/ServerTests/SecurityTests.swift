@@ -31,7 +31,7 @@ struct SecurityTests {
                 #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .unauthorized)
             }
         }
-        #expect(try await server.send("GET", "/health").status == 200)
+        #expect(try await server.answers200())
         await server.stop()
     }
 

@@ -179,6 +179,17 @@ final class TestServer: Sendable {
         return String(decoding: answer.body, as: UTF8.self)
     }
 
+    /// Whether `path` (a probe: `/health`, `/readyz`) answers 200 within a minute. A probe's database
+    /// check has a 3 s deadline, and on a loaded host (a full run beside a CPU-bound process) one has
+    /// passed it: a 503 then is the deadline working, so it is asked again rather than taken as the answer.
+    func answers200(_ path: String = "/health", versions: Bool = true) async throws -> Bool {
+        for _ in 0..<30 {
+            if try await send("GET", path, versions: versions).status == 200 { return true }
+            try await Task.sleep(for: .seconds(2))
+        }
+        return false
+    }
+
     /// A raw request, for what `HTTPTransport` never sends (no token, wrong versions, gzip by hand).
     func send(
         _ method: String, _ path: String, token: String? = nil, body: Data? = nil,
