@@ -35,8 +35,10 @@ final class RawConnection: Sendable {
         _ = text.withCString { Glibc.send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
-    /// The status code of the first answer on this connection; nil when none came within `seconds`.
-    func answerStatus(within seconds: Int = 60) async -> Int? {
+    /// The status code of the first answer on this connection; nil when none came within `seconds`
+    /// (or the server closed it unanswered). The bound only keeps a server that never answers from
+    /// hanging the run: a full run beside a CPU-bound process once got no answer to a 400 within 60 s.
+    func answerStatus(within seconds: Int = 300) async -> Int? {
         await offThePool { self.readStatus(within: seconds) }
     }
 
