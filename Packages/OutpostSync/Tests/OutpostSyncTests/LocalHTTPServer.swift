@@ -12,7 +12,9 @@ import OutpostWire
 /// Why in process: a python3 server per test (the form before this one) had to start an interpreter
 /// and answer on a core the test run shares; beside a CPU-bound process 21 transport tests timed out
 /// at their 5 s deadlines waiting for python, not for the transport (issue 41, item 7). Here a delay or
-/// a drip is a timer on an event loop, so a deadline measures the client.
+/// a drip is a timer on an event loop, so a deadline measures the client. The loops are the scripted
+/// servers' own, not the process's shared ones the transports and the in-process reference servers
+/// use: on those, in a whole `make test`, two answers of these servers never came (300 s).
 final class LocalHTTPServer: Sendable {
     /// A canned answer.
     struct Response: Sendable {
@@ -55,6 +57,9 @@ final class LocalHTTPServer: Sendable {
         let stopped = NIOLockedValueBox(false)
     }
 
+    /// Every scripted server's event loops, for the life of the test process.
+    private static let loops = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
     let port: Int
     private let listener: any Channel
     private let state: State
@@ -65,7 +70,7 @@ final class LocalHTTPServer: Sendable {
     init(routes: [String: Response], refuseGzip: Bool = false, refuseSharedClock: Bool = false) async throws {
         let script = Script(routes: routes, refuseGzip: refuseGzip, refuseSharedClock: refuseSharedClock)
         let state = State()
-        listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        listener = try await ServerBootstrap(group: Self.loops)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
