@@ -38,6 +38,18 @@ struct BundleFileStore {
         }
     }
 
+    /// The digests of the files stored (an import's `.incoming-…` folder is not one).
+    func storedDigests() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return Set(names.filter(Self.isDigest))
+    }
+
+    /// Removes the stored file with this digest; whether one went.
+    func removeFile(sha256: String) -> Bool {
+        guard Self.isDigest(sha256) else { return false }
+        return (try? FileManager.default.removeItem(at: folder.appendingPathComponent(sha256))) != nil
+    }
+
     /// Lowercase hexadecimal SHA-256, the only names this store uses.
     static func isDigest(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }

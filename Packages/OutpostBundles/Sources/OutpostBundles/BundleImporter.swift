@@ -32,6 +32,18 @@ public struct BundleImporter: Sendable {
     public static func storedFile(sha256: String, forDatabaseAt databasePath: String) -> URL? {
         BundleFileStore(databasePath: databasePath).storedFile(sha256: sha256)
     }
+
+    /// The SHA-256 digests of the files imports stored for the database at `databasePath`.
+    public static func storedFiles(forDatabaseAt databasePath: String) -> Set<String> {
+        BundleFileStore(databasePath: databasePath).storedDigests()
+    }
+
+    /// Removes the stored file with this digest, once no record of the database names it; whether one
+    /// went. Call it holding the database's write lock: an import stores its files right after its
+    /// records commit, so a digest no committed record names under that lock is no import's.
+    public static func removeStoredFile(sha256: String, forDatabaseAt databasePath: String) -> Bool {
+        BundleFileStore(databasePath: databasePath).removeFile(sha256: sha256)
+    }
 }
 
 /// An opened bundle's contents in document order: records a batch at a time, then the files a zip ships.

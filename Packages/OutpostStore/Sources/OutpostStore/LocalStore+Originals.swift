@@ -162,11 +162,13 @@ extension LocalStore {
     /// Removes the cached originals (and partial downloads) no live record names any more: the record
     /// was deleted, left with its project, or names another file since it was attached again. A
     /// teammate's photo the device may no longer see must not stay on it until the budget happens to
-    /// evict it. `Device.sync` runs it after each run; returns how many files went.
+    /// evict it. The files zip bundles shipped (`<database>.files/`) go the same way once no record
+    /// names them (`sweepBundleFiles`). `Device.sync` runs it after each run; returns how many files went.
     @discardableResult
     public func sweepOriginals() throws(StoreError) -> Int {
+        let bundleFiles = try sweepBundleFiles()
         let files = cachedOriginals()
-        guard !files.isEmpty else { return 0 }
+        guard !files.isEmpty else { return bundleFiles }
         let tables = EntityCatalog.all.filter { $0.syncClass == .media }.map(\.table)
         let named = tables.map { "SELECT sha256 FROM \"\($0)\" WHERE id = ? AND deleted_at IS NULL" }.joined(separator: " UNION ALL ")
         // One read for the whole cache: which of its files a live record still names.
@@ -179,7 +181,35 @@ extension LocalStore {
                     .contains(digest)
             }
         }
-        return unnamed.filter { (try? FileManager.default.removeItem(at: $0.url)) != nil }.count
+        return bundleFiles + unnamed.filter { (try? FileManager.default.removeItem(at: $0.url)) != nil }.count
+    }
+
+    /// Removes the files imports stored that no record names any more: its record was deleted and the
+    /// server took the delete, or it went whole (a file's record the server never had). A record with a
+    /// delete not yet sent keeps its file, since a conflict may bring it back. Under the write lock
+    /// (`BEGIN IMMEDIATE`), which an import holds until its records commit, so a file is never taken from
+    /// an import that stored it for records about to commit, in this process or another.
+    func sweepBundleFiles() throws(StoreError) -> Int {
+        let stored = BundleImporter.storedFiles(forDatabaseAt: path)
+        let tables = EntityCatalog.all.filter { $0.syncClass == .media || $0.namesFile }.map(\.table)
+        guard !stored.isEmpty else { return 0 }
+        return try StoreError.mapping(path: path) {
+            try pool.writeWithoutTransaction { db in
+                var removed = 0
+                try db.inTransaction(.immediate) {
+                    var named: Set<String> = []
+                    for table in tables {
+                        named.formUnion(try String.fetchAll(
+                            db, sql: "SELECT sha256 FROM \"\(table)\" WHERE deleted_at IS NULL OR sync_status <> 'synced'"))
+                    }
+                    removed = stored.subtracting(named).filter {
+                        BundleImporter.removeStoredFile(sha256: $0, forDatabaseAt: path)
+                    }.count
+                    return .commit
+                }
+                return removed
+            }
+        }
     }
 
     /// The bytes of originals (and partial downloads) the cache holds.

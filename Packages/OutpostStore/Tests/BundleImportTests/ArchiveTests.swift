@@ -36,6 +36,40 @@ import ZIPFoundation
         #expect(BundleImporter.storedFile(sha256: "not-a-digest/../../etc", forDatabaseAt: database) == nil)
     }
 
+    /// A stored file stays while any record names it, a delete the server has not taken yet included
+    /// (a conflict may bring the record back), and goes once none does: its record's delete was taken,
+    /// or the record went whole. An import's working folder is never the sweep's.
+    @Test func aStoredFileGoesOnceNoRecordNamesIt() throws {
+        let corpus = try HostileBundleTests.Corpus()
+        let url = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
+        let database = try corpus.workspace.database("device.sqlite")
+        let store = try LocalStore.open(at: database)
+        let working = URL(fileURLWithPath: database + ".files/.incoming-\(UUID().uuidString.lowercased())")
+
+        try store.importBundle(at: url)
+        try FileManager.default.createDirectory(at: working, withIntermediateDirectories: true)
+        #expect(try store.sweepOriginals() == 0)
+        #expect(Self.storedNames(database) == [working.lastPathComponent, SampleProject.drawingDigest].sorted())
+
+        // The sample's drawings, RFI and media all name the one file.
+        let tables = ["reference_documents", "media_attachments"]
+        func everyRecord(_ sql: String) throws {
+            try store.write { db in for table in tables { try db.execute(sql: sql.replacingOccurrences(of: "$table", with: table)) } }
+        }
+        try everyRecord("UPDATE $table SET deleted_at = 1, sync_status = 'pending'")
+        #expect(try store.sweepOriginals() == 0, "a delete not yet taken keeps its file")
+        try everyRecord("UPDATE $table SET sync_status = 'synced'")
+        #expect(try store.sweepOriginals() == 1)
+        #expect(Self.storedNames(database) == [working.lastPathComponent])
+
+        try everyRecord("DELETE FROM $table")
+        try store.importBundle(at: url)
+        #expect(Self.storedNames(database).contains(SampleProject.drawingDigest), "stored again")
+        try everyRecord("DELETE FROM $table")
+        #expect(try store.sweepOriginals() == 1)
+        #expect(Self.storedNames(database) == [working.lastPathComponent])
+    }
+
     @Test func aFailedZipImportStoresNoFile() throws {
         let corpus = try HostileBundleTests.Corpus()
         // The first listed file is good, the second lies about its bytes: the import fails after copying one.
