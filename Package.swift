@@ -258,10 +258,8 @@ let package = Package(
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostServerTesting", package: "OutpostServer"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Packages/OutpostSync/Tests/OutpostSyncTests"
         ),

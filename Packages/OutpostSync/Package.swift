@@ -53,11 +53,6 @@ let package = Package(
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostServerTesting", package: "OutpostServer"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                // The scripted server the transport tests talk to, in process (LocalHTTPServer).
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ]

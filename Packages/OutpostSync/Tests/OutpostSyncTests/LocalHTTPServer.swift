@@ -1,23 +1,12 @@
+import AsyncHTTPClient
 import Foundation
-import NIOConcurrencyHelpers
-import NIOCore
-import NIOHTTP1
-import NIOPosix
-import OutpostWire
+import OutpostTesting
 
-/// A scripted HTTP server on 127.0.0.1 and a port the OS picks, in the test process on SwiftNIO's
-/// own event-loop threads: it answers each `METHOD /path` with a canned response, gunzips request
-/// bodies, and logs every request.
-///
-/// Why in process: a python3 server per test (the form before this one) had to start an interpreter
-/// and answer on a core the test run shares; beside a CPU-bound process 21 transport tests timed out
-/// at their 5 s deadlines waiting for python, not for the transport (issue 41, item 7). Here a delay or
-/// a drip is a timer on an event loop, so a deadline measures the client. The loops are the scripted
-/// servers' own, not the process's shared ones the transports and the in-process reference servers
-/// use: on those, in a whole `make test`, two answers of these servers never came (300 s).
-final class LocalHTTPServer: Sendable {
+/// A scripted HTTP server on 127.0.0.1 and a random free port, run by python3 for one test: it
+/// answers each `METHOD /path` with a canned response, gunzips request bodies, and logs every request.
+final class LocalHTTPServer {
     /// A canned answer.
-    struct Response: Sendable {
+    struct Response: Encodable {
         var status = 200
         var body: String = ""
         var headers: [String: String] = [:]
@@ -30,7 +19,7 @@ final class LocalHTTPServer: Sendable {
     }
 
     /// One request as the server saw it.
-    struct LoggedRequest: Sendable {
+    struct LoggedRequest: Decodable {
         var method: String
         var path: String
         var headers: [String: String]
@@ -44,52 +33,51 @@ final class LocalHTTPServer: Sendable {
         }
     }
 
-    fileprivate struct Script: Sendable {
+    private struct Script: Encodable {
         var routes: [String: Response]
         var refuseGzip: Bool
         var refuseSharedClock: Bool
     }
 
-    /// What the connections share: the log, and the open connections so `stop()` closes them all.
-    fileprivate final class State: Sendable {
-        let log = NIOLockedValueBox<[LoggedRequest]>([])
-        let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
-        let stopped = NIOLockedValueBox(false)
-    }
-
-    /// Every scripted server's event loops, for the life of the test process.
-    private static let loops = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-
     let port: Int
-    private let listener: any Channel
-    private let state: State
+    private let process: Process
+    private let directory: URL
 
     /// Starts the server; `routes` maps `"POST /v1/push"` (no query) to its answer. With
     /// `refuseSharedClock`, a body with a `"clock"` member gets 400 `invalid_request`, as from a server
     /// that requires `clocks`.
     init(routes: [String: Response], refuseGzip: Bool = false, refuseSharedClock: Bool = false) async throws {
-        let script = Script(routes: routes, refuseGzip: refuseGzip, refuseSharedClock: refuseSharedClock)
-        let state = State()
-        listener = try await ServerBootstrap(group: Self.loops)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let refused = state.stopped.withLockedValue { stopped in
-                        if !stopped { state.connections.withLockedValue { $0[ObjectIdentifier(channel)] = channel } }
-                        return stopped
-                    }
-                    if refused { throw ChannelError.ioOnClosedChannel }
-                    channel.closeFuture.whenComplete { _ in
-                        state.connections.withLockedValue { _ = $0.removeValue(forKey: ObjectIdentifier(channel)) }
-                    }
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler(script: script, state: state))
-                }
+        directory = URL(fileURLWithPath: "/tmp/sync-http-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let script = directory.appendingPathComponent("server.py")
+        let config = directory.appendingPathComponent("routes.json")
+        try Data(Self.source.utf8).write(to: script)
+        try JSONEncoder().encode(Script(routes: routes, refuseGzip: refuseGzip, refuseSharedClock: refuseSharedClock)).write(to: config)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, config.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        // The first line is the port the OS picked, read on a thread of its own: blocking a
+        // cooperative thread while python starts stalled every other test of the process (2 threads
+        // on a 2-core machine, dozens of servers starting at once).
+        let reader = output.fileHandleForReading
+        let line = await offThePool {
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
             }
-            .bind(host: "127.0.0.1", port: 0).get()
-        guard let port = listener.localAddress?.port else { throw ChannelError.unknownLocalAddress }
+            return line
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
+            process.terminate()
+            throw CocoaError(.fileReadCorruptFile)
+        }
         self.port = port
-        self.state = state
     }
 
     deinit {
@@ -98,140 +86,110 @@ final class LocalHTTPServer: Sendable {
 
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)/v1/")! }
 
-    /// Stops listening and closes every open connection, as a server that went away would.
     func stop() {
-        let open = state.stopped.withLockedValue { stopped in
-            stopped = true
-            return state.connections.withLockedValue { Array($0.values) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
         }
-        listener.close(promise: nil)
-        for connection in open { connection.close(promise: nil) }
+        try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Every request served so far.
+    /// Every request served so far (the log request itself excluded).
     func requests() async throws -> [LoggedRequest] {
-        state.log.withLockedValue { $0 }
-    }
-}
-
-/// One connection's requests: each is read whole, logged, and answered from the script.
-private final class Handler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let script: LocalHTTPServer.Script
-    private let state: LocalHTTPServer.State
-    private var head: HTTPRequestHead?
-    private var raw: [UInt8] = []
-
-    init(script: LocalHTTPServer.Script, state: LocalHTTPServer.State) {
-        self.script = script
-        self.state = state
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: "http://127.0.0.1:\(port)/__log"), timeout: .seconds(60))
+        let data = try await response.body.collect(upTo: 256 << 20)
+        return try JSONDecoder().decode([LoggedRequest].self, from: Data(data.readableBytesView))
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-            raw = []
-        case .body(let part):
-            raw.append(contentsOf: part.readableBytesView)
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            serve(head, context: context)
-        }
-    }
+    private static let source = #"""
+        import gzip, json, os, signal, sys, threading, time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let path = String(head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
-        let compressed = head.headers.first(name: "Content-Encoding") == "gzip"
-        var body = Data(raw)
-        if compressed, case .complete(let plain) = Gzip.inflate(body, limit: 1 << 30) { body = plain }
-        var headers: [String: String] = [:]
-        for (name, value) in head.headers { headers[name] = value }
-        let logged = LocalHTTPServer.LoggedRequest(
-            method: head.method.rawValue, path: head.uri, headers: headers,
-            body: String(data: body, encoding: .isoLatin1) ?? "", wireLength: raw.count)
-        state.log.withLockedValue { $0.append(logged) }
-        let json = ["Content-Type": "application/json"]
-        if compressed && script.refuseGzip {
-            let error = #"{"code": "unsupported_encoding", "message": "send it plain"}"#
-            return answer(415, error, json.merging(["Accept-Encoding": "identity"]) { $1 }, head: head, context: context)
-        }
-        if script.refuseSharedClock && body.range(of: Data(#""clock":"#.utf8)) != nil {
-            let error = #"{"code": "invalid_request", "message": "a mutation needs 'clocks'"}"#
-            return answer(400, error, json.merging(["Outpost-Accepts": "shared-clock"]) { $1 }, head: head, context: context)
-        }
-        guard let route = script.routes[head.method.rawValue + " " + path] else {
-            return answer(404, #"{"code": "not_found", "message": "no route \#(path)"}"#, json, head: head, context: context)
-        }
-        let routeHeaders = json.merging(["Outpost-Protocol-Version": "1"]) { $1 }.merging(route.headers) { $1 }
-        let send = { [self] in
-            if route.dripSeconds > 0 {
-                drip(route, headers: routeHeaders, head: head, context: context)
-            } else {
-                answer(route.status, route.body, routeHeaders, gzip: route.gzip, head: head, context: context)
-            }
-        }
-        if route.delaySeconds > 0 {
-            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(route.delaySeconds * 1e9))) { send() }
-        } else {
-            send()
-        }
-    }
+        # The test process may have blocked SIGTERM in the thread that spawned us; take it back, and
+        # leave on our own if the test process goes away.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        parent = os.getppid()
 
-    private func responseHead(_ status: Int, _ headers: [String: String], length: Int, _ request: HTTPRequestHead)
-        -> HTTPResponseHead
-    {
-        var fields = HTTPHeaders(headers.map { ($0.key, $0.value) })
-        fields.replaceOrAdd(name: "Content-Length", value: String(length))
-        return HTTPResponseHead(version: request.version, status: .init(statusCode: status), headers: fields)
-    }
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
 
-    private func answer(
-        _ status: Int, _ text: String, _ headers: [String: String], gzip: Bool = false,
-        head: HTTPRequestHead, context: ChannelHandlerContext
-    ) {
-        guard context.channel.isActive else { return }
-        var data = Data(text.utf8)
-        var headers = headers
-        if gzip {
-            data = Gzip.compress(data)
-            headers["Content-Encoding"] = "gzip"
-        }
-        context.write(wrapOutboundOut(.head(responseHead(status, headers, length: data.count, head))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: data)))), promise: nil)
-        finish(head: head, context: context)
-    }
+        threading.Thread(target=watch_parent, daemon=True).start()
 
-    /// The head at once, then the body a byte at a time on a timer, until it is sent or the client leaves.
-    private func drip(
-        _ route: LocalHTTPServer.Response, headers: [String: String], head: HTTPRequestHead, context: ChannelHandlerContext
-    ) {
-        guard context.channel.isActive else { return }
-        let bytes = Array(route.body.utf8)
-        context.writeAndFlush(
-            wrapOutboundOut(.head(responseHead(route.status, headers, length: bytes.count, head))), promise: nil)
-        let gap = TimeAmount.nanoseconds(Int64(route.dripSeconds * 1e9))
-        func send(_ index: Int) {
-            guard context.channel.isActive else { return }
-            guard index < bytes.count else { return finish(head: head, context: context) }
-            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [bytes[index]])))), promise: nil)
-            context.eventLoop.assumeIsolated().scheduleTask(in: gap) { send(index + 1) }
-        }
-        send(0)
-    }
+        script = json.load(open(sys.argv[1]))
+        log = []
+        lock = threading.Lock()
 
-    private func finish(head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-        if !head.isKeepAlive {
-            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        }
-    }
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
-    }
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status, body, headers, compress=False):
+                data = body.encode("utf-8") if isinstance(body, str) else body
+                if compress:
+                    data = gzip.compress(data)
+                    headers = dict(headers, **{"Content-Encoding": "gzip"})
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def handle_any(self):
+                path = self.path.split("?")[0]
+                if path == "/__log":
+                    with lock:
+                        self.answer(200, json.dumps(log), {"Content-Type": "application/json"})
+                    return
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                encoding = self.headers.get("Content-Encoding", "")
+                body = gzip.decompress(raw) if encoding == "gzip" else raw
+                with lock:
+                    log.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                "body": body.decode("latin-1"), "wireLength": len(raw)})
+                if encoding == "gzip" and script["refuseGzip"]:
+                    error = json.dumps({"code": "unsupported_encoding", "message": "send it plain"})
+                    self.answer(415, error, {"Content-Type": "application/json", "Accept-Encoding": "identity"})
+                    return
+                if script["refuseSharedClock"] and b'"clock":' in body:
+                    error = json.dumps({"code": "invalid_request", "message": "a mutation needs 'clocks'"})
+                    self.answer(400, error, {"Content-Type": "application/json", "Outpost-Accepts": "shared-clock"})
+                    return
+                route = script["routes"].get(self.command + " " + path)
+                if route is None:
+                    error = json.dumps({"code": "not_found", "message": "no route " + path})
+                    self.answer(404, error, {"Content-Type": "application/json"})
+                    return
+                time.sleep(route["delaySeconds"])
+                headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
+                if route["dripSeconds"] > 0:
+                    data = route["body"].encode("utf-8")
+                    self.send_response(route["status"])
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    try:
+                        for byte in data:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(route["dripSeconds"])
+                    except OSError:
+                        pass
+                    return
+                self.answer(route["status"], route["body"], headers, route["gzip"])
+
+            do_GET = do_POST = do_PUT = do_HEAD = handle_any
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        print(server.server_address[1], flush=True)
+        server.serve_forever()
+        """#
 }
