@@ -231,6 +231,71 @@ struct FailClosedTests {
         #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
     }
 
+    /// Whose a record is decides who may delete it, so changing it is judged as that would be. The rule,
+    /// written once (`mayMove`), against every caller, authored entity and move in project A: crew moves
+    /// nothing of another's; a foreman moves his crew's time between others, never into his own name; the
+    /// office moves anything. A refused move leaves the record its author's, so the delete that would
+    /// follow is refused too (crew took a teammate's log, then deleted it, in attack round 50).
+    @Test("A record another member wrote is moved only between others by a role that writes for others, and into one's own name only by the office", arguments: Backend.available)
+    func takingAnothersRecordIsJudgedAsDeletingIt(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
+        let callers: [(token: String, role: String, member: UUID)] = [
+            (TestServer.bobToken, "crew", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.bob)),
+            (TestServer.aliceToken, "foreman", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)),
+            (TestServer.carolToken, "projectManager", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.carol)),
+        ]
+        func mayMove(_ role: String, _ entity: EntityType, fromOwn: Bool, toOwn: Bool) -> Bool {
+            let office = ["owner", "projectManager"].contains(role)
+            let writesForOthers = office || (role == "foreman" && entity == .timeEntry)
+            if !toOwn && !writesForOthers { return false }
+            return fromOwn || (writesForOthers && (!toOwn || office))
+        }
+        func record(_ entity: EntityType, by member: UUID) -> PushMutation {
+            entity == .timeEntry
+                ? Sample.create(.timeEntry, fields: [
+                    "projectID": .uuid(TestServer.projectA), "memberID": .uuid(member), "kind": .text("clockIn"),
+                    "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+                ])
+                : Sample.create(.dailyLog, fields: [
+                    "projectID": .uuid(TestServer.projectA), "authorID": .uuid(member), "day": .text("2026-11-28"),
+                    "notes": .text("poured the east footing"), "weather": .text(""), "crew": .text(""), "hours": .real(0),
+                    "crewSize": .integer(0),
+                ])
+        }
+        var mismatches: [String] = []
+        for caller in callers {
+            let others = callers.map(\.member).filter { $0 != caller.member }
+            for entity in [EntityType.dailyLog, .timeEntry] {
+                let field = entity == .timeEntry ? "memberID" : "authorID"
+                for (from, to) in [(caller.member, others[0]), (others[0], caller.member), (others[0], others[1])] {
+                    let created = record(entity, by: from)
+                    let made = try await outcomes(server, TestServer.carolToken, [created])
+                    #expect(made.first?.appliedVersion == 1, "\(made)")
+                    let move = Sample.update(entity, id: created.recordID, baseVersion: 1, fields: [field: .uuid(to)])
+                    let outcome = try await outcomes(server, caller.token, [move]).first
+                    let expected = mayMove(caller.role, entity, fromOwn: from == caller.member, toOwn: to == caller.member)
+                    let applied = outcome?.appliedVersion != nil
+                    if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
+                        mismatches.append("\(caller.role) moving a \(entity.rawValue) \(from == caller.member ? "own" : "other's") "
+                            + "to \(to == caller.member ? "own" : "another's"): \(String(describing: outcome))")
+                    }
+                    if !applied {
+                        let delete = PushMutation(
+                            idempotencyKey: UUID(), entity: entity, operation: .delete, recordID: created.recordID, baseVersion: 1,
+                            deletion: Sample.clock(9_000))
+                        let deleted = try await outcomes(server, caller.token, [delete]).first
+                        if from != caller.member && caller.role != "projectManager" && deleted?.rejectedCode != .forbidden {
+                            mismatches.append("\(caller.role) deleting a \(entity.rawValue) it could not take: \(String(describing: deleted))")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
+    }
+
     @Test("A member demoted to viewer can no longer upload the original of an attachment they created", arguments: Backend.available)
     func aDemotedMemberCannotUpload(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

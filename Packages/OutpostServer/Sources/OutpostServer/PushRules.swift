@@ -299,6 +299,19 @@ struct PushRules: Sendable {
                 "a \(role) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
                     + "member record in this project")
         }
+        // Whose a record is decides who may delete it, so taking another member's record is checked as
+        // deleting it would be: a role that writes for others may move it between others, and only one
+        // that also deletes others' records may take it into its own name (crew renaming a teammate's
+        // log as theirs, then deleting it, took the text from every member).
+        if existing != nil, !isOwn(before) {
+            let writesForOthers = Roles.writesForOthers(mutation.entity, as: role)
+            guard writesForOthers && (!isOwn(author) || Roles.deletesOthers(mutation.entity, as: role)) else {
+                throw ServerError.forbidden(
+                    "a \(role) does not take a \(mutation.entity.rawValue) another member wrote: its \(field) changes "
+                        + "only by a role that writes for others, and to your own member record only by a "
+                        + mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or "))
+            }
+        }
     }
 
     /// Whether what a mutation brings is what the merge kept: a delete leaves the record deleted; an
