@@ -74,6 +74,28 @@ struct SyncCommandTests {
         #expect(refused.output.contains("paused: credentialsRejected"))
     }
 
+    /// `outpost sync` sweeps as `Device.sync` does (attack round 50: three runs left a stored file no record
+    /// named, and one whose record the server never had): a digest no record names goes, anything else stays.
+    @Test func aRunRemovesStoredFilesNoRecordNames() async throws {
+        let (folder, db, _) = try await Self.deviceWithOneChange()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (server, port) = try await Self.startServer(in: folder)
+        defer { server.terminate() }
+        let files = URL(fileURLWithPath: db + ".files")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        let unnamed = files.appendingPathComponent(String(repeating: "ab", count: 32))
+        let byHand = files.appendingPathComponent("notes.txt")
+        try Data("planted".utf8).write(to: unnamed)
+        try Data("mine".utf8).write(to: byHand)
+
+        let run = try await Outpost.run(["sync", "--db", db, "--server", "http://127.0.0.1:\(port)", "--token", "alice-token", "--json"])
+        #expect(run.status == 0, "\(run.output)\(run.errorOutput)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: String])
+        #expect(report["filesRemoved"] == "1", "\(run.output)")
+        #expect(!FileManager.default.fileExists(atPath: unnamed.path))
+        #expect(FileManager.default.fileExists(atPath: byHand.path))
+    }
+
     @Test("outpost presync imports a project's bundle; the next outpost sync pulls none of it again; a project the token does not reach is refused")
     func presyncThenSyncPullsNothingTwice() async throws {
         let (folder, db, _) = try await Self.deviceWithOneChange()

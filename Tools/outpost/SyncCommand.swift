@@ -54,6 +54,9 @@ struct SyncCommand: AsyncParsableCommand {
         } catch {
             throw CommandFailure("\(error)")
         }
+        // As `Device.sync` does: what the run deleted, or a file's records it removed, takes their cached
+        // originals and stored bundle files with them. A sweep that fails leaves them for the next run.
+        let swept = (try? store.sweepOriginals()) ?? 0
         let status = try store.status()
         if json {
             let summary: [String: String] = [
@@ -65,7 +68,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "historyChanged": "\(report.historyChanged)", "resent": "\(report.resent)",
                 "recreated": "\(report.rebuilt?.recreated ?? 0)", "removed": "\(report.rebuilt?.removed ?? 0)",
                 "unheldImportsRemoved": "\(report.unheldImports.removed)", "unheldImportsResent": "\(report.unheldImports.recreated)",
-                "error": report.lastTransportError.map { "\($0)" } ?? "",
+                "filesRemoved": "\(swept)", "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -85,6 +88,7 @@ struct SyncCommand: AsyncParsableCommand {
                         + "does not hold (or you may not see): removed \(report.unheldImports.removed), queued to send "
                         + "\(report.unheldImports.recreated) you changed")
             }
+            if swept > 0 { print("removed \(swept) stored files no record names any more") }
             if report.quarantined > 0 {
                 print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")
             }
