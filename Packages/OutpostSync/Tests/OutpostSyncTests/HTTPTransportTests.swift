@@ -13,7 +13,9 @@ import Testing
         String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
     }
 
-    private func transport(_ server: LocalHTTPServer, timeout: Duration = .seconds(5)) -> HTTPTransport {
+    /// A transport to `server`. Its silence bound is a minute unless a test is about that bound: a python3
+    /// server beside a CPU-bound process once waited longer than 5 s for the core (issue 41, item 7).
+    private func transport(_ server: LocalHTTPServer, timeout: Duration = .seconds(60)) -> HTTPTransport {
         HTTPTransport(
             configuration: .init(baseURL: server.baseURL, schemaVersion: 5, requestTimeout: timeout), token: "t1")
     }
@@ -207,10 +209,11 @@ import Testing
             "GET /v1/health": .init(body: "<html>captive portal</html>", headers: ["Content-Type": "text/html"]),
             "POST /v1/pull": .init(body: "{}", delaySeconds: 3),
         ])
-        let client = transport(server, timeout: .seconds(1))
+        // Only the silence is judged by a short bound: a busy host may hold the other answers past a second.
+        let client = transport(server), impatient = transport(server, timeout: .seconds(1))
         var codes: [TransportError.Code] = []
         do { _ = try await client.health() } catch { codes.append(error.code) }
-        do { _ = try await client.pull(PullRequest(cursor: nil, limit: 1)) } catch { codes.append(error.code) }
+        do { _ = try await impatient.pull(PullRequest(cursor: nil, limit: 1)) } catch { codes.append(error.code) }
         server.stop()
         do { _ = try await client.health() } catch { codes.append(error.code) }
         #expect(codes == [.invalidResponse, .timedOut, .noConnection])
