@@ -219,11 +219,19 @@ struct FailClosedTests {
         let server = try await TestServer.start(backend)
         let carolInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.carol)
         defer { Task { await server.stop() } }
-        let entry = Sample.create(.timeEntry, fields: [
-            "projectID": .uuid(TestServer.projectA), "memberID": .uuid(carolInA), "kind": .text("clockIn"),
-            "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
-        ])
-        #expect(try await outcomes(server, TestServer.aliceToken, [entry]).first?.appliedVersion == 1, "Alice is a foreman")
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
+        let bobInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.bob)
+        func entry(for member: UUID) -> PushMutation {
+            Sample.create(.timeEntry, fields: [
+                "projectID": .uuid(TestServer.projectA), "memberID": .uuid(member), "kind": .text("clockIn"),
+                "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+            ])
+        }
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: bobInA)]).first?.appliedVersion == 1, "Alice is a foreman")
+        // His crew's, not the office's, nor an id that names no member.
+        for member in [carolInA, UUID()] {
+            #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: member)]).first?.rejectedCode == .forbidden)
+        }
         let log = Sample.create(.dailyLog, fields: [
             "projectID": .uuid(TestServer.projectA), "authorID": .uuid(carolInA), "day": .text("2026-11-28"),
             "notes": .text(""), "weather": .text(""), "crew": .text(""), "hours": .real(0), "crewSize": .integer(0),
@@ -233,24 +241,34 @@ struct FailClosedTests {
 
     /// Whose a record is decides who may delete it, so changing it is judged as that would be. The rule,
     /// written once (`mayMove`), against every caller, authored entity and move in project A: crew moves
-    /// nothing of another's; a foreman moves his crew's time between others, never into his own name; the
-    /// office moves anything. A refused move leaves the record its author's, so the delete that would
-    /// follow is refused too (crew took a teammate's log, then deleted it, in attack round 50).
+    /// nothing of another's; a foreman moves his crew's time between them and from himself to them, never
+    /// into his own name nor the office's; the office moves anything. A refused move leaves the record its
+    /// author's, so the delete that would follow is refused too (attack round 50: crew took a teammate's
+    /// log, then deleted it; a foreman moved the owner's time to crew, who deleted it).
     @Test("A record another member wrote is moved only between others by a role that writes for others, and into one's own name only by the office", arguments: Backend.available)
     func takingAnothersRecordIsJudgedAsDeletingIt(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
         _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
+        let dave = UUID()
+        _ = try await server.server.addMember(.init(userID: dave, name: "Dave", role: "crew", projects: [TestServer.projectA]))
+        let daveInA = try await server.server.memberRecordID(project: TestServer.projectA, user: dave)
         let callers: [(token: String, role: String, member: UUID)] = [
             (TestServer.bobToken, "crew", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.bob)),
             (TestServer.aliceToken, "foreman", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)),
             (TestServer.carolToken, "projectManager", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.carol)),
         ]
-        func mayMove(_ role: String, _ entity: EntityType, fromOwn: Bool, toOwn: Bool) -> Bool {
+        let roleOf = Dictionary(uniqueKeysWithValues: callers.map { ($0.member, $0.role) } + [(daveInA, "crew")])
+        let ranks = ["owner", "projectManager", "estimator", "foreman", "crew", "viewer"]
+        /// Whether `role` may move a record from the member of role `from` to the member of role `to` (nil: the caller).
+        func mayMove(_ role: String, _ entity: EntityType, from: String?, to: String?) -> Bool {
             let office = ["owner", "projectManager"].contains(role)
             let writesForOthers = office || (role == "foreman" && entity == .timeEntry)
-            if !toOwn && !writesForOthers { return false }
-            return fromOwn || (writesForOthers && (!toOwn || office))
+            if to != nil && !writesForOthers { return false }
+            if from != nil && !(writesForOthers && (to != nil || office)) { return false }
+            // Not the office: only for members of weaker roles.
+            let weaker = { (other: String?) in other.map { ranks.firstIndex(of: $0)! > ranks.firstIndex(of: role)! } ?? true }
+            return office || (weaker(from) && weaker(to))
         }
         func record(_ entity: EntityType, by member: UUID) -> PushMutation {
             entity == .timeEntry
@@ -266,20 +284,23 @@ struct FailClosedTests {
         }
         var mismatches: [String] = []
         for caller in callers {
-            let others = callers.map(\.member).filter { $0 != caller.member }
+            let others = (callers.map(\.member) + [daveInA]).filter { $0 != caller.member }
             for entity in [EntityType.dailyLog, .timeEntry] {
                 let field = entity == .timeEntry ? "memberID" : "authorID"
-                for (from, to) in [(caller.member, others[0]), (others[0], caller.member), (others[0], others[1])] {
+                var moves = [(caller.member, others[0])]
+                for from in others { moves += [(from, caller.member)] + others.filter { $0 != from }.map { (from, $0) } }
+                for (from, to) in moves {
                     let created = record(entity, by: from)
                     let made = try await outcomes(server, TestServer.carolToken, [created])
                     #expect(made.first?.appliedVersion == 1, "\(made)")
                     let move = Sample.update(entity, id: created.recordID, baseVersion: 1, fields: [field: .uuid(to)])
                     let outcome = try await outcomes(server, caller.token, [move]).first
-                    let expected = mayMove(caller.role, entity, fromOwn: from == caller.member, toOwn: to == caller.member)
+                    let expected = mayMove(
+                        caller.role, entity, from: from == caller.member ? nil : roleOf[from], to: to == caller.member ? nil : roleOf[to])
                     let applied = outcome?.appliedVersion != nil
                     if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
-                        mismatches.append("\(caller.role) moving a \(entity.rawValue) \(from == caller.member ? "own" : "other's") "
-                            + "to \(to == caller.member ? "own" : "another's"): \(String(describing: outcome))")
+                        mismatches.append("\(caller.role) moving a \(entity.rawValue) of \(from == caller.member ? "its own" : roleOf[from]!) "
+                            + "to \(to == caller.member ? "itself" : roleOf[to]!): \(String(describing: outcome))")
                     }
                     if !applied {
                         let delete = PushMutation(

@@ -299,6 +299,21 @@ struct PushRules: Sendable {
                 "a \(role) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
                     + "member record in this project")
         }
+        // A role that writes for others but does not delete their records (a foreman, for time) writes for
+        // members of weaker roles only, his crew: not the office's nor another foreman's records, nor an id
+        // that names no member (a foreman moved the owner's time to crew, who then deleted it).
+        if Roles.writesForOthers(mutation.entity, as: role), !Roles.deletesOthers(mutation.entity, as: role) {
+            let ranks = snapshot.access.memberRanks[project] ?? [:]
+            let own = ServedSchema.current.rank(of: role) ?? Int.max
+            func isWeaker(_ value: FieldValue?) -> Bool {
+                if case .uuid(let id)? = value, let rank = ranks[id] { rank > own } else { false }
+            }
+            guard (isOwn(author) || isWeaker(author)) && (existing == nil || isOwn(before) || isWeaker(before)) else {
+                throw ServerError.forbidden(
+                    "a \(role) writes \(mutation.entity.rawValue) records for members of weaker roles only: \(field) must "
+                        + "name your own member record or one of theirs in this project")
+            }
+        }
         // Whose a record is decides who may delete it, so taking another member's record is checked as
         // deleting it would be: a role that writes for others may move it between others, and only one
         // that also deletes others' records may take it into its own name (crew renaming a teammate's

@@ -48,10 +48,15 @@ enum Roles {
         of user: UUID, memberships: [UUID: Int64], memberRecords: [UUID: [StoredRecord]]
     ) -> ProjectAccess {
         var access = ProjectAccess()
+        let schema = ServedSchema.current
         for (project, joined) in memberships {
             var roles: [String] = []
             var own: Set<UUID> = []
+            var ranks: [UUID: Int] = [:]
             for member in memberRecords[project] ?? [] where member.deletion == nil {
+                if case .text(let name) = member.fields[schema.roleField] ?? .null, let rank = schema.rank(of: name) {
+                    ranks[member.id] = rank
+                }
                 guard let role = role(in: member.fields, of: user) else { continue }
                 roles.append(role)
                 own.insert(member.id)
@@ -59,6 +64,7 @@ enum Roles {
             guard let strongest = strongest(roles) else { continue }
             access.roles[project] = strongest
             access.ownMemberRecords[project] = own
+            access.memberRanks[project] = ranks
             access.joinedAt[project] = joined
         }
         return access
@@ -110,6 +116,9 @@ struct ProjectAccess: Sendable, Hashable {
     var roles: [UUID: String] = [:]
     /// The caller's own live member records in each of those projects: whom they write as.
     var ownMemberRecords: [UUID: Set<UUID>] = [:]
+    /// The rank of each live member record's role in each of those projects (0 the strongest): whom a
+    /// role that writes for others without being the office (a foreman) may write for.
+    var memberRanks: [UUID: [UUID: Int]] = [:]
     /// When each membership began (epoch milliseconds; 0 for one older than the record of it): a
     /// record deleted before it is one the member never could read.
     var joinedAt: [UUID: Int64] = [:]
