@@ -38,10 +38,17 @@ struct BundleFileStore {
         }
     }
 
-    /// The digests of the files stored (an import's `.incoming-…` folder is not one).
+    /// The digests of the files stored: files and links named by a digest, never a folder (an import's
+    /// `.incoming-…` one, or one put there under a digest's name, which a sweep must not empty).
     func storedDigests() -> Set<String> {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return Set(names.filter(Self.isDigest))
+        let manager = FileManager.default
+        let names = (try? manager.contentsOfDirectory(atPath: folder.path)) ?? []
+        return Set(names.filter { name in
+            guard Self.isDigest(name),
+                let type = (try? manager.attributesOfItem(atPath: folder.appendingPathComponent(name).path))?[.type] as? FileAttributeType
+            else { return false }
+            return type == .typeRegular || type == .typeSymbolicLink
+        })
     }
 
     /// Removes the stored file with this digest; whether one went.

@@ -48,7 +48,12 @@ import ZIPFoundation
 
         try store.importBundle(at: url)
         try FileManager.default.createDirectory(at: working, withIntermediateDirectories: true)
+        // A folder under a digest's name is nothing an import stored: the sweep leaves it and what it holds.
+        let folder = URL(fileURLWithPath: database + ".files/" + String(repeating: "cd", count: 32))
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("inside"), withIntermediateDirectories: true)
         #expect(try store.sweepOriginals() == 0)
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("inside").path))
+        try FileManager.default.removeItem(at: folder)
         #expect(Self.storedNames(database) == [working.lastPathComponent, SampleProject.drawingDigest].sorted())
 
         // The sample's drawings, RFI and media all name the one file.
