@@ -183,11 +183,17 @@ final class TestServer: Sendable {
     /// check has a 3 s deadline, and on a loaded host (a full run beside a CPU-bound process) one has
     /// passed it: a 503 then is the deadline working, so it is asked again rather than taken as the answer.
     func answers200(_ path: String = "/health", versions: Bool = true) async throws -> Bool {
-        for _ in 0..<30 {
-            if try await send("GET", path, versions: versions).status == 200 { return true }
+        try await probe(path, versions: versions).status == 200
+    }
+
+    /// A probe's answer (`GET path`), asked again every 2 s for a minute while it is a 503 (see `answers200`).
+    func probe(_ path: String, versions: Bool = true) async throws -> (status: Int, headers: [String: String], body: Data) {
+        var answer = try await send("GET", path, versions: versions)
+        for _ in 0..<30 where answer.status == 503 {
             try await Task.sleep(for: .seconds(2))
+            answer = try await send("GET", path, versions: versions)
         }
-        return false
+        return answer
     }
 
     /// A raw request, for what `HTTPTransport` never sends (no token, wrong versions, gzip by hand).

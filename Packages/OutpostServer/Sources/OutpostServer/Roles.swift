@@ -54,9 +54,7 @@ enum Roles {
             var own: Set<UUID> = []
             var ranks: [UUID: Int] = [:]
             for member in memberRecords[project] ?? [] where member.deletion == nil {
-                if case .text(let name) = member.fields[schema.roleField] ?? .null, let rank = schema.rank(of: name) {
-                    ranks[member.id] = rank
-                }
+                if let rank = declaredRole(in: member.fields).flatMap(schema.rank(of:)) { ranks[member.id] = rank }
                 guard let role = role(in: member.fields, of: user) else { continue }
                 roles.append(role)
                 own.insert(member.id)
@@ -102,10 +100,14 @@ enum Roles {
     /// The role a member record's fields name for `user`, if the record names that user with a role the
     /// schema declares (any other names none: access fails closed).
     static func role(in fields: [String: FieldValue], of user: UUID) -> String? {
+        guard case .uuid(user) = fields[ServedSchema.current.userField] ?? .null else { return nil }
+        return declaredRole(in: fields)
+    }
+
+    /// The role a member record's fields name, whoever it is for, if the schema declares it.
+    private static func declaredRole(in fields: [String: FieldValue]) -> String? {
         let schema = ServedSchema.current
-        guard case .uuid(user) = fields[schema.userField] ?? .null, case .text(let name) = fields[schema.roleField] ?? .null,
-            schema.rank(of: name) != nil
-        else { return nil }
+        guard case .text(let name) = fields[schema.roleField] ?? .null, schema.rank(of: name) != nil else { return nil }
         return name
     }
 }
