@@ -239,16 +239,29 @@ struct FailClosedTests {
         #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
     }
 
-    /// Whose a record is decides who may delete it, so changing it is judged as that would be. The rule,
-    /// written once (`mayMove`), against every caller, authored entity and move in project A: crew moves
-    /// nothing of another's; a foreman moves his crew's time between them and from himself to them, never
-    /// into his own name nor the office's; the office moves anything. A refused move leaves the record its
-    /// author's, so the delete that would follow is refused too (attack round 50: crew took a teammate's
-    /// log, then deleted it; a foreman moved the owner's time to crew, who deleted it).
-    @Test("A record another member wrote is moved only between others by a role that writes for others, and into one's own name only by the office", arguments: Backend.available)
-    func takingAnothersRecordIsJudgedAsDeletingIt(_ backend: Backend) async throws {
-        let server = try await TestServer.start(backend)
-        defer { Task { await server.stop() } }
+    /// The role ranks of the field-service schema, strongest first.
+    static let ranks = ["owner", "projectManager", "estimator", "foreman", "crew", "viewer"]
+
+    /// The rule, written once: whether `role` may write an `entity` record authored by a member of role
+    /// `other` (nil: the caller). Anyone writes their own; the office writes anyone's; a role that writes
+    /// for others without deleting their records (a foreman, for time) writes only weaker members'.
+    static func mayWrite(_ role: String, _ entity: EntityType, for other: String?) -> Bool {
+        guard let other else { return true }
+        let office = ["owner", "projectManager"].contains(role)
+        let writesForOthers = office || (role == "foreman" && entity == .timeEntry)
+        return office || (writesForOthers && ranks.firstIndex(of: other)! > ranks.firstIndex(of: role)!)
+    }
+
+    /// Whether `role` may move a record from the member of role `from` to the member of role `to` (nil:
+    /// the caller): it writes for both, and takes another's into its own name only as the office.
+    static func mayMove(_ role: String, _ entity: EntityType, from: String?, to: String?) -> Bool {
+        mayWrite(role, entity, for: from) && mayWrite(role, entity, for: to)
+            && (from == nil || to != nil || ["owner", "projectManager"].contains(role))
+    }
+
+    /// Project A with two crew (Bob, Dave), a foreman (Alice) and a project manager (Carol): the callers
+    /// with their role and member record, and every member record's role.
+    func fourMembers(_ server: TestServer) async throws -> (callers: [(token: String, role: String, member: UUID)], roleOf: [UUID: String]) {
         _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
         let dave = UUID()
         _ = try await server.server.addMember(.init(userID: dave, name: "Dave", role: "crew", projects: [TestServer.projectA]))
@@ -258,44 +271,48 @@ struct FailClosedTests {
             (TestServer.aliceToken, "foreman", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)),
             (TestServer.carolToken, "projectManager", try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.carol)),
         ]
-        let roleOf = Dictionary(uniqueKeysWithValues: callers.map { ($0.member, $0.role) } + [(daveInA, "crew")])
-        let ranks = ["owner", "projectManager", "estimator", "foreman", "crew", "viewer"]
-        /// Whether `role` may move a record from the member of role `from` to the member of role `to` (nil: the caller).
-        func mayMove(_ role: String, _ entity: EntityType, from: String?, to: String?) -> Bool {
-            let office = ["owner", "projectManager"].contains(role)
-            let writesForOthers = office || (role == "foreman" && entity == .timeEntry)
-            if to != nil && !writesForOthers { return false }
-            if from != nil && !(writesForOthers && (to != nil || office)) { return false }
-            // Not the office: only for members of weaker roles.
-            let weaker = { (other: String?) in other.map { ranks.firstIndex(of: $0)! > ranks.firstIndex(of: role)! } ?? true }
-            return office || (weaker(from) && weaker(to))
-        }
-        func record(_ entity: EntityType, by member: UUID) -> PushMutation {
-            entity == .timeEntry
-                ? Sample.create(.timeEntry, fields: [
-                    "projectID": .uuid(TestServer.projectA), "memberID": .uuid(member), "kind": .text("clockIn"),
-                    "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
-                ])
-                : Sample.create(.dailyLog, fields: [
-                    "projectID": .uuid(TestServer.projectA), "authorID": .uuid(member), "day": .text("2026-11-28"),
-                    "notes": .text("poured the east footing"), "weather": .text(""), "crew": .text(""), "hours": .real(0),
-                    "crewSize": .integer(0),
-                ])
-        }
+        return (callers, Dictionary(uniqueKeysWithValues: callers.map { ($0.member, $0.role) } + [(daveInA, "crew")]))
+    }
+
+    /// A daily log or a time entry of project A authored by `member`.
+    static func authored(_ entity: EntityType, by member: UUID) -> PushMutation {
+        entity == .timeEntry
+            ? Sample.create(.timeEntry, fields: [
+                "projectID": .uuid(TestServer.projectA), "memberID": .uuid(member), "kind": .text("clockIn"),
+                "recordedAt": .date(Timestamp.now()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+            ])
+            : Sample.create(.dailyLog, fields: [
+                "projectID": .uuid(TestServer.projectA), "authorID": .uuid(member), "day": .text("2026-11-28"),
+                "notes": .text("poured the east footing"), "weather": .text(""), "crew": .text(""), "hours": .real(0),
+                "crewSize": .integer(0),
+            ])
+    }
+
+    /// Whose a record is decides who may delete it, so changing it is judged as that would be. The rule
+    /// (`mayMove`), against every caller, authored entity and move in project A: crew moves nothing of
+    /// another's; a foreman moves his crew's time between them and from himself to them, never into his
+    /// own name nor the office's; the office moves anything. A refused move leaves the record its
+    /// author's, so the delete that would follow is refused too (attack round 50: crew took a teammate's
+    /// log, then deleted it; a foreman moved the owner's time to crew, who deleted it).
+    @Test("A record another member wrote is moved only between others by a role that writes for others, and into one's own name only by the office", arguments: Backend.available)
+    func takingAnothersRecordIsJudgedAsDeletingIt(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let (callers, roleOf) = try await fourMembers(server)
         var mismatches: [String] = []
         for caller in callers {
-            let others = (callers.map(\.member) + [daveInA]).filter { $0 != caller.member }
+            let others = roleOf.keys.sorted { $0.uuidString < $1.uuidString }.filter { $0 != caller.member }
             for entity in [EntityType.dailyLog, .timeEntry] {
                 let field = entity == .timeEntry ? "memberID" : "authorID"
                 var moves = [(caller.member, others[0])]
                 for from in others { moves += [(from, caller.member)] + others.filter { $0 != from }.map { (from, $0) } }
                 for (from, to) in moves {
-                    let created = record(entity, by: from)
+                    let created = Self.authored(entity, by: from)
                     let made = try await outcomes(server, TestServer.carolToken, [created])
                     #expect(made.first?.appliedVersion == 1, "\(made)")
                     let move = Sample.update(entity, id: created.recordID, baseVersion: 1, fields: [field: .uuid(to)])
                     let outcome = try await outcomes(server, caller.token, [move]).first
-                    let expected = mayMove(
+                    let expected = Self.mayMove(
                         caller.role, entity, from: from == caller.member ? nil : roleOf[from], to: to == caller.member ? nil : roleOf[to])
                     let applied = outcome?.appliedVersion != nil
                     if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
@@ -309,6 +326,52 @@ struct FailClosedTests {
                         let deleted = try await outcomes(server, caller.token, [delete]).first
                         if from != caller.member && caller.role != "projectManager" && deleted?.rejectedCode != .forbidden {
                             mismatches.append("\(caller.role) deleting a \(entity.rawValue) it could not take: \(String(describing: deleted))")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
+    }
+
+    /// An authored record's contents are its author's as much as the author field is: changing another
+    /// member's log text or time is writing for them (`mayWrite`), live or deleted (an edit brings a
+    /// deleted record back). Walked for every caller, authored entity and author in project A (attack 50
+    /// recheck: crew rewrote a teammate's log and the project manager's time note, a foreman moved the
+    /// office's clock-in time, and crew's edit of a teammate's deleted log brought it back).
+    @Test("Another member's authored record is edited, or brought back, only by a role that may write for them", arguments: Backend.available)
+    func editingAnothersRecordIsWritingForThem(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let (callers, roleOf) = try await fourMembers(server)
+        var mismatches: [String] = []
+        for caller in callers {
+            for entity in [EntityType.dailyLog, .timeEntry] {
+                let edits: [String: FieldValue] = entity == .timeEntry
+                    ? ["note": .text("left early"), "recordedAt": .date(Date(timeIntervalSince1970: 1_700_000_000))]
+                    : ["notes": .text("nothing poured")]
+                for author in roleOf.keys.sorted(by: { $0.uuidString < $1.uuidString }) {
+                    for deletedFirst in [false, true] {
+                        let created = Self.authored(entity, by: author)
+                        var version = try await outcomes(server, TestServer.carolToken, [created]).first?.appliedVersion
+                        if deletedFirst {
+                            let delete = PushMutation(
+                                idempotencyKey: UUID(), entity: entity, operation: .delete, recordID: created.recordID, baseVersion: 1,
+                                deletion: Sample.clock(5_000))
+                            version = try await outcomes(server, TestServer.carolToken, [delete]).first?.appliedVersion
+                        }
+                        #expect(version != nil)
+                        for (field, value) in edits {
+                            let edit = Sample.update(
+                                entity, id: created.recordID, baseVersion: version ?? 0, fields: [field: value], clock: Sample.clock(10_000))
+                            let outcome = try await outcomes(server, caller.token, [edit]).first
+                            let expected = Self.mayWrite(caller.role, entity, for: author == caller.member ? nil : roleOf[author])
+                            let applied = outcome?.appliedVersion != nil
+                            if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
+                                mismatches.append("\(caller.role) editing \(field) of \(deletedFirst ? "a deleted" : "a") \(entity.rawValue) of "
+                                    + "\(author == caller.member ? "its own" : roleOf[author]!): \(String(describing: outcome))")
+                            }
+                            if applied { version = outcome?.appliedVersion }
                         }
                     }
                 }

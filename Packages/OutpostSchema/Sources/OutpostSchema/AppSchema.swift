@@ -8,7 +8,7 @@ public struct EntityAccess: Sendable, Hashable {
     /// one: a caller writes them as their own member record unless their role is in `writesForOthers`,
     /// and only their author or a role in `deletesOthers` deletes them.
     public var authorField: String?
-    /// The roles that may write records naming another member as author.
+    /// The roles that may write records naming another member as author, and change such records.
     public var writesForOthers: Set<String>
     /// The roles that may delete a record another member wrote.
     public var deletesOthers: Set<String>

@@ -273,7 +273,9 @@ struct PushRules: Sendable {
     }
 
     /// A record's author field names whoever writes it (their own member record), except for a role that
-    /// writes for others; only its author or the office deletes an authored record (`Roles`).
+    /// writes for others; only its author or the office deletes an authored record (`Roles`). An authored
+    /// record's contents are its author's as much as the field is: changing another member's record, or
+    /// bringing it back from a delete, is writing for them.
     private func checkAuthorship(
         _ mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
     ) throws {
@@ -282,50 +284,60 @@ struct PushRules: Sendable {
         func isOwn(_ value: FieldValue?) -> Bool {
             if case .uuid(let id)? = value { own.contains(id) } else { false }
         }
+        let writesForOthers = Roles.writesForOthers(mutation.entity, as: role)
+        let deletesOthers = Roles.deletesOthers(mutation.entity, as: role)
+        let ranks = snapshot.access.memberRanks[project] ?? [:]
+        let rank = ServedSchema.current.rank(of: role) ?? Int.max
+        // Whether the caller writes a record `value` names as its author: their own; anyone's for a role
+        // that also deletes others' records (the office); for a role that writes for others without
+        // deleting theirs (a foreman, for time), members of weaker roles only, his crew: not the office's
+        // nor another foreman's records, nor an id that names no member (a foreman moved the owner's
+        // time to crew, who then deleted it).
+        func writes(for value: FieldValue?) -> Bool {
+            if isOwn(value) || (writesForOthers && deletesOthers) { return true }
+            guard writesForOthers, case .uuid(let id)? = value, let other = ranks[id] else { return false }
+            return other > rank
+        }
         let before = existing?.fields[field]
         let deleting = merged.deletion != nil && (existing.map { $0.deletion == nil } ?? false)
         if deleting {
-            guard isOwn(before) || Roles.deletesOthers(mutation.entity, as: role) else {
+            guard isOwn(before) || deletesOthers else {
                 throw ServerError.forbidden(
                     "only its author or a \(mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or ")) "
                         + "deletes a \(mutation.entity.rawValue)")
             }
             return
         }
+        // Any change of a record another member wrote, live or deleted: crew rewrote a teammate's log and
+        // the project manager's time note, a foreman moved the office's clock-in time, and crew's edit of
+        // a teammate's deleted log brought it back (attack 50 recheck).
+        if existing != nil, !writes(for: before) {
+            throw ServerError.forbidden(
+                writesForOthers
+                    ? "a \(role) changes \(mutation.entity.rawValue) records of members of weaker roles only, and their own"
+                    : "a \(role) changes only their own \(mutation.entity.rawValue) records: this one's \(field) names another member")
+        }
         let author = merged.record[field]
         guard existing == nil || before != author else { return }
-        guard isOwn(author) || Roles.writesForOthers(mutation.entity, as: role) else {
+        guard isOwn(author) || writesForOthers else {
             throw ServerError.forbidden(
                 "a \(role) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
                     + "member record in this project")
         }
-        // A role that writes for others but does not delete their records (a foreman, for time) writes for
-        // members of weaker roles only, his crew: not the office's nor another foreman's records, nor an id
-        // that names no member (a foreman moved the owner's time to crew, who then deleted it).
-        if Roles.writesForOthers(mutation.entity, as: role), !Roles.deletesOthers(mutation.entity, as: role) {
-            let ranks = snapshot.access.memberRanks[project] ?? [:]
-            let own = ServedSchema.current.rank(of: role) ?? Int.max
-            func isWeaker(_ value: FieldValue?) -> Bool {
-                if case .uuid(let id)? = value, let rank = ranks[id] { rank > own } else { false }
-            }
-            guard (isOwn(author) || isWeaker(author)) && (existing == nil || isOwn(before) || isWeaker(before)) else {
-                throw ServerError.forbidden(
-                    "a \(role) writes \(mutation.entity.rawValue) records for members of weaker roles only: \(field) must "
-                        + "name your own member record or one of theirs in this project")
-            }
+        guard writes(for: author) else {
+            throw ServerError.forbidden(
+                "a \(role) writes \(mutation.entity.rawValue) records for members of weaker roles only: \(field) must "
+                    + "name your own member record or one of theirs in this project")
         }
         // Whose a record is decides who may delete it, so taking another member's record is checked as
         // deleting it would be: a role that writes for others may move it between others, and only one
         // that also deletes others' records may take it into its own name (crew renaming a teammate's
         // log as theirs, then deleting it, took the text from every member).
-        if existing != nil, !isOwn(before) {
-            let writesForOthers = Roles.writesForOthers(mutation.entity, as: role)
-            guard writesForOthers && (!isOwn(author) || Roles.deletesOthers(mutation.entity, as: role)) else {
-                throw ServerError.forbidden(
-                    "a \(role) does not take a \(mutation.entity.rawValue) another member wrote: its \(field) changes "
-                        + "only by a role that writes for others, and to your own member record only by a "
-                        + mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or "))
-            }
+        if existing != nil, !isOwn(before), isOwn(author), !deletesOthers {
+            throw ServerError.forbidden(
+                "a \(role) does not take a \(mutation.entity.rawValue) another member wrote: its \(field) changes "
+                    + "to your own member record only by a "
+                    + mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or "))
         }
     }
 
