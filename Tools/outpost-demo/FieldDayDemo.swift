@@ -78,11 +78,12 @@ struct FieldDayDemo {
         // Who each user writes as: their member record in the project (the server refuses a comment, log
         // or clock-in that names someone else, but from the office or a foreman for his crew's time).
         try await office.sync()
-        let carolMember = try demo.require(try office.member(for: carol, in: project), "the office has Carol's member record")
+        // A daily log is its author's: the office writes one for Alice, and only she, or the office, changes it.
+        let aliceInProject = try demo.require(try office.member(for: alice, in: project), "the office has Alice's member record")
         let stain = try await office.save(Issue(projectID: project, title: "Water stain on the ceiling", details: "Above the sink"))
-        let log = try await office.save(DailyLog(projectID: project, authorID: carolMember.id, day: "2026-11-23", notes: "Cabinets arrive"))
+        let log = try await office.save(DailyLog(projectID: project, authorID: aliceInProject.id, day: "2026-11-23", notes: "Cabinets arrive"))
         try await office.sync()
-        say("Carol raises \"\(stain.title)\" and starts tomorrow's daily log from the office, and syncs.")
+        say("Carol raises \"\(stain.title)\" and starts tomorrow's daily log for Alice from the office, and syncs.")
         for (name, crew) in [("Alice", a), ("Bob", b)] {
             let summary = try await crew.preSync(project: project)
             say("\(name)'s device pre-syncs the project bundle: \(summary.total.inserted) records imported.")
@@ -129,16 +130,18 @@ struct FieldDayDemo {
         bobStain.status = .inProgress
         try await b.save(bobStain)
         say("Bob, a little later, marks the same issue in progress.")
-        var bobLog = try demo.require(try b.fetch(DailyLog.self, id: log.id), "Bob has the daily log")
-        bobLog.weather = "Rain after 2 pm"
-        try await b.save(bobLog)
-        say("Bob fills in the same daily log's weather.")
+        var officeLog = try demo.require(try office.fetch(DailyLog.self, id: log.id), "the office has the daily log")
+        officeLog.weather = "Rain after 2 pm"
+        try await office.save(officeLog)
+        say("In the office, Carol fills in the same daily log's weather from the forecast.")
         let aliceWaiting = try await a.status()
         say("Waiting on Alice's device: \(aliceWaiting.pendingChanges) changes and \(aliceWaiting.pendingMediaUploads) photo; on Bob's: \(try await b.status().pendingChanges) changes.")
 
         section("Back online")
         let bobReport = try await b.sync()
         say("Bob syncs: \(bobReport.pushed) changes sent.")
+        let officeReport = try await office.sync()
+        say("The office syncs: \(officeReport.pushed) change sent.")
         let aliceReport = try await a.sync(conditions: SyncConditions(mediaRequested: true))
         say("Alice syncs: \(aliceReport.pulled) changes pulled, \(aliceReport.pushed) sent, then \(aliceReport.mediaUploaded) photo uploaded (\(aliceReport.mediaBytesUploaded / 1024) KB), \(aliceReport.conflictsSurfaced) conflict surfaced.")
         demo.check(aliceReport.mediaUploaded == 1, "the photo was uploaded")
@@ -162,8 +165,8 @@ struct FieldDayDemo {
         say("Structured data first: every change, the photo's record included, was acknowledged before the file was sent.")
 
         let merged = try a.fetch(DailyLog.self, id: log.id)
-        demo.check(merged?.notes == aliceLog.notes && merged?.weather == bobLog.weather, "the daily log merged field by field")
-        say("The daily log merged field by field: notes from Alice (\"\(merged?.notes ?? "")\"), weather from Bob (\"\(merged?.weather ?? "")\").")
+        demo.check(merged?.notes == aliceLog.notes && merged?.weather == officeLog.weather, "the daily log merged field by field")
+        say("The daily log merged field by field: notes from Alice (\"\(merged?.notes ?? "")\"), weather from the office (\"\(merged?.weather ?? "")\").")
 
         let conflicts = try a.openConflicts()
         demo.check(conflicts.count == 1 && conflicts.first?.field == "status", "Alice's losing status is surfaced as a conflict")
