@@ -25,6 +25,8 @@ import OutpostWire
 ///   pages held in memory.
 /// - Pre-sync: a project of `records / 2` records, `Device.preSync` (JSON bundle download + import),
 ///   seconds. Peer: `sqlite3 .import` of the same rows; the download and the import are also timed alone.
+/// - Synced size: a device writes 10,000 issues and syncs them; its database size per 1,000 issues once
+///   every change is acknowledged, against the field's figure (500 KB), with the breakdown per table.
 /// - The clock forms: the pull again with a clock per field and with the shared clock, and pushes of
 ///   `records / 5` creates both ways, alternating, with the CPU time and bytes of each.
 ///
@@ -42,6 +44,9 @@ struct ServerBenchmark: BenchmarkSuite {
     static let surveyor = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000d4")!
     static let formsProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000e5")!
     static let comparer = UUID(uuidString: "0b5e55ed-0000-4000-8000-0000000000f6")!
+    static let sizeProject = UUID(uuidString: "0b5e55ed-0000-4000-8000-000000000107")!
+    static let recorder = UUID(uuidString: "0b5e55ed-0000-4000-8000-000000000118")!
+    static let recorderToken = "bench-recorder-token"
     static let pusherToken = "bench-pusher-token"
     static let surveyorToken = "bench-surveyor-token"
     static let comparerToken = "bench-comparer-token"
@@ -55,15 +60,18 @@ struct ServerBenchmark: BenchmarkSuite {
                 .init(id: Self.pushProject, name: "Bench tower", address: "1 Main St"),
                 .init(id: Self.bundleProject, name: "Bench annex", address: "3 Main St"),
                 .init(id: Self.formsProject, name: "Bench yard", address: "5 Main St"),
+                .init(id: Self.sizeProject, name: "Bench shed", address: "7 Main St"),
             ],
             members: [
                 .init(userID: Self.pusher, name: "Ana Lima", email: "ana@example.com", role: "foreman", projects: [Self.pushProject]),
                 .init(userID: Self.surveyor, name: "Ben Ode", role: "foreman", projects: [Self.bundleProject]),
                 .init(userID: Self.comparer, name: "Cy Park", role: "foreman", projects: [Self.formsProject]),
+                .init(userID: Self.recorder, name: "Di Ross", role: "foreman", projects: [Self.sizeProject]),
             ],
             tokens: [
                 .init(userID: Self.pusher, token: Self.pusherToken), .init(userID: Self.surveyor, token: Self.surveyorToken),
                 .init(userID: Self.comparer, token: Self.comparerToken),
+                .init(userID: Self.recorder, token: Self.recorderToken),
             ]))
         do {
             let rows = try await measure(server, folder: folder)
@@ -263,6 +271,35 @@ struct ServerBenchmark: BenchmarkSuite {
             met: afterPush.pulled == 0))
         rows.append(BenchmarkRow(
             metric: "  its bytes received (gzip)", value: Double(afterPushBytes) / 1_000, unit: "KB"))
+
+        // What a crew's device holds once its writes are synced (every change acknowledged, nothing left
+        // to send), against the field's figure: 10,000 issues written as the store benchmark writes them,
+        // in a project of their own, pushed, then pulled (their versions only). Free pages are left out:
+        // SQLite reuses them for the next writes. The breakdown per table goes to standard error.
+        let syncedIssues = 10_000
+        let sizePath = folder.appendingPathComponent("synced-size.sqlite").path
+        let recorder = try Device(path: sizePath, transport: server.transport(token: Self.recorderToken))
+        _ = try await recorder.sync()
+        for index in 0..<syncedIssues {
+            _ = try await recorder.save(Issue(
+                projectID: Self.sizeProject, title: "Cracked tile #\(index)", details: "Hairline crack near the sink, 30 cm"))
+        }
+        let recorderPushed = try await recorder.sync().pushed
+        _ = try await recorder.sync()
+        let unsent = try await recorder.status().pendingChanges
+        guard recorderPushed == syncedIssues, unsent == 0 else {
+            throw BenchmarkFailure("the size device pushed \(recorderPushed) of \(syncedIssues) issues and holds \(unsent) unsent")
+        }
+        let store = StoreBenchmark()
+        let fileBytes = try store.checkpointedSize(sizePath)
+        let free = try await DatabaseQueue(path: sizePath).read { db in
+            try Int.fetchOne(db, sql: "SELECT freelist_count * page_size FROM pragma_freelist_count, pragma_page_size") ?? 0
+        }
+        store.printSizeBreakdown(sizePath, records: syncedIssues, title: "synced store size breakdown")
+        let syncedKB = Double(fileBytes - free) / Double(syncedIssues / 1000) / 1024
+        rows.append(BenchmarkRow(
+            metric: "database size per 1,000 synced issues (every change acknowledged; audit chain kept)", value: syncedKB,
+            unit: "KB", peer: "field figure", peerValue: 500, target: "≤ 500 KB", met: syncedKB <= 500))
 
         // What the shared clock is worth in a push: `records / 5` creates into a third member's project (so
         // the pulls above never see them) with a clock per field and with one clock, alternating twice,

@@ -167,7 +167,7 @@ struct StoreBenchmark: BenchmarkSuite {
         }
     }
 
-    private func checkpointedSize(_ path: String) throws -> Int {
+    func checkpointedSize(_ path: String) throws -> Int {
         let queue = try DatabaseQueue(path: path)
         try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         try queue.close()
@@ -177,7 +177,7 @@ struct StoreBenchmark: BenchmarkSuite {
     /// Where the bytes are, per table and index, on standard error (the table and JSON on standard
     /// output stay as they were). SQLite's `dbstat` is read through the `sqlite3` CLI, whose build has
     /// it where the library linked here may not.
-    private func printSizeBreakdown(_ path: String, records: Int) {
+    func printSizeBreakdown(_ path: String, records: Int, title: String = "store size breakdown") {
         let process = Process()
         let output = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -193,10 +193,10 @@ struct StoreBenchmark: BenchmarkSuite {
         let problem = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         if data.isEmpty {
-            FileHandle.standardError.write(Data("store size breakdown: sqlite3 printed nothing: ".utf8) + problem)
+            FileHandle.standardError.write(Data("\(title): sqlite3 printed nothing: ".utf8) + problem)
             return
         }
-        var text = "store size breakdown, bytes per record (pages / payload / cells per record):\n"
+        var text = "\(title), bytes per record (pages / payload / cells per record):\n"
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: "|")
             guard parts.count == 4, let pages = Int(parts[1]), let payload = Int(parts[2]), let cells = Int(parts[3]),
