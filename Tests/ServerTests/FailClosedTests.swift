@@ -335,24 +335,46 @@ struct FailClosedTests {
     }
 
     /// An authored record's contents are its author's as much as the author field is: changing another
-    /// member's log text or time is writing for them (`mayWrite`), live or deleted (an edit brings a
-    /// deleted record back). Walked for every caller, authored entity and author in project A (attack 50
-    /// recheck: crew rewrote a teammate's log and the project manager's time note, a foreman moved the
-    /// office's clock-in time, and crew's edit of a teammate's deleted log brought it back).
-    @Test("Another member's authored record is edited, or brought back, only by a role that may write for them", arguments: Backend.available)
+    /// member's log text, comment or time is writing for them (`mayWrite`), live or deleted (an edit
+    /// brings a deleted record back). Walked for every caller, authored entity and author in project A,
+    /// at the record's version and on a stale one (an update on version 0, a create at its id). A caller
+    /// who may not write the record is refused before the version is compared: a conflict answer carries
+    /// the record whole, a tombstone's last values too. Attack 50 recheck: crew rewrote a teammate's log
+    /// and the project manager's time note, a foreman moved the office's clock-in time, crew's edit of a
+    /// teammate's deleted log brought it back. Attack 51: a stale edit or a create at the id of another
+    /// member's deleted log, comment or time entry got the deleted text back as a conflict, and an edit
+    /// of another's comment (append-only) was answered as a conflict, not refused.
+    @Test("Another member's authored record is edited, brought back or answered whole only to a role that may write for them", arguments: Backend.available)
     func editingAnothersRecordIsWritingForThem(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
         let (callers, roleOf) = try await fourMembers(server)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        #expect(try await outcomes(server, TestServer.carolToken, [issue]).first?.appliedVersion == 1)
+        enum Answer: String { case applied, conflict, forbidden, other }
+        func answer(_ outcome: MutationOutcome?) -> Answer {
+            switch outcome {
+            case .applied?: .applied
+            case .conflict?: .conflict
+            case .rejected(let reason)? where reason.code == .forbidden: .forbidden
+            default: .other
+            }
+        }
         var mismatches: [String] = []
         for caller in callers {
-            for entity in [EntityType.dailyLog, .timeEntry] {
-                let edits: [String: FieldValue] = entity == .timeEntry
-                    ? ["note": .text("left early"), "recordedAt": .date(Date(timeIntervalSince1970: 1_700_000_000))]
-                    : ["notes": .text("nothing poured")]
+            for entity in [EntityType.dailyLog, .timeEntry, .comment] {
+                let edits: [String: FieldValue] = switch entity {
+                case .timeEntry: ["note": .text("left early"), "recordedAt": .date(Date(timeIntervalSince1970: 1_700_000_000))]
+                case .comment: ["body": .text("never said that")]
+                default: ["notes": .text("nothing poured")]
+                }
                 for author in roleOf.keys.sorted(by: { $0.uuidString < $1.uuidString }) {
                     for deletedFirst in [false, true] {
-                        let created = Self.authored(entity, by: author)
+                        let created = entity == .comment
+                            ? Sample.create(.comment, fields: [
+                                "issueID": .uuid(issue.recordID), "authorID": .uuid(author), "body": .text("poured the east footing"),
+                            ])
+                            : Self.authored(entity, by: author)
                         var version = try await outcomes(server, TestServer.carolToken, [created]).first?.appliedVersion
                         if deletedFirst {
                             let delete = PushMutation(
@@ -361,17 +383,28 @@ struct FailClosedTests {
                             version = try await outcomes(server, TestServer.carolToken, [delete]).first?.appliedVersion
                         }
                         #expect(version != nil)
+                        let mayWrite = Self.mayWrite(caller.role, entity, for: author == caller.member ? nil : roleOf[author])
+                        let whose = "\(deletedFirst ? "a deleted" : "a") \(entity.rawValue) of \(author == caller.member ? "its own" : roleOf[author]!)"
                         for (field, value) in edits {
                             let edit = Sample.update(
                                 entity, id: created.recordID, baseVersion: version ?? 0, fields: [field: value], clock: Sample.clock(10_000))
                             let outcome = try await outcomes(server, caller.token, [edit]).first
-                            let expected = Self.mayWrite(caller.role, entity, for: author == caller.member ? nil : roleOf[author])
-                            let applied = outcome?.appliedVersion != nil
-                            if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
-                                mismatches.append("\(caller.role) editing \(field) of \(deletedFirst ? "a deleted" : "a") \(entity.rawValue) of "
-                                    + "\(author == caller.member ? "its own" : roleOf[author]!): \(String(describing: outcome))")
+                            // An append-only record's edit is answered with the record as it stands, as a conflict.
+                            let expected: Answer = !mayWrite ? .forbidden : entity == .comment ? .conflict : .applied
+                            if answer(outcome) != expected {
+                                mismatches.append("\(caller.role) editing \(field) of \(whose): \(String(describing: outcome))")
                             }
-                            if applied { version = outcome?.appliedVersion }
+                            if let applied = outcome?.appliedVersion { version = applied }
+                        }
+                        var stale = Sample.update(entity, id: created.recordID, baseVersion: 0, fields: edits, clock: Sample.clock(10_000))
+                        var createAtID = created
+                        createAtID.idempotencyKey = UUID()
+                        stale.idempotencyKey = UUID()
+                        for (name, mutation) in [("a stale edit", stale), ("a create at the id", createAtID)] {
+                            let outcome = try await outcomes(server, caller.token, [mutation]).first
+                            if answer(outcome) != (mayWrite ? .conflict : .forbidden) {
+                                mismatches.append("\(caller.role) sending \(name) of \(whose): \(String(describing: outcome))")
+                            }
                         }
                     }
                 }

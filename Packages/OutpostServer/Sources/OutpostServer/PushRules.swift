@@ -134,6 +134,15 @@ struct PushRules: Sendable {
         // writing on an old version.
         if let existing, let project = existing.projectID {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
+            // Nor to a member who may not write this author's record (crew, another's log or comment),
+            // which a stale edit, or a create at its id, answered whole, a deleted one's text included
+            // (attack 51); an append-only record's edit was answered so even on its version.
+            if let authorship = Authorship(mutation.entity, in: project, snapshot: snapshot) {
+                let before = existing.fields[authorship.field]
+                guard authorship.writes(for: before) || (mutation.operation == .delete && authorship.deletesOthers) else {
+                    throw authorship.refusingChange(of: mutation.entity)
+                }
+            }
         }
         let merged: VersionedRecord
         switch (mutation.operation, existing) {
@@ -279,29 +288,12 @@ struct PushRules: Sendable {
     private func checkAuthorship(
         _ mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
     ) throws {
-        guard let field = Roles.authorField(of: mutation.entity), let role = snapshot.access.roles[project] else { return }
-        let own = snapshot.access.ownMemberRecords[project] ?? []
-        func isOwn(_ value: FieldValue?) -> Bool {
-            if case .uuid(let id)? = value { own.contains(id) } else { false }
-        }
-        let writesForOthers = Roles.writesForOthers(mutation.entity, as: role)
-        let deletesOthers = Roles.deletesOthers(mutation.entity, as: role)
-        let ranks = snapshot.access.memberRanks[project] ?? [:]
-        let rank = ServedSchema.current.rank(of: role) ?? Int.max
-        // Whether the caller writes a record `value` names as its author: their own; anyone's for a role
-        // that also deletes others' records (the office); for a role that writes for others without
-        // deleting theirs (a foreman, for time), members of weaker roles only, his crew: not the office's
-        // nor another foreman's records, nor an id that names no member (a foreman moved the owner's
-        // time to crew, who then deleted it).
-        func writes(for value: FieldValue?) -> Bool {
-            if isOwn(value) || (writesForOthers && deletesOthers) { return true }
-            guard writesForOthers, case .uuid(let id)? = value, let other = ranks[id] else { return false }
-            return other > rank
-        }
+        guard let authorship = Authorship(mutation.entity, in: project, snapshot: snapshot) else { return }
+        let (field, role) = (authorship.field, authorship.role)
         let before = existing?.fields[field]
         let deleting = merged.deletion != nil && (existing.map { $0.deletion == nil } ?? false)
         if deleting {
-            guard isOwn(before) || deletesOthers else {
+            guard authorship.isOwn(before) || authorship.deletesOthers else {
                 throw ServerError.forbidden(
                     "only its author or a \(mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or ")) "
                         + "deletes a \(mutation.entity.rawValue)")
@@ -311,20 +303,17 @@ struct PushRules: Sendable {
         // Any change of a record another member wrote, live or deleted: crew rewrote a teammate's log and
         // the project manager's time note, a foreman moved the office's clock-in time, and crew's edit of
         // a teammate's deleted log brought it back (attack 50 recheck).
-        if existing != nil, !writes(for: before) {
-            throw ServerError.forbidden(
-                writesForOthers
-                    ? "a \(role) changes \(mutation.entity.rawValue) records of members of weaker roles only, and their own"
-                    : "a \(role) changes only their own \(mutation.entity.rawValue) records: this one's \(field) names another member")
+        if existing != nil, !authorship.writes(for: before) {
+            throw authorship.refusingChange(of: mutation.entity)
         }
         let author = merged.record[field]
         guard existing == nil || before != author else { return }
-        guard isOwn(author) || writesForOthers else {
+        guard authorship.isOwn(author) || authorship.writesForOthers else {
             throw ServerError.forbidden(
                 "a \(role) writes \(mutation.entity.rawValue) records as themselves: \(field) must name your own "
                     + "member record in this project")
         }
-        guard writes(for: author) else {
+        guard authorship.writes(for: author) else {
             throw ServerError.forbidden(
                 "a \(role) writes \(mutation.entity.rawValue) records for members of weaker roles only: \(field) must "
                     + "name your own member record or one of theirs in this project")
@@ -333,7 +322,7 @@ struct PushRules: Sendable {
         // deleting it would be: a role that writes for others may move it between others, and only one
         // that also deletes others' records may take it into its own name (crew renaming a teammate's
         // log as theirs, then deleting it, took the text from every member).
-        if existing != nil, !isOwn(before), isOwn(author), !deletesOthers {
+        if existing != nil, !authorship.isOwn(before), authorship.isOwn(author), !authorship.deletesOthers {
             throw ServerError.forbidden(
                 "a \(role) does not take a \(mutation.entity.rawValue) another member wrote: its \(field) changes "
                     + "to your own member record only by a "
@@ -560,5 +549,54 @@ extension StoredRecord {
         if let problem = record.validationErrors.first ?? record.unbundlableValueError(in: fields.keys.sorted()) {
             throw ServerError(.invalidSeed, message: problem.description)
         }
+    }
+}
+
+/// The caller's standing towards an authored entity's records in one project: which member records are
+/// their own, and whose records their role writes (`PushRules.checkAuthorship`, and the check before a
+/// stale version is answered with the record whole).
+private struct Authorship {
+    let field: String
+    let role: String
+    let writesForOthers: Bool
+    let deletesOthers: Bool
+    private let own: Set<UUID>
+    private let ranks: [UUID: Int]
+    private let rank: Int
+
+    /// Nil for an entity with no author field, or a caller with no role in `project` (refused elsewhere).
+    init?(_ entity: EntityType, in project: UUID, snapshot: PushSnapshot) {
+        guard let field = Roles.authorField(of: entity), let role = snapshot.access.roles[project] else { return nil }
+        self.field = field
+        self.role = role
+        writesForOthers = Roles.writesForOthers(entity, as: role)
+        deletesOthers = Roles.deletesOthers(entity, as: role)
+        own = snapshot.access.ownMemberRecords[project] ?? []
+        ranks = snapshot.access.memberRanks[project] ?? [:]
+        rank = ServedSchema.current.rank(of: role) ?? Int.max
+    }
+
+    /// Whether `value` names one of the caller's own member records.
+    func isOwn(_ value: FieldValue?) -> Bool {
+        if case .uuid(let id)? = value { own.contains(id) } else { false }
+    }
+
+    /// Whether the caller writes a record `value` names as its author: their own; anyone's for a role
+    /// that also deletes others' records (the office); for a role that writes for others without
+    /// deleting theirs (a foreman, for time), members of weaker roles only, his crew: not the office's nor
+    /// another foreman's records, nor an id that names no member (a foreman moved the owner's time to
+    /// crew, who then deleted it).
+    func writes(for value: FieldValue?) -> Bool {
+        if isOwn(value) || (writesForOthers && deletesOthers) { return true }
+        guard writesForOthers, case .uuid(let id)? = value, let other = ranks[id] else { return false }
+        return other > rank
+    }
+
+    /// The refusal of a change to a record another member wrote, which the caller may not write.
+    func refusingChange(of entity: EntityType) -> ServerError {
+        ServerError.forbidden(
+            writesForOthers
+                ? "a \(role) changes \(entity.rawValue) records of members of weaker roles only, and their own"
+                : "a \(role) changes only their own \(entity.rawValue) records: this one's \(field) names another member")
     }
 }
