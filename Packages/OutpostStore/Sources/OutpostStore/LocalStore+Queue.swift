@@ -255,8 +255,31 @@ extension LocalStore {
                 var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db)
             else { return }
             record.sync.syncStatus = .failed  // the record shows as failed
+            // A server delete a pull set aside for this change's answer (`deferredTombstone`) applies once
+            // nothing of the record goes out any more, as a pull applies one a failed change meets: the
+            // refusal is that answer. Kept aside, the record stayed alive here for good, while the server
+            // and every other device held it deleted (attack 51: a crew member's refused edit of a
+            // teammate's log deleted meanwhile).
+            let goingOut = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM mutation_queue WHERE entity = ? AND record_id = ? AND status NOT IN ('done', 'failed')",
+                arguments: [mutation.entity.rawValue, mutation.recordID.storageText]) ?? 0
+            var deleted = false
+            if goingOut == 0, var clocks = try FieldClocks.read(record.entity, record.id, in: db),
+                let deferred = clocks.deferredTombstone
+            {
+                clocks.deferredTombstone = nil
+                if deferred.version > record.sync.version, !record.sync.isDeleted {
+                    clocks.heldVersion = clocks.heldVersion ?? record.sync.version
+                    clocks.deletion = deferred.deletion
+                    record.sync.version = deferred.version
+                    record.sync.deletedAt = deferred.deletion.date
+                    deleted = true
+                }
+                try FieldClocks.write(clocks, record.entity, record.id, in: db)
+            }
             try EntityTables.save(record, in: db)
-            changed.append(StoreChange(entity: record.entity, recordID: record.id, operation: .update))
+            if deleted { _ = try EntityTables.flagOrphans(childrenOf: record.entity, id: record.id, in: db) }
+            changed.append(StoreChange(entity: record.entity, recordID: record.id, operation: deleted ? .delete : .update))
         }
         return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)
     }

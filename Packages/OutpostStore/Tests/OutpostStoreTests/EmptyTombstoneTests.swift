@@ -105,6 +105,30 @@ import Testing
         #expect(try store.unsentChanges().map(\.baseVersion) == [2])
     }
 
+    /// A change the server refuses for good (a crew member's edit of a teammate's log, which the author
+    /// deleted meanwhile) no longer goes out, so it no longer holds back the delete its pull set aside for
+    /// its answer: the record is deleted at the tombstone's version, keeping its values, and the failed
+    /// change stays listed for its user (attack 51: the device showed the log alive with the refused
+    /// text for good, while the server and every other device held it deleted).
+    @Test func aRefusedChangeLetsTheDeleteSetAsideForItsAnswerApply() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = OutpostModels.Issue(projectID: UUID(), title: "Loose rail")
+        _ = try await store.applyPulledPage(PulledPage(changes: [whole(issue, version: 1, at: 1_000)], cursor: "1"), now: now)
+        var edited = try #require(try store.fetch(OutpostModels.Issue.self, id: issue.id))
+        edited.title = "Loose rail, stairs"
+        try await store.save(edited, now: now)
+        _ = try await store.applyPulledPage(
+            PulledPage(changes: [try tombstone(of: issue.id, version: 2, at: 1_500)], cursor: "2"), now: now)
+        let sent = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.fail(sent, reason: "forbidden: a crew changes only their own dailyLog records")
+        let held = try #require(try store.record(.issue, id: issue.id))
+        #expect(held.sync.isDeleted && held.sync.version == 2, "the server's delete applies: \(held.sync)")
+        #expect(held["title"] == .text("Loose rail, stairs"), "the refused values stay, with the failed change")
+        #expect(held.sync.syncStatus == .failed)
+        #expect(try store.mutations().map(\.status) == [.failed], "the failed change stays listed for its user")
+    }
+
     @Test func savingOverATombstoneWithoutContentsGoesOutOnTheVersionItsValuesAreOf() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
