@@ -13,7 +13,7 @@ import Testing
         #expect(status == 0, "the demo failed:\n\(text)")
         #expect(text.contains("Demo passed"))
         #expect(text.contains("1 conflict surfaced"))
-        #expect(text.contains("notes from Alice") && text.contains("weather from Bob"))
+        #expect(text.contains("notes from Alice") && text.contains("weather from the office"))
         #expect(!text.contains("→ none"), "every temporary id was replaced")
     }
 }
