@@ -137,7 +137,7 @@ private final class AccessRun {
     var projectsByServerID: [String: UUID] = [:]
     var names: [UUID: RoleTable.RecordName] = [:]
     var versions: [UUID: Int64] = [:]
-    var logs: [(id: UUID, project: UUID, author: UUID, live: Bool)] = []
+    var logs: [(id: UUID, project: UUID, author: UUID, live: Bool, version: Int64)] = []
     var attachments: [(id: UUID, project: UUID, creator: UUID, bytes: Data, uploaded: Bool)] = []
     var cursors: [String: String] = [:]
     var transports: [String: HTTPTransport] = [:]
@@ -491,7 +491,7 @@ private final class AccessRun {
             expect(table.isOwn(authorName, of: user, in: project) ? "log as themselves" : "log as another", want, answer.first!, who: user, in: project)
             if answer.first == .allowed {
                 projectOf[id] = project
-                logs.append((id, project, author, true))
+                logs.append((id, project, author, true, 1))
             }
         case 3:
             guard let index = logs.indices.filter({ logs[$0].live }).randomElement(using: &random) else {
@@ -500,16 +500,35 @@ private final class AccessRun {
             let log = logs[index]
             let role = table.role(of: user, in: log.project)
             let own = names[log.author].map { table.isOwn($0, of: user, in: log.project) } ?? false
+            // An edit of a log is writing for its author, as moving or deleting it is: its own, or the
+            // office's for anyone. A delete: its author's or the office's.
+            let editing = random.chance(0.5)
             let want: AccessAnswer = table.inArchive(
                 !token.live ? .unauthorized
-                    : role.map { RoleTable.writes(.dailyLog, as: $0) && (own || RoleTable.deletesOthers(as: $0)) ? .allowed : .forbidden }
-                    ?? .hidden,
+                    : role.map {
+                        RoleTable.writes(.dailyLog, as: $0)
+                            && (own || (editing ? RoleTable.writesForOthers(.dailyLog, as: $0) : RoleTable.deletesOthers(as: $0)))
+                            ? .allowed : .forbidden
+                    } ?? .hidden,
                 in: log.project)
-            let answer = try await push([PushMutation(
-                idempotencyKey: UUID(), entity: .dailyLog, operation: .delete, recordID: log.id, baseVersion: 1, deletion: clock())],
-                token: token.token, instance: instance)
-            expect(own ? "delete own log" : "delete another's log", want, answer.first!, who: user, in: log.project)
-            if answer.first == .allowed { logs[index].live = false }
+            let mutation: PushMutation
+            if editing {
+                let stamp = clock()
+                mutation = PushMutation(
+                    idempotencyKey: UUID(), entity: .dailyLog, operation: .update, recordID: log.id, baseVersion: log.version,
+                    fields: ["notes": .text("edited at step \(step)")], clocks: ["notes": stamp])
+            } else {
+                mutation = PushMutation(
+                    idempotencyKey: UUID(), entity: .dailyLog, operation: .delete, recordID: log.id, baseVersion: log.version,
+                    deletion: clock())
+            }
+            let answer = try await push([mutation], token: token.token, instance: instance)
+            expect(
+                (editing ? "edit " : "delete ") + (own ? "own log" : "another's log"), want, answer.first!, who: user, in: log.project)
+            if answer.first == .allowed {
+                logs[index].version += 1
+                if !editing { logs[index].live = false }
+            }
         case 4:
             let id = random.uuid()
             let answer = try await push([create(.member, id: id, fields: [
