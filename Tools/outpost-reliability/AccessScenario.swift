@@ -18,7 +18,7 @@ import Synchronization
 /// pushes a member record, restarts an instance with its seed, issues or revokes a token, or a user
 /// creates a project), and then every user, with a token of theirs that may have been revoked, through
 /// either instance, pulls from the start and from their cursor and tries one thing: an issue, a
-/// discount, a daily log as themselves or as another, deleting another's log, a member record naming
+/// discount, a daily log as themselves or as another, editing or deleting a log (theirs or another's), a member record naming
 /// themselves owner, a bundle, an upload or an upload's status, in a project of theirs, another's or one
 /// that does not exist. Every answer is checked against `RoleTable`: a caller reaching more than the
 /// office gave counts under `escalated`, less under `diverged`.

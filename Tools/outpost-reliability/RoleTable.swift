@@ -14,8 +14,8 @@ import OutpostServer
 /// role is no access at all (fails closed). Owner and project manager write everything; an estimator
 /// all but members; foreman and crew all but money (discounts, finance options, fees) and members; a
 /// viewer nothing. An authored record names the writer's own member record, except that the office
-/// writes for anyone and a foreman records time for his crew (members of weaker roles); only its
-/// author or the office deletes it.
+/// writes for anyone and a foreman records time for his crew (members of weaker roles), and only they
+/// change another member's record; only its author or the office deletes it.
 /// A project the office archived takes no write at all, the office's included; reads go on.
 struct RoleTable {
     /// A member record: whom it names, with which role, and whether it is still live.
