@@ -167,7 +167,8 @@ extension LocalStore {
     /// delete applies, the row's values being those of the acknowledged version.
     /// Returns whether it deleted the record.
     private static func applyDeferredTombstone(
-        of record: EntityRecord, acknowledgedAt serverVersion: Int64, unfinished: Int, in db: Database
+        of record: EntityRecord, acknowledgedAt serverVersion: Int64, unfinished: Int, status: SyncStatus = .synced,
+        in db: Database
     ) throws -> Bool {
         guard var clocks = try FieldClocks.read(record.entity, record.id, in: db), let deferred = clocks.deferredTombstone,
             serverVersion >= deferred.version || unfinished == 0
@@ -177,7 +178,7 @@ extension LocalStore {
             var deleted = record
             deleted.sync.version = deferred.version
             deleted.sync.deletedAt = deferred.deletion.date
-            deleted.sync.syncStatus = .synced
+            deleted.sync.syncStatus = status
             clocks.deletion = deferred.deletion
             clocks.heldVersion = serverVersion
             try EntityTables.save(deleted, in: db)
@@ -260,25 +261,13 @@ extension LocalStore {
             // refusal is that answer. Kept aside, the record stayed alive here for good, while the server
             // and every other device held it deleted (attack 51: a crew member's refused edit of a
             // teammate's log deleted meanwhile).
+            try EntityTables.save(record, in: db)
             let goingOut = try Int.fetchOne(
                 db, sql: "SELECT count(*) FROM mutation_queue WHERE entity = ? AND record_id = ? AND status NOT IN ('done', 'failed')",
                 arguments: [mutation.entity.rawValue, mutation.recordID.storageText]) ?? 0
-            var deleted = false
-            if goingOut == 0, var clocks = try FieldClocks.read(record.entity, record.id, in: db),
-                let deferred = clocks.deferredTombstone
-            {
-                clocks.deferredTombstone = nil
-                if deferred.version > record.sync.version, !record.sync.isDeleted {
-                    clocks.heldVersion = clocks.heldVersion ?? record.sync.version
-                    clocks.deletion = deferred.deletion
-                    record.sync.version = deferred.version
-                    record.sync.deletedAt = deferred.deletion.date
-                    deleted = true
-                }
-                try FieldClocks.write(clocks, record.entity, record.id, in: db)
-            }
-            try EntityTables.save(record, in: db)
-            if deleted { _ = try EntityTables.flagOrphans(childrenOf: record.entity, id: record.id, in: db) }
+            // As an acknowledgement applies it, at the version the record's values are of.
+            let deleted = try goingOut == 0 && !record.sync.isDeleted
+                && Self.applyDeferredTombstone(of: record, acknowledgedAt: record.sync.version, unfinished: 0, status: .failed, in: db)
             changed.append(StoreChange(entity: record.entity, recordID: record.id, operation: deleted ? .delete : .update))
         }
         return try blockedMutations().filter { $0.blockedBy.contains(mutation.sequence) }.map(\.mutation)

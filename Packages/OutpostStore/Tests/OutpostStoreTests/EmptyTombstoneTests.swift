@@ -59,7 +59,11 @@ import Testing
         #expect(try store.pullCursor() == "3", "the page still applies")
     }
 
-    @Test func aTombstoneMeetingAnUnsentEditLeavesItToThePush() async throws {
+    /// An issue pulled at version 1, its title edited here and not yet sent, then its tombstone pulled
+    /// without contents at `tombstoneVersion`: the delete waits aside for the edit's answer.
+    func editedThenDeleted(tombstoneVersion: Int64, at milliseconds: Int64) async throws
+        -> (TemporaryDatabase, LocalStore, OutpostModels.Issue, edited: OutpostModels.Issue)
+    {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
         let issue = OutpostModels.Issue(projectID: UUID(), title: "Loose rail")
@@ -68,7 +72,14 @@ import Testing
         edited.title = "Loose rail, stairs"
         try await store.save(edited, now: now)
         _ = try await store.applyPulledPage(
-            PulledPage(changes: [try tombstone(of: issue.id, version: 2, at: 1_500)], cursor: "2"), now: now)
+            PulledPage(changes: [try tombstone(of: issue.id, version: tombstoneVersion, at: milliseconds)], cursor: "\(tombstoneVersion)"),
+            now: now)
+        return (folder, store, issue, edited)
+    }
+
+    @Test func aTombstoneMeetingAnUnsentEditLeavesItToThePush() async throws {
+        let (folder, store, issue, _) = try await editedThenDeleted(tombstoneVersion: 2, at: 1_500)
+        defer { withExtendedLifetime(folder) {} }
         // Without the server's last values the device cannot tell which of its edits lost to a change
         // the delete hid: the edit goes out on the version it was made on and meets the whole tombstone.
         let held = try #require(try store.record(.issue, id: issue.id))
@@ -81,15 +92,9 @@ import Testing
         // The server applied the edit (version 2) and then another device deleted the issue (version 3);
         // the answer to the edit was lost, so the device pulls the tombstone while the edit still waits,
         // and then meets the edit's acknowledgement, not a conflict.
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = OutpostModels.Issue(projectID: UUID(), title: "Loose rail")
-        _ = try await store.applyPulledPage(PulledPage(changes: [whole(issue, version: 1, at: 1_000)], cursor: "1"), now: now)
-        var edited = try #require(try store.fetch(OutpostModels.Issue.self, id: issue.id))
-        edited.title = "Loose rail, stairs"
-        try await store.save(edited, now: now)
-        _ = try await store.applyPulledPage(
-            PulledPage(changes: [try tombstone(of: issue.id, version: 3, at: 2_000)], cursor: "3"), now: now)
+        let (folder, store, issue, pulledAndEdited) = try await editedThenDeleted(tombstoneVersion: 3, at: 2_000)
+        defer { withExtendedLifetime(folder) {} }
+        var edited = pulledAndEdited
         let sent = try #require(try store.unsentChanges().first)
         try store.acknowledge(sent, serverVersion: 2, serverID: nil, now: now)
         let held = try #require(try store.record(.issue, id: issue.id))
@@ -111,15 +116,8 @@ import Testing
     /// change stays listed for its user (attack 51: the device showed the log alive with the refused
     /// text for good, while the server and every other device held it deleted).
     @Test func aRefusedChangeLetsTheDeleteSetAsideForItsAnswerApply() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = OutpostModels.Issue(projectID: UUID(), title: "Loose rail")
-        _ = try await store.applyPulledPage(PulledPage(changes: [whole(issue, version: 1, at: 1_000)], cursor: "1"), now: now)
-        var edited = try #require(try store.fetch(OutpostModels.Issue.self, id: issue.id))
-        edited.title = "Loose rail, stairs"
-        try await store.save(edited, now: now)
-        _ = try await store.applyPulledPage(
-            PulledPage(changes: [try tombstone(of: issue.id, version: 2, at: 1_500)], cursor: "2"), now: now)
+        let (folder, store, issue, _) = try await editedThenDeleted(tombstoneVersion: 2, at: 1_500)
+        defer { withExtendedLifetime(folder) {} }
         let sent = try #require(try store.claimMutations(limit: 1, now: now).first)
         try store.fail(sent, reason: "forbidden: a crew changes only their own dailyLog records")
         let held = try #require(try store.record(.issue, id: issue.id))
