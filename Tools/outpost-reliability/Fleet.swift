@@ -105,11 +105,11 @@ struct Fleet: Sendable {
         return problems
     }
 
-    /// Idempotency keys of every mutation the devices hold as done.
+    /// Idempotency keys of every mutation the devices hold as done (finished: out of the queue).
     func doneKeys() throws -> Set<String> {
         var keys: Set<String> = []
         for device in devices {
-            for mutation in try device.store.mutations(status: .done) { keys.insert(mutation.idempotencyKey.uuidString.lowercased()) }
+            for key in try device.store.finishedMutationKeys() { keys.insert(key.uuidString.lowercased()) }
         }
         return keys
     }

@@ -144,10 +144,9 @@ enum FrozenInstanceScenario {
     private static func check(phones: [Phone], database: String, outcome: inout SeedOutcome) async throws {
         var done: Set<String> = []
         for (index, phone) in phones.enumerated() {
+            for key in try phone.store.finishedMutationKeys() { done.insert(key.uuidString.lowercased()) }
             for mutation in try phone.store.mutations() {
-                if mutation.status == .done {
-                    done.insert(mutation.idempotencyKey.uuidString.lowercased())
-                } else {
+                if mutation.status != .done {
                     outcome.stuck += 1
                     outcome.problems.append(
                         "device \(index): \(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)")
@@ -158,9 +157,11 @@ enum FrozenInstanceScenario {
             outcome.problems += comparison.mismatches.map { "device \(index): \($0)" }
             // Every record this device wrote is on the server (the comparison walks what the server has).
             let onServer = try await serverRecords(through: phone.transport)
-            for mutation in try phone.store.mutations() where !onServer.contains(mutation.recordID) {
+            let onServerIDs = Set(onServer.map { $0.uuidString.lowercased() })
+            for record in try writtenRecords(devicePath: phone.store.path).sorted()
+            where !onServerIDs.contains(String(record.split(separator: "/").last ?? "")) {
                 outcome.lost += 1
-                outcome.problems.append("device \(index): \(mutation.entity.rawValue)/\(mutation.recordID) is not on the server")
+                outcome.problems.append("device \(index): \(record) is not on the server")
             }
         }
         var held: [String: String] = [:]

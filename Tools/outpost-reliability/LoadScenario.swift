@@ -165,10 +165,9 @@ enum LoadScenario {
                 outcome.lost += 1
                 outcome.problems.append("device \(device.index) wrote \(key), which is not on the server")
             }
+            for key in try device.store.finishedMutationKeys() { doneKeys.insert(key.uuidString.lowercased()) }
             for mutation in try device.store.mutations() {
-                if mutation.status == .done {
-                    doneKeys.insert(mutation.idempotencyKey.uuidString.lowercased())
-                } else {
+                if mutation.status != .done {
                     outcome.lost += 1
                     outcome.problems.append(
                         "device \(device.index): \(mutation.operation) \(mutation.entity.rawValue)/\(mutation.recordID) left \(mutation.status)")

@@ -738,7 +738,7 @@ private struct SeedRun {
         let state = try ServerState.read(databasePath: server.databasePath)
         var done: Set<String> = []
         for device in devices {
-            for mutation in try device.store.mutations(status: .done) { done.insert(mutation.idempotencyKey.uuidString.lowercased()) }
+            for key in try device.store.finishedMutationKeys() { done.insert(key.uuidString.lowercased()) }
         }
         for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
             outcome.duplicated += 1

@@ -155,6 +155,20 @@ func integrityCheck(_ path: String) throws -> String {
     return try queue.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; ") }
 }
 
+/// Every record a device's user wrote, as "entity/id" (lowercased), read from its file's audit chain,
+/// which names each local write: the queue names only the writes not yet finished (a finished mutation
+/// leaves it, its key kept).
+func writtenRecords(devicePath: String) throws -> Set<String> {
+    var configuration = Configuration()
+    configuration.readonly = true
+    let queue = try DatabaseQueue(path: devicePath, configuration: configuration)
+    return try queue.read { db in
+        Set(try Row.fetchAll(db, sql: "SELECT DISTINCT entity, record_id FROM audit_log").map { row in
+            "\(row["entity"] as String)/\((row["record_id"] as String).lowercased())"
+        })
+    }
+}
+
 /// The checks after a device's file was synced by processes that were killed (crash-sync, shared-file):
 /// nothing left unsent (counted under `unsent`), no key applied that the device does not hold as done,
 /// every record it wrote on the server, the device equal to the server, and its audit chain intact.
@@ -171,12 +185,12 @@ func checkSyncedDevice(
                 + (mutation.lastError.map { " (\($0))" } ?? ""))
     }
     let state = try ServerState.read(databasePath: serverDB)
-    let done = Set(mutations.filter { $0.status == .done }.map { $0.idempotencyKey.uuidString.lowercased() })
+    let done = Set(try store.finishedMutationKeys().map { $0.uuidString.lowercased() })
     for (key, record) in state.appliedKeys.sorted(by: { $0.key < $1.key }) where !done.contains(key) {
         outcome.duplicated += 1
         outcome.problems.append("the server applied key \(key) (\(record)), which the device does not hold as done")
     }
-    var written: Set<String> = []
+    var written = try writtenRecords(devicePath: db)
     for mutation in mutations { written.insert("\(mutation.entity.rawValue)/\(mutation.recordID.uuidString.lowercased())") }
     for record in written.sorted() where state.records[record] == nil {
         outcome.lost += 1

@@ -124,10 +124,11 @@ extension LocalStore {
             ).flatMap { row in
                 row["status"] == MutationStatus.done.rawValue ? nil : try MutationQueue.Payload.undoesAnUnseenDelete(row["payload"])
             }
-            try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ? AND lower(idempotency_key) = ?",
-                arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
-            guard db.changesCount > 0 else { return }
+            // An answer to a request already finished (a late copy of one) settles it again, as it did
+            // while finished mutations stayed in the queue as `done`.
+            guard try MutationQueue.finish(mutation.sequence, key: mutation.idempotencyKey, in: db)
+                || MutationQueue.isFinished(mutation.idempotencyKey, in: db)
+            else { return }
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET base_version = ?

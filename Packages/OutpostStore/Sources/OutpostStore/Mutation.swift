@@ -13,7 +13,8 @@ public enum MutationStatus: String, Sendable, Hashable, Codable, CaseIterable {
     case pending
     /// Sent and not yet answered; found after a crash, it is sent again (the idempotency key makes that safe).
     case inFlight
-    /// The server applied it (or answered that it already had).
+    /// The server applied it (or answered that it already had). Such a mutation leaves the queue, its
+    /// key kept (`LocalStore.finishedMutationKeys()`); only a queue edited by hand still holds one.
     case done
     /// The server refused it for good, or it ran out of retries; shown to the user.
     case failed

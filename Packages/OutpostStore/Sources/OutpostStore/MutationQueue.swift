@@ -382,14 +382,13 @@ enum MutationQueue {
             rebased[last].payload.clocks = clocks
         }
         for (sequence, operation, payload) in rebased {
-            let empty = payload.fields.isEmpty && payload.deletion == nil
+            if payload.fields.isEmpty && payload.deletion == nil {
+                try finish(sequence, in: db)
+                continue
+            }
             try db.execute(
-                sql: """
-                    UPDATE mutation_queue SET payload = ?, operation = ?, base_version = ?,
-                        status = CASE WHEN ? THEN 'done' ELSE status END
-                    WHERE seq = ?
-                    """,
-                arguments: [try payload.encoded(), operation.rawValue, serverVersion, empty, sequence])
+                sql: "UPDATE mutation_queue SET payload = ?, operation = ?, base_version = ? WHERE seq = ?",
+                arguments: [try payload.encoded(), operation.rawValue, serverVersion, sequence])
         }
     }
 
@@ -420,7 +419,7 @@ enum MutationQueue {
                 arguments: [UUID.timeOrdered().storageText, row["seq"] as Int64])
             return true
         }
-        try db.execute(sql: "UPDATE mutation_queue SET status = 'done', last_error = NULL WHERE seq = ?", arguments: [row["seq"] as Int64])
+        try finish(row["seq"], in: db)
         guard !left.fields.isEmpty || left.deletion != nil else { return true }
         if let next {
             // Before the next write, which wins where both wrote; a delete keeps its delete.
@@ -464,6 +463,45 @@ enum MutationQueue {
             }
         }
         return (mutations, unreadable)
+    }
+
+    /// Takes mutation `sequence` out of the queue, finished: the server acknowledged it, or a merge left
+    /// it nothing to send. Only its idempotency key stays (`finished_mutations`, toolkit step 3): kept
+    /// whole as `done`, it cost a synced record 420 bytes for good. With `key`, only while the row is
+    /// still the request sent under that key. Returns whether a row was finished.
+    @discardableResult
+    static func finish(_ sequence: Int64, key: UUID? = nil, in db: Database) throws -> Bool {
+        let keyed = key == nil ? "" : " AND lower(idempotency_key) = ?"
+        let arguments: StatementArguments = key.map { [sequence, $0.storageText] } ?? [sequence]
+        try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO finished_mutations (idempotency_key)
+                SELECT lower(idempotency_key) FROM mutation_queue WHERE seq = ?
+                """ + keyed).execute(arguments: arguments)
+        try db.cachedStatement(sql: "DELETE FROM mutation_queue WHERE seq = ?" + keyed).execute(arguments: arguments)
+        return db.changesCount > 0
+    }
+
+    /// Takes out of the queue, as `finish` does, every mutation an older build left in it as `done`: run
+    /// when the store opens, since a migration step only adds (the migrator refuses one that deletes).
+    static func finishLeftovers(in db: Database) throws {
+        guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM mutation_queue WHERE status = 'done')") == true else { return }
+        try db.execute(sql: """
+            INSERT OR IGNORE INTO finished_mutations (idempotency_key)
+            SELECT lower(idempotency_key) FROM mutation_queue WHERE status = 'done';
+            DELETE FROM mutation_queue WHERE status = 'done';
+            """)
+    }
+
+    /// Whether the mutation sent under `key` has finished (see `finish`).
+    static func isFinished(_ key: UUID, in db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM finished_mutations WHERE idempotency_key = ?)"),
+            arguments: [key.storageText]) ?? false
+    }
+
+    /// The keys of every finished mutation.
+    static func finishedKeys(in db: Database) throws -> Set<UUID> {
+        Set(try String.fetchAll(db, sql: "SELECT idempotency_key FROM finished_mutations").compactMap(UUID.init(uuidString:)))
     }
 
     static func count(status: MutationStatus, in db: Database) throws -> Int {
