@@ -5,7 +5,7 @@ import OutpostSchema
 
 /// The durable queue as the sync engine drives it. Every transition is one transaction, so a crash
 /// at any point leaves each mutation pending, in flight (resent on restart: the idempotency key makes
-/// that safe), done or failed, never in between.
+/// that safe), finished (out of the queue, its key kept) or failed, never in between.
 extension LocalStore {
     /// The mutations to send now, first in first out, marked in flight in the same transaction: pending,
     /// of `syncClass`, due, not behind an unfinished earlier mutation of the same record, and not
@@ -193,7 +193,7 @@ extension LocalStore {
     /// merged into the store, the mutation goes back in line based on the server's version, with one
     /// more attempt counted so a server that keeps refusing cannot hold the run forever. It gets a new
     /// idempotency key: it is a new request, and the server answers the old key with the old conflict.
-    /// A mutation the merge left with nothing to send is already done and stays so.
+    /// A mutation the merge left with nothing to send has already finished and left the queue.
     /// The base only ever moves forward: a conflict answered again after a crash carries the server's
     /// record as it was then, older than what the store may have pulled and merged since.
     func rebase(_ mutation: Mutation, onto serverVersion: Int64) throws(StoreError) {

@@ -337,7 +337,7 @@ enum MutationQueue {
     /// After a merge, what is still to be sent for the record: each unfinished mutation keeps only the
     /// fields whose merged value came from this device (the rest lost, and is surfaced instead of being
     /// pushed over the winner), drops a delete that lost, moves onto the server's version, and becomes an
-    /// update when the server already has the record. One left with nothing to send is done.
+    /// update when the server already has the record. One left with nothing to send finishes (`finish`).
     static func rebaseUnfinished(
         _ entity: EntityType, _ id: UUID, keepingField keep: (String) -> Bool, deletionLost: Bool,
         serverVersion: Int64, merged: EntityRecord? = nil, settlingUnseenDelete: Bool = false, in db: Database

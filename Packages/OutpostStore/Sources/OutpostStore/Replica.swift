@@ -313,6 +313,8 @@ extension LocalStore: Replica {
         let base = try read {
             try Int64.fetchOne($0, sql: "SELECT base_version FROM mutation_queue WHERE seq = ?", arguments: [mutation.sequence])
         }
+        // A mutation a merge left nothing to send has left the queue (finished): the record is merged
+        // again, which changes nothing when the store holds that version or a newer one.
         return (base ?? 0) >= serverVersion
     }
 }
