@@ -296,6 +296,11 @@ struct ServerBenchmark: BenchmarkSuite {
             try Int.fetchOne(db, sql: "SELECT freelist_count * page_size FROM pragma_freelist_count, pragma_page_size") ?? 0
         }
         store.printSizeBreakdown(sizePath, records: syncedIssues, title: "synced store size breakdown")
+        // `OUTPOST_BENCH_KEEP_SYNCED_STORE=<path>` keeps a copy of that database to look into.
+        if let keep = ProcessInfo.processInfo.environment["OUTPOST_BENCH_KEEP_SYNCED_STORE"] {
+            try? FileManager.default.removeItem(atPath: keep)
+            try FileManager.default.copyItem(atPath: sizePath, toPath: keep)
+        }
         let syncedKB = Double(fileBytes - free) / Double(syncedIssues / 1000) / 1024
         rows.append(BenchmarkRow(
             metric: "database size per 1,000 synced issues (every change acknowledged; audit chain kept)", value: syncedKB,
