@@ -415,3 +415,38 @@ struct DeletesAndRevivalsTests {
         try JSONSerialization.data(withJSONObject: document).write(to: destination)
     }
 }
+
+extension DeletesAndRevivalsTests {
+    /// Attack 51's low finding: a crew member's device edits the foreman's daily log offline while the
+    /// foreman deletes it. The server refuses the edit (crew writes only their own logs) before it
+    /// compares versions, so no conflict answer brings the tombstone to merge: the device ends with the
+    /// log deleted, the refused edit listed as failed, and no conflict saying the foreman's delete lost.
+    @Test("A refused edit of a teammate's log deleted meanwhile leaves it deleted, with no conflict saying the delete lost")
+    func aRefusedEditOfADeletedLogSurfacesNoLostDelete() async throws {
+        let crew = try await Crew.start()
+        defer { Task { await crew.stop() } }
+        _ = try await crew.server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
+        let aliceInA = try await crew.server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        let foreman = try crew.device("alice")
+        let bob = try crew.device("bob", token: TestServer.bobToken)
+        let log = try await foreman.store.save(
+            DailyLog(projectID: TestServer.projectA, authorID: aliceInA, day: "2026-11-30", notes: "poured the east footing"))
+        #expect(try await foreman.engine.sync().isComplete)
+        #expect(try await bob.engine.sync().isComplete)
+
+        var edited = try #require(try bob.store.fetch(DailyLog.self, id: log.id))
+        edited.notes = "poured the east footing, and the west"
+        try await bob.store.save(edited)
+        #expect(try await foreman.store.delete(.dailyLog, id: log.id))
+        #expect(try await foreman.engine.sync().isComplete)
+
+        let report = try await bob.engine.sync()
+        #expect(report.failed == 1 && report.conflictsSurfaced == 0, "\(report)")
+        let held = try #require(try bob.store.record(.dailyLog, id: log.id))
+        #expect(held.sync.isDeleted, "the foreman's delete stands on the crew's device too")
+        let conflicts = try bob.store.openConflicts()
+        #expect(conflicts.isEmpty, "\(conflicts)")
+        #expect(try bob.store.unsentChanges().map(\.status) == [.failed], "the refused edit stays listed for its user")
+        #expect(try await crew.onServer(log.id)?.deletion != nil)
+    }
+}
