@@ -293,7 +293,8 @@ struct FailClosedTests {
     /// another's; a foreman moves his crew's time between them and from himself to them, never into his
     /// own name nor the office's; the office moves anything. A refused move leaves the record its
     /// author's, so the delete that would follow is refused too (attack round 50: crew took a teammate's
-    /// log, then deleted it; a foreman moved the owner's time to crew, who deleted it).
+    /// log, then deleted it; a foreman moved the owner's time to crew, who deleted it). A delete carrying
+    /// the move in its last values is judged as both (attack 52).
     @Test("A record another member wrote is moved only between others by a role that writes for others, and into one's own name only by the office", arguments: Backend.available)
     func takingAnothersRecordIsJudgedAsDeletingIt(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
@@ -318,6 +319,22 @@ struct FailClosedTests {
                     if applied != expected || (!applied && outcome?.rejectedCode != .forbidden) {
                         mismatches.append("\(caller.role) moving a \(entity.rawValue) of \(from == caller.member ? "its own" : roleOf[from]!) "
                             + "to \(to == caller.member ? "itself" : roleOf[to]!): \(String(describing: outcome))")
+                    }
+                    // A delete's last values are written as an update's are: one carrying the move is judged as
+                    // the move and as the delete (attack 52: crew deleted its own log naming a teammate as its
+                    // author, and the teammate's next edit brought it back in their name, with crew's text).
+                    let carrier = Self.authored(entity, by: from)
+                    #expect(try await outcomes(server, TestServer.carolToken, [carrier]).first?.appliedVersion == 1)
+                    let carrying = PushMutation(
+                        idempotencyKey: UUID(), entity: entity, operation: .delete, recordID: carrier.recordID, baseVersion: 1,
+                        fields: [field: .uuid(to)], clocks: [field: Sample.clock(8_000)], deletion: Sample.clock(9_000))
+                    let carried = try await outcomes(server, caller.token, [carrying]).first
+                    let mayDelete = from == caller.member || caller.role == "projectManager"
+                    if (carried?.appliedVersion != nil) != (mayDelete && expected)
+                        || (carried?.appliedVersion == nil && carried?.rejectedCode != .forbidden)
+                    {
+                        mismatches.append("\(caller.role) deleting a \(entity.rawValue) of \(from == caller.member ? "its own" : roleOf[from]!) "
+                            + "carrying its move to \(to == caller.member ? "itself" : roleOf[to]!): \(String(describing: carried))")
                     }
                     if !applied {
                         let delete = PushMutation(

@@ -298,12 +298,15 @@ struct PushRules: Sendable {
                     "only its author or a \(mutation.entity.description.access.deletesOthers.sorted().joined(separator: " or ")) "
                         + "deletes a \(mutation.entity.rawValue)")
             }
-            return
         }
         // Any change of a record another member wrote, live or deleted: crew rewrote a teammate's log and
         // the project manager's time note, a foreman moved the office's clock-in time, and crew's edit of
-        // a teammate's deleted log brought it back (attack 50 recheck).
-        if existing != nil, !authorship.writes(for: before) {
+        // a teammate's deleted log brought it back (attack 50 recheck). A delete's last values are written
+        // as an update's are, so a delete that changes them is judged as that change too, its author
+        // field as a move below: crew deleted its own log naming a teammate as its author, and the
+        // teammate's next edit brought it back in their name with crew's text (attack 52).
+        let changesValues = existing.map { stored in merged.record.fields.contains { stored.fields[$0.key] != $0.value } } ?? false
+        if existing != nil, !deleting || changesValues, !authorship.writes(for: before) {
             throw authorship.refusingChange(of: mutation.entity)
         }
         let author = merged.record[field]
