@@ -450,3 +450,41 @@ extension DeletesAndRevivalsTests {
         #expect(try await crew.onServer(log.id)?.deletion != nil)
     }
 }
+
+extension DeletesAndRevivalsTests {
+    /// Attack 52's unconfirmed low finding, with the real store: a device deletes an issue offline, the
+    /// office edits it later, the device's sync surfaces its delete as lost and keeps the record; an
+    /// edit made on the device then goes out once. Nothing stays queued, nothing fails, and the lost
+    /// delete is surfaced once.
+    @Test("A device's delete that lost to a newer edit finishes once surfaced, and a later edit goes out", arguments: ConflictPolicyName.allCases)
+    func aLostDeleteFinishesOnceSurfaced(_ strategy: ConflictPolicyName) async throws {
+        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        defer { Task { await crew.stop() } }
+        let office = try crew.device("office", token: TestServer.carolToken)
+        let device = try crew.device("device")
+        var issue = try await office.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await office.engine.sync().isComplete)
+        #expect(try await device.engine.sync().isComplete)
+
+        #expect(try await device.store.delete(.issue, id: issue.id))
+        try await Task.sleep(for: .milliseconds(20))
+        issue = try #require(try office.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        issue.title = "Loose rail, stairs"
+        try await office.store.save(issue)
+        #expect(try await office.engine.sync().isComplete)
+
+        let first = try await device.engine.sync()
+        #expect(first.failed == 0, "\(first)")
+        if let held = try device.store.fetch(OutpostModels.Issue.self, id: issue.id), !held.sync.isDeleted {
+            var edited = held
+            edited.status = .inProgress
+            try await device.store.save(edited)
+            let second = try await device.engine.sync()
+            #expect(second.failed == 0 && second.pushed == 1, "\(strategy): \(second)")
+        }
+        let unsent = try device.store.unsentChanges()
+        #expect(unsent.isEmpty, "\(strategy): \(unsent)")
+        let again = try await device.engine.sync()
+        #expect(again.pushed == 0 && again.failed == 0 && again.conflictsSurfaced == 0, "\(strategy): \(again)")
+    }
+}
