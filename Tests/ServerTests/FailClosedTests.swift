@@ -351,6 +351,48 @@ struct FailClosedTests {
         #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
     }
 
+    /// The project record itself is its office's once it exists: the roles that write members rename or
+    /// delete it, no other (attack 52: crew deleted project A's record, and every device dropped the
+    /// project and flagged all its records orphaned). Walked for every caller in project A, an edit and a
+    /// delete on the record's version, and a stale edit, which is refused before the version is compared.
+    @Test("The project record itself is renamed or deleted only by the office", arguments: Backend.available)
+    func theProjectRecordIsTheOffices(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let (callers, _) = try await fourMembers(server)
+        func version() async throws -> Int64 {
+            try #require(try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+                .changes.last { $0.recordID == TestServer.projectA }?.version)
+        }
+        var mismatches: [String] = []
+        for caller in callers.sorted(by: { $0.role == "projectManager" ? false : $1.role == "projectManager" }) {
+            let office = caller.role == "projectManager"
+            let current = try await version()
+            let stale = Sample.update(.project, id: TestServer.projectA, baseVersion: 0, fields: ["name": .text("stale, by \(caller.role)")],
+                clock: Sample.clock(70_000))
+            let edit = Sample.update(.project, id: TestServer.projectA, baseVersion: current, fields: ["name": .text("renamed by \(caller.role)")],
+                clock: Sample.clock(70_000))
+            for (name, mutation, want) in [("a stale edit", stale, office ? "conflict" : "forbidden"), ("an edit", edit, office ? "applied" : "forbidden")] {
+                let outcome = try await outcomes(server, caller.token, [mutation]).first
+                let got = switch outcome {
+                case .applied?: "applied"
+                case .conflict?: "conflict"
+                case .rejected(let reason)? where reason.code == .forbidden: "forbidden"
+                default: String(describing: outcome)
+                }
+                if got != want { mismatches.append("\(caller.role) sending \(name) of the project: \(got)") }
+            }
+            let delete = PushMutation(
+                idempotencyKey: UUID(), entity: .project, operation: .delete, recordID: TestServer.projectA,
+                baseVersion: try await version(), deletion: Sample.clock(80_000))
+            let deleted = try await outcomes(server, caller.token, [delete]).first
+            if (deleted?.appliedVersion != nil) != office || (!office && deleted?.rejectedCode != .forbidden) {
+                mismatches.append("\(caller.role) deleting the project: \(String(describing: deleted))")
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
+    }
+
     /// An authored record's contents are its author's as much as the author field is: changing another
     /// member's log text, comment or time is writing for them (`mayWrite`), live or deleted (an edit
     /// brings a deleted record back). Walked for every caller, authored entity and author in project A,
