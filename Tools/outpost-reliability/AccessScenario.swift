@@ -456,7 +456,7 @@ private final class AccessRun {
         func expected(writing entity: EntityType) -> AccessAnswer {
             table.inArchive(byRole(writing: entity), in: project)
         }
-        switch random.below(9) {
+        switch random.below(10) {
         case 0:
             let id = random.uuid()
             let answer = try await push([create(.issue, id: id, fields: issueFields(in: project))], token: token.token, instance: instance)
@@ -580,6 +580,16 @@ private final class AccessRun {
             let answer = await upload(attachment.id, bytes: attachment.bytes, token: token.token, instance: instance)
             expect(attachment.creator == user ? "upload own file" : "upload another's file", want, answer, who: user, in: attachment.project)
             if answer == .allowed { attachments[index].uploaded = true }
+        case 8:
+            // The project record itself, renamed on a version long gone: the office's (a conflict, the
+            // caller may write it), refused to every other role before the version is compared. Not
+            // judged by the archive, which a push meets only after its version is compared.
+            let rename = PushMutation(
+                idempotencyKey: UUID(), entity: .project, operation: .update, recordID: project, baseVersion: 0,
+                fields: ["name": .text("renamed at step \(step)")], clocks: ["name": clock()])
+            let want: AccessAnswer = !token.live ? .unauthorized : role.map { RoleTable.managesProject(as: $0) ? .allowed : .forbidden } ?? .hidden
+            let answer = try await push([rename], token: token.token, instance: instance)
+            expect("rename the project", want, answer.first!, who: user, in: project)
         default:
             guard let attachment = attachments.randomElement(using: &random) else {
                 return try await probe(user: user, token: token, instance: instance)

@@ -15,7 +15,8 @@ import OutpostServer
 /// all but members; foreman and crew all but money (discounts, finance options, fees) and members; a
 /// viewer nothing. An authored record names the writer's own member record, except that the office
 /// writes for anyone and a foreman records time for his crew (members of weaker roles), and only they
-/// change another member's record; only its author or the office deletes it.
+/// change another member's record; only its author or the office deletes it. The project record
+/// itself is renamed or deleted only by the roles that write members.
 /// A project the office archived takes no write at all, the office's included; reads go on.
 struct RoleTable {
     /// A member record: whom it names, with which role, and whether it is still live.
@@ -102,6 +103,11 @@ struct RoleTable {
 
     static func deletesOthers(as role: Member.Role) -> Bool {
         role == .owner || role == .projectManager
+    }
+
+    /// Whether `role` renames or deletes the project record itself: the roles that write members.
+    static func managesProject(as role: Member.Role) -> Bool {
+        writes(.member, as: role)
     }
 
     // MARK: - What the office does
