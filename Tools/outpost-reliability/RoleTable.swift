@@ -12,11 +12,11 @@ import OutpostServer
 /// The rules: a caller's role in a project is the strongest role of the live member records naming
 /// them there, and only while they are a member; no membership or no such record is no role, and no
 /// role is no access at all (fails closed). Owner and project manager write everything; an estimator
-/// all but members; foreman and crew all but money (discounts, finance options, fees) and members; a
-/// viewer nothing. An authored record names the writer's own member record, except that the office
-/// writes for anyone and a foreman records time for his crew (members of weaker roles), and only they
-/// change another member's record; only its author or the office deletes it. The project record
-/// itself is renamed or deleted only by the roles that write members.
+/// all but members and the project; foreman and crew all but money (discounts, finance options, fees),
+/// members and the project; a viewer nothing (anyone creates a project, and owns it). An authored
+/// record names the writer's own member record, except that the office writes for anyone and a foreman
+/// records time for his crew (members of weaker roles), and only they change another member's record;
+/// only its author or the office deletes it.
 /// A project the office archived takes no write at all, the office's included; reads go on.
 struct RoleTable {
     /// A member record: whom it names, with which role, and whether it is still live.
@@ -91,8 +91,8 @@ struct RoleTable {
         let money: Set<EntityType> = [.discount, .financeOption, .fee]
         switch role {
         case .owner, .projectManager: return true
-        case .estimator: return entity != .member
-        case .foreman, .crew: return !money.contains(entity) && entity != .member
+        case .estimator: return entity != .member && entity != .project
+        case .foreman, .crew: return !money.contains(entity) && entity != .member && entity != .project
         case .viewer: return false
         }
     }
@@ -105,9 +105,9 @@ struct RoleTable {
         role == .owner || role == .projectManager
     }
 
-    /// Whether `role` renames or deletes the project record itself: the roles that write members.
+    /// Whether `role` renames or deletes the project record itself (anyone creates one, and owns it).
     static func managesProject(as role: Member.Role) -> Bool {
-        writes(.member, as: role)
+        writes(.project, as: role)
     }
 
     // MARK: - What the office does

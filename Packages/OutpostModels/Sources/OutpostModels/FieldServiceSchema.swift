@@ -179,7 +179,10 @@ extension EntityCatalog {
         let estimating = office.union([Member.Role.estimator.rawValue])
         let field = estimating.union([Member.Role.foreman, .crew].map(\.rawValue))
         switch type {
-        case .member: return EntityAccess(writers: office)
+        // The project record itself is the office's once it exists: crew that renamed or deleted it left
+        // every device with the project gone and its records orphaned (attack 52). Anyone still creates
+        // a project: its creator is its owner, whose role no declaration decides.
+        case .member, .project: return EntityAccess(writers: office)
         case .discount, .financeOption, .fee: return EntityAccess(writers: estimating)
         case .comment, .dailyLog:
             return EntityAccess(writers: field, authorField: "authorID", writesForOthers: office, deletesOthers: office)
@@ -187,7 +190,7 @@ extension EntityCatalog {
             return EntityAccess(
                 writers: field, authorField: "memberID", writesForOthers: office.union([Member.Role.foreman.rawValue]),
                 deletesOthers: office)
-        case .opportunity, .project, .scope, .measureSheet, .measure, .scopeItem, .issue, .asset, .referenceDocument,
+        case .opportunity, .scope, .measureSheet, .measure, .scopeItem, .issue, .asset, .referenceDocument,
             .mediaAttachment:
             return EntityAccess(writers: field)
         default:

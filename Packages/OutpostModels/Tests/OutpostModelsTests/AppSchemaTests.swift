@@ -158,8 +158,9 @@ import Testing
             for role in Member.Role.allCases {
                 let expected: Bool = switch role {
                 case .owner, .projectManager: true
-                case .estimator: type != .member
-                case .foreman, .crew: type != .member && !money.contains(type)
+                // The project record once it exists (its creator owns it, whatever the declaration).
+                case .estimator: type != .member && type != .project
+                case .foreman, .crew: type != .member && type != .project && !money.contains(type)
                 case .viewer: false
                 }
                 #expect(description.access.writers.contains(role.rawValue) == expected, "\(role) writes \(type)")

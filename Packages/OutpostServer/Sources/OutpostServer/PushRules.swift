@@ -492,16 +492,6 @@ struct PushRules: Sendable {
                     + entity.description.access.writers.sorted { (schema.rank(of: $0) ?? 0) < (schema.rank(of: $1) ?? 0) }
                     .joined(separator: ", "))
         }
-        // The scope record itself, once it exists (its creator's is checked nowhere here: they own it), is
-        // changed or deleted only by the roles that manage its members: any writer of the entity renamed or
-        // deleted it, and every device then dropped the project and flagged all its records orphaned
-        // (attack 52, crew deleting project A).
-        if entity == schema.scope, !Roles.mayWrite(schema.membership, as: role) {
-            throw ServerError.forbidden(
-                "a \(role) does not rename or delete the \(entity.rawValue) itself: the "
-                    + schema.membership.description.access.writers.sorted { (schema.rank(of: $0) ?? 0) < (schema.rank(of: $1) ?? 0) }
-                    .joined(separator: " or ") + " does")
-        }
     }
 
     /// The record as pull and conflicts send it. In server-id mode a reference names the parent's server
