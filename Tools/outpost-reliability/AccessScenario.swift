@@ -587,7 +587,7 @@ private final class AccessRun {
             let rename = PushMutation(
                 idempotencyKey: UUID(), entity: .project, operation: .update, recordID: project, baseVersion: 0,
                 fields: ["name": .text("renamed at step \(step)")], clocks: ["name": clock()])
-            let want: AccessAnswer = !token.live ? .unauthorized : role.map { RoleTable.managesProject(as: $0) ? .allowed : .forbidden } ?? .hidden
+            let want: AccessAnswer = !token.live ? .unauthorized : role.map { RoleTable.writes(.project, as: $0) ? .allowed : .forbidden } ?? .hidden
             let answer = try await push([rename], token: token.token, instance: instance)
             expect("rename the project", want, answer.first!, who: user, in: project)
         default:

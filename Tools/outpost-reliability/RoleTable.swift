@@ -105,11 +105,6 @@ struct RoleTable {
         role == .owner || role == .projectManager
     }
 
-    /// Whether `role` renames or deletes the project record itself (anyone creates one, and owns it).
-    static func managesProject(as role: Member.Role) -> Bool {
-        writes(.project, as: role)
-    }
-
     // MARK: - What the office does
 
     /// `add-member`: the user is a member with exactly `role`: their given record has it (created, or

@@ -305,8 +305,9 @@ struct PushRules: Sendable {
         // as an update's are, so a delete that changes them is judged as that change too, its author
         // field as a move below: crew deleted its own log naming a teammate as its author, and the
         // teammate's next edit brought it back in their name with crew's text (attack 52).
-        let changesValues = existing.map { stored in merged.record.fields.contains { stored.fields[$0.key] != $0.value } } ?? false
-        if existing != nil, !deleting || changesValues, !authorship.writes(for: before) {
+        if let existing, !authorship.writes(for: before),
+            !deleting || merged.record.fields.contains(where: { existing.fields[$0.key] != $0.value })
+        {
             throw authorship.refusingChange(of: mutation.entity)
         }
         let author = merged.record[field]

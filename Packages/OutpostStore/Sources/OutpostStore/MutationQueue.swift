@@ -472,12 +472,7 @@ enum MutationQueue {
     @discardableResult
     static func finish(_ sequence: Int64, key: UUID? = nil, in db: Database) throws -> Bool {
         let keyed = key == nil ? "" : " AND lower(idempotency_key) = ?"
-        let arguments: StatementArguments = key.map { [sequence, $0.storageText] } ?? [sequence]
-        try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO finished_mutations (idempotency_key)
-                SELECT lower(idempotency_key) FROM mutation_queue WHERE seq = ?
-                """ + keyed).execute(arguments: arguments)
-        try db.cachedStatement(sql: "DELETE FROM mutation_queue WHERE seq = ?" + keyed).execute(arguments: arguments)
+        try moveToFinished(where: "seq = ?" + keyed, key.map { [sequence, $0.storageText] } ?? [sequence], in: db)
         return db.changesCount > 0
     }
 
@@ -485,11 +480,17 @@ enum MutationQueue {
     /// when the store opens, since a migration step only adds (the migrator refuses one that deletes).
     static func finishLeftovers(in db: Database) throws {
         guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM mutation_queue WHERE status = 'done')") == true else { return }
-        try db.execute(sql: """
-            INSERT OR IGNORE INTO finished_mutations (idempotency_key)
-            SELECT lower(idempotency_key) FROM mutation_queue WHERE status = 'done';
-            DELETE FROM mutation_queue WHERE status = 'done';
-            """)
+        try moveToFinished(where: "status = 'done'", [], in: db)
+    }
+
+    /// The rows of the queue `condition` selects, keys into `finished_mutations` and rows out: the one
+    /// move `finish` and `finishLeftovers` make. `db.changesCount` is then the rows it took out.
+    private static func moveToFinished(where condition: String, _ arguments: StatementArguments, in db: Database) throws {
+        try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO finished_mutations (idempotency_key)
+                SELECT lower(idempotency_key) FROM mutation_queue WHERE
+                """ + " " + condition).execute(arguments: arguments)
+        try db.cachedStatement(sql: "DELETE FROM mutation_queue WHERE " + condition).execute(arguments: arguments)
     }
 
     /// Whether the mutation sent under `key` has finished (see `finish`).
