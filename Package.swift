@@ -228,6 +228,7 @@ let package = Package(
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
             ],
             path: "Packages/OutpostBundles/Tests/OutpostBundlesTests"
         ),

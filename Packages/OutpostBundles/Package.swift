@@ -14,6 +14,7 @@ let package = Package(
         .package(path: "../OutpostSchema"),
         .package(path: "../OutpostModels"),
         .package(path: "../OutpostWire"),
+        .package(path: "../OutpostTesting"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
@@ -39,6 +40,7 @@ let package = Package(
                 .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostBundles", .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
             ]
         ),
     ]
