@@ -197,50 +197,61 @@ private struct RecordDecoder {
     let path: String
     let place: SourceLocation
 
-    private static let recordKeys: Set<String> = [
-        "entity", "id", "serverID", "version", "createdAt", "updatedAt", "deletedAt", "fields",
-    ]
+    /// A record object's properties, as found.
+    private struct RecordProperties {
+        var entity, id, serverID, version, createdAt, updatedAt, deletedAt, fields: JSONValue?
+    }
 
     func record(from value: JSONValue) throws(BundleError) -> EntityRecord {
         guard case .object(let members) = value else { throw fail(path, "must be an object, found \(value.typeName)") }
-        var byKey: [String: JSONValue] = [:]
+        // The eight properties by a switch, not a dictionary built per record (hashing every key was a
+        // sixth of decoding one, `perf`); a repeated key keeps its last value, as the dictionary did.
+        var properties = RecordProperties()
         for (key, member) in members {
-            guard Self.recordKeys.contains(key) else { throw fail("\(path).\(key)", "is not a property of a record") }
-            byKey[key] = member
+            switch key {
+            case "entity": properties.entity = member
+            case "id": properties.id = member
+            case "serverID": properties.serverID = member
+            case "version": properties.version = member
+            case "createdAt": properties.createdAt = member
+            case "updatedAt": properties.updatedAt = member
+            case "deletedAt": properties.deletedAt = member
+            case "fields": properties.fields = member
+            default: throw fail("\(path).\(key)", "is not a property of a record")
+            }
         }
-        guard case .string(let name)? = byKey["entity"] else {
-            throw fail("\(path).entity", byKey["entity"] == nil ? "is required" : "must be a string")
+        guard case .string(let name)? = properties.entity else {
+            throw fail("\(path).entity", properties.entity == nil ? "is required" : "must be a string")
         }
         guard let entity = EntityType(rawValue: name), let shape = RecordShape.all[entity] else {
             throw fail("\(path).entity", "'\(name)' is not an entity (one of \(EntityType.allCases.map(\.rawValue).sorted().joined(separator: ", ")))")
         }
-        let idText = try string(byKey["id"], "\(path).id", entity: entity, id: nil)
+        let idText = try string(properties.id, "\(path).id", entity: entity, id: nil)
         guard let id = UUID(hyphenatedText: idText) else { throw fail("\(path).id", "'\(idText)' is not a UUID", entity: entity) }
         var serverID: String?
-        switch byKey["serverID"] {
+        switch properties.serverID {
         case nil, .null?: serverID = nil
         case .string(let text)?: serverID = text
         case let other?: throw fail("\(path).serverID", "must be a string or null, found \(other.typeName)", entity: entity, id: id)
         }
-        let version = try integer(byKey["version"], "\(path).version", minimum: 0, entity: entity, id: id)
-        let createdAt = try date(byKey["createdAt"], "\(path).createdAt", entity: entity, id: id)
-        let updatedAt = try date(byKey["updatedAt"], "\(path).updatedAt", entity: entity, id: id)
+        let version = try integer(properties.version, "\(path).version", minimum: 0, entity: entity, id: id)
+        let createdAt = try date(properties.createdAt, "\(path).createdAt", entity: entity, id: id)
+        let updatedAt = try date(properties.updatedAt, "\(path).updatedAt", entity: entity, id: id)
         var deletedAt: Date?
-        if let deleted = byKey["deletedAt"], case .null = deleted {
+        if let deleted = properties.deletedAt, case .null = deleted {
             deletedAt = nil
-        } else if byKey["deletedAt"] != nil {
-            deletedAt = try date(byKey["deletedAt"], "\(path).deletedAt", entity: entity, id: id)
+        } else if properties.deletedAt != nil {
+            deletedAt = try date(properties.deletedAt, "\(path).deletedAt", entity: entity, id: id)
         }
-        guard case .object(let fieldMembers)? = byKey["fields"] else {
-            throw fail("\(path).fields", byKey["fields"] == nil ? "is required" : "must be an object", entity: entity, id: id)
+        guard case .object(let fieldMembers)? = properties.fields else {
+            throw fail("\(path).fields", properties.fields == nil ? "is required" : "must be an object", entity: entity, id: id)
         }
         var fields = shape.emptyFields
         for (name, value) in fieldMembers {
-            let fieldPath = "\(path).fields.\(name)"
             guard let field = shape.description.field(named: name) else {
-                throw fail(fieldPath, "is not a field of \(entity.rawValue)", entity: entity, id: id, field: name)
+                throw fail("\(path).fields.\(name)", "is not a field of \(entity.rawValue)", entity: entity, id: id, field: name)
             }
-            fields[name] = try fieldValue(value, field, fieldPath, entity: entity, id: id)
+            fields[name] = try fieldValue(value, field, "\(path).fields.\(name)", entity: entity, id: id)
         }
         for field in shape.description.fields where !field.isOptional && fields[field.name] == .null {
             throw fail("\(path).fields.\(field.name)", "is required", entity: entity, id: id, field: field.name)
@@ -266,15 +277,16 @@ private struct RecordDecoder {
         return FileReference(name: name, byteSize: size, sha256: digest)
     }
 
+    /// `path` (and the paths below) are autoclosures: built for an error only, never for every field.
     private func fieldValue(
-        _ value: JSONValue, _ field: FieldDescription, _ path: String, entity: EntityType, id: UUID
+        _ value: JSONValue, _ field: FieldDescription, _ path: @autoclosure () -> String, entity: EntityType, id: UUID
     ) throws(BundleError) -> FieldValue {
         func mismatch(_ expected: String) -> BundleError {
-            fail(path, "must be \(expected)\(field.isOptional ? " or null" : ""), found \(value.typeName)",
+            fail(path(), "must be \(expected)\(field.isOptional ? " or null" : ""), found \(value.typeName)",
                 entity: entity, id: id, field: field.name)
         }
         if case .null = value {
-            guard field.isOptional else { throw fail(path, "is required and may not be null", entity: entity, id: id, field: field.name) }
+            guard field.isOptional else { throw fail(path(), "is required and may not be null", entity: entity, id: id, field: field.name) }
             return .null
         }
         switch field.kind {
@@ -284,34 +296,34 @@ private struct RecordDecoder {
         case .choice(let allowed):
             guard case .string(let text) = value else { throw mismatch("a string") }
             guard allowed.contains(text) else {
-                throw fail(path, "'\(text)' is not one of \(allowed.joined(separator: ", "))", entity: entity, id: id, field: field.name)
+                throw fail(path(), "'\(text)' is not one of \(allowed.joined(separator: ", "))", entity: entity, id: id, field: field.name)
             }
             return .text(text)
         case .day, .sha256, .date, .uuid, .blob:
             guard case .string(let text) = value else { throw mismatch("a string") }
             if case .day = field.kind, !Self.isDayShaped(text) {
-                throw fail(path, "'\(text)' is not a day (YYYY-MM-DD)", entity: entity, id: id, field: field.name)
+                throw fail(path(), "'\(text)' is not a day (YYYY-MM-DD)", entity: entity, id: id, field: field.name)
             }
             if case .sha256 = field.kind, !Self.isSHA256(text) {
-                throw fail(path, "is not 64 lowercase hex digits", entity: entity, id: id, field: field.name)
+                throw fail(path(), "is not 64 lowercase hex digits", entity: entity, id: id, field: field.name)
             }
             guard let converted = FieldText.value(text, kind: field.kind) else {
-                throw fail(path, "'\(text.prefix(80))' is not a valid \(field.kind.storageKind)", entity: entity, id: id, field: field.name)
+                throw fail(path(), "'\(text.prefix(80))' is not a valid \(field.kind.storageKind)", entity: entity, id: id, field: field.name)
             }
             return converted
         case .integer, .money, .count:
             guard case .number(let number) = value, number.isInteger else { throw mismatch("an integer") }
             guard let integer = Int64(number.text) else {
-                throw fail(path, "\(number.text) does not fit in 64 bits", entity: entity, id: id, field: field.name)
+                throw fail(path(), "\(number.text) does not fit in 64 bits", entity: entity, id: id, field: field.name)
             }
             if field.kind != .integer, integer < 0 {
-                throw fail(path, "is \(integer), must not be negative", entity: entity, id: id, field: field.name)
+                throw fail(path(), "is \(integer), must not be negative", entity: entity, id: id, field: field.name)
             }
             return .integer(integer)
         case .real, .quantity:
             guard case .number(let number) = value, let real = Double(number.text) else { throw mismatch("a number") }
             if field.kind == .quantity, real < 0 {
-                throw fail(path, "is \(number.text), must not be negative", entity: entity, id: id, field: field.name)
+                throw fail(path(), "is \(number.text), must not be negative", entity: entity, id: id, field: field.name)
             }
             return .real(real)
         case .bool:
@@ -320,29 +332,29 @@ private struct RecordDecoder {
         }
     }
 
-    private func string(_ value: JSONValue?, _ path: String, entity: EntityType?, id: UUID?) throws(BundleError) -> String {
-        guard let value else { throw fail(path, "is required", entity: entity, id: id) }
-        guard case .string(let text) = value else { throw fail(path, "must be a string, found \(value.typeName)", entity: entity, id: id) }
+    private func string(_ value: JSONValue?, _ path: @autoclosure () -> String, entity: EntityType?, id: UUID?) throws(BundleError) -> String {
+        guard let value else { throw fail(path(), "is required", entity: entity, id: id) }
+        guard case .string(let text) = value else { throw fail(path(), "must be a string, found \(value.typeName)", entity: entity, id: id) }
         return text
     }
 
-    private func integer(_ value: JSONValue?, _ path: String, minimum: Int64, entity: EntityType?, id: UUID?) throws(BundleError) -> Int64 {
-        guard let value else { throw fail(path, "is required", entity: entity, id: id) }
+    private func integer(_ value: JSONValue?, _ path: @autoclosure () -> String, minimum: Int64, entity: EntityType?, id: UUID?) throws(BundleError) -> Int64 {
+        guard let value else { throw fail(path(), "is required", entity: entity, id: id) }
         guard case .number(let number) = value, number.isInteger else {
-            throw fail(path, "must be an integer, found \(value.typeName)", entity: entity, id: id)
+            throw fail(path(), "must be an integer, found \(value.typeName)", entity: entity, id: id)
         }
         // An integer past 64 bits was told "must be an integer, found integer".
         guard let integer = Int64(number.text) else {
-            throw fail(path, "is \(number.text), past the largest integer a bundle holds (\(Int64.max))", entity: entity, id: id)
+            throw fail(path(), "is \(number.text), past the largest integer a bundle holds (\(Int64.max))", entity: entity, id: id)
         }
-        guard integer >= minimum else { throw fail(path, "is \(integer), must be at least \(minimum)", entity: entity, id: id) }
+        guard integer >= minimum else { throw fail(path(), "is \(integer), must be at least \(minimum)", entity: entity, id: id) }
         return integer
     }
 
-    private func date(_ value: JSONValue?, _ path: String, entity: EntityType, id: UUID) throws(BundleError) -> Date {
-        let text = try string(value, path, entity: entity, id: id)
+    private func date(_ value: JSONValue?, _ path: @autoclosure () -> String, entity: EntityType, id: UUID) throws(BundleError) -> Date {
+        let text = try string(value, path(), entity: entity, id: id)
         guard let date = Timestamp.date(from: text) else {
-            throw fail(path, "'\(text.prefix(80))' is not an ISO 8601 UTC timestamp", entity: entity, id: id)
+            throw fail(path(), "'\(text.prefix(80))' is not an ISO 8601 UTC timestamp", entity: entity, id: id)
         }
         return date
     }

@@ -109,13 +109,14 @@ struct PostgresBundleCursor {
     /// The next non-empty page, nil after the last.
     mutating func next(on connection: PostgresConnection, logger: Logger) async throws -> [EntityRecord]? {
         while let entity = entities.first {
-            var page = try await PostgresRecords.fetchAll(
+            var page = try await PostgresRecords.fetchRows(
                 """
                 SELECT \(unescaped: PostgresRecords.columns) FROM records
                 WHERE project_id = \(project.storageText) AND entity = \(entity.rawValue) AND id > \(lastID)
                   AND deletion IS NULL
                 ORDER BY id LIMIT \(Self.pageSize)
-                """, on: connection, logger: logger)
+                """, on: connection, logger: logger
+            ).map { row throws(ServerError) in try row.bundleRecord() }
             if page.count < Self.pageSize {
                 entities = entities.dropFirst()
                 lastID = ""
@@ -123,10 +124,10 @@ struct PostgresBundleCursor {
                 lastID = page.last?.id.storageText ?? ""
             }
             if let extra = aboveScope.removeValue(forKey: entity) {
-                page += extra
+                page += extra.map(\.entityRecord)
             }
             if !page.isEmpty {
-                return page.sortedByStorageText(\.id).map(\.entityRecord)
+                return page.sortedByStorageText(\.id)
             }
         }
         return nil

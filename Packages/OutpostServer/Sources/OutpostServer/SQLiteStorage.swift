@@ -922,15 +922,16 @@ private actor BundleCursor {
         while let entity = entities.first {
             let (project, after, extra) = (self.project, lastID, aboveScope.removeValue(forKey: entity) ?? [])
             let (page, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
-                db -> ([StoredRecord], [StoredRecord]) in
-                let page = try StoredRecord.fetchAll(
+                db -> ([EntityRecord], [EntityRecord]) in
+                let page = try StoredRow.fetchAll(
                     db,
                     sql: """
                         SELECT * FROM records WHERE project_id = ? AND entity = ? AND id > ? AND deletion IS NULL
                         ORDER BY id LIMIT ?
                         """,
-                    arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize])
-                return (page, try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db) })
+                    arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize]
+                ).map { row throws(ServerError) in try row.bundleRecord() }
+                return (page, try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db)?.entityRecord })
             }
             if page.count < Self.pageSize {
                 entities = entities.dropFirst()
@@ -940,7 +941,7 @@ private actor BundleCursor {
             }
             let records = page + extraRecords
             if !records.isEmpty {
-                return records.sortedByStorageText(\.id).map(\.entityRecord)
+                return records.sortedByStorageText(\.id)
             }
         }
         return nil
