@@ -2,6 +2,7 @@
 import Foundation
 import OutpostFieldServiceTesting
 import OutpostTesting
+import OutpostWire
 import Testing
 
 #if canImport(Glibc)
@@ -179,5 +180,49 @@ struct SlowClientTests {
             if await connection.isClosedByServer() { return false }
         }
         return true
+    }
+}
+
+@Suite("A client that hangs up on a bundle download", .fieldService)
+struct BundleHangUpTests {
+    /// The server reads a bundle's next page while it sends one (`BundleDownload.write`). A client gone
+    /// mid-download must still give back its download slot and, on PostgreSQL, the transaction holding
+    /// the snapshot: the page read ahead finishes and is dropped, nothing waits on it.
+    @Test("A client gone mid-bundle gives back its slot and its snapshot; the next download is whole", arguments: Backend.available)
+    func aClientGoneMidBundleLeavesNothingHeld(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let transport = server.transport(token: TestServer.aliceToken)
+        for _ in 0..<6 {
+            let batch = (0..<400).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+            #expect(try await transport.push(PushRequest(mutations: batch)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
+        let path = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
+        func streaming() async throws -> Int? {
+            let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix("outpost_bundle_downloads_streaming ") }
+            return line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }.map { Int($0) }
+        }
+        // Three times over, each after the last gave its slot back: the gate admits only so many.
+        for _ in 0..<3 {
+            do {
+                let connection = try RawConnection(port: server.port)
+                connection.send(
+                    "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
+                        + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nAccept-Encoding: identity\r\n\r\n")
+                let status = await connection.answerStatus()
+                #expect(status == 200, "answered \(String(describing: status))")
+            }  // The connection closes here, a few pages in at most.
+            var held = try await streaming()
+            let started = ContinuousClock.now
+            while held != 0, ContinuousClock.now - started < .seconds(120) {
+                try await Task.sleep(for: .milliseconds(100))
+                held = try await streaming()
+            }
+            #expect(held == 0)
+        }
+        let whole = try await server.send("GET", path, token: TestServer.aliceToken, headers: ["Accept-Encoding": "identity"])
+        #expect(whole.status == 200)
+        let records = (try JSONSerialization.jsonObject(with: whole.body) as? NSDictionary)?["records"] as? NSArray
+        #expect(records?.count == 2_400 + 3)
     }
 }

@@ -554,8 +554,8 @@ final class PostgresStorage: ServerStorage {
     // MARK: - Bundles
 
     /// The checks and every page are read in one `REPEATABLE READ` transaction that a producer task
-    /// holds open while the download lasts, so the bundle is one consistent snapshot yet only one page
-    /// (500 records) is in memory at a time. The producer reads a page only when the consumer asks,
+    /// holds open while the download lasts, so the bundle is one consistent snapshot yet at most two pages
+    /// (500 records each: one being sent, the next read ahead) are in memory at a time. The producer reads a page only when the consumer asks,
     /// and ends (committing and returning its connection) at the last page, on an error, or when the
     /// consumer drops the stream (a client that hung up).
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
@@ -571,7 +571,7 @@ final class PostgresStorage: ServerStorage {
         }
         let pages = PostgresBundlePages(sink: requestSink)
         return BundleRecords(
-            asOf: opening.asOf, checkpoint: opening.checkpoint, batches: AsyncThrowingStream(unfolding: { try await pages.next() }))
+            asOf: opening.asOf, checkpoint: opening.checkpoint, next: { try await pages.next() })
     }
 
     /// How long a bundle's transaction may wait for its consumer to ask for the next page.

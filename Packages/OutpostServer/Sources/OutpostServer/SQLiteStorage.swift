@@ -663,8 +663,7 @@ final class SQLiteStorage: ServerStorage {
             return (newest.map(Date.init(milliseconds:)), try Self.checkpoint(at: sequence, in: db), extra)
         }
         let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, aboveScope: aboveScope)
-        let batches = AsyncThrowingStream<[EntityRecord], any Error>(unfolding: { try await cursor.next() })
-        return BundleRecords(asOf: asOf, checkpoint: checkpoint, batches: batches)
+        return BundleRecords(asOf: asOf, checkpoint: checkpoint, next: { try await cursor.next() })
     }
 
     fileprivate static func read<T: Sendable>(

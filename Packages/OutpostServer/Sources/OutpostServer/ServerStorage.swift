@@ -163,8 +163,14 @@ struct BundleRecords: Sendable {
     /// The project's newest change in the snapshot the records are read from (the linked opportunity's
     /// included), with its mark: the header's checkpoint, which the importing device asks to confirm.
     var checkpoint: HistoryCheckpoint = .empty
-    /// Batches of records in catalog order (parents first), read as the consumer asks for them.
-    var batches: AsyncThrowingStream<[EntityRecord], any Error>
+    /// The next batch of records in catalog order (parents first), nil after the last: read when asked,
+    /// by one caller at a time.
+    var next: @Sendable () async throws -> [EntityRecord]?
+
+    /// The batches as a sequence, each read as the loop asks for it.
+    var batches: AsyncThrowingStream<[EntityRecord], any Error> {
+        AsyncThrowingStream(unfolding: next)
+    }
 }
 
 extension ServerStorage {

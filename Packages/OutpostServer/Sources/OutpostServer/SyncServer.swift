@@ -741,7 +741,7 @@ package struct BundleDownload: Sendable {
     let metrics: ServerMetrics
 
     /// Streams the bundle as the storage reads it: each batch of records is encoded and handed to
-    /// `send` before the next is read, so neither the project nor the bundle is ever whole in memory or
+    /// `send` while the next is read, so neither the project nor the bundle is ever whole in memory or
     /// on disk. With `gzip` it goes as one gzip member, compressed as it is encoded: a bundle is the
     /// largest download a crew makes, and its JSON shrinks about 20 times.
     package func write(gzip: Bool, to send: ([UInt8]) async throws -> Void) async throws {
@@ -761,7 +761,14 @@ package struct BundleDownload: Sendable {
             pending.removeAll(keepingCapacity: true)
         }
         add(encoder.take())
-        for try await batch in source.batches {
+        // One batch read ahead while this one is encoded and sent: reading a page (the snapshot's rows,
+        // their fields decoded) took as long as encoding it, one after the other (`perf`). Still one
+        // read at a time, and at most two batches in memory.
+        var upcoming = Task { try await source.next() }
+        defer { upcoming.cancel() }
+        while let batch = try await upcoming.value {
+            try Task.checkCancellation()
+            upcoming = Task { try await source.next() }
             for record in batch { try encoder.write(record) }
             add(encoder.take())
             // Compressed, a batch (500 records, some 250 KB of JSON) gives about 14 KB once zlib
