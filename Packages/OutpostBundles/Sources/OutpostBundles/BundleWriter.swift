@@ -30,21 +30,53 @@ final class XMLBundleWriter: BundleWriter {
     }
 
     func write(_ record: EntityRecord) throws(BundleError) {
+        // Piece by piece into the output's bytes, as the JSON writer does: one String grown per record
+        // cost more than the escaping.
         let sync = record.sync
-        var text = "    <\(record.entity.rawValue) id=\"\(record.id.lowercasedText)\""
-        if let serverID = sync.serverID { text += " serverID=\"\(try Self.escape(serverID, attribute: true, record))\"" }
-        text += " version=\"\(sync.version)\" createdAt=\"\(Timestamp.string(from: sync.createdAt))\""
-        text += " updatedAt=\"\(Timestamp.string(from: sync.updatedAt))\""
-        if let deletedAt = sync.deletedAt { text += " deletedAt=\"\(Timestamp.string(from: deletedAt))\"" }
-        text += ">\n"
+        let element = record.entity.rawValue
+        output.append("    <")
+        output.append(element)
+        output.append(" id=\"")
+        output.append(record.id.lowercasedText)
+        output.append("\"")
+        if let serverID = sync.serverID {
+            output.append(" serverID=\"")
+            output.append(try Self.escape(serverID, attribute: true, record))
+            output.append("\"")
+        }
+        output.append(" version=\"")
+        output.append(String(sync.version))
+        output.append("\" createdAt=\"")
+        output.append(Timestamp.string(from: sync.createdAt))
+        output.append("\" updatedAt=\"")
+        output.append(Timestamp.string(from: sync.updatedAt))
+        output.append("\"")
+        if let deletedAt = sync.deletedAt {
+            output.append(" deletedAt=\"")
+            output.append(Timestamp.string(from: deletedAt))
+            output.append("\"")
+        }
+        output.append(">\n")
         for field in record.entity.description.fields {
             let value = record[field.name]
             if value.isNull { continue }
             let body = try Self.escape(FieldText.text(of: value), attribute: false, record, field: field.name)
-            text += body.isEmpty ? "      <\(field.name)/>\n" : "      <\(field.name)>\(body)</\(field.name)>\n"
+            output.append("      <")
+            output.append(field.name)
+            if body.isEmpty {
+                output.append("/>\n")
+            } else {
+                output.append(">")
+                output.append(body)
+                output.append("</")
+                output.append(field.name)
+                output.append(">\n")
+            }
         }
-        text += "    </\(record.entity.rawValue)>\n"
-        try output.write(text)
+        output.append("    </")
+        output.append(element)
+        output.append(">\n")
+        try output.flushIfFull()
     }
 
     func end() throws(BundleError) {

@@ -59,3 +59,37 @@ import Testing
         #expect(try Data(contentsOf: example) == Data(contentsOf: exported), "schemas/examples drifted from the exporter")
     }
 }
+
+/// Text every JSON bundle can carry but XML 1.0 cannot: the XML export refuses it by name and leaves
+/// no file; the JSON export carries it back exactly. The writers escape by scanning bytes, so the
+/// awkward characters sit among plain and multi-byte ones, in a field and in an attribute (serverID).
+@Suite(.fieldService) struct UnrepresentableTextTests {
+    @Test func xmlRefusesWhatItCannotHoldAndJSONCarriesItBack() throws {
+        let workspace = try Workspace()
+        let awkward = "tab\there \"quoted\" back\\slash <a> & ]]> \u{1}\u{1F}\u{7F} é 😀 \u{FFFD}"
+        var issue = Issue(
+            id: SampleProject.id(52), sync: SampleProject.sync(12), projectID: SampleProject.project, title: awkward
+        ).record
+        issue.sync.serverID = "srv \"7\" <&>"
+        try workspace.save(SampleProject.records + [issue])
+        let store = try LocalStore.open(at: workspace.databasePath)
+
+        let xml = workspace.url("awkward.xml")
+        #expect {
+            try store.exportBundle(project: SampleProject.project, format: .xml, to: xml)
+        } throws: { error in
+            guard let error = error as? BundleError else { return false }
+            return error.code == .notRepresentable && error.id == issue.id && error.field == "title"
+                && error.message.contains("U+1 ")
+        }
+        #expect(!FileManager.default.fileExists(atPath: xml.path))
+
+        let json = workspace.url("awkward.json")
+        try store.exportBundle(project: SampleProject.project, format: .json, to: json)
+        let empty = try workspace.database("empty.sqlite")
+        try LocalStore.open(at: empty).importBundle(at: json)
+        let back = try #require(try workspace.record(.issue, issue.id, in: empty))
+        #expect(back["title"] == .text(awkward))
+        #expect(back.sync.serverID == "srv \"7\" <&>")
+    }
+}
