@@ -14,7 +14,9 @@ struct SyncCommand: AsyncParsableCommand {
         discussion: """
             Exits 0 when the run pulled everything and sent every ready change, 2 when it could not finish \
             (no connection, a time budget, a pause such as rejected credentials); what is left stays queued \
-            for the next run. Killing it at any moment loses nothing: the next run resumes.
+            for the next run. A change waiting out its retry delay after a failed attempt is not ready: a \
+            run that ends before the delay exits 0 with it still queued, counted in "still pending". \
+            Killing it at any moment loses nothing: the next run resumes.
             """
     )
 
