@@ -363,6 +363,39 @@ struct StorageTests {
         #expect(largest <= 501)
     }
 
+    /// Attack 54 (high): pages were 500 records whatever their size, and a record may hold 1 MiB per
+    /// text field, so four members stalling downloads of such a project held 7 GB of one server.
+    @Test("A bundle's pages are bounded in bytes as well as records: large records come a few at a time, all of them, in order", arguments: Backend.available)
+    func bundlePagesAreBoundedInBytes(_ backend: Backend) async throws {
+        let (storage, folder) = try await Self.seeded(backend)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let alice = Caller(userID: TestServer.alice)
+        let large = String(repeating: "x", count: 900 * 1024)
+        let issues = (0..<24).map { index in
+            var fields = Sample.issueFields(project: TestServer.projectA, title: "Large \(index)")
+            fields["details"] = .text(large)
+            return Sample.create(.issue, fields: fields)
+        }
+        for start in stride(from: 0, to: issues.count, by: 6) {
+            let results = try await storage.push(Array(issues[start..<start + 6]), by: alice, now: Timestamp.now())
+            #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
+        var seen: [EntityRecord] = []
+        for try await batch in try await storage.bundle(project: TestServer.projectA, by: alice).batches {
+            let bytes = batch.reduce(0) { sum, record in
+                sum + record.fields.values.reduce(0) { total, value in
+                    if case .text(let text) = value { total + text.utf8.count } else { total + 16 }
+                }
+            }
+            // The page's byte bound, overshot by one record at most.
+            #expect(bytes <= BundleRecords.pageBytes + 1024 * 1024, "a page of \(batch.count) records, \(bytes) bytes")
+            seen += batch
+        }
+        let bundled = seen.filter { $0.entity == .issue }
+        #expect(bundled.map(\.id) == issues.map(\.recordID).sorted { $0.storageText < $1.storageText })
+        #expect(bundled.allSatisfy { $0["details"] == .text(large) })
+    }
+
     @Test("A project's bundle never carries an opportunity another project owns", arguments: Backend.available)
     func bundleLeavesOthersOpportunities(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)

@@ -73,7 +73,6 @@ struct PostgresBundleCursor {
     /// The records above the scope the project names that belong to no project yet, by entity: sent
     /// with that entity's records.
     private var aboveScope: [EntityType: [StoredRecord]] = [:]
-    static let pageSize = 500
 
     init(project: UUID) {
         self.project = project
@@ -109,19 +108,30 @@ struct PostgresBundleCursor {
     /// The next non-empty page, nil after the last.
     mutating func next(on connection: PostgresConnection, logger: Logger) async throws -> [EntityRecord]? {
         while let entity = entities.first {
-            var page = try await PostgresRecords.fetchRows(
+            // Bounded in bytes as the SQLite backend's pages are (`BundleRecords.pageBytes`), in the query:
+            // rows stop once those before them reach the bound, so the rows past it are never sent (read
+            // and dropped here, a project of 1 MiB records would send each page's 500 to keep 4).
+            let rows = try await PostgresRecords.fetchRows(
                 """
-                SELECT \(unescaped: PostgresRecords.columns) FROM records
-                WHERE project_id = \(project.storageText) AND entity = \(entity.rawValue) AND id > \(lastID)
-                  AND deletion IS NULL
-                ORDER BY id LIMIT \(Self.pageSize)
-                """, on: connection, logger: logger
-            ).map { row throws(ServerError) in try row.bundleRecord() }
-            if page.count < Self.pageSize {
+                SELECT \(unescaped: PostgresRecords.columns) FROM (
+                  SELECT *, sum(octet_length(fields) + octet_length(clocks)) OVER (ORDER BY id) AS running_bytes,
+                    octet_length(fields) + octet_length(clocks) AS row_bytes
+                  FROM records
+                  WHERE project_id = \(project.storageText) AND entity = \(entity.rawValue) AND id > \(lastID)
+                    AND deletion IS NULL
+                  ORDER BY id LIMIT \(BundleRecords.pageRecords)
+                ) AS page
+                WHERE running_bytes - row_bytes < \(BundleRecords.pageBytes)
+                ORDER BY id
+                """, on: connection, logger: logger)
+            var page = try rows.map { row throws(ServerError) in try row.bundleRecord() }
+            // Cut by either bound, more may follow (at worst the next read finds none); else the entity is done.
+            let bytes = rows.reduce(0) { $0 + $1.fieldsJSON.utf8.count + $1.clocksJSON.utf8.count }
+            if rows.count == BundleRecords.pageRecords || bytes >= BundleRecords.pageBytes {
+                lastID = page.last?.id.storageText ?? ""
+            } else {
                 entities = entities.dropFirst()
                 lastID = ""
-            } else {
-                lastID = page.last?.id.storageText ?? ""
             }
             if let extra = aboveScope.removeValue(forKey: entity) {
                 page += extra.map(\.entityRecord)

@@ -907,7 +907,6 @@ private actor BundleCursor {
     private var aboveScope: [EntityType: [UUID]]
     private var entities = EntityCatalog.all.map(\.type)[...]
     private var lastID: String?
-    private static let pageSize = 500
 
     init(snapshot: DatabaseSnapshot, path: String, project: UUID, aboveScope: [EntityType: [UUID]]) {
         self.snapshot = snapshot
@@ -920,23 +919,29 @@ private actor BundleCursor {
     func next() async throws -> [EntityRecord]? {
         while let entity = entities.first {
             let (project, after, extra) = (self.project, lastID, aboveScope.removeValue(forKey: entity) ?? [])
-            let (page, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
-                db -> ([EntityRecord], [EntityRecord]) in
-                let page = try StoredRow.fetchAll(
+            let (page, full, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
+                db -> ([EntityRecord], Bool, [EntityRecord]) in
+                // Bounded in bytes as pulls are (`BundleRecords.pageBytes`): the rows past the bound are
+                // never read.
+                var extent = PullPage.Extent(limit: BundleRecords.pageRecords, maximumBytes: BundleRecords.pageBytes)
+                let (rows, stopped) = try StoredRow.fetchPage(
                     db,
                     sql: """
                         SELECT * FROM records WHERE project_id = ? AND entity = ? AND id > ? AND deletion IS NULL
                         ORDER BY id LIMIT ?
                         """,
-                    arguments: [project.storageText, entity.rawValue, after ?? "", Self.pageSize]
-                ).map { row throws(ServerError) in try row.bundleRecord() }
-                return (page, try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db)?.entityRecord })
+                    arguments: [project.storageText, entity.rawValue, after ?? "", BundleRecords.pageRecords], extent: &extent)
+                let page = try rows.map { row throws(ServerError) in try row.bundleRecord() }
+                return (
+                    page, stopped || rows.count == BundleRecords.pageRecords,
+                    try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db)?.entityRecord }
+                )
             }
-            if page.count < Self.pageSize {
+            if full {
+                lastID = page.last?.id.storageText
+            } else {
                 entities = entities.dropFirst()
                 lastID = nil
-            } else {
-                lastID = page.last?.id.storageText
             }
             let records = page + extraRecords
             if !records.isEmpty {

@@ -167,6 +167,13 @@ struct BundleRecords: Sendable {
     /// by one caller at a time.
     var next: @Sendable () async throws -> [EntityRecord]?
 
+    /// A page's bounds, on both backends: at most this many records, and no more records once their
+    /// stored fields reach `pageBytes` (the row that reaches it still goes, so one larger record moves
+    /// the bundle on). A text field may hold 1 MiB: counted in records alone, a page of 500 reached
+    /// 500 MB, and four stalled downloads held 7 GB of one server (attack 54).
+    static let pageRecords = 500
+    static let pageBytes = 4 * 1024 * 1024
+
     /// The batches as a sequence, each read as the loop asks for it.
     var batches: AsyncThrowingStream<[EntityRecord], any Error> {
         AsyncThrowingStream(unfolding: next)
