@@ -53,14 +53,15 @@ final class OutputFile {
                 case 0x0D: buffer.append(contentsOf: [0x5C, 0x72])
                 case 0x09: buffer.append(contentsOf: [0x5C, 0x74])
                 default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    buffer.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                    buffer.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)]])
                 }
             }
             buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         buffer.append(0x22)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Writes the buffer out once it holds 64 KiB (file outputs only).
     func flushIfFull() throws(BundleError) {

@@ -555,9 +555,10 @@ final class PostgresStorage: ServerStorage {
 
     /// The checks and every page are read in one `REPEATABLE READ` transaction that a producer task
     /// holds open while the download lasts, so the bundle is one consistent snapshot yet at most two pages
-    /// (500 records each: one being sent, the next read ahead) are in memory at a time. The producer reads a page only when the consumer asks,
-    /// and ends (committing and returning its connection) at the last page, on an error, or when the
-    /// consumer drops the stream (a client that hung up).
+    /// (`BundleRecords.pageRecords` and `pageBytes` each: one being sent, the next read ahead) are in
+    /// memory at a time. The producer reads a page only when the consumer asks, and ends (committing and
+    /// returning its connection) at the last page, on an error, or when the consumer drops the stream (a
+    /// client that hung up).
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
         try await prepare()
         let (requests, requestSink) = AsyncStream<PostgresBundlePages.Request>.makeStream()

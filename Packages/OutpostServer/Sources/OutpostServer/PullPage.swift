@@ -28,46 +28,50 @@ struct StoredRow: Sendable, Hashable {
     /// none; decoding them was a third of streaming one, `perf`). For a live row: a tombstone's
     /// deletion is not read either.
     func bundleRecord() throws(ServerError) -> EntityRecord {
-        do {
-            var fieldReader = JSONReader(Data(fieldsJSON.utf8))
-            let fields = try fieldReader.fields()
-            try fieldReader.expectEnd()
-            return EntityRecord(
-                entity: entity, id: id, fields: fields,
-                sync: SyncMetadata(
-                    serverID: serverID.map(String.init), version: version, createdAt: Date(milliseconds: createdAt),
-                    updatedAt: Date(milliseconds: updatedAt), deletedAt: nil, syncStatus: .synced))
-        } catch {
-            throw ServerError(
-                .databaseFailure, message: "the stored \(entity.rawValue) \(id.storageText) is unreadable: \(error)",
-                underlying: error)
-        }
+        EntityRecord(
+            entity: entity, id: id, fields: try storedFields(),
+            sync: SyncMetadata(
+                serverID: serverID.map(String.init), version: version, createdAt: Date(milliseconds: createdAt),
+                updatedAt: Date(milliseconds: updatedAt), deletedAt: nil, syncStatus: .synced))
     }
 
     /// The record with its fields and clocks decoded.
     func decoded() throws(ServerError) -> StoredRecord {
         do {
-            // `JSONReader`, not `JSONDecoder`: every record of a pre-sync bundle comes through here.
+            // `JSONReader`, not `JSONDecoder`, as for the fields: several times faster on this flat JSON.
             var clocks: [String: HybridTimestamp] = [:]
             var clockReader = JSONReader(Data(clocksJSON.utf8))
             try clockReader.beginObject()
             while let field = try clockReader.nextKey() { clocks[field] = try HybridTimestamp(encoded: clockReader.string()) }
             try clockReader.expectEnd()
-            var fieldReader = JSONReader(Data(fieldsJSON.utf8))
-            let fields = try fieldReader.fields()
-            try fieldReader.expectEnd()
             return StoredRecord(
                 entity: entity, id: id, serverID: serverID, projectID: projectID, ownerID: ownerID, version: version,
-                sequence: sequence, fields: fields, clocks: clocks,
+                sequence: sequence, fields: try storedFields(), clocks: clocks,
                 deletion: try deletion.map { text throws in try HybridTimestamp(encoded: text) },
                 createdAt: Date(milliseconds: createdAt), updatedAt: Date(milliseconds: updatedAt))
         } catch let error as ServerError {
             throw error
         } catch {
-            throw ServerError(
-                .databaseFailure, message: "the stored \(entity.rawValue) \(id.storageText) is unreadable: \(error)",
-                underlying: error)
+            throw unreadable(error)
         }
+    }
+
+    /// The stored fields, decoded: what both forms above read.
+    private func storedFields() throws(ServerError) -> [String: FieldValue] {
+        do {
+            var reader = JSONReader(Data(fieldsJSON.utf8))
+            let fields = try reader.fields()
+            try reader.expectEnd()
+            return fields
+        } catch {
+            throw unreadable(error)
+        }
+    }
+
+    private func unreadable(_ error: any Error) -> ServerError {
+        ServerError(
+            .databaseFailure, message: "the stored \(entity.rawValue) \(id.storageText) is unreadable: \(error)",
+            underlying: error)
     }
 }
 
