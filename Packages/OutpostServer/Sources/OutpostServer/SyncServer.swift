@@ -31,6 +31,8 @@ public struct SyncServer: Sendable {
     static let maximumConcurrentBundlesPerCaller = 2
     private let bundleGate = BundleGate(
         limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
+    /// The turns downloads take to encode a batch, so downloads never take every core (see `EncodingTurns`).
+    let bundleEncoding = EncodingTurns()
     private let readAhead: PreparedPulls
     private let rules: PushRules
     /// Per-token request limits; nil when the configuration sets none.
@@ -643,7 +645,8 @@ public struct SyncServer: Sendable {
         }
         let source = try await storage.bundle(project: project, by: caller)
         metrics.count("outpost_bundles_total", [("format", format.rawValue)])
-        return BundleDownload(source: source, project: project, format: format, slot: slot, metrics: metrics)
+        return BundleDownload(
+            source: source, project: project, format: format, slot: slot, encoding: bundleEncoding, metrics: metrics)
     }
 
     /// A pull's answer: the page read ahead for this very request when nothing it depends on changed
@@ -738,6 +741,7 @@ package struct BundleDownload: Sendable {
     let project: UUID
     let format: BundleFormat
     let slot: BundleGate.Slot
+    let encoding: EncodingTurns
     let metrics: ServerMetrics
 
     /// Streams the bundle as the storage reads it: each batch of records is encoded and handed to
@@ -769,8 +773,11 @@ package struct BundleDownload: Sendable {
         while let batch = try await upcoming.value {
             try Task.checkCancellation()
             upcoming = Task { try await source.next() }
-            for record in batch { try encoder.write(record) }
-            add(encoder.take())
+            // Encoded and compressed in a turn, the send after it: see `EncodingTurns`.
+            try await encoding.run {
+                for record in batch { try encoder.write(record) }
+                add(encoder.take())
+            }
             // Compressed, a batch (500 records, some 250 KB of JSON) gives about 14 KB once zlib
             // closes a block: sent after each such batch, the device inflates and writes one part
             // while the next is encoded, as with 64 KB plain (at 64 KB it waited on a megabyte).
