@@ -211,6 +211,7 @@ let package = Package(
                 .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 .product(name: "OutpostStore", package: "OutpostStore"),
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "OutpostModels", package: "OutpostModels"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),

@@ -58,6 +58,7 @@ let package = Package(
                 .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostStore",
                 .product(name: "OutpostBundles", package: "OutpostBundles"),
+                .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostWire", package: "OutpostWire"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -111,7 +111,7 @@ public final class BundleRecordStream {
                 if let refusal = scope.header(header.projectID).first { throw refusal }
             case .file(let file, _): files.append(file)
             case .record(let record, let location):
-                if let failure = record.validationErrors.first { throw BundleError(failure, at: location) }
+                // Held to the catalog's rules on the reader's thread already (`ReaderThread`).
                 if let refusal = scope.check(record, at: location).first { throw refusal }
                 if documentLocation == nil {
                     documentLocation = SourceLocation(file: location.file, archiveEntry: location.archiveEntry)

@@ -108,6 +108,8 @@ struct TableLayout: Sendable {
     let selectAll: String
     let selectExists: String
     let upsert: String
+    /// A plain insert of a new row (an import into a table that started empty).
+    let insert: String
 
     private static let layouts: [EntityType: TableLayout] = Dictionary(
         uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, TableLayout($0)) })
@@ -133,6 +135,7 @@ struct TableLayout: Sendable {
         let updates = columns.dropFirst().map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
             .joined(separator: ", ")
         upsert = "INSERT INTO \(table) (\(list)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
+        insert = "INSERT INTO main.\(table) (\(list)) VALUES (\(marks))"
     }
 
     /// Live rows whose `column` (a catalog column, never input) equals a bound value.

@@ -18,11 +18,12 @@ enum ImportedVersions {
             .execute(arguments: [entity.rawValue, id.storageText, version])
     }
 
-    /// Notes every record of `staged` (an import's staging table, its rows already in the entity's
-    /// table), in one statement.
+    /// Notes every record of `staged` (a qualified table name, never input: an import's staging table,
+    /// its rows already in the entity's table, or the entity's table when every row is the import's), in
+    /// one statement.
     static func noteStaged(_ entity: EntityType, staged: String, in db: Database) throws {
         try db.execute(
-            sql: "INSERT OR REPLACE INTO imported_versions (entity, record_id, version) SELECT ?, id, version FROM temp.\(staged)",
+            sql: "INSERT OR REPLACE INTO imported_versions (entity, record_id, version) SELECT ?, id, version FROM \(staged)",
             arguments: [entity.rawValue])
     }
 

@@ -13,6 +13,12 @@ import OutpostSchema
 /// so the real table and its indexes grow at their right edges. The staging table lives in SQLite's temp
 /// database, kept in a file (`temp_store = FILE`), so memory stays bounded however large the bundle.
 ///
+/// A table that started empty takes records straight in while their ids keep ascending: a server's
+/// bundle lists each entity's records by id, so they already land at the right edge, and staging only
+/// wrote them twice more (into the staging file, then sorted). The first id out of order sends it and
+/// every later record to staging. Every record in such a table is then this import's, so versions and
+/// orphans are read from the table itself.
+///
 /// Every identifier comes from the entity catalog (table and column names) or is fixed here; values are
 /// always bound, by the same `TableLayout` that writes the entity's rows.
 final class StagedTable {
@@ -20,8 +26,14 @@ final class StagedTable {
     /// Whether the real table held no row when the import started: every record of the entity is then new,
     /// and no per-record lookup is needed.
     let startedEmpty: Bool
-    /// Records staged so far.
+    /// New records so far, written straight in or staged.
     private(set) var stagedCount = 0
+    /// Records in the staging table.
+    private var inStage = 0
+    /// The last id written straight in; nil before the first, or once an id came out of order.
+    private var lastDirectID: String?
+    /// Whether records still go straight in: the table started empty and no id came out of order.
+    private var writesDirectly: Bool
 
     private let db: Database
     private let table: String
@@ -29,6 +41,7 @@ final class StagedTable {
     private let layout: TableLayout
     private var columns: [String] { layout.columns }
     private var insertStatement: Statement?
+    private var directStatement: Statement?
     private var existsStatement: Statement?
 
     /// Where each staged record came from, so a duplicate found at the end is reported where it stands.
@@ -41,6 +54,7 @@ final class StagedTable {
         stage = "outpost_import_\(description.table)".quotedDatabaseIdentifier
         layout = TableLayout.of(description.type)
         startedEmpty = try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM main.\(table))") ?? false)
+        writesDirectly = startedEmpty
     }
 
     /// Whether the real table has the row `id` (only asked when it did not start empty).
@@ -51,8 +65,23 @@ final class StagedTable {
         return try Row.fetchOne(statement, arguments: [id.storageText]) != nil
     }
 
-    /// Appends a new record to the staging table, not orphaned (orphans are flagged in `flush`).
+    /// Writes a new record, not orphaned (orphans are flagged in `flagOrphans`): straight into the table
+    /// while ids ascend in a table that started empty, else into the staging table.
     func stage(_ record: EntityRecord, at location: SourceLocation) throws {
+        if writesDirectly {
+            let id = record.id.storageText
+            // Binary order, as SQLite compares the text key.
+            if lastDirectID.map({ id.utf8.lexicographicallyPrecedes($0.utf8) || id == $0 }) != true {
+                let statement = try directStatement ?? db.makeStatement(sql: layout.insert)
+                directStatement = statement
+                try statement.execute { layout.bind(record, to: &$0) }
+                lastDirectID = id
+                stagedCount += 1
+                return
+            }
+            writesDirectly = false
+            directStatement = nil
+        }
         let statement = try insertStatement ?? makeStage()
         insertStatement = statement
         try statement.execute { binder in
@@ -62,12 +91,13 @@ final class StagedTable {
             binder.bind(location.jsonPath)
         }
         stagedCount += 1
+        inStage += 1
     }
 
     /// Moves the staged records into the real table in key order. A second record with an id already
     /// staged makes the insert fail; the error then names that record and where it stands.
     func flush(location: SourceLocation) throws {
-        guard stagedCount > 0 else { return }
+        guard inStage > 0 else { return }
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
         do {
             try db.execute(sql: "INSERT INTO main.\(table) (\(list)) SELECT \(list) FROM temp.\(stage) ORDER BY id")
@@ -79,7 +109,7 @@ final class StagedTable {
     /// Notes the versions of the staged records, once flushed, as an import's (`ImportedVersions`).
     func noteImportedVersions() throws {
         guard stagedCount > 0 else { return }
-        try ImportedVersions.noteStaged(description.type, staged: stage, in: db)
+        try ImportedVersions.noteStaged(description.type, staged: source, in: db)
     }
 
     /// Flags the staged records whose parents are neither in the bundle nor in the store, once every
@@ -94,14 +124,19 @@ final class StagedTable {
         }.joined(separator: " OR ")
         try db.execute(sql: """
             UPDATE main.\(table) SET is_orphaned = 1
-            WHERE id IN (SELECT s.id FROM temp.\(stage) s WHERE \(missing))
+            WHERE id IN (SELECT s.id FROM \(source) s WHERE \(missing))
             """)
         return db.changesCount
     }
 
+    /// Where this import's new records are, once flushed: the table itself when it started empty (every
+    /// row is this import's), else the staging table.
+    private var source: String { startedEmpty ? "main.\(table)" : "temp.\(stage)" }
+
     /// Drops the staging table (the statements go first, as they hold it open).
     func drop() throws {
         insertStatement = nil
+        directStatement = nil
         existsStatement = nil
         try db.execute(sql: "DROP TABLE IF EXISTS temp.\(stage)")
     }
@@ -121,8 +156,9 @@ final class StagedTable {
         guard let row = try Row.fetchOne(db, sql: """
             SELECT s.id, s.import_line, s.import_column, s.import_path FROM temp.\(stage) s
             WHERE EXISTS (SELECT 1 FROM temp.\(stage) t WHERE t.id = s.id AND t.rowid < s.rowid)
+                OR (? AND EXISTS (SELECT 1 FROM main.\(table) m WHERE m.id = s.id))
             ORDER BY s.rowid LIMIT 1
-            """)
+            """, arguments: [startedEmpty])
         else { return nil }
         var place = location
         place.line = row[1]

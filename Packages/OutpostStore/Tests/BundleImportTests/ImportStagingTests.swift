@@ -6,6 +6,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import OutpostWire
 import Testing
 
@@ -65,6 +66,69 @@ import Testing
                 && error.line == secondLine && (format == .xml || error.jsonPath?.hasPrefix("$.records[") == true)
         })
         #expect(try workspace.snapshot(of: target) == before)
+    }
+
+    /// A table that started empty takes records straight in while their ids ascend and stages the rest
+    /// once one comes out of order (`StagedTable`): whatever the order, the same rows, the same versions
+    /// noted as the bundle's word, the same orphans flagged, and a duplicate of a record written straight
+    /// in refused at the second one's place.
+    @Test(arguments: 1...8 as ClosedRange<UInt64>)
+    func anyOrderOfRecordsImportsTheSameRows(seed: UInt64) throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.xml")
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: url)
+        var (head, records, tail) = try Self.recordChunks(of: String(contentsOf: url, encoding: .utf8))
+        // Without the measure sheet, its measures are orphans, whichever way they are written.
+        records.removeAll { $0.first?.contains("\"\(SampleProject.id(21).storageText)\"") == true }
+        func document(_ chunks: [[Substring]]) -> String {
+            head + chunks.flatMap { $0 }.joined(separator: "\n") + "\n" + tail
+        }
+        func imported(_ name: String, _ chunks: [[Substring]]) throws -> [String: [Row]] {
+            let target = try workspace.database("\(name).sqlite")
+            _ = try LocalStore.open(at: target).importBundle(at: try workspace.file("\(name).xml", document(chunks)))
+            return try workspace.snapshot(of: target).filter { name, _ in
+                name == "imported_versions" || EntityCatalog.all.contains { $0.table == name }
+            }
+        }
+        var random = SeededGenerator(seed: seed)
+        // A prefix in the export's order (written straight in), then the rest shuffled (staged from the
+        // first id out of order).
+        let cut = Int.random(in: 0...records.count, using: &random)
+        let reordered = Array(records[..<cut]) + records[cut...].shuffled(using: &random)
+        let expected = try imported("in-order", records)
+        #expect(try imported("reordered", reordered) == expected, "seed \(seed), cut \(cut)")
+        #expect(expected["measures"]?.allSatisfy { $0["is_orphaned"] as Int64 == 1 } == true)
+        #expect(expected["imported_versions"]?.count == records.count)
+
+        // The first record of an entity again after the rest of the bundle: written straight in once,
+        // so the second is the duplicate, and nothing is written.
+        let entityOf = { (chunk: [Substring]) in chunk.first?.split(separator: " ").first }
+        let firsts = records.indices.filter { $0 == 0 || entityOf(records[$0]) != entityOf(records[$0 - 1]) }
+        let first = firsts[Int.random(in: 0..<firsts.count, using: &random)]
+        let duplicated = try workspace.file("duplicated.xml", document(records + [records[first]]))
+        let secondLine = head.components(separatedBy: "\n").count + records.map(\.count).reduce(0, +)
+        let target = try workspace.database("duplicated.sqlite")
+        let store = try LocalStore.open(at: target)
+        let before = try workspace.snapshot(of: target)
+        #expect(performing: { try store.importBundle(at: duplicated) }, throws: { error in
+            guard let error = error as? BundleError else { return false }
+            return error.code == .duplicateRecord && error.line == secondLine
+        })
+        #expect(try workspace.snapshot(of: target) == before)
+    }
+
+    /// An XML export's text before its records, each record's lines (a record starts on a line indented
+    /// by four spaces), and the text from `</records>` on.
+    static func recordChunks(of text: String) throws -> (head: String, records: [[Substring]], tail: String) {
+        let head = try #require(text.range(of: "  <records>\n"))
+        let tail = try #require(text.range(of: "  </records>"))
+        var records: [[Substring]] = []
+        for line in text[head.upperBound..<tail.lowerBound].split(separator: "\n") {
+            if line.hasPrefix("    <") && !line.hasPrefix("    </") { records.append([]) }
+            records[records.count - 1].append(line)
+        }
+        return (String(text[..<head.upperBound]), records, String(text[tail.lowerBound...]))
     }
 
     @Test func theFastUUIDParserAgreesWithFoundation() {
