@@ -233,11 +233,19 @@ struct SchemaChangeCheck {
     }
 
     /// Why the dropped index `name` was not redundant, or nil when an index the step leaves on the same
-    /// table (a whole one, not partial) begins with its columns: the same first column, then the others
-    /// in any order. A lookup it served still seeks on the same columns, none skipped over. A UNIQUE or
-    /// PRIMARY KEY index is never redundant: dropping it drops a constraint.
+    /// table (a whole one, not partial) begins with its seek columns: the same first column, then the
+    /// others in any order. A lookup it served still seeks on the same columns, none skipped over. Its
+    /// seek columns are all of them, or those up to where it holds the table's whole primary key: the
+    /// key is unique, so a column after it narrows no lookup and only lets a read skip the table (time,
+    /// never a result; v15 narrows the issue list's index so). A UNIQUE or PRIMARY KEY index is never
+    /// redundant: dropping it drops a constraint.
     private func notRedundant(_ name: String, _ index: SchemaSnapshot.Index) -> String? {
-        let columns = index.columns.joined(separator: ", ")
+        let primaryKey = Set((before.tables[index.table] ?? []).filter { $0.primaryKeyPosition > 0 }.map(\.name))
+        let seekCount = primaryKey.isEmpty
+            ? index.columns.count
+            : (1...max(1, index.columns.count)).first { primaryKey.isSubset(of: index.columns.prefix($0)) } ?? index.columns.count
+        let seek = Array(index.columns.prefix(seekCount))
+        let columns = seek.joined(separator: ", ")
         guard index.origin == "c", !index.isUnique else {
             return "removed index \(name) on \(index.table): it enforces uniqueness, so it is never redundant"
         }
@@ -246,8 +254,8 @@ struct SchemaChangeCheck {
         }
         let covered = after.indexes.contains { other, candidate in
             other != name && candidate.table == index.table && !candidate.isPartial
-                && candidate.columns.first == index.columns.first
-                && Set(candidate.columns.prefix(index.columns.count)) == Set(index.columns)
+                && candidate.columns.first == seek.first
+                && Set(candidate.columns.prefix(seek.count)) == Set(seek)
         }
         return covered
             ? nil

@@ -203,6 +203,41 @@ enum CrewSchema {
         #expect(!indexes.contains("jobs_crew_status"))
     }
 
+    /// Past the table's primary key an index's columns narrow no lookup (the key is unique), so an index
+    /// may drop them: every lookup still seeks on the same columns, and only a read that took its values
+    /// from the index visits the table (v15 narrows the issue list's index so). Dropping a column before
+    /// the key is refused, as any other lookup column.
+    @Test(arguments: [
+        ("jobs_crew_keys", "crew_id, status, id", nil),
+        ("jobs_crew_keys", "crew_id, id, status", nil),
+        ("jobs_crew_keys", "crew_id, status, id, title", nil),
+        ("jobs_crew_keys", "crew_id, status", "no index left on jobs begins with its columns, the first one first (crew_id, status, id)"),
+        ("jobs_crew_keys", "crew_id, id", "no index left on jobs begins with its columns, the first one first (crew_id, status, id)"),
+        ("jobs_crew_keys", "crew_id, title, id", "no index left on jobs begins with its columns, the first one first (crew_id, status, id)"),
+    ] as [(String, String, String?)])
+    func anIndexMayBeNarrowedToWhereItHoldsThePrimaryKey(name: String, columns: String, finding: String?) throws {
+        let database = try TemporaryDatabase()
+        let wide = MigrationStep(
+            version: 4, name: "jobs by crew and status, with every column",
+            sql: "CREATE INDEX jobs_crew_wide ON jobs(crew_id, status, id, title, description)")
+        try Migrator(steps: CrewSchema.migrator.steps + [wide], syncedTables: ["crews", "jobs"]).migrate(database.queue)
+        let narrowed = MigrationStep(
+            version: 5, name: "jobs by crew, keys alone", sql: """
+                CREATE INDEX \(name) ON jobs(\(columns));
+                DROP INDEX jobs_crew_wide;
+                """, droppingRedundantIndexes: ["jobs_crew_wide"])
+        let migrator = Migrator(steps: CrewSchema.migrator.steps + [wide, narrowed], syncedTables: ["crews", "jobs"])
+        let schema = try Migrator.schemaSQL(of: database.queue)
+        do {
+            #expect(try migrator.migrate(database.queue).applied == [5])
+            #expect(finding == nil, "narrowed to (\(columns)) was applied")
+        } catch {
+            #expect(error.code == .destructiveStep)
+            #expect(finding.map { error.message.contains($0) } == true, "\(error.message)")
+            #expect(try Migrator.schemaSQL(of: database.queue) == schema)
+        }
+    }
+
     /// Holding the columns is not enough: with another column between them, a lookup on both would seek
     /// on the first alone and scan the rest.
     @Test func anIndexWhoseColumnsALongerOneHoldsApartIsNotRedundant() throws {

@@ -37,6 +37,9 @@ public enum LocalSchema {
             version: 13, name: "3.0: a mutation's claim names its owner and expires; a journal of changes for other processes",
             sql: version13),
         MigrationStep(version: 14, name: "3.1: deletes of records this device never held", sql: version14),
+        MigrationStep(
+            version: 15, name: "3.2: the issue list's index holds its keys, not a second copy of every row", sql: version15,
+            droppingRedundantIndexes: ["issues_in_list_order"]),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -427,5 +430,15 @@ extension LocalSchema {
             deleted_at INTEGER NOT NULL,
             PRIMARY KEY (entity, record_id)
         ) WITHOUT ROWID;
+        """
+
+    /// v12's list index held every column of `issues`: a second copy of each row, about a fifth of what
+    /// a device holds per synced issue, written again by every save, pull and import. The list apps
+    /// show is a window (`RecordList`): every id in order, read from this index alone, then the rows in
+    /// view by key. The same order and seek columns; a typed list of a whole project now looks each row
+    /// up by key.
+    static let version15 = """
+        CREATE INDEX issues_by_list_order ON issues(project_id, deleted_at, created_at, id);
+        DROP INDEX issues_in_list_order;
         """
 }
