@@ -15,8 +15,13 @@ import Glibc
 final class RawConnection: Sendable {
     private let socket: Int32
 
-    init(port: Int) throws {
+    /// `receiveBuffer` bounds what the kernel takes in for this client before it reads (a phone on a
+    /// slow link buffers little), so the server meets the client's own pace.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -51,6 +56,25 @@ final class RawConnection: Sendable {
         while line.count < 128, recv(socket, &byte, 1, 0) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
         let words = String(decoding: line, as: UTF8.self).split(separator: " ")
         return words.count >= 2 ? Int(words[1]) : nil
+    }
+
+    /// Everything the server sends until it closes the connection, read `chunk` bytes at a time with a
+    /// pause of `pause` after each (a steady, slow reader); gives up after `seconds`.
+    func readSteadily(chunk: Int, pause: Duration, seconds: Int = 180) async -> [UInt8] {
+        await offThePool { self.readUntilClosed(chunk: chunk, pause: pause, seconds: seconds) }
+    }
+
+    private func readUntilClosed(chunk: Int, pause: Duration, seconds: Int) -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let read = recv(socket, &buffer, chunk, 0)
+            if read == 0 || (read < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { break }
+            if read > 0 { received += buffer[..<read] }
+            Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
+        }
+        return received
     }
 
     /// Whether the server has closed the connection (a read sees the end, or a reset); waits up to a second.
@@ -185,6 +209,68 @@ struct SlowClientTests {
 
 @Suite("A client that hangs up on a bundle download", .fieldService)
 struct BundleHangUpTests {
+    /// A client that keeps reading, however slowly, is never taken for a stalled one (attack 56: a reader
+    /// at 63 KB/s was cut 60 s into a bundle, so a crew on a slow link could never pre-sync a large
+    /// project). A page went to the connection as one write, megabytes of it, which left the channel
+    /// unwritable until the client had read nearly all of it; written in pieces, the channel comes back
+    /// writable as the client reads, and only a client that stops reading meets the stall timeout.
+    @Test("A steady slow reader of a bundle gets all of it, though one page takes longer to read than the stall timeout", arguments: Backend.available)
+    func aSteadySlowReaderGetsTheWholeBundle(_ backend: Backend) async throws {
+        let server = try await Self.serverWithAHeavyPage(backend)
+        defer { Task { await server.stop() } }
+        let connection = try Self.requestTheHeavyPage(from: server)
+        // About 2 MB/s: the page takes some 6 s to read, three times the stall timeout.
+        let received = await connection.readSteadily(chunk: 32 * 1024, pause: .milliseconds(15))
+        #expect(received.count > 13_000_000, "\(received.count) bytes")
+        // The last chunk of a chunked answer, after the document's end: the answer was not cut short.
+        let tail = String(decoding: received.suffix(64), as: UTF8.self)
+        #expect(tail.hasSuffix("0\r\n\r\n") && tail.contains("</bundle>"), "ends with \(tail.debugDescription)")
+    }
+
+    /// The other side of the rule: a client that stops reading is cut once no write has reached its
+    /// socket for the stall timeout, and its download's slot is given back.
+    @Test("A bundle reader that stops reading is cut after the stall timeout and its slot is given back", arguments: Backend.available)
+    func aReaderThatStopsIsCut(_ backend: Backend) async throws {
+        let server = try await Self.serverWithAHeavyPage(backend)
+        defer { Task { await server.stop() } }
+        let connection = try Self.requestTheHeavyPage(from: server)
+        #expect(await connection.answerStatus() == 200)
+        // It reads nothing more: the server's buffers fill, and then nothing moves.
+        let started = ContinuousClock.now
+        var closed = false
+        while !closed, ContinuousClock.now - started < .seconds(120) {
+            let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix("outpost_bundle_downloads_streaming ") }
+            closed = line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } == 0
+            if !closed { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(closed, "the download still streams \(ContinuousClock.now - started) after the client stopped reading")
+        withExtendedLifetime(connection) {}
+    }
+
+    /// A server with a 2-second stall timeout whose project A holds three issues of 900 KB of '&': one
+    /// page (4 MiB of stored fields), 13 MB of XML.
+    static func serverWithAHeavyPage(_ backend: Backend) async throws -> TestServer {
+        let server = try await TestServer.start(backend) { $0.stalledWriteSeconds = 2 }
+        let heavy = (0..<3).map { index in
+            var fields = Sample.issueFields(project: TestServer.projectA, title: "Heavy \(index)")
+            fields["details"] = .text(String(repeating: "&", count: 900 * 1024))
+            return Sample.create(.issue, fields: fields)
+        }
+        let transport = server.transport(token: TestServer.aliceToken)
+        #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        return server
+    }
+
+    /// Asks for project A's XML bundle, plain, on a connection with a small receive buffer.
+    static func requestTheHeavyPage(from server: TestServer) throws -> RawConnection {
+        let connection = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
+        connection.send(
+            "GET /projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=xml HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Authorization: Bearer \(TestServer.aliceToken)\r\nOutpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\n"
+                + "Accept-Encoding: identity\r\nConnection: close\r\n\r\n")
+        return connection
+    }
+
     /// The server reads a bundle's next page while it sends one (`BundleDownload.write`). A client gone
     /// mid-download must still give back its download slot and, on PostgreSQL, the transaction holding
     /// the snapshot: the page read ahead finishes and is dropped, nothing waits on it.

@@ -107,6 +107,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Requests received and not yet answered to their end (a client may send the next one early).
     private var unanswered = 0
     private var stallTimer: Scheduled<Void>?
+    /// When a write of an answer last reached the socket: while the connection is unwritable, the
+    /// client is reading only if writes still complete.
+    private var lastWritten = NIODeadline.now()
     private var bodyCheck: RepeatedTask?
     private var bodyStarted: NIODeadline?
     private var bodyBytes = 0
@@ -157,7 +160,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data), let number else {
-            context.write(data, promise: promise)
+            // Each piece's completion is the client's progress (see `channelWritabilityChanged`).
+            let written = promise ?? context.eventLoop.makePromise()
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            written.futureResult.whenSuccess { handler.value.lastWritten = .now() }
+            context.write(data, promise: written)
             return
         }
         // Idle once the answer's end is written, not merely queued: a connection displaced while its
@@ -185,10 +192,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             stallTimer?.cancel()
             stallTimer = nil
         } else if stallTimer == nil {
-            let channel = context.channel
-            stallTimer = context.eventLoop.scheduleTask(in: stalledWrite) { channel.close(promise: nil) }
+            lastWritten = .now()
+            scheduleStallCheck(context, in: stalledWrite)
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Closes the connection once it has been unwritable with no write reaching the socket for
+    /// `stalledWrite`. Unwritable alone says nothing of the client: the kernel's send buffer (4 MB,
+    /// autotuned) stays full while a client reads it steadily but slowly, and a reader at 63 KB/s was cut
+    /// 60 s into a bundle as stalled (attack 56); each write that completes shows it is still reading.
+    private func scheduleStallCheck(_ context: ChannelHandlerContext, in delay: TimeAmount) {
+        let channel = context.channel
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loopContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        stallTimer = context.eventLoop.scheduleTask(in: delay) {
+            let guardHandler = handler.value
+            let quiet = NIODeadline.now() - guardHandler.lastWritten
+            if quiet >= guardHandler.stalledWrite {
+                channel.close(promise: nil)
+            } else {
+                guardHandler.scheduleStallCheck(loopContext.value, in: guardHandler.stalledWrite - quiet)
+            }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -744,6 +744,9 @@ package struct BundleDownload: Sendable {
     let encoding: EncodingTurns
     let metrics: ServerMetrics
 
+    /// The most one write to the connection holds (see `write`'s `flush`).
+    static let pieceBytes = 64 * 1024
+
     /// Streams the bundle as the storage reads it: each batch of records is encoded and handed to
     /// `send` while the next is read, so neither the project nor the bundle is ever whole in memory or
     /// on disk. With `gzip` it goes as one gzip member, compressed as it is encoded: a bundle is the
@@ -760,7 +763,15 @@ package struct BundleDownload: Sendable {
             pending += compressor?.compress(bytes) ?? bytes
         }
         func flush() async throws {
-            try await send(pending)
+            // In pieces of 64 KiB, each awaited: a page (megabytes of escaped XML) written as one piece
+            // left the connection unwritable until the client had read nearly all of it, so a client
+            // reading steadily at 63 KB/s met the stall timeout meant for one that stopped (attack 56).
+            var start = 0
+            while start < pending.count {
+                let end = min(start + Self.pieceBytes, pending.count)
+                try await send(Array(pending[start..<end]))
+                start = end
+            }
             metrics.add("outpost_bundle_bytes_total", pending.count)
             pending.removeAll(keepingCapacity: true)
         }
