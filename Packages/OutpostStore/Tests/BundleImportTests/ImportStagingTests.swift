@@ -163,19 +163,11 @@ import Testing
         let url = workspace.url("bundle.xml")
         try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .xml, to: url)
         let text = try String(contentsOf: url, encoding: .utf8)
-        let head = try #require(text.range(of: "  <records>\n"))
-        let tail = try #require(text.range(of: "  </records>"))
-        // One chunk of lines per record: a record starts on a line indented by four spaces.
-        var records: [[Substring]] = []
-        for line in text[head.upperBound..<tail.lowerBound].split(separator: "\n") {
-            if line.hasPrefix("    <") && !line.hasPrefix("    </") { records.append([]) }
-            records[records.count - 1].append(line)
-        }
+        let (head, records, tail) = try Self.recordChunks(of: text)
         #expect(records.count == SampleProject.records.count)
-        let reversed = text[..<head.upperBound] + records.reversed().flatMap { $0 }.joined(separator: "\n") + "\n"
-            + text[tail.lowerBound...]
+        let reversed = head + records.reversed().flatMap { $0 }.joined(separator: "\n") + "\n" + tail
         #expect(BundleValidator().errors(inBundleAt: try workspace.file("reversed.xml", String(reversed))).isEmpty)
-        let empty = text[..<head.lowerBound] + "  <records/>\n" + text[tail.upperBound...].drop { $0 == "\n" }
+        let empty = head.dropLast("  <records>\n".count) + "  <records/>\n" + tail.dropFirst("  </records>".count).drop { $0 == "\n" }
         #expect(BundleValidator().errors(inBundleAt: try workspace.file("empty.xml", String(empty))).isEmpty)
         let stranger = text.replacingOccurrences(of: "  </records>", with: "    <invoice id=\"x\"/>\n  </records>")
         let errors = BundleValidator().errors(inBundleAt: try workspace.file("stranger.xml", stranger))
