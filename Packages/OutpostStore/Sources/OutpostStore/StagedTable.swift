@@ -30,7 +30,8 @@ final class StagedTable {
     private(set) var stagedCount = 0
     /// Records in the staging table.
     private var inStage = 0
-    /// The last id written straight in; nil before the first, or once an id came out of order.
+    /// The last id written straight in; nil before the first (once one comes out of order it is no
+    /// longer read: `writesDirectly` is false for good).
     private var lastDirectID: String?
     /// Whether records still go straight in: the table started empty and no id came out of order.
     private var writesDirectly: Bool
