@@ -19,10 +19,23 @@ public struct BundleImporter: Sendable {
 
     /// Opens the bundle at `url` (`.xml`, `.json` or `.zip`) and starts reading it ahead on a thread of
     /// its own. Close the stream when done with it, on success or failure.
-    public func open(_ url: URL) throws(BundleError) -> BundleRecordStream {
-        let source = try BundleSource(url: url, limits: limits)
-        let reader = try source.reader(collecting: false)
-        let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value ?? 0
+    ///
+    /// With `arriving`, the file is still being downloaded: the records are read as its bytes arrive,
+    /// and a download that fails ends the read with an error whose cause is the download's (a zip is
+    /// read once whole: its directory is at its end). `totalBytes` is then 0 until the file is whole.
+    public func open(_ url: URL, arriving: BundleArrival? = nil) throws(BundleError) -> BundleRecordStream {
+        let source: BundleSource
+        let reader: any BundleItemReader
+        do {
+            source = try BundleSource(url: url, limits: limits, arrival: arriving)
+            reader = try source.reader(collecting: false)
+        } catch {
+            arriving?.abandon()
+            throw error
+        }
+        let totalBytes =
+            arriving.map { $0.isWhole } ?? true
+            ? (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value ?? 0 : 0
         return BundleRecordStream(source: source, reader: reader, totalBytes: totalBytes)
     }
 
@@ -93,6 +106,8 @@ public final class BundleRecordStream {
     }
 
     deinit {
+        // A reader waiting on a download that will not come stops first, or `finish` would wait for it.
+        source.arrival?.abandon()
         readAhead.finish()
         incoming?.discard()
     }

@@ -12,14 +12,20 @@ final class BundleSource {
     private let archiveEntry: String?
     private let temporaryFolder: URL?
     private let limits: BundleLimits
+    /// The download still writing the document, for a single document read as it arrives.
+    let arrival: BundleArrival?
 
-    init(url: URL, limits: BundleLimits) throws(BundleError) {
+    init(url: URL, limits: BundleLimits, arrival: BundleArrival? = nil) throws(BundleError) {
         self.limits = limits
         displayName = url.path
+        try arrival?.waitUntil(holds: Int64(max(Self.headBytes, XMLProlog.maximumBytes)))
         let head = try Self.head(of: url.path)
         if head.starts(with: [0x50, 0x4B, 0x03, 0x04]) || head.starts(with: [0x50, 0x4B, 0x05, 0x06])
             || url.pathExtension.lowercased() == "zip"
         {
+            // A zip's directory is at its end: it is read once the download finished.
+            try arrival?.waitUntil(holds: .max)
+            self.arrival = nil
             let container = try ZipContainer(path: url.path, limits: limits)
             let manifest = try container.manifest()
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bundle-\(UUID().uuidString)")
@@ -41,6 +47,7 @@ final class BundleSource {
         }
         archive = nil
         temporaryFolder = nil
+        self.arrival = arrival
         manifestPath = url.path
         archiveEntry = nil
         let first = head.drop { [0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0A, 0x0D].contains($0) }.first
@@ -66,18 +73,21 @@ final class BundleSource {
         switch format {
         case .xml:
             try XMLBundleReader(path: manifestPath, displayName: displayName, archiveEntry: archiveEntry, limits: limits,
-                collecting: collecting)
+                collecting: collecting, arrival: arrival)
         case .json:
             try JSONBundleReader(path: manifestPath, displayName: displayName, archiveEntry: archiveEntry, limits: limits,
-                collecting: collecting)
+                collecting: collecting, arrival: arrival)
         }
     }
+
+    /// The bytes read to tell the container and the document's kind.
+    private static let headBytes = 64
 
     private static func head(of path: String) throws(BundleError) -> [UInt8] {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw BundleError(.unreadableFile, message: "cannot open the file", file: path)
         }
         defer { try? handle.close() }
-        return Array((try? handle.read(upToCount: 64)) ?? Data())
+        return Array((try? handle.read(upToCount: headBytes)) ?? Data())
     }
 }

@@ -20,8 +20,10 @@ final class JSONBundleReader: BundleItemReader {
 
     var bytesRead: Int64 { tokenizer.bytesRead }
 
-    init(path: String, displayName: String, archiveEntry: String?, limits: BundleLimits, collecting: Bool) throws(BundleError) {
-        let input = try DocumentInput(path: path, limit: limits.maximumDocumentBytes)
+    init(path: String, displayName: String, archiveEntry: String?, limits: BundleLimits, collecting: Bool,
+        arrival: BundleArrival? = nil
+    ) throws(BundleError) {
+        let input = try DocumentInput(path: path, limit: limits.maximumDocumentBytes, arrival: arrival)
         tokenizer = JSONTokenizer(input: input, limits: limits)
         self.limits = limits
         self.collecting = collecting

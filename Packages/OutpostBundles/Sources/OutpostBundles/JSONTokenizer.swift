@@ -69,7 +69,7 @@ final class JSONTokenizer {
         if position == count {
             let read = buffer.withUnsafeMutableBytes { input.read(into: $0.baseAddress!, count: $0.count) }
             if read < 0 {
-                throw locate(input.exceededLimit ? input.limitError
+                throw locate(input.failed ? input.failure
                     : BundleError(.unreadableFile, message: "the document could not be read", file: input.path))
             }
             position = 0

@@ -30,12 +30,14 @@ final class XMLBundleReader: BundleItemReader {
 
     var bytesRead: Int64 { input.bytesRead }
 
-    init(path: String, displayName: String, archiveEntry: String?, limits: BundleLimits, collecting: Bool) throws(BundleError) {
+    init(path: String, displayName: String, archiveEntry: String?, limits: BundleLimits, collecting: Bool,
+        arrival: BundleArrival? = nil
+    ) throws(BundleError) {
         LibXML.prepare()
         let schema = LibXML.schema
         location = SourceLocation(file: displayName, archiveEntry: archiveEntry)
         try XMLProlog.check(path: path, location: location)
-        input = try DocumentInput(path: path, limit: limits.maximumDocumentBytes)
+        input = try DocumentInput(path: path, limit: limits.maximumDocumentBytes, arrival: arrival)
         self.limits = limits
         self.collecting = collecting
         let context = Unmanaged.passUnretained(input).toOpaque()
@@ -62,9 +64,9 @@ final class XMLBundleReader: BundleItemReader {
         defer { xmlSetStructuredErrorFunc(previous.1, previous.0) }
         while !finished {
             let status = xmlTextReaderRead(reader)
-            if status < 0 || input.exceededLimit {
+            if status < 0 || input.failed {
                 finished = true
-                if input.exceededLimit { try report(input.limitError, fatal: true) }
+                if input.failed { try report(input.failure, fatal: true) }
                 try flushErrors(fatal: true)
                 try report(error(.malformedXML, "the document ends or breaks here"), fatal: true)
                 return nil

@@ -158,6 +158,11 @@ public final class Device: Sendable {
     /// `progress` reports the import as it goes, as `importBundle(at:progress:)` does. On a device that
     /// held none of the project's records, the next sync then pulls only what changed on the server
     /// after the bundle was made, not the records the bundle brought.
+    ///
+    /// On a fast link the import reads the bundle while it arrives (`BundleArrival`): the download and
+    /// the import overlap. On a slow one the import waits for the whole file, so it holds the store's
+    /// write lock no longer than an import of a file does. A failed download rolls the import back and
+    /// is thrown as the transport's error.
     @discardableResult
     public func preSync(
         project: UUID, format: BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
@@ -172,28 +177,53 @@ public final class Device: Sendable {
             throw .store(error)
         }
         defer { try? FileManager.default.removeItem(at: file) }
-        do {
-            _ = try await connection.transport.downloadBundle(project: project, format: format, to: file)
-        } catch {
-            throw .transport(error)
-        }
-        // The import is synchronous and holds its thread for seconds on a large project. Swift's
-        // cooperative pool has one thread per core, so run it on a thread of its own and wait for it
-        // without holding one of theirs: other tasks (a sync, the UI's reads) keep running meanwhile.
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, OutpostError>, Never>) in
-            let thread = Thread { [self] in
-                continuation.resume(returning: Result { () throws(OutpostError) in
-                    do throws(BundleError) {
-                        return try store.importBundle(at: file, fromServer: true, progress: progress)
-                    } catch {
-                        throw .bundle(error)
-                    }
-                })
+        let arrival = BundleArrival()
+        let transport = connection.transport
+        let download = Task { () -> Result<Int64, TransportError> in
+            do throws(TransportError) {
+                let size = try await transport.downloadBundle(project: project, format: format, into: file) {
+                    arrival.noteWritten($0)
+                }
+                arrival.finish()
+                return .success(size)
+            } catch {
+                arrival.fail(error)
+                return .failure(error)
             }
-            thread.name = "outpost-pre-sync-import"
-            thread.start()
         }
-        return try result.get()
+        // Cancelling the pre-sync cancels the download; the import then fails with it and rolls back.
+        let imported = await withTaskCancellationHandler {
+            await arrival.readyToImport()
+            // The import is synchronous and holds its thread for seconds on a large project. Swift's
+            // cooperative pool has one thread per core, so run it on a thread of its own and wait for it
+            // without holding one of theirs: other tasks (the download, a sync, the UI's reads) keep running.
+            return await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, BundleError>, Never>) in
+                let thread = Thread { [self] in
+                    continuation.resume(returning: Result { () throws(BundleError) in
+                        try store.importBundle(at: file, fromServer: true, arriving: arrival, progress: progress)
+                    })
+                }
+                thread.name = "outpost-pre-sync-import"
+                thread.start()
+            }
+        } onCancel: {
+            download.cancel()
+        }
+        // An import refused before the download ended stops it; either way nothing writes to the file
+        // once this returns (it is removed above).
+        if case .failure = imported { download.cancel() }
+        let downloaded = await download.value
+        switch (imported, downloaded) {
+        case (.success(let summary), .success):
+            return summary
+        case (.failure(let error), .failure) where !(error.underlying is TransportError):
+            // The import refused the bundle first (a record breaking a rule); the download was cut for it.
+            throw .bundle(error)
+        case (_, .failure(let error)):
+            throw .transport(error)
+        case (.failure(let error), .success):
+            throw .bundle(error)
+        }
     }
 
     /// The original file of `attachment`, a record of a media entity, to read: this device's own copy

@@ -25,12 +25,15 @@ extension LocalStore {
     /// after the bundle was made. A bundle file's records stay its word until the next pull has read the
     /// project again from its beginning (`rereadProjects()`, `settleRereadImports(asked:)`): what that
     /// read does not bring is not the server's, and goes.
+    ///
+    /// `arriving`: the file is still being downloaded (`BundleImporter.open(_:arriving:)`); the import
+    /// reads it as it arrives, holding the write lock meanwhile, and a failed download rolls it back.
     @discardableResult
     public func importBundle(
-        at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false,
+        at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false, arriving: BundleArrival? = nil,
         progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) throws(BundleError) -> ImportSummary {
-        let stream = try BundleImporter(limits: limits).open(url)
+        let stream = try BundleImporter(limits: limits).open(url, arriving: arriving)
         let origin = claimOwner.text
         do {
             let (counts, journal) = try pool.writeWithoutTransaction { db in

@@ -181,7 +181,7 @@ public actor HTTPTransport: SyncTransport {
             .appendingPathComponent(".\(destination.lastPathComponent).\(UUID().uuidString).partial")
         defer { try? FileManager.default.removeItem(at: partial) }
         let limit = configuration.maximumBundleBytes
-        let outcome = try await stream(request, name: name, into: partial) { _, _ in (0, limit) }
+        let outcome = try await stream(request, name: name, into: partial, written: nil) { _, _ in (0, limit) }
         do {
             try? FileManager.default.removeItem(at: destination)
             try FileManager.default.moveItem(at: partial, to: destination)
@@ -191,6 +191,18 @@ public actor HTTPTransport: SyncTransport {
                 message: "could not move the bundle to \(destination.path): \(error)", underlying: error)
         }
         return outcome.written
+    }
+
+    /// The bundle written straight into `destination`, each write reported as it lands.
+    public func downloadBundle(
+        project: UUID, format: BundleFormat, into destination: URL, written: @escaping @Sendable (Int64) -> Void
+    ) async throws(TransportError) -> Int64 {
+        let path = "projects/\(project.uuidString.lowercased())/bundle"
+        let name = "GET /\(path)?format=\(format.rawValue)"
+        let request = try makeRequest(.GET, path, query: "format=\(format.rawValue)", name: name)
+        counts.requests += 1
+        let limit = configuration.maximumBundleBytes
+        return try await stream(request, name: name, into: destination, written: written) { _, _ in (0, limit) }.written
     }
 
     public func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
@@ -209,7 +221,7 @@ public actor HTTPTransport: SyncTransport {
         // Media is already compressed (JPEG, AAC): asked for as is, so a range counts the file's own bytes.
         request.headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
         counts.requests += 1
-        let outcome = try await stream(request, name: name, into: partial) { status, headers in
+        let outcome = try await stream(request, name: name, into: partial, written: nil) { status, headers in
             // A 206 must resume where the file stops, and end where the record says it does; a 200 (a proxy
             // that ignores Range) is the whole file again, written from 0 and bounded by the whole size.
             if status == 206 {
@@ -240,9 +252,10 @@ public actor HTTPTransport: SyncTransport {
     /// Streams `request`'s answer into `file` (created if missing), from the byte `start` returns once
     /// the head has arrived (the file is cut there first: 0 replaces it), refusing an answer past `limit`
     /// bytes while it arrives. An error status is thrown as the server's error, its body read within
-    /// `maximumResponseBytes`. Both downloads (a bundle, an original) go through here.
+    /// `maximumResponseBytes`. Both downloads (a bundle, an original) go through here. `written` hears
+    /// the bytes written so far (of this answer) after each write.
     private func stream(
-        _ request: HTTPClientRequest, name: String, into file: URL,
+        _ request: HTTPClientRequest, name: String, into file: URL, written: (@Sendable (Int64) -> Void)?,
         start: @escaping @Sendable (Int, HTTPHeaders) throws -> (offset: UInt64, limit: Int64)
     ) async throws(TransportError) -> (status: Int, headers: HTTPHeaders, written: Int64) {
         let errorLimit = configuration.maximumResponseBytes
@@ -272,6 +285,7 @@ public actor HTTPTransport: SyncTransport {
                     size += Int64(part.readableBytes)
                     guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
                     try handle.write(contentsOf: Data(part.readableBytesView))
+                    written?(size)
                 }
                 return (status, response.headers, size, Data())
             }

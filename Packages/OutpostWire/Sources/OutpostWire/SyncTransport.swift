@@ -24,6 +24,15 @@ public protocol SyncTransport: Sendable {
     func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError)
         -> Int64
 
+    /// Streams a project's pre-sync bundle into the file at `destination` (replacing it), calling
+    /// `written` with the bytes the file holds after each write, so an import can read the bundle while
+    /// it arrives (`BundleArrival`); returns its size. A failed download leaves part of the bundle in the
+    /// file, for the caller to remove. A transport that cannot report writes downloads the whole file
+    /// first (the default).
+    func downloadBundle(
+        project: UUID, format: BundleFormat, into destination: URL, written: @escaping @Sendable (Int64) -> Void
+    ) async throws(TransportError) -> Int64
+
     /// Streams an attachment's original into the file at `partial`, after the bytes it holds already
     /// (a download a cut left half done resumes there; a missing file starts from 0). The server
     /// sends at most `byteCount - held` bytes, the size the attachment's record states; more is refused
@@ -41,6 +50,17 @@ public protocol SyncTransport: Sendable {
 }
 
 extension SyncTransport {
+    /// The whole bundle downloaded by `downloadBundle(project:format:to:)`, then reported written at once.
+    /// A `ForwardingTransport` keeps this one too, so a wrapper that changes the download (to inject a
+    /// failure, to count it) is never skipped by a base that streams.
+    public func downloadBundle(
+        project: UUID, format: BundleFormat, into destination: URL, written: @escaping @Sendable (Int64) -> Void
+    ) async throws(TransportError) -> Int64 {
+        let size = try await downloadBundle(project: project, format: format, to: destination)
+        written(size)
+        return size
+    }
+
     /// A transport that learns no policy: nil.
     public var serverConflictPolicyText: String? {
         get async { nil }
