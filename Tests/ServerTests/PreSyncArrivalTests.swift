@@ -62,4 +62,64 @@ struct PreSyncArrivalTests {
         #expect(try NothingTwiceTests.issues(on: limited).map(\.id) == [kept.id])
         #expect(try limited.store.bundlePositions().isEmpty)
     }
+
+    /// A link that slows once the import has begun does not keep the device's write lock: after its
+    /// waiting budget the import gives way, a save goes through while the download is stalled, and the
+    /// whole bundle imports once it has arrived.
+    @Test func aStalledDownloadLetsTheDeviceWriteAndStillImports() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let writer = try NothingTwiceTests.device("alice-writer", on: server)
+        let details = String(repeating: "Photographed, measured and marked for the plasterer. ", count: 66)
+        for index in 0..<Self.issues {
+            try await writer.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Wall \(index)", details: details))
+        }
+        try await writer.sync()
+        let bundle = server.directory.appendingPathComponent("prefetched.json")
+        _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
+        let stall = Duration.seconds(8)
+        let transport = StallingTransport(base: server.transport(token: TestServer.aliceToken), bundle: try Data(contentsOf: bundle), stall: stall)
+        let device = try Device(
+            path: server.directory.appendingPathComponent("alice-stalled.sqlite").path, app: .fieldService, transport: transport)
+        let presync = Task { try await device.preSync(project: TestServer.projectA, format: .json) }
+        // Past the import's waiting budget (2 s) into the stall: the write lock is free again.
+        try await Task.sleep(for: .seconds(4))
+        let started = ContinuousClock.now
+        let saved = try await device.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Written during the stall"))
+        let took = ContinuousClock.now - started
+        #expect(took < .milliseconds(2_500), "a save waited \(took) on an import that waited on the link")
+        let summary = try await presync.value
+        #expect(summary.total.inserted == summary.total.records, "\(summary)")
+        let reference = try NothingTwiceTests.device("alice-reference", on: server)
+        try await reference.sync()
+        let held = try NothingTwiceTests.issues(on: device).map(\.id)
+        #expect(Set(held) == Set(try NothingTwiceTests.issues(on: reference).map(\.id) + [saved.id]))
+    }
+}
+
+/// A transport whose bundle download writes its first megabyte and a half at once, then stalls for
+/// `stall` before the rest: a link that was fast, then slowed (the bytes are fetched beforehand).
+struct StallingTransport: ForwardingTransport {
+    let base: HTTPTransport
+    let bundle: Data
+    let stall: Duration
+
+    func downloadBundle(
+        project: UUID, format: BundleFormat, into destination: URL, written: @escaping @Sendable (Int64) -> Void
+    ) async throws(TransportError) -> Int64 {
+        let first = min(bundle.count - 1, 3 << 19)
+        do {
+            try bundle.prefix(first).write(to: destination)
+            written(Int64(first))
+            try await Task.sleep(for: stall)
+            // Appended to the same file: the import's reader holds it open.
+            let handle = try FileHandle(forWritingTo: destination)
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            try handle.write(contentsOf: bundle.dropFirst(first))
+            written(Int64(bundle.count))
+        } catch {
+            throw TransportError(.noConnection, request: "GET bundle", message: "\(error)", underlying: error)
+        }
+        return Int64(bundle.count)
+    }
 }

@@ -26,18 +26,37 @@ public final class BundleArrival: @unchecked Sendable {
     private var failure: BundleError?
     private var importMayStart = false
     private var importWaiters: [CheckedContinuation<Void, Never>] = []
+    private var waited: Duration = .zero
+    private var gaveWay = false
     private let started = ContinuousClock.now
     private let fastAfterBytes: Int64
     private let fastBytesPerSecond: Double
+    private let waitingBudget: Duration
 
     /// An arrival whose import may begin before the file is whole once the download has brought
     /// `fastAfterBytes` at `fastBytesPerSecond` or more, counted from this arrival's creation. The
     /// defaults (1 MiB, at 16 MiB/s of the document) are below what the import reads per second, so an
     /// import begun then waits on the download about as long as it would have taken alone; on a slower
     /// link the import begins once the file is whole and holds the write lock no longer than before.
-    public init(fastAfterBytes: Int64 = 1 << 20, fastBytesPerSecond: Double = 16 * 1_048_576) {
+    ///
+    /// A link can slow after a good start (the crew walks out of the office's Wi-Fi), and a hostile
+    /// server can trickle bytes: an import that has waited `waitingBudget` in all for the download
+    /// gives way (`importGaveWay`), failing and rolling back, and the caller imports the file once it
+    /// is whole. So waiting on the link adds at most that to the time the import holds the write lock.
+    public init(
+        fastAfterBytes: Int64 = 1 << 20, fastBytesPerSecond: Double = 16 * 1_048_576, waitingBudget: Duration = .seconds(2)
+    ) {
         self.fastAfterBytes = fastAfterBytes
         self.fastBytesPerSecond = fastBytesPerSecond
+        self.waitingBudget = waitingBudget
+    }
+
+    /// Whether an import reading the file as it arrived gave way because the download was too slow:
+    /// its failure says nothing of the bundle, and the whole file is to be imported once downloaded.
+    public var importGaveWay: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return gaveWay
     }
 
     /// The file now holds `totalBytes` bytes of the document, written before this call.
@@ -92,7 +111,8 @@ public final class BundleArrival: @unchecked Sendable {
         return ended
     }
 
-    /// Blocks until the file holds more than `offset` bytes, or the download ended or failed.
+    /// Blocks until the file holds more than `offset` bytes, or the download ended or failed; fails
+    /// once the reader has waited `waitingBudget` in all.
     func wait(beyond offset: Int64) -> Outcome {
         condition.lock()
         defer { condition.unlock() }
@@ -100,7 +120,17 @@ public final class BundleArrival: @unchecked Sendable {
             if let failure { return .failed(failure) }
             if written > offset { return .available }
             if ended { return .ended }
-            condition.wait()
+            let start = ContinuousClock.now
+            let left = waitingBudget - waited
+            let timedOut = left <= .zero || !condition.wait(until: Date().addingTimeInterval(left / .seconds(1)))
+            waited += ContinuousClock.now - start
+            if timedOut, failure == nil, written <= offset, !ended {
+                gaveWay = true
+                failure = BundleError(
+                    .unreadableFile,
+                    message: "the download slowed: the import waited \(waitingBudget) for it and gave way, to read the "
+                        + "bundle once it is whole")
+            }
         }
     }
 

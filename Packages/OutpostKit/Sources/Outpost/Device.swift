@@ -191,23 +191,31 @@ public final class Device: Sendable {
                 return .failure(error)
             }
         }
-        // Cancelling the pre-sync cancels the download; the import then fails with it and rolls back.
-        let imported = await withTaskCancellationHandler {
-            await arrival.readyToImport()
-            // The import is synchronous and holds its thread for seconds on a large project. Swift's
-            // cooperative pool has one thread per core, so run it on a thread of its own and wait for it
-            // without holding one of theirs: other tasks (the download, a sync, the UI's reads) keep running.
-            return await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, BundleError>, Never>) in
+        // The import is synchronous and holds its thread for seconds on a large project. Swift's
+        // cooperative pool has one thread per core, so run it on a thread of its own and wait for it
+        // without holding one of theirs: other tasks (the download, a sync, the UI's reads) keep running.
+        @Sendable func importFile(arriving: BundleArrival?) async -> Result<ImportSummary, BundleError> {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, BundleError>, Never>) in
                 let thread = Thread { [self] in
                     continuation.resume(returning: Result { () throws(BundleError) in
-                        try store.importBundle(at: file, fromServer: true, arriving: arrival, progress: progress)
+                        try store.importBundle(at: file, fromServer: true, arriving: arriving, progress: progress)
                     })
                 }
                 thread.name = "outpost-pre-sync-import"
                 thread.start()
             }
+        }
+        // Cancelling the pre-sync cancels the download; the import then fails with it and rolls back.
+        var imported = await withTaskCancellationHandler {
+            await arrival.readyToImport()
+            return await importFile(arriving: arrival)
         } onCancel: {
             download.cancel()
+        }
+        // The link slowed under an import reading as it arrived: it gave way (rolled back); the whole
+        // file is imported once downloaded.
+        if case .failure = imported, arrival.importGaveWay, case .success = await download.value {
+            imported = await importFile(arriving: nil)
         }
         // An import refused before the download ended stops it; either way nothing writes to the file
         // once this returns (it is removed above).

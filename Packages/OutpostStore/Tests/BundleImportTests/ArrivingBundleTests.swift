@@ -77,7 +77,8 @@ import Testing
 
         let target = try workspace.database("target.sqlite")
         let store = try LocalStore.open(at: target)
-        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0)
+        // Patient enough to wait for the held-back quarter (the default gives way after 2 s).
+        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0, waitingBudget: .seconds(120))
         let download = try Download(into: workspace.url("arriving.\(format.rawValue)"), arrival: arrival)
         let reported = Mutex(0)
         // The download runs on a thread of its own (it blocks while it holds back its last quarter).
@@ -111,7 +112,7 @@ import Testing
         let store = try LocalStore.open(at: target)
         _ = try await store.save(Issue(projectID: SampleProject.project, title: "Written on the device before the pre-sync"))
         let before = try workspace.snapshot(of: target)
-        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0)
+        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0, waitingBudget: .seconds(120))
         let download = try Download(into: workspace.url("arriving.\(format.rawValue)"), arrival: arrival)
         let writer = Task {
             try await offThePool { () throws in
@@ -132,6 +133,35 @@ import Testing
         #expect(try workspace.snapshot(of: target) == before)
     }
 
+    /// A download that slows once the import has begun (the crew walked out of the Wi-Fi) does not keep
+    /// the store's write lock: the import gives way once it has waited its budget, rolls back and says
+    /// so (`importGaveWay`), and the whole file imports once it has arrived.
+    @Test(arguments: BundleFormat.allCases)
+    func anImportGivesWayToASlowDownload(format: BundleFormat) async throws {
+        let (workspace, bytes) = try Self.largeBundle(format)
+        let target = try workspace.database("target.sqlite")
+        let store = try LocalStore.open(at: target)
+        let before = try workspace.snapshot(of: target)
+        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0, waitingBudget: .milliseconds(300))
+        let download = try Download(into: workspace.url("arriving.\(format.rawValue)"), arrival: arrival)
+        try download.write(bytes, upTo: bytes.count / 2)
+        let started = ContinuousClock.now
+        let outcome = await offThePool { () -> Result<ImportSummary, BundleError> in
+            Result { () throws(BundleError) in try store.importBundle(at: download.url, fromServer: true, arriving: arrival) }
+        }
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(arrival.importGaveWay)
+        guard case .failure = outcome else {
+            Testing.Issue.record("half a bundle was imported")
+            return
+        }
+        #expect(try workspace.snapshot(of: target) == before)
+        try download.write(bytes, upTo: bytes.count)
+        arrival.finish()
+        let summary = try store.importBundle(at: download.url, fromServer: true)
+        #expect(summary.total.inserted == Self.issues + SampleProject.records.count, "\(summary)")
+    }
+
     /// A bundle refused before its download ended (an issue with a status no rule allows, in the part
     /// that arrived) ends the import at once with its located error: the reader does not wait on a
     /// download that has stalled, and nothing is written. (A refusal the import can only make at the
@@ -147,7 +177,7 @@ import Testing
         let target = try workspace.database("target.sqlite")
         let store = try LocalStore.open(at: target)
         let before = try workspace.snapshot(of: target)
-        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0)
+        let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0, waitingBudget: .seconds(120))
         let download = try Download(into: workspace.url("arriving.\(format.rawValue)"), arrival: arrival)
         // Three quarters arrive; the rest never does (the link stalled), until the test ends.
         try download.write(broken, upTo: broken.count * 3 / 4)
