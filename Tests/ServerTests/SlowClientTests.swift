@@ -247,6 +247,39 @@ struct BundleHangUpTests {
         withExtendedLifetime(connection) {}
     }
 
+    /// A slow reader holds no database snapshot (attack 56: a reader at 1 KB/s kept one open for hours,
+    /// and SQLite's WAL grew by every push meanwhile, 608 MB while 200 MB was pushed). The bundle is
+    /// encoded into a spool as fast as it is read, and the snapshot let go then: while the client is
+    /// still reading, `outpost_bundle_snapshots_held` is back to 0 and the download still streams; the
+    /// client then gets the whole bundle.
+    @Test("A slow bundle reader holds no snapshot once the bundle is encoded, and still gets all of it", arguments: Backend.available)
+    func aSlowReaderHoldsNoSnapshot(_ backend: Backend) async throws {
+        let server = try await Self.serverWithAHeavyPage(backend)
+        defer { Task { await server.stop() } }
+        let connection = try Self.requestTheHeavyPage(from: server)
+        // The answer's head comes once the download has opened its snapshot.
+        #expect(await connection.answerStatus() == 200)
+        // About 1 MB/s: the 13 MB page takes some 13 s to read.
+        let reading = Task { await connection.readSteadily(chunk: 16 * 1024, pause: .milliseconds(15)) }
+        func gauge(_ name: String) async throws -> Double? {
+            let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            return line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        }
+        let started = ContinuousClock.now
+        var released = false
+        while !released, ContinuousClock.now - started < .seconds(60) {
+            released = try await gauge("outpost_bundle_snapshots_held") == 0
+            if !released { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let streaming = try await gauge("outpost_bundle_downloads_streaming")
+        #expect(released, "the download still held its snapshot \(ContinuousClock.now - started) in")
+        #expect(streaming == 1, "the snapshot was let go only once the client had read the bundle")
+        let received = await reading.value
+        #expect(received.count > 13_000_000, "\(received.count) bytes")
+        let tail = String(decoding: received.suffix(64), as: UTF8.self)
+        #expect(tail.hasSuffix("0\r\n\r\n") && tail.contains("</bundle>"), "ends with \(tail.debugDescription)")
+    }
+
     /// A server with a 2-second stall timeout whose project A holds three issues of 900 KB of '&': one
     /// page (4 MiB of stored fields), 13 MB of XML.
     static func serverWithAHeavyPage(_ backend: Backend) async throws -> TestServer {

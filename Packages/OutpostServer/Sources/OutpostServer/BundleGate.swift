@@ -10,6 +10,7 @@ final class BundleGate: @unchecked Sendable {
     // @unchecked: `open` and `openByCaller` are only touched under `lock`.
     private let lock = NSLock()
     private var open = 0
+    private var reading = 0
     private var openByCaller: [UUID: Int] = [:]
     let limit: Int
     let limitPerCaller: Int
@@ -26,8 +27,23 @@ final class BundleGate: @unchecked Sendable {
         defer { lock.unlock() }
         guard open < limit, openByCaller[caller, default: 0] < limitPerCaller else { return nil }
         open += 1
+        reading += 1
         openByCaller[caller, default: 0] += 1
         return Slot(gate: self, caller: caller)
+    }
+
+    /// Downloads still reading their project from a database snapshot (the rest send what their
+    /// spool holds, at their client's pace): what keeps SQLite's WAL from being checkpointed.
+    var readingSnapshots: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return reading
+    }
+
+    private func doneReading() {
+        lock.lock()
+        reading -= 1
+        lock.unlock()
     }
 
     /// Downloads streaming now.
@@ -47,16 +63,30 @@ final class BundleGate: @unchecked Sendable {
 
     /// One download's place: freed when the last reference goes (the response body ended, failed, or
     /// was never sent), so no path can keep it.
-    final class Slot: Sendable {
+    final class Slot: @unchecked Sendable {
+        // @unchecked: `reading` is only touched under `lock`.
         private let gate: BundleGate
         private let caller: UUID
+        private let lock = NSLock()
+        private var reading = true
 
         fileprivate init(gate: BundleGate, caller: UUID) {
             self.gate = gate
             self.caller = caller
         }
 
+        /// The download has read its last record (or stopped reading): it is no longer counted in
+        /// `readingSnapshots`. Once only.
+        func doneReading() {
+            lock.lock()
+            let was = reading
+            reading = false
+            lock.unlock()
+            if was { gate.doneReading() }
+        }
+
         deinit {
+            doneReading()
             gate.leave(caller)
         }
     }

@@ -899,7 +899,8 @@ final class SQLiteStorage: ServerStorage {
 /// Walks a project's records from a snapshot, entity by entity in catalog order and by id within
 /// one, a page per call, so a bundle of any size streams in constant memory.
 private actor BundleCursor {
-    private let snapshot: DatabaseSnapshot
+    /// Let go after the last page: a snapshot held keeps the WAL from being checkpointed.
+    private var snapshot: DatabaseSnapshot?
     private let path: String
     private let project: UUID
     /// The records above the scope the project names that belong to no project yet, by entity: sent
@@ -917,7 +918,7 @@ private actor BundleCursor {
 
     /// The next page, nil after the last.
     func next() async throws -> [EntityRecord]? {
-        while let entity = entities.first {
+        while let entity = entities.first, let snapshot {
             let (project, after, extra) = (self.project, lastID, aboveScope.removeValue(forKey: entity) ?? [])
             let (page, full, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
                 db -> ([EntityRecord], Bool, [EntityRecord]) in
@@ -948,6 +949,7 @@ private actor BundleCursor {
                 return records.sortedByStorageText(\.id)
             }
         }
+        snapshot = nil
         return nil
     }
 }

@@ -397,6 +397,7 @@ public struct SyncServer: Sendable {
             metrics.set("outpost_open_connections", server.openConnections.current)
             metrics.set("outpost_connection_limit", server.configuration.maximumConnections)
             metrics.set("outpost_bundle_downloads_streaming", server.bundleGate.streaming)
+            metrics.set("outpost_bundle_snapshots_held", server.bundleGate.readingSnapshots)
             metrics.set("outpost_bundle_download_limit", server.bundleGate.limit)
             metrics.set("outpost_database_connections_in_use", server.activity.connectionsInUse)
             metrics.setEach(
@@ -643,10 +644,18 @@ public struct SyncServer: Sendable {
                     + "of yours, are streaming; try again shortly",
                 retryAfterSeconds: 5)
         }
+        let spool: BundleSpool
+        do {
+            spool = try BundleSpool(aheadLimit: BundleDownload.spoolAheadBytes)
+        } catch {
+            throw ServerError(
+                status: 503, .unavailable, "cannot create the bundle's spool file (\(error)); try again shortly", retryAfterSeconds: 5)
+        }
         let source = try await storage.bundle(project: project, by: caller)
         metrics.count("outpost_bundles_total", [("format", format.rawValue)])
         return BundleDownload(
-            source: source, project: project, format: format, slot: slot, encoding: bundleEncoding, metrics: metrics)
+            source: source, project: project, format: format, slot: slot, encoding: bundleEncoding, metrics: metrics,
+            spool: spool)
     }
 
     /// A pull's answer: the page read ahead for this very request when nothing it depends on changed
@@ -743,17 +752,52 @@ package struct BundleDownload: Sendable {
     let slot: BundleGate.Slot
     let encoding: EncodingTurns
     let metrics: ServerMetrics
+    let spool: BundleSpool
 
-    /// The most one write to the connection holds (see `write`'s `flush`).
+    /// The most one write to the connection holds: in pieces of 64 KiB, each awaited. A page (megabytes
+    /// of escaped XML) written as one piece left the connection unwritable until the client had read
+    /// nearly all of it, so a client reading steadily at 63 KB/s met the stall timeout meant for one
+    /// that stopped (attack 56).
     static let pieceBytes = 64 * 1024
 
-    /// Streams the bundle as the storage reads it: each batch of records is encoded and handed to
-    /// `send` while the next is read, so neither the project nor the bundle is ever whole in memory or
-    /// on disk. With `gzip` it goes as one gzip member, compressed as it is encoded: a bundle is the
-    /// largest download a crew makes, and its JSON shrinks about 20 times.
+    /// How far the encoder may run ahead of the client, on disk (`BundleSpool`): 256 MiB, a gzip
+    /// bundle of some eight million records, or the plain JSON of half a million.
+    static let spoolAheadBytes = 256 << 20
+
+    /// Streams the bundle: the storage's batches are encoded (gzip-compressed with `gzip`, as one member:
+    /// a bundle is the largest download a crew makes, and its JSON shrinks about 20 times) into the
+    /// download's spool as fast as they are read, and `send` takes the spool's bytes at the client's
+    /// pace. The snapshot the records are read from is let go once the last batch is encoded, not when
+    /// the client has read it (`BundleSpool`). Neither the project nor the bundle is ever whole in memory.
     package func write(gzip: Bool, to send: ([UInt8]) async throws -> Void) async throws {
         // The download's slot stays taken until the body is done.
         defer { withExtendedLifetime(slot) {} }
+        let producer = Task { [self] in
+            do {
+                try await encode(gzip: gzip)
+                await spool.finish()
+            } catch {
+                await spool.fail(error)
+            }
+            slot.doneReading()
+        }
+        defer { producer.cancel() }
+        do {
+            var offset = 0
+            while let piece = try await spool.read(from: offset, upTo: Self.pieceBytes) {
+                try await send(piece)
+                offset += piece.count
+                metrics.add("outpost_bundle_bytes_total", piece.count)
+            }
+        } catch {
+            // The client is gone or the encoder failed: an encoder waiting for room stops too.
+            await spool.close()
+            throw error
+        }
+    }
+
+    /// The encoder's side of `write`: every batch into the spool, then the document's end.
+    private func encode(gzip: Bool) async throws {
         let encoder = try BundleStreamEncoder(
             project: project, asOf: source.asOf, checkpoints: source.checkpoint.sequence > 0 ? [source.checkpoint.text] : [],
             format: format)
@@ -763,34 +807,26 @@ package struct BundleDownload: Sendable {
             pending += compressor?.compress(bytes) ?? bytes
         }
         func flush() async throws {
-            // In pieces of 64 KiB, each awaited: a page (megabytes of escaped XML) written as one piece
-            // left the connection unwritable until the client had read nearly all of it, so a client
-            // reading steadily at 63 KB/s met the stall timeout meant for one that stopped (attack 56).
-            var start = 0
-            while start < pending.count {
-                let end = min(start + Self.pieceBytes, pending.count)
-                try await send(Array(pending[start..<end]))
-                start = end
-            }
-            metrics.add("outpost_bundle_bytes_total", pending.count)
+            guard !pending.isEmpty else { return }
+            try await spool.append(pending)
             pending.removeAll(keepingCapacity: true)
         }
         add(encoder.take())
-        // One batch read ahead while this one is encoded and sent: reading a page (the snapshot's rows,
-        // their fields decoded) took as long as encoding it, one after the other (`perf`). Still one
-        // read at a time, and at most two batches in memory.
+        // One batch read ahead while this one is encoded: reading a page (the snapshot's rows, their
+        // fields decoded) took as long as encoding it, one after the other (`perf`). Still one read at a
+        // time, and at most two batches in memory.
         var upcoming = Task { try await source.next() }
         defer { upcoming.cancel() }
         while let batch = try await upcoming.value {
             try Task.checkCancellation()
             upcoming = Task { try await source.next() }
-            // Encoded and compressed in a turn, the send after it: see `EncodingTurns`.
+            // Encoded and compressed in a turn, the spool's write after it: see `EncodingTurns`.
             try await encoding.run {
                 for record in batch { try encoder.write(record) }
                 add(encoder.take())
             }
             // Compressed, a batch (500 records, some 250 KB of JSON) gives about 14 KB once zlib
-            // closes a block: sent after each such batch, the device inflates and writes one part
+            // closes a block: handed on after each such batch, the device inflates and writes one part
             // while the next is encoded, as with 64 KB plain (at 64 KB it waited on a megabyte).
             if pending.count >= (compressor == nil ? 64 : 8) * 1024 { try await flush() }
         }
