@@ -198,7 +198,8 @@ public final class Device: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<ImportSummary, BundleError>, Never>) in
                 let thread = Thread { [self] in
                     continuation.resume(returning: Result { () throws(BundleError) in
-                        try store.importBundle(at: file, fromServer: true, arriving: arriving, progress: progress)
+                        try store.importBundle(
+                            at: file, fromServer: true, project: project, arriving: arriving, progress: progress)
                     })
                 }
                 thread.name = "outpost-pre-sync-import"
@@ -224,8 +225,10 @@ public final class Device: Sendable {
         switch (imported, downloaded) {
         case (.success(let summary), .success):
             return summary
-        case (.failure(let error), .failure) where !(error.underlying is TransportError):
+        case (.failure(let error), .failure) where !(error.underlying is TransportError) && !arrival.importGaveWay:
             // The import refused the bundle first (a record breaking a rule); the download was cut for it.
+            // (One that gave way to a slow download says nothing of the bundle: the download's error is
+            // the one to tell, a size limit passed say.)
             throw .bundle(error)
         case (_, .failure(let error)):
             throw .transport(error)

@@ -26,12 +26,16 @@ extension LocalStore {
     /// project again from its beginning (`rereadProjects()`, `settleRereadImports(asked:)`): what that
     /// read does not bring is not the server's, and goes.
     ///
+    /// `project`: the project the bundle must be of (a pre-sync asked the server for it); a bundle of
+    /// another is refused with `outsideProject` and nothing is written. A server that answered with
+    /// another project's bundle left the device believing it held a project it held none of (attack 57).
+    ///
     /// `arriving`: the file is still being downloaded (`BundleImporter.open(_:arriving:)`); the import
     /// reads it as it arrives, holding the write lock meanwhile, and a failed download rolls it back.
     @discardableResult
     public func importBundle(
-        at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false, arriving: BundleArrival? = nil,
-        progress: (@Sendable (ImportProgress) -> Void)? = nil
+        at url: URL, limits: BundleLimits = .standard, fromServer: Bool = false, project: UUID? = nil,
+        arriving: BundleArrival? = nil, progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) throws(BundleError) -> ImportSummary {
         let stream = try BundleImporter(limits: limits).open(url, arriving: arriving)
         let origin = claimOwner.text
@@ -50,7 +54,18 @@ extension LocalStore {
                 do {
                     let session = try ImportSession(db: db, origin: origin, stream: stream, notesVersions: !fromServer)
                     var records = 0
+                    // Checked once the header is read (a JSON bundle may name its project after its
+                    // records), and at the end whatever came: in one transaction, nothing stays either way.
+                    func checkProject(atEnd: Bool = false) throws(BundleError) {
+                        guard let project, stream.projectID != project, atEnd || stream.projectID != nil else { return }
+                        throw BundleError(
+                            .outsideProject,
+                            message: "the bundle is of project \(stream.projectID?.uuidString.lowercased() ?? "(none named)"), "
+                                + "not of \(project.uuidString.lowercased()) as asked; nothing was imported",
+                            file: url.path)
+                    }
                     while let batch = try stream.nextBatch() {
+                        try checkProject()
                         for item in batch { try session.apply(item.record, at: item.location) }
                         let reached = records + batch.count
                         if reached / Self.journalEvery > records / Self.journalEvery { try session.journal() }
@@ -59,6 +74,7 @@ extension LocalStore {
                         }
                         records = reached
                     }
+                    try checkProject(atEnd: true)
                     try session.finish(at: stream.documentLocation ?? SourceLocation(file: url.path))
                     // The records may come from a history a server restore has lost since: the next
                     // sync asks the server about each checkpoint the bundle carries.
