@@ -1,8 +1,10 @@
 import Foundation
 
 /// Bounds how many bundle downloads stream at once, in all and per caller. Each holds a database
-/// snapshot for as long as its client reads (a pooled connection on PostgreSQL), so without a bound a
-/// few stalled clients could take every connection that pushes, pulls and token checks need; without
+/// snapshot while it encodes (a pooled connection on PostgreSQL; longer when its client is more than
+/// `BundleDownload.spoolAheadBytes` behind), a spool file and a connection for as long as its client
+/// reads, so without a bound a few stalled clients could take every connection that pushes, pulls and
+/// token checks need; without
 /// one per caller, one member who opens downloads and never reads them takes every place from everyone
 /// else. A download over either bound is refused with 503 and Retry-After, which clients already treat
 /// as "try again shortly".
