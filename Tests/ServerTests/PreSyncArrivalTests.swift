@@ -107,7 +107,7 @@ struct PreSyncArrivalTests {
         try await writer.sync()
         let bundle = server.directory.appendingPathComponent("prefetched.json")
         _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
-        let stall = Duration.seconds(8)
+        let stall = Duration.seconds(12)
         let transport = StallingTransport(base: server.transport(token: TestServer.aliceToken), bundle: try Data(contentsOf: bundle), stall: stall)
         let stallEnded = transport.stallEnded
         let device = try Device(

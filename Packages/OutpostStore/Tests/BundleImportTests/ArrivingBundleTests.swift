@@ -107,7 +107,13 @@ import Testing
         let arrival = BundleArrival(fastAfterBytes: 0, fastBytesPerSecond: 0, waitingBudget: .seconds(120))
         let download = try Download(into: workspace.url("arriving.\(format.rawValue)"), arrival: arrival)
         let reported = Mutex(0)
-        // The download runs on a thread of its own (it blocks while it holds back its last quarter).
+        // The import and the download each run on a thread of their own, started at once: neither waits
+        // for a thread of the cooperative pool (the download blocks while it holds back its last quarter).
+        let importing = Self.onThread { () throws -> ImportSummary in
+            try store.importBundle(at: download.url, fromServer: true, arriving: arrival) { progress in
+                reported.withLock { $0 = max($0, progress.records) }
+            }
+        }
         let writer = Self.onThread { () throws -> Bool in
             try download.write(bytes, upTo: bytes.count * 3 / 4)
             let overlapped = Self.eventually(within: 60) { reported.withLock { $0 } >= 1_000 }
@@ -115,12 +121,7 @@ import Testing
             arrival.finish()
             return overlapped
         }
-        await arrival.readyToImport()
-        let summary = try await offThePool {
-            try store.importBundle(at: download.url, fromServer: true, arriving: arrival) { progress in
-                reported.withLock { $0 = max($0, progress.records) }
-            }
-        }
+        let summary = try await importing.value
         #expect(try await writer.value, "the import read nothing until the whole file had arrived")
         #expect(summary.total == expected.total)
         #expect(try workspace.contents(of: target) == workspace.contents(of: workspace.folder.appendingPathComponent("expected.sqlite").path))
