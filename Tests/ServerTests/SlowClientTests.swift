@@ -237,12 +237,7 @@ struct BundleHangUpTests {
         #expect(await connection.answerStatus() == 200)
         // It reads nothing more: the server's buffers fill, and then nothing moves.
         let started = ContinuousClock.now
-        var closed = false
-        while !closed, ContinuousClock.now - started < .seconds(120) {
-            let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix("outpost_bundle_downloads_streaming ") }
-            closed = line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } == 0
-            if !closed { try await Task.sleep(for: .milliseconds(250)) }
-        }
+        let closed = try await Self.gauge("outpost_bundle_downloads_streaming", of: server, reaches: 0, within: .seconds(120))
         #expect(closed, "the download still streams \(ContinuousClock.now - started) after the client stopped reading")
         withExtendedLifetime(connection) {}
     }
@@ -261,23 +256,31 @@ struct BundleHangUpTests {
         #expect(await connection.answerStatus() == 200)
         // About 1 MB/s: the 13 MB page takes some 13 s to read.
         let reading = Task { await connection.readSteadily(chunk: 16 * 1024, pause: .milliseconds(15)) }
-        func gauge(_ name: String) async throws -> Double? {
-            let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix(name + " ") }
-            return line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
-        }
         let started = ContinuousClock.now
-        var released = false
-        while !released, ContinuousClock.now - started < .seconds(60) {
-            released = try await gauge("outpost_bundle_snapshots_held") == 0
-            if !released { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        let streaming = try await gauge("outpost_bundle_downloads_streaming")
+        let released = try await Self.gauge("outpost_bundle_snapshots_held", of: server, reaches: 0, within: .seconds(60))
+        let streaming = try await Self.gauge("outpost_bundle_downloads_streaming", of: server)
         #expect(released, "the download still held its snapshot \(ContinuousClock.now - started) in")
         #expect(streaming == 1, "the snapshot was let go only once the client had read the bundle")
         let received = await reading.value
         #expect(received.count > 13_000_000, "\(received.count) bytes")
         let tail = String(decoding: received.suffix(64), as: UTF8.self)
         #expect(tail.hasSuffix("0\r\n\r\n") && tail.contains("</bundle>"), "ends with \(tail.debugDescription)")
+    }
+
+    /// A gauge of the server's `/metrics` as it stands; nil when it is not there.
+    static func gauge(_ name: String, of server: TestServer) async throws -> Double? {
+        let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+    }
+
+    /// Whether the gauge reads `value` within `limit`, scraped every 100 ms.
+    static func gauge(_ name: String, of server: TestServer, reaches value: Double, within limit: Duration) async throws -> Bool {
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < limit {
+            if try await gauge(name, of: server) == value { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try await gauge(name, of: server) == value
     }
 
     /// A server with a 2-second stall timeout whose project A holds three issues of 900 KB of '&': one
