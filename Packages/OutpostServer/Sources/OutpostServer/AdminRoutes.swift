@@ -166,12 +166,17 @@ extension KeyedDecodingContainer {
 
 /// A name, an address or an e-mail address as the admin API takes it (`AdminText`): 1 to 200 Unicode
 /// scalars, as JSON Schema counts a `maxLength`, and no control characters (PostgreSQL's text takes no
-/// NUL, and a log line no line break); nil stays nil.
-private func checkedText(_ text: String?, _ field: String) throws(ServerError) -> String? {
+/// NUL, and a log line no line break); nil stays nil. A `name` (`AdminName`) is also more than white
+/// space: the record it names requires one, and a blank one was refused by the record's check with a
+/// message about the member record, for a body the API document called valid.
+private func checkedText(_ text: String?, _ field: String, isName: Bool = false) throws(ServerError) -> String? {
     guard let text else { return nil }
     let scalars = text.unicodeScalars
     guard (1...200).contains(scalars.count), !scalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
         throw ServerError.badRequest("\(field) is 1 to 200 characters, none of them control characters")
+    }
+    if isName, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+        throw ServerError.badRequest("\(field) must be more than white space")
     }
     return text
 }
@@ -191,7 +196,7 @@ struct CreateProjectJSON: Decodable {
     /// The project to create: refused 400 for a name or an address outside `AdminText`.
     func project() throws(ServerError) -> ServerSeed.Project {
         ServerSeed.Project(
-            id: id ?? UUID(), name: try checkedText(name, "name") ?? name, address: try checkedText(address, "address"))
+            id: id ?? UUID(), name: try checkedText(name, "name", isName: true) ?? name, address: try checkedText(address, "address"))
     }
 }
 
@@ -227,7 +232,7 @@ struct MembershipJSON: Decodable {
     /// (an unknown role is refused by `SyncServer.addMember`).
     func member(_ user: UUID, of project: UUID) throws(ServerError) -> ServerSeed.Member {
         ServerSeed.Member(
-            userID: user, name: try checkedText(name, "name") ?? name, email: try checkedText(email, "email"), role: role,
+            userID: user, name: try checkedText(name, "name", isName: true) ?? name, email: try checkedText(email, "email"), role: role,
             projects: [project])
     }
 }
