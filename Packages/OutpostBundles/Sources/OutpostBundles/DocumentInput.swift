@@ -13,8 +13,6 @@ final class DocumentInput {
     /// Set when the document went past `limit`, or its download failed; the read then fails with `failure`.
     private(set) var failed = false
     private var arrivalFailure: BundleError?
-    /// The document's size on disk when opened, for progress (0 while it is still arriving).
-    let totalBytes: Int64
 
     init(path: String, limit: Int64, arrival: BundleArrival? = nil) throws(BundleError) {
         self.path = path
@@ -25,8 +23,6 @@ final class DocumentInput {
         }
         self.handle = handle
         fileDescriptor = handle.fileDescriptor
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
-        totalBytes = arrival == nil || arrival?.isWhole == true ? size ?? 0 : 0
     }
 
     deinit { try? handle.close() }
