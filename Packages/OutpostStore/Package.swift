@@ -46,6 +46,7 @@ let package = Package(
                 .product(name: "OutpostFieldServiceTesting", package: "OutpostModels"),
                 "OutpostStore", .product(name: "OutpostTesting", package: "OutpostTesting"),
                 .product(name: "OutpostMigrationTesting", package: "OutpostMigrator"),
+                .product(name: "OutpostWire", package: "OutpostWire"),
             ]
         ),
         // Importing and exporting pre-sync bundles through the store.

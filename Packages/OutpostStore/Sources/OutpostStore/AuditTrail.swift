@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import OutpostSchema
+import OutpostWire
 
 /// The append-only, hash-chained record of every local write. Each entry's hash is SHA-256(previous
 /// entry's hash ‖ a canonical encoding of the write), so editing, removing or reordering any entry
@@ -31,6 +32,9 @@ enum AuditTrail {
     /// Appends the write to the chain, in the caller's transaction; returns the new entry's sequence.
     /// `fields` is the write's fields as `JSONWriter.storedFields` encodes them; the write's queued mutation
     /// reads them from here (`"fieldsInAudit"`), so an entry is never edited or removed.
+    ///
+    /// Stored primed where that is smaller (see `storedFields`), with an empty `previous_hash`: it is
+    /// the entry before's hash, which the walk has in hand, and the entry's own hash still covers it.
     static func append(
         entity: EntityType, recordID: UUID, operation: MutationOperation, fields payload: Data, at: Date,
         in db: Database
@@ -44,20 +48,143 @@ enum AuditTrail {
         let id = recordID.storageText
         let canonical = canonicalEncoding(
             seq: seq, at: at, entity: entity.rawValue, recordID: id, operation: operation.rawValue, fields: payload)
+        let hash = chainHash(previous: previous, payload: canonical)
+        let stored = try primed(payload, entity: entity.rawValue, before: seq, in: db) ?? payload
+        // X'' as a literal: GRDB may bind empty Data as NULL, which the column refuses.
         try db.cachedStatement(sql: """
                 INSERT INTO audit_log (seq, at, entity, record_id, operation, payload, previous_hash, hash)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, X'', ?)
                 """).execute { row in
             row.bind(seq)
             row.bind(at)
             row.bind(entity.rawValue)
             row.bind(id)
             row.bind(operation.rawValue)
-            row.bind(payload)
-            row.bind(previous)
-            row.bind(chainHash(previous: previous, payload: canonical))
+            row.bind(stored)
+            row.bind(hash)
         }
+        try writeHead(seq: seq, hash: hash, in: db)
         return seq
+    }
+
+    /// How far back (in entries) a primed entry's reference may be; past it, an entry is stored plain
+    /// and becomes the next reference. Bounds the search each write makes.
+    static let referenceReach: Int64 = 128
+    /// The first byte of a primed payload; a compact one starts with `{`.
+    static let primedMark: UInt8 = 0x00
+    /// A primed entry inflates to at most this many times its stored bytes, plus `inflationAllowance`:
+    /// the writer stores plain anything that would compress more, so a hostile entry cannot inflate
+    /// further (attack 58 found 256 MiB per entry possible before this bound).
+    static let inflationRatio = 64
+    static let inflationAllowance = 4096
+
+    /// The write's fields deflated against the newest plain entry of its entity within
+    /// `referenceReach` (their names and shared values then cost a few bytes each):
+    /// `[0x00][reference's sequence, LEB128][raw deflate]`. Nil when no reference is in reach, or
+    /// when it would not be smaller or would pass the inflation bound.
+    private static func primed(_ fields: Data, entity: String, before seq: Int64, in db: Database) throws -> Data? {
+        let candidates = try Row.fetchCursor(
+            db.cachedStatement(sql: "SELECT seq, payload FROM audit_log WHERE seq >= ? AND entity = ? ORDER BY seq DESC"),
+            arguments: [seq - referenceReach, entity])
+        var reference: (seq: Int64, payload: Data)?
+        while let row = try candidates.next() {
+            let payload: Data = row[1]
+            if form(of: payload) == .compact {
+                reference = (row[0], payload)
+                break
+            }
+        }
+        guard let reference else { return nil }
+        let compressed = PrimedDeflate.compress(fields, dictionary: reference.payload)
+        var stored = Data([primedMark])
+        var rest = UInt64(reference.seq)
+        repeat {
+            stored.append(UInt8(rest & 0x7F) | (rest >= 0x80 ? 0x80 : 0))
+            rest >>= 7
+        } while rest > 0
+        stored.append(compressed)
+        guard stored.count < fields.count, fields.count <= inflationRatio * compressed.count + inflationAllowance
+        else { return nil }
+        return stored
+    }
+
+    /// The three stored forms of a payload.
+    enum Form { case full, compact, primed }
+
+    static func form(of payload: Data) -> Form {
+        if payload.first == primedMark { return .primed }
+        return payload.starts(with: fullFormPrefix) ? .full : .compact
+    }
+
+    /// The fields' encoding a compact or primed entry `seq` of `entity` holds, as `canonicalEncoding` takes
+    /// them: the one reader of entries, for the walk and for the queue (which reads a write's fields
+    /// here). A full-form entry gives the fields object it holds. `reference` reads another entry's
+    /// entity and payload. A primed entry's reference must be an earlier compact entry of the same
+    /// entity, its sequence written in the fewest bytes; anything else is named as damage.
+    static func storedFields(
+        seq: Int64, entity: String, payload: Data, reference: (Int64) throws -> (entity: String, payload: Data)?
+    ) throws -> Data {
+        func damaged(_ reason: String) -> StoreError {
+            StoreError(.databaseFailure, path: "", message: "audit entry \(seq) \(reason) (`outpost audit verify` names what changed)")
+        }
+        switch form(of: payload) {
+        case .compact:
+            return payload
+        case .full:
+            guard let decoded = try? JSONDecoder().decode(CanonicalWrite.self, from: payload) else {
+                throw damaged("is unreadable")
+            }
+            var json = JSONWriter()
+            try json.storedFields(decoded.fields)
+            return json.data
+        case .primed:
+            var referenceSeq: UInt64 = 0
+            var shift: UInt64 = 0
+            var index = payload.startIndex + 1
+            while true {
+                guard index < payload.endIndex, shift < 63 else { throw damaged("names no readable reference") }
+                let byte = payload[index]
+                index += 1
+                referenceSeq |= UInt64(byte & 0x7F) << shift
+                shift += 7
+                if byte & 0x80 == 0 {
+                    // The fewest bytes: a last byte of 0 (after the first) is a longer spelling of the same number.
+                    guard byte != 0 || shift == 7 else { throw damaged("names its reference in more bytes than it needs") }
+                    break
+                }
+            }
+            guard referenceSeq >= 1, referenceSeq < UInt64(seq) else {
+                throw damaged("names entry \(referenceSeq) as its reference, which is not an earlier entry")
+            }
+            guard let named = try reference(Int64(referenceSeq)), named.entity == entity, form(of: named.payload) == .compact
+            else { throw damaged("names entry \(referenceSeq) as its reference, which is not a plain entry of \(entity)") }
+            let compressed = payload[index...]
+            let limit = inflationRatio * compressed.count + inflationAllowance
+            switch PrimedDeflate.inflate(Data(compressed), dictionary: named.payload, limit: limit) {
+            case .complete(let fields): return fields
+            case .exceedsLimit: throw damaged("inflates past \(limit) bytes, more than the store ever writes")
+            case .corrupt: throw damaged("does not inflate against its reference")
+            }
+        }
+    }
+
+    /// `storedFields` reading references from the table, for the queue.
+    static func storedFields(seq: Int64, entity: String, payload: Data, in db: Database) throws -> Data {
+        try storedFields(seq: seq, entity: entity, payload: payload) { reference in
+            try db.cachedStatement(sql: "SELECT entity, payload FROM audit_log WHERE seq = ?").firstRow(arguments: [reference]) {
+                ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data())
+            }
+        }
+    }
+
+    /// The `sync_state` key of the chain's head: the newest entry's sequence and hash, written in the
+    /// same transaction as each entry. A chain cut short still holds from its start; its head names
+    /// what was taken from its end (toolkit step 4 sets it for a chain an older build wrote).
+    static let headKey = "audit_head"
+
+    private static func writeHead(seq: Int64, hash: Data, in db: Database) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
+            .execute(arguments: [headKey, "\(seq):\(hash.hexText)"])
     }
 
     /// Walks the chain from the first entry and reports the first one that does not hold.
@@ -65,45 +192,142 @@ enum AuditTrail {
         var previousHash = genesis
         var expectedSeq: Int64 = 1
         var count = 0
+        // The plain entries primed ones were deflated against, by sequence: read once as the walk passes
+        // them. Kept to the last 1,024 (a reference is at most `referenceReach` back; older ones are read again).
+        var references: [Int64: (entity: String, payload: Data)] = [:]
         let cursor = try Row.fetchCursor(
-            db, sql: "SELECT seq, at, entity, record_id, operation, payload, previous_hash, hash FROM audit_log ORDER BY seq")
+            db, sql: """
+                SELECT seq, at, entity, record_id, operation, payload, previous_hash, hash,
+                       typeof(at) = 'integer' AND typeof(entity) = 'text' AND typeof(record_id) = 'text'
+                       AND typeof(operation) = 'text'
+                       AND instr(CAST(entity || record_id || operation AS BLOB), X'00') = 0
+                FROM audit_log ORDER BY seq
+                """)
         while let row = try cursor.next() {
+            func broken(seq: Int64, _ reason: String) -> AuditReport {
+                AuditReport(entriesChecked: count, firstBrokenEntry: seq, problem: reason)
+            }
+            // Each column as the store writes it: a time stored as text or a fraction, or a name with a NUL
+            // inside (which C-string readers cut off, so it would hash as the name before it), is an edit.
+            let seq = row[0] as Int64
+            guard row[8] as Bool? == true, let at = row[1] as Int64?, let entity = row[2] as String?,
+                let recordID = row[3] as String?, let operation = row[4] as String?, let payload = row[5] as Data?,
+                let storedPrevious = row[6] as Data?, let hash = row[7] as Data?
+            else { return broken(seq: seq, "entry \(seq) was edited: a column holds what the store never writes there") }
             let entry = Entry(
-                seq: row[0], at: row[1], entity: row[2], recordID: row[3], operation: row[4], payload: row[5],
-                previousHash: row[6], hash: row[7])
-            func broken(_ reason: String) -> AuditReport {
-                AuditReport(entriesChecked: count, firstBrokenEntry: entry.seq, problem: reason)
-            }
+                seq: seq, at: at, entity: entity, recordID: recordID, operation: operation, payload: payload,
+                previousHash: storedPrevious, hash: hash)
             if entry.seq != expectedSeq {
-                return broken("entry \(expectedSeq) is missing: the chain jumps to \(entry.seq)")
+                return broken(seq: entry.seq, "entry \(expectedSeq) is missing: the chain jumps to \(entry.seq)")
             }
-            if entry.previousHash != previousHash {
-                return broken("entry \(entry.seq) does not follow entry \(entry.seq - 1): removed or reordered")
+            // An empty previous hash stands for the entry before's (every entry since the primed form).
+            if !entry.previousHash.isEmpty && entry.previousHash != previousHash {
+                return broken(seq: entry.seq, "entry \(entry.seq) does not follow entry \(entry.seq - 1): removed or reordered")
             }
             let hashed: Data
-            if entry.payload.starts(with: fullFormPrefix) {
+            switch form(of: entry.payload) {
+            case .full:
                 // The full form: the hash covers the payload's bytes; the columns must say what it says.
                 let decoded = try? JSONDecoder().decode(CanonicalWrite.self, from: entry.payload)
                 if decoded?.seq != entry.seq || decoded?.at != entry.at || decoded?.entity != entry.entity
                     || decoded?.id != entry.recordID || decoded?.op != entry.operation
                 {
-                    return broken("entry \(entry.seq) was edited: its columns disagree with its hashed payload")
+                    return broken(seq: entry.seq, "entry \(entry.seq) was edited: its columns disagree with its hashed payload")
                 }
                 hashed = entry.payload
-            } else {
-                // The compact form: the columns and the fields' encoding rebuild what was hashed.
+            case .compact, .primed:
+                // The columns and the fields' encoding rebuild what was hashed.
+                let fields: Data
+                do {
+                    fields = try storedFields(seq: entry.seq, entity: entry.entity, payload: entry.payload) { seq in
+                        if let known = references[seq] { return known }
+                        return try db.cachedStatement(sql: "SELECT entity, payload FROM audit_log WHERE seq = ?")
+                            .firstRow(arguments: [seq]) { ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data()) }
+                    }
+                } catch {
+                    return broken(seq: entry.seq, "entry \(entry.seq) was edited: \((error as? StoreError)?.message ?? "\(error)")")
+                }
                 hashed = canonicalEncoding(
                     seq: entry.seq, at: entry.at, entity: entry.entity, recordID: entry.recordID,
-                    operation: entry.operation, fields: entry.payload)
+                    operation: entry.operation, fields: fields)
             }
-            if chainHash(previous: entry.previousHash, payload: hashed) != entry.hash {
-                return broken("entry \(entry.seq) was edited: its hash does not match its content")
+            if chainHash(previous: previousHash, payload: hashed) != entry.hash {
+                return broken(seq: entry.seq, "entry \(entry.seq) was edited: its hash does not match its content")
+            }
+            if form(of: entry.payload) == .compact {
+                if references.count >= 1024 { references.removeAll(keepingCapacity: true) }
+                references[entry.seq] = (entry.entity, entry.payload)
             }
             previousHash = entry.hash
             expectedSeq += 1
             count += 1
         }
-        return AuditReport(entriesChecked: count, firstBrokenEntry: nil, problem: nil)
+        if let broken = try checkHead(lastSeq: expectedSeq - 1, lastHash: previousHash, checked: count, in: db) {
+            return broken
+        }
+        return try checkQueue(checked: count, in: db)
+            ?? AuditReport(entriesChecked: count, firstBrokenEntry: nil, problem: nil)
+    }
+
+    /// The head the store keeps must name the entry the walk ended on: a chain whose newest entries
+    /// were removed (or all of them) holds from its start, and only the head tells.
+    private static func checkHead(lastSeq: Int64, lastHash: Data, checked: Int, in db: Database) throws -> AuditReport? {
+        let text = try String.fetchOne(
+            db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: [headKey])
+        guard let text else {
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: lastSeq + 1,
+                problem: "the chain's head is missing: it was removed, and entries after \(lastSeq) may have gone with it")
+        }
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let headSeq = Int64(parts[0]) else {
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: lastSeq + 1, problem: "the chain's head is unreadable: it was edited")
+        }
+        if headSeq > lastSeq {
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: lastSeq + 1,
+                problem: "the newest entries (\(lastSeq + 1) to \(headSeq)) were removed: the chain ends at \(lastSeq)")
+        }
+        if headSeq < lastSeq || String(parts[1]) != lastHash.hexText {
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: headSeq + 1,
+                problem: "the chain does not end where its head says (entry \(headSeq)): entries were added or replaced outside the store")
+        }
+        return nil
+    }
+
+    /// Each queued write that keeps its fields in an audit entry (`"fieldsInAudit"`) must name an entry
+    /// of the chain that records that very write: same entity, record and operation. A row pointed at
+    /// another entry would otherwise send that entry's fields as its own. Rows written whole may name
+    /// an entry of their record only (a rebase turns a create into an update).
+    private static func checkQueue(checked: Int, in db: Database) throws -> AuditReport? {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT q.seq, q.audit_seq, q.entity, q.record_id, q.operation, instr(q.payload, '"fieldsInAudit":true') > 0,
+                   a.entity, a.record_id, a.operation
+            FROM mutation_queue AS q LEFT JOIN audit_log AS a ON a.seq = q.audit_seq
+            WHERE q.audit_seq IS NOT NULL OR instr(q.payload, '"fieldsInAudit":true') > 0
+            ORDER BY q.seq
+            """)
+        for row in rows {
+            let sequence: Int64 = row[0]
+            let named: Int64? = row[1]
+            let entity: String = row[2], recordID: String = row[3], operation: String = row[4]
+            let fieldsInAudit: Bool = row[5]
+            func broken(_ reason: String) -> AuditReport {
+                AuditReport(entriesChecked: checked, firstBrokenEntry: nil, problem: reason, brokenMutation: sequence)
+            }
+            guard let named, let entryEntity = row[6] as String?, let entryRecord = row[7] as String? else {
+                return broken("queued mutation \(sequence) (\(entity) \(recordID)) names audit entry \(row[1] as Int64? ?? 0), which does not exist")
+            }
+            if entryEntity != entity || entryRecord != recordID || (fieldsInAudit && row[8] as String? != operation) {
+                return broken("""
+                    queued mutation \(sequence) (\(operation) of \(entity) \(recordID)) names audit entry \(named), \
+                    which records another write (\(row[8] as String? ?? "") of \(entryEntity) \(entryRecord)): the queue was edited
+                    """)
+            }
+        }
+        return nil
     }
 
     static func chainHash(previous: Data, payload: Data) -> Data {
@@ -149,6 +373,20 @@ enum AuditTrail {
     }
 }
 
+extension Data {
+    /// Lowercase hex, as `lower(hex(…))` writes it in SQL (toolkit step 4 sets a head that way).
+    fileprivate var hexText: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(count * 2)
+        for byte in self {
+            bytes.append(digits[Int(byte >> 4)])
+            bytes.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
 /// The outcome of walking the audit chain.
 public struct AuditReport: Sendable, Hashable, Codable {
     /// How many entries held before the walk stopped (all of them when the chain is intact).
@@ -158,6 +396,18 @@ public struct AuditReport: Sendable, Hashable, Codable {
     /// What is wrong with that entry, in plain words.
     public let problem: String?
 
-    /// Whether every entry holds.
-    public var isIntact: Bool { firstBrokenEntry == nil }
+    /// The queued mutation that names an audit entry recording another write (or none), so it would
+    /// send fields that are not its own; nil when every queued write names its own entry.
+    public let brokenMutation: Int64?
+
+    /// A report: `firstBrokenEntry` and `brokenMutation` nil when the chain and the queue hold.
+    public init(entriesChecked: Int, firstBrokenEntry: Int64?, problem: String?, brokenMutation: Int64? = nil) {
+        self.entriesChecked = entriesChecked
+        self.firstBrokenEntry = firstBrokenEntry
+        self.problem = problem
+        self.brokenMutation = brokenMutation
+    }
+
+    /// Whether every entry holds, the chain ends where its head says, and every queued write names its own entry.
+    public var isIntact: Bool { firstBrokenEntry == nil && brokenMutation == nil }
 }

@@ -41,7 +41,7 @@ extension StoreWriter {
             guard let head = rows.first, head["seq"] == mutation.sequence else { return false }
             let payloads = try rows.map { row in
                 (sequence: row["seq"] as Int64,
-                 payload: try MutationQueue.Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"]))
+                 payload: try MutationQueue.Payload.read(row, in: db))
             }
             let node = clock.node
             let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))

@@ -65,6 +65,16 @@ enum MutationQueue {
             return stored.deleteUnseen == true ? stored.revives : nil
         }
 
+        /// Reads the payload of a queue row selected with `auditFieldsColumn`: a write that keeps its fields
+        /// in its audit entry reads them through `AuditTrail.storedFields`, the reader the walk uses too.
+        static func read(_ row: Row, in db: Database) throws -> Payload {
+            var fields: Data?
+            if let stored = row["audit_fields"] as Data? {
+                fields = try AuditTrail.storedFields(seq: row["audit_entry"], entity: row["audit_entity"], payload: stored, in: db)
+            }
+            return try read(row["payload"], auditFields: fields, sequence: row["seq"])
+        }
+
         /// Reads a `payload` column of mutation `sequence`. `auditFields` is the payload of the audit entry
         /// the row names, where a row written with `"fieldsInAudit":true` keeps its fields.
         static func read(_ text: String, auditFields: Data?, sequence: Int64) throws -> Payload {
@@ -74,7 +84,7 @@ enum MutationQueue {
                 guard let auditFields else {
                     throw StoreError(
                         .databaseFailure, path: "",
-                        message: "mutation \(sequence) keeps its fields in its audit entry, which is missing (`outpost audit verify` names what changed)")
+                        message: "mutation \(sequence) keeps its fields in its audit entry, which is missing or records another write (`outpost audit verify` names what changed)")
                 }
                 fields = try decoder.decode([String: FieldValue].self, from: auditFields)
             } else {
@@ -121,8 +131,16 @@ enum MutationQueue {
         }
     }
 
-    /// The payload column with its audit entry's payload, for `Payload.read` (`SELECT` it as the last column).
-    static let auditFieldsColumn = "(SELECT payload FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq) AS audit_fields"
+    /// The payload column with its audit entry's payload, for `Payload.read` (`SELECT` them after the row's own).
+    /// Only an entry that records this very write (entity, record and operation) counts: a row pointed
+    /// at another entry reads as one whose entry is missing, held back, never sent with another
+    /// write's fields (`AuditTrail.verify` names it).
+    static let auditFieldsColumn = """
+        (SELECT payload FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq
+            AND audit_log.entity = mutation_queue.entity AND audit_log.record_id = mutation_queue.record_id
+            AND audit_log.operation = mutation_queue.operation) AS audit_fields,
+        mutation_queue.audit_seq AS audit_entry, mutation_queue.entity AS audit_entity
+        """
 
     /// Queues a write. An update of a record whose earlier create or update has never been sent is
     /// folded into that mutation: the server has seen neither, so sending the union once, with each
@@ -152,7 +170,7 @@ enum MutationQueue {
             try !waitsOnLaterCreates(dependsOn.map(\.storageText), after: pending["seq"], in: db)
         {
             // The union is written whole: the new audit entry holds only this write's fields.
-            var merged = try Payload.read(pending["payload"], auditFields: pending["audit_fields"], sequence: pending["seq"])
+            var merged = try Payload.read(pending, in: db)
             merged.fold(payload)
             let earlier = try parents(in: pending)
             let parents = earlier + dependsOn.map(\.storageText).filter { !earlier.contains($0) }
@@ -192,7 +210,7 @@ enum MutationQueue {
                 ORDER BY seq DESC LIMIT 1
                 """, arguments: [entity.rawValue, id.storageText])
         else { return false }
-        var merged = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+        var merged = try Payload.read(row, in: db)
         merged.fold(payload)
         try db.execute(
             sql: "UPDATE mutation_queue SET payload = ? WHERE seq = ?", arguments: [try merged.encoded(), row["seq"] as Int64])
@@ -206,7 +224,7 @@ enum MutationQueue {
     /// is read before anything is written: one that no longer reads leaves all of them as they were.
     static func foldLaterUpdates(into sequence: Int64, in db: Database) throws {
         guard let head = try Row.fetchOne(
-                db, sql: "SELECT record_id, operation, payload, depends_on, audit_seq, \(auditFieldsColumn) FROM mutation_queue WHERE seq = ?",
+                db, sql: "SELECT seq, record_id, operation, payload, depends_on, audit_seq, \(auditFieldsColumn) FROM mutation_queue WHERE seq = ?",
                 arguments: [sequence]),
             ["create", "update"].contains(head["operation"] as String)
         else { return }
@@ -230,10 +248,10 @@ enum MutationQueue {
                 folded.append(row)
             }
             guard !folded.isEmpty else { return }
-            merged = try Payload.read(head["payload"], auditFields: head["audit_fields"], sequence: sequence)
+            merged = try Payload.read(head, in: db)
             parents = try Self.parents(in: head)
             for row in folded {
-                let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+                let payload = try Payload.read(row, in: db)
                 merged.fold(payload)
                 let more = try Self.parents(in: row)
                 parents += more.filter { !parents.contains($0) }
@@ -276,7 +294,7 @@ enum MutationQueue {
             } else {
                 try Row.fetchAll(db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue ORDER BY seq")
             }
-        return try rows.map(mutation(from:))
+        return try rows.map { try mutation(from: $0, in: db) }
     }
 
     /// What the record's mutations the server has not acknowledged hold: the fields they write (a delete
@@ -297,7 +315,7 @@ enum MutationQueue {
         var change = UnfinishedChange(fields: [], baseVersion: .max)
         var users: Set<String> = []
         for row in rows {
-            let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+            let payload = try Payload.read(row, in: db)
             change.fields.formUnion(payload.fields.keys)
             users.formUnion(Set(payload.fields.keys).subtracting(payload.carried))
             change.carried.formUnion(payload.carried)
@@ -351,7 +369,7 @@ enum MutationQueue {
         var rebased: [(sequence: Int64, operation: MutationOperation, payload: Payload)] = []
         for row in rows {
             // Written back whole: what is left to send is no longer what the audit entry recorded.
-            var payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+            var payload = try Payload.read(row, in: db)
             payload.fields = payload.fields.filter { keep($0.key) }
             payload.clocks = payload.clocks.filter { payload.fields[$0.key] != nil }
             // A carried field goes out with the value the merge took from the server.
@@ -405,7 +423,7 @@ enum MutationQueue {
                 arguments: [mutation.sequence, mutation.idempotencyKey.storageText]),
             (row["base_version"] as Int64) > version
         else { return false }
-        let left = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+        let left = try Payload.read(row, in: db)
         let next = try Row.fetchOne(
             db, sql: """
                 SELECT seq, payload, \(auditFieldsColumn) FROM mutation_queue
@@ -423,7 +441,7 @@ enum MutationQueue {
         guard !left.fields.isEmpty || left.deletion != nil else { return true }
         if let next {
             // Before the next write, which wins where both wrote; a delete keeps its delete.
-            let later = try Payload.read(next["payload"], auditFields: next["audit_fields"], sequence: next["seq"])
+            let later = try Payload.read(next, in: db)
             var merged = left
             merged.fold(later)
             merged.deletion = later.deletion
@@ -457,7 +475,7 @@ enum MutationQueue {
         var unreadable: [(sequence: Int64, reason: String)] = []
         for row in rows {
             do {
-                mutations.append(try mutation(from: row))
+                mutations.append(try mutation(from: row, in: db))
             } catch {
                 unreadable.append((row["seq"], (error as? StoreError)?.message ?? "its payload is unreadable: \(error)"))
             }
@@ -509,8 +527,8 @@ enum MutationQueue {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status = ?", arguments: [status.rawValue]) ?? 0
     }
 
-    private static func mutation(from row: Row) throws -> Mutation {
-        let payload = try Payload.read(row["payload"], auditFields: row["audit_fields"], sequence: row["seq"])
+    private static func mutation(from row: Row, in db: Database) throws -> Mutation {
+        let payload = try Payload.read(row, in: db)
         let dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),

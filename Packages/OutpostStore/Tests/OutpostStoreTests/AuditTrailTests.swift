@@ -5,6 +5,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostWire
 import Testing
 
 /// Entries written before the compact audit form (the whole canonical encoding in `payload`) must keep
@@ -54,5 +55,159 @@ import Testing
         let report = try store.verifyAudit()
         #expect(report.firstBrokenEntry == Int64(seq), "\(report)")
         #expect(report.entriesChecked == seq - 1)
+    }
+
+    /// A queued write keeps its fields in its own audit entry; a queue row pointed at another record's
+    /// entry must not send that record's fields as its own (attack 58, finding 1), and the walk names it.
+    @Test func aQueuedWriteReadsOnlyItsOwnEntry() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let first = Issue(projectID: UUID(), title: "First")
+        let second = Issue(projectID: UUID(), title: "Second")
+        try await store.save(first)
+        try await store.save(second)
+        let firstSeq = try await folder.queue.write { db -> Int64 in
+            let seq = try #require(try Int64.fetchOne(
+                db, sql: "SELECT seq FROM mutation_queue WHERE record_id = ?", arguments: [first.id.storageText]))
+            try db.execute(sql: "UPDATE mutation_queue SET audit_seq = 2 WHERE seq = ?", arguments: [seq])
+            return seq
+        }
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.map(\.recordID) == [second.id], "only the second issue's own write goes out")
+        #expect(!sent.contains { $0.recordID == first.id && $0.fields["title"] == .text("Second") })
+        let status = try await folder.queue.read { db in
+            try String.fetchOne(db, sql: "SELECT status FROM mutation_queue WHERE seq = ?", arguments: [firstSeq])
+        }
+        #expect(status == "failed", "the row that cannot be read is held back, not sent")
+        let report = try store.verifyAudit()
+        #expect(!report.isIntact, "\(report)")
+        #expect(report.brokenMutation == firstSeq, "\(report)")
+    }
+
+    /// Removing the newest entries leaves a chain that holds from its start; the head the store keeps
+    /// beside it must still name what is gone (attack 58, finding 2).
+    @Test(arguments: ["DELETE FROM audit_log WHERE seq = 3", "DELETE FROM audit_log"])
+    func removingTheNewestEntriesIsNamed(removal: String) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        for index in 0..<3 { try await store.save(Issue(projectID: UUID(), title: "Issue \(index)")) }
+        #expect(try store.verifyAudit().isIntact)
+        try await folder.queue.write { try $0.execute(sql: removal) }
+        let report = try store.verifyAudit()
+        #expect(!report.isIntact, "\(report)")
+        #expect(report.problem?.contains("newest") == true, "\(report)")
+    }
+
+    /// A store upgraded from before the head was kept takes its head from the chain it has, and an
+    /// empty chain's head is the genesis: both verify, and a removal after the upgrade is named.
+    @Test func anUpgradedChainIsAnchoredWhereItStood() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        #expect(try store.verifyAudit().isIntact, "an empty chain holds")
+        try await appendFullFormEntries(2, to: folder)
+        // As an older build left it: entries, and no head.
+        try await folder.queue.write { try $0.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [AuditTrail.headKey]) }
+        #expect(try !store.verifyAudit().isIntact, "a head gone is named")
+        try await folder.queue.write { db in
+            try db.execute(sql: ToolkitSchema.auditHeadSQL)
+        }
+        #expect(try store.verifyAudit().isIntact)
+        try await store.save(Issue(projectID: UUID(), title: "After"))
+        #expect(try store.verifyAudit() == AuditReport(entriesChecked: 3, firstBrokenEntry: nil, problem: nil))
+    }
+
+    /// Saves `count` issues of one project: entry 1 plain, the rest primed against it.
+    private func savePrimedIssues(_ count: Int, in folder: TemporaryDatabase) async throws -> (LocalStore, [OutpostModels.Issue]) {
+        let store = try LocalStore.open(at: folder.path)
+        let project = UUID()
+        var issues: [OutpostModels.Issue] = []
+        for index in 0..<count {
+            let issue = Issue(projectID: project, title: "Issue number \(index) on the east wall")
+            try await store.save(issue)
+            issues.append(issue)
+        }
+        return (store, issues)
+    }
+
+    @Test func primedEntriesVerifyAndTheQueueSendsTheirFields() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(5, in: folder)
+        let stored = try await folder.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT payload, previous_hash FROM audit_log ORDER BY seq").map {
+                (($0[0] as Data).first, ($0[1] as Data).count)
+            }
+        }
+        #expect(stored.map(\.0) == [UInt8(ascii: "{"), 0, 0, 0, 0], "the first entry is plain, the rest primed against it")
+        #expect(stored.allSatisfy { $0.1 == 0 }, "the previous hash is the walk's to know")
+        #expect(try store.verifyAudit() == AuditReport(entriesChecked: 5, firstBrokenEntry: nil, problem: nil))
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.map(\.recordID) == issues.map(\.id))
+        #expect(sent.map { $0.fields["title"] } == issues.map { .text($0.title) })
+    }
+
+    /// A primed entry edited to inflate far past what it holds (a deflate bomb) is refused while it
+    /// inflates, by the walk and by the queue (attack 58, finding 3).
+    @Test func aPrimedEntryThatInflatesPastItsBoundIsRefused() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(2, in: folder)
+        let reference = try await folder.queue.read { try Data.fetchOne($0, sql: "SELECT payload FROM audit_log WHERE seq = 1") }
+        let bomb = Data([0, 1]) + PrimedDeflate.compress(Data(count: 8 << 20), dictionary: try #require(reference))
+        try await folder.queue.write { try $0.execute(sql: "UPDATE audit_log SET payload = ? WHERE seq = 2", arguments: [bomb]) }
+        let report = try store.verifyAudit()
+        #expect(report.firstBrokenEntry == 2 && report.problem?.contains("inflates past") == true, "\(report)")
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.count == 1, "the first issue goes; the second is held back")
+    }
+
+    /// A primed entry names an earlier plain entry of its own entity, in the fewest bytes; the walk
+    /// and the queue read references with one reader and refuse the same edits (attack 58, findings 5, 6).
+    @Test(arguments: [
+        Data([0, 3]),  // a later entry
+        Data([0, 2]),  // itself
+        Data([0, 0x81, 0x00]),  // entry 1, spelled in two bytes
+        Data([0, 0x80]),  // cut short
+    ])
+    func aPrimedEntryNamesOnlyAnEarlierPlainReference(header: Data) async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { db in
+            let payload = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM audit_log WHERE seq = 2"))
+            try db.execute(
+                sql: "UPDATE audit_log SET payload = ? WHERE seq = 2", arguments: [header + payload.dropFirst(2)])
+        }
+        let report = try store.verifyAudit()
+        #expect(report.firstBrokenEntry == 2, "\(report)")
+        #expect(try store.claimMutations(limit: 10, now: Date()).count == 2)
+    }
+
+    /// An entry stored in the full form in place of its primed one hashes the same bytes: the walk
+    /// accepts it, so the queue must read it too (attack 58, finding 4).
+    @Test func aFullFormInPlaceOfAPrimedEntryIsReadByTheQueue() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(2, in: folder)
+        try await folder.queue.write { db in
+            let row = try #require(try Row.fetchOne(db, sql: "SELECT at, payload FROM audit_log WHERE seq = 2"))
+            let fields = try AuditTrail.storedFields(seq: 2, entity: "issue", payload: row[1], in: db)
+            let full = AuditTrail.canonicalEncoding(
+                seq: 2, at: row[0], entity: "issue", recordID: issues[1].id.storageText, operation: "create", fields: fields)
+            try db.execute(sql: "UPDATE audit_log SET payload = ? WHERE seq = 2", arguments: [full])
+        }
+        #expect(try store.verifyAudit().isIntact)
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.map { $0.fields["title"] } == issues.map { .text($0.title) })
+    }
+
+    /// Columns the store writes as integers and plain text: a time turned into a fraction or a name
+    /// with a NUL after it (C readers stop there, so it hashes as before) is named (attack 58, finding 5).
+    @Test(arguments: [
+        "UPDATE audit_log SET entity = entity || char(0) || 'x' WHERE seq = 2",
+        "UPDATE audit_log SET record_id = record_id || char(0) WHERE seq = 2",
+        "UPDATE audit_log SET at = CAST(at AS TEXT) || 'ms' WHERE seq = 2",
+    ])
+    func aColumnInAFormTheStoreNeverWritesIsNamed(edit: String) async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { try $0.execute(sql: edit) }
+        #expect(try store.verifyAudit().firstBrokenEntry == 2)
     }
 }

@@ -78,7 +78,7 @@ import Testing
         // As a file before the step: finished rows stayed in the queue as `done`.
         try await folder.queue.write { db in
             try db.execute(sql: "DROP TABLE finished_mutations")
-            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version = 3")
+            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 3")
             try db.execute(sql: "UPDATE mutation_queue SET status = 'done' WHERE seq IN (?, ?)", arguments: [queued[0].sequence, queued[2].sequence])
         }
         let reopened = try LocalStore.open(at: folder.path)

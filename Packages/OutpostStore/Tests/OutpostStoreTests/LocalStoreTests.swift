@@ -219,7 +219,10 @@ import Testing
         try await folder.queue.write { db in
             switch kind {
             case "edit":
-                try db.execute(sql: "UPDATE audit_log SET payload = replace(payload, 'Issue 3', 'Issue X') WHERE seq = 4")
+                // A byte of the stored payload (deflated: the title is not there as text to replace).
+                var payload = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM audit_log WHERE seq = 4"))
+                payload[payload.endIndex - 2] ^= 0x10
+                try db.execute(sql: "UPDATE audit_log SET payload = ? WHERE seq = 4", arguments: [payload])
             case "delete":
                 try db.execute(sql: "DELETE FROM audit_log WHERE seq = 4")
             default:

@@ -130,9 +130,11 @@ import Testing
     @Test func aMissingAuditEntryFailsItsMutationAlone() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
-        try await store.save(Issue(projectID: project, title: "Leak"))
-        let other = try await store.save(Issue(projectID: project, title: "Crack"))
-        try await folder.queue.write { try $0.execute(sql: "DELETE FROM audit_log WHERE seq = 1") }
+        // The second entry's: the first is the plain one the second is primed against, and every
+        // entry primed against a missing one is unreadable with it.
+        let other = try await store.save(Issue(projectID: project, title: "Leak"))
+        try await store.save(Issue(projectID: project, title: "Crack"))
+        try await folder.queue.write { try $0.execute(sql: "DELETE FROM audit_log WHERE seq = 2") }
         #expect {
             try store.mutations()
         } throws: { error in
@@ -141,9 +143,9 @@ import Testing
         }
         let claimed = try store.claimMutations(limit: 10, now: Date())
         #expect(claimed.map(\.recordID) == [other.id])
-        #expect(claimed.first?.fields["title"] == .text("Crack"))
+        #expect(claimed.first?.fields["title"] == .text("Leak"))
         let failed = try folder.queue.read {
-            try Row.fetchAll($0, sql: "SELECT status, last_error FROM mutation_queue WHERE seq = 1")
+            try Row.fetchAll($0, sql: "SELECT status, last_error FROM mutation_queue WHERE seq = 2")
         }
         #expect(failed.first?["status"] == "failed")
         #expect((failed.first?["last_error"] as String?)?.contains("which is missing") == true)

@@ -141,4 +141,17 @@ import Testing
         #expect(Gzip.decompress(Data(plain.compress(Array(json)) + plain.finish())) == json)
         #expect(Gzip.compress(json).count < json.count / 4)
     }
+
+    /// A primed stream inflates back only against the dictionary it was made with, within its limit,
+    /// and is smaller than the data when the dictionary resembles it.
+    @Test func primedDeflateRoundTripsOnlyWithItsDictionary() {
+        let dictionary = Data(#"{"priority":"high","projectID":"7d3c0e52-9a33-4c2b-8f0e-1b2a3c4d5e6f","status":"open","title":"Cracked beam"}"#.utf8)
+        let data = Data(#"{"priority":"high","projectID":"7d3c0e52-9a33-4c2b-8f0e-1b2a3c4d5e6f","status":"open","title":"Leaking pipe"}"#.utf8)
+        let primed = PrimedDeflate.compress(data, dictionary: dictionary)
+        #expect(primed.count * 3 < data.count, "\(primed.count) bytes of \(data.count)")
+        #expect(PrimedDeflate.inflate(primed, dictionary: dictionary, limit: 1000) == .complete(data))
+        #expect(PrimedDeflate.inflate(primed, dictionary: Data("something else entirely".utf8), limit: 1000) != .complete(data))
+        #expect(PrimedDeflate.inflate(primed, dictionary: dictionary, limit: 20) == .exceedsLimit)
+        #expect(PrimedDeflate.inflate(primed + Data([1, 2]), dictionary: dictionary, limit: 1000) == .corrupt)
+    }
 }
