@@ -66,7 +66,7 @@ public enum ToolkitSchema {
         MigrationStep(version: 1, name: "toolkit 1: sync tables (adopted where an app's history made them)", sql: version1),
         MigrationStep(version: 2, name: "toolkit 2: versions an import wrote, until the server confirms them", sql: ImportedVersions.table),
         MigrationStep(version: 3, name: "toolkit 3: finished mutations leave the queue, their keys kept", sql: version3),
-        MigrationStep(version: 4, name: "toolkit 4: the audit chain's head, kept beside it", sql: auditHeadSQL),
+        MigrationStep(version: 4, name: "toolkit 4: the audit chain's head, kept beside it; short field clocks", sql: auditHeadSQL),
     ]
 
     /// The migrator of the toolkit's history.
@@ -130,7 +130,9 @@ public enum ToolkitSchema {
 
     /// The audit chain's head (`AuditTrail.headKey`): its newest entry's sequence and hash, which each
     /// append rewrites in its transaction. Set here from the chain an older build wrote (the genesis,
-    /// sequence 0, when it has none), so a removal from the end is named from this step on.
+    /// sequence 0, when it has none), so a removal from the end is named from this step on. Builds that
+    /// know this step also write the short form of `field_clocks` rows (`@` and a clock), which older
+    /// builds, refusing a file past their last step, never meet.
     static let auditHeadSQL = """
         INSERT OR REPLACE INTO sync_state (key, value) VALUES ('\(AuditTrail.headKey)', coalesce(
             (SELECT seq || ':' || lower(hex(hash)) FROM audit_log ORDER BY seq DESC LIMIT 1),

@@ -561,7 +561,8 @@ enum MutationQueue {
 /// (v12 on; the list of names was half of each row). Rows written before keep a clock per field
 /// (`"fields"`) and read the same. The server's clocks are stored the same way (`"serverByClock"`), or
 /// as `"serverAsFields": true` when they are the local ones, as after every plain pull: writing them
-/// out clock by clock was a third of a pulled record's apply.
+/// out clock by clock was a third of a pulled record's apply. A row that holds only those two is `@`
+/// and the clock (`Stored.shortFormMarker`).
 enum FieldClocks {
     struct Stored {
         var fields: [String: HybridTimestamp]
@@ -624,6 +625,12 @@ enum FieldClocks {
             return (Array(fields.values) + (deletion.map { [$0] } ?? []) + Array(taken)).filter(follows).max()
         }
 
+        /// Starts the short form of a row (toolkit step 4 on): `@` and the clock every catalog field and
+        /// the server's copy of each carry, with no delete and no history. It stands for
+        /// `{"allFieldsAt":clock,"serverAsFields":true}`, the row of nearly every synced record, in a
+        /// third of the bytes; an older build, which would not read it, refuses a file past step 4.
+        static let shortFormMarker = "@"
+
         /// The column's keys, as written by every version.
         private struct Columns: Decodable {
             var fields: [String: HybridTimestamp]?
@@ -643,6 +650,11 @@ enum FieldClocks {
         /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
         /// such rows as lists first (Workspace.md, "How to add a migration step").
         static func read(_ text: String, entity: EntityType) throws -> Stored {
+            if text.utf8.first == UInt8(ascii: "@") {
+                let shared = try HybridTimestamp(encoded: String(text.dropFirst()))
+                let fields = Dictionary(uniqueKeysWithValues: FieldClocks.catalogNames(of: entity).map { ($0, shared) })
+                return Stored(fields: fields, deletion: nil, server: fields)
+            }
             let columns = try MutationQueue.decoder.decode(Columns.self, from: Data(text.utf8))
             var fields = try clocks(columns.fields, columns.byClock) ?? [:]
             if let shared = columns.allFieldsAt {

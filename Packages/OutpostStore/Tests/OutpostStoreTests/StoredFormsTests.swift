@@ -153,6 +153,35 @@ import Testing
     }
 }
 
+/// The field clocks of nearly every record (one clock for every catalog field, the server's the same,
+/// no history) are stored as `@` and the clock, and read back as the long form did.
+@Suite(.fieldService) struct ShortFieldClocksTests {
+    @Test func aRecordWithOneClockStoresTheShortFormAndReadsItBack() throws {
+        let clock = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 3, node: NodeID(0x1a4f))
+        let names = FieldClocks.catalogNames(of: .issue)
+        let fields = Dictionary(uniqueKeysWithValues: names.map { ($0, clock) })
+        let plain = FieldClocks.Stored(fields: fields, deletion: nil, server: fields)
+        let text = try plain.encoded(for: .issue)
+        #expect(text == "@" + clock.encoded)
+        let read = try FieldClocks.Stored.read(text, entity: .issue)
+        #expect(read.fields == fields && read.server == fields && read.deletion == nil && read.pulled == nil)
+        // Anything more than the one clock keeps the JSON form.
+        var deleted = plain
+        deleted.deletion = clock
+        var older = plain
+        older.server = fields.mapValues { _ in HybridTimestamp(physicalMilliseconds: 1_000, counter: 0, node: clock.node) }
+        var held = plain
+        held.heldVersion = 4
+        for stored in [deleted, older, held] {
+            let long = try stored.encoded(for: .issue)
+            #expect(long.hasPrefix("{"), "\(long)")
+            let back = try FieldClocks.Stored.read(long, entity: .issue)
+            #expect(back.fields == stored.fields && back.server == stored.server && back.deletion == stored.deletion
+                && back.heldVersion == stored.heldVersion)
+        }
+    }
+}
+
 /// `"allFieldsAt"` in `field_clocks` stands for the catalog fields as this build knows them. A change
 /// to any entity's catalog fields makes this fail first: the step that adds the field must rewrite
 /// that entity's `allFieldsAt` rows as `byClock` lists (Workspace.md, "How to add a migration step"), and then
