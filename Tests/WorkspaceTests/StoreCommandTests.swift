@@ -39,6 +39,21 @@ import Testing
         #expect(broken.errorOutput.contains("broken at entry 2"))
     }
 
+    /// A queued change pointed at another write's entry: the chain holds, the queue does not, and the
+    /// command says so and fails (attack 59, finding 2).
+    @Test func auditVerifyNamesAQueuedChangeThatDoesNotMatchItsEntry() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("device.sqlite")
+        let store = try LocalStore.open(at: path)
+        for index in 0..<2 { try await store.save(Issue(projectID: UUID(), title: "Issue \(index)")) }
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { try $0.execute(sql: "UPDATE mutation_queue SET audit_seq = 2 WHERE seq = 1") }
+        try queue.close()
+        let result = try await Outpost.run(["audit", "verify", "--db", path])
+        #expect(result.status != 0)
+        #expect(result.errorOutput.contains("queued mutation 1"), "\(result.errorOutput)")
+    }
+
     @Test func storeCommandsNeverCreateAFile() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("absent.sqlite")

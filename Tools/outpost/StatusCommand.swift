@@ -54,7 +54,11 @@ struct AuditCommand: ParsableCommand {
     /// `outpost audit verify`: walk the chain and name the first broken entry.
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Walk the audit chain end to end; exit 1 and name the first entry that was edited, removed or reordered."
+            abstract: """
+                Walk the audit chain end to end, and the queue against it; exit 1 and name the first entry \
+                that was edited, removed or reordered, or a queued change that does not match its entry. \
+                The file is first upgraded to this build's schema, as every command that opens it does.
+                """
         )
 
         @Option(help: "The database file.")
@@ -62,12 +66,17 @@ struct AuditCommand: ParsableCommand {
 
         func run() throws {
             let report = try openExistingStore(db).verifyAudit()
-            guard let broken = report.firstBrokenEntry else {
+            if report.isIntact {
                 print("audit chain intact: \(report.entriesChecked) entries")
                 return
             }
+            if let broken = report.firstBrokenEntry {
+                throw CommandFailure(
+                    "audit chain broken at entry \(broken): \(report.problem ?? "") (\(report.entriesChecked) entries before it hold)")
+            }
+            // The chain holds; the queue does not match it (`AuditReport.brokenMutation`).
             throw CommandFailure(
-                "audit chain broken at entry \(broken): \(report.problem ?? "") (\(report.entriesChecked) entries before it hold)")
+                "audit chain intact (\(report.entriesChecked) entries), but \(report.problem ?? "a queued mutation does not match it")")
         }
     }
 }

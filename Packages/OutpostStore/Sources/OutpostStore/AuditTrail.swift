@@ -77,6 +77,10 @@ enum AuditTrail {
     /// further (attack 58 found 256 MiB per entry possible before this bound).
     static let inflationRatio = 64
     static let inflationAllowance = 4096
+    /// And never past 64 KiB, whatever its size: priming is for small records (the writer stores
+    /// larger fields compact), and a reader holds each entry whole while it hashes it (attack 59,
+    /// finding 9: at the ratio alone, a 6.7 MB entry took verify to 1.3 GB).
+    static let primedFieldsLimit = 64 * 1024
 
     /// The write's fields deflated against the newest plain entry of its entity within
     /// `referenceReach` (their names and shared values then cost a few bytes each):
@@ -84,7 +88,7 @@ enum AuditTrail {
     /// when it would not be smaller or would pass the inflation bound.
     private static func primed(_ fields: Data, entity: String, before seq: Int64, in db: Database) throws -> Data? {
         let candidates = try Row.fetchCursor(
-            db.cachedStatement(sql: "SELECT seq, payload FROM audit_log WHERE seq >= ? AND entity = ? ORDER BY seq DESC"),
+            db.cachedStatement(sql: "SELECT seq, CAST(payload AS BLOB) FROM audit_log WHERE seq >= ? AND entity = ? ORDER BY seq DESC"),
             arguments: [seq - referenceReach, entity])
         var reference: (seq: Int64, payload: Data)?
         while let row = try candidates.next() {
@@ -94,7 +98,7 @@ enum AuditTrail {
                 break
             }
         }
-        guard let reference else { return nil }
+        guard let reference, fields.count <= primedFieldsLimit else { return nil }
         let compressed = PrimedDeflate.compress(fields, dictionary: reference.payload)
         var stored = Data([primedMark])
         var rest = UInt64(reference.seq)
@@ -159,7 +163,7 @@ enum AuditTrail {
             guard let named = try reference(Int64(referenceSeq)), named.entity == entity, form(of: named.payload) == .compact
             else { throw damaged("names entry \(referenceSeq) as its reference, which is not a plain entry of \(entity)") }
             let compressed = payload[index...]
-            let limit = inflationRatio * compressed.count + inflationAllowance
+            let limit = min(inflationRatio * compressed.count + inflationAllowance, primedFieldsLimit)
             switch PrimedDeflate.inflate(Data(compressed), dictionary: named.payload, limit: limit) {
             case .complete(let fields): return fields
             case .exceedsLimit: throw damaged("inflates past \(limit) bytes, more than the store ever writes")
@@ -171,7 +175,7 @@ enum AuditTrail {
     /// `storedFields` reading references from the table, for the queue.
     static func storedFields(seq: Int64, entity: String, payload: Data, in db: Database) throws -> Data {
         try storedFields(seq: seq, entity: entity, payload: payload) { reference in
-            try db.cachedStatement(sql: "SELECT entity, payload FROM audit_log WHERE seq = ?").firstRow(arguments: [reference]) {
+            try db.cachedStatement(sql: "SELECT entity, CAST(payload AS BLOB) FROM audit_log WHERE seq = ?").firstRow(arguments: [reference]) {
                 ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data())
             }
         }
@@ -197,7 +201,7 @@ enum AuditTrail {
         var references: [Int64: (entity: String, payload: Data)] = [:]
         let cursor = try Row.fetchCursor(
             db, sql: """
-                SELECT seq, at, entity, record_id, operation, payload, previous_hash, hash,
+                SELECT seq, at, entity, record_id, operation, CAST(payload AS BLOB), previous_hash, hash,
                        typeof(at) = 'integer' AND typeof(entity) = 'text' AND typeof(record_id) = 'text'
                        AND typeof(operation) = 'text'
                        AND instr(CAST(entity || record_id || operation AS BLOB), X'00') = 0
@@ -241,7 +245,7 @@ enum AuditTrail {
                 do {
                     fields = try storedFields(seq: entry.seq, entity: entry.entity, payload: entry.payload) { seq in
                         if let known = references[seq] { return known }
-                        return try db.cachedStatement(sql: "SELECT entity, payload FROM audit_log WHERE seq = ?")
+                        return try db.cachedStatement(sql: "SELECT entity, CAST(payload AS BLOB) FROM audit_log WHERE seq = ?")
                             .firstRow(arguments: [seq]) { ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data()) }
                     }
                 } catch {
@@ -297,34 +301,73 @@ enum AuditTrail {
         return nil
     }
 
-    /// Each queued write that keeps its fields in an audit entry (`"fieldsInAudit"`) must name an entry
-    /// of the chain that records that very write: same entity, record and operation. A row pointed at
-    /// another entry would otherwise send that entry's fields as its own. Rows written whole may name
-    /// an entry of their record only (a rebase turns a create into an update).
+    /// Each queued write that keeps its fields in an audit entry (`"fieldsInAudit"`) must name the entry
+    /// of the chain that records that very write: same entity, record, operation and time, as the queue
+    /// reads it (`MutationQueue.auditFieldsColumn`). A row written whole may name an entry of its record
+    /// only (a rebase turns a create into an update), and each value it sends that its user wrote (not
+    /// one carried for a revival, nor one sent again after a server restore, which come from the row)
+    /// must be one an entry of its record recorded for that field. Columns are read as SQL casts: a
+    /// value stored in a form the store never writes is a mismatch, not a crash (attack 59, finding 3).
     private static func checkQueue(checked: Int, in db: Database) throws -> AuditReport? {
         let rows = try Row.fetchAll(db, sql: """
-            SELECT q.seq, q.audit_seq, q.entity, q.record_id, q.operation, instr(q.payload, '"fieldsInAudit":true') > 0,
-                   a.entity, a.record_id, a.operation
+            SELECT q.seq, CAST(q.entity AS TEXT), CAST(q.record_id AS TEXT), CAST(q.operation AS TEXT),
+                   quote(q.audit_seq), instr(CAST(q.payload AS TEXT), '"fieldsInAudit":true') > 0, CAST(q.payload AS TEXT),
+                   a.seq IS NOT NULL AND typeof(q.audit_seq) = 'integer',
+                   a.entity IS q.entity AND a.record_id IS q.record_id,
+                   a.operation IS q.operation AND a.at IS q.created_at
             FROM mutation_queue AS q LEFT JOIN audit_log AS a ON a.seq = q.audit_seq
-            WHERE q.audit_seq IS NOT NULL OR instr(q.payload, '"fieldsInAudit":true') > 0
+            WHERE q.audit_seq IS NOT NULL OR instr(CAST(q.payload AS TEXT), '"fieldsInAudit":true') > 0
             ORDER BY q.seq
             """)
+        var whole: [(sequence: Int64, key: String, payload: String)] = []
         for row in rows {
             let sequence: Int64 = row[0]
-            let named: Int64? = row[1]
-            let entity: String = row[2], recordID: String = row[3], operation: String = row[4]
-            let fieldsInAudit: Bool = row[5]
+            let entity = row[1] as String? ?? "", recordID = row[2] as String? ?? "", operation = row[3] as String? ?? ""
+            let named: String = row[4]
             func broken(_ reason: String) -> AuditReport {
-                AuditReport(entriesChecked: checked, firstBrokenEntry: nil, problem: reason, brokenMutation: sequence)
+                AuditReport(
+                    entriesChecked: checked, firstBrokenEntry: nil,
+                    problem: "queued mutation \(sequence) (\(operation) of \(entity) \(recordID)) \(reason): the queue was edited",
+                    brokenMutation: sequence)
             }
-            guard let named, let entryEntity = row[6] as String?, let entryRecord = row[7] as String? else {
-                return broken("queued mutation \(sequence) (\(entity) \(recordID)) names audit entry \(row[1] as Int64? ?? 0), which does not exist")
+            guard row[7] as Bool? == true else { return broken("names audit entry \(named), which does not exist") }
+            guard row[8] as Bool? == true else { return broken("names audit entry \(named), which records a write of another record") }
+            if row[5] as Bool? == true {
+                guard row[9] as Bool? == true else { return broken("names audit entry \(named), which records another write of its record") }
+            } else {
+                whole.append((sequence, entity + "/" + recordID, row[6] as String? ?? ""))
             }
-            if entryEntity != entity || entryRecord != recordID || (fieldsInAudit && row[8] as String? != operation) {
-                return broken("""
-                    queued mutation \(sequence) (\(operation) of \(entity) \(recordID)) names audit entry \(named), \
-                    which records another write (\(row[8] as String? ?? "") of \(entryEntity) \(entryRecord)): the queue was edited
-                    """)
+        }
+        guard !whole.isEmpty else { return nil }
+        // What the chain recorded for the records of rows written whole, field by field.
+        var recorded: [String: [String: [FieldValue]]] = [:]
+        let keys = Set(whole.map(\.key))
+        let entries = try Row.fetchCursor(db, sql: """
+            SELECT seq, CAST(entity AS TEXT), CAST(record_id AS TEXT), CAST(payload AS BLOB) FROM audit_log
+            WHERE record_id IN (SELECT record_id FROM mutation_queue) ORDER BY seq
+            """)
+        while let entry = try entries.next() {
+            let entity = entry[1] as String? ?? "", key = entity + "/" + (entry[2] as String? ?? "")
+            guard keys.contains(key),
+                let encoded = try? storedFields(seq: entry[0], entity: entity, payload: entry[3] as Data? ?? Data(), in: db),
+                let fields = try? MutationQueue.decoder.decode([String: FieldValue].self, from: encoded)
+            else { continue }
+            for (name, value) in fields { recorded[key, default: [:]][name, default: []].append(value) }
+        }
+        for row in whole {
+            func broken(_ reason: String) -> AuditReport {
+                AuditReport(
+                    entriesChecked: checked, firstBrokenEntry: nil,
+                    problem: "queued mutation \(row.sequence) (\(row.key)) \(reason): the queue was edited", brokenMutation: row.sequence)
+            }
+            guard let payload = try? MutationQueue.Payload.read(row.payload, auditFields: nil, sequence: row.sequence) else {
+                return broken("has an unreadable payload")
+            }
+            guard !payload.resent else { continue }
+            for (name, value) in payload.fields where !payload.carried.contains(name) {
+                if !(recorded[row.key]?[name]?.contains(value) ?? false) {
+                    return broken("sends a value of \(name) that no audit entry of its record holds")
+                }
             }
         }
         return nil

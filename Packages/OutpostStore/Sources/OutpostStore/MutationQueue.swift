@@ -134,11 +134,14 @@ enum MutationQueue {
     /// The payload column with its audit entry's payload, for `Payload.read` (`SELECT` them after the row's own).
     /// Only an entry that records this very write (entity, record and operation) counts: a row pointed
     /// at another entry reads as one whose entry is missing, held back, never sent with another
-    /// write's fields (`AuditTrail.verify` names it).
+    /// write's fields (`AuditTrail.verify` names it). And the entry's time must be the row's: a write
+    /// and its mutation are made in one transaction at one `now`, so a row pointed at an earlier write
+    /// of the same record (whose own mutation finished) is held back too (attack 59, finding 1). The
+    /// payload is read as a blob, as the walk reads it, so both see the same bytes however stored.
     static let auditFieldsColumn = """
-        (SELECT payload FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq
+        (SELECT CAST(payload AS BLOB) FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq
             AND audit_log.entity = mutation_queue.entity AND audit_log.record_id = mutation_queue.record_id
-            AND audit_log.operation = mutation_queue.operation) AS audit_fields,
+            AND audit_log.operation = mutation_queue.operation AND audit_log.at = mutation_queue.created_at) AS audit_fields,
         mutation_queue.audit_seq AS audit_entry, mutation_queue.entity AS audit_entity
         """
 

@@ -210,4 +210,106 @@ import Testing
         try await folder.queue.write { try $0.execute(sql: edit) }
         #expect(try store.verifyAudit().firstBrokenEntry == 2)
     }
+
+    /// A queued update pointed at an earlier update of its own record (same entity, record and
+    /// operation) must not send that write's fields in place of its own (attack 59, finding 1).
+    @Test func aQueuedWritePointedAtAnEarlierWriteOfItsRecordIsHeldBack() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.save(issue)
+        // The create is acknowledged, the first update goes out: the second is a mutation of its own.
+        for mutation in try store.claimMutations(limit: 10, now: Date()) {
+            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: Date())
+        }
+        issue = try #require(try store.fetch(Issue.self, id: issue.id))
+        issue.status = .resolved
+        try await store.save(issue)
+        #expect(try store.claimMutations(limit: 10, now: Date()).count == 1)
+        try await Task.sleep(for: .milliseconds(5))
+        issue = try #require(try store.fetch(Issue.self, id: issue.id))
+        issue.status = .open
+        try await store.save(issue)
+        let last = try await folder.queue.write { db -> Int64 in
+            let seq = try #require(try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutation_queue"))
+            try db.execute(sql: "UPDATE mutation_queue SET audit_seq = 2 WHERE seq = ?", arguments: [seq])
+            return seq
+        }
+        let report = try store.verifyAudit()
+        #expect(report.brokenMutation == last, "\(report)")
+        let sent = try store.claimMutations(limit: 10, now: Date().addingTimeInterval(600))
+        #expect(!sent.contains { $0.sequence == last }, "held back, not sent with the earlier write's fields")
+    }
+
+    /// Queue columns in forms the store never writes are a named mismatch, never a crash (attack 59,
+    /// finding 3); a queue row written whole may send only values the chain recorded for its record
+    /// (finding 7).
+    @Test(arguments: [
+        "UPDATE mutation_queue SET audit_seq = X'3132' WHERE seq = 2",
+        "UPDATE mutation_queue SET audit_seq = NULL WHERE seq = 2",
+        "UPDATE mutation_queue SET record_id = upper(record_id) WHERE seq = 2",
+    ])
+    func aQueueRowThatDoesNotMatchTheChainIsNamed(edit: String) async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { try $0.execute(sql: edit) }
+        let report = try store.verifyAudit()
+        #expect(report.brokenMutation == 2 && report.firstBrokenEntry == nil, "\(report)")
+    }
+
+    /// A queue row written whole with the values its writes recorded holds (a folded edit is one).
+    @Test func aWholeRowOfRecordedValuesHolds() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(2, in: folder)
+        try await folder.queue.write { db in
+            // Written whole, as a fold writes it: the very values entry 2 recorded.
+            let row = try #require(try Row.fetchOne(
+                db, sql: "SELECT *, \(MutationQueue.auditFieldsColumn) FROM mutation_queue WHERE seq = 2"))
+            let payload = try MutationQueue.Payload.read(row, in: db)
+            #expect(payload.fields["title"] == .text(issues[1].title))
+            try db.execute(sql: "UPDATE mutation_queue SET payload = ? WHERE seq = 2", arguments: [try payload.encoded()])
+        }
+        let report = try store.verifyAudit()
+        #expect(report.isIntact, "\(report)")
+    }
+
+    /// A queue row written whole with a value no write recorded is named (attack 59, finding 7).
+    @Test func aWholeRowWithAValueNoWriteRecordedIsNamed() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(2, in: folder)
+        try await folder.queue.write { db in
+            let row = try #require(try Row.fetchOne(
+                db, sql: "SELECT *, \(MutationQueue.auditFieldsColumn) FROM mutation_queue WHERE seq = 2"))
+            var payload = try MutationQueue.Payload.read(row, in: db)
+            payload.fields["title"] = .text("PWNED")
+            try db.execute(sql: "UPDATE mutation_queue SET payload = ? WHERE seq = 2", arguments: [try payload.encoded()])
+        }
+        let report = try store.verifyAudit()
+        #expect(report.brokenMutation == 2 && report.problem?.contains("title") == true, "\(report)")
+    }
+
+    /// A primed payload stored as text reads the same in the walk and in the queue (attack 59, finding 4).
+    @Test func aPrimedPayloadStoredAsTextReadsTheSameEverywhere() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { try $0.execute(sql: "UPDATE audit_log SET payload = CAST(payload AS TEXT) WHERE seq = 2") }
+        #expect(try store.verifyAudit().isIntact)
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.map { $0.fields["title"] } == issues.map { .text($0.title) })
+    }
+
+    /// Entries cut from the end with the head and step 4's ledger row: step 4 runs again on open, and
+    /// must not anchor the shortened chain (attack 59, finding 8).
+    @Test func stepFourRunAgainDoesNotAnchorAShortenedChain() async throws {
+        let folder = try TemporaryDatabase()
+        _ = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { db in
+            try db.execute(sql: "DELETE FROM audit_log WHERE seq = 3")
+            try db.execute(sql: "DELETE FROM mutation_queue WHERE audit_seq = 3")
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [AuditTrail.headKey])
+            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version = 4")
+        }
+        let reopened = try LocalStore.open(at: folder.path)
+        #expect(try !reopened.verifyAudit().isIntact)
+    }
 }
