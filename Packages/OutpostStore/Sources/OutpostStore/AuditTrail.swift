@@ -338,6 +338,20 @@ enum AuditTrail {
                 whole.append((sequence, entity + "/" + recordID, row[6] as String? ?? ""))
             }
         }
+        // Two rows that read their fields from one entry: one of them is not that entry's write.
+        if let shared = try Row.fetchOne(db, sql: """
+            SELECT max(seq), quote(audit_seq) FROM mutation_queue
+            WHERE audit_seq IS NOT NULL AND instr(CAST(payload AS TEXT), '"fieldsInAudit":true') > 0
+            GROUP BY audit_seq HAVING count(*) > 1 LIMIT 1
+            """)
+        {
+            let sequence: Int64 = shared[0]
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: nil,
+                problem: "queued mutation \(sequence) names audit entry \(shared[1] as String), which another queued mutation names too: the queue was edited",
+                brokenMutation: sequence)
+        }
+        if let mismatch = try checkNewestRows(checked: checked, in: db) { return mismatch }
         guard !whole.isEmpty else { return nil }
         // What the chain recorded for the records of rows written whole, field by field.
         var recorded: [String: [String: [FieldValue]]] = [:]
@@ -368,6 +382,37 @@ enum AuditTrail {
                 if !(recorded[row.key]?[name]?.contains(value) ?? false) {
                     return broken("sends a value of \(name) that no audit entry of its record holds")
                 }
+            }
+        }
+        return nil
+    }
+
+    /// The newest row waiting to go (pending or in flight) of each record sends what the device shows:
+    /// every write updates the row and the queue in one transaction, and a merge that keeps a server
+    /// value takes that field out of the queue, or sends the merged value. A row pointed at an older
+    /// write of its record, or edited to send something else, however consistently (time, flags), sends
+    /// what the record does not hold (attack 59b, findings 10 and 11). Failed rows wait for a retry and
+    /// are read again then; unreadable ones are the queue's to fail.
+    private static func checkNewestRows(checked: Int, in db: Database) throws -> AuditReport? {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT q.*, \(MutationQueue.auditFieldsColumn) FROM mutation_queue AS q
+            WHERE q.status IN ('pending', 'inFlight') AND q.seq = (
+                SELECT max(p.seq) FROM mutation_queue AS p
+                WHERE p.entity = q.entity AND p.record_id = q.record_id AND p.status IN ('pending', 'inFlight'))
+            ORDER BY q.seq
+            """.replacingOccurrences(of: "mutation_queue.", with: "q."))
+        for row in rows {
+            guard let entity = EntityType(rawValue: row["entity"] as String? ?? ""),
+                let id = UUID(uuidString: row["record_id"] as String? ?? ""),
+                let payload = try? MutationQueue.Payload.read(row, in: db),
+                let record = try EntityTables.fetchRecord(entity, id: id, in: db)
+            else { continue }
+            for (name, value) in payload.fields.sorted(by: { $0.key < $1.key }) where record[name] != value {
+                let sequence: Int64 = row["seq"]
+                return AuditReport(
+                    entriesChecked: checked, firstBrokenEntry: nil,
+                    problem: "queued mutation \(sequence) (\(entity.rawValue) \(id.storageText)) sends a value of \(name) the record does not hold: the queue was edited",
+                    brokenMutation: sequence)
             }
         }
         return nil

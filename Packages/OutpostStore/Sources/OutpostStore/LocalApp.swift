@@ -134,13 +134,14 @@ public enum ToolkitSchema {
     /// know this step also write the short form of `field_clocks` rows (`@` and a clock), which older
     /// builds, refusing a file past their last step, never meet.
     ///
-    /// Not for a chain a build past this step wrote (an entry with an empty previous hash): run again
+    /// Not for a chain a build past this step wrote (an entry with an empty previous hash, or a primed
+    /// one): run again
     /// because its ledger row was removed, it would anchor a chain cut short where it now ends (attack
     /// 59, finding 8). That chain keeps the head it has, or none, which the walk names.
     static let auditHeadSQL = """
         INSERT OR REPLACE INTO sync_state (key, value) SELECT '\(AuditTrail.headKey)', coalesce(
             (SELECT seq || ':' || lower(hex(hash)) FROM audit_log ORDER BY seq DESC LIMIT 1),
             '0:' || lower(hex(zeroblob(32))))
-        WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE length(previous_hash) = 0);
+        WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE length(previous_hash) = 0 OR substr(payload, 1, 1) = X'00');
         """
 }

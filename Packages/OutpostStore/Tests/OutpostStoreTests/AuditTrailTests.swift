@@ -312,4 +312,49 @@ import Testing
         let reopened = try LocalStore.open(at: folder.path)
         #expect(try !reopened.verifyAudit().isIntact)
     }
+
+    /// The newest row of a record that waits to go sends what the device holds: a row pointed at an
+    /// earlier write with its time matched, or written whole with flags that exempt values from the
+    /// chain, or with no entry named, is still named (attack 59b, findings 10 and 11).
+    @Test(arguments: ["earlier entry, same time", "resent flag", "no entry"])
+    func theNewestQueuedRowSendsWhatTheRecordHolds(edit: String) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.save(issue)
+        for mutation in try store.claimMutations(limit: 10, now: Date()) {
+            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: Date())
+        }
+        issue = try #require(try store.fetch(Issue.self, id: issue.id))
+        issue.status = .resolved
+        try await store.save(issue)
+        for mutation in try store.claimMutations(limit: 10, now: Date()) {
+            try store.acknowledge(mutation, serverVersion: 2, serverID: nil, now: Date())
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        issue = try #require(try store.fetch(Issue.self, id: issue.id))
+        issue.status = .open
+        try await store.save(issue)
+        #expect(try store.verifyAudit().isIntact)
+        try await folder.queue.write { db in
+            let seq = try #require(try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutation_queue"))
+            switch edit {
+            case "earlier entry, same time":
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET audit_seq = 2, created_at = (SELECT at FROM audit_log WHERE seq = 2) WHERE seq = ?",
+                    arguments: [seq])
+            default:
+                let row = try #require(try Row.fetchOne(
+                    db, sql: "SELECT *, \(MutationQueue.auditFieldsColumn) FROM mutation_queue WHERE seq = ?", arguments: [seq]))
+                var payload = try MutationQueue.Payload.read(row, in: db)
+                payload.fields["title"] = .text("PWNED")
+                payload.resent = edit == "resent flag"
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET payload = ?, audit_seq = ? WHERE seq = ?",
+                    arguments: [try payload.encoded(), edit == "no entry" ? nil : 3, seq])
+            }
+        }
+        let report = try store.verifyAudit()
+        #expect(report.brokenMutation != nil, "\(report)")
+    }
 }
