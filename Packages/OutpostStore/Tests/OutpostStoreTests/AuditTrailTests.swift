@@ -211,25 +211,31 @@ import Testing
         #expect(try store.verifyAudit().firstBrokenEntry == 2)
     }
 
+    /// An issue created (acknowledged), resolved (sent, and acknowledged when asked) and opened again
+    /// a few milliseconds later: three entries, the last write's mutation a row of its own.
+    private func saveThreeWritesOfOneIssue(in folder: TemporaryDatabase, acknowledgingTheSecond: Bool) async throws -> LocalStore {
+        let store = try LocalStore.open(at: folder.path)
+        var issue = Issue(projectID: UUID(), title: "Leak", status: .open)
+        try await store.save(issue)
+        for (index, status) in [OutpostModels.Issue.Status.resolved, .open].enumerated() {
+            let sent = try store.claimMutations(limit: 10, now: Date())
+            #expect(sent.count == 1)
+            if index == 0 || acknowledgingTheSecond {
+                for mutation in sent { try store.acknowledge(mutation, serverVersion: Int64(index + 1), serverID: nil, now: Date()) }
+            }
+            try await Task.sleep(for: .milliseconds(5))
+            issue = try #require(try store.fetch(Issue.self, id: issue.id))
+            issue.status = status
+            try await store.save(issue)
+        }
+        return store
+    }
+
     /// A queued update pointed at an earlier update of its own record (same entity, record and
     /// operation) must not send that write's fields in place of its own (attack 59, finding 1).
     @Test func aQueuedWritePointedAtAnEarlierWriteOfItsRecordIsHeldBack() async throws {
         let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        var issue = Issue(projectID: UUID(), title: "Leak", status: .open)
-        try await store.save(issue)
-        // The create is acknowledged, the first update goes out: the second is a mutation of its own.
-        for mutation in try store.claimMutations(limit: 10, now: Date()) {
-            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: Date())
-        }
-        issue = try #require(try store.fetch(Issue.self, id: issue.id))
-        issue.status = .resolved
-        try await store.save(issue)
-        #expect(try store.claimMutations(limit: 10, now: Date()).count == 1)
-        try await Task.sleep(for: .milliseconds(5))
-        issue = try #require(try store.fetch(Issue.self, id: issue.id))
-        issue.status = .open
-        try await store.save(issue)
+        let store = try await saveThreeWritesOfOneIssue(in: folder, acknowledgingTheSecond: false)
         let last = try await folder.queue.write { db -> Int64 in
             let seq = try #require(try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutation_queue"))
             try db.execute(sql: "UPDATE mutation_queue SET audit_seq = 2 WHERE seq = ?", arguments: [seq])
@@ -241,9 +247,8 @@ import Testing
         #expect(!sent.contains { $0.sequence == last }, "held back, not sent with the earlier write's fields")
     }
 
-    /// Queue columns in forms the store never writes are a named mismatch, never a crash (attack 59,
-    /// finding 3); a queue row written whole may send only values the chain recorded for its record
-    /// (finding 7).
+    /// Queue columns in forms the store never writes (or naming no entry, or another record's) are a
+    /// named mismatch, never a crash (attack 59, findings 2 and 3).
     @Test(arguments: [
         "UPDATE mutation_queue SET audit_seq = X'3132' WHERE seq = 2",
         "UPDATE mutation_queue SET audit_seq = NULL WHERE seq = 2",
@@ -319,22 +324,7 @@ import Testing
     @Test(arguments: ["earlier entry, same time", "resent flag", "no entry"])
     func theNewestQueuedRowSendsWhatTheRecordHolds(edit: String) async throws {
         let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        var issue = Issue(projectID: UUID(), title: "Leak", status: .open)
-        try await store.save(issue)
-        for mutation in try store.claimMutations(limit: 10, now: Date()) {
-            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: Date())
-        }
-        issue = try #require(try store.fetch(Issue.self, id: issue.id))
-        issue.status = .resolved
-        try await store.save(issue)
-        for mutation in try store.claimMutations(limit: 10, now: Date()) {
-            try store.acknowledge(mutation, serverVersion: 2, serverID: nil, now: Date())
-        }
-        try await Task.sleep(for: .milliseconds(5))
-        issue = try #require(try store.fetch(Issue.self, id: issue.id))
-        issue.status = .open
-        try await store.save(issue)
+        let store = try await saveThreeWritesOfOneIssue(in: folder, acknowledgingTheSecond: true)
         #expect(try store.verifyAudit().isIntact)
         try await folder.queue.write { db in
             let seq = try #require(try Int64.fetchOne(db, sql: "SELECT max(seq) FROM mutation_queue"))
