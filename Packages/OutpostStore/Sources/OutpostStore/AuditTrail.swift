@@ -174,10 +174,13 @@ enum AuditTrail {
 
     /// `storedFields` reading references from the table, for the queue.
     static func storedFields(seq: Int64, entity: String, payload: Data, in db: Database) throws -> Data {
-        try storedFields(seq: seq, entity: entity, payload: payload) { reference in
-            try db.cachedStatement(sql: "SELECT entity, CAST(payload AS BLOB) FROM audit_log WHERE seq = ?").firstRow(arguments: [reference]) {
-                ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data())
-            }
+        try storedFields(seq: seq, entity: entity, payload: payload) { try entry(at: $0, in: db) }
+    }
+
+    /// Entry `seq`'s entity and payload (as a blob), for a primed entry's reference.
+    private static func entry(at seq: Int64, in db: Database) throws -> (entity: String, payload: Data)? {
+        try db.cachedStatement(sql: "SELECT entity, CAST(payload AS BLOB) FROM audit_log WHERE seq = ?").firstRow(arguments: [seq]) {
+            ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data())
         }
     }
 
@@ -244,9 +247,7 @@ enum AuditTrail {
                 let fields: Data
                 do {
                     fields = try storedFields(seq: entry.seq, entity: entry.entity, payload: entry.payload) { seq in
-                        if let known = references[seq] { return known }
-                        return try db.cachedStatement(sql: "SELECT entity, CAST(payload AS BLOB) FROM audit_log WHERE seq = ?")
-                            .firstRow(arguments: [seq]) { ($0.text(at: 0) ?? "", $0.data(at: 1) ?? Data()) }
+                        try references[seq] ?? self.entry(at: seq, in: db)
                     }
                 } catch {
                     return broken(seq: entry.seq, "entry \(entry.seq) was edited: \((error as? StoreError)?.message ?? "\(error)")")
@@ -395,12 +396,13 @@ enum AuditTrail {
     /// are read again then; unreadable ones are the queue's to fail.
     private static func checkNewestRows(checked: Int, in db: Database) throws -> AuditReport? {
         let rows = try Row.fetchAll(db, sql: """
-            SELECT q.*, \(MutationQueue.auditFieldsColumn) FROM mutation_queue AS q
-            WHERE q.status IN ('pending', 'inFlight') AND q.seq = (
+            SELECT *, \(MutationQueue.auditFieldsColumn) FROM mutation_queue
+            WHERE status IN ('pending', 'inFlight') AND seq = (
                 SELECT max(p.seq) FROM mutation_queue AS p
-                WHERE p.entity = q.entity AND p.record_id = q.record_id AND p.status IN ('pending', 'inFlight'))
-            ORDER BY q.seq
-            """.replacingOccurrences(of: "mutation_queue.", with: "q."))
+                WHERE p.entity = mutation_queue.entity AND p.record_id = mutation_queue.record_id
+                  AND p.status IN ('pending', 'inFlight'))
+            ORDER BY seq
+            """)
         for row in rows {
             guard let entity = EntityType(rawValue: row["entity"] as String? ?? ""),
                 let id = UUID(uuidString: row["record_id"] as String? ?? ""),

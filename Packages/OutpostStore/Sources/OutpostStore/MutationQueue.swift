@@ -653,7 +653,7 @@ enum FieldClocks {
         /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
         /// such rows as lists first (Workspace.md, "How to add a migration step").
         static func read(_ text: String, entity: EntityType) throws -> Stored {
-            if text.utf8.first == UInt8(ascii: "@") {
+            if text.hasPrefix(shortFormMarker) {
                 let shared = try HybridTimestamp(encoded: String(text.dropFirst()))
                 let fields = Dictionary(uniqueKeysWithValues: FieldClocks.catalogNames(of: entity).map { ($0, shared) })
                 return Stored(fields: fields, deletion: nil, server: fields)
