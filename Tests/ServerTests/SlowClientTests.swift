@@ -239,6 +239,11 @@ struct BundleHangUpTests {
         let started = ContinuousClock.now
         let closed = try await Self.gauge("outpost_bundle_downloads_streaming", of: server, reaches: 0, within: .seconds(120))
         #expect(closed, "the download still streams \(ContinuousClock.now - started) after the client stopped reading")
+        // What the server handed the connection is what its socket took and at most a megabyte more: the
+        // whole 13 MB page went to NIO's buffer in 25 ms when writes were not held to the socket's pace, and
+        // the slot was given back while the client had read none of it (the gate bounded nothing).
+        let handed = try #require(try await Self.gauge("outpost_bundle_bytes_total", of: server))
+        #expect(handed < 8_000_000, "\(Int(handed)) bytes handed to a connection whose client read 64 KB")
         withExtendedLifetime(connection) {}
     }
 

@@ -15,7 +15,7 @@ extension SyncServer {
     /// The largest admin request body: each is a handful of short fields.
     static let maximumAdminBodyBytes = 64 * 1024
 
-    func addAdminRoutes(to router: Router<BasicRequestContext>) {
+    func addAdminRoutes(to router: Router<ServerRequestContext>) {
         let server = self
 
         router.get("admin/log") { request, _ -> Response in

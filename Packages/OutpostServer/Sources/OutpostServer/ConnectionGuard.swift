@@ -79,6 +79,71 @@ final class OpenConnections: Sendable {
     var admittedCount: Int { state.withLockedValue { $0.admitted } }
 }
 
+/// How much of the answers' bodies one connection has written to its socket, for a long answer to keep
+/// pace with its client. Hummingbird's body writer returns once a piece is queued for the event loop,
+/// not once the socket took it, and the channel turns unwritable only when the loop has run the queued
+/// writes: a bundle encoded ahead into its spool went whole, 13 MB, to NIO's buffer in 25 ms for a
+/// client that read none of it, and its download slot was given back at once, so `BundleGate` bounded
+/// neither the downloads under way nor the memory they held. A sender waits here instead.
+package final class WriteProgress: Sendable {
+    private struct State {
+        var written = 0
+        var closed = false
+        var waiters: [(target: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// The connection is gone: there is nothing a sender could wait for.
+    struct Closed: Error, CustomStringConvertible {
+        var description: String { "the connection closed before the answer was written" }
+    }
+
+    /// Body bytes the socket has taken so far.
+    var written: Int { state.withLockedValue { $0.written } }
+
+    /// Returns once the socket has taken `target` body bytes in all; throws `Closed` when the connection
+    /// closes first (a stalled client cut by `ConnectionGuard` ends its download here).
+    func wait(untilWritten target: Int) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let outcome: Result<Void, any Error>? = state.withLockedValue { state in
+                if state.closed { return .failure(Closed()) }
+                if state.written >= target { return .success(()) }
+                state.waiters.append((target, continuation))
+                return nil
+            }
+            if let outcome { continuation.resume(with: outcome) }
+        }
+    }
+
+    fileprivate func add(_ bytes: Int) {
+        let due = state.withLockedValue { state in
+            state.written += bytes
+            let due = state.waiters.filter { $0.target <= state.written }
+            state.waiters.removeAll { $0.target <= state.written }
+            return due.map(\.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    fileprivate func close() {
+        let waiting = state.withLockedValue { state in
+            state.closed = true
+            defer { state.waiters = [] }
+            return state.waiters.map(\.continuation)
+        }
+        for continuation in waiting { continuation.resume(throwing: Closed()) }
+    }
+
+    /// The progress of the connection `channel` is, as its `ConnectionGuard` counts it; nil on a channel
+    /// without one.
+    static func of(_ channel: any Channel) async -> WriteProgress? {
+        try? await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).progress
+        }.get()
+    }
+}
+
 /// Bounds what one connection may cost the server, beside Hummingbird's idle timeout (which closes a
 /// connection that sends no complete request head in time, slow header trickles included): a
 /// connection past `OpenConnections.maximum` displaces the one idle longest, or is closed at once when
@@ -113,6 +178,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var bodyCheck: RepeatedTask?
     private var bodyStarted: NIODeadline?
     private var bodyBytes = 0
+    /// The answers' body bytes this connection's socket has taken.
+    let progress = WriteProgress()
 
     init(connections: OpenConnections, stalledWrite: TimeAmount) {
         self.connections = connections
@@ -125,6 +192,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        progress.close()
         stallTimer?.cancel()
         stallTimer = nil
         bodyCheck?.cancel()
@@ -159,11 +227,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data), let number else {
-            // Each piece's completion is the client's progress (see `channelWritabilityChanged`).
+        let part = unwrapOutboundIn(data)
+        guard case .end = part, let number else {
+            // Each piece's completion is the client's progress (see `channelWritabilityChanged`), and
+            // what a long answer's sender waits for (`WriteProgress`).
+            let bytes: Int
+            if case .body(let buffer) = part { bytes = buffer.readableBytes } else { bytes = 0 }
             let written = promise ?? context.eventLoop.makePromise()
             let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-            written.futureResult.whenSuccess { handler.value.lastWritten = .now() }
+            let progress = self.progress
+            written.futureResult.whenSuccess {
+                handler.value.lastWritten = .now()
+                if bytes > 0 { progress.add(bytes) }
+            }
             context.write(data, promise: written)
             return
         }
@@ -218,6 +294,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        progress.close()
         stallTimer?.cancel()
         stallTimer = nil
         bodyCheck?.cancel()

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import OutpostSchema
 import OutpostWire
 
@@ -70,6 +71,18 @@ enum Header {
     static let conflictPolicy = HTTPField.Name(SyncProtocol.conflictPolicyHeader)!
     static let requestID = HTTPField.Name("Outpost-Request-ID")!
     static let retryAfter = HTTPField.Name("Retry-After")!
+}
+
+/// A request's context: Hummingbird's, and the connection it came on, so a long answer can keep pace
+/// with what the connection's socket has taken (`WriteProgress`).
+struct ServerRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
 }
 
 /// Checks versions, turns every error into the protocol's `ErrorBody` (never a stack trace), stamps

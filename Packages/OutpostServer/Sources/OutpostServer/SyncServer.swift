@@ -217,7 +217,7 @@ public struct SyncServer: Sendable {
         async throws
     {
         try await storage.prepare()
-        let router = Router()
+        let router = Router(context: ServerRequestContext.self)
         router.add(middleware: ProtocolMiddleware(
             schemaVersions: configuration.schemaVersions, metrics: metrics,
             conflictPolicy: SyncProtocol.conflictPolicyText(configuration.conflictPolicy)))
@@ -274,7 +274,7 @@ public struct SyncServer: Sendable {
         return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
     }
 
-    private func addRoutes(to router: Router<BasicRequestContext>) {
+    private func addRoutes(to router: Router<ServerRequestContext>) {
         let server = self
         let metrics = self.metrics
         self.addAdminRoutes(to: router)
@@ -378,10 +378,13 @@ public struct SyncServer: Sendable {
             let download = try await server.openBundle(project: project, format: format, by: caller)
             RequestAttribution.note("project", project)
             let gzip = request.acceptsGzip
+            let progress = await WriteProgress.of(context.channel)
             // Once the first byte is out an error can only cut the answer short (the importer then
             // refuses the bundle): the refusals all came from `openBundle`, before the headers.
             let body = ResponseBody { writer in
-                try await download.write(gzip: gzip) { bytes in try await writer.write(ByteBuffer(bytes: bytes)) }
+                try await download.write(gzip: gzip, pacedBy: progress) { bytes in
+                    try await writer.write(ByteBuffer(bytes: bytes))
+                }
                 try await writer.finish(nil)
             }
             var headers: HTTPFields = [
@@ -760,6 +763,11 @@ package struct BundleDownload: Sendable {
     /// that stopped (attack 56).
     static let pieceBytes = 64 * 1024
 
+    /// How far the pieces handed to the connection may run ahead of what its socket took: sixteen pieces.
+    /// Beyond it the sender waits (`WriteProgress`), so a client that stops reading holds its slot, and
+    /// the server holds its socket's buffer and this much of its download, until the stall timeout cuts it.
+    static let aheadOfSocketBytes = 16 * pieceBytes
+
     /// How far the encoder may run ahead of the client, on disk (`BundleSpool`): 256 MiB, a gzip
     /// bundle of some eight million records, or the plain JSON of half a million.
     static let spoolAheadBytes = 256 << 20
@@ -768,8 +776,11 @@ package struct BundleDownload: Sendable {
     /// a bundle is the largest download a crew makes, and its JSON shrinks about 20 times) into the
     /// download's spool as fast as they are read, and `send` takes the spool's bytes at the client's
     /// pace. The snapshot the records are read from is let go once the last batch is encoded, not when
-    /// the client has read it (`BundleSpool`). Neither the project nor the bundle is ever whole in memory.
-    package func write(gzip: Bool, to send: ([UInt8]) async throws -> Void) async throws {
+    /// the client has read it (`BundleSpool`). Neither the project nor the bundle is ever whole in memory:
+    /// with `progress`, the connection's, no piece is handed on while `aheadOfSocketBytes` wait for the socket.
+    package func write(gzip: Bool, pacedBy progress: WriteProgress? = nil, to send: ([UInt8]) async throws -> Void)
+        async throws
+    {
         // The download's slot stays taken until the body is done.
         defer { withExtendedLifetime(slot) {} }
         let producer = Task { [self] in
@@ -784,10 +795,14 @@ package struct BundleDownload: Sendable {
         defer { producer.cancel() }
         do {
             var offset = 0
+            // Body bytes of earlier answers on this connection count from here on as well: at most an
+            // answer's worth more ahead, never less.
+            let base = progress?.written ?? 0
             while let piece = try await spool.read(from: offset, upTo: Self.pieceBytes) {
                 try await send(piece)
                 offset += piece.count
                 metrics.add("outpost_bundle_bytes_total", piece.count)
+                try await progress?.wait(untilWritten: base + offset - Self.aheadOfSocketBytes)
             }
         } catch {
             // The client is gone or the encoder failed: an encoder waiting for room stops too.
