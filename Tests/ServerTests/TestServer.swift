@@ -297,37 +297,48 @@ func wireJSON(_ value: some Encodable) throws -> Data {
 }
 
 /// Another process's write transaction on a server's SQLite file (a second connection locks as one
-/// would), taken and held on a thread of its own until `release()`. Waiting for it never blocks a task:
-/// a test that waited on a semaphore held one of the two cooperative threads a 2-core machine has, and
-/// two such tests at once left none to run the task that takes the lock.
+/// would), taken and held on a thread of its own until `release()`, or until the holder is gone (a test
+/// that throws first). Waiting for it never blocks a task: a test that waited on a semaphore held one of
+/// the two cooperative threads a 2-core machine has, and two such tests at once left none to run the
+/// task that takes the lock. No clock lets it go: a hold that ended after 120 s let a push through that
+/// the test had not yet sent, under a full run on a loaded 2-core machine.
 final class HeldWriteLock: @unchecked Sendable {
-    // @unchecked: `state` is only touched under `lock`; the thread owns the queue.
-    private let lock = NSLock()
-    private var state: (held: Bool, done: Bool, failure: (any Error)?) = (false, false, nil)
-    private let released = DispatchSemaphore(value: 0)
+    /// The thread's side: it holds this, not the `HeldWriteLock`, so dropping the holder releases the lock.
+    private final class Hold: @unchecked Sendable {
+        // @unchecked: `state` is only touched under `lock`.
+        let lock = NSLock()
+        var state: (held: Bool, done: Bool, failure: (any Error)?) = (false, false, nil)
+        let released = DispatchSemaphore(value: 0)
+    }
+
+    private let hold = Hold()
 
     init(path: String) {
-        let thread = Thread { [self] in
+        let thread = Thread { [hold] in
             do {
                 let queue = try DatabaseQueue(path: path)
                 try queue.write { db in
                     try db.execute(sql: "UPDATE tokens SET expires_at = expires_at")
-                    lock.withLock { state.held = true }
-                    _ = released.wait(timeout: .now() + 120)
+                    hold.lock.withLock { hold.state.held = true }
+                    hold.released.wait()
                 }
                 try queue.close()
             } catch {
-                lock.withLock { state.failure = error }
+                hold.lock.withLock { hold.state.failure = error }
             }
-            lock.withLock { state.done = true }
+            hold.lock.withLock { hold.state.done = true }
         }
         thread.start()
+    }
+
+    deinit {
+        hold.released.signal()
     }
 
     /// Returns once the lock is held (or taking it failed).
     func waitUntilHeld() async throws {
         while true {
-            let (held, done, failure) = lock.withLock { (state.held, state.done, state.failure) }
+            let (held, done, failure) = hold.lock.withLock { (hold.state.held, hold.state.done, hold.state.failure) }
             if let failure { throw failure }
             if held || done { return }
             try await Task.sleep(for: .milliseconds(5))
@@ -336,8 +347,8 @@ final class HeldWriteLock: @unchecked Sendable {
 
     /// Lets the lock go and returns once the transaction has ended.
     func release() async throws {
-        released.signal()
-        while !lock.withLock({ state.done }) { try await Task.sleep(for: .milliseconds(5)) }
-        if let failure = lock.withLock({ state.failure }) { throw failure }
+        hold.released.signal()
+        while !hold.lock.withLock({ hold.state.done }) { try await Task.sleep(for: .milliseconds(5)) }
+        if let failure = hold.lock.withLock({ hold.state.failure }) { throw failure }
     }
 }
