@@ -251,6 +251,10 @@ extension StoreWriter {
                     report.quarantined += 1
                     continue
                 }
+                if try Self.settleUnreadableClocks(of: translated, reads: reads, in: db) {
+                    reads.wrote(entity, id)
+                    continue
+                }
                 if reads.quarantined.contains(.init(entity: entity, id: id)) {
                     try Quarantine.clear(entity, id, in: db)
                     reads.clearQuarantine(entity, id)
@@ -287,6 +291,36 @@ extension StoreWriter {
         }
         quarantineRechecked = true
         return report
+    }
+
+    /// A pulled record whose stored clocks do not read (`FieldClocks.Unreadable`, a damaged row): the row
+    /// goes, and the record is settled without it. With no change of it waiting, the caller applies the
+    /// server's version as for a record held without clocks (returns false). With one waiting, the fields
+    /// the device did not change take the server's values, those it changed keep the device's on their
+    /// old base version, so the push meets the server's version and the entity's policy settles them
+    /// (`EntityTables.refreshUnchangedFields`, as for a bundle's record); the clocks are rebuilt from what
+    /// is known, the server's as pulled and the waiting writes' own over them, so that settlement judges
+    /// the device's edits by their true clocks (without them, every edit lost to the server's value);
+    /// returns true. Before, one such row stopped every sync (attack 59, finding 10).
+    private static func settleUnreadableClocks(of remote: VersionedRecord, reads: PulledPageReads, in db: Database) throws -> Bool {
+        let entity = remote.record.entity, id = remote.record.id
+        if reads.needsExactReads(entity, id) {
+            do {
+                _ = try FieldClocks.read(entity, id, in: db)
+                return false
+            } catch is FieldClocks.Unreadable {}
+        } else {
+            guard reads.hasUnreadableClocks(entity, id) else { return false }
+        }
+        try db.execute(
+            sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?", arguments: [entity.rawValue, id.storageText])
+        guard let waiting = try MutationQueue.unfinishedChange(entity, id, in: db) else { return false }
+        _ = try EntityTables.refreshUnchangedFields(from: remote.record, in: db)
+        var clocks = try FieldClocks.read(entity, id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
+        clocks.fields = remote.clocks.merging(waiting.clocks) { _, own in own }
+        clocks.server = remote.clocks
+        try FieldClocks.write(clocks, entity, id, in: db)
+        return true
     }
 
     private func apply(

@@ -137,7 +137,7 @@ extension LocalStore {
                 arguments: [
                     serverVersion, mutation.entity.rawValue, mutation.recordID.storageText, mutation.sequence, serverVersion,
                 ])
-            if !mutation.clocks.isEmpty, var clocks = try FieldClocks.read(mutation.entity, mutation.recordID, in: db) {
+            if !mutation.clocks.isEmpty, var clocks = try FieldClocks.readIfReadable(mutation.entity, mutation.recordID, in: db) {
                 clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
                 try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
             }

@@ -320,6 +320,7 @@ enum MutationQueue {
         for row in rows {
             let payload = try Payload.read(row, in: db)
             change.fields.formUnion(payload.fields.keys)
+            change.clocks.merge(payload.clocks) { max($0, $1) }
             users.formUnion(Set(payload.fields.keys).subtracting(payload.carried))
             change.carried.formUnion(payload.carried)
             change.revives = change.revives ?? payload.revives
@@ -341,6 +342,8 @@ enum MutationQueue {
     struct UnfinishedChange {
         var fields: Set<String>
         var baseVersion: Int64
+        /// The newest clock each field of it was written at.
+        var clocks: [String: HybridTimestamp] = [:]
         /// Fields sent only to bring the record back, which no unfinished write of its user changed
         /// (`Payload.carried`).
         var carried: Set<String> = []
@@ -652,6 +655,15 @@ enum FieldClocks {
         /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
         /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
         /// such rows as lists first (Workspace.md, "How to add a migration step").
+        /// `read(_:entity:)` for the record `id`, its failure as `Unreadable`.
+        static func read(_ text: String, entity: EntityType, id: UUID) throws(Unreadable) -> Stored {
+            do {
+                return try read(text, entity: entity)
+            } catch {
+                throw Unreadable(entity: entity, id: id, cause: error)
+            }
+        }
+
         static func read(_ text: String, entity: EntityType) throws -> Stored {
             if text.hasPrefix(shortFormMarker) {
                 let shared = try HybridTimestamp(encoded: String(text.dropFirst()))
@@ -746,11 +758,36 @@ enum FieldClocks {
         }
     }
 
+    /// The record's clocks; nil when it has no row. A row that does not read throws `Unreadable`.
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
         guard let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
             .firstRow(arguments: [entity.rawValue, id.storageText], { $0.text(at: 0) }) ?? nil
         else { return nil }
-        return try Stored.read(text, entity: entity)
+        return try Stored.read(text, entity: entity, id: id)
+    }
+
+    /// `read`, nil for a row that does not read as for none: for a write that only adds to the clocks
+    /// (an acknowledgement noting the server's), which leaves a damaged row for a pull to replace.
+    static func readIfReadable(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
+        do {
+            return try read(entity, id, in: db)
+        } catch is Unreadable {
+            return nil
+        }
+    }
+
+    /// A record's `field_clocks` row that does not read (damaged: `@` alone, a clock cut short, not
+    /// JSON). It holds back that record alone: an acknowledgement leaves the row as it is, and the next
+    /// pull of the record replaces it (`LocalStore.settleUnreadableClocks`); a local write of the record
+    /// fails with it meanwhile. Before, one such row stopped every sync (attack 59, finding 10).
+    struct Unreadable: Error, CustomStringConvertible {
+        let entity: EntityType
+        let id: UUID
+        let cause: any Error
+
+        var description: String {
+            "the field clocks of \(entity.rawValue) \(id.storageText) cannot be read: \(cause)"
+        }
     }
 
     static let upsertSQL = "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)"

@@ -20,6 +20,8 @@ struct PulledPageReads {
     /// Whether a parent outside the page is missing or deleted; parents outside the page do not change
     /// while it is applied (only a reference column or the orphan flag may), so one answer serves it all.
     private var parentMissing: [Key: Bool] = [:]
+    /// Records of the page whose `field_clocks` row does not read (`FieldClocks.Unreadable`).
+    private var unreadableClocks: Set<Key> = []
     /// Keys of quarantined records, to clear only entries that exist.
     private(set) var quarantined: Set<Key>
     /// Records of the page this device knows only as deleted (`KnownDeletions`).
@@ -62,7 +64,11 @@ struct PulledPageReads {
                 while let row = try clocks.next() {
                     guard let id = UUID(hyphenatedText: row[0] as String) else { continue }
                     let key = Key(entity: entity, id: id)
-                    stored[key]?.clocks = try FieldClocks.Stored.read(row[1], entity: entity)
+                    do {
+                        stored[key]?.clocks = try FieldClocks.Stored.read(row[1], entity: entity, id: id)
+                    } catch {
+                        unreadableClocks.insert(key)
+                    }
                 }
             }
             let unfinished = try String.fetchAll(
@@ -122,6 +128,12 @@ struct PulledPageReads {
     func needsExactReads(_ entity: EntityType, _ id: UUID) -> Bool {
         let key = Key(entity: entity, id: id)
         return waiting.contains(key) || written.contains(key)
+    }
+
+    /// Whether the record's stored clocks did not read when the page began. Only for a record the page
+    /// has not written yet.
+    func hasUnreadableClocks(_ entity: EntityType, _ id: UUID) -> Bool {
+        unreadableClocks.contains(Key(entity: entity, id: id))
     }
 
     /// Notes that the page wrote a record.

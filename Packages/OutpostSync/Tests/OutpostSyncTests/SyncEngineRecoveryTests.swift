@@ -393,6 +393,67 @@ extension SyncEngineTests {
         #expect(try device.store.quarantinedRecords().map(\.recordID) == [odd.id])
     }
 
+    /// A record whose stored field clocks cannot be read (a damaged `field_clocks` row: `@` alone) holds
+    /// back nothing else and is settled by the next pull of it. Before, every sync stopped on
+    /// `invalidClockEncoding` (attack 59, finding 10). One record's edit goes out and is acknowledged
+    /// over its damaged row, and the pull that brings it again replaces the row; another, whose edit
+    /// still waits when the pull brings a teammate's change, keeps its edit and takes the teammate's
+    /// field, and the push then settles it on the server.
+    @Test func aRecordWhoseFieldClocksCannotBeReadHoldsBackNothingElse() async throws {
+        let device = try Device(), teammate = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 29))
+        let teammateEngine = SyncEngine(store: teammate.store, transport: server, random: SeededGenerator(seed: 30))
+        var sent = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        var waiting = try await device.store.save(Issue(projectID: project, title: "Stain"), now: now)
+        let sound = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        _ = try await teammateEngine.sync(now: { self.now.addingTimeInterval(1) })
+        for id in [sent.id, waiting.id, sound.id] {
+            var issue = try #require(try teammate.store.fetch(Issue.self, id: id))
+            issue.status = .inProgress
+            try await teammate.store.save(issue, now: now.addingTimeInterval(2))
+        }
+        _ = try await teammateEngine.sync(now: { self.now.addingTimeInterval(3) })
+        sent.title = "Leak under the sink"
+        try await device.store.save(sent, now: now.addingTimeInterval(4))
+        waiting.title = "Stain on the ceiling"
+        try await device.store.save(waiting, now: now.addingTimeInterval(4))
+        func damage(_ id: UUID) async throws {
+            try await device.store.pool.write {
+                try $0.execute(sql: "UPDATE field_clocks SET clocks = '@' WHERE record_id = ?", arguments: [id.storageText])
+            }
+        }
+        try await damage(sent.id)
+        try await damage(waiting.id)
+        // The waiting record's pull comes first, its edit not yet sent.
+        let teammates = try #require(try await server.record(waiting.id)).versionedRecord
+        _ = try await device.store.applyPulledPage(PulledPage(changes: [teammates], cursor: nil), now: now.addingTimeInterval(5))
+        let merged = try #require(try device.store.fetch(Issue.self, id: waiting.id))
+        #expect(merged.title == "Stain on the ceiling" && merged.status == .inProgress, "\(merged.title), \(merged.status)")
+        for round in 0..<2 {
+            let report = try await engine.sync(now: { self.now.addingTimeInterval(6 + Double(round)) })
+            #expect(report.pullCompleted, "round \(round)")
+        }
+        // Settled by their clocks: the device's later titles won over the server's older ones, no edit lost.
+        let conflicts = try device.store.openConflicts()
+        #expect(conflicts.isEmpty, "\(conflicts)")
+        #expect(try device.store.mutations(status: .failed).isEmpty)
+        for (issue, title) in [(sent, "Leak under the sink"), (waiting, "Stain on the ceiling"), (sound, "Crack")] {
+            let onServer = try #require(try await server.record(issue.id))
+            #expect(onServer.fields["title"] == .text(title) && onServer.fields["status"] == .text("inProgress"),
+                "\(title): \(String(describing: onServer.fields["title"])), \(String(describing: onServer.fields["status"]))")
+            let here = try #require(try device.store.fetch(Issue.self, id: issue.id))
+            #expect(here.title == title && here.status == .inProgress, "\(here.title), \(here.status)")
+        }
+        #expect(try device.store.quarantinedRecords().isEmpty)
+        #expect(try device.store.mutations(status: .pending).isEmpty && device.store.mutations(status: .inFlight).isEmpty)
+        // The damaged rows were replaced: the records take edits again.
+        sent.priority = .high
+        try await device.store.save(sent, now: now.addingTimeInterval(10))
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
