@@ -96,6 +96,9 @@ public protocol Replica: Sendable {
 public struct OutgoingBatch: Sendable {
     /// The claimed changes, in the request's order.
     public let mutations: [Mutation]
+    /// Changes the claim failed because they could not be read (a payload or audit entry damaged or
+    /// gone), each with why (`LocalStore.unsentChanges()`): a run counts them among its failures.
+    public let failedAsUnreadable: Int
     /// The push request: each change in its wire form.
     public let request: PushRequest
 
@@ -146,10 +149,10 @@ extension LocalStore: Replica {
     }
 
     public func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch {
-        let claimed = try claimMutations(syncClass: .structured, limit: limit, now: now)
+        let (claimed, unreadable) = try claimMutationsCountingUnreadable(syncClass: .structured, limit: limit, now: now)
         do {
             return OutgoingBatch(
-                mutations: claimed,
+                mutations: claimed, failedAsUnreadable: unreadable,
                 request: PushRequest(mutations: try claimed.map(outgoing), checkpoint: claimed.isEmpty ? nil : try historyCheckpoint()))
         } catch {
             // Not left in flight until a restart: the claim goes back as it was.

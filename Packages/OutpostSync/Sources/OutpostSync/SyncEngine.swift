@@ -456,6 +456,7 @@ public actor SyncEngine {
         do {
             while withinBudget(), pause == nil {
                 let batch = try store.nextBatch(limit: limit, now: now())
+                report.failed += batch.failedAsUnreadable
                 guard !batch.isEmpty else { report.pushCompleted = true; break }
                 claimed = batch.mutations
                 let response: PushResponse

@@ -454,6 +454,27 @@ extension SyncEngineTests {
         try await device.store.save(sent, now: now.addingTimeInterval(10))
     }
 
+    /// A change that cannot be read (its audit entry gone) fails alone when claimed, and the run says
+    /// so: it reported "failed 0" while the change went unreadable (attack 59, finding 6).
+    @Test func aChangeFailedAsUnreadableIsCountedInTheRunsFailures() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 31))
+        let sent = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let lost = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now)
+        // The second write's entry is primed against the first's: removing it leaves the first readable.
+        try await device.store.pool.write { try $0.execute(sql: "DELETE FROM audit_log WHERE seq = 2") }
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.pushed == 1 && report.failed == 1, "pushed \(report.pushed), failed \(report.failed)")
+        let onServer = (try await server.record(sent.id), try await server.record(lost.id))
+        #expect(onServer.0 != nil && onServer.1 == nil)
+        let failed = try await device.store.pool.read {
+            try String.fetchAll($0, sql: "SELECT record_id FROM mutation_queue WHERE status = 'failed'")
+        }
+        #expect(failed == [lost.id.storageText])
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
