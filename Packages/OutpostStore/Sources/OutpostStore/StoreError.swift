@@ -116,7 +116,9 @@ extension StoreError {
     static func mapping<T>(path: String, _ body: () throws -> T) throws(StoreError) -> T {
         do {
             return try body()
-        } catch let error as StoreError {
+        } catch var error as StoreError {
+            // Raised where the file is not known (a queue row's reader): named by the store that read it.
+            if error.path.isEmpty { error.path = path }
             throw error
         } catch let error as ModelError {
             throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)
@@ -129,7 +131,9 @@ extension StoreError {
     static func mapping<T: Sendable>(path: String, _ body: () async throws -> T) async throws(StoreError) -> T {
         do {
             return try await body()
-        } catch let error as StoreError {
+        } catch var error as StoreError {
+            // Raised where the file is not known (a queue row's reader): named by the store that read it.
+            if error.path.isEmpty { error.path = path }
             throw error
         } catch let error as ModelError {
             throw StoreError(.invalidRecord, path: path, message: error.description, modelError: error, underlying: error)

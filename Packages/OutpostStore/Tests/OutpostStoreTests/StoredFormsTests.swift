@@ -138,7 +138,8 @@ import Testing
         #expect {
             try store.mutations()
         } throws: { error in
-            (error as? StoreError)?.code == .databaseFailure
+            // Named with the file it is in (the error said ": mutation 2 …", attack 59).
+            (error as? StoreError)?.code == .databaseFailure && (error as? StoreError)?.path == folder.path
                 && "\(error)".contains("keeps its fields in its audit entry, which is missing")
         }
         let claimed = try store.claimMutations(limit: 10, now: Date())
