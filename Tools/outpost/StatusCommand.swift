@@ -122,7 +122,7 @@ struct UnsentCommand: ParsableCommand {
         }
         print("\(unsent.count) unsent change\(unsent.count == 1 ? "" : "s")")
         for change in unsent {
-            let reason = change.lastError.map { ": \($0)" } ?? ""
+            let reason = (change.unreadable.map { ": unreadable: \($0)" } ?? "") + (change.lastError.map { ": \($0)" } ?? "")
             print("  \(change.status.rawValue) \(change.operation.rawValue) \(change.entity.rawValue) \(change.recordID.uuidString.lowercased())\(reason)")
         }
     }

@@ -128,9 +128,10 @@ public final class LocalStore: Sendable {
 
     /// Every change of this device the server has not taken (waiting, being sent, or refused), in queue
     /// order: what a user taken off a project hands over, and what an app shows before it lets a
-    /// device be reset. Each carries the fields it writes.
+    /// device be reset. Each carries the fields it writes; one whose fields cannot be read is listed
+    /// with none, and why (`Mutation.unreadable`).
     public func unsentChanges() throws(StoreError) -> [Mutation] {
-        try read { db in try MutationQueue.all(status: nil, in: db).filter { $0.status != .done } }
+        try read { db in try MutationQueue.all(status: nil, listingUnreadable: true, in: db).filter { $0.status != .done } }
     }
 
     /// What the app shows as sync status: pending and failed changes, open conflicts, last sync.

@@ -47,4 +47,8 @@ public struct Mutation: Sendable, Hashable, Codable {
     public let lastError: String?
     /// The audit entry of the write that queued it.
     public let auditSequence: Int64?
+    /// Why its fields cannot be read, when they cannot (its payload or its audit entry damaged or
+    /// gone): listed by `LocalStore.unsentChanges()` with no fields rather than failing the whole list,
+    /// and failed with this reason when claimed. Nil for every readable change.
+    public let unreadable: String?
 }

@@ -288,7 +288,10 @@ enum MutationQueue {
     }
 
     /// Every mutation in queue order, optionally only those with `status`.
-    static func all(status: MutationStatus? = nil, in db: Database) throws -> [Mutation] {
+    /// Every mutation of `status` (all when nil), in queue order. `listingUnreadable`: one whose fields
+    /// cannot be read is listed with none and why (`Mutation.unreadable`) instead of failing the whole
+    /// list: one damaged row made `outpost unsent` list nothing (attack 59, finding 5).
+    static func all(status: MutationStatus? = nil, listingUnreadable: Bool = false, in db: Database) throws -> [Mutation] {
         let rows =
             if let status {
                 try Row.fetchAll(
@@ -297,7 +300,7 @@ enum MutationQueue {
             } else {
                 try Row.fetchAll(db, sql: "SELECT *, \(auditFieldsColumn) FROM mutation_queue ORDER BY seq")
             }
-        return try rows.map { try mutation(from: $0, in: db) }
+        return try rows.map { try mutation(from: $0, listingUnreadable: listingUnreadable, in: db) }
     }
 
     /// What the record's mutations the server has not acknowledged hold: the fields they write (a delete
@@ -533,8 +536,14 @@ enum MutationQueue {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status = ?", arguments: [status.rawValue]) ?? 0
     }
 
-    private static func mutation(from row: Row, in db: Database) throws -> Mutation {
-        let payload = try Payload.read(row, in: db)
+    private static func mutation(from row: Row, listingUnreadable: Bool = false, in db: Database) throws -> Mutation {
+        var payload = Payload(fields: [:], clocks: [:], deletion: nil)
+        var unreadable: String?
+        do {
+            payload = try Payload.read(row, in: db)
+        } catch let error as StoreError where listingUnreadable {
+            unreadable = error.message
+        }
         let dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
@@ -547,7 +556,7 @@ enum MutationQueue {
             baseVersion: row["base_version"], fields: payload.fields, clocks: payload.clocks, deletion: payload.deletion,
             dependsOn: dependsOn, syncClass: syncClass, status: status, attempts: row["attempts"],
             nextAttemptAt: Date(storageMilliseconds: row["next_attempt_at"]), lastError: row["last_error"],
-            auditSequence: row["audit_seq"])
+            auditSequence: row["audit_seq"], unreadable: unreadable)
     }
 
     static let encoder = JSONEncoder()

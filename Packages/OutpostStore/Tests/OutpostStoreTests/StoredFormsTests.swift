@@ -142,6 +142,12 @@ import Testing
             (error as? StoreError)?.code == .databaseFailure && (error as? StoreError)?.path == folder.path
                 && "\(error)".contains("keeps its fields in its audit entry, which is missing")
         }
+        // Listed with why, the readable one whole: one damaged row made the whole list fail (attack 59,
+        // finding 5: `outpost unsent` listed nothing).
+        let unsent = try store.unsentChanges()
+        #expect(unsent.map(\.recordID) == [other.id, unsent.last?.recordID].compactMap { $0 } && unsent.count == 2)
+        #expect(unsent.first?.unreadable == nil && unsent.first?.fields["title"] == .text("Leak"))
+        #expect(unsent.last?.unreadable?.contains("which is missing") == true && unsent.last?.fields.isEmpty == true)
         let claimed = try store.claimMutations(limit: 10, now: Date())
         #expect(claimed.map(\.recordID) == [other.id])
         #expect(claimed.first?.fields["title"] == .text("Leak"))
