@@ -147,9 +147,17 @@ extension LocalStore {
                 arguments: [
                     serverVersion, mutation.entity.rawValue, mutation.recordID.storageText, mutation.sequence, serverVersion,
                 ])
-            if !mutation.clocks.isEmpty, var clocks = try FieldClocks.readIfReadable(mutation.entity, mutation.recordID, in: db) {
-                clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
-                try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
+            do {
+                if !mutation.clocks.isEmpty, var clocks = try FieldClocks.read(mutation.entity, mutation.recordID, in: db) {
+                    clocks.server = (clocks.server ?? [:]).merging(mutation.clocks) { _, acknowledged in acknowledged }
+                    try FieldClocks.write(clocks, mutation.entity, mutation.recordID, in: db)
+                }
+            } catch is FieldClocks.Unreadable {
+                // A damaged row (attack 60): replaced by what this answer tells, the acknowledged fields'
+                // clocks, the server's as well. The others are unknown; a field without a clock here
+                // takes a server value newer than the device's, as it should after this acknowledgement.
+                let known = FieldClocks.Stored(fields: mutation.clocks, deletion: mutation.deletion, server: mutation.clocks)
+                try FieldClocks.write(known, mutation.entity, mutation.recordID, in: db)
             }
             guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
             record.sync.version = max(record.sync.version, serverVersion)
@@ -181,7 +189,8 @@ extension LocalStore {
         of record: EntityRecord, acknowledgedAt serverVersion: Int64, unfinished: Int, status: SyncStatus = .synced,
         in db: Database
     ) throws -> Bool {
-        guard var clocks = try FieldClocks.read(record.entity, record.id, in: db), let deferred = clocks.deferredTombstone,
+        // A damaged row holds no deferred delete this device can read: the next pull of the record settles it.
+        guard var clocks = try FieldClocks.readIfReadable(record.entity, record.id, in: db), let deferred = clocks.deferredTombstone,
             serverVersion >= deferred.version || unfinished == 0
         else { return false }
         clocks.deferredTombstone = nil

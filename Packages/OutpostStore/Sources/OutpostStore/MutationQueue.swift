@@ -775,8 +775,8 @@ enum FieldClocks {
         return try Stored.read(text, entity: entity, id: id)
     }
 
-    /// `read`, nil for a row that does not read as for none: for a write that only adds to the clocks
-    /// (an acknowledgement noting the server's), which leaves a damaged row for a pull to replace.
+    /// `read`, nil for a row that does not read as for none: for a reader looking for something a
+    /// damaged row cannot tell (a deferred delete), which leaves it for a pull to replace.
     static func readIfReadable(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
         do {
             return try read(entity, id, in: db)
@@ -786,9 +786,11 @@ enum FieldClocks {
     }
 
     /// A record's `field_clocks` row that does not read (damaged: `@` alone, a clock cut short, not
-    /// JSON). It holds back that record alone: an acknowledgement leaves the row as it is, and the next
-    /// pull of the record replaces it (`LocalStore.settleUnreadableClocks`); a local write of the record
-    /// fails with it meanwhile. Before, one such row stopped every sync (attack 59, finding 10).
+    /// JSON). It holds back that record alone: an acknowledgement of a change of the record replaces it
+    /// with the acknowledged fields' clocks, and a pull of the record with the pulled ones
+    /// (`LocalStore.settleUnreadableClocks`); a local write of the record fails with it meanwhile. Before,
+    /// one such row stopped every sync (attack 59, finding 10), and then every acknowledgement of it
+    /// (attack 60, finding 2).
     struct Unreadable: Error, CustomStringConvertible {
         let entity: EntityType
         let id: UUID

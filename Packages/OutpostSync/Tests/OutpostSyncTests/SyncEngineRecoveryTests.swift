@@ -408,6 +408,9 @@ extension SyncEngineTests {
         var sent = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
         var waiting = try await device.store.save(Issue(projectID: project, title: "Stain"), now: now)
         let sound = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now)
+        // A third edit no teammate touches: answered applied at once, over its damaged row (attack 60,
+        // finding 2: the acknowledgement failed, so the run never ended though the server held the edit).
+        var direct = try await device.store.save(Issue(projectID: project, title: "Dent"), now: now)
         _ = try await engine.sync(now: { self.now })
         _ = try await teammateEngine.sync(now: { self.now.addingTimeInterval(1) })
         for id in [sent.id, waiting.id, sound.id] {
@@ -420,6 +423,8 @@ extension SyncEngineTests {
         try await device.store.save(sent, now: now.addingTimeInterval(4))
         waiting.title = "Stain on the ceiling"
         try await device.store.save(waiting, now: now.addingTimeInterval(4))
+        direct.title = "Dent in the door"
+        try await device.store.save(direct, now: now.addingTimeInterval(4))
         func damage(_ id: UUID) async throws {
             try await device.store.pool.write {
                 try $0.execute(sql: "UPDATE field_clocks SET clocks = '@' WHERE record_id = ?", arguments: [id.storageText])
@@ -427,6 +432,10 @@ extension SyncEngineTests {
         }
         try await damage(sent.id)
         try await damage(waiting.id)
+        let directID = direct.id
+        try await device.store.pool.write {
+            try $0.execute(sql: "UPDATE field_clocks SET clocks = '{garbage' WHERE record_id = ?", arguments: [directID.storageText])
+        }
         // The waiting record's pull comes first, its edit not yet sent.
         let teammates = try #require(try await server.record(waiting.id)).versionedRecord
         _ = try await device.store.applyPulledPage(PulledPage(changes: [teammates], cursor: nil), now: now.addingTimeInterval(5))
@@ -447,11 +456,17 @@ extension SyncEngineTests {
             let here = try #require(try device.store.fetch(Issue.self, id: issue.id))
             #expect(here.title == title && here.status == .inProgress, "\(here.title), \(here.status)")
         }
+        let directHere = try #require(try device.store.fetch(Issue.self, id: direct.id))
+        let directThere = try #require(try await server.record(direct.id))
+        #expect(directHere.title == "Dent in the door" && directThere.fields["title"] == .text("Dent in the door"))
+        #expect(try device.store.status().pendingChanges == 0)
         #expect(try device.store.quarantinedRecords().isEmpty)
         #expect(try device.store.mutations(status: .pending).isEmpty && device.store.mutations(status: .inFlight).isEmpty)
         // The damaged rows were replaced: the records take edits again.
         sent.priority = .high
         try await device.store.save(sent, now: now.addingTimeInterval(10))
+        direct.priority = .high
+        try await device.store.save(direct, now: now.addingTimeInterval(10))
     }
 
     /// A change that cannot be read (its audit entry gone) fails alone when claimed, and the run says
