@@ -62,6 +62,9 @@ extension LocalStore {
     private static func claim(
         syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, gone: String, in db: Database
     ) throws -> (claimed: [Mutation], failed: Int) {
+        // A `depends_on` that is not JSON is read as none here, so its row is claimed and failed alone as
+        // unreadable (`MutationQueue.readable`): json_each over it failed the whole claim, and no change of
+        // the device went out again (attack 60, finding 1).
         let seqs = try Int64.fetchAll(db, sql: """
             SELECT m.seq FROM mutation_queue AS m
             WHERE (m.status = 'pending' OR (m.status = 'inFlight' AND \(claimIsStale)))
@@ -70,7 +73,7 @@ extension LocalStore {
                 SELECT 1 FROM mutation_queue AS e
                 WHERE e.record_id = m.record_id AND e.seq < m.seq AND e.status != 'done')
               AND NOT EXISTS (
-                SELECT 1 FROM json_each(coalesce(m.depends_on, '[]')) AS d
+                SELECT 1 FROM json_each(CASE WHEN json_valid(m.depends_on) THEN m.depends_on ELSE '[]' END) AS d
                 JOIN mutation_queue AS p ON p.record_id = d.value
                 WHERE p.operation = 'create' AND p.status != 'done')
             ORDER BY m.seq LIMIT ?

@@ -287,7 +287,6 @@ enum MutationQueue {
         try (row["depends_on"] as String?).map { try decoder.decode([String].self, from: Data($0.utf8)) } ?? []
     }
 
-    /// Every mutation in queue order, optionally only those with `status`.
     /// Every mutation of `status` (all when nil), in queue order. `listingUnreadable`: one whose fields
     /// cannot be read is listed with none and why (`Mutation.unreadable`) instead of failing the whole
     /// list: one damaged row made `outpost unsent` list nothing (attack 59, finding 5).
@@ -538,13 +537,14 @@ enum MutationQueue {
 
     private static func mutation(from row: Row, listingUnreadable: Bool = false, in db: Database) throws -> Mutation {
         var payload = Payload(fields: [:], clocks: [:], deletion: nil)
+        var dependsOn: [UUID] = []
         var unreadable: String?
         do {
             payload = try Payload.read(row, in: db)
-        } catch let error as StoreError where listingUnreadable {
-            unreadable = error.message
+            dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
+        } catch where listingUnreadable {
+            unreadable = (error as? StoreError)?.message ?? "its payload or the records it waits on cannot be read: \(error)"
         }
-        let dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
             let status = MutationStatus(rawValue: row["status"]), let syncClass = SyncClass(rawValue: row["sync_class"])

@@ -160,6 +160,36 @@ import Testing
     }
 }
 
+/// Queue rows damaged by hand hold back only themselves (attack 60, findings 1 and 3): a `depends_on`
+/// that is not JSON failed every claim, so no change went out again, and a payload that is not JSON made
+/// `unsentChanges()` (and `outpost unsent`) list nothing.
+@Suite(.fieldService) struct DamagedQueueRowTests {
+    let project = UUID()
+
+    @Test(arguments: [
+        ("depends_on", "[[["), ("depends_on", "{\"not\": \"a list\"}"), ("payload", "not json"),
+    ])
+    func aDamagedRowIsListedAndFailsAloneAndTheOthersGo(column: String, value: String) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let first = try await store.save(Issue(projectID: project, title: "Leak"), now: Date(timeIntervalSince1970: 100))
+        let damaged = try await store.save(Issue(projectID: project, title: "Crack"), now: Date(timeIntervalSince1970: 101))
+        let last = try await store.save(Issue(projectID: project, title: "Stain"), now: Date(timeIntervalSince1970: 102))
+        try await folder.queue.write {
+            try $0.execute(sql: "UPDATE mutation_queue SET \(column) = ? WHERE seq = 2", arguments: [value])
+        }
+        let unsent = try store.unsentChanges()
+        #expect(unsent.map(\.recordID) == [first.id, damaged.id, last.id])
+        #expect(unsent.map { $0.unreadable != nil } == [false, true, false], "\(unsent.map(\.unreadable))")
+        let claimed = try store.claimMutations(limit: 10, now: Date(timeIntervalSince1970: 200))
+        #expect(claimed.map(\.recordID) == [first.id, last.id])
+        let failed = try await folder.queue.read {
+            try String.fetchAll($0, sql: "SELECT record_id FROM mutation_queue WHERE status = 'failed'")
+        }
+        #expect(failed == [damaged.id.storageText])
+    }
+}
+
 /// The field clocks of nearly every record (one clock for every catalog field, the server's the same,
 /// no history) are stored as `@` and the clock, and read back as the long form did.
 @Suite(.fieldService) struct ShortFieldClocksTests {
