@@ -134,6 +134,9 @@ public struct Settlement: Sendable, Hashable {
     public var restamped = 0
     /// Changes refused for a clock ahead that wait for this device's clock to be right.
     public var heldForClock = 0
+    /// Changes the answer did not settle (no result under their key, or a duplicate of a duplicate),
+    /// put back in line as they were.
+    public var unanswered = 0
 
     /// An empty settlement.
     public init() {}
@@ -267,6 +270,7 @@ extension LocalStore: Replica {
             }
         }
         try release(unanswered)
+        settlement.unanswered = unanswered.count
         return settlement
     }
 

@@ -487,9 +487,14 @@ public actor SyncEngine {
                     claimed = []
                     return
                 }
-                report.add(
-                    try await store.settle(batch, with: response, policy: policy, retryLimit: retryPolicy.retryLimit, now: now()))
+                let settlement = try await store.settle(
+                    batch, with: response, policy: policy, retryLimit: retryPolicy.retryLimit, now: now())
+                report.add(settlement)
                 claimed = []
+                // An answer that settled none of the batch (every result under a key it did not send) says
+                // nothing: sent again at once, the same batch met the same answer 21 times a second until
+                // the process was killed (attack 60, finding 6). The run ends here; the next one sends it.
+                if settlement.unanswered == batch.mutations.count { break }
                 // This device's clock still runs ahead: whatever it stamps now is refused the same way.
                 if report.heldForClock > 0 { break }
             }

@@ -490,6 +490,23 @@ extension SyncEngineTests {
         #expect(failed == [lost.id.storageText])
     }
 
+    /// A push answered only under keys it did not send (a broken or hostile server) settles nothing and
+    /// ends the run's pushing: the change waits in line for the next run. It was sent again at once, 21
+    /// times a second, until the process was killed (attack 60, finding 6).
+    @Test func aPushAnsweredUnderOtherKeysIsNotSentAgainInTheSameRun() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let transport = OtherKeysTransport(base: server)
+        let issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let engine = SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 32))
+        let report = try await engine.sync(now: { self.now })
+        #expect(await transport.pushes == 1)
+        #expect(!report.pushCompleted && report.pushed == 0)
+        #expect(try device.store.unsentChanges().map(\.recordID) == [issue.id])
+        #expect(try device.store.unsentChanges().first?.status == .pending)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
@@ -604,5 +621,22 @@ actor DamagingTransport: ForwardingTransport {
             response.changes[index].clocks[stripping!.field] = nil
         }
         return response
+    }
+}
+
+/// Answers every push with `applied` under keys the request did not carry.
+actor OtherKeysTransport: ForwardingTransport {
+    let base: InProcessServer
+    private(set) var pushes = 0
+
+    init(base: InProcessServer) {
+        self.base = base
+    }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        pushes += 1
+        return PushResponse(results: request.mutations.map { _ in
+            MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 1, serverID: nil))
+        })
     }
 }
