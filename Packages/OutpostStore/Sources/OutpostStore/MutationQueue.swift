@@ -485,7 +485,7 @@ enum MutationQueue {
             do {
                 mutations.append(try mutation(from: row, in: db))
             } catch {
-                unreadable.append((row["seq"], (error as? StoreError)?.message ?? "its payload is unreadable: \(error)"))
+                unreadable.append((row["seq"], unreadableReason(error)))
             }
         }
         return (mutations, unreadable)
@@ -535,6 +535,11 @@ enum MutationQueue {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status = ?", arguments: [status.rawValue]) ?? 0
     }
 
+    /// Why a queue row cannot be read, as its claim fails it and as `unsentChanges()` lists it.
+    private static func unreadableReason(_ error: any Error) -> String {
+        (error as? StoreError)?.message ?? "its payload is unreadable: \(error)"
+    }
+
     private static func mutation(from row: Row, listingUnreadable: Bool = false, in db: Database) throws -> Mutation {
         var payload = Payload(fields: [:], clocks: [:], deletion: nil)
         var dependsOn: [UUID] = []
@@ -543,7 +548,7 @@ enum MutationQueue {
             payload = try Payload.read(row, in: db)
             dependsOn = try parents(in: row).compactMap(UUID.init(uuidString:))
         } catch where listingUnreadable {
-            unreadable = (error as? StoreError)?.message ?? "its payload or the records it waits on cannot be read: \(error)"
+            unreadable = unreadableReason(error)
         }
         guard let key = UUID(uuidString: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
             let recordID = UUID(uuidString: row["record_id"]), let operation = MutationOperation(rawValue: row["operation"]),
@@ -661,9 +666,6 @@ enum FieldClocks {
             var deferredTombstone: DeferredTombstone?
         }
 
-        /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
-        /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
-        /// such rows as lists first (Workspace.md, "How to add a migration step").
         /// `read(_:entity:)` for the record `id`, its failure as `Unreadable`.
         static func read(_ text: String, entity: EntityType, id: UUID) throws(Unreadable) -> Stored {
             do {
@@ -673,6 +675,9 @@ enum FieldClocks {
             }
         }
 
+        /// Reads a `clocks` column of a record of `entity`. `"allFieldsAt"` stands for each of the
+        /// entity's catalog fields as this build knows them: a step that adds a catalog field rewrites
+        /// such rows as lists first (Workspace.md, "How to add a migration step").
         static func read(_ text: String, entity: EntityType) throws -> Stored {
             if text.hasPrefix(shortFormMarker) {
                 let shared = try HybridTimestamp(encoded: String(text.dropFirst()))
