@@ -1,5 +1,6 @@
 @testable import OutpostServer
 import Foundation
+import GRDB
 import OutpostConflicts
 import OutpostFieldService
 import OutpostFieldServiceTesting
@@ -436,5 +437,41 @@ struct RestoreTests {
             _ = try await restored.pull(PullRequest(cursor: nil, limit: 10, checkpoint: "12.not-a-mark"))
         }
         #expect(bad.status == 400)
+    }
+
+    /// Attack 60, findings 1b and 1c: a damaged pull cursor or history checkpoint on the device was
+    /// refused 400 on every run, forever, and the device's writes never left it.
+    @Test("A damaged cursor or checkpoint on the device: the next sync starts over from the beginning and sends the waiting edit",
+          arguments: ["cursor", "checkpoint", "both"])
+    func aDamagedPositionStartsOver(_ damaged: String) async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { [server] in await server.stop() } }
+        let folder = server.directory
+        let crew = try LocalStore.open(at: folder.appendingPathComponent("crew.sqlite").path)
+        let engine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let office = try LocalStore.open(at: folder.appendingPathComponent("office.sqlite").path)
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        let first = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Rail loose"))
+        #expect(try await engine.sync().isComplete)
+        try await DatabaseQueue(path: crew.path).write { db in
+            if damaged != "checkpoint" { try db.execute(sql: "UPDATE sync_cursors SET cursor = 'not a cursor'") }
+            if damaged != "cursor" {
+                try db.execute(sql: "UPDATE sync_state SET value = '12.not-a-mark' WHERE key = 'history_checkpoint'")
+            }
+            #expect(db.changesCount >= 1)
+        }
+        var edited = first
+        edited.details = "Bolt sheared"
+        _ = try await crew.save(edited)
+        _ = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Order tiles"))
+        #expect(try await officeEngine.sync().isComplete)
+        let report = try await engine.sync()
+        #expect(report.isComplete, "\(report)")
+        #expect(report.lastTransportError == nil, "\(report)")
+        #expect(report.pushed == 1)
+        #expect(try await officeEngine.sync().isComplete)
+        #expect(try Self.issues(in: office)[first.id] == "Rail loose / Bolt sheared")
+        #expect(Set(try Self.issues(in: crew).values) == ["Rail loose / Bolt sheared", "Order tiles / "])
+        #expect(try await engine.sync().isComplete)
     }
 }

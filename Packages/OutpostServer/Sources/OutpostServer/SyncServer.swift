@@ -526,7 +526,9 @@ public struct SyncServer: Sendable {
     private func checkHistory(_ text: String?) async throws(ServerError) -> HistoryCheckpoint {
         guard let text else { return .empty }
         guard let checkpoint = HistoryCheckpoint(text: text) else {
-            throw ServerError.badRequest("'checkpoint' is not one this server wrote")
+            throw ServerError(
+                status: 400, .unknownCheckpoint,
+                "'checkpoint' is not one this server wrote: pull everything again from the start without one")
         }
         guard try await storage.holdsHistory(checkpoint) else {
             metrics.count("outpost_history_changed_total", [])
@@ -570,7 +572,8 @@ public struct SyncServer: Sendable {
         guard named > PullCursor.maximumLeftAtOnce else { return }
         let memberships = try await storage.pullBasis(of: caller).memberships.count
         guard named <= memberships + PullCursor.maximumLeftAtOnce else {
-            throw ServerError.badRequest(
+            throw ServerError(
+                status: 400, .unknownCursor,
                 "the cursor names \(named) projects, and you belong to \(memberships): a cursor this server wrote names "
                     + "your projects and at most \(PullCursor.maximumLeftAtOnce) you left since")
         }

@@ -164,8 +164,9 @@ public actor SyncEngine {
                     do {
                         if !rebuilding { try await confirmImportedCheckpoints() }
                         try await pullPages(&report, rebuilding: rebuilding, seen: &seen, withinBudget: withinBudget, now: now)
-                    } catch let error as TransportError where error.serverCode == .historyChanged && !rebuilding {
-                        // Restored from a backup: pages from this cursor would skip its new changes.
+                    } catch let error as TransportError where Self.startsOver(error) && !rebuilding {
+                        // Restored from a backup: pages from this cursor would skip its new changes. Or the
+                        // stored cursor or checkpoint is damaged: where the device stands is unknown.
                         try store.beginHistoryRebuild(now: now())
                         report.historyChanged = true
                         rebuilding = true
@@ -462,8 +463,9 @@ public actor SyncEngine {
                 let response: PushResponse
                 do {
                     response = try await transport.push(batch.request)
-                } catch where error.serverCode == .historyChanged {
-                    // Restored from a backup: nothing was applied. The run rebuilds, then pushes again.
+                } catch where Self.startsOver(error) {
+                    // Restored from a backup, or a damaged checkpoint: nothing was applied. The run
+                    // rebuilds, then pushes again.
                     try store.putBack(batch.mutations)
                     claimed = []
                     try store.beginHistoryRebuild(now: now())
@@ -512,6 +514,14 @@ public actor SyncEngine {
     }
 
     /// A refusal of a push request as a whole, not of its mutations (which the server answers one by one).
+    /// The server cannot place this device in its history: restored from a backup taken since
+    /// (`historyChanged`), or the cursor or checkpoint the device stored is not text it writes (damaged
+    /// on disk: attack 60 found a device refused 400 on every run, its writes never sent). Either way the
+    /// device pulls everything again from the start and sends again what the server lacks.
+    private static func startsOver(_ error: TransportError) -> Bool {
+        error.serverCode.map { [.historyChanged, .unknownCursor, .unknownCheckpoint].contains($0) } ?? false
+    }
+
     private static func refusesTheWholeRequest(_ error: TransportError) -> Bool {
         error.code == .rejected || error.code == .forbidden
     }

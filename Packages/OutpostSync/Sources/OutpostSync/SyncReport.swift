@@ -58,7 +58,9 @@ public struct SyncReport: Sendable {
     /// Uploads waiting that this run held back (connection not judged good, metered, low battery).
     public var mediaHeldBack = 0
     /// Whether the server answered `history_changed` (restored from a backup taken before this device
-    /// last heard from it) and this run rebuilt the replica from the restored history.
+    /// last heard from it), or refused the device's stored cursor or checkpoint as text it never wrote
+    /// (`unknown_cursor`, `unknown_checkpoint`: damaged on the device), and this run rebuilt the replica
+    /// from the server's history.
     public var historyChanged = false
     /// This device's own writes the restored server no longer held, found by the rebuild's pages and
     /// queued again (each merged by its entity's strategy first; whatever lost is surfaced).

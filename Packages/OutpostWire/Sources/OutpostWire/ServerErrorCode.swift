@@ -38,6 +38,14 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// backup taken before it. Nothing was applied; the device pulls everything again from the start
     /// and sends again its own writes the server lost (`SyncEngine`).
     public static let historyChanged = Self(rawValue: "history_changed")
+    /// 400: the pull's `cursor` is not text this server writes (a device's stored cursor damaged on
+    /// disk). Nothing was read; the device cannot tell what it has pulled, so it pulls everything again
+    /// from the start, as after `historyChanged` (`SyncEngine`). A code of its own because an
+    /// `invalidRequest` would be sent again unchanged, and refused, on every run.
+    public static let unknownCursor = Self(rawValue: "unknown_cursor")
+    /// 400: the request's `checkpoint` is not text this server writes (damaged on the device). Nothing
+    /// was applied; the device starts over as after `historyChanged`.
+    public static let unknownCheckpoint = Self(rawValue: "unknown_checkpoint")
     /// 413: the body is larger than the server accepts.
     public static let payloadTooLarge = Self(rawValue: "payload_too_large")
     /// 413: a push carries more mutations than `maximumBatchSize`.
@@ -59,7 +67,8 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// Every code this client knows, as listed in `schemas/sync-api.yaml`.
     public static let all: [ServerErrorCode] = [
         .unsupportedProtocolVersion, .unsupportedSchemaVersion, .unauthorized, .forbidden, .notFound,
-        .methodNotAllowed, .invalidRequest, .clockAhead, .rangeMismatch, .projectArchived, .alreadyExists, .historyChanged, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
+        .methodNotAllowed, .invalidRequest, .clockAhead, .rangeMismatch, .projectArchived, .alreadyExists, .historyChanged, .unknownCursor,
+        .unknownCheckpoint, .payloadTooLarge, .batchTooLarge, .unsupportedEncoding,
         .checksumMismatch, .rateLimited, .internal, .unavailable, .insufficientStorage,
     ]
 
