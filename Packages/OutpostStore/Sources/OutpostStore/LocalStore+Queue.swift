@@ -54,9 +54,10 @@ extension LocalStore {
     }
 
     /// Whether an in-flight mutation's claim may be taken: its lease ran out (or it has none, from an
-    /// older build) or its owner's process is gone. Arguments: now, then `goneOwners`.
+    /// older build), its owner's process is gone, or it names no owner (no build claims so: a row edited
+    /// by hand, whose lease may lie years ahead; attack 60, finding 4). Arguments: now, then `goneOwners`.
     private static let claimIsStale =
-        "(m.claim_expires_at <= ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
+        "(m.claimed_by IS NULL OR m.claim_expires_at <= ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
 
     /// One claim of `claimMutations`; also says how many claimed mutations were failed as unreadable.
     private static func claim(
@@ -95,13 +96,20 @@ extension LocalStore {
     /// Puts mutations found in flight whose claim is stale back in line: the process that claimed them
     /// is gone (the app stopped before the server answered) or its lease ran out. A claim another live
     /// process holds (the share extension mid-push) is left alone. Returns how many.
+    ///
+    /// A row with a status no build writes (edited by hand) is put in line too, as it reads
+    /// (`MutationQueue.mutation(from:)`): no claim took it, and it stayed parked for good (attack 60,
+    /// finding 4). Its idempotency key makes sending it again safe. Here, once a run, rather than in
+    /// every claim, whose query then could not use the status index.
     @discardableResult
     func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
+            try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status NOT IN ('pending', 'inFlight', 'done', 'failed')")
+            let strays = db.changesCount
             try db.execute(
                 sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
                 arguments: [now.storageMilliseconds, try Self.goneOwners(in: db)])
-            return db.changesCount
+            return strays + db.changesCount
         }
     }
 

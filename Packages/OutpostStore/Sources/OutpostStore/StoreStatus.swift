@@ -26,7 +26,9 @@ public struct StoreStatus: Sendable, Hashable, Codable {
     public let quarantinedRecords: Int
 
     static func read(_ db: Database) throws -> StoreStatus {
-        let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status IN ('pending', 'inFlight')") ?? 0
+        // Not `IN ('pending', 'inFlight')`: a status no build writes reads as pending too (see
+        // `MutationQueue.mutation(from:)`), and the next run sends it.
+        let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM mutation_queue WHERE status NOT IN ('done', 'failed')") ?? 0
         let lastSync = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_successful_sync'")
             .flatMap(Int64.init).map(Date.init(storageMilliseconds:))
         return StoreStatus(

@@ -188,6 +188,27 @@ import Testing
         }
         #expect(failed == [damaged.id.storageText])
     }
+
+    /// Attack 60, finding 4: a row in flight with no owner, or with a status no build writes, was never
+    /// claimed: a user's write parked silently for good. Its idempotency key makes sending it again
+    /// safe, so a run's start puts it in line as a pending one.
+    @Test(arguments: [
+        "status = 'inFlight', claimed_by = NULL, claim_expires_at = 9000000000000",
+        "status = 'inFlight', claimed_by = NULL",
+        "status = 'sending'",
+    ])
+    func aRowNoClaimWouldEverTakeIsSentAgain(damage: String) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let first = try await store.save(Issue(projectID: project, title: "Leak"), now: Date(timeIntervalSince1970: 100))
+        let parked = try await store.save(Issue(projectID: project, title: "Crack"), now: Date(timeIntervalSince1970: 101))
+        try await folder.queue.write { try $0.execute(sql: "UPDATE mutation_queue SET \(damage) WHERE seq = 2") }
+        #expect(try store.unsentChanges().map(\.recordID) == [first.id, parked.id])
+        #expect(try store.status().pendingChanges == 2)
+        #expect(try store.recoverInterruptedRun(now: Date(timeIntervalSince1970: 200)) == 1)
+        let claimed = try store.claimMutations(limit: 10, now: Date(timeIntervalSince1970: 200))
+        #expect(claimed.map(\.recordID) == [first.id, parked.id])
+    }
 }
 
 /// The field clocks of nearly every record (one clock for every catalog field, the server's the same,
