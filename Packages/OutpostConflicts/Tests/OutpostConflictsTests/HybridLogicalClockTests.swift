@@ -99,6 +99,77 @@ import Testing
         #expect(throws: ConflictError.self) { try fresh.receive(past, now: Fixtures.date(start)) }
     }
 
+    /// Attack 61, finding 1: no stamp follows the last instant the encoding holds. A write over a value a
+    /// hostile server stamped there trapped (every save of the record, every sync after); it is stamped
+    /// there too now, without dragging the clock, and a clock whose last stamp is there goes on ticking.
+    @Test func aSeenStampAtTheEndOfTheEncodingIsNotSteppedPast() throws {
+        let endOfTime = HybridTimestamp.maximumPhysicalMilliseconds
+        let end = HybridTimestamp(physicalMilliseconds: endOfTime, counter: .max, node: Fixtures.deviceB)
+        var clock = HybridLogicalClock(node: Fixtures.deviceA)
+        let edit = clock.tick(now: Fixtures.date(start), after: end)
+        #expect(edit.physicalMilliseconds == endOfTime && edit.counter == .max && edit.node == Fixtures.deviceA)
+        #expect(clock.tick(now: Fixtures.date(start)).physicalMilliseconds == start, "the clock is not dragged along")
+        let wallAtTheEnd = Fixtures.date(endOfTime)
+        var there = HybridLogicalClock(node: Fixtures.deviceA, last: end)
+        #expect(there.tick(now: wallAtTheEnd).physicalMilliseconds == endOfTime)
+        #expect(try there.receive(end, now: wallAtTheEnd).physicalMilliseconds == endOfTime)
+    }
+
+    /// The family of finding 1: every operation of the clock, over stamps and wall times drawn towards the
+    /// edges of the encoding (the first and last millisecond, a full counter, a clock far ahead or far
+    /// behind), keeps its law and never traps. `tick(now:)` follows the clock's last stamp unless that
+    /// ran more than the drift ahead of the wall (then it starts again from the wall); `tick(now:after:)`
+    /// follows `seen` too; `receive` follows both or refuses. At the last instant the encoding holds,
+    /// "follows" can only mean "is there".
+    @Test(arguments: 0..<4)
+    func everyOperationKeepsItsLawAtTheEdgesOfTheEncoding(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        let end = HybridTimestamp.maximumPhysicalMilliseconds
+        let drift: Int64 = 300_000
+        func milliseconds() -> Int64 {
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0: 0
+            case 1: end - Int64.random(in: 0...2, using: &random)
+            case 2: Int64.random(in: 0...end, using: &random)
+            default: start + Int64.random(in: -2 * drift...2 * drift, using: &random)
+            }
+        }
+        func stamp() -> HybridTimestamp {
+            let counter: UInt16 = Bool.random(using: &random) ? .max - UInt16.random(in: 0...1, using: &random) : .random(in: 0...3, using: &random)
+            return HybridTimestamp(
+                physicalMilliseconds: milliseconds(), counter: counter,
+                node: Bool.random(using: &random) ? Fixtures.deviceA : Fixtures.deviceB)
+        }
+        func follows(_ later: HybridTimestamp, _ earlier: HybridTimestamp) -> Bool {
+            later > earlier || (earlier.physicalMilliseconds == end && earlier.counter == .max
+                && later.physicalMilliseconds == end && later.counter == .max)
+        }
+        for _ in 0..<2_000 {
+            let last = Bool.random(using: &random) ? stamp() : nil
+            var clock = HybridLogicalClock(node: Fixtures.deviceA, last: last)
+            let wall = milliseconds()
+            let now = Fixtures.date(wall)
+            let ticked = clock.tick(now: now)
+            if let last, last.physicalMilliseconds >= wall, last.physicalMilliseconds - wall <= drift {
+                #expect(follows(ticked, last), "tick after \(last) at \(wall): \(ticked)")
+            } else {
+                #expect(ticked.physicalMilliseconds == wall && ticked.counter == 0, "tick from the wall at \(wall): \(ticked)")
+            }
+            let seen = stamp()
+            let edit = clock.tick(now: now, after: seen)
+            #expect(follows(edit, seen) && follows(edit, ticked), "edit after \(seen) and \(ticked): \(edit)")
+            let remote = stamp()
+            var receiving = clock
+            if let received = try? receiving.receive(remote, now: now) {
+                #expect(remote.physicalMilliseconds - wall <= drift)
+                #expect(follows(received, remote) && follows(received, clock.last ?? received), "receive \(remote): \(received)")
+            } else {
+                #expect(remote.physicalMilliseconds - wall > drift)
+                #expect(receiving == clock, "a refused stamp leaves the clock alone")
+            }
+        }
+    }
+
     @Test func aClockRestoredFromItsLastStampCarriesOn() {
         var clock = HybridLogicalClock(node: Fixtures.deviceA)
         let stamp = clock.tick(now: Fixtures.date(start + 500))

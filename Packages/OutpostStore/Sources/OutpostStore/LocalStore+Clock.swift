@@ -17,7 +17,9 @@ extension LocalStore {
     /// (the server answers the old one with the old refusal); returns true. Otherwise this device's
     /// clock itself still runs ahead: the change goes back in line as it
     /// is, no attempt counted (the engine sends no more in this run), and the store's status says the
-    /// clock is off (`StoreStatus.clockWarning`) until a sync completes; returns false. No later attempt
+    /// clock is off (`StoreStatus.clockWarning`) until a sync completes; returns false. The same when the
+    /// fresh stamps could be no earlier than the refused ones (a clock a server gave the record runs as far
+    /// ahead): sent again, the change would be refused again, round and round. No later attempt
     /// time is set: it would be reckoned by the very clock that is wrong, and once the date is corrected
     /// the change would wait that far.
     @discardableResult
@@ -46,8 +48,8 @@ extension StoreWriter {
             let node = clock.node
             let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))
             let refusedAhead = (Array(payloads[0].payload.clocks.values) + [payloads[0].payload.deletion].compactMap { $0 })
-                .contains { $0.node == node && $0.date > limit }
-            guard refusedAhead else {
+                .filter { $0.node == node && $0.date > limit }.max()
+            guard let refusedAhead else {
                 try db.execute(
                     sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
                     arguments: [UUID.timeOrdered().storageText, reason, mutation.sequence])
@@ -67,13 +69,32 @@ extension StoreWriter {
                 if let deletion = rest.deletion, own.contains(deletion) { rest.deletion = nil }
                 return rest.newestToFollow(by: clock, now: now)
             }
+            // Stamped again, the change must still follow the record's clocks a server holds. When that
+            // moves it no earlier than the stamp refused (a clock the server gave the record runs as far
+            // ahead: a broken or hostile server's), the server refuses it again: sent again at once, it
+            // went round for good (attack 61, finding 1). It waits instead, and the status says why.
+            let first = clock.tick(now: now, after: floor)
+            guard first < refusedAhead else {
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
+                    arguments: [UUID.timeOrdered().storageText, reason, mutation.sequence])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)",
+                    arguments: [
+                        "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
+                            + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it must follow the clock "
+                            + "\(floor.map(\.encoded) ?? "?") the server gave that record, which runs as far ahead; check the server's "
+                            + "date and time (\(reason))",
+                    ])
+                return false
+            }
             // One fresh stamp per mutation, in queue order: the order the user wrote in, which the old
             // stamps, some from a wrong date, no longer tell.
             var previous = floor
             var latest: [String: HybridTimestamp] = [:]
             var deletion: HybridTimestamp?
             for index in payloads.indices {
-                let stamp = clock.tick(now: now, after: previous)
+                let stamp = index == 0 ? first : clock.tick(now: now, after: previous)
                 previous = stamp
                 var payload = payloads[index].payload
                 payload.clocks = payload.clocks.mapValues { $0.node == node ? stamp : $0 }

@@ -227,6 +227,32 @@ import Testing
         #expect(try store.status().pendingMediaUploads == 1)
     }
 
+    /// Attack 61, finding 1: a server gave a record clocks at (or next to) the last instant the encoding
+    /// holds. An edit of it had to be stamped after them: at the very end the process trapped on every
+    /// save and sync; next to it the edit was stamped as far ahead, refused `clock_ahead`, stamped again
+    /// no earlier and sent again, round and round. Now the edit saves, and its refusal holds it with a
+    /// warning: kept, listed, not sent again in that run.
+    @Test(arguments: [UInt16.max, 0])
+    func aRecordAServerStampedAtTheEndOfTimeCanStillBeEdited(counter: UInt16) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Loose rail")
+        var record = issue.record
+        record.sync.version = 1
+        let end = HybridTimestamp(
+            physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds, counter: counter, node: NodeID(0xFEED))
+        _ = try await store.applyPulledPage(
+            PulledPage(changes: [VersionedRecord(record: record, stampedAt: end)], cursor: "1"), now: now)
+        var edited = try #require(try store.fetch(Issue.self, id: issue.id))
+        edited.details = "Bolt sheared"
+        _ = try await store.save(edited, now: now)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: now) == false)
+        #expect(try store.status().clockWarning?.contains(issue.id.storageText) == true)
+        #expect(try store.fetch(Issue.self, id: issue.id)?.details == "Bolt sheared")
+        #expect(try store.unsentChanges().map(\.recordID) == [issue.id])
+    }
+
     @Test func aDeviceWhoseClockStillRunsAheadWaitsAndSaysSo() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
