@@ -56,8 +56,16 @@ extension LocalStore {
     /// Whether an in-flight mutation's claim may be taken: its lease ran out (or it has none, from an
     /// older build), its owner's process is gone, or it names no owner (no build claims so: a row edited
     /// by hand, whose lease may lie years ahead; attack 60, finding 4). Arguments: now, then `goneOwners`.
+    /// A lease further ahead than `longestWait` is treated at a run's start (`requeueInFlightMutations`).
     private static let claimIsStale =
         "(m.claimed_by IS NULL OR m.claim_expires_at <= ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
+
+    /// The furthest ahead any rule puts a change's retry or lease: the default retry policy's cap on a
+    /// server's `Retry-After` (an hour; backoff itself stops at a minute, a lease at five). A time further
+    /// ahead was reckoned by a wrong clock: a sync run while the device's date was a day ahead left its
+    /// change waiting that day, or until 2100, once the date was right (attack 62, findings M1 and M2).
+    /// An app whose policy waits longer than this only gets an earlier retry.
+    static let longestWait: TimeInterval = 3_600
 
     /// One claim of `claimMutations`; also says how many claimed mutations were failed as unreadable.
     private static func claim(
@@ -95,17 +103,27 @@ extension LocalStore {
 
     /// Puts mutations found in flight whose claim is stale back in line: the process that claimed them
     /// is gone (the app stopped before the server answered) or its lease ran out. A claim another live
-    /// process holds (the share extension mid-push) is left alone. Returns how many.
+    /// process holds (the share extension mid-push) is left alone. Returns how many were put back.
     ///
     /// A row with a status no build writes (edited by hand) is put in line too, as it reads
     /// (`MutationQueue.mutation(from:)`): no claim took it, and it stayed parked for good (attack 60,
-    /// finding 4). Its idempotency key makes sending it again safe. Here, once a run, rather than in
-    /// every claim, whose query then could not use the status index.
+    /// finding 4). Its idempotency key makes sending it again safe. So is one whose lease or retry time
+    /// lies further ahead than `longestWait`, reckoned by a wrong clock: it is due now. Here, once a run,
+    /// rather than in every claim, whose query then could not use the status index.
     @discardableResult
     func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
             try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status NOT IN ('pending', 'inFlight', 'done', 'failed')")
-            let strays = db.changesCount
+            var strays = db.changesCount
+            let beyond = now.addingTimeInterval(Self.longestWait).storageMilliseconds
+            try db.execute(
+                sql: "UPDATE mutation_queue SET status = 'pending' WHERE status = 'inFlight' AND claim_expires_at > ?",
+                arguments: [beyond])
+            strays += db.changesCount
+            // Not counted: a change due again was not in flight.
+            try db.execute(
+                sql: "UPDATE mutation_queue SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ?",
+                arguments: [now.storageMilliseconds, beyond])
             try db.execute(
                 sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
                 arguments: [now.storageMilliseconds, try Self.goneOwners(in: db)])

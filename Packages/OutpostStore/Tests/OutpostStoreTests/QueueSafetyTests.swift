@@ -253,6 +253,27 @@ import Testing
         #expect(try store.unsentChanges().map(\.recordID) == [issue.id])
     }
 
+    /// Attack 62, findings M1 and M2: a sync run while the device's date was a day ahead claimed a change
+    /// with a lease, and scheduled its retry, by that date. Once the date was right the change waited a
+    /// day (for good, for a date in 2100): the retry was not due and the live process's claim not
+    /// stale, and nothing said so. A wait or a lease further ahead than any rule sets is one reckoned by
+    /// a wrong clock: the next run's start puts the change back in line, due.
+    @Test(arguments: [false, true])
+    func aWaitOrClaimReckonedByADateAheadDoesNotParkTheChange(retryScheduled: Bool) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = try await store.save(Issue(projectID: UUID(), title: "Loose rail"), now: now)
+        let ahead = now.addingTimeInterval(86_400)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: ahead).first)
+        if retryScheduled {
+            try store.scheduleRetry(claimed, reason: "503 unavailable", retryAt: ahead.addingTimeInterval(1))
+        }
+        // The date is right again; this very process, still alive, holds the claim if one was left.
+        #expect(try store.recoverInterruptedRun(now: now) == (retryScheduled ? 0 : 1), "only a claim is recovered")
+        let again = try store.claimMutations(limit: 1, now: now)
+        #expect(again.map(\.recordID) == [issue.id])
+    }
+
     @Test func aDeviceWhoseClockStillRunsAheadWaitsAndSaysSo() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
