@@ -107,6 +107,37 @@ struct ReviewFindingsTests {
         #expect(local.fields == first.fields)
     }
 
+    /// Attack 62, finding M3: one answer of a hostile server (or of someone in the middle) gave a record
+    /// clocks at the end of time. An edit made while the device's date ran a day ahead was refused
+    /// `clock_ahead`, and stamping it again could never go below those clocks: it waited for good, with
+    /// a warning to check the server, though the server was honest again.
+    @Test("A record a hostile answer stamped at the end of time, edited while the date ran ahead: the edit reaches the honest server")
+    func anEditOfARecordAHostileAnswerStampedAtTheEndOfTimeGetsThrough() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let engine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await engine.sync().isComplete)
+        // What the hostile pull left: every clock of the record, local and the server's, at the end of time.
+        try await DatabaseQueue(path: crew.path).write { db in
+            try db.execute(
+                sql: "UPDATE field_clocks SET clocks = '@ffffffffffff-0000-00000000000000ff' WHERE record_id = ?",
+                arguments: [issue.id.storageText])
+            #expect(db.changesCount == 1)
+        }
+        var edited = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        edited.details = "Bolt sheared"
+        _ = try await crew.save(edited, now: Timestamp.now().addingTimeInterval(86_400))
+        let report = try await engine.sync()
+        #expect(report.isComplete, "\(report)")
+        #expect(report.restamped == 1)
+        #expect(try crew.status().pendingChanges == 0)
+        #expect(try crew.status().clockWarning == nil)
+        let onServer = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(onServer.changes.last { $0.recordID == issue.id }?.fields["details"] == .text("Bolt sheared"))
+    }
+
     @Test("A device whose conflict policy differs from its server's stops before it merges or pushes, with what differs")
     func aDeviceWithAnotherPolicyThanItsServerIsStoppedBeforeItMergesOrPushes() async throws {
         let manual = ConflictPolicy(overriding: [.issue: .manual])

@@ -17,9 +17,10 @@ extension LocalStore {
     /// (the server answers the old one with the old refusal); returns true. Otherwise this device's
     /// clock itself still runs ahead: the change goes back in line as it
     /// is, no attempt counted (the engine sends no more in this run), and the store's status says the
-    /// clock is off (`StoreStatus.clockWarning`) until a sync completes; returns false. The same when the
-    /// fresh stamps could be no earlier than the refused ones (a clock a server gave the record runs as far
-    /// ahead): sent again, the change would be refused again, round and round. No later attempt
+    /// clock is off (`StoreStatus.clockWarning`) until a sync completes; returns false. Clocks of the
+    /// record that would keep the fresh stamps from being any earlier than the refused ones are not
+    /// followed (no honest server holds them); if the stamps still could not be earlier, the same as
+    /// when the device's clock runs ahead: sent again, the change would be refused again. No later attempt
     /// time is set: it would be reckoned by the very clock that is wrong, and once the date is corrected
     /// the change would wait that far.
     @discardableResult
@@ -63,17 +64,34 @@ extension StoreWriter {
             let own = Set(payloads.flatMap { Array($0.payload.clocks.values) + [$0.payload.deletion].compactMap { $0 } }
                 .filter { $0.node == node })
             let clocks = try FieldClocks.read(mutation.entity, mutation.recordID, in: db)
-            let floor = clocks.flatMap { stored in
-                var rest = stored
-                rest.fields = rest.fields.filter { !own.contains($0.value) }
-                if let deletion = rest.deletion, own.contains(deletion) { rest.deletion = nil }
-                return rest.newestToFollow(by: clock, now: now)
+            let following = clock  // its node and drift allowance, for the nested function
+            func floorToFollow(followingClocksAhead: Bool) -> HybridTimestamp? {
+                clocks.flatMap { stored in
+                    var rest = stored
+                    rest.fields = rest.fields.filter { !own.contains($0.value) }
+                    if let deletion = rest.deletion, own.contains(deletion) { rest.deletion = nil }
+                    if !followingClocksAhead {
+                        rest.fields = rest.fields.filter { $0.value.date <= limit }
+                        rest.server = rest.server?.filter { $0.value.date <= limit }
+                        if let deletion = rest.deletion, deletion.date > limit { rest.deletion = nil }
+                    }
+                    return rest.newestToFollow(by: following, now: now)
+                }
             }
             // Stamped again, the change must still follow the record's clocks a server holds. When that
-            // moves it no earlier than the stamp refused (a clock the server gave the record runs as far
-            // ahead: a broken or hostile server's), the server refuses it again: sent again at once, it
-            // went round for good (attack 61, finding 1). It waits instead, and the status says why.
-            let first = clock.tick(now: now, after: floor)
+            // moves it no earlier than the stamp refused, the server refuses it again, for good: sent again
+            // at once it went round (attack 61, finding 1), held it waited even after the server was honest
+            // again (attack 62, finding M3). The clocks that hold it up run further ahead than the server
+            // took the refused stamp to be, which no server that refuses clocks ahead of its time holds: a
+            // broken or hostile server's answer put them here. They are not followed then; the server
+            // judges the change by the clocks it holds. Followed or not, a change that still cannot be
+            // stamped earlier waits, and the status says why.
+            var floor = floorToFollow(followingClocksAhead: true)
+            var first = clock.tick(now: now, after: floor)
+            if first >= refusedAhead {
+                floor = floorToFollow(followingClocksAhead: false)
+                first = clock.tick(now: now, after: floor)
+            }
             guard first < refusedAhead else {
                 try db.execute(
                     sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
@@ -82,9 +100,9 @@ extension StoreWriter {
                     sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)",
                     arguments: [
                         "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
-                            + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it must follow the clock "
-                            + "\(floor.map(\.encoded) ?? "?") the server gave that record, which runs as far ahead; check the server's "
-                            + "date and time (\(reason))",
+                            + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it follows the clock "
+                            + "\(floor.map(\.encoded) ?? "?") of that record; check this device's and the server's date and time "
+                            + "(\(reason))",
                     ])
                 return false
             }
