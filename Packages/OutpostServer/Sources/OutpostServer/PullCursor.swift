@@ -62,7 +62,7 @@ struct PullCursor: Hashable, Sendable {
     /// does not have, and a 19-digit number overflowed).
     init(text: String) throws(ServerError) {
         var text = text
-        guard let cursor = text.withUTF8({ Self.parse($0) }) else { 
+        guard let cursor = text.withUTF8({ Self.parse($0) }) else {
             throw ServerError(status: 400, .unknownCursor, "unknown cursor: pull everything again from the start without one")
         }
         self = cursor

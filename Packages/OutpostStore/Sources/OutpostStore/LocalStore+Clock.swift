@@ -50,14 +50,17 @@ extension StoreWriter {
             let limit = now.addingTimeInterval(Double(clock.maximumDrift.components.seconds))
             let refusedAhead = (Array(payloads[0].payload.clocks.values) + [payloads[0].payload.deletion].compactMap { $0 })
                 .filter { $0.node == node && $0.date > limit }.max()
-            guard let refusedAhead else {
+            // The change back in line as it is, under a new key, and the status saying why; returns false.
+            func hold(warning: String) throws -> Bool {
                 try db.execute(
                     sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
                     arguments: [UUID.timeOrdered().storageText, reason, mutation.sequence])
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)",
-                    arguments: ["the server refused changes stamped by this device's clock as more than 5 minutes ahead of its own time; check the device's date and time (\(reason))"])
+                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)", arguments: [warning])
                 return false
+            }
+            guard let refusedAhead else {
+                return try hold(warning: "the server refused changes stamped by this device's clock as more than 5 minutes ahead of its own time; check the device's date and time (\(reason))")
             }
             // Every stamp of this device in those mutations gets a fresh one, in the same order, so a later
             // edit still follows the write it edited; all after the record's clocks a server holds.
@@ -93,18 +96,11 @@ extension StoreWriter {
                 first = clock.tick(now: now, after: floor)
             }
             guard first < refusedAhead else {
-                try db.execute(
-                    sql: "UPDATE mutation_queue SET status = 'pending', idempotency_key = ?, last_error = ? WHERE seq = ?",
-                    arguments: [UUID.timeOrdered().storageText, reason, mutation.sequence])
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES ('clock_warning', ?)",
-                    arguments: [
-                        "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
-                            + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it follows the clock "
-                            + "\(floor.map(\.encoded) ?? "?") of that record; check this device's and the server's date and time "
-                            + "(\(reason))",
-                    ])
-                return false
+                return try hold(
+                    warning: "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
+                        + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it follows the clock "
+                        + "\(floor.map(\.encoded) ?? "?") of that record; check this device's and the server's date and time "
+                        + "(\(reason))")
             }
             // One fresh stamp per mutation, in queue order: the order the user wrote in, which the old
             // stamps, some from a wrong date, no longer tell.

@@ -18,6 +18,7 @@ extension LocalStore {
     /// app's share extension, a second `outpost sync`) leaves it alone while it holds, and takes it
     /// once it ran out or its process is gone. A lease longer than the longest exchange keeps a slow
     /// push from being sent twice; a shorter one would only cost a duplicate the server recognizes.
+    /// One longer than `longestWait` is taken as reckoned by a wrong clock, and not held.
     func claimMutations(
         syncClass: SyncClass = .structured, limit: Int, now: Date, lease: Duration = .seconds(300)
     ) throws(StoreError) -> [Mutation] {
@@ -32,13 +33,13 @@ extension LocalStore {
         let owner = claimOwner.text
         let expires = now.addingTimeInterval(Double(lease.components.seconds)).storageMilliseconds
         return try write { db in
-            let gone = try Self.goneOwners(in: db)
+            let stale = try Self.staleClaimArguments(now: now, in: db)
             var unreadable = 0
             // Until something readable is claimed or nothing is left: an empty answer means "nothing to
             // send", so a batch of unreadable mutations alone must not end a run with others waiting.
             while true {
                 let (claimed, failed) = try Self.claim(
-                    syncClass: syncClass, limit: limit, now: now, owner: owner, expires: expires, gone: gone, in: db)
+                    syncClass: syncClass, limit: limit, now: now, owner: owner, expires: expires, stale: stale, in: db)
                 unreadable += failed
                 if !claimed.isEmpty || failed == 0 { return (claimed, unreadable) }
             }
@@ -55,10 +56,15 @@ extension LocalStore {
 
     /// Whether an in-flight mutation's claim may be taken: its lease ran out (or it has none, from an
     /// older build), its owner's process is gone, or it names no owner (no build claims so: a row edited
-    /// by hand, whose lease may lie years ahead; attack 60, finding 4). Arguments: now, then `goneOwners`.
-    /// A lease further ahead than `longestWait` is treated at a run's start (`requeueInFlightMutations`).
+    /// by hand, whose lease may lie years ahead; attack 60, finding 4), or its lease lies further ahead
+    /// than `longestWait` (reckoned by a wrong clock). Arguments: `staleClaimArguments`.
     private static let claimIsStale =
-        "(m.claimed_by IS NULL OR m.claim_expires_at <= ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
+        "(m.claimed_by IS NULL OR m.claim_expires_at <= ? OR m.claim_expires_at > ? OR m.claimed_by IN (SELECT value FROM json_each(?)))"
+
+    /// `claimIsStale`'s arguments at `now`.
+    private static func staleClaimArguments(now: Date, in db: Database) throws -> StatementArguments {
+        [now.storageMilliseconds, now.addingTimeInterval(longestWait).storageMilliseconds, try goneOwners(in: db)]
+    }
 
     /// The furthest ahead any rule puts a change's retry or lease: the default retry policy's cap on a
     /// server's `Retry-After` (an hour; backoff itself stops at a minute, a lease at five). A time further
@@ -69,7 +75,7 @@ extension LocalStore {
 
     /// One claim of `claimMutations`; also says how many claimed mutations were failed as unreadable.
     private static func claim(
-        syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, gone: String, in db: Database
+        syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, stale: StatementArguments, in db: Database
     ) throws -> (claimed: [Mutation], failed: Int) {
         // A `depends_on` that is not JSON is read as none here, so its row is claimed and failed alone as
         // unreadable (`MutationQueue.readable`): json_each over it failed the whole claim, and no change of
@@ -86,7 +92,7 @@ extension LocalStore {
                 JOIN mutation_queue AS p ON p.record_id = d.value
                 WHERE p.operation = 'create' AND p.status != 'done')
             ORDER BY m.seq LIMIT ?
-            """, arguments: [now.storageMilliseconds, gone, syncClass.rawValue, now.storageMilliseconds, limit])
+            """, arguments: stale + [syncClass.rawValue, now.storageMilliseconds, limit])
         guard !seqs.isEmpty else { return ([], 0) }
         let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
         try db.execute(
@@ -107,27 +113,23 @@ extension LocalStore {
     ///
     /// A row with a status no build writes (edited by hand) is put in line too, as it reads
     /// (`MutationQueue.mutation(from:)`): no claim took it, and it stayed parked for good (attack 60,
-    /// finding 4). Its idempotency key makes sending it again safe. So is one whose lease or retry time
-    /// lies further ahead than `longestWait`, reckoned by a wrong clock: it is due now. Here, once a run,
-    /// rather than in every claim, whose query then could not use the status index.
+    /// finding 4). Its idempotency key makes sending it again safe. So is one whose retry time lies further
+    /// ahead than `longestWait`, reckoned by a wrong clock: it is due now. Both here, once a run, rather
+    /// than in every claim, whose query then could not use the status index.
     @discardableResult
     func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
             try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status NOT IN ('pending', 'inFlight', 'done', 'failed')")
-            var strays = db.changesCount
-            let beyond = now.addingTimeInterval(Self.longestWait).storageMilliseconds
+            let strays = db.changesCount
             try db.execute(
-                sql: "UPDATE mutation_queue SET status = 'pending' WHERE status = 'inFlight' AND claim_expires_at > ?",
-                arguments: [beyond])
-            strays += db.changesCount
+                sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
+                arguments: try Self.staleClaimArguments(now: now, in: db))
+            let requeued = db.changesCount
             // Not counted: a change due again was not in flight.
             try db.execute(
                 sql: "UPDATE mutation_queue SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ?",
-                arguments: [now.storageMilliseconds, beyond])
-            try db.execute(
-                sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
-                arguments: [now.storageMilliseconds, try Self.goneOwners(in: db)])
-            return strays + db.changesCount
+                arguments: [now.storageMilliseconds, now.addingTimeInterval(Self.longestWait).storageMilliseconds])
+            return strays + requeued
         }
     }
 

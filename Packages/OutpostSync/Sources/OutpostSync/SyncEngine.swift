@@ -513,7 +513,6 @@ public actor SyncEngine {
         }
     }
 
-    /// A refusal of a push request as a whole, not of its mutations (which the server answers one by one).
     /// The server cannot place this device in its history: restored from a backup taken since
     /// (`historyChanged`), or the cursor or checkpoint the device stored is not text it writes (damaged
     /// on disk: attack 60 found a device refused 400 on every run, its writes never sent). Either way the
@@ -522,6 +521,7 @@ public actor SyncEngine {
         error.serverCode.map { [.historyChanged, .unknownCursor, .unknownCheckpoint].contains($0) } ?? false
     }
 
+    /// A refusal of a push request as a whole, not of its mutations (which the server answers one by one).
     private static func refusesTheWholeRequest(_ error: TransportError) -> Bool {
         error.code == .rejected || error.code == .forbidden
     }
