@@ -58,7 +58,7 @@ test: setup
 	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
 	  $(SWIFT) package --package-path $$p dump-package >/dev/null || { echo "$$p: manifest does not load" >&2; exit 1; }; \
 	done
-	scripts/with-test-postgres.sh $(SWIFT) test $(foreach t,$(EXAMPLE_TESTS),--skip $(t))
+	scripts/with-test-postgres.sh scripts/test-digest.sh $(SWIFT) test $(foreach t,$(EXAMPLE_TESTS),--skip $(t))
 	@for t in $(EXAMPLE_TESTS); do \
 	  echo "== $$t (an example app, in its own process)"; \
 	  $(SWIFT) test --skip-build --filter "$$t" || exit 1; \
