@@ -87,21 +87,9 @@ public struct HybridLogicalClock: Sendable, Hashable {
         return stamp
     }
 
-    /// The stamp right after (`physical`, `counter`); a full counter moves on to the next millisecond,
-    /// which keeps the clock monotonic at the price of running one millisecond ahead.
-    ///
-    /// At the last instant the encoding holds there is no next one: the stamp stays there, not after.
-    /// Only a hostile or broken server's clock gets there (an honest one refuses clocks more than five
-    /// minutes ahead of its time); stepping past it trapped, so every save of that record and every
-    /// sync crashed the app (attack 61, finding 1). A write stamped there does not beat that clock.
+    /// The stamp right after (`physical`, `counter`) on `node` (`HybridTimestamp.successor(on:)`).
     private static func after(_ physical: Int64, counter: UInt16, node: NodeID) -> HybridTimestamp {
-        if counter == .max {
-            guard physical < HybridTimestamp.maximumPhysicalMilliseconds else {
-                return HybridTimestamp(physicalMilliseconds: physical, counter: counter, node: node)
-            }
-            return HybridTimestamp(physicalMilliseconds: physical + 1, counter: 0, node: node)
-        }
-        return HybridTimestamp(physicalMilliseconds: physical, counter: counter + 1, node: node)
+        HybridTimestamp(physicalMilliseconds: physical, counter: counter, node: node).successor(on: node)
     }
 
     /// Wall time in whole milliseconds, held within the range a timestamp can encode.

@@ -65,6 +65,23 @@ public struct HybridTimestamp: Sendable, Hashable, Comparable, CustomStringConve
     /// The physical part as a date, for `updatedAt` and `deletedAt` bookkeeping.
     public var date: Date { Date(timeIntervalSince1970: Double(physicalMilliseconds) / 1000) }
 
+    /// The stamp right after this one, stamped by `node`: the next counter, or the next millisecond once
+    /// the counter is full, which keeps a clock monotonic at the price of running a millisecond ahead.
+    ///
+    /// At the last instant the encoding holds there is no next one, and the stamp stays there: only a
+    /// hostile or broken server's clock gets there (an honest one refuses clocks more than five minutes
+    /// ahead of its time), and stepping past it trapped, so every save of that record and every sync
+    /// crashed the app (attack 61, finding 1). A write stamped there does not beat that clock.
+    public func successor(on node: NodeID) -> HybridTimestamp {
+        if counter == .max {
+            guard physicalMilliseconds < Self.maximumPhysicalMilliseconds else {
+                return HybridTimestamp(physicalMilliseconds: physicalMilliseconds, counter: counter, node: node)
+            }
+            return HybridTimestamp(physicalMilliseconds: physicalMilliseconds + 1, counter: 0, node: node)
+        }
+        return HybridTimestamp(physicalMilliseconds: physicalMilliseconds, counter: counter + 1, node: node)
+    }
+
     public var description: String { encoded }
 
     public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool {

@@ -89,11 +89,31 @@ extension StoreWriter {
             // broken or hostile server's answer put them here. They are not followed then; the server
             // judges the change by the clocks it holds. Followed or not, a change that still cannot be
             // stamped earlier waits, and the status says why.
-            var floor = floorToFollow(followingClocksAhead: true)
-            var first = clock.tick(now: now, after: floor)
-            if first >= refusedAhead {
-                floor = floorToFollow(followingClocksAhead: false)
+            //
+            // A write that followed such a clock when it was made, with this device's date right (attack 63,
+            // finding F1), is stamped by what it saw then: the time it was made, after the newest clock of
+            // the record within the allowance then. Not by the time of the refusal after every clock pulled
+            // since: a teammate's later edit of the field, pulled meanwhile, lost to the refused stamp in
+            // the local merge, and would lose to that fresh stamp on the server too, silently overwritten.
+            // Stamped by its time, the server judges the two edits by when they were made.
+            func byItsTime(_ payload: MutationQueue.Payload, after previous: HybridTimestamp?) -> HybridTimestamp? {
+                guard let ahead = payload.followedAhead, ahead.at <= limit.storageMilliseconds else { return nil }
+                let made = HybridTimestamp(
+                    physicalMilliseconds: min(max(ahead.at, 0), HybridTimestamp.maximumPhysicalMilliseconds), counter: 0,
+                    node: node)
+                return ([made] + [previous, ahead.floor].compactMap { $0?.successor(on: node) }).max()
+            }
+            var floor: HybridTimestamp?
+            var first: HybridTimestamp
+            if let made = byItsTime(payloads[0].payload, after: nil) {
+                first = made
+            } else {
+                floor = floorToFollow(followingClocksAhead: true)
                 first = clock.tick(now: now, after: floor)
+                if first >= refusedAhead {
+                    floor = floorToFollow(followingClocksAhead: false)
+                    first = clock.tick(now: now, after: floor)
+                }
             }
             guard first < refusedAhead else {
                 return try hold(
@@ -108,9 +128,10 @@ extension StoreWriter {
             var latest: [String: HybridTimestamp] = [:]
             var deletion: HybridTimestamp?
             for index in payloads.indices {
-                let stamp = index == 0 ? first : clock.tick(now: now, after: previous)
-                previous = stamp
                 var payload = payloads[index].payload
+                let stamp = index == 0 ? first : byItsTime(payload, after: previous) ?? clock.tick(now: now, after: previous)
+                previous = stamp
+                payload.followedAhead = nil
                 payload.clocks = payload.clocks.mapValues { $0.node == node ? stamp : $0 }
                 for (field, clock) in payload.clocks where clock == stamp { latest[field] = stamp }
                 if let old = payload.deletion, old.node == node {

@@ -32,10 +32,17 @@ enum MutationQueue {
         /// beats is not surfaced when this device's own write replaced that very value: the restore
         /// brought back what the device had already written over.
         var resent = false
+        /// Of a write stamped after a clock of its record that ran more than the drift allowance ahead of
+        /// this device's time (`"followedAhead"`): when it was made, and the newest clock of the record
+        /// within the allowance then. A server refuses such a stamp when no server holds that clock (a
+        /// hostile answer put it here), and the write is then stamped again by these, not by the time of
+        /// the refusal after every clock pulled since (`StoreWriter.restamp`).
+        var followedAhead: FollowedAhead?
 
         init(
             fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?,
-            carried: Set<String> = [], revives: HybridTimestamp? = nil, deleteUnseen: Bool = false
+            carried: Set<String> = [], revives: HybridTimestamp? = nil, deleteUnseen: Bool = false,
+            followedAhead: FollowedAhead? = nil
         ) {
             self.fields = fields
             self.clocks = clocks
@@ -43,6 +50,7 @@ enum MutationQueue {
             self.carried = carried
             self.revives = revives
             self.deleteUnseen = deleteUnseen
+            self.followedAhead = followedAhead
         }
 
         /// The column's keys; `fields` is absent when `fieldsInAudit` is true.
@@ -56,6 +64,7 @@ enum MutationQueue {
             var revives: HybridTimestamp?
             var deleteUnseen: Bool?
             var resent: Bool?
+            var followedAhead: FollowedAhead?
         }
 
         /// Whether a `payload` column holds a write that brings a record back from a delete its user never
@@ -105,6 +114,7 @@ enum MutationQueue {
                 fields: fields, clocks: clocks, deletion: stored.deletion, carried: Set(stored.carried ?? []),
                 revives: stored.revives, deleteUnseen: stored.deleteUnseen ?? false)
             payload.resent = stored.resent ?? false
+            payload.followedAhead = stored.followedAhead
             return payload
         }
 
@@ -120,6 +130,14 @@ enum MutationQueue {
             revives = revives ?? later.revives
             deleteUnseen = deleteUnseen || later.deleteUnseen
             resent = resent || later.resent
+            // Both followed a clock ahead: the later time and the newer clock. Otherwise one write's stamp
+            // was the device's own time, which the fold does not keep; stamped again, the union is stamped
+            // as any refused change is.
+            followedAhead = followedAhead.flatMap { earlier in
+                later.followedAhead.map { later in
+                    FollowedAhead(at: max(earlier.at, later.at), floor: [earlier.floor, later.floor].compactMap { $0 }.max())
+                }
+            }
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
@@ -128,6 +146,26 @@ enum MutationQueue {
                 clocks.allSatisfy({ $0.value == first && fields[$0.key] != nil })
             else { return nil }
             return first
+        }
+    }
+
+    /// What a write stamped after a clock ahead of this device's allowance saw (`Payload.followedAhead`).
+    struct FollowedAhead: Decodable, Equatable {
+        /// The device's time when the write was made, in milliseconds since 1970.
+        var at: Int64
+        /// The newest clock of the record then within the allowance (nil when it held none).
+        var floor: HybridTimestamp?
+
+        /// For a write stamped `stamp` at `now` over a record holding `clocks`: nil when the stamp lies
+        /// within `allowance` of `now` (it followed nothing beyond it).
+        static func of(
+            _ stamp: HybridTimestamp, over clocks: FieldClocks.Stored?, now: Date, allowance: Duration
+        ) -> FollowedAhead? {
+            let limit = now.addingTimeInterval(Double(allowance.components.seconds))
+            guard stamp.date > limit else { return nil }
+            let held = (clocks.map { Array($0.fields.values) + Array(($0.server ?? [:]).values) } ?? [])
+                + [clocks?.deletion].compactMap { $0 }
+            return FollowedAhead(at: now.storageMilliseconds, floor: held.filter { $0.date <= limit }.max())
         }
     }
 

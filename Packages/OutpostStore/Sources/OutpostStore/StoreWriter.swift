@@ -166,7 +166,7 @@ actor StoreWriter {
             try commit(
                 written, operation: operation, changed: changed, deletion: nil, stamp: stamp, clocks: clocks,
                 revives: revival?.deletion, deleteUnseen: revival?.readBeforeTheDelete ?? false, carried: carried,
-                db: db, now: now)
+                followedAhead: .of(stamp, over: clocksBefore, now: now, allowance: clock.maximumDrift), db: db, now: now)
             if let clocksBefore, !surfaced.isEmpty {
                 try StaleCopy.surface(surfaced, written: written, clocks: clocksBefore, stamp: stamp, db: db, now: now)
             }
@@ -197,7 +197,9 @@ actor StoreWriter {
             record.sync.deletedAt = now
             record.sync.updatedAt = updatedAt
             record.sync.syncStatus = .pending
-            try commit(record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, clocks: clocks, db: db, now: now)
+            try commit(
+                record, operation: .delete, changed: [], deletion: stamp, stamp: stamp, clocks: clocks,
+                followedAhead: .of(stamp, over: clocks, now: now, allowance: clock.maximumDrift), db: db, now: now)
             try ChangeJournal.append([StoreChange(entity: entity, recordID: id, operation: .delete)], origin: origin, in: db)
             return record
         }
@@ -206,7 +208,8 @@ actor StoreWriter {
     private func commit(
         _ record: EntityRecord, operation: MutationOperation, changed: [String], deletion: HybridTimestamp?,
         stamp: HybridTimestamp, clocks stored: FieldClocks.Stored?, revives: HybridTimestamp? = nil,
-        deleteUnseen: Bool = false, carried: Set<String> = [], db: Database, now: Date
+        deleteUnseen: Bool = false, carried: Set<String> = [], followedAhead: MutationQueue.FollowedAhead? = nil,
+        db: Database, now: Date
     ) throws {
         try EntityTables.save(record, in: db)
 
@@ -231,7 +234,8 @@ actor StoreWriter {
             entity: record.entity, recordID: record.id, operation: operation, baseVersion: baseVersion,
             payload: .init(
                 fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion,
-                carried: carried, revives: revives, deleteUnseen: deleteUnseen && revives != nil),
+                carried: carried, revives: revives, deleteUnseen: deleteUnseen && revives != nil,
+                followedAhead: followedAhead),
             fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }

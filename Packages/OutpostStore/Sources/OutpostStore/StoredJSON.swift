@@ -96,6 +96,15 @@ extension MutationQueue.Payload {
             json.raw(",\"fields\":")
             try json.storedFields(fields)
         }
+        if let followedAhead {
+            json.raw(",\"followedAhead\":{\"at\":")
+            json.integer(followedAhead.at)
+            if let floor = followedAhead.floor {
+                json.raw(",\"floor\":")
+                json.string(floor.encoded)
+            }
+            json.raw("}")
+        }
         if resent { json.raw(",\"resent\":true") }
         if let revives {
             json.raw(",\"revives\":")

@@ -6,6 +6,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import Testing
 
 /// Paths an outside review found where the queue could stop or the store refuse a write: folding that
@@ -257,6 +258,73 @@ import Testing
         #expect(again.fields["details"] == .text("Bolt sheared"))
         #expect(!again.clocks.isEmpty && again.clocks.values.allSatisfy { $0.date <= now.addingTimeInterval(5) }, "\(again.clocks)")
         #expect(try store.fetch(Issue.self, id: issue.id)?.details == "Bolt sheared")
+    }
+
+    /// The family of attack 63, finding F1: a write stamped after a clock beyond the allowance (one a
+    /// hostile answer gave its record), made with this device's date right, and refused `clock_ahead` by
+    /// the honest server, is stamped again by what it saw: the time of its last write, after the newest
+    /// clock within the allowance it wrote over, and after nothing pulled since. Seeded cases mix edits
+    /// with teammates' edits pulled between and after them, at skews within the allowance.
+    @Test(arguments: 0..<3 as Range<UInt64>)
+    func anEditThatFollowedAClockAheadIsStampedAgainByWhatItSaw(seed: UInt64) async throws {
+        var random = SeededGenerator(seed: seed)
+        for _ in 0..<10 {
+            let folder = try TemporaryDatabase()
+            let store = try LocalStore.open(at: folder.path)
+            let issue = Issue(projectID: UUID(), title: "Loose rail")
+            var onServer = issue.record
+            onServer.sync.version = 1
+            let hostile = Bool.random(using: &random)
+                ? HybridTimestamp(
+                    physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds,
+                    counter: Bool.random(using: &random) ? .max : 0, node: NodeID(0xBAD))
+                : HybridTimestamp(
+                    physicalMilliseconds: now.storageMilliseconds + Int64.random(in: 3_600_000...400_000_000_000, using: &random),
+                    counter: 0, node: NodeID(0xBAD))
+            _ = try await store.applyPulledPage(
+                PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: hostile)], cursor: "1"), now: now)
+            var time = now.storageMilliseconds
+            var lastEdit: Int64?
+            var seen: HybridTimestamp?
+            var pulledSince: [HybridTimestamp] = []
+            let steps = Int.random(in: 1...4, using: &random)
+            for step in 0..<steps {
+                time += Int64.random(in: 1...3_000, using: &random)
+                let field = Bool.random(using: &random) ? "details" : "title"
+                // The first step is an edit: a newer version pulled before any holds the server's clocks
+                // instead of the hostile ones, and nothing follows a clock ahead.
+                if step == 0 || Int.random(in: 0..<5, using: &random) < 3 {
+                    var copy = try #require(try store.record(.issue, id: issue.id))
+                    copy[field] = .text("crew \(step)")
+                    _ = try await store.save(copy, now: Date(storageMilliseconds: time))
+                    lastEdit = time
+                    seen = ([seen].compactMap { $0 } + pulledSince).max()
+                    pulledSince = []
+                } else {
+                    let teammate = HybridTimestamp(
+                        physicalMilliseconds: time + Int64.random(in: -500...500, using: &random), counter: 0, node: NodeID(0x0FF1CE))
+                    onServer[field] = .text("office \(step)")
+                    onServer.sync.version += 1
+                    _ = try await store.applyPulledPage(
+                        PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: teammate)], cursor: "\(step + 2)"),
+                        now: Date(storageMilliseconds: time))
+                    pulledSince.append(teammate)
+                }
+            }
+            let refusedAt = Date(storageMilliseconds: time + Int64.random(in: 0...10_000, using: &random))
+            let unsent = try store.unsentChanges()
+            let claimed = try #require(try store.claimMutations(limit: 1, now: refusedAt).first, "unsent: \(unsent)")
+            let own = try #require(claimed.clocks.values.first).node
+            #expect(claimed.clocks.values.allSatisfy { $0 >= hostile }, "the edit followed the hostile clock")
+            #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: refusedAt))
+            let again = try #require(try store.claimMutations(limit: 1, now: refusedAt).first)
+            let made = HybridTimestamp(physicalMilliseconds: try #require(lastEdit), counter: 0, node: own)
+            let expected = max(made, seen?.successor(on: own) ?? made)
+            #expect(
+                again.clocks.values.allSatisfy { $0 == expected },
+                "stamped again \(again.clocks) for an edit at \(made) that saw \(String(describing: seen)); pulled after it: \(pulledSince)")
+            #expect(try store.status().clockWarning == nil)
+        }
     }
 
     /// Attack 62, findings M1 and M2: a sync run while the device's date was a day ahead claimed a change
