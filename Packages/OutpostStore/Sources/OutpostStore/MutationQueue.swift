@@ -130,13 +130,13 @@ enum MutationQueue {
             revives = revives ?? later.revives
             deleteUnseen = deleteUnseen || later.deleteUnseen
             resent = resent || later.resent
-            // Both followed a clock ahead: the later time and the newer clock. Otherwise one write's stamp
-            // was the device's own time, which the fold does not keep; stamped again, the union is stamped
-            // as any refused change is.
-            followedAhead = followedAhead.flatMap { earlier in
-                later.followedAhead.map { later in
-                    FollowedAhead(at: max(earlier.at, later.at), floor: [earlier.floor, later.floor].compactMap { $0 }.max())
-                }
+            // The union is judged by its last write: its time, after what it saw, which holds the earlier
+            // write's own stamps when they were within the allowance. A last write that followed nothing
+            // ahead leaves none: stamped again, the union is stamped as any refused change is.
+            let earlier = followedAhead
+            followedAhead = later.followedAhead.map { later in
+                FollowedAhead(
+                    at: max(earlier?.at ?? later.at, later.at), floor: [earlier?.floor, later.floor].compactMap { $0 }.max())
             }
         }
 

@@ -327,6 +327,40 @@ import Testing
         }
     }
 
+    /// A change folded from an edit stamped by the device's own time and a later one that followed a
+    /// hostile clock is judged by that later edit: its time, after what it saw, the earlier edit's stamp
+    /// among it.
+    @Test func aFoldedChangeIsStampedAgainByItsLastEdit() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Loose rail")
+        var onServer = issue.record
+        onServer.sync.version = 1
+        let server = HybridTimestamp(physicalMilliseconds: now.storageMilliseconds - 60_000, counter: 0, node: NodeID(0x5E))
+        _ = try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: server)], cursor: "1"), now: now)
+        var copy = try #require(try store.record(.issue, id: issue.id))
+        copy["title"] = .text("Loose rail, north gate")
+        _ = try await store.save(copy, now: now)
+        let honest = try #require(try store.unsentChanges().first?.clocks["title"])
+        // One answer stamps only the details at the end of time; the title keeps its clock.
+        onServer.sync.version = 2
+        let end = HybridTimestamp(physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds, counter: 0, node: NodeID(0xBAD))
+        let clocks = onServer.fields.mapValues { _ in server }.merging(["details": end]) { _, hostile in hostile }
+        _ = try await store.applyPulledPage(
+            PulledPage(changes: [try VersionedRecord(record: onServer, clocks: clocks)], cursor: "2"), now: now.addingTimeInterval(1))
+        copy = try #require(try store.record(.issue, id: issue.id))
+        #expect(copy["title"] == .text("Loose rail, north gate"))
+        copy["details"] = .text("Bolt sheared")
+        let editedAt = now.addingTimeInterval(2)
+        _ = try await store.save(copy, now: editedAt)
+        let claimed = try #require(try store.claimMutations(limit: 1, now: editedAt).first)
+        #expect(Set(claimed.fields.keys) == ["title", "details"] && claimed.clocks["details"].map { $0 >= end } == true)
+        #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: editedAt.addingTimeInterval(30)))
+        let again = try #require(try store.claimMutations(limit: 1, now: editedAt.addingTimeInterval(30)).first)
+        let made = HybridTimestamp(physicalMilliseconds: editedAt.storageMilliseconds, counter: 0, node: honest.node)
+        #expect(again.clocks == ["title": max(made, honest.successor(on: honest.node)), "details": max(made, honest.successor(on: honest.node))])
+    }
+
     /// Attack 62, findings M1 and M2: a sync run while the device's date was a day ahead claimed a change
     /// with a lease, and scheduled its retry, by that date. Once the date was right the change waited a
     /// day (for good, for a date in 2100): the retry was not due and the live process's claim not
