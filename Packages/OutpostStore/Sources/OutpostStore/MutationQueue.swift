@@ -32,17 +32,22 @@ enum MutationQueue {
         /// beats is not surfaced when this device's own write replaced that very value: the restore
         /// brought back what the device had already written over.
         var resent = false
-        /// Of a write stamped after a clock of its record that ran more than the drift allowance ahead of
-        /// this device's time (`"followedAhead"`): when it was made, and the newest clock of the record
-        /// within the allowance then. A server refuses such a stamp when no server holds that clock (a
-        /// hostile answer put it here), and the write is then stamped again by these, not by the time of
-        /// the refusal after every clock pulled since (`StoreWriter.restamp`).
-        var followedAhead: FollowedAhead?
+        /// Per field (the delete under `deletionKey`), of a write stamped after a clock of its record that
+        /// ran more than the drift allowance ahead of this device's time (`"followedAhead"`): when the
+        /// field was written, and the newest clock of the record within the allowance then. A server
+        /// refuses such a stamp when no server holds that clock (a hostile answer put it here), and the
+        /// field is then stamped again by these, not by the time of the refusal after every clock pulled
+        /// since (`StoreWriter.restamp`). Per field, since a change folds writes made at different times
+        /// (attack 64, finding F1): each field is judged by when it was written.
+        var followedAhead: [String: FollowedAhead] = [:]
+
+        /// The `followedAhead` key of a delete: no field is named by the empty string.
+        static let deletionKey = ""
 
         init(
             fields: [String: FieldValue], clocks: [String: HybridTimestamp], deletion: HybridTimestamp?,
             carried: Set<String> = [], revives: HybridTimestamp? = nil, deleteUnseen: Bool = false,
-            followedAhead: FollowedAhead? = nil
+            followedAhead: [String: FollowedAhead] = [:]
         ) {
             self.fields = fields
             self.clocks = clocks
@@ -64,7 +69,7 @@ enum MutationQueue {
             var revives: HybridTimestamp?
             var deleteUnseen: Bool?
             var resent: Bool?
-            var followedAhead: FollowedAhead?
+            var followedAhead: [String: FollowedAhead]?
         }
 
         /// Whether a `payload` column holds a write that brings a record back from a delete its user never
@@ -114,7 +119,7 @@ enum MutationQueue {
                 fields: fields, clocks: clocks, deletion: stored.deletion, carried: Set(stored.carried ?? []),
                 revives: stored.revives, deleteUnseen: stored.deleteUnseen ?? false)
             payload.resent = stored.resent ?? false
-            payload.followedAhead = stored.followedAhead
+            payload.followedAhead = stored.followedAhead ?? [:]
             return payload
         }
 
@@ -130,14 +135,8 @@ enum MutationQueue {
             revives = revives ?? later.revives
             deleteUnseen = deleteUnseen || later.deleteUnseen
             resent = resent || later.resent
-            // The union is judged by its last write: its time, after what it saw, which holds the earlier
-            // write's own stamps when they were within the allowance. A last write that followed nothing
-            // ahead leaves none: stamped again, the union is stamped as any refused change is.
-            let earlier = followedAhead
-            followedAhead = later.followedAhead.map { later in
-                FollowedAhead(
-                    at: max(earlier?.at ?? later.at, later.at), floor: [earlier?.floor, later.floor].compactMap { $0 }.max())
-            }
+            // Each field by its last write: a field the later write followed nothing ahead for has none.
+            for field in later.fields.keys { followedAhead[field] = later.followedAhead[field] }
         }
 
         /// The one clock all fields carry, when there is one and it covers exactly the fields.

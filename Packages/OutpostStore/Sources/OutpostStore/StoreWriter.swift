@@ -211,6 +211,12 @@ actor StoreWriter {
         deleteUnseen: Bool = false, carried: Set<String> = [], followedAhead: MutationQueue.FollowedAhead? = nil,
         db: Database, now: Date
     ) throws {
+        // What the stamp followed, for each field it stamps (and the delete): `Payload.followedAhead`.
+        var aheadByField: [String: MutationQueue.FollowedAhead] = [:]
+        if let followedAhead {
+            for field in changed { aheadByField[field] = followedAhead }
+            if deletion != nil { aheadByField[MutationQueue.Payload.deletionKey] = followedAhead }
+        }
         try EntityTables.save(record, in: db)
 
         var clocks = stored ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
@@ -235,7 +241,7 @@ actor StoreWriter {
             payload: .init(
                 fields: fields, clocks: Dictionary(uniqueKeysWithValues: changed.map { ($0, stamp) }), deletion: deletion,
                 carried: carried, revives: revives, deleteUnseen: deleteUnseen && revives != nil,
-                followedAhead: followedAhead),
+                followedAhead: aheadByField),
             fieldsInAudit: true, dependsOn: parents(of: record), syncClass: .structured, auditSequence: audit,
             now: now, in: db)
     }

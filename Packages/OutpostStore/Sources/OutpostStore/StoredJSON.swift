@@ -96,12 +96,18 @@ extension MutationQueue.Payload {
             json.raw(",\"fields\":")
             try json.storedFields(fields)
         }
-        if let followedAhead {
-            json.raw(",\"followedAhead\":{\"at\":")
-            json.integer(followedAhead.at)
-            if let floor = followedAhead.floor {
-                json.raw(",\"floor\":")
-                json.string(floor.encoded)
+        if !followedAhead.isEmpty {
+            json.raw(",\"followedAhead\":{")
+            for (index, (field, ahead)) in followedAhead.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { json.raw(",") }
+                json.string(field)
+                json.raw(":{\"at\":")
+                json.integer(ahead.at)
+                if let floor = ahead.floor {
+                    json.raw(",\"floor\":")
+                    json.string(floor.encoded)
+                }
+                json.raw("}")
             }
             json.raw("}")
         }

@@ -260,11 +260,12 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.details == "Bolt sheared")
     }
 
-    /// The family of attack 63, finding F1: a write stamped after a clock beyond the allowance (one a
-    /// hostile answer gave its record), made with this device's date right, and refused `clock_ahead` by
-    /// the honest server, is stamped again by what it saw: the time of its last write, after the newest
-    /// clock within the allowance it wrote over, and after nothing pulled since. Seeded cases mix edits
-    /// with teammates' edits pulled between and after them, at skews within the allowance.
+    /// The family of attack 63, finding F1 (and attack 64's F1, edits folded into one change): a write
+    /// stamped after a clock beyond the allowance (one a hostile answer gave its record), made with this
+    /// device's date right, and refused `clock_ahead` by the honest server, is stamped again field by
+    /// field by what it saw: the time the field was last written, after the newest clock within the
+    /// allowance then, and after nothing pulled since. Seeded cases mix edits of two fields with
+    /// teammates' edits pulled between and after them, at skews within the allowance.
     @Test(arguments: 0..<3 as Range<UInt64>)
     func anEditThatFollowedAClockAheadIsStampedAgainByWhatItSaw(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
@@ -284,9 +285,9 @@ import Testing
             _ = try await store.applyPulledPage(
                 PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: hostile)], cursor: "1"), now: now)
             var time = now.storageMilliseconds
-            var lastEdit: Int64?
-            var seen: HybridTimestamp?
-            var pulledSince: [HybridTimestamp] = []
+            // Per field: when it was last written, and the newest clock within the allowance then.
+            var written: [String: (at: Int64, seen: HybridTimestamp?)] = [:]
+            var pulled: [HybridTimestamp] = []
             let steps = Int.random(in: 1...4, using: &random)
             for step in 0..<steps {
                 time += Int64.random(in: 1...3_000, using: &random)
@@ -297,9 +298,7 @@ import Testing
                     var copy = try #require(try store.record(.issue, id: issue.id))
                     copy[field] = .text("crew \(step)")
                     _ = try await store.save(copy, now: Date(storageMilliseconds: time))
-                    lastEdit = time
-                    seen = ([seen].compactMap { $0 } + pulledSince).max()
-                    pulledSince = []
+                    written[field] = (time, pulled.max())
                 } else {
                     let teammate = HybridTimestamp(
                         physicalMilliseconds: time + Int64.random(in: -500...500, using: &random), counter: 0, node: NodeID(0x0FF1CE))
@@ -308,7 +307,7 @@ import Testing
                     _ = try await store.applyPulledPage(
                         PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: teammate)], cursor: "\(step + 2)"),
                         now: Date(storageMilliseconds: time))
-                    pulledSince.append(teammate)
+                    pulled.append(teammate)
                 }
             }
             let refusedAt = Date(storageMilliseconds: time + Int64.random(in: 0...10_000, using: &random))
@@ -318,19 +317,20 @@ import Testing
             #expect(claimed.clocks.values.allSatisfy { $0 >= hostile }, "the edit followed the hostile clock")
             #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: refusedAt))
             let again = try #require(try store.claimMutations(limit: 1, now: refusedAt).first)
-            let made = HybridTimestamp(physicalMilliseconds: try #require(lastEdit), counter: 0, node: own)
-            let expected = max(made, seen?.successor(on: own) ?? made)
-            #expect(
-                again.clocks.values.allSatisfy { $0 == expected },
-                "stamped again \(again.clocks) for an edit at \(made) that saw \(String(describing: seen)); pulled after it: \(pulledSince)")
+            let expected = written.mapValues { write in
+                let made = HybridTimestamp(physicalMilliseconds: write.at, counter: 0, node: own)
+                return max(made, write.seen?.successor(on: own) ?? made)
+            }
+            #expect(again.clocks == expected, "stamped again by what each field's last write saw; teammates' clocks pulled: \(pulled)")
             #expect(try store.status().clockWarning == nil)
         }
     }
 
-    /// A change folded from an edit stamped by the device's own time and a later one that followed a
-    /// hostile clock is judged by that later edit: its time, after what it saw, the earlier edit's stamp
-    /// among it.
-    @Test func aFoldedChangeIsStampedAgainByItsLastEdit() async throws {
+    /// Attack 64, finding F1 (repro B): a change folded from an edit stamped by the device's own time and
+    /// a later one that followed a hostile clock. Stamped again, the earlier field keeps its own time (a
+    /// teammate's edit of it made meanwhile still wins) and the later one takes the later edit's time,
+    /// after what it saw.
+    @Test func aFoldedChangeIsStampedAgainFieldByField() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
         let issue = Issue(projectID: UUID(), title: "Loose rail")
@@ -358,7 +358,7 @@ import Testing
         #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: editedAt.addingTimeInterval(30)))
         let again = try #require(try store.claimMutations(limit: 1, now: editedAt.addingTimeInterval(30)).first)
         let made = HybridTimestamp(physicalMilliseconds: editedAt.storageMilliseconds, counter: 0, node: honest.node)
-        #expect(again.clocks == ["title": max(made, honest.successor(on: honest.node)), "details": max(made, honest.successor(on: honest.node))])
+        #expect(again.clocks == ["title": honest, "details": max(made, honest.successor(on: honest.node))])
     }
 
     /// Attack 62, findings M1 and M2: a sync run while the device's date was a day ahead claimed a change
