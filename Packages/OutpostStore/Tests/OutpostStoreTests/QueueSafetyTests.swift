@@ -361,6 +361,33 @@ import Testing
         #expect(again.clocks == ["title": honest, "details": max(made, honest.successor(on: honest.node))])
     }
 
+    /// Attack 64, finding F5: a `followedAhead` floor edited by hand to the end of time kept the change
+    /// refused and waiting for good. A floor that would stamp the field beyond the allowance is not one
+    /// this device wrote: the field is stamped afresh, as any refused change is.
+    @Test func aFloorEditedToTheEndOfTimeDoesNotParkTheChange() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Loose rail")
+        var record = issue.record
+        record.sync.version = 1
+        let end = HybridTimestamp(physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds, counter: 0, node: NodeID(0xBAD))
+        _ = try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: record, stampedAt: end)], cursor: "1"), now: now)
+        var edited = try #require(try store.fetch(Issue.self, id: issue.id))
+        edited.details = "Bolt sheared"
+        _ = try await store.save(edited, now: now)
+        try await DatabaseQueue(path: folder.path).write { db in
+            try db.execute(sql: """
+                UPDATE mutation_queue SET payload = json_set(payload, '$.followedAhead.details.floor', 'ffffffffffff-ffff-ffffffffffffffff')
+                """)
+            #expect(db.changesCount == 1)
+        }
+        let claimed = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(try await store.restampRefusedClocks(of: claimed, reason: "clock_ahead", now: now))
+        let again = try #require(try store.claimMutations(limit: 1, now: now).first)
+        #expect(again.clocks["details"].map { $0.date <= now.addingTimeInterval(300) } == true, "\(again.clocks)")
+        #expect(try store.status().clockWarning == nil)
+    }
+
     /// Attack 62, findings M1 and M2: a sync run while the device's date was a day ahead claimed a change
     /// with a lease, and scheduled its retry, by that date. Once the date was right the change waited a
     /// day (for good, for a date in 2100): the retry was not due and the live process's claim not
