@@ -241,12 +241,14 @@ extension StoreWriter {
                 // A pulled tombstone comes without its contents: there is nothing to check.
                 let contentless = translated.isContentlessTombstone
                 let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
-                if let problem = sharesServerID ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
+                let oversized = contentless ? nil : Quarantine.oversizedValue(in: translated.record)
+                if let problem = sharesServerID ?? oversized ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
                     // Only a record refused for its shape is kept for a later build: no update of the
-                    // app makes a server id the server gave twice name one record.
+                    // app makes a server id the server gave twice name one record, nor takes a text longer
+                    // than any write may hold.
                     try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        stream: page.stream, held: sharesServerID == nil ? remote : nil, in: db)
+                        stream: page.stream, held: sharesServerID == nil && oversized == nil ? remote : nil, in: db)
                     reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue

@@ -123,6 +123,20 @@ enum Quarantine {
         }.sorted { ($0.quarantinedAt, $0.recordID.storageText) < ($1.quarantinedAt, $1.recordID.storageText) }
     }
 
+    /// A text of `record` longer than any write may hold (`EntityRecord.maximumTextBytes`, what a bundle
+    /// carries): an honest server refuses one on push (`valueTooLong`), so only a broken or hostile one
+    /// sends it. Such a record is quarantined without its value, not held for a later build (none takes
+    /// it): held, every page of them wrote megabytes to the device for nothing (attack 64, finding F3: 20
+    /// MiB titles, page after page, grew the file 120 MB every 5 s). Text lengths only, read in place.
+    static func oversizedValue(in record: EntityRecord) -> String? {
+        for (name, value) in record.fields {
+            if case .text(let text) = value, text.utf8.count > EntityRecord.maximumTextBytes {
+                return "\(name) has \(text.utf8.count) bytes; a text may have at most \(EntityRecord.maximumTextBytes), and no server takes a longer one"
+            }
+        }
+        return nil
+    }
+
     /// Why `record` cannot be stored as it is, or nil. Only the catalog's shape counts (a rule such as
     /// a blank required text is the server's to enforce, and the row can hold it). A parent reference
     /// held as text is a server id waiting for its mapping, not a wrong kind (see `ServerIDs`).

@@ -157,3 +157,31 @@ import Testing
         #expect(try store.fetch(Issue.self, id: other.id)?.title == "Gate")
     }
 }
+
+/// Attack 64, finding F3: a hostile server sent, page after page, a record with a 20 MiB title (an honest
+/// one refuses a text over 1 MiB on push), and the device stored each whole: its file grew 120 MB every
+/// 5 s. A pulled text longer than any write may hold is quarantined, and not held for a later build.
+@Suite(.fieldService) struct OversizedPulledValueTests {
+    @Test func aPulledTextLongerThanAnyWriteMayHoldIsQuarantinedWithoutItsValue() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = UUID()
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xBAD))
+        var long = Issue(projectID: project, title: String(repeating: "x", count: EntityRecord.maximumTextBytes + 1)).record
+        long.sync.version = 1
+        var fine = Issue(projectID: project, title: "Loose rail").record
+        fine.sync.version = 1
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [VersionedRecord(record: long, stampedAt: stamp), VersionedRecord(record: fine, stampedAt: stamp)], cursor: "1"))
+        #expect(report.quarantined == 1)
+        #expect(try store.record(.issue, id: long.id) == nil)
+        #expect(try store.record(.issue, id: fine.id)?["title"] == .text("Loose rail"))
+        let entry = try #require(try store.quarantinedRecords().first { $0.recordID == long.id })
+        #expect(entry.reason.contains("\(EntityRecord.maximumTextBytes + 1) bytes"), "\(entry.reason)")
+        let kept = try await DatabaseQueue(path: folder.path).read { db in
+            try Int.fetchOne(db, sql: "SELECT max(length(value)) FROM sync_state WHERE key LIKE 'quarantined%'") ?? 0
+        }
+        #expect(kept < 4_096, "the quarantine keeps why, not the value: \(kept) bytes")
+    }
+}
+
