@@ -260,6 +260,17 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.details == "Bolt sheared")
     }
 
+    /// A new store holding one issue pulled at version 1, every field stamped `stamp`.
+    func storeHoldingAnIssue(stampedAt stamp: HybridTimestamp) async throws -> (TemporaryDatabase, LocalStore, OutpostModels.Issue) {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let issue = Issue(projectID: UUID(), title: "Loose rail")
+        var record = issue.record
+        record.sync.version = 1
+        _ = try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: record, stampedAt: stamp)], cursor: "1"), now: now)
+        return (folder, store, issue)
+    }
+
     /// The family of attack 63, finding F1 (and attack 64's F1, edits folded into one change): a write
     /// stamped after a clock beyond the allowance (one a hostile answer gave its record), made with this
     /// device's date right, and refused `clock_ahead` by the honest server, is stamped again field by
@@ -331,13 +342,11 @@ import Testing
     /// teammate's edit of it made meanwhile still wins) and the later one takes the later edit's time,
     /// after what it saw.
     @Test func aFoldedChangeIsStampedAgainFieldByField() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = Issue(projectID: UUID(), title: "Loose rail")
+        let server = HybridTimestamp(physicalMilliseconds: now.storageMilliseconds - 60_000, counter: 0, node: NodeID(0x5E))
+        let (folder, store, issue) = try await storeHoldingAnIssue(stampedAt: server)
+        defer { withExtendedLifetime(folder) {} }
         var onServer = issue.record
         onServer.sync.version = 1
-        let server = HybridTimestamp(physicalMilliseconds: now.storageMilliseconds - 60_000, counter: 0, node: NodeID(0x5E))
-        _ = try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: onServer, stampedAt: server)], cursor: "1"), now: now)
         var copy = try #require(try store.record(.issue, id: issue.id))
         copy["title"] = .text("Loose rail, north gate")
         _ = try await store.save(copy, now: now)
@@ -365,13 +374,8 @@ import Testing
     /// refused and waiting for good. A floor that would stamp the field beyond the allowance is not one
     /// this device wrote: the field is stamped afresh, as any refused change is.
     @Test func aFloorEditedToTheEndOfTimeDoesNotParkTheChange() async throws {
-        let folder = try TemporaryDatabase()
-        let store = try LocalStore.open(at: folder.path)
-        let issue = Issue(projectID: UUID(), title: "Loose rail")
-        var record = issue.record
-        record.sync.version = 1
         let end = HybridTimestamp(physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds, counter: 0, node: NodeID(0xBAD))
-        _ = try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: record, stampedAt: end)], cursor: "1"), now: now)
+        let (folder, store, issue) = try await storeHoldingAnIssue(stampedAt: end)
         var edited = try #require(try store.fetch(Issue.self, id: issue.id))
         edited.details = "Bolt sheared"
         _ = try await store.save(edited, now: now)
