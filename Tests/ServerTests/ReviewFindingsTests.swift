@@ -9,6 +9,7 @@ import OutpostModels
 import OutpostSchema
 import OutpostStore
 import OutpostSync
+import OutpostTesting
 import OutpostWire
 import Testing
 
@@ -182,6 +183,150 @@ struct ReviewFindingsTests {
         #expect(lost.contains { $0.losingSide == .client && $0.losingValue == .text("Bolt sheared") }, "\(lost)")
         #expect(try await officeEngine.sync().isComplete)
         #expect(try office.fetch(OutpostModels.Issue.self, id: issue.id)?.details == "Rail replaced")
+    }
+
+    /// Attack 65, finding F2: a change that went out once (the server answered 503) is not folded into,
+    /// so the user's newer edit of the field queued behind it. A teammate's edit in between made the
+    /// server answer the first change `conflict`; the merge judged the record's waiting writes as one
+    /// (the newer edit won), but the first change, older than the teammate's, went out alone again and
+    /// met the same conflict eleven times, then failed, and the newer edit never left the device.
+    @Test("A change sent once, a teammate's edit, then the user's newer edit of the field: the newer edit reaches the server")
+    func aChangeSentOnceDoesNotHoldBackTheUsersNewerEdit() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        var crewCopy = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        crewCopy.title = "Loose rail, north gate"
+        _ = try await crew.save(crewCopy)
+        // It went out, and the answer was a 503: sent, so the next write is queued behind it.
+        try await DatabaseQueue(path: crew.path).write { db in
+            try db.execute(sql: "UPDATE mutation_queue SET sent = 1 WHERE record_id = ?", arguments: [issue.id.storageText])
+            #expect(db.changesCount == 1)
+        }
+        var officeCopy = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
+        officeCopy.title = "Loose rail (office)"
+        _ = try await office.save(officeCopy)
+        #expect(try await officeEngine.sync().isComplete)
+        crewCopy = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        crewCopy.title = "Loose rail, north gate, fixed"
+        _ = try await crew.save(crewCopy)
+
+        let report = try await crewEngine.sync()
+        #expect(report.isComplete, "\(report)")
+        #expect(try crew.status().pendingChanges == 0)
+        #expect(try crew.status().failedChanges == 0)
+        let onServer = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(onServer.changes.last { $0.recordID == issue.id }?.fields["title"] == .text("Loose rail, north gate, fixed"))
+    }
+
+    /// Attack 65, finding F1: a delete made offline, a teammate's edit, then the user's edit of the
+    /// deleted copy, which brings it back. The merge judged the waiting writes as one (the record back),
+    /// but the delete, older than the teammate's edit, went out alone and met a conflict at every try:
+    /// it failed, and the edit that brought the record back never left the device.
+    @Test("A delete, a teammate's edit, then the user's edit bringing the record back: the record comes back on the server with both edits")
+    func aDeleteUndoneByALaterEditDoesNotHoldItBack() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        let deletedCopy = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        #expect(try await crew.delete(.issue, id: issue.id))
+        var officeCopy = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
+        officeCopy.title = "Loose rail (office)"
+        _ = try await office.save(officeCopy)
+        #expect(try await officeEngine.sync().isComplete)
+        var revived = deletedCopy
+        revived.details = "Bolt sheared"
+        _ = try await crew.save(revived)
+
+        let report = try await crewEngine.sync()
+        #expect(report.isComplete, "\(report)")
+        #expect(try crew.status().pendingChanges == 0)
+        #expect(try crew.status().failedChanges == 0)
+        let onServer = try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000))
+        let last = try #require(onServer.changes.last { $0.recordID == issue.id })
+        #expect(last.deletion == nil)
+        #expect(last.fields["details"] == .text("Bolt sheared"))
+        #expect(last.fields["title"] == .text("Loose rail (office)"))
+    }
+
+    /// The family of attack 65's F1 and F2: seeded runs of a crew's edits and deletes of one record, with
+    /// sends that were never answered between them (a change that went out is not folded into, so later
+    /// writes queue behind it) and a teammate's edits between. Whatever went out unanswered, every write
+    /// settles (none waits or fails), the two devices and the server end alike, and a field the crew wrote
+    /// last of all ends with the crew's value on a record that stands.
+    @Test("Seeded: writes queued behind sends never answered, a teammate's edits between: every write settles and the newest stands", arguments: 0..<4)
+    func everyWriteSettlesWhateverWentOutUnanswered(seed: UInt64) async throws {
+        var random = SeededGenerator(seed: seed)
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        var time = Timestamp.now()
+        var copy = try #require(try crew.record(.issue, id: issue.id))
+        var steps: [String] = []
+        var last: (field: String, value: FieldValue)?
+        for step in 0..<10 {
+            time = time.addingTimeInterval(0.05)
+            let field = Bool.random(using: &random) ? "title" : "details"
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0, 1:
+                // An edit of the copy the crew holds: of a deleted copy, it brings the record back.
+                copy[field] = .text("crew \(step)")
+                _ = try await crew.save(copy, now: time)
+                copy = try #require(try crew.record(.issue, id: issue.id))
+                last = (field, .text("crew \(step)"))
+                steps.append("crew \(field) \(step)")
+            case 2:
+                if try await crew.delete(.issue, id: issue.id, now: time) { steps.append("crew delete"); last = nil }
+            case 3, 4:
+                #expect(try await officeEngine.sync().isComplete)
+                guard var theirs = try office.record(.issue, id: issue.id), !theirs.sync.isDeleted else { continue }
+                theirs[field] = .text("office \(step)")
+                _ = try await office.save(theirs, now: time)
+                #expect(try await officeEngine.sync().isComplete)
+                if last?.field == field { last = nil }
+                steps.append("office \(field) \(step)")
+            default:
+                // What waits went out, and no answer came: later writes queue behind it.
+                try await DatabaseQueue(path: crew.path).write { db in
+                    try db.execute(sql: "UPDATE mutation_queue SET sent = 1 WHERE status = 'pending'")
+                }
+                steps.append("sent, unanswered")
+            }
+        }
+        #expect(try await crewEngine.sync().isComplete, "\(steps)")
+        #expect(try await officeEngine.sync().isComplete, "\(steps)")
+        #expect(try await crewEngine.sync().isComplete, "\(steps)")
+        #expect(try crew.status().pendingChanges == 0 && crew.status().failedChanges == 0, "\(steps)")
+        let onServer = try #require(
+            try await server.transport(token: TestServer.carolToken).pull(PullRequest(cursor: nil, limit: 1000)).changes
+                .last { $0.recordID == issue.id })
+        let crewHolds = try #require(try crew.record(.issue, id: issue.id))
+        let officeHolds = try #require(try office.record(.issue, id: issue.id))
+        #expect(crewHolds.sync.isDeleted == (onServer.deletion != nil) && officeHolds.sync.isDeleted == crewHolds.sync.isDeleted, "\(steps)")
+        if onServer.deletion == nil {
+            for name in ["title", "details"] {
+                #expect(crewHolds[name] == onServer.fields[name] && officeHolds[name] == onServer.fields[name], "\(name): \(steps)")
+            }
+            if let last { #expect(onServer.fields[last.field] == last.value, "the crew's last write: \(steps)") }
+        }
     }
 
     @Test("A device whose conflict policy differs from its server's stops before it merges or pushes, with what differs")

@@ -430,7 +430,25 @@ enum MutationQueue {
             rebased.append((row["seq"], operation, payload))
         }
         // The merge judged the record's unfinished writes as one (its values, then its delete); the server
-        // judges each mutation alone. An edit before a delete that stands goes out inside the delete, as
+        // judges each mutation alone. What a later unfinished write replaced does not go out before it:
+        // a delete the user's later write brought the record back from, and a field a later write wrote
+        // again. Sent alone, the older one met a conflict on its own version under last write wins at
+        // every try while the merge, seeing the newer write, kept it; it failed, and the newer write
+        // behind it never left the device (attack 65, findings F1 and F2). A create keeps its fields: the
+        // server has not got the record.
+        for index in rebased.indices.dropLast() {
+            let later = rebased[(index + 1)...]
+            if rebased[index].payload.deletion != nil, later.contains(where: { !$0.payload.fields.isEmpty }) {
+                rebased[index].payload.deletion = nil
+                if rebased[index].operation == .delete { rebased[index].operation = .update }
+            }
+            guard rebased[index].operation != .create else { continue }
+            let rewritten = Set(later.flatMap { $0.payload.fields.keys })
+            rebased[index].payload.fields = rebased[index].payload.fields.filter { !rewritten.contains($0.key) }
+            rebased[index].payload.clocks = rebased[index].payload.clocks.filter { rebased[index].payload.fields[$0.key] != nil }
+            rebased[index].payload.carried = rebased[index].payload.carried.filter { rebased[index].payload.fields[$0] != nil }
+        }
+        // An edit before a delete that stands goes out inside the delete, as
         // the delete's hidden values: sent alone, an edit older than the server's newest write met a
         // conflict on its own version under last write wins at every try, while the merge, seeing the
         // newer delete, kept sending it.
