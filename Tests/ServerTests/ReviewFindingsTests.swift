@@ -23,6 +23,21 @@ struct ReviewFindingsTests {
         try LocalStore.open(at: server.directory.appendingPathComponent("\(name).sqlite").path)
     }
 
+    /// A crew member's device (Alice's) and the office's (Carol's), each with its engine, both holding one
+    /// issue of project A the crew wrote.
+    func crewAndOffice(
+        _ server: TestServer
+    ) async throws -> (LocalStore, LocalStore, SyncEngine, SyncEngine, OutpostModels.Issue) {
+        let crew = try device(server, "crew")
+        let office = try device(server, "office")
+        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
+        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await crewEngine.sync().isComplete)
+        #expect(try await officeEngine.sync().isComplete)
+        return (crew, office, crewEngine, officeEngine, issue)
+    }
+
     @Test(
         "An office edit made while a crew member edited offline is still a conflict after the night's pre-sync import",
         arguments: [ConflictStrategy.serverWins, .clientWins, .manual])
@@ -148,13 +163,7 @@ struct ReviewFindingsTests {
     func anEditThatFollowedAHostileClockDoesNotBeatALaterEdit() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        let crew = try device(server, "crew")
-        let office = try device(server, "office")
-        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
-        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
-        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await crewEngine.sync().isComplete)
-        #expect(try await officeEngine.sync().isComplete)
+        let (crew, office, crewEngine, officeEngine, issue) = try await crewAndOffice(server)
         try await DatabaseQueue(path: crew.path).write { db in
             try db.execute(
                 sql: "UPDATE field_clocks SET clocks = '@ffffffffffff-0000-00000000000000ff' WHERE record_id = ?",
@@ -194,13 +203,7 @@ struct ReviewFindingsTests {
     func aChangeSentOnceDoesNotHoldBackTheUsersNewerEdit() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        let crew = try device(server, "crew")
-        let office = try device(server, "office")
-        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
-        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
-        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await crewEngine.sync().isComplete)
-        #expect(try await officeEngine.sync().isComplete)
+        let (crew, office, crewEngine, officeEngine, issue) = try await crewAndOffice(server)
         var crewCopy = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
         crewCopy.title = "Loose rail, north gate"
         _ = try await crew.save(crewCopy)
@@ -233,13 +236,7 @@ struct ReviewFindingsTests {
     func aDeleteUndoneByALaterEditDoesNotHoldItBack() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        let crew = try device(server, "crew")
-        let office = try device(server, "office")
-        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
-        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
-        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await crewEngine.sync().isComplete)
-        #expect(try await officeEngine.sync().isComplete)
+        let (crew, office, crewEngine, officeEngine, issue) = try await crewAndOffice(server)
         let deletedCopy = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
         #expect(try await crew.delete(.issue, id: issue.id))
         var officeCopy = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
@@ -271,13 +268,7 @@ struct ReviewFindingsTests {
         var random = SeededGenerator(seed: seed)
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        let crew = try device(server, "crew")
-        let office = try device(server, "office")
-        let crewEngine = SyncEngine(store: crew, transport: server.transport(token: TestServer.aliceToken))
-        let officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
-        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await crewEngine.sync().isComplete)
-        #expect(try await officeEngine.sync().isComplete)
+        let (crew, office, crewEngine, officeEngine, issue) = try await crewAndOffice(server)
         var time = Timestamp.now()
         var copy = try #require(try crew.record(.issue, id: issue.id))
         var steps: [String] = []
