@@ -40,7 +40,7 @@ public struct HybridLogicalClock: Sendable, Hashable {
         else {
             return remember(HybridTimestamp(physicalMilliseconds: wall, counter: 0, node: node))
         }
-        return remember(Self.after(last.physicalMilliseconds, counter: last.counter, node: node))
+        return remember(last.successor(on: node))
     }
 
     /// A stamp for a local write over values stamped up to `seen`: after `seen` and after every stamp
@@ -53,7 +53,7 @@ public struct HybridLogicalClock: Sendable, Hashable {
         let stamp = tick(now: now)
         guard let seen, seen >= stamp else { return stamp }
         if let received = try? receive(seen, now: now) { return received }
-        return Self.after(seen.physicalMilliseconds, counter: seen.counter, node: node)
+        return seen.successor(on: node)
     }
 
     /// Absorbs a stamp received from another node (every stamp of a pulled page, or of a pushed change)
@@ -79,17 +79,12 @@ public struct HybridLogicalClock: Sendable, Hashable {
         var counter: UInt16 = 0
         if physical == local.physicalMilliseconds, last != nil { counter = max(counter, local.counter) }
         if physical == remote.physicalMilliseconds { counter = max(counter, remote.counter) }
-        return remember(Self.after(physical, counter: counter, node: node))
+        return remember(HybridTimestamp(physicalMilliseconds: physical, counter: counter, node: node).successor(on: node))
     }
 
     private mutating func remember(_ stamp: HybridTimestamp) -> HybridTimestamp {
         last = stamp
         return stamp
-    }
-
-    /// The stamp right after (`physical`, `counter`) on `node` (`HybridTimestamp.successor(on:)`).
-    private static func after(_ physical: Int64, counter: UInt16, node: NodeID) -> HybridTimestamp {
-        HybridTimestamp(physicalMilliseconds: physical, counter: counter, node: node).successor(on: node)
     }
 
     /// Wall time in whole milliseconds, held within the range a timestamp can encode.

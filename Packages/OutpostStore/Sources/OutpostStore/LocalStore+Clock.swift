@@ -112,6 +112,14 @@ extension StoreWriter {
             var floor: HybridTimestamp?
             var previous: HybridTimestamp?
             var restamped: [(sequence: Int64, payload: MutationQueue.Payload)] = []
+            // The first mutation's fresh stamp cannot go below the refused one: it waits, and says why.
+            func holdUnstampable() throws -> Bool {
+                try hold(
+                    warning: "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
+                        + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it follows the clock "
+                        + "\(floor.map(\.encoded) ?? "?") of that record; check this device's and the server's date and time "
+                        + "(\(reason))")
+            }
             var latest: [String: HybridTimestamp] = [:]
             var deletion: HybridTimestamp?
             for index in payloads.indices {
@@ -159,13 +167,6 @@ extension StoreWriter {
                 previous = newest ?? previous
                 payload.followedAhead = [:]
                 restamped.append((payloads[index].sequence, payload))
-            }
-            func holdUnstampable() throws -> Bool {
-                try hold(
-                    warning: "the server refused a change of \(mutation.entity.rawValue) \(mutation.recordID.storageText) as stamped "
-                        + "more than 5 minutes ahead of its own time, and it cannot be stamped earlier: it follows the clock "
-                        + "\(floor.map(\.encoded) ?? "?") of that record; check this device's and the server's date and time "
-                        + "(\(reason))")
             }
             for (sequence, payload) in restamped {
                 try db.execute(sql: "UPDATE mutation_queue SET payload = ? WHERE seq = ?", arguments: [try payload.encoded(), sequence])

@@ -139,6 +139,13 @@ enum MutationQueue {
             for field in later.fields.keys { followedAhead[field] = later.followedAhead[field] }
         }
 
+        /// Keeps only the fields `keep` names, with their clocks and their carried mark.
+        mutating func keepFields(where keep: (String) -> Bool) {
+            fields = fields.filter { keep($0.key) }
+            clocks = clocks.filter { fields[$0.key] != nil }
+            carried = carried.filter { fields[$0] != nil }
+        }
+
         /// The one clock all fields carry, when there is one and it covers exactly the fields.
         var sharedClock: HybridTimestamp? {
             guard let first = clocks.first?.value, clocks.count == fields.count,
@@ -415,13 +422,11 @@ enum MutationQueue {
         for row in rows {
             // Written back whole: what is left to send is no longer what the audit entry recorded.
             var payload = try Payload.read(row, in: db)
-            payload.fields = payload.fields.filter { keep($0.key) }
-            payload.clocks = payload.clocks.filter { payload.fields[$0.key] != nil }
+            payload.keepFields(where: keep)
             // A carried field goes out with the value the merge took from the server.
             if let merged {
-                for field in payload.carried where payload.fields[field] != nil { payload.fields[field] = merged[field] }
+                for field in payload.carried { payload.fields[field] = merged[field] }
             }
-            payload.carried = payload.carried.filter { payload.fields[$0] != nil }
             if settlingUnseenDelete { payload.deleteUnseen = false }  // the merge surfaced the delete if it lost
             if deletionLost { payload.deletion = nil }
             var operation = MutationOperation(rawValue: row["operation"]) ?? .update
@@ -444,9 +449,7 @@ enum MutationQueue {
             }
             guard rebased[index].operation != .create else { continue }
             let rewritten = Set(later.flatMap { $0.payload.fields.keys })
-            rebased[index].payload.fields = rebased[index].payload.fields.filter { !rewritten.contains($0.key) }
-            rebased[index].payload.clocks = rebased[index].payload.clocks.filter { rebased[index].payload.fields[$0.key] != nil }
-            rebased[index].payload.carried = rebased[index].payload.carried.filter { rebased[index].payload.fields[$0] != nil }
+            rebased[index].payload.keepFields { !rewritten.contains($0) }
         }
         // An edit before a delete that stands goes out inside the delete, as
         // the delete's hidden values: sent alone, an edit older than the server's newest write met a
