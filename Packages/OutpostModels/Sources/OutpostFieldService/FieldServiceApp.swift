@@ -13,11 +13,12 @@ extension LocalApp {
 // The field-service app's store, opened without naming the app: what its tools and tests write.
 extension LocalStore {
     /// Opens the field-service app's store at `path` (`LocalApp.fieldService`); see
-    /// `open(at:app:synchronous:busyTimeout:)`.
+    /// `open(at:app:synchronous:busyTimeout:keepingFree:)`.
     public static func open(
-        at path: String, synchronous: SynchronousMode = .normal, busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
+        at path: String, synchronous: SynchronousMode = .normal, busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout),
+        keepingFree: Int64 = LocalStore.defaultFreeBytesKept
     ) throws(StoreError) -> LocalStore {
-        try open(at: path, app: .fieldService, synchronous: synchronous, busyTimeout: busyTimeout)
+        try open(at: path, app: .fieldService, synchronous: synchronous, busyTimeout: busyTimeout, keepingFree: keepingFree)
     }
 
     /// The asset whose QR tag reads `code`, if the device has it: what a scan looks up.

@@ -149,6 +149,7 @@ extension LocalStore {
     public func applyPulledPage(
         _ page: PulledPage, policy: ConflictPolicy = ConflictPolicy(), now: Date = Timestamp.now()
     ) async throws(StoreError) -> PullReport {
+        try checkRoomForPulledData()
         var page = page
         if let projects = page.projects {
             page = try StoreError.mapping(path: path) {
@@ -162,6 +163,19 @@ extension LocalStore {
             observers.publish(change.storeChange)
         }
         return report
+    }
+
+    /// Throws `storageFull` while the store's volume has less free space than `keptFreeBytes`. A volume
+    /// whose free space cannot be read is not judged full: SQLite's own "disk full" still stops a write.
+    func checkRoomForPulledData() throws(StoreError) {
+        guard keptFreeBytes > 0 else { return }
+        let folder = (path as NSString).deletingLastPathComponent
+        guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
+            let free = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, free < keptFreeBytes
+        else { return }
+        throw StoreError(
+            .storageFull, path: path,
+            message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes: pulled pages wait until space is freed")
     }
 
     /// The saved cursor of `stream`, nil before the first pull.

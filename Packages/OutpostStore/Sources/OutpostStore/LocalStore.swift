@@ -19,6 +19,11 @@ public final class LocalStore: Sendable {
     let observers = StoreObservers()
     /// The owner this store's claims name (see `claimMutations`).
     let claimOwner: ClaimOwner
+    /// Free bytes on the store's volume that pulled pages never take (see `open`).
+    let keptFreeBytes: Int64
+
+    /// What `open` keeps free by default: room for a day of a crew's writes and their photos' records.
+    public static let defaultFreeBytesKept: Int64 = 128 << 20
 
     /// Opens (creating and migrating as needed) the store at `path`. WAL with `synchronous = NORMAL`:
     /// a committed write survives a crash of the app; a power loss may lose the last few commits but
@@ -30,9 +35,13 @@ public final class LocalStore: Sendable {
     ///
     /// `app` is the app's schema and its migration steps; the
     /// store installs the schema for the process, and refuses a file that belongs to another app.
+    ///
+    /// `keepingFree` is the free space on the store's volume that pulled pages never take: a page
+    /// that finds less is refused with `storageFull`, so a server sending records without end (or a
+    /// project larger than the phone) stops the pull, not the user's own writes.
     public static func open(
         at path: String, app: LocalApp, synchronous: SynchronousMode = .normal,
-        busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout)
+        busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout), keepingFree: Int64 = LocalStore.defaultFreeBytesKept
     ) throws(StoreError) -> LocalStore {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
@@ -62,14 +71,15 @@ public final class LocalStore: Sendable {
                 return try StoreWriter.loadClockState(db)
             }
         }
-        return LocalStore(path: path, pool: pool, node: node, last: last)
+        return LocalStore(path: path, pool: pool, node: node, last: last, keepingFree: keepingFree)
     }
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
 
-    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?) {
+    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?, keepingFree: Int64) {
         self.path = path
+        self.keptFreeBytes = keepingFree
         let owner = ClaimOwner.current()
         self.claimOwner = owner
         self.pool = pool

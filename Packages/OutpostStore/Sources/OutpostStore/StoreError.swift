@@ -11,7 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
-            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch, overBudget
+            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch, overBudget, storageFull
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -44,6 +44,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// An original larger than the cache budget the app set: it is not downloaded at all, so a record
         /// that claims a huge size cannot fill the device.
         public static let overBudget = Code(.overBudget)
+        /// The device's volume holds less free space than the store keeps for the user's own writes
+        /// (`LocalStore.open(at:app:synchronous:busyTimeout:keepingFree:)`): a pulled page was not
+        /// applied and nothing changed. Free some space and sync again.
+        public static let storageFull = Code(.storageFull)
 
         public var description: String { wrapped.rawValue }
     }

@@ -185,3 +185,31 @@ import Testing
     }
 }
 
+
+/// Attack 65 F3: a server answering page after page of valid records grew the device's file by 40 MB/s
+/// for as long as the sync ran. Pulled pages stop while the volume holds less free space than the
+/// store keeps for the user's own writes; the page is not applied and the cursor stays.
+@Suite(.fieldService) struct PulledPagesKeepRoomTests {
+    @Test func aPageIsRefusedWhileTheVolumeHasLessFreeSpaceThanTheStoreKeeps() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path, app: .fieldService, keepingFree: Int64.max / 2)
+        var issue = Issue(projectID: UUID(), title: "Loose rail").record
+        issue.sync.version = 1
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xBAD))
+        do {
+            try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: issue, stampedAt: stamp)], cursor: "1"))
+            Testing.Issue.record("a page was applied with no room kept")
+        } catch {
+            #expect(error.code == .storageFull)
+            #expect(error.description.contains("free"), "\(error)")
+        }
+        #expect(try store.record(.issue, id: issue.id) == nil)
+        #expect(try store.pullCursor() == nil)
+        // The user's own writes still go in: the room is kept for them.
+        _ = try await store.save(OutpostModels.Issue(projectID: UUID(), title: "Bolt sheared"))
+        // With room, the same page applies.
+        let roomy = try LocalStore.open(at: folder.path, app: .fieldService, keepingFree: 0)
+        try await roomy.applyPulledPage(PulledPage(changes: [VersionedRecord(record: issue, stampedAt: stamp)], cursor: "1"))
+        #expect(try roomy.record(.issue, id: issue.id) != nil)
+    }
+}

@@ -401,17 +401,28 @@ public actor HTTPTransport: SyncTransport {
     /// client honours at once (it closes the connection). The client's own deadline covers only the
     /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
     /// cooperative pool cannot make it late.
-    private static func within<Value: Sendable>(
+    static func within<Value: Sendable>(
         _ deadline: Duration, _ work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let task = Task { try await work() }
         let expired = NIOLockedValueBox(false)
-        let timer = DispatchWorkItem {
+        // The timer reaches the task through a box emptied when the exchange ends: a task holds its
+        // result, and a timer holding the task kept every answer read (a whole pull page) alive until
+        // the deadline passed, minutes later (attack 65 F3: 0.3 to 0.95 GB in 40 s of pages). A
+        // cancelled timer source also leaves dispatch's queue at once, where a cancelled work item
+        // waited out its deadline.
+        let running = NIOLockedValueBox<Task<Value, any Error>?>(task)
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.setEventHandler {
             expired.withLockedValue { $0 = true }
-            task.cancel()
+            running.withLockedValue { $0?.cancel() }
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
-        defer { timer.cancel() }
+        timer.schedule(deadline: .now() + deadline.seconds)
+        timer.resume()
+        defer {
+            timer.cancel()
+            running.withLockedValue { $0 = nil }
+        }
         do {
             return try await withTaskCancellationHandler {
                 try await task.value

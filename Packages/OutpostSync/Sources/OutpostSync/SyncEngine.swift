@@ -205,9 +205,12 @@ public actor SyncEngine {
             }
             return false
         } catch {
-            report.storeError = error as? StoreError
+            let failure = error as? StoreError
                 ?? StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
-            return false
+            report.storeError = failure
+            // A device short of space stops taking pages, but the user's own writes still go: on the
+            // server they are safe whatever happens to the phone.
+            return failure.code == .storageFull
         }
     }
 

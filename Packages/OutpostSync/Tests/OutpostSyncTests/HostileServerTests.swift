@@ -84,6 +84,19 @@ import Testing
         #expect(page.nextCursor.count == 2 << 20)
     }
 
+    /// Attack 65 F3: a server answering page after page grew the device by each page's body (0.3 to
+    /// 0.95 GB in 40 s), because the deadline's timer held the exchange, answer and all, until the
+    /// deadline (five minutes) passed. An answer is let go once it is read, whatever the deadline.
+    @Test func anAnswerIsLetGoOnceReadNotHeldUntilItsDeadline() async throws {
+        final class Page: Sendable {}
+        weak var released: Page?
+        do {
+            let page = try await HTTPTransport.within(.seconds(300)) { Page() }
+            released = page
+        }
+        #expect(released == nil, "the answer outlived its exchange")
+    }
+
     @Test func anAnswerDrippedAByteAtATimeIsCutOffAtItsDeadline() async throws {
         // Every byte comes within the request timeout, so URL loading alone would wait for ever.
         let server = try await LocalHTTPServer(routes: [

@@ -71,6 +71,32 @@ import Testing
         #expect(try device.store.openConflicts().isEmpty)
     }
 
+    /// A device short of space takes no page (attack 65 F3: endless valid pages filled the file at
+    /// 40 MB/s), but what the user wrote still reaches the server, and the run ends saying why.
+    @Test func aDeviceShortOfSpaceTakesNoPagesButStillSendsItsWrites() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let teammate = try await store(openedBeside: device, keepingFree: 0)
+        let project = try await teammate.save(Project(opportunityID: UUID(), name: "Depot"), now: now)
+        _ = try await SyncEngine(store: teammate, transport: server).sync(now: { self.now })
+        let full = try await store(openedBeside: device, keepingFree: Int64.max / 2, name: "full.sqlite")
+        let issue = try await full.save(OutpostModels.Issue(projectID: project.id, title: "Loose rail"), now: now)
+        let engine = SyncEngine(store: full, transport: server, random: SeededGenerator(seed: 1))
+        do {
+            _ = try await engine.sync(now: { self.now })
+            Issue.record("a full device's sync ended as if it had pulled")
+        } catch {
+            #expect(error.code == .storageFull, "\(error)")
+        }
+        #expect(try await server.record(issue.id)?.fields["title"] == .text("Loose rail"), "the write went out")
+        #expect(try full.fetch(Project.self, id: project.id) == nil, "no page was taken")
+        #expect(try full.pullCursor() == nil)
+    }
+
+    private func store(openedBeside device: Device, keepingFree: Int64, name: String = "teammate.sqlite") async throws -> LocalStore {
+        try LocalStore.open(at: device.folder.appendingPathComponent(name).path, keepingFree: keepingFree)
+    }
+
     /// A device's own accepted writes come back on its next pull; they change nothing there, so
     /// `changes()` subscribers hear nothing of them (an app saw 150 "issue update" events after pushing
     /// 150 issues, with nothing new), while a teammate's edit in the same pull is heard.
