@@ -248,6 +248,9 @@ extension StoreWriter {
             var reads = try PulledPageReads(changes, in: db)
             var statements = PageStatements()
             var changedHere: Set<UUID> = []
+            // Entries in the quarantine, counted once the page first holds a refused record: records
+            // are held only while there are fewer than `Quarantine.maximumHeldEntries`.
+            var quarantineEntries: Int?
             for remote in changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
@@ -260,9 +263,16 @@ extension StoreWriter {
                     // Only a record refused for its shape is kept for a later build: no update of the
                     // app makes a server id the server gave twice name one record, nor takes a text longer
                     // than any write may hold.
-                    try Quarantine.add(
+                    var holds = sharesServerID == nil && oversized == nil
+                    if holds {
+                        let entries = try quarantineEntries ?? Quarantine.count(in: db)
+                        quarantineEntries = entries
+                        holds = entries < Quarantine.maximumHeldEntries
+                    }
+                    let held = try Quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        stream: page.stream, held: sharesServerID == nil && oversized == nil ? remote : nil, in: db)
+                        stream: page.stream, held: holds ? remote : nil, in: db)
+                    if held { quarantineEntries? += 1 }
                     reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue

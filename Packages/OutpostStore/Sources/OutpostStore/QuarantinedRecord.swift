@@ -60,12 +60,29 @@ enum Quarantine {
         prefix + entity.rawValue + "\u{1F}" + id.storageText
     }
 
-    static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws {
-        let entry = Entry(
+    /// Entries that hold a record at most: past them a refused record's entry keeps its reason alone
+    /// (as entries from builds before holding do) and waits for a newer version. Held without a bound,
+    /// a hostile server's pages of refused records grew the file by 83 MB in 30 s, and each process's
+    /// first page read them all again (8 s a sync; attack 65 F4).
+    static let maximumHeldEntries = 1_000
+    /// The largest entry that holds its record, in encoded bytes; a larger record is not held.
+    static let maximumHeldBytes = 256 << 10
+
+    /// Logs `record`'s refusal, holding `held` for a later build when it fits `maximumHeldBytes`.
+    /// Returns whether it held it.
+    @discardableResult
+    static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws -> Bool {
+        var entry = Entry(
             reason: record.reason, stream: stream, at: record.quarantinedAt.storageMilliseconds,
             held: held.map { Held(record: $0.record, clocks: $0.clocks, deletion: $0.deletion) })
+        var encoded = try MutationQueue.encoder.encode(entry)
+        if entry.held != nil, encoded.count > maximumHeldBytes {
+            entry.held = nil
+            encoded = try MutationQueue.encoder.encode(entry)
+        }
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)").execute(
-            arguments: [key(record.entity, record.recordID), String(decoding: try MutationQueue.encoder.encode(entry), as: UTF8.self)])
+            arguments: [key(record.entity, record.recordID), String(decoding: encoded, as: UTF8.self)])
+        return entry.held != nil
     }
 
     static func clear(_ entity: EntityType, _ id: UUID, in db: Database) throws {

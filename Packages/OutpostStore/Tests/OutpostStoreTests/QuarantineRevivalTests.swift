@@ -26,7 +26,7 @@ import Testing
     /// What an earlier build left: an entry for `record`, refused for a reason this build does not have.
     func quarantineAsAnEarlierBuild(_ record: VersionedRecord, in folder: TemporaryDatabase, at milliseconds: Int64) async throws {
         try await folder.queue.write { db in
-            try Quarantine.add(
+            _ = try Quarantine.add(
                 QuarantinedRecord(
                     entity: record.record.entity, recordID: record.record.id,
                     reason: "status: 'blocked' is not one of the choices this version knows",
@@ -123,5 +123,37 @@ import Testing
         try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-2"))
         #expect(try store.fetch(Issue.self, id: issue.id)?.title == "Fence, north side")
         #expect(try store.fetch(Issue.self, id: issue.id)?.sync.version == 2)
+    }
+}
+
+/// Attack 65 F4: records refused for their shape were held whole without limit (71,000 entries, 83 MB
+/// in 30 s of a hostile server's pages), and every process's first page read them all again (8 s a
+/// sync). Records are held for a later build only up to a count and a size; past them an entry keeps
+/// its reason alone, as entries of builds before holding did, and waits for a newer version.
+@Suite(.fieldService) struct QuarantineBoundsTests {
+    func shapeRefused(_ extra: String = "x") -> VersionedRecord {
+        var record = Issue(projectID: UUID(), title: "Fence").record
+        record.sync.version = 1
+        record.fields["zzzUnknown"] = .text(extra)
+        return VersionedRecord(
+            record: record, stampedAt: HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xFEED)))
+    }
+
+    @Test func heldRecordsStopAtTheirCountAndSizeAndEveryRefusalIsStillListed() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let large = shapeRefused(String(repeating: "y", count: Quarantine.maximumHeldBytes))
+        let many = (0..<(Quarantine.maximumHeldEntries + 5)).map { _ in shapeRefused() }
+        try await store.applyPulledPage(PulledPage(changes: [large] + many, cursor: "c-1"))
+        // The next process's first page reads the held records again: a bounded number of them.
+        let second = try LocalStore.open(at: folder.path)
+        try await second.applyPulledPage(PulledPage(changes: [], cursor: "c-2"))
+        let (held, largest) = try await folder.queue.read { db in
+            (try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_state WHERE key LIKE 'quarantined%' AND value LIKE '%\"held\"%'") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT max(length(value)) FROM sync_state WHERE key LIKE 'quarantined%'") ?? 0)
+        }
+        #expect(held == Quarantine.maximumHeldEntries)
+        #expect(largest < Quarantine.maximumHeldBytes, "the large record was not held: \(largest) bytes")
+        #expect(try second.quarantinedRecords().count == many.count + 1, "every refusal is listed")
     }
 }
