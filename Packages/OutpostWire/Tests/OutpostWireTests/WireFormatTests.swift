@@ -154,4 +154,14 @@ import Testing
         #expect(PrimedDeflate.inflate(primed, dictionary: dictionary, limit: 20) == .exceedsLimit)
         #expect(PrimedDeflate.inflate(primed + Data([1, 2]), dictionary: dictionary, limit: 1000) == .corrupt)
     }
+
+    /// Attack 65 F5: a hostile answer's 20 MiB value, quoted by the decoder that refused it, was repeated
+    /// whole in the sync's report. A message keeps its beginning and says how much it left out.
+    @Test func aTransportErrorKeepsABoundedMessage() {
+        let error = TransportError(.invalidResponse, request: "POST /pull", message: "bad: " + String(repeating: "A", count: 20 << 20))
+        #expect(error.message.count < TransportError.maximumMessageLength + 40)
+        #expect(error.message.hasPrefix("bad: AAA"))
+        #expect(error.message.hasSuffix("more characters)"))
+        #expect(TransportError(.invalidResponse, request: "POST /pull", message: "short").message == "short")
+    }
 }
