@@ -150,6 +150,13 @@ extension LocalStore {
         _ page: PulledPage, policy: ConflictPolicy = ConflictPolicy(), now: Date = Timestamp.now()
     ) async throws(StoreError) -> PullReport {
         try checkRoomForPulledData()
+        return try await merge(page, policy: policy, now: now)
+    }
+
+    /// `applyPulledPage` without the room check: also the merge of one record a push's conflict answer
+    /// brings, which must go in whatever the free space (refused, the batch's acknowledgements were
+    /// never recorded and everything behind the conflicting change stayed unsent; attack 66 F3).
+    func merge(_ page: PulledPage, policy: ConflictPolicy, now: Date) async throws(StoreError) -> PullReport {
         var page = page
         if let projects = page.projects {
             page = try StoreError.mapping(path: path) {
@@ -227,20 +234,21 @@ extension StoreWriter {
                 named[name] = id
                 try ServerIDs.remember(serverID, for: entity, clientID: id, in: db, now: now)
             }
+            var quarantine = Quarantine.PageLog(stream: page.stream)
             for unreadable in page.unreadable {
-                try Quarantine.add(unreadable, stream: page.stream, in: db)
+                try quarantine.add(unreadable, in: db)
                 report.quarantined += 1
             }
             // This device's own accepted changes, as versions only. Each is the version held here (it was
             // noted only once its answer was settled); one that is not cannot be written without its
             // fields, and is quarantined to be seen rather than dropped unseen.
             for own in page.ownRecords where try EntityTables.storedVersion(own.entity, id: own.recordID, in: db) != own.version {
-                try Quarantine.add(
+                try quarantine.add(
                     QuarantinedRecord(
                         entity: own.entity, recordID: own.recordID,
                         reason: "the server sent version \(own.version) as this device's own change, and this device holds another",
                         quarantinedAt: now),
-                    stream: page.stream, in: db)
+                    in: db)
                 report.quarantined += 1
             }
             // Read once for the whole page what each record needs, after the mappings above linked
@@ -248,9 +256,6 @@ extension StoreWriter {
             var reads = try PulledPageReads(changes, in: db)
             var statements = PageStatements()
             var changedHere: Set<UUID> = []
-            // Entries in the quarantine, counted once the page first holds a refused record: records
-            // are held only while there are fewer than `Quarantine.maximumHeldEntries`.
-            var quarantineEntries: Int?
             for remote in changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
@@ -263,16 +268,9 @@ extension StoreWriter {
                     // Only a record refused for its shape is kept for a later build: no update of the
                     // app makes a server id the server gave twice name one record, nor takes a text longer
                     // than any write may hold.
-                    var holds = sharesServerID == nil && oversized == nil
-                    if holds {
-                        let entries = try quarantineEntries ?? Quarantine.count(in: db)
-                        quarantineEntries = entries
-                        holds = entries < Quarantine.maximumHeldEntries
-                    }
-                    let held = try Quarantine.add(
+                    try quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        stream: page.stream, held: holds ? remote : nil, in: db)
-                    if held { quarantineEntries? += 1 }
+                        held: sharesServerID == nil && oversized == nil ? remote : nil, in: db)
                     reads.quarantine(entity, id)
                     report.quarantined += 1
                     continue

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import OutpostConflicts
 import OutpostSchema
+import OutpostWire
 
 /// A pulled record the device could not take in: it does not fit the catalog (a missing or unknown
 /// field, a value of the wrong kind, a choice this app version does not know) or could not be
@@ -67,13 +68,34 @@ enum Quarantine {
     static let maximumHeldEntries = 1_000
     /// The largest entry that holds its record, in encoded bytes; a larger record is not held.
     static let maximumHeldBytes = 256 << 10
+    /// Entries at most. Past them a refusal is counted in the page's report but not logged: a hostile
+    /// server's endless refused records grew the file 46 MB a minute, and each sync read them all
+    /// (2.4 s; attack 66 F7). A refused record is a server's fault, never a write of the user's.
+    static let maximumEntries = 10_000
+
+    /// One page's additions: the entries are counted once, then kept count of, so the page holds records
+    /// only while there are fewer than `maximumHeldEntries` and logs only while fewer than `maximumEntries`.
+    struct PageLog {
+        let stream: String
+        private var entries: Int?
+
+        init(stream: String) { self.stream = stream }
+
+        mutating func add(_ record: QuarantinedRecord, held: VersionedRecord? = nil, in db: Database) throws {
+            let count = try entries ?? Quarantine.count(in: db)
+            entries = count
+            guard count < maximumEntries else { return }
+            try Quarantine.add(record, stream: stream, held: count < maximumHeldEntries ? held : nil, in: db)
+            entries = count + 1
+        }
+    }
 
     /// Logs `record`'s refusal, holding `held` for a later build when it fits `maximumHeldBytes`.
     /// Returns whether it held it.
     @discardableResult
     static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws -> Bool {
         var entry = Entry(
-            reason: record.reason, stream: stream, at: record.quarantinedAt.storageMilliseconds,
+            reason: ReportedMessage.bounded(record.reason), stream: stream, at: record.quarantinedAt.storageMilliseconds,
             held: held.map { Held(record: $0.record, clocks: $0.clocks, deletion: $0.deletion) })
         var encoded = try MutationQueue.encoder.encode(entry)
         if entry.held != nil, encoded.count > maximumHeldBytes {

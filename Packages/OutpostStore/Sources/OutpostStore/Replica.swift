@@ -238,7 +238,7 @@ extension LocalStore: Replica {
                         settlement.failed += 1
                         continue
                     }
-                    let merged = try await applyPulledPage(PulledPage(changes: [remote], cursor: nil), policy: policy, now: now)
+                    let merged = try await merge(PulledPage(changes: [remote], cursor: nil), policy: policy, now: now)
                     settlement.conflictsSurfaced += merged.conflictsSurfaced
                     if merged.quarantined > 0 {
                         settlement.blocked += try fail(mutation, reason: Self.unmergeable(serverRecord)).count

@@ -152,8 +152,40 @@ import Testing
             (try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_state WHERE key LIKE 'quarantined%' AND value LIKE '%\"held\"%'") ?? 0,
              try Int.fetchOne(db, sql: "SELECT max(length(value)) FROM sync_state WHERE key LIKE 'quarantined%'") ?? 0)
         }
-        #expect(held == Quarantine.maximumHeldEntries)
+        // The large record took an entry without being held.
+        #expect(held == Quarantine.maximumHeldEntries - 1)
         #expect(largest < Quarantine.maximumHeldBytes, "the large record was not held: \(largest) bytes")
         #expect(try second.quarantinedRecords().count == many.count + 1, "every refusal is listed")
+    }
+
+    /// Attack 66 F1: a record whose unknown field's name was 200 KB was refused with a reason quoting
+    /// it, and every entry, held or not, kept 200 KB (the file grew 25 MB/s).
+    @Test func aReasonQuotingAHugeNameIsBounded() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        var records: [VersionedRecord] = []
+        for _ in 0..<3 {
+            var record = shapeRefused().record
+            record.fields[String(repeating: "n", count: 200_000)] = .text("x")
+            records.append(VersionedRecord(record: record, stampedAt: HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xFEED))))
+        }
+        try await store.applyPulledPage(PulledPage(changes: records, cursor: "c-1"))
+        let largest = try await folder.queue.read { db in
+            try Int.fetchOne(db, sql: "SELECT max(length(value)) FROM sync_state WHERE key LIKE 'quarantined%'") ?? 0
+        }
+        #expect(largest < 8_192, "\(largest) bytes")
+        #expect(try store.quarantinedRecords().count == 3)
+    }
+
+    /// Attack 66 F7: reason-only entries had no bound either (77,000 in a minute, every sync 2.4 s).
+    /// Past `maximumEntries` a refusal is counted in the report, not logged.
+    @Test func theQuarantineStopsGrowingAtItsBound() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let records = (0..<(Quarantine.maximumEntries + 20)).map { _ in shapeRefused() }
+        let report = try await store.applyPulledPage(PulledPage(changes: records, cursor: "c-1"))
+        #expect(report.quarantined == records.count, "every refusal is counted")
+        #expect(try store.quarantinedRecords().count == Quarantine.maximumEntries)
+        #expect(try store.pullCursor() == "c-1")
     }
 }

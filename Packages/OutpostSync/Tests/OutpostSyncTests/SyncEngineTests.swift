@@ -93,6 +93,44 @@ import Testing
         #expect(try full.pullCursor() == nil)
     }
 
+    /// Attack 66 F3: on a device short of space, a push's conflict answer could not be merged (the
+    /// merge was refused as a pulled page), so the batch's other acknowledgements were never recorded
+    /// and the changes behind it never went. The merge of a conflict answer is not a page: it goes in.
+    @Test func aConflictAnswerIsMergedOnADeviceShortOfSpace() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let office = try await store(openedBeside: device, keepingFree: 0)
+        let project = try await office.save(Project(opportunityID: UUID(), name: "Depot"), now: now)
+        let issue = try await office.save(OutpostModels.Issue(projectID: project.id, title: "Loose rail"), now: now)
+        _ = try await SyncEngine(store: office, transport: server).sync(now: { self.now })
+        let crewPath = device.folder.appendingPathComponent("crew.sqlite").path
+        _ = try await SyncEngine(store: try LocalStore.open(at: crewPath, keepingFree: 0), transport: server).sync(now: { self.now })
+        var edited = try #require(try office.fetch(OutpostModels.Issue.self, id: issue.id))
+        edited.title = "Rail replaced"
+        _ = try await office.save(edited, now: now.addingTimeInterval(1))
+        _ = try await SyncEngine(store: office, transport: server).sync(now: { self.now.addingTimeInterval(1) })
+
+        let crew = try LocalStore.open(at: crewPath, keepingFree: Int64.max / 2)
+        var mine = try #require(try crew.fetch(OutpostModels.Issue.self, id: issue.id))
+        mine.status = .inProgress
+        _ = try await crew.save(mine, now: now.addingTimeInterval(2))
+        let added = try await crew.save(OutpostModels.Issue(projectID: project.id, title: "Bolt sheared"), now: now.addingTimeInterval(2))
+        let engine = SyncEngine(store: crew, transport: server, random: SeededGenerator(seed: 1))
+        for _ in 0..<2 {
+            do {
+                _ = try await engine.sync(now: { self.now.addingTimeInterval(3) })
+            } catch {
+                #expect(error.code == .storageFull, "\(error)")
+            }
+        }
+        let waiting = try crew.mutations()
+        #expect(waiting.isEmpty, "every change went and was settled: \(waiting.map(\.lastError))")
+        let held = try #require(try await server.record(issue.id))
+        #expect(held.fields["status"] == .text("inProgress"))
+        #expect(held.fields["title"] == .text("Rail replaced"))
+        #expect(try await server.record(added.id) != nil)
+    }
+
     private func store(openedBeside device: Device, keepingFree: Int64, name: String = "teammate.sqlite") async throws -> LocalStore {
         try LocalStore.open(at: device.folder.appendingPathComponent(name).path, keepingFree: keepingFree)
     }

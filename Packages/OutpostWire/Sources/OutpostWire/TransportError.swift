@@ -71,19 +71,9 @@ public struct TransportError: Error, Sendable, Hashable, CustomStringConvertible
         self.request = request
         self.status = status
         self.serverCode = serverCode
-        self.message = Self.bounded(message)
+        self.message = ReportedMessage.bounded(message)
         self.retryAfter = retryAfter
         self.underlying = underlying
-    }
-
-    /// The longest message kept, in characters: a hostile answer's 20 MiB value, quoted by the decoder
-    /// that refused it, was repeated whole in every report and log line (attack 65 F5).
-    public static let maximumMessageLength = 2_000
-
-    private static func bounded(_ message: String) -> String {
-        guard message.count > maximumMessageLength else { return message }
-        let kept = message.prefix(maximumMessageLength)
-        return "\(kept)… (\(message.count - kept.count) more characters)"
     }
 
     // Written by hand to leave `underlying` out: a cause is often not Equatable (`any Error` never is),

@@ -159,9 +159,25 @@ import Testing
     /// whole in the sync's report. A message keeps its beginning and says how much it left out.
     @Test func aTransportErrorKeepsABoundedMessage() {
         let error = TransportError(.invalidResponse, request: "POST /pull", message: "bad: " + String(repeating: "A", count: 20 << 20))
-        #expect(error.message.count < TransportError.maximumMessageLength + 40)
+        #expect(error.message.count < ReportedMessage.maximumCharacters + 40)
         #expect(error.message.hasPrefix("bad: AAA"))
         #expect(error.message.hasSuffix("more characters)"))
         #expect(TransportError(.invalidResponse, request: "POST /pull", message: "short").message == "short")
+    }
+
+    /// Attack 66 F6: a hostile server's refusal of one change with a 1 MB message was stored whole with
+    /// the change and printed by `outpost unsent` (5 MB). Read by either reader, it is bounded.
+    @Test func aRefusalsMessageIsBoundedAsItIsRead() throws {
+        let long = String(repeating: "R", count: 1 << 20)
+        let json = Data(#"{"code":"invalid_request","message":"\#(long)"}"#.utf8)
+        let decoded = try JSONDecoder().decode(ErrorBody.self, from: json)
+        #expect(decoded.message.count < ReportedMessage.maximumCharacters + 40)
+        let answer = Data(#"{"results":[{"idempotencyKey":"\#(UUID().uuidString)","status":"rejected","reason":{"code":"invalid_request","message":"\#(long)"}}]}"#.utf8)
+        let read = try PushResponse(wire: answer)
+        guard case .rejected(let reason) = try #require(read.results.first).outcome.unwrapped else {
+            Issue.record("not read as a refusal")
+            return
+        }
+        #expect(reason.message.count < ReportedMessage.maximumCharacters + 40)
     }
 }
