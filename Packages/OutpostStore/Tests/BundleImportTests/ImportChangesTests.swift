@@ -65,3 +65,25 @@ import Testing
         #expect(await collect(2, from: there) == expected)
     }
 }
+
+/// Attack 66 F4: a pre-sync wrote a 715 MB bundle into the store with 9 MB free. An import keeps the
+/// room a pull keeps: refused with nothing written, before it starts and as it goes.
+@Suite(.fieldService) struct ImportKeepsRoomTests {
+    @Test func anImportIsRefusedWhileTheVolumeHasLessFreeSpaceThanTheStoreKeeps() throws {
+        let workspace = try Workspace()
+        try workspace.save(SampleProject.records)
+        let url = workspace.url("bundle.json")
+        try LocalStore.open(at: workspace.databasePath).exportBundle(project: SampleProject.project, format: .json, to: url)
+        let target = try workspace.database("device.sqlite")
+        let full = try LocalStore.open(at: target, keepingFree: Int64.max / 2)
+        do {
+            try full.importBundle(at: url)
+            Issue.record("a bundle was imported with no room kept")
+        } catch {
+            #expect(error.code == .limitExceeded)
+            #expect((error.underlying as? StoreError)?.code == .storageFull, "\(error)")
+        }
+        #expect(try full.record(.project, id: SampleProject.project) == nil, "nothing was written")
+        #expect(try LocalStore.open(at: target, keepingFree: 0).importBundle(at: url).total.inserted == SampleProject.records.count)
+    }
+}
