@@ -55,7 +55,8 @@ struct PreSyncCommand: AsyncParsableCommand {
         if !json {
             print(positions > 0
                 ? "the next sync pulls only what changed after this bundle"
-                : "the next sync pulls the project from its beginning (this database held some of its records)")
+                : "the next sync pulls the project from its beginning: this database held some of its records, "
+                    + "or the server names records by ids of its own (`outpost serve --server-ids`), whose references only a pull links")
         }
     }
 }
