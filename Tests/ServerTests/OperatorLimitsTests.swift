@@ -32,6 +32,23 @@ struct OperatorLimitsTests {
         #expect(push.results.first?.outcome.appliedVersion == 1, "structured pushes keep working")
     }
 
+    /// Round 66 F2: one writing member's pushes of 1 MiB details (10 KB of gzip a batch) grew the server's
+    /// file by 728 MB in 20 s, until the disk would be full. Pushes stop at the database's reserve, 507
+    /// with `Retry-After` (devices keep the changes and try again), and pulls still answer.
+    @Test("A push that finds less free disk than the database keeps is refused 507, and pulls still answer")
+    func pushesLeaveADiskReserve() async throws {
+        let server = try await TestServer.start(.sqlite) { $0.databaseDiskReserveBytes = Int64.max / 4 }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let refused = await #expect(throws: TransportError.self) {
+            try await alice.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        }
+        #expect(refused?.status == 507)
+        #expect(refused?.serverCode == .insufficientStorage)
+        #expect(refused?.code.isTransient == true, "the device keeps the change and tries again")
+        #expect(try await alice.pull(PullRequest(cursor: nil, limit: 10)).changes.isEmpty == false, "pulls still answer")
+    }
+
     /// A conflict answers with the whole record as the server holds it, and was stored for good with its
     /// idempotency key: 40 stale edits of one 1 MB issue, 1.4 KB of gzip, made a 40 MB answer, 216 MB
     /// more server memory and 45 MB of disk, and at the documented limits one request asked for 4 GB

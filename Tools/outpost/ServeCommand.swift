@@ -72,6 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Free disk bytes media uploads leave for the database: an upload past it is refused (507).")
     var mediaDiskReserve: Int64 = 256 << 20
 
+    @Option(help: "Free disk bytes pushes leave on the SQLite file's volume: a push past it is refused (507), pulls still answer.")
+    var databaseDiskReserve: Int64 = 64 << 20
+
     @Option(help: "Seconds a connection may stay open without sending a complete request head (idle or trickling headers).")
     var idleTimeout: Int = 30
 
@@ -143,6 +146,7 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
             configuration.mediaDiskReserveBytes = mediaDiskReserve
+            configuration.databaseDiskReserveBytes = databaseDiskReserve
             configuration.databaseLockWaitSeconds = databaseLockWait
             configuration.idleTransactionSeconds = idleTransactionTimeout
             server = try SyncServer(configuration: configuration)

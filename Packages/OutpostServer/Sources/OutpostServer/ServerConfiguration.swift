@@ -42,6 +42,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// and structured pushes keep working. One member's unfinished upload once filled the disk, and every
     /// push then failed "database or disk is full". Default 256 MiB.
     public var mediaDiskReserveBytes: Int64 = 256 << 20
+    /// The free disk space pushes leave on the SQLite file's volume: a push that finds less is refused
+    /// (507 `insufficient_storage`, `Retry-After`; devices keep their changes) and pulls keep answering.
+    /// One writing member's pushes of large values grew a file 728 MB in 20 s. Default 64 MiB, below the
+    /// media reserve, so uploads stop first. Not checked on PostgreSQL, whose disk is its server's.
+    public var databaseDiskReserveBytes: Int64 = 64 << 20
     /// The longest a request waits for a lock (the write lock another instance or process holds)
     /// before it is answered 503 with `Retry-After`; on PostgreSQL also the longest one statement may
     /// run. Without them one stalled writer held every instance's pushes until the clients gave up.

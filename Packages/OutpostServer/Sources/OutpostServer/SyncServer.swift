@@ -491,6 +491,21 @@ public struct SyncServer: Sendable {
             assignsServerIDs: configuration.assignsServerIDs, serverTime: Timestamp.now())
     }
 
+    /// Refuses a push while the SQLite file's volume has less free space than
+    /// `ServerConfiguration.databaseDiskReserveBytes`.
+    private func checkDatabaseDiskReserve() throws(ServerError) {
+        guard configuration.postgresURL == nil, configuration.databaseDiskReserveBytes > 0 else { return }
+        let folder = (configuration.databasePath as NSString).deletingLastPathComponent
+        guard let free = MediaStore.freeBytes(at: folder.isEmpty ? "." : folder), free < configuration.databaseDiskReserveBytes else {
+            return
+        }
+        throw ServerError(
+            status: 507, .insufficientStorage,
+            "the server keeps its last \(configuration.databaseDiskReserveBytes) bytes of disk free (\(free) free): "
+                + "pushes wait until an operator frees space; pulls still answer",
+            retryAfterSeconds: 300)
+    }
+
     /// `/push`: one result per mutation, in order (413 for a batch over the limit), and where the
     /// history stands after it (409 `history_changed`, nothing applied, when the request's checkpoint
     /// is not in this history).
@@ -498,6 +513,7 @@ public struct SyncServer: Sendable {
         guard push.mutations.count <= configuration.maximumBatchSize else {
             throw ServerError(status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
         }
+        try checkDatabaseDiskReserve()
         let held = try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
         for result in results {
