@@ -274,8 +274,8 @@ actor MediaStore {
         guard free - bytes >= quotas.diskReserve else {
             throw ServerError(
                 status: 507, .insufficientStorage,
-                "the server keeps its last \(quotas.diskReserve) bytes of disk for the database (\(free) free): "
-                    + "this upload waits until an operator frees space; records still sync",
+                // No figures: how much disk the operator's machine has is not a member's business.
+                "the server keeps the rest of its disk for the database: this upload waits until an operator frees space; records still sync",
                 retryAfterSeconds: 300)
         }
     }

@@ -501,8 +501,8 @@ public struct SyncServer: Sendable {
         }
         throw ServerError(
             status: 507, .insufficientStorage,
-            "the server keeps its last \(configuration.databaseDiskReserveBytes) bytes of disk free (\(free) free): "
-                + "pushes wait until an operator frees space; pulls still answer",
+            // No figures: how much disk the operator's machine has is not a member's business (round 67 F3).
+            "the server is short of disk space: pushes wait until an operator frees space; pulls still answer",
             retryAfterSeconds: 300)
     }
 

@@ -189,3 +189,32 @@ import Testing
         #expect(try store.pullCursor() == "c-1")
     }
 }
+
+/// Round 67 F1: a page of records all refused told `changes()` subscribers (and the change journal, 50
+/// KB a page) of a thousand updates to records the store never wrote.
+@Suite(.fieldService) struct RefusedRecordsAreNotAnnouncedTests {
+    @Test func subscribersHearOnlyOfRecordsThePageStored() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xFEED))
+        var refused = Issue(projectID: UUID(), title: "Fence").record
+        refused.sync.version = 1
+        refused.fields["zzzUnknown"] = .text("x")
+        var stored = Issue(projectID: UUID(), title: "Gate").record
+        stored.sync.version = 1
+        let changes = store.changes()
+        let heard = Task { () -> [UUID] in
+            var heard: [UUID] = []
+            for await change in changes {
+                heard.append(change.recordID)
+                if change.recordID == stored.id { break }
+            }
+            return heard
+        }
+        try await store.applyPulledPage(PulledPage(
+            changes: [VersionedRecord(record: refused, stampedAt: stamp), VersionedRecord(record: stored, stampedAt: stamp)], cursor: "c-1"))
+        #expect(await heard.value == [stored.id])
+        let journal = try await folder.queue.read { db in try String.fetchAll(db, sql: "SELECT changes FROM change_journal") }
+        #expect(!journal.joined().contains(refused.id.storageText), "\(journal)")
+    }
+}

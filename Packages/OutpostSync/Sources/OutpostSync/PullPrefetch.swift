@@ -77,6 +77,23 @@ struct PullPrefetch: Sendable {
     /// changes the caller may not see can send some; a broken one inventing cursors would never stop.
     static let maximumEmptyPages = 1_000
 
+    /// Refuses going on after `maximumEmptyPages` pages in a row that said more follow and stored
+    /// nothing (each of their records refused): such a page moves the pull on no more than an empty one,
+    /// and a server sending refused records without end kept a sync running for good (round 67 F1).
+    /// A page of this device's own versions stores something.
+    static func checkStored(
+        _ response: PullResponse, refused: Int, revived: Int, storedNothingBefore pages: inout Int
+    ) throws(TransportError) {
+        guard response.hasMore else { return }
+        let storedNothing = !response.changes.isEmpty && response.ownRecords.isEmpty && refused >= response.changes.count && revived == 0
+        pages = storedNothing ? pages + 1 : 0
+        if pages > maximumEmptyPages {
+            throw TransportError(
+                .invalidResponse, request: "POST /pull",
+                message: "the server sent \(maximumEmptyPages) pages in a row whose every record this device refused, each saying more follow")
+        }
+    }
+
     /// The longest cursor taken: a position per project is about 40 bytes, so room for the 100,000
     /// projects a server's cursor may name, within the 8 MiB a pull request may take.
     static let maximumCursorBytes = 6 << 20

@@ -250,6 +250,7 @@ public actor SyncEngine {
                 try store.rereadProjects().filter { projects?.contains($0) ?? true }.prefix(SyncProtocol.maximumRereadProjects)),
             transport: transport)
         defer { ahead.stop() }
+        var storedNothing = 0
         while let fetched = try await ahead.next() {
             // The first answer names the server's policy: a page merged with another policy than
             // the server's would settle local changes the server would settle otherwise.
@@ -278,6 +279,8 @@ public actor SyncEngine {
                     sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
+            try PullPrefetch.checkStored(
+                response, refused: applied.quarantined, revived: applied.revived, storedNothingBefore: &storedNothing)
             // Records an earlier build quarantined and this one applied count as pulled now.
             report.pulled += response.changes.count - applied.quarantined + applied.revived
             report.quarantined += applied.quarantined

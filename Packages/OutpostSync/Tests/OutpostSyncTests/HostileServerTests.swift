@@ -48,6 +48,35 @@ import Testing
         #expect(thrown?.code == .invalidResponse)
     }
 
+    /// Round 67 F1: pages of a thousand records the device refuses each (an unknown field), with a new
+    /// cursor each, kept a sync running for good; one record a page got past the empty-page guard.
+    @Test func aServerSendingOnlyRefusedRecordsForeverIsStopped() throws {
+        var pages = 0
+        var thrown: TransportError?
+        let record = ServerRecord(
+            sequence: 1, entity: .issue, recordID: UUID(), version: 1, fields: [:], clocks: [:],
+            createdAt: now, updatedAt: now)
+        for page in 0...PullPrefetch.maximumEmptyPages {
+            do {
+                try PullPrefetch.checkStored(
+                    PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true), refused: 1, revived: 0,
+                    storedNothingBefore: &pages)
+            } catch {
+                thrown = error
+                break
+            }
+        }
+        #expect(thrown?.code == .invalidResponse)
+        // One page that stored something starts the count again, and a last page is never refused.
+        var fresh = PullPrefetch.maximumEmptyPages
+        try PullPrefetch.checkStored(
+            PullResponse(changes: [record], nextCursor: "c", hasMore: true), refused: 0, revived: 0, storedNothingBefore: &fresh)
+        #expect(fresh == 0)
+        var last = PullPrefetch.maximumEmptyPages
+        try PullPrefetch.checkStored(
+            PullResponse(changes: [record], nextCursor: "c", hasMore: false), refused: 1, revived: 0, storedNothingBefore: &last)
+    }
+
     @Test func aCursorTooLongToSendBackIsRefusedBeforeItIsSaved() throws {
         var empty = 0
         let huge = String(repeating: "c", count: PullPrefetch.maximumCursorBytes + 1)
