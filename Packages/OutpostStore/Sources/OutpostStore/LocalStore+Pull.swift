@@ -126,6 +126,10 @@ public struct PullReport: Sendable, Hashable {
     /// Records skipped because they do not fit the catalog or could not be converted; see
     /// `LocalStore.quarantinedRecords()`.
     public var quarantined = 0
+    /// Of `quarantined`: versions the server sent as this device's own changes (`PulledPage.ownRecords`)
+    /// that are not the version held here. They are not among the page's records, which a count of the
+    /// records pulled must know (a sync printed "pulled -1").
+    public var refusedOwnVersions = 0
     /// Records an earlier build of the app quarantined that this build can store, applied with this
     /// page (once after the store opens): the pulls that brought them will not come again.
     public var revived: Int { revivedRecords.count }
@@ -255,6 +259,7 @@ extension StoreWriter {
                         quarantinedAt: now),
                     in: db)
                 report.quarantined += 1
+                report.refusedOwnVersions += 1
             }
             // Read once for the whole page what each record needs, after the mappings above linked
             // the references that waited for them.

@@ -6,6 +6,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostWire
 import Testing
 
 /// A pulled record this build cannot store is quarantined and the cursor moves past it, so no pull
@@ -216,5 +217,19 @@ import Testing
         #expect(await heard.value == [stored.id])
         let journal = try await folder.queue.read { db in try String.fetchAll(db, sql: "SELECT changes FROM change_journal") }
         #expect(!journal.joined().contains(refused.id.storageText), "\(journal)")
+    }
+}
+
+/// Round 66 F3's aftermath: a sync printed "pulled -1". The engine took every quarantined record off
+/// the page's records, but a version the server sent as this device's own, not held here, is
+/// quarantined without being one of the page's records. The report says how many of those there were.
+@Suite(.fieldService) struct RefusedOwnVersionsTests {
+    @Test func ownVersionsRefusedAreCountedApartFromThePagesRecords() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [], cursor: "c-1", ownRecords: [OwnRecord(sequence: 1, entity: .issue, recordID: UUID(), version: 3)]))
+        #expect(report.quarantined == 1)
+        #expect(report.refusedOwnVersions == 1)
     }
 }

@@ -280,9 +280,9 @@ public actor SyncEngine {
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
             try PullPrefetch.checkStored(
-                response, refused: applied.quarantined, revived: applied.revived, storedNothingBefore: &storedNothing)
+                response, refused: applied.quarantined - applied.refusedOwnVersions, revived: applied.revived, storedNothingBefore: &storedNothing)
             // Records an earlier build quarantined and this one applied count as pulled now.
-            report.pulled += response.changes.count - applied.quarantined + applied.revived
+            report.pulled += response.changes.count - (applied.quarantined - applied.refusedOwnVersions) + applied.revived
             report.quarantined += applied.quarantined
             report.conflictsSurfaced += applied.conflictsSurfaced
             report.orphaned += applied.orphaned
