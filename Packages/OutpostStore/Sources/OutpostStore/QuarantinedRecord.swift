@@ -91,9 +91,7 @@ enum Quarantine {
     }
 
     /// Logs `record`'s refusal, holding `held` for a later build when it fits `maximumHeldBytes`.
-    /// Returns whether it held it.
-    @discardableResult
-    static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws -> Bool {
+    static func add(_ record: QuarantinedRecord, stream: String, held: VersionedRecord? = nil, in db: Database) throws {
         var entry = Entry(
             reason: ReportedMessage.bounded(record.reason), stream: stream, at: record.quarantinedAt.storageMilliseconds,
             held: held.map { Held(record: $0.record, clocks: $0.clocks, deletion: $0.deletion) })
@@ -104,7 +102,6 @@ enum Quarantine {
         }
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)").execute(
             arguments: [key(record.entity, record.recordID), String(decoding: encoded, as: UTF8.self)])
-        return entry.held != nil
     }
 
     static func clear(_ entity: EntityType, _ id: UUID, in db: Database) throws {

@@ -27,7 +27,7 @@ import Testing
     /// What an earlier build left: an entry for `record`, refused for a reason this build does not have.
     func quarantineAsAnEarlierBuild(_ record: VersionedRecord, in folder: TemporaryDatabase, at milliseconds: Int64) async throws {
         try await folder.queue.write { db in
-            _ = try Quarantine.add(
+            try Quarantine.add(
                 QuarantinedRecord(
                     entity: record.record.entity, recordID: record.record.id,
                     reason: "status: 'blocked' is not one of the choices this version knows",

@@ -279,10 +279,11 @@ public actor SyncEngine {
                     sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
             report.leftProjects += response.leftProjects
-            try PullPrefetch.checkStored(
-                response, refused: applied.quarantined - applied.refusedOwnVersions, revived: applied.revived, storedNothingBefore: &storedNothing)
+            // The device's own versions it refused are not among the page's records.
+            let refused = applied.quarantined - applied.refusedOwnVersions
+            try PullPrefetch.checkStored(response, refused: refused, revived: applied.revived, storedNothingBefore: &storedNothing)
             // Records an earlier build quarantined and this one applied count as pulled now.
-            report.pulled += response.changes.count - (applied.quarantined - applied.refusedOwnVersions) + applied.revived
+            report.pulled += response.changes.count - refused + applied.revived
             report.quarantined += applied.quarantined
             report.conflictsSurfaced += applied.conflictsSurfaced
             report.orphaned += applied.orphaned
