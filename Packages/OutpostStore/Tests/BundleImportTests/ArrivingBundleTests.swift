@@ -255,8 +255,42 @@ import Testing
         #expect(ready.withLock { $0 })
         // One that is fast lets it begin before the end.
         let fast = BundleArrival(fastAfterBytes: 1 << 20, fastBytesPerSecond: 1)
-        fast.noteWritten(1 << 20)
+        fast.noteWritten(64 << 10)
+        fast.noteWritten((64 << 10) + (1 << 20))
         await fast.readyToImport()
         #expect(!fast.isWhole)
+    }
+
+    /// The link's rate is measured from the first bytes: the time a server takes to start answering
+    /// (opening the project's snapshot) says nothing of it, and counted, it held every import back to
+    /// 0.2 s into a loopback download (issue 41). The first write's own bytes are not counted either:
+    /// one inflated piece of a slow link is a megabyte, however long it took to come.
+    @Test func theRateIsMeasuredFromTheFirstBytes() async throws {
+        let late = BundleArrival(fastAfterBytes: 1 << 20, fastBytesPerSecond: 8 * 1_048_576)
+        try await Task.sleep(for: .milliseconds(500))
+        late.noteWritten(64 << 10)
+        late.noteWritten(3 << 20)
+        #expect(try await readies(late), "a fast link whose first byte came late kept the import waiting")
+
+        let oneBigPiece = BundleArrival(fastAfterBytes: 1 << 20, fastBytesPerSecond: 8 * 1_048_576)
+        oneBigPiece.noteWritten(4 << 20)
+        try await Task.sleep(for: .milliseconds(500))
+        oneBigPiece.noteWritten((4 << 20) + (512 << 10))
+        #expect(try await !readies(oneBigPiece), "a first piece alone made a slow link look fast")
+        oneBigPiece.finish()
+    }
+
+    /// Whether `arrival` lets an import begin within a second.
+    private func readies(_ arrival: BundleArrival) async throws -> Bool {
+        let ready = Mutex(false)
+        let waiter = Task {
+            await arrival.readyToImport()
+            ready.withLock { $0 = true }
+        }
+        for _ in 0..<100 where !ready.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        let result = ready.withLock { $0 }
+        if !result { arrival.finish() }
+        await waiter.value
+        return result
     }
 }
