@@ -209,6 +209,18 @@ extension FieldValue {
 extension UUID {
     /// The stored form of an id: lowercase, as UUIDs are written on the wire and in bundles.
     var storageText: String { lowercasedText }
+
+    /// The id's 16 bytes: the stored form of a key no one reads as text (`finished_keys`), 20 bytes
+    /// shorter than `storageText`.
+    var storageBytes: Data { withUnsafeBytes(of: uuid) { Data($0) } }
+
+    /// The id whose `storageBytes` are `bytes`; nil unless they are 16.
+    init?(storageBytes bytes: Data) {
+        guard bytes.count == 16 else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes) }
+        self.init(uuid: value)
+    }
 }
 
 extension Date {

@@ -567,26 +567,39 @@ enum MutationQueue {
         try moveToFinished(where: "status = 'done'", [], in: db)
     }
 
-    /// The rows of the queue `condition` selects, keys into `finished_mutations` and rows out: the one
-    /// move `finish` and `finishLeftovers` make. `db.changesCount` is then the rows it took out.
+    /// The rows of the queue `condition` selects, keys into `finished_keys` (toolkit step 5: their 16
+    /// bytes) and rows out: the one move `finish` and `finishLeftovers` make. `db.changesCount` is then
+    /// the rows it took out. A key that is not a UUID (a queue edited by hand) is kept as its text in
+    /// `finished_mutations`, as before the step, rather than lost.
     private static func moveToFinished(where condition: String, _ arguments: StatementArguments, in db: Database) throws {
-        try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO finished_mutations (idempotency_key)
-                SELECT lower(idempotency_key) FROM mutation_queue WHERE
-                """ + " " + condition).execute(arguments: arguments)
+        let keys = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT idempotency_key FROM mutation_queue WHERE " + condition), arguments: arguments)
+        for text in keys {
+            if let key = UUID(uuidString: text) {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO finished_keys (key) VALUES (?)").execute(arguments: [key.storageBytes])
+            } else {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO finished_mutations (idempotency_key) VALUES (lower(?))")
+                    .execute(arguments: [text])
+            }
+        }
         try db.cachedStatement(sql: "DELETE FROM mutation_queue WHERE " + condition).execute(arguments: arguments)
     }
 
-    /// Whether the mutation sent under `key` has finished (see `finish`).
+    /// Whether the mutation sent under `key` has finished (see `finish`): its key in either form.
     static func isFinished(_ key: UUID, in db: Database) throws -> Bool {
         try Bool.fetchOne(
-            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM finished_mutations WHERE idempotency_key = ?)"),
-            arguments: [key.storageText]) ?? false
+            db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM finished_keys WHERE key = ?)
+                    OR EXISTS (SELECT 1 FROM finished_mutations WHERE idempotency_key = ?)
+                """),
+            arguments: [key.storageBytes, key.storageText]) ?? false
     }
 
-    /// The keys of every finished mutation.
+    /// The keys of every finished mutation, in either form.
     static func finishedKeys(in db: Database) throws -> Set<UUID> {
-        Set(try String.fetchAll(db, sql: "SELECT idempotency_key FROM finished_mutations").compactMap(UUID.init(uuidString:)))
+        let bytes = try Data.fetchAll(db, sql: "SELECT key FROM finished_keys").compactMap(UUID.init(storageBytes:))
+        let texts = try String.fetchAll(db, sql: "SELECT idempotency_key FROM finished_mutations").compactMap(UUID.init(uuidString:))
+        return Set(bytes + texts)
     }
 
     static func count(status: MutationStatus, in db: Database) throws -> Int {

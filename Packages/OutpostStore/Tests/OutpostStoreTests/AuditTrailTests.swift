@@ -303,7 +303,7 @@ import Testing
         #expect(sent.map { $0.fields["title"] } == issues.map { .text($0.title) })
     }
 
-    /// Entries cut from the end with the head and step 4's ledger row: step 4 runs again on open, and
+    /// Entries cut from the end with the head and step 4's ledger row (and the later steps'): step 4 runs again on open, and
     /// must not anchor the shortened chain (attack 59, finding 8).
     @Test func stepFourRunAgainDoesNotAnchorAShortenedChain() async throws {
         let folder = try TemporaryDatabase()
@@ -312,7 +312,9 @@ import Testing
             try db.execute(sql: "DELETE FROM audit_log WHERE seq = 3")
             try db.execute(sql: "DELETE FROM mutation_queue WHERE audit_seq = 3")
             try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [AuditTrail.headKey])
-            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version = 4")
+            // Step 4 and the steps after it, undone, so the file looks as step 4 found it.
+            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 4")
+            try db.execute(sql: "DROP TABLE finished_keys")
         }
         let reopened = try LocalStore.open(at: folder.path)
         #expect(try !reopened.verifyAudit().isIntact)

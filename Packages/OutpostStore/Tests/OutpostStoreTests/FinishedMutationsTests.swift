@@ -78,6 +78,7 @@ import Testing
         // As a file before the step: finished rows stayed in the queue as `done`.
         try await folder.queue.write { db in
             try db.execute(sql: "DROP TABLE finished_mutations")
+            try db.execute(sql: "DROP TABLE finished_keys")
             try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 3")
             try db.execute(sql: "UPDATE mutation_queue SET status = 'done' WHERE seq IN (?, ?)", arguments: [queued[0].sequence, queued[2].sequence])
         }
@@ -86,5 +87,35 @@ import Testing
         #expect(try reopened.finishedMutationKeys() == [queued[0].idempotencyKey, queued[2].idempotencyKey])
         let audit = try reopened.verifyAudit()
         #expect(audit.isIntact && audit.entriesChecked == 3)
+    }
+
+    /// A finished key is kept as its 16 bytes (toolkit step 5), where its text took 47 bytes of every
+    /// synced record; the keys a file finished before the step, as text, are still found.
+    @Test func finishedKeysAreKeptAsBytesAndOlderTextKeysStillCount() async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
+        let sent = try #require(try store.claimMutations(limit: 1, now: now).first)
+        try store.acknowledge(sent, serverVersion: 1, serverID: nil, now: now)
+        let stored = try folder.queue.read { db in
+            (try Row.fetchAll(db, sql: "SELECT key, typeof(key) AS kind FROM finished_keys"),
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM finished_mutations"))
+        }
+        #expect(stored.0.count == 1 && stored.0.first?["kind"] == "blob" && (stored.0.first?["key"] as Data?)?.count == 16)
+        #expect(stored.1 == 0)
+        // A key an older build finished, as text.
+        let older = UUID()
+        try await folder.queue.write { db in
+            try db.execute(sql: "INSERT INTO finished_mutations (idempotency_key) VALUES (?)", arguments: [older.uuidString.lowercased()])
+        }
+        #expect(try store.finishedMutationKeys() == [sent.idempotencyKey, older])
+        let finished = try await folder.queue.read { db in
+            (try MutationQueue.isFinished(older, in: db), try MutationQueue.isFinished(sent.idempotencyKey, in: db),
+             try MutationQueue.isFinished(UUID(), in: db))
+        }
+        #expect(finished.0 && finished.1 && !finished.2)
+        // A late answer to the request finished under the byte key is still told from a stranger's.
+        try store.acknowledge(sent, serverVersion: 1, serverID: nil, now: now)
+        #expect(try store.fetch(OutpostModels.Issue.self, id: sent.recordID)?.sync.version == 1)
     }
 }
