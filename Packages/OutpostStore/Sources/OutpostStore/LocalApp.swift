@@ -67,7 +67,7 @@ public enum ToolkitSchema {
         MigrationStep(version: 2, name: "toolkit 2: versions an import wrote, until the server confirms them", sql: ImportedVersions.table),
         MigrationStep(version: 3, name: "toolkit 3: finished mutations leave the queue, their keys kept", sql: version3),
         MigrationStep(version: 4, name: "toolkit 4: the audit chain's head, kept beside it; short field clocks", sql: auditHeadSQL),
-        MigrationStep(version: 5, name: "toolkit 5: finished mutations' keys in 16 bytes", sql: version5),
+        MigrationStep(version: 5, name: "toolkit 5: finished mutations' keys in 16 bytes; compact field clocks", sql: version5),
     ]
 
     /// The migrator of the toolkit's history.
@@ -132,7 +132,8 @@ public enum ToolkitSchema {
     /// The keys of finished mutations as their 16 bytes: as text in `finished_mutations`, a key took 47
     /// of the 610 bytes a synced issue cost the device (issue 41), 25 more than its bytes do. The keys a
     /// file already holds stay where they are and are read from both tables (`MutationQueue.isFinished`),
-    /// since a step only adds.
+    /// since a step only adds. Builds that know this step also write the compact form of `field_clocks`
+    /// rows (`#` and the clock's bytes), which older builds, refusing a file past their last step, never meet.
     static let version5 = """
         CREATE TABLE finished_keys ( key BLOB PRIMARY KEY NOT NULL ) WITHOUT ROWID;
         """

@@ -125,11 +125,11 @@ extension FieldClocks.Stored {
     /// The `clocks` column of `field_clocks` for a record of `entity`.
     func encoded(for entity: EntityType) throws -> String {
         // The row of nearly every record: one clock for every catalog field, the server's the same, and
-        // nothing else (`shortFormMarker`).
+        // nothing else (`compactFormMarker`).
         if deletion == nil, pulled == nil, written == nil, deferredTombstone == nil, heldVersion == nil,
             server == fields, let shared = Self.allFieldsClock(of: fields, entity)
         {
-            return Self.shortFormMarker + shared.encoded
+            return Self.compactForm(of: shared)
         }
         var json = JSONWriter(capacity: 128)
         json.raw("{")

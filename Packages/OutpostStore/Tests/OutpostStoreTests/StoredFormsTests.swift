@@ -6,6 +6,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import Testing
 
 /// The queue payload and the field clocks are written in compact forms (one clock for all fields, clocks
@@ -214,15 +215,42 @@ import Testing
 /// The field clocks of nearly every record (one clock for every catalog field, the server's the same,
 /// no history) are stored as `@` and the clock, and read back as the long form did.
 @Suite(.fieldService) struct ShortFieldClocksTests {
+    /// Clocks across the encoding's range (its two ends and 500 drawn with a fixed seed) come back from
+    /// the compact form as they went in.
+    @Test func theCompactFormKeepsEveryClock() throws {
+        var generator = SeededGenerator(seed: 41)
+        let edges: [HybridTimestamp] = [
+            HybridTimestamp(physicalMilliseconds: 0, counter: 0, node: NodeID(0)),
+            HybridTimestamp(physicalMilliseconds: HybridTimestamp.maximumPhysicalMilliseconds, counter: .max, node: NodeID(.max)),
+        ]
+        let random = (0..<500).map { _ in
+            HybridTimestamp(
+                physicalMilliseconds: Int64.random(in: 0...HybridTimestamp.maximumPhysicalMilliseconds, using: &generator),
+                counter: UInt16.random(in: 0...UInt16.max, using: &generator), node: NodeID(UInt64.random(in: 0...UInt64.max, using: &generator)))
+        }
+        for clock in edges + random {
+            let text = FieldClocks.Stored.compactForm(of: clock)
+            #expect(text.utf8.count == 23 && text.hasPrefix("#"))
+            #expect(try FieldClocks.Stored.clock(ofCompactForm: text) == clock)
+        }
+        // Damaged: cut short, not base64, a marker alone. Each is refused, never read as another clock.
+        for damaged in ["#", "#AAAA", "#" + String(repeating: "*", count: 22), "#" + String(repeating: "A", count: 23)] {
+            #expect(throws: (any Error).self) { try FieldClocks.Stored.read(damaged, entity: .issue) }
+        }
+    }
+
     @Test func aRecordWithOneClockStoresTheShortFormAndReadsItBack() throws {
         let clock = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 3, node: NodeID(0x1a4f))
         let names = FieldClocks.catalogNames(of: .issue)
         let fields = Dictionary(uniqueKeysWithValues: names.map { ($0, clock) })
         let plain = FieldClocks.Stored(fields: fields, deletion: nil, server: fields)
         let text = try plain.encoded(for: .issue)
-        #expect(text == "@" + clock.encoded)
+        #expect(text.hasPrefix("#") && text.utf8.count == 23, "the compact form (toolkit step 5): \(text)")
         let read = try FieldClocks.Stored.read(text, entity: .issue)
         #expect(read.fields == fields && read.server == fields && read.deletion == nil && read.pulled == nil)
+        // The text form a build before step 5 wrote reads the same.
+        let stepFour = try FieldClocks.Stored.read("@" + clock.encoded, entity: .issue)
+        #expect(stepFour.fields == fields && stepFour.server == fields && stepFour.deletion == nil)
         // Anything more than the one clock keeps the JSON form.
         var deleted = plain
         deleted.deletion = clock
