@@ -112,12 +112,15 @@ public final class BundleRecordStream {
         incoming?.discard()
     }
 
-    /// The next records, up to `maximum`, nil once the document has no more. A record breaking one of
-    /// the catalog's rules ends the read with its located error.
+    /// The next records, up to `maximum` and about `ReaderThread.batchBytes` of values (at least one
+    /// record), nil once the document has no more. A record breaking one of the catalog's rules ends the
+    /// read with its located error.
     public func nextBatch(maximum: Int = 256) throws(BundleError) -> [Record]? {
         var batch: [Record] = []
+        var held = 0
         batch.reserveCapacity(maximum)
-        while batch.count < maximum, let entry = try readAhead.next() {
+        while batch.count < maximum, held < ReaderThread.batchBytes, let entry = try readAhead.next() {
+            held += entry.item.heldBytes
             bytesRead = entry.bytesRead
             switch entry.item {
             case .header(let header):

@@ -7,6 +7,20 @@ enum BundleItem {
     case header(BundleHeader)
     case file(FileReference, SourceLocation)
     case record(EntityRecord, SourceLocation)
+
+    /// About what the item holds in memory: its text and blob values' bytes, and a fixed allowance for
+    /// the rest. What bounds the items read ahead and batched by bytes, not only by count: 2,048 records
+    /// of three 1 MB values each read ahead took an import to 1.35 GB for a 900 MB bundle (attack 68).
+    var heldBytes: Int {
+        guard case .record(let record, _) = self else { return 1024 }
+        return record.fields.values.reduce(512) { total, value in
+            switch value {
+            case .text(let text): total + text.utf8.count + 16
+            case .blob(let data): total + data.count + 16
+            default: total + 16
+            }
+        }
+    }
 }
 
 /// What a bundle says about itself.

@@ -8,7 +8,8 @@ import OutpostSchema
 ///
 /// Why: parsing (libxml2 with the XSD, or the JSON tokenizer) and building records is about half of an
 /// import's time, and checking and writing them the other half; on a machine with two cores the two halves
-/// overlap. Memory stays bounded: at most `batchLimit` batches of `batchSize` items are read and not yet
+/// overlap. Memory stays bounded: at most `batchLimit` batches of `batchSize` items, and of about
+/// `batchBytes` each (`BundleItem.heldBytes`: a batch ends once its items pass it), are read and not yet
 /// taken. The parser blocks (libxml2 pulls its input), so it gets a thread, never one of Swift's pool.
 ///
 /// The reader is used only on that thread until it ends, and `finish()` (which the stream always calls,
@@ -28,8 +29,12 @@ final class ReaderThread {
     private var current: [Entry] = []
     private var position = 0
 
-    /// Starts reading `reader` on a new thread, `batchSize` items a batch.
-    init(_ reader: any BundleItemReader, batchSize: Int = 256, batchLimit: Int = 8) {
+    /// The most bytes of values a batch gathers before it is handed over (past it by one item at most).
+    static let batchBytes = 2 << 20
+
+    /// Starts reading `reader` on a new thread, `batchSize` items a batch, and no more than about
+    /// `batchBytes` of values.
+    init(_ reader: any BundleItemReader, batchSize: Int = 256, batchLimit: Int = 8, batchBytes: Int = ReaderThread.batchBytes) {
         let pipeline = ReadAhead<[Entry], BundleError>(depth: batchLimit)
         self.pipeline = pipeline
         let box = UncheckedReader(reader: reader)
@@ -39,9 +44,10 @@ final class ReaderThread {
                 var more = true
                 while more, pipeline.roomBlocking() {
                     var batch: [Entry] = []
+                    var held = 0
                     batch.reserveCapacity(batchSize)
                     defer { if !batch.isEmpty { pipeline.hand(batch) } }
-                    while batch.count < batchSize {
+                    while batch.count < batchSize, held < batchBytes {
                         guard let item = try box.reader.next() else {
                             more = false
                             break
@@ -52,6 +58,7 @@ final class ReaderThread {
                         if case .record(let record, let location) = item, let failure = record.validationErrors.first {
                             throw BundleError(failure, at: location)
                         }
+                        held += item.heldBytes
                         batch.append(Entry(item: item, bytesRead: box.reader.bytesRead))
                     }
                 }
