@@ -44,15 +44,18 @@ public final class Device: Sendable {
     /// Opens (creating and migrating as needed) the store at `path`, of `app`'s schema and steps.
     /// Without a server the device works offline only; `transport` replaces HTTP
     /// (`OutpostServerTesting.InProcessServer` in tests). `originalsCacheBytes` bounds the teammates'
-    /// originals kept on the device (256 MiB unless the app says otherwise).
+    /// originals kept on the device (256 MiB unless the app says otherwise). `keepingFree` is the free
+    /// space on the store's volume that pulled pages and pre-sync downloads never take, for the user's
+    /// own writes (`LocalStore.open(at:app:synchronous:busyTimeout:keepingFree:)`).
     public init(
         path: String, app: LocalApp, server: Server? = nil, transport: (any SyncTransport)? = nil,
-        policy: ConflictPolicy = ConflictPolicy(), originalsCacheBytes: Int64 = 256 << 20
+        policy: ConflictPolicy = ConflictPolicy(), originalsCacheBytes: Int64 = 256 << 20,
+        keepingFree: Int64 = LocalStore.defaultFreeBytesKept
     ) throws(OutpostError) {
         self.originalsCacheBytes = originalsCacheBytes
         let store: LocalStore
         do {
-            store = try LocalStore.open(at: path, app: app)
+            store = try LocalStore.open(at: path, app: app, keepingFree: keepingFree)
         } catch {
             throw .store(error)
         }
@@ -163,15 +166,23 @@ public final class Device: Sendable {
     /// the import overlap. On a slow one the import waits for the whole file, so it holds the store's
     /// write lock no longer than an import of a file does. A failed download rolls the import back and
     /// is thrown as the transport's error.
+    ///
+    /// The download takes no more of the device's disk than a pull does: on a volume with less free space
+    /// than the store keeps (`keepingFree`), it is refused before it starts and stopped as it arrives,
+    /// with `storageFull`, nothing imported. What an earlier pre-sync killed midway left in the store's
+    /// scratch folder is removed first.
     @discardableResult
     public func preSync(
         project: UUID, format: BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) async throws(OutpostError) -> ImportSummary {
         let connection = try connected()
         // In the store's scratch folder, marked as this process's: what a crash leaves there is removed
-        // by the next sync's first run (`LocalStore.collectMediaLeftovers`), not left in a temp folder.
+        // by the next sync's first run or pre-sync (`LocalStore.collectMediaLeftovers`), not left in a
+        // temp folder. Three killed pre-syncs left 180 MB there until the next sync (attack 68).
         let file: URL
         do {
+            _ = try? store.collectMediaLeftovers()
+            try store.checkRoomForDownload()
             file = try store.scratchFile(pathExtension: format.rawValue)
         } catch {
             throw .store(error)
@@ -179,10 +190,13 @@ public final class Device: Sendable {
         defer { try? FileManager.default.removeItem(at: file) }
         let arrival = BundleArrival()
         let transport = connection.transport
+        let room = DownloadRoom(store: store)
         let download = Task { () -> Result<Int64, TransportError> in
             do throws(TransportError) {
                 let size = try await transport.downloadBundle(project: project, format: format, into: file) {
                     arrival.noteWritten($0)
+                    // Short of room: the import stops reading (and rolls back), the download is cut.
+                    if let shortOfRoom = room.check(written: $0) { arrival.fail(shortOfRoom) }
                 }
                 arrival.finish()
                 return .success(size)
@@ -206,6 +220,7 @@ public final class Device: Sendable {
                 thread.start()
             }
         }
+        room.download = download
         // Cancelling the pre-sync cancels the download; the import then fails with it and rolls back.
         var imported = await withTaskCancellationHandler {
             await arrival.readyToImport()
@@ -222,6 +237,7 @@ public final class Device: Sendable {
         // once this returns (it is removed above).
         if case .failure = imported { download.cancel() }
         let downloaded = await download.value
+        if let shortOfRoom = room.failure { throw .store(shortOfRoom) }
         switch (imported, downloaded) {
         case (.success(let summary), .success):
             return summary
@@ -603,5 +619,59 @@ private actor OneAtATime {
         }
         queue.removeFirst().resume()
         waiting[key] = queue
+    }
+}
+
+/// The room a pre-sync's download leaves on the store's volume, checked as the file grows (every
+/// `checkEvery` bytes): short of what the store keeps free, the download is cut and its failure kept.
+private final class DownloadRoom: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var checkedAt: Int64 = 0
+    private var shortOfRoom: StoreError?
+    private var task: Task<Result<Int64, TransportError>, Never>?
+    private let store: LocalStore
+    /// 4 MiB: a check (one `statfs`) costs microseconds, the bytes between two checks a few milliseconds.
+    static let checkEvery: Int64 = 4 << 20
+
+    init(store: LocalStore) {
+        self.store = store
+    }
+
+    /// The download's task, cut as soon as the room runs short (at once, if it already has).
+    var download: Task<Result<Int64, TransportError>, Never>? {
+        get { lock.withLock { task } }
+        set {
+            let cut = lock.withLock { () -> Bool in
+                task = newValue
+                return shortOfRoom != nil
+            }
+            if cut { newValue?.cancel() }
+        }
+    }
+
+    /// Why the download was cut, if it was.
+    var failure: StoreError? { lock.withLock { shortOfRoom } }
+
+    /// Checks the room once the file has grown `checkEvery` bytes since the last check; returns the
+    /// failure (the first one, once) and cuts the download when the room has run short.
+    func check(written: Int64) -> StoreError? {
+        let due = lock.withLock { () -> Bool in
+            guard shortOfRoom == nil, written - checkedAt >= Self.checkEvery else { return false }
+            checkedAt = written
+            return true
+        }
+        guard due else { return nil }
+        do {
+            try store.checkRoomForDownload()
+            return nil
+        } catch {
+            let cut = lock.withLock { () -> Task<Result<Int64, TransportError>, Never>? in
+                shortOfRoom = error
+                return task
+            }
+            cut?.cancel()
+            return error
+        }
     }
 }

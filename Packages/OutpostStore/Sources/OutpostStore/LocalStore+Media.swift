@@ -114,7 +114,8 @@ extension LocalStore {
     /// Puts right what a crash left in the media and scratch folders: copies and downloads of processes
     /// that are gone, files no record names, a previous original whose replacement never committed (put
     /// back) or did (removed). In one write transaction, so no attach of another process is half done
-    /// meanwhile (see `attach`). `open` runs it; returns how many files it removed or put back.
+    /// meanwhile (see `attach`). A sync's first run runs it (`recoverInterruptedRun`), and so does a
+    /// pre-sync before it downloads; returns how many files it removed or put back.
     @discardableResult
     public func collectMediaLeftovers() throws(StoreError) -> Int {
         try write { db in
@@ -123,7 +124,7 @@ extension LocalStore {
     }
 
     /// A folder beside the database for files the store's tools write and remove (a pre-sync download).
-    /// What a process that is gone left there is removed when a store is opened.
+    /// What a process that is gone left there is removed by `collectMediaLeftovers()`.
     public var scratchFolder: URL { URL(fileURLWithPath: path + ".scratch", isDirectory: true) }
 
     /// A new file name in `scratchFolder` (the folder created), marked as this process's, ending in `pathExtension`.

@@ -181,9 +181,17 @@ extension LocalStore {
         return report
     }
 
+    /// Throws `storageFull` while the store's volume has less free space than the store keeps free
+    /// (`open(at:app:synchronous:busyTimeout:keepingFree:)`), as a pulled page is refused: for a download
+    /// into the store's folder (a pre-sync's bundle) to stop before it takes the room kept for the user's
+    /// own writes. A pre-sync wrote a 1 GB bundle into a volume with 200 MB free (attack 68).
+    public func checkRoomForDownload() throws(StoreError) {
+        try checkRoomForPulledData(waiting: "downloads wait")
+    }
+
     /// Throws `storageFull` while the store's volume has less free space than `keptFreeBytes`. A volume
     /// whose free space cannot be read is not judged full: SQLite's own "disk full" still stops a write.
-    func checkRoomForPulledData() throws(StoreError) {
+    func checkRoomForPulledData(waiting: String = "pulled pages wait") throws(StoreError) {
         guard keptFreeBytes > 0 else { return }
         let folder = (path as NSString).deletingLastPathComponent
         guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
@@ -191,7 +199,7 @@ extension LocalStore {
         else { return }
         throw StoreError(
             .storageFull, path: path,
-            message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes: pulled pages wait until space is freed")
+            message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes: \(waiting) until space is freed")
     }
 
     /// The saved cursor of `stream`, nil before the first pull.
