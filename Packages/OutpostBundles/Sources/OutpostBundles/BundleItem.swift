@@ -13,13 +13,7 @@ enum BundleItem {
     /// of three 1 MB values each read ahead took an import to 1.35 GB for a 900 MB bundle (attack 68).
     var heldBytes: Int {
         guard case .record(let record, _) = self else { return 1024 }
-        return record.fields.values.reduce(512) { total, value in
-            switch value {
-            case .text(let text): total + text.utf8.count + 16
-            case .blob(let data): total + data.count + 16
-            default: total + 16
-            }
-        }
+        return 512 + record.valueBytes
     }
 }
 

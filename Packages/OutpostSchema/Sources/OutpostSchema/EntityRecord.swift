@@ -182,3 +182,18 @@ extension String {
         return true
     }
 }
+
+extension EntityRecord {
+    /// The bytes of its text and blob values, with 16 for each other value: about what the record
+    /// holds in memory past its fixed part. What bounds work by bytes as well as by count where records
+    /// may be large (a bundle's read-ahead, an import's sort), since one may hold megabytes.
+    public var valueBytes: Int {
+        fields.values.reduce(0) { total, value in
+            switch value {
+            case .text(let text): total + text.utf8.count + 16
+            case .blob(let data): total + data.count + 16
+            default: total + 16
+            }
+        }
+    }
+}

@@ -35,6 +35,13 @@ final class StagedTable {
     private var lastDirectID: String?
     /// Whether records still go straight in: the table started empty and no id came out of order.
     private var writesDirectly: Bool
+    /// The most value bytes one staged record held (`EntityRecord.valueBytes`).
+    private var largestStaged = 0
+    /// Whether the last `flush` read the staged rows through an index of their ids (see `flush`).
+    private(set) var flushedThroughIndex = false
+
+    /// Staged records above this many value bytes are moved through an index of their ids, not sorted.
+    static let sortedRowLimit = 64 * 1024
 
     private let db: Database
     private let table: String
@@ -85,6 +92,7 @@ final class StagedTable {
         }
         let statement = try insertStatement ?? makeStage()
         insertStatement = statement
+        largestStaged = max(largestStaged, record.valueBytes)
         try statement.execute { binder in
             layout.bind(record, to: &binder)
             binder.bind(location.line.map(Int64.init))
@@ -97,9 +105,18 @@ final class StagedTable {
 
     /// Moves the staged records into the real table in key order. A second record with an id already
     /// staged makes the insert fail; the error then names that record and where it stands.
+    ///
+    /// SQLite sorts whole rows for `ORDER BY id`, and its merge holds a row of each run it spilled: with
+    /// records of three 1 MB values that was 1.6 MB of memory per record, 480 MiB for 300 (attack 68,
+    /// finding 7). When a staged record is larger than `sortedRowLimit`, the ids alone are sorted (an
+    /// index on the staging table) and the rows read through it; smaller rows sort faster whole.
     func flush(location: SourceLocation) throws {
         guard inStage > 0 else { return }
         let list = columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        flushedThroughIndex = largestStaged > Self.sortedRowLimit
+        if flushedThroughIndex {
+            try db.execute(sql: "CREATE INDEX temp.\(byIDIndex) ON \(stage) (id)")
+        }
         do {
             try db.execute(sql: "INSERT INTO main.\(table) (\(list)) SELECT \(list) FROM temp.\(stage) ORDER BY id")
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -142,6 +159,9 @@ final class StagedTable {
         try db.execute(sql: "DROP TABLE IF EXISTS temp.\(stage)")
     }
 
+    /// The staging table's index of ids, made for a flush of large rows or a duplicate's search.
+    private var byIDIndex: String { "\(stage.dropFirst().dropLast())_by_id".quotedDatabaseIdentifier }
+
     private func makeStage() throws -> Statement {
         // No types, keys or constraints: rows are appended as bound and read back once, sorted.
         let all = (columns + Self.locationColumns).map(\.quotedDatabaseIdentifier).joined(separator: ", ")
@@ -153,7 +173,7 @@ final class StagedTable {
     /// The later of two staged records sharing an id, as a located error (an index is built for this
     /// search only: it runs once, on a failing import).
     private func duplicateError(location: SourceLocation) throws -> BundleError? {
-        try db.execute(sql: "CREATE INDEX temp.\("\(stage.dropFirst().dropLast())_by_id".quotedDatabaseIdentifier) ON \(stage) (id)")
+        try db.execute(sql: "CREATE INDEX IF NOT EXISTS temp.\(byIDIndex) ON \(stage) (id)")
         guard let row = try Row.fetchOne(db, sql: """
             SELECT s.id, s.import_line, s.import_column, s.import_path FROM temp.\(stage) s
             WHERE EXISTS (SELECT 1 FROM temp.\(stage) t WHERE t.id = s.id AND t.rowid < s.rowid)

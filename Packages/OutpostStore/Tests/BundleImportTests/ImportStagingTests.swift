@@ -174,3 +174,32 @@ import Testing
         #expect(errors.first?.code == .schemaViolation, "\(errors)")
     }
 }
+
+/// Staged records of megabytes are moved into their table through an index of their ids, not sorted
+/// whole: SQLite's sort kept a row of each run it spilled, 1.6 MB of memory per record of three 1 MB
+/// values, 480 MiB for an import of 300 (attack 68, finding 7; `sqlite3` alone: 196 MB for 100 such rows
+/// sorted whole, 24 MB through an index).
+@Suite(.fieldService) struct LargeStagedRowsTests {
+    @Test(arguments: [(1_000_000, true), (1_000, false)])
+    func largeStagedRowsAreMovedThroughAnIndexOfTheirIds(details: Int, throughIndex: Bool) throws {
+        let workspace = try Workspace()
+        _ = try LocalStore.open(at: workspace.databasePath)
+        let project = UUID()
+        // Ids in descending order: the first goes straight in, the others are staged.
+        let ids = (0..<3).map { _ in UUID() }.sorted { $0.uuidString > $1.uuidString }
+        try DatabaseQueue(path: workspace.databasePath).inTransaction { db in
+            let table = try StagedTable(EntityType.issue.description, in: db)
+            for id in ids {
+                var issue = OutpostModels.Issue(id: id, projectID: project, title: "Large")
+                issue.details = String(repeating: "w", count: details)
+                try table.stage(issue.record, at: SourceLocation())
+            }
+            try table.flush(location: SourceLocation())
+            #expect(table.flushedThroughIndex == throughIndex)
+            let stored = try Int.fetchOne(db, sql: "SELECT count(*) FROM issues WHERE length(details) = ?", arguments: [details])
+            #expect(stored == 3)
+            try table.drop()
+            return .rollback
+        }
+    }
+}
