@@ -120,7 +120,7 @@ public final class BundleRecordStream {
         var held = 0
         batch.reserveCapacity(maximum)
         while batch.count < maximum, held < ReaderThread.batchBytes, let entry = try readAhead.next() {
-            held += entry.item.heldBytes
+            held += entry.heldBytes
             bytesRead = entry.bytesRead
             switch entry.item {
             case .header(let header):

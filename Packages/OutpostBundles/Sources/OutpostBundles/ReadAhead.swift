@@ -22,6 +22,8 @@ final class ReaderThread {
         // pipeline's lock handed it over; nothing touches it on two threads at once.
         let item: BundleItem
         let bytesRead: Int64
+        /// `item.heldBytes`, worked out once on the reader's thread for both bounds.
+        let heldBytes: Int
     }
 
     private let pipeline: ReadAhead<[Entry], BundleError>
@@ -58,8 +60,9 @@ final class ReaderThread {
                         if case .record(let record, let location) = item, let failure = record.validationErrors.first {
                             throw BundleError(failure, at: location)
                         }
-                        held += item.heldBytes
-                        batch.append(Entry(item: item, bytesRead: box.reader.bytesRead))
+                        let entry = Entry(item: item, bytesRead: box.reader.bytesRead, heldBytes: item.heldBytes)
+                        held += entry.heldBytes
+                        batch.append(entry)
                     }
                 }
             } catch {

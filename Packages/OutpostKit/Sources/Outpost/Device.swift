@@ -220,7 +220,7 @@ public final class Device: Sendable {
                 thread.start()
             }
         }
-        room.download = download
+        room.watch(download)
         // Cancelling the pre-sync cancels the download; the import then fails with it and rolls back.
         var imported = await withTaskCancellationHandler {
             await arrival.readyToImport()
@@ -638,16 +638,13 @@ private final class DownloadRoom: @unchecked Sendable {
         self.store = store
     }
 
-    /// The download's task, cut as soon as the room runs short (at once, if it already has).
-    var download: Task<Result<Int64, TransportError>, Never>? {
-        get { lock.withLock { task } }
-        set {
-            let cut = lock.withLock { () -> Bool in
-                task = newValue
-                return shortOfRoom != nil
-            }
-            if cut { newValue?.cancel() }
+    /// Takes the download's task, to cut it as soon as the room runs short (at once, if it already has).
+    func watch(_ download: Task<Result<Int64, TransportError>, Never>) {
+        let cut = lock.withLock { () -> Bool in
+            task = download
+            return shortOfRoom != nil
         }
+        if cut { download.cancel() }
     }
 
     /// Why the download was cut, if it was.
