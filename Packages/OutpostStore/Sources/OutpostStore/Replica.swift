@@ -40,7 +40,8 @@ public protocol Replica: Sendable {
     /// Puts claimed changes back in line as they were, no attempt charged.
     func putBack(_ mutations: [Mutation]) throws(StoreError)
 
-    /// Ends a run: a complete one that left nothing unsent is remembered as the last successful sync.
+    /// Ends a run: a complete one that left nothing unsent is remembered as the last successful sync,
+    /// and a complete one that left a quarter of the file free (a drained queue) packs the file.
     func finishRun(complete: Bool, at date: Date) throws(StoreError)
 
     /// The last checkpoint of the server's history this device was given (sent with each pull; the
@@ -169,7 +170,9 @@ extension LocalStore: Replica {
     }
 
     public func finishRun(complete: Bool, at date: Date) throws(StoreError) {
-        if complete, try status().pendingChanges == 0 { try recordSuccessfulSync(at: date) }
+        guard complete else { return }
+        if try status().pendingChanges == 0 { try recordSuccessfulSync(at: date) }
+        compactIfWorthwhile()
     }
 
     public func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement {
