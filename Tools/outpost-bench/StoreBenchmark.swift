@@ -214,9 +214,9 @@ struct StoreBenchmark: BenchmarkSuite {
     private func sqlite3ReplayRate(of path: String, mode: LocalStore.SynchronousMode, folder: URL) throws -> Double {
         let byWrite = "FROM audit_log a JOIN %@ ORDER BY a.seq"
         let tables: [(name: String, select: String)] = [
-            ("issues", "SELECT t.* " + byWrite.replacingOccurrences(of: "%@", with: "issues t ON t.id = a.record_id")),
+            ("issues", "SELECT t.* " + byWrite.replacingOccurrences(of: "%@", with: "issues t ON t.id = \(LocalStore.idTextSQL(of: "a.record_id"))")),
             ("field_clocks", "SELECT t.* " + byWrite.replacingOccurrences(
-                of: "%@", with: "field_clocks t ON t.entity = a.entity AND t.record_id = a.record_id")),
+                of: "%@", with: "field_clocks t ON t.entity = a.entity AND t.record_id = \(LocalStore.idTextSQL(of: "a.record_id"))")),
             ("audit_log", "SELECT * FROM audit_log ORDER BY seq"),
             ("mutation_queue", "SELECT * FROM mutation_queue ORDER BY seq"),
         ]

@@ -163,7 +163,7 @@ func writtenRecords(devicePath: String) throws -> Set<String> {
     configuration.readonly = true
     let queue = try DatabaseQueue(path: devicePath, configuration: configuration)
     return try queue.read { db in
-        Set(try Row.fetchAll(db, sql: "SELECT DISTINCT entity, record_id FROM audit_log").map { row in
+        Set(try Row.fetchAll(db, sql: "SELECT DISTINCT entity, \(LocalStore.idTextSQL(of: "record_id")) AS record_id FROM audit_log").map { row in
             "\(row["entity"] as String)/\((row["record_id"] as String).lowercased())"
         })
     }

@@ -58,7 +58,8 @@ enum AuditTrail {
             row.bind(seq)
             row.bind(at)
             row.bind(entity.rawValue)
-            row.bind(id)
+            // The id's 16 bytes (toolkit step 6): 20 fewer than its text; the hash covers its text.
+            row.bind(recordID.storageBytes)
             row.bind(operation.rawValue)
             row.bind(stored)
             row.bind(hash)
@@ -204,10 +205,12 @@ enum AuditTrail {
         var references: [Int64: (entity: String, payload: Data)] = [:]
         let cursor = try Row.fetchCursor(
             db, sql: """
-                SELECT seq, at, entity, record_id, operation, CAST(payload AS BLOB), previous_hash, hash,
-                       typeof(at) = 'integer' AND typeof(entity) = 'text' AND typeof(record_id) = 'text'
-                       AND typeof(operation) = 'text'
-                       AND instr(CAST(entity || record_id || operation AS BLOB), X'00') = 0
+                SELECT seq, at, entity, \(LocalStore.idTextSQL(of: "record_id")), operation, CAST(payload AS BLOB),
+                       previous_hash, hash,
+                       typeof(at) = 'integer' AND typeof(entity) = 'text' AND typeof(operation) = 'text'
+                       AND (typeof(record_id) = 'text' OR (typeof(record_id) = 'blob' AND length(record_id) = 16))
+                       AND instr(CAST(entity || operation AS BLOB), X'00') = 0
+                       AND (typeof(record_id) = 'blob' OR instr(CAST(record_id AS BLOB), X'00') = 0)
                 FROM audit_log ORDER BY seq
                 """)
         while let row = try cursor.next() {
@@ -216,6 +219,7 @@ enum AuditTrail {
             }
             // Each column as the store writes it: a time stored as text or a fraction, or a name with a NUL
             // inside (which C-string readers cut off, so it would hash as the name before it), is an edit.
+            // A record's id is its text (before step 6) or its 16 bytes, hashed as its text either way.
             let seq = row[0] as Int64
             guard row[8] as Bool? == true, let at = row[1] as Int64?, let entity = row[2] as String?,
                 let recordID = row[3] as String?, let operation = row[4] as String?, let payload = row[5] as Data?,
@@ -314,7 +318,7 @@ enum AuditTrail {
             SELECT q.seq, CAST(q.entity AS TEXT), CAST(q.record_id AS TEXT), CAST(q.operation AS TEXT),
                    quote(q.audit_seq), instr(CAST(q.payload AS TEXT), '"fieldsInAudit":true') > 0, CAST(q.payload AS TEXT),
                    a.seq IS NOT NULL AND typeof(q.audit_seq) = 'integer',
-                   a.entity IS q.entity AND a.record_id IS q.record_id,
+                   a.entity IS q.entity AND \(LocalStore.idTextSQL(of: "a.record_id")) IS q.record_id,
                    a.operation IS q.operation AND a.at IS q.created_at
             FROM mutation_queue AS q LEFT JOIN audit_log AS a ON a.seq = q.audit_seq
             WHERE q.audit_seq IS NOT NULL OR instr(CAST(q.payload AS TEXT), '"fieldsInAudit":true') > 0
@@ -357,9 +361,10 @@ enum AuditTrail {
         // What the chain recorded for the records of rows written whole, field by field.
         var recorded: [String: [String: [FieldValue]]] = [:]
         let keys = Set(whole.map(\.key))
+        let recordID = LocalStore.idTextSQL(of: "record_id")
         let entries = try Row.fetchCursor(db, sql: """
-            SELECT seq, CAST(entity AS TEXT), CAST(record_id AS TEXT), CAST(payload AS BLOB) FROM audit_log
-            WHERE record_id IN (SELECT record_id FROM mutation_queue) ORDER BY seq
+            SELECT seq, CAST(entity AS TEXT), CAST(\(recordID) AS TEXT), CAST(payload AS BLOB) FROM audit_log
+            WHERE \(recordID) IN (SELECT record_id FROM mutation_queue) ORDER BY seq
             """)
         while let entry = try entries.next() {
             let entity = entry[1] as String? ?? "", key = entity + "/" + (entry[2] as String? ?? "")

@@ -89,6 +89,16 @@ public final class LocalStore: Sendable {
 
     deinit { claimOwner.release() }
 
+    /// SQL that reads `column` of the store's file, holding record ids as their text or as their 16 bytes
+    /// (`audit_log.record_id`, toolkit step 6 on), as their text: for the store's own queries and for
+    /// tools that read the file with SQLite. Anything else the column holds reads as it is.
+    public static func idTextSQL(of column: String) -> String {
+        let hex = "hex(\(column))"
+        return "(CASE WHEN typeof(\(column)) = 'blob' AND length(\(column)) = 16 THEN lower(substr(\(hex), 1, 8) || '-' || "
+            + "substr(\(hex), 9, 4) || '-' || substr(\(hex), 13, 4) || '-' || substr(\(hex), 17, 4) || '-' || substr(\(hex), 21)) "
+            + "ELSE \(column) END)"
+    }
+
     /// SQLite's durability setting for the store's connections.
     public enum SynchronousMode: String, Sendable {
         /// Fsync at checkpoints only: fast; a power loss may undo the latest commits.

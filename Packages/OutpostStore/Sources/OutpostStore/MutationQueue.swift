@@ -184,7 +184,8 @@ enum MutationQueue {
     /// payload is read as a blob, as the walk reads it, so both see the same bytes however stored.
     static let auditFieldsColumn = """
         (SELECT CAST(payload AS BLOB) FROM audit_log WHERE audit_log.seq = mutation_queue.audit_seq
-            AND audit_log.entity = mutation_queue.entity AND audit_log.record_id = mutation_queue.record_id
+            AND audit_log.entity = mutation_queue.entity
+            AND \(LocalStore.idTextSQL(of: "audit_log.record_id")) = mutation_queue.record_id
             AND audit_log.operation = mutation_queue.operation AND audit_log.at = mutation_queue.created_at) AS audit_fields,
         mutation_queue.audit_seq AS audit_entry, mutation_queue.entity AS audit_entity
         """

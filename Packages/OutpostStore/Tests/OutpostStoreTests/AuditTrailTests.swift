@@ -211,6 +211,40 @@ import Testing
         #expect(try store.verifyAudit().firstBrokenEntry == 2)
     }
 
+    /// Entries name their record by its 16 bytes (toolkit step 6), 20 fewer than its text, and the
+    /// queue still reads each write's fields from its own entry.
+    @Test func entriesNameTheirRecordInSixteenBytes() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(3, in: folder)
+        let stored = try await folder.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT typeof(record_id), length(record_id), record_id FROM audit_log ORDER BY seq").map {
+                ($0[0] as String, $0[1] as Int, $0[2] as Data)
+            }
+        }
+        #expect(stored.map(\.0) == ["blob", "blob", "blob"] && stored.map(\.1) == [16, 16, 16])
+        #expect(stored.map { UUID(storageBytes: $0.2) } == issues.map(\.id))
+        #expect(try store.verifyAudit().isIntact)
+        let sent = try store.claimMutations(limit: 10, now: Date())
+        #expect(sent.map { $0.fields["title"] } == issues.map { .text($0.title) })
+    }
+
+    /// Another record's bytes, bytes of another length, or another spelling of the id are edits the
+    /// walk names; the id's own text in place of its bytes is the same entry (the hash covers the text).
+    @Test(arguments: [
+        ("UPDATE audit_log SET record_id = randomblob(16) WHERE seq = 2", true),
+        ("UPDATE audit_log SET record_id = substr(record_id, 1, 15) WHERE seq = 2", true),
+        ("UPDATE audit_log SET record_id = record_id || X'00' WHERE seq = 2", true),
+        ("UPDATE audit_log SET record_id = lower(hex(record_id)) WHERE seq = 2", true),
+        ("UPDATE audit_log SET record_id = \(LocalStore.idTextSQL(of: "record_id")) WHERE seq = 2", false),
+    ])
+    func anEditedRecordIDIsNamed(edit: String, breaks: Bool) async throws {
+        let folder = try TemporaryDatabase()
+        let (store, _) = try await savePrimedIssues(3, in: folder)
+        try await folder.queue.write { try $0.execute(sql: edit) }
+        let report = try store.verifyAudit()
+        #expect(report.firstBrokenEntry == (breaks ? 2 : nil), "\(report)")
+    }
+
     /// An issue created (acknowledged), resolved (sent, and acknowledged when asked) and opened again
     /// a few milliseconds later: three entries, the last write's mutation a row of its own.
     private func saveThreeWritesOfOneIssue(in folder: TemporaryDatabase, acknowledgingTheSecond: Bool) async throws -> LocalStore {
