@@ -439,6 +439,67 @@ struct RestoreTests {
         #expect(bad.status == 400)
     }
 
+    /// Attack 69, finding 3: a record the office deleted, which the crew's device had pulled deleted,
+    /// came back live on the server and every other device after the crew's rebuild (a restore, or a
+    /// checkpoint the server never gave): the rebuild sent the crew's values from before the delete
+    /// again, and the client-wins clock-in took them over the delete (field merge kept the delete but
+    /// opened a false conflict). Values a device holds under a delete it saw are not its to send again.
+    @Test("A record deleted elsewhere that the device pulled deleted stays deleted through its rebuild, with no conflict",
+          arguments: ["restore", "unknown checkpoint"])
+    func aDeleteTheDeviceSawIsNotUndoneByItsRebuild(_ cause: String) async throws {
+        var server = try await TestServer.start(.sqlite)
+        let folder = server.directory
+        func store(_ name: String) throws -> LocalStore {
+            try LocalStore.open(at: folder.appendingPathComponent("\(name).sqlite").path)
+        }
+        func sync(_ store: LocalStore, token: String) async throws -> SyncReport {
+            try await SyncEngine(store: store, transport: server.transport(token: token)).sync()
+        }
+        let crew = try store("crew"), office = try store("office")
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        let clockIn = try await crew.save(OutpostModels.TimeEntry(
+            projectID: TestServer.projectA, memberID: aliceInA, kind: .clockIn, recordedAt: Date(), note: "Gate 3"))
+        let issue = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        let kept = try await crew.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Cracked tile"))
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+        #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        #expect(try await office.delete(.timeEntry, id: clockIn.id))
+        #expect(try await office.delete(.issue, id: issue.id))
+        #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+        #expect(try crew.record(.timeEntry, id: clockIn.id)?.sync.isDeleted ?? true)
+        let backup = try await Backup.take(of: server)
+        _ = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Order tiles"))
+        #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+
+        if cause == "restore" {
+            server = try await backup.restore()
+        } else {
+            try await DatabaseQueue(path: crew.path).write { db in
+                try db.execute(sql: "UPDATE sync_state SET value = '999.0123456789abcdef' WHERE key = 'history_checkpoint'")
+                #expect(db.changesCount == 1)
+            }
+        }
+        defer { Task { [server] in await server.stop() } }
+        let rebuilt = try await sync(crew, token: TestServer.aliceToken)
+        #expect(rebuilt.historyChanged, "\(rebuilt)")
+        for _ in 0..<2 {
+            #expect(try await sync(crew, token: TestServer.aliceToken).isComplete)
+            #expect(try await sync(office, token: TestServer.carolToken).isComplete)
+        }
+        let fresh = try store("fresh")
+        #expect(try await sync(fresh, token: TestServer.carolToken).isComplete)
+        for (name, device) in [("crew", crew), ("office", office), ("fresh", fresh)] {
+            #expect(try device.record(.timeEntry, id: clockIn.id)?.sync.isDeleted ?? true, "\(name) holds the clock-in live")
+            #expect(try device.record(.issue, id: issue.id)?.sync.isDeleted ?? true, "\(name) holds the issue live")
+            #expect(try device.fetch(OutpostModels.Issue.self, id: kept.id)?.title == "Cracked tile", "\(name)")
+            let conflicts = try device.openConflicts()
+            #expect(conflicts.isEmpty, "\(name): \(conflicts)")
+            #expect(try device.status().pendingChanges == 0, "\(name)")
+        }
+    }
+
     /// Attack 60, findings 1b and 1c: a damaged pull cursor or history checkpoint on the device was
     /// refused 400 on every run, forever, and the device's writes never left it.
     @Test("A damaged cursor or checkpoint on the device: the next sync starts over from the beginning and sends the waiting edit",

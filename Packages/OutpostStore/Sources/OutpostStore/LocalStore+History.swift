@@ -307,6 +307,15 @@ extension StoreWriter {
         let own = clock.node
         local.sync.syncStatus = .pending
         let ownFields = clocks.fields.filter { field, stamp in stamp.node == own && !(waiting?.fields.contains(field) ?? false) }
+        // Values this device holds under a delete it took in (no change of its own waits) are the
+        // tombstone's last values, which that delete already passed over here. Sent again as an update to
+        // a server that holds the record deleted too, they are no lost write: a client-wins record took
+        // them over the delete and came back live on every other device (attack 69, finding 3). They
+        // still go as last values of a delete sent again.
+        func notPassedOver(_ fields: [String]) -> [String] {
+            guard local.sync.isDeleted, waiting == nil, let deletion = clocks.deletion else { return fields }
+            return fields.filter { (clocks.fields[$0] ?? .origin) > deletion }
+        }
         // Lost values of a record whose delete waits go with that delete, as the tombstone's last values:
         // an update queued behind it would bring the record back.
         func send(_ fields: [String]) throws -> Int {
@@ -334,7 +343,7 @@ extension StoreWriter {
                 try resend(local, operation: .delete, fields: ownFields.keys.sorted(), clocks: clocks, deletion: deletion, db: db, now: now)
                 return 1
             }
-            return try send(ownFields.keys.sorted())
+            return try send(notPassedOver(ownFields.keys.sorted()))
         }
         let lost = ownFields.filter { field, stamp in stamp > (remote.clocks[field] ?? .origin) }.keys.sorted()
         if local.sync.isDeleted, waiting == nil, remote.deletion == nil, let deletion = clocks.deletion {
@@ -347,7 +356,7 @@ extension StoreWriter {
             try resend(local, operation: .delete, fields: lost, clocks: clocks, deletion: deletion, db: db, now: now)
             return 1
         }
-        return try send(lost)
+        return try send(notPassedOver(lost))
     }
 
     /// Queues a change of `record` with the stamps it already carries (not new ones: the values were
