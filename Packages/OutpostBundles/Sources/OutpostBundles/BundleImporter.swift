@@ -162,7 +162,11 @@ public final class BundleRecordStream {
     /// the ones the store of the database at `databasePath` lacks into a private folder beside it. Call
     /// inside the import's transaction, so a bad file rolls the records back; `storeFiles()` moves the
     /// copies into place once the records committed.
-    public func stageFiles(forDatabaseAt databasePath: String) throws(BundleError) {
+    /// `checkingRoom` is given each file's size before it is copied, to refuse a copy the device has no
+    /// room for (a zip of 400 MB files went past the room a store keeps free, attack 69 finding 1).
+    public func stageFiles(
+        forDatabaseAt databasePath: String, checkingRoom: (Int64) throws(BundleError) -> Void = { _ in }
+    ) throws(BundleError) {
         guard let archive = source.archive else { return }
         // Kept before the first copy, so `discardFiles()` finds the folder whatever fails.
         var copies = incoming ?? BundleFileStore(databasePath: databasePath).beginIncoming()
@@ -171,6 +175,7 @@ public final class BundleRecordStream {
             let destination = try copies.destination(for: file)
             incoming = copies
             if let destination {
+                try checkingRoom(file.byteSize)
                 try archive.extractVerified(file, to: destination)
             } else {
                 try archive.verify(file)

@@ -55,6 +55,9 @@ extension LocalStore {
                 do {
                     let session = try ImportSession(db: db, origin: origin, stream: stream, notesVersions: !fromServer)
                     var records = 0
+                    // Room is checked by bytes too: 1,024 records of three 1 MB values each took 3 GB of a
+                    // volume between two checks by count (attack 69, finding 1).
+                    var bytesSinceCheck = 0
                     // Checked once the header is read (a JSON bundle may name its project after its
                     // records), and at the end whatever came: in one transaction, nothing stays either way.
                     func checkProject(atEnd: Bool = false) throws(BundleError) {
@@ -67,11 +70,18 @@ extension LocalStore {
                     }
                     while let batch = try stream.nextBatch() {
                         try checkProject()
-                        for item in batch { try session.apply(item.record, at: item.location) }
+                        for item in batch {
+                            try session.apply(item.record, at: item.location)
+                            bytesSinceCheck += 512 + item.record.valueBytes
+                        }
                         let reached = records + batch.count
                         if reached / Self.journalEvery > records / Self.journalEvery {
                             try session.journal()
                             try checkRoomForImport(of: url)
+                            bytesSinceCheck = 0
+                        } else if bytesSinceCheck >= Self.roomCheckBytes {
+                            try checkRoomForImport(of: url)
+                            bytesSinceCheck = 0
                         }
                         if let progress, reached / 1000 > records / 1000 {
                             progress(ImportProgress(records: reached, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
@@ -105,7 +115,9 @@ extension LocalStore {
                     // stored orphaned until its parent came), and a read begun before this import must not
                     // settle it.
                     if !fromServer, let project = stream.projectID { try RereadProjects.request(project, in: db) }
-                    try stream.stageFiles(forDatabaseAt: path)
+                    try stream.stageFiles(forDatabaseAt: path) { bytes throws(BundleError) in
+                        try checkRoomForImport(of: url, needing: bytes)
+                    }
                     progress?(ImportProgress(records: records, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
                     let after = try ChangeJournal.latest(in: db)
                     try db.execute(sql: "COMMIT TRANSACTION")
@@ -135,9 +147,10 @@ extension LocalStore {
     /// `checkRoomForPulledData` for an import, every `journalEvery` records too: a bundle, from a server
     /// or a file, takes no more of the room the store keeps for the user's own writes than a pull does
     /// (a pre-sync wrote 715 MB with 9 MB free; attack 66 F4). Refused, the import rolls back whole.
-    private func checkRoomForImport(of url: URL) throws(BundleError) {
+    /// With `needing`, room for that many bytes more beside it (a bundle's file before it is copied).
+    private func checkRoomForImport(of url: URL, needing: Int64 = 0) throws(BundleError) {
         do {
-            try checkRoomForPulledData()
+            try checkRoomForPulledData(needing: needing)
         } catch {
             throw BundleError(.limitExceeded, message: "\(error.message); nothing was imported", file: url.path, underlying: error)
         }
@@ -145,6 +158,8 @@ extension LocalStore {
 
     /// The writer connection's page cache during an import, at least.
     static let importCacheKilobytes = 8 * 1024
+    /// Bytes of records' values an import writes between two checks of the room, at most.
+    static let roomCheckBytes = 4 << 20
     /// Records per change-journal entry an import writes.
     static let journalEvery = 1_024
 

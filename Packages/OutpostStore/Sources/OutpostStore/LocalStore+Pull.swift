@@ -189,17 +189,21 @@ extension LocalStore {
         try checkRoomForPulledData(waiting: "downloads wait")
     }
 
-    /// Throws `storageFull` while the store's volume has less free space than `keptFreeBytes`. A volume
-    /// whose free space cannot be read is not judged full: SQLite's own "disk full" still stops a write.
-    func checkRoomForPulledData(waiting: String = "pulled pages wait") throws(StoreError) {
-        guard keptFreeBytes > 0 else { return }
+    /// Throws `storageFull` while the store's volume has less free space than `keptFreeBytes`, or than
+    /// `needing` bytes more than that. A volume whose free space cannot be read is not judged full:
+    /// SQLite's own "disk full" still stops a write.
+    func checkRoomForPulledData(waiting: String = "pulled pages wait", needing: Int64 = 0) throws(StoreError) {
+        guard keptFreeBytes > 0 || needing > 0 else { return }
         let folder = (path as NSString).deletingLastPathComponent
+        let wanted = keptFreeBytes.addingReportingOverflow(max(needing, 0))
+        let limit = wanted.overflow ? Int64.max : wanted.partialValue
         guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
-            let free = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, free < keptFreeBytes
+            let free = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, free < limit
         else { return }
+        let more = needing > 0 ? " and the \(needing >> 20) MB a bundle's file takes" : ""
         throw StoreError(
             .storageFull, path: path,
-            message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes: \(waiting) until space is freed")
+            message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes\(more): \(waiting) until space is freed")
     }
 
     /// The saved cursor of `stream`, nil before the first pull.
