@@ -299,8 +299,7 @@ extension StoreWriter {
                     continue
                 }
                 if try Self.settleUnreadableClocks(of: translated, reads: reads, in: db) {
-                    reads.wrote(entity, id)
-                    continue
+                    reads.wrote(entity, id)  // read exactly: its clocks were rebuilt
                 }
                 if reads.quarantined.contains(.init(entity: entity, id: id)) {
                     try Quarantine.clear(entity, id, in: db)
@@ -345,13 +344,13 @@ extension StoreWriter {
 
     /// A pulled record whose stored clocks do not read (`FieldClocks.Unreadable`, a damaged row): the row
     /// goes, and the record is settled without it. With no change of it waiting, the caller applies the
-    /// server's version as for a record held without clocks (returns false). With one waiting, the fields
-    /// the device did not change take the server's values, those it changed keep the device's on their
-    /// old base version, so the push meets the server's version and the entity's policy settles them
-    /// (`EntityTables.refreshUnchangedFields`, as for a bundle's record); the clocks are rebuilt from what
-    /// is known, the server's as pulled and the waiting writes' own over them, so that settlement judges
-    /// the device's edits by their true clocks (without them, every edit lost to the server's value);
-    /// returns true. Before, one such row stopped every sync (attack 59, finding 10).
+    /// server's version as for a record held without clocks (returns false). With one waiting, the clocks
+    /// are rebuilt from what is known: the waiting writes' own, and for the fields the device did not
+    /// change a stamp older than any, so they take the server's values (without them, every edit lost to
+    /// the server's value); returns true, and the caller merges the pulled record as over an intact row,
+    /// so the edits are settled by their true clocks and a value that lost is listed as a conflict. Settled only by the push, a lost value
+    /// went without a trace (attack 69, finding 2). Before, one such row stopped every sync (attack 59,
+    /// finding 10).
     private static func settleUnreadableClocks(of remote: VersionedRecord, reads: PulledPageReads, in db: Database) throws -> Bool {
         let entity = remote.record.entity, id = remote.record.id
         if reads.needsExactReads(entity, id) {
@@ -365,11 +364,11 @@ extension StoreWriter {
         try db.execute(
             sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?", arguments: [entity.rawValue, id.storageText])
         guard let waiting = try MutationQueue.unfinishedChange(entity, id, in: db) else { return false }
-        _ = try EntityTables.refreshUnchangedFields(from: remote.record, in: db)
-        var clocks = try FieldClocks.read(entity, id, in: db) ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
-        clocks.fields = remote.clocks.merging(waiting.clocks) { _, own in own }
-        clocks.server = remote.clocks
-        try FieldClocks.write(clocks, entity, id, in: db)
+        // The waiting writes' own stamps; the values no change of this device waits on are older than
+        // any stamp, so the pulled values replace them.
+        var fields = Dictionary(uniqueKeysWithValues: FieldClocks.catalogNames(of: entity).map { ($0, HybridTimestamp.origin) })
+        fields.merge(waiting.clocks) { _, own in own }
+        try FieldClocks.write(FieldClocks.Stored(fields: fields, deletion: nil, server: nil), entity, id, in: db)
         return true
     }
 

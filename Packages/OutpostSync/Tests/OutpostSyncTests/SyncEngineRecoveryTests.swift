@@ -446,8 +446,12 @@ extension SyncEngineTests {
             #expect(report.pullCompleted, "round \(round)")
         }
         // Settled by their clocks: the device's later titles won over the server's older ones, no edit lost.
+        // A damaged row cannot tell the server's value its edit replaced from a teammate's concurrent one,
+        // so the server's title is listed as the side that lost (the device's kept), never dropped unseen
+        // (attack 69, finding 2); only for the records whose rows were damaged.
         let conflicts = try device.store.openConflicts()
-        #expect(conflicts.isEmpty, "\(conflicts)")
+        #expect(conflicts.allSatisfy { [sent.id, waiting.id].contains($0.recordID) && $0.field == "title" && $0.losingSide == .server },
+            "\(conflicts)")
         #expect(try device.store.mutations(status: .failed).isEmpty)
         for (issue, title) in [(sent, "Leak under the sink"), (waiting, "Stain on the ceiling"), (sound, "Crack")] {
             let onServer = try #require(try await server.record(issue.id))
@@ -467,6 +471,61 @@ extension SyncEngineTests {
         try await device.store.save(sent, now: now.addingTimeInterval(10))
         direct.priority = .high
         try await device.store.save(direct, now: now.addingTimeInterval(10))
+    }
+
+    /// What one run of the damaged-row scenario ends with: the open conflicts (field, losing side and
+    /// value), the server's and the device's status of the issue.
+    struct Outcome: Equatable, CustomStringConvertible {
+        let conflicts: [String]
+        let onServer: FieldValue?
+        let here: OutpostModels.Issue.Status?
+        var description: String { "conflicts \(conflicts), server \(String(describing: onServer)), here \(String(describing: here))" }
+    }
+
+    /// The device edits an issue's status while a teammate edits it too (earlier or later), and the
+    /// device pulls the teammate's edit before its own goes; `damage` is what the device's field-clocks
+    /// row of the issue holds then, nil for the row as written.
+    func statusEditedOnBothSides(deviceLater: Bool, damage: String?) async throws -> Outcome {
+        let device = try Device(), teammate = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 41))
+        let teammateEngine = SyncEngine(store: teammate.store, transport: server, random: SeededGenerator(seed: 42))
+        var issue = try await device.store.save(Issue(projectID: project, title: "Water stain"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        _ = try await teammateEngine.sync(now: { self.now.addingTimeInterval(1) })
+        var theirs = try #require(try teammate.store.fetch(Issue.self, id: issue.id))
+        theirs.status = .resolved
+        try await teammate.store.save(theirs, now: now.addingTimeInterval(deviceLater ? 2 : 4))
+        issue.status = .inProgress
+        try await device.store.save(issue, now: now.addingTimeInterval(3))
+        _ = try await teammateEngine.sync(now: { self.now.addingTimeInterval(5) })
+        if let damage {
+            let id = issue.id
+            try await device.store.pool.write {
+                try $0.execute(sql: "UPDATE field_clocks SET clocks = ? WHERE record_id = ?", arguments: [damage, id.storageText])
+                #expect($0.changesCount == 1)
+            }
+        }
+        for round in 0..<2 { _ = try await engine.sync(now: { self.now.addingTimeInterval(6 + Double(round)) }) }
+        let conflicts = try device.store.openConflicts().map {
+            "\($0.field ?? "-") \(String(describing: $0.losingSide)) \(String(describing: $0.losingValue))"
+        }
+        return Outcome(
+            conflicts: conflicts.sorted(), onServer: try await server.record(issue.id)?.fields["status"],
+            here: try device.store.fetch(Issue.self, id: issue.id)?.status)
+    }
+
+    /// A damaged field-clocks row of a record whose edit waits ends as the intact row does: the edit
+    /// and the teammate's are settled by their clocks, and the value that lost is listed. With the row
+    /// damaged, the lost value went without a trace (attack 69, finding 2: no conflict on any device).
+    @Test(arguments: [true, false], ["#%%%", "", "#AAAA", "@", "{garbage"])
+    func aDamagedClocksRowSettlesAnEditAsTheIntactRowDoes(deviceLater: Bool, damage: String) async throws {
+        let intact = try await statusEditedOnBothSides(deviceLater: deviceLater, damage: nil)
+        #expect(intact.conflicts.count == 1, "\(intact)")
+        #expect(intact.onServer == .text(deviceLater ? "inProgress" : "resolved"), "\(intact)")
+        let damaged = try await statusEditedOnBothSides(deviceLater: deviceLater, damage: damage)
+        #expect(damaged == intact)
     }
 
     /// A change that cannot be read (its audit entry gone) fails alone when claimed, and the run says
