@@ -84,8 +84,7 @@ extension BundleExporter {
                 underlying: error)
         }
         do {
-            if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
-            try FileManager.default.moveItem(at: partial, to: url)
+            try OutputFile.place(partial, at: url)
         } catch {
             throw BundleError(.unreadableFile, message: "cannot move the archive into place: \(error)", file: url.path,
                 underlying: error)

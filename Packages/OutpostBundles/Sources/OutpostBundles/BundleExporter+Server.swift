@@ -26,7 +26,7 @@ extension BundleExporter {
             try output.close()
         } catch {
             try? output.close()
-            try? FileManager.default.removeItem(at: url)
+            OutputFile.removeLeftover(at: url)
             throw error.located(SourceLocation(file: url.path))
         }
     }

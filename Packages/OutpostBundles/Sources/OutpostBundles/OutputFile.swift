@@ -14,13 +14,42 @@ final class OutputFile {
         buffer.reserveCapacity(1 << 16)
     }
 
+    /// Opens `path` for writing, created or emptied: open(2), not `FileManager.createFile`, which writes
+    /// an empty file beside `path` and renames it over whatever is there, so `--out /dev/null` replaced
+    /// the machine's /dev/null with a regular file (attack 69). A device or a pipe is written into.
     init(path: String) throws(BundleError) {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw BundleError(.unreadableFile, message: "cannot create the file", file: path)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw BundleError(.unreadableFile, message: "cannot create the file: \(String(cString: strerror(errno)))", file: path)
         }
-        self.handle = handle
+        self.handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         self.path = path
         buffer.reserveCapacity(1 << 16)
+    }
+
+    /// Removes what a failed write left at `url`: a regular file only, never a device or a pipe it wrote into.
+    static func removeLeftover(at url: URL) {
+        guard (try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType) == .typeRegular else { return }
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    /// Puts the finished file `finished` at `url`: moved there, over a regular file or nothing; copied into
+    /// anything else (a device, a pipe), which a move would replace.
+    static func place(_ finished: URL, at url: URL) throws {
+        let type = try? FileManager.default.attributesOfItem(atPath: url.path)[.type] as? FileAttributeType
+        if type == nil || type == .typeRegular {
+            if type != nil { try FileManager.default.removeItem(at: url) }
+            try FileManager.default.moveItem(at: finished, to: url)
+            return
+        }
+        let source = try FileHandle(forReadingFrom: finished)
+        defer { try? source.close() }
+        let output = try OutputFile(path: url.path)
+        while let piece = try source.read(upToCount: 1 << 16), !piece.isEmpty {
+            output.buffer.append(contentsOf: piece)
+            try output.flushIfFull()
+        }
+        try output.close()
     }
 
     func write(_ text: String) throws(BundleError) {

@@ -93,6 +93,46 @@ import ZIPFoundation
         #expect(Self.storedNames(database).isEmpty, "\(Self.storedNames(database))")
     }
 
+    /// What an export to a pipe or a device writes into it, the path left what it was: the writer created
+    /// an empty file beside the path and renamed it over it, so `--out /dev/null` replaced the machine's
+    /// /dev/null with a regular file (attack 69). A pipe stands in for the device here (making one needs no
+    /// privileges); it holds 64 KiB, more than the sample project's bundle or zip.
+    @Test(arguments: ["json", "xml", "zip"])
+    func anExportToAPipeWritesIntoIt(_ kind: String) throws {
+        let corpus = try HostileBundleTests.Corpus()
+        let source = try corpus.workspace.database("source.sqlite")
+        let incoming = try corpus.zip("good.zip", [("bundle.xml", corpus.manifestWithFile), ("docs/A-101.pdf", Data("test".utf8))])
+        let store = try LocalStore.open(at: source)
+        try store.importBundle(at: incoming)
+        func export(to url: URL) throws {
+            if kind == "zip" {
+                try store.exportArchive(project: SampleProject.project, format: .json, to: url)
+            } else {
+                try store.exportBundle(project: SampleProject.project, format: kind == "xml" ? .xml : .json, to: url)
+            }
+        }
+        let regular = corpus.workspace.url("export.\(kind)")
+        try export(to: regular)
+        let pipe = corpus.workspace.url("pipe")
+        #expect(mkfifo(pipe.path, 0o600) == 0)
+        // Opened for reading first, without waiting: the export's open for writing then finds a reader.
+        let reader = open(pipe.path, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        try export(to: pipe)
+        var info = stat()
+        #expect(stat(pipe.path, &info) == 0)
+        #expect(info.st_mode & S_IFMT == S_IFIFO, "the pipe was replaced by another kind of file")
+        var received = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(reader, &chunk, chunk.count)
+            guard count > 0 else { break }
+            received.append(contentsOf: chunk[0..<count])
+        }
+        #expect(received == (try Data(contentsOf: regular)))
+    }
+
     @Test func aDeviceExportsItsFilesAsAZipThatRoundTrips() throws {
         let corpus = try HostileBundleTests.Corpus()
         let source = try corpus.workspace.database("source.sqlite")
