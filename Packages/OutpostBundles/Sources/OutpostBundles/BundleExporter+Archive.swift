@@ -49,6 +49,18 @@ extension BundleExporter {
         project projectID: UUID, records: [EntityRecord], files: [ShippedFile], checkpoints: [String] = [],
         format: BundleFormat, to url: URL
     ) throws(BundleError) {
+        try exportArchive(
+            project: projectID, asOf: records.map(\.sync.updatedAt).max(), files: files, checkpoints: checkpoints,
+            format: format, to: url
+        ) { write in for record in records { try write(record) } }
+    }
+
+    /// `exportArchive`, the records handed over one at a time by `records` as the manifest is written:
+    /// `asOf` must be the newest `updatedAt` among them.
+    public func exportArchive(
+        project projectID: UUID, asOf: Date?, files: [ShippedFile], checkpoints: [String] = [],
+        format: BundleFormat, to url: URL, records: BundleRecords
+    ) throws(BundleError) {
         let entries = ShippedFile.entries(for: files)
         let scratch = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString.lowercased())", isDirectory: true)
@@ -63,14 +75,13 @@ extension BundleExporter {
         let manifest = scratch.appendingPathComponent(format.manifestName)
         do {
             try write(
-                project: projectID, records: records, files: entries.map(\.reference), checkpoints: checkpoints,
-                format: format, to: manifest)
+                project: projectID, asOf: asOf, files: entries.map(\.reference), checkpoints: checkpoints,
+                format: format, to: manifest, records: records)
         } catch {
             var located = error
             located.file = url.path  // the archive the caller asked for, not the working copy
             throw located
         }
-        let asOf = records.map(\.sync.updatedAt).max()
 
         // Entries carry `asOf` (or 1980) as their time, so the same data gives the same archive bytes.
         let stamp = max(asOf ?? .distantPast, Date(timeIntervalSince1970: 315_532_800))

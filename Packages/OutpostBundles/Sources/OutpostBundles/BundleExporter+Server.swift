@@ -7,13 +7,12 @@ extension BundleExporter {
     /// `checkpoints` in the header; on any failure the partial file is removed. The one place a bundle
     /// file is written.
     func write(
-        project projectID: UUID, records: [EntityRecord], files: [FileReference] = [], checkpoints: [String],
-        format: BundleFormat, to url: URL
+        project projectID: UUID, asOf: Date?, files: [FileReference] = [], checkpoints: [String],
+        format: BundleFormat, to url: URL, records: BundleRecords
     ) throws(BundleError) {
         let header: BundleHeader
         do {
-            header = try .current(
-                project: projectID, asOf: records.map(\.sync.updatedAt).max(), checkpoints: checkpoints, files: files)
+            header = try .current(project: projectID, asOf: asOf, checkpoints: checkpoints, files: files)
         } catch {
             throw error.located(SourceLocation(file: url.path))
         }
@@ -21,13 +20,14 @@ extension BundleExporter {
         let writer: any BundleWriter = format == .xml ? XMLBundleWriter(output: output) : JSONBundleWriter(output: output)
         do {
             try writer.begin(header)
-            for record in records { try writer.write(record) }
+            try records { record in try writer.write(record) }
             try writer.end()
             try output.close()
         } catch {
             try? output.close()
             OutputFile.removeLeftover(at: url)
-            throw error.located(SourceLocation(file: url.path))
+            if let error = error as? BundleError { throw error.located(SourceLocation(file: url.path)) }
+            throw BundleError(.databaseFailure, message: "cannot read the records to export: \(error)", file: url.path, underlying: error)
         }
     }
 }

@@ -31,10 +31,16 @@ enum EntityTables {
 
     /// Every record of `entity` in primary-key order, tombstones included.
     static func fetchAll(_ entity: EntityType, in db: Database) throws -> [EntityRecord] {
-        let layout = TableLayout.of(entity)
         var records: [EntityRecord] = []
-        try db.cachedStatement(sql: layout.selectAll).forEachRow { records.append(try layout.record(from: $0)) }
+        try forEach(entity, in: db) { records.append($0) }
         return records
+    }
+
+    /// Hands every record of `entity` to `body`, one at a time, holding none after it (an export of a
+    /// project larger than memory).
+    static func forEach(_ entity: EntityType, in db: Database, _ body: (EntityRecord) throws -> Void) throws {
+        let layout = TableLayout.of(entity)
+        try db.cachedStatement(sql: layout.selectAll).forEachRow { try body(try layout.record(from: $0)) }
     }
 
     /// Live (not deleted) records of `entity` whose `field` holds `value`, in creation order.

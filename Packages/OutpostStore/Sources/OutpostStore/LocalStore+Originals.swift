@@ -46,9 +46,11 @@ extension LocalStore {
     public func originalFiles(ofProject project: UUID) throws(StoreError) -> [OriginalFile] {
         let media = try read { db -> [(EntityType, UUID)] in
             do {
-                return try Self.projectRecords(of: project, in: db)
-                    .filter { $0.entity.description.syncClass == .media && $0.sync.deletedAt == nil }
-                    .map { ($0.entity, $0.id) }
+                var media: [(EntityType, UUID)] = []
+                try Self.forEachProjectRecord(of: project, in: db) { record in
+                    if record.entity.description.syncClass == .media, record.sync.deletedAt == nil { media.append((record.entity, record.id)) }
+                }
+                return media
             } catch let error as BundleError {
                 throw StoreError(.mediaNotFound, path: path, message: error.message, underlying: error)
             }
