@@ -449,13 +449,11 @@ struct RestoreTests {
     func aDeleteTheDeviceSawIsNotUndoneByItsRebuild(_ cause: String) async throws {
         var server = try await TestServer.start(.sqlite)
         let folder = server.directory
-        func store(_ name: String) throws -> LocalStore {
-            try LocalStore.open(at: folder.appendingPathComponent("\(name).sqlite").path)
-        }
-        func sync(_ store: LocalStore, token: String) async throws -> SyncReport {
-            try await SyncEngine(store: store, transport: server.transport(token: token)).sync()
-        }
+        let store = { (name: String) throws -> LocalStore in try LocalStore.open(at: folder.appendingPathComponent(name + ".sqlite").path) }
         let crew = try store("crew"), office = try store("office")
+        func sync(_ device: LocalStore, token: String) async throws -> SyncReport {
+            try await SyncEngine(store: device, transport: server.transport(token: token)).sync()
+        }
         let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
         let clockIn = try await crew.save(OutpostModels.TimeEntry(
             projectID: TestServer.projectA, memberID: aliceInA, kind: .clockIn, recordedAt: Date(), note: "Gate 3"))

@@ -153,18 +153,7 @@ import Testing
                 result[name]["bytes"] = os.path.getsize(exported) if os.path.exists(exported) else 0
             print(json.dumps(result))
             """#
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, Outpost.executable.path, folder.path]
-        let (status, output, errors) = try await ChildProcess.finish(process)
-        #expect(status == 0, "\(String(decoding: errors, as: UTF8.self))")
-        struct Run: Decodable {
-            let status: Int
-            let peakKB: Int
-            let output: String
-            let bytes: Int?
-        }
-        let runs = try JSONDecoder().decode([String: Run].self, from: output)
+        let runs = try await OutpostScript.runs(script, folder: folder)
         let one = try #require(runs["one"]), many = try #require(runs["many"])
         #expect(one.status == 0 && many.status == 0, "\(one.output) \(many.output)")
         #expect((many.bytes ?? 0) > 120_000_000, "the export holds every record: \(many.bytes ?? 0) bytes")

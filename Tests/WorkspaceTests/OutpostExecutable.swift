@@ -42,6 +42,35 @@ enum Outpost {
     }
 }
 
+/// A Python script run with `outpost`'s path and `folder` as its arguments (for tests that measure
+/// `outpost` as a child: `wait4`'s peak memory): what it printed. Its failure is the test's.
+enum OutpostScript {
+    /// One `outpost` run as such a script reports it: exit status, peak memory, output, and the bytes
+    /// it wrote where a script counts them.
+    struct Run: Decodable {
+        let status: Int
+        let peakKB: Int
+        let output: String
+        let bytes: Int?
+    }
+
+    /// Runs `script` and decodes what it printed: its runs by name.
+    static func runs(_ script: String, folder: URL) async throws -> [String: Run] {
+        try JSONDecoder().decode([String: Run].self, from: try await run(script, folder: folder))
+    }
+
+    static func run(_ script: String, folder: URL) async throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, Outpost.executable.path, folder.path]
+        let (status, output, errors) = try await ChildProcess.finish(process)
+        guard status == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: String(decoding: errors, as: UTF8.self)])
+        }
+        return output
+    }
+}
+
 /// Child processes run to their end without holding a thread of Swift's cooperative pool. That pool
 /// has one thread per core: on a 2-core CI machine two tests blocked in `waitUntilExit` (the demo and
 /// the reliability run take a minute each) left no thread for any other test for 40 s, so in-process

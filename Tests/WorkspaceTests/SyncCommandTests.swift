@@ -194,17 +194,7 @@ struct SyncCommandTests {
                                 "output": open(os.path.join(folder, name + ".out")).read()}
             print(json.dumps(result))
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, Outpost.executable.path, folder.path]
-        let (status, output, errors) = try await ChildProcess.finish(process)
-        #expect(status == 0, "\(String(decoding: errors, as: UTF8.self))")
-        struct Run: Decodable {
-            let status: Int
-            let peakKB: Int
-            let output: String
-        }
-        let runs = try JSONDecoder().decode([String: Run].self, from: output)
+        let runs = try await OutpostScript.runs(script, folder: folder)
         let idle = try #require(runs["idle"]), bomb = try #require(runs["bomb"])
         #expect(idle.status == 0, "\(idle.output)")
         #expect(bomb.status == 2, "the sync could not finish: \(bomb.output)")
