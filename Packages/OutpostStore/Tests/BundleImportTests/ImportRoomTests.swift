@@ -57,4 +57,28 @@ import Testing
         }
         #expect(try workspace.snapshot() == before, "nothing was imported")
     }
+
+    /// The end of an import moves its staged records into their tables, twice their bytes through the
+    /// WAL and into the file, in statements no check can come between: room for that is asked for
+    /// first. 50 MB of records with 64 MB of room above what the store keeps free staged without
+    /// passing it, then ran past it at the end (attack 70).
+    @Test func anImportAsksForRoomForItsEndBeforeIt() throws {
+        let workspace = try Workspace()
+        let project = UUID()
+        let url = workspace.url("large.json")
+        try Self.largeIssues(25, of: project, at: url)
+        let keptFree = try Self.freeBytes(at: workspace.databasePath) - (64 << 20)
+        let store = try LocalStore.open(at: workspace.databasePath, keepingFree: keptFree)
+        let before = try workspace.snapshot()
+        #expect {
+            try store.importBundle(at: url)
+        } throws: { error in
+            guard let error = error as? BundleError, error.code == .limitExceeded else { return false }
+            return (error.underlying as? StoreError)?.code == .storageFull
+        }
+        #expect(try workspace.snapshot() == before, "nothing was imported")
+        // With room for it, the same bundle imports whole.
+        let roomy = try LocalStore.open(at: workspace.databasePath, keepingFree: 0)
+        #expect(try roomy.importBundle(at: url).total.inserted == 26)
+    }
 }
