@@ -1,4 +1,3 @@
-import Foundation
 import GRDB
 
 extension LocalStore {
@@ -28,14 +27,8 @@ extension LocalStore {
             }
             guard free >= Self.compactionMinimumFreePages, free * 4 >= pages else { return false }
             // SQLite builds the packed copy in a temporary file, then writes it through the WAL: twice the
-            // pages in use, beside the room the store keeps for the user's writes.
-            let needed = Int64(pages - free) * Int64(pageSize) * 2 + keptFreeBytes
-            let folder = (path as NSString).deletingLastPathComponent
-            if let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
-                let available = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, available < needed
-            {
-                return false
-            }
+            // pages in use, beside the room the store keeps for the user's writes (thrown short of it).
+            try checkRoomForPulledData(needing: Int64(pages - free) * Int64(pageSize) * 2)
             try pool.vacuum()
             // The WAL now holds the whole file: back into it and cut short, where no reader holds it.
             _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }

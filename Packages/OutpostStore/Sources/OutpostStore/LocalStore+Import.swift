@@ -57,8 +57,7 @@ extension LocalStore {
                     var records = 0
                     // Room is checked by bytes too: 1,024 records of three 1 MB values each took 3 GB of a
                     // volume between two checks by count (attack 69, finding 1).
-                    var bytesSinceCheck = 0
-                    var bytesStaged: Int64 = 0
+                    var bytesStaged: Int64 = 0, stagedAtCheck: Int64 = 0
                     // Checked once the header is read (a JSON bundle may name its project after its
                     // records), and at the end whatever came: in one transaction, nothing stays either way.
                     func checkProject(atEnd: Bool = false) throws(BundleError) {
@@ -73,17 +72,14 @@ extension LocalStore {
                         try checkProject()
                         for item in batch {
                             try session.apply(item.record, at: item.location)
-                            bytesSinceCheck += 512 + item.record.valueBytes
                             bytesStaged += Int64(512 + item.record.valueBytes)
                         }
                         let reached = records + batch.count
-                        if reached / Self.journalEvery > records / Self.journalEvery {
-                            try session.journal()
+                        let journals = reached / Self.journalEvery > records / Self.journalEvery
+                        if journals { try session.journal() }
+                        if journals || bytesStaged - stagedAtCheck >= Self.roomCheckBytes {
                             try checkRoomForImport(of: url)
-                            bytesSinceCheck = 0
-                        } else if bytesSinceCheck >= Self.roomCheckBytes {
-                            try checkRoomForImport(of: url)
-                            bytesSinceCheck = 0
+                            stagedAtCheck = bytesStaged
                         }
                         if let progress, reached / 1000 > records / 1000 {
                             progress(ImportProgress(records: reached, bytesRead: stream.bytesRead, totalBytes: stream.totalBytes))
@@ -154,7 +150,8 @@ extension LocalStore {
     /// `checkRoomForPulledData` for an import, every `journalEvery` records too: a bundle, from a server
     /// or a file, takes no more of the room the store keeps for the user's own writes than a pull does
     /// (a pre-sync wrote 715 MB with 9 MB free; attack 66 F4). Refused, the import rolls back whole.
-    /// With `needing`, room for that many bytes more beside it (a bundle's file before it is copied).
+    /// With `needing`, room for that many bytes more beside it (a zip's file before it is copied, the
+    /// staged records before they are moved into their tables).
     private func checkRoomForImport(of url: URL, needing: Int64 = 0) throws(BundleError) {
         do {
             try checkRoomForPulledData(needing: needing)
@@ -166,7 +163,7 @@ extension LocalStore {
     /// The writer connection's page cache during an import, at least.
     static let importCacheKilobytes = 8 * 1024
     /// Bytes of records' values an import writes between two checks of the room, at most.
-    static let roomCheckBytes = 4 << 20
+    static let roomCheckBytes: Int64 = 4 << 20
     /// Records per change-journal entry an import writes.
     static let journalEvery = 1_024
 

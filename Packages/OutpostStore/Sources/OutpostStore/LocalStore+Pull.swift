@@ -200,7 +200,7 @@ extension LocalStore {
         guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
             let free = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, free < limit
         else { return }
-        let more = needing > 0 ? " and the \(needing >> 20) MB a bundle's file takes" : ""
+        let more = needing > 0 ? " and the \(needing >> 20) MB this step writes" : ""
         throw StoreError(
             .storageFull, path: path,
             message: "the device has \(free >> 20) MB free, less than the \(keptFreeBytes >> 20) MB the store keeps free for its own writes\(more): \(waiting) until space is freed")
@@ -348,9 +348,9 @@ extension StoreWriter {
     /// are rebuilt from what is known: the waiting writes' own, and for the fields the device did not
     /// change a stamp older than any, so they take the server's values (without them, every edit lost to
     /// the server's value); returns true, and the caller merges the pulled record as over an intact row,
-    /// so the edits are settled by their true clocks and a value that lost is listed as a conflict. Settled only by the push, a lost value
-    /// went without a trace (attack 69, finding 2). Before, one such row stopped every sync (attack 59,
-    /// finding 10).
+    /// so the edits are settled by their true clocks and a value that lost is listed as a conflict.
+    /// Settled only by the push, a lost value went without a trace (attack 69, finding 2). Before, one
+    /// such row stopped every sync (attack 59, finding 10).
     private static func settleUnreadableClocks(of remote: VersionedRecord, reads: PulledPageReads, in db: Database) throws -> Bool {
         let entity = remote.record.entity, id = remote.record.id
         if reads.needsExactReads(entity, id) {

@@ -39,6 +39,18 @@ import Testing
         return try #require((attributes[.systemFreeSize] as? NSNumber)?.int64Value)
     }
 
+    /// Imports `url` into `store`, expecting `limitExceeded` for want of room and nothing written.
+    static func expectRefusedForRoom(importing url: URL, into store: LocalStore, in workspace: Workspace) throws {
+        let before = try workspace.snapshot()
+        #expect {
+            try store.importBundle(at: url)
+        } throws: { error in
+            guard let error = error as? BundleError, error.code == .limitExceeded else { return false }
+            return (error.underlying as? StoreError)?.code == .storageFull
+        }
+        #expect(try workspace.snapshot() == before, "nothing was imported")
+    }
+
     @Test func anImportOfLargeRecordsStopsOnceItReachesTheRoomKeptFree() throws {
         let workspace = try Workspace()
         let project = UUID()
@@ -48,14 +60,7 @@ import Testing
         // then written through the WAL.
         let keptFree = try Self.freeBytes(at: workspace.databasePath) - (48 << 20)
         let store = try LocalStore.open(at: workspace.databasePath, keepingFree: keptFree)
-        let before = try workspace.snapshot()
-        #expect {
-            try store.importBundle(at: url)
-        } throws: { error in
-            guard let error = error as? BundleError, error.code == .limitExceeded else { return false }
-            return (error.underlying as? StoreError)?.code == .storageFull
-        }
-        #expect(try workspace.snapshot() == before, "nothing was imported")
+        try Self.expectRefusedForRoom(importing: url, into: store, in: workspace)
     }
 
     /// The end of an import moves its staged records into their tables, twice their bytes through the
@@ -69,14 +74,7 @@ import Testing
         try Self.largeIssues(25, of: project, at: url)
         let keptFree = try Self.freeBytes(at: workspace.databasePath) - (64 << 20)
         let store = try LocalStore.open(at: workspace.databasePath, keepingFree: keptFree)
-        let before = try workspace.snapshot()
-        #expect {
-            try store.importBundle(at: url)
-        } throws: { error in
-            guard let error = error as? BundleError, error.code == .limitExceeded else { return false }
-            return (error.underlying as? StoreError)?.code == .storageFull
-        }
-        #expect(try workspace.snapshot() == before, "nothing was imported")
+        try Self.expectRefusedForRoom(importing: url, into: store, in: workspace)
         // With room for it, the same bundle imports whole.
         let roomy = try LocalStore.open(at: workspace.databasePath, keepingFree: 0)
         #expect(try roomy.importBundle(at: url).total.inserted == 26)
