@@ -7,24 +7,59 @@ public struct EntityDescription: Sendable {
     public typealias Rule = @Sendable (EntityRecord) -> ModelError?
 
     /// The entity type described.
-    public let type: EntityType
+    public var type: EntityType { storage.type }
     /// The local table's name.
-    public let table: String
+    public var table: String { storage.table }
     /// The typed model.
-    public let modelType: any Syncable.Type
+    public var modelType: any Syncable.Type { storage.modelType }
     /// The domain fields, in the order tables and bundles list them.
-    public let fields: [FieldDescription]
+    public var fields: [FieldDescription] { storage.fields }
     /// References to other records; a child's create is sent only after its parents'.
-    public let parents: [ParentRelation]
+    public var parents: [ParentRelation] { storage.parents }
     /// Whether the record's payload is structured data or media.
-    public let syncClass: SyncClass
+    public var syncClass: SyncClass { storage.syncClass }
     /// The conflict strategy used unless the app chooses another.
-    public let defaultPolicy: ConflictPolicyName
+    public var defaultPolicy: ConflictPolicyName { storage.defaultPolicy }
     /// Who may write the entity's records.
-    public let access: EntityAccess
-    let rules: [Rule]
-    /// `fields` by name: conversions and validation look fields up once per value.
-    private let fieldsByName: [String: FieldDescription]
+    public var access: EntityAccess { storage.access }
+    var rules: [Rule] { storage.rules }
+
+    /// The description's values, shared by its copies: every record's conversion, validation and
+    /// write looks its entity's description up, and a copy of ten stored properties retained and
+    /// released each of them (4% of a pulled record's apply, `perf`).
+    private let storage: Storage
+
+    private final class Storage: Sendable {
+        let type: EntityType
+        let table: String
+        let modelType: any Syncable.Type
+        let fields: [FieldDescription]
+        let parents: [ParentRelation]
+        let syncClass: SyncClass
+        let defaultPolicy: ConflictPolicyName
+        let access: EntityAccess
+        let rules: [Rule]
+        /// `fields` by name: conversions and validation look fields up once per value.
+        let fieldsByName: [String: FieldDescription]
+
+        init(
+            type: EntityType, table: String, modelType: any Syncable.Type, fields: [FieldDescription],
+            parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, access: EntityAccess,
+            rules: [Rule]
+        ) {
+            self.access = access
+            self.type = type
+            self.table = table
+            self.modelType = modelType
+            self.fields = fields
+            self.parents = parents
+            self.syncClass = syncClass
+            self.defaultPolicy = defaultPolicy
+            self.rules = rules
+            // The first of a name that is declared twice: `AppSchema` refuses the declaration, naming it.
+            self.fieldsByName = Dictionary(fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
 
     /// Declares an entity of an app's schema (`AppSchema` checks the whole).
     public init(
@@ -42,22 +77,14 @@ public struct EntityDescription: Sendable {
         parents: [ParentRelation], syncClass: SyncClass, defaultPolicy: ConflictPolicyName, access: EntityAccess,
         rules: [Rule]
     ) {
-        self.access = access
-        self.type = type
-        self.table = table
-        self.modelType = modelType
-        self.fields = fields
-        self.parents = parents
-        self.syncClass = syncClass
-        self.defaultPolicy = defaultPolicy
-        self.rules = rules
-        // The first of a name that is declared twice: `AppSchema` refuses the declaration, naming it.
-        self.fieldsByName = Dictionary(fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        storage = Storage(
+            type: type, table: table, modelType: modelType, fields: fields, parents: parents, syncClass: syncClass,
+            defaultPolicy: defaultPolicy, access: access, rules: rules)
     }
 
     /// The field called `name`, if the entity has one.
     public func field(named name: String) -> FieldDescription? {
-        fieldsByName[name]
+        storage.fieldsByName[name]
     }
 
     /// Whether the entity's records name a file by `fileName`, `byteSize` and `sha256` (every media

@@ -98,8 +98,10 @@ enum EntityTables {
     }
 }
 
-/// The SQL and value conversions of one entity table, built once from the catalog.
-struct TableLayout: Sendable {
+/// The SQL and value conversions of one entity table, built once from the catalog. A class: a pulled
+/// page looks its layout up for every record, and a copy of the struct retained and released a dozen
+/// arrays and strings each time.
+final class TableLayout: Sendable {
     static let syncColumns = [
         "id", "server_id", "version", "created_at", "updated_at", "deleted_at", "sync_status", "is_orphaned",
     ]

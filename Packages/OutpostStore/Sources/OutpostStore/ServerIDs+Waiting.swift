@@ -49,9 +49,10 @@ extension ServerIDs {
             {
                 let table = child.description.table.quotedDatabaseIdentifier
                 let column = ColumnName.forField(relation.field).quotedDatabaseIdentifier
-                try db.execute(
-                    sql: "UPDATE \(table) SET \(column) = ? WHERE id = ? AND \(column) = ?",
-                    arguments: [clientID.storageText, id.storageText, serverID])
+                // Cached: a pull that brings a thousand parents links as many children (the statements
+                // are few, one per catalog reference).
+                try db.cachedStatement(sql: "UPDATE \(table) SET \(column) = ? WHERE id = ? AND \(column) = ?")
+                    .execute(arguments: [clientID.storageText, id.storageText, serverID])
                 linked += db.changesCount
             }
             try db.cachedStatement(sql: "DELETE FROM sync_state WHERE key = ?").execute(arguments: [key])

@@ -231,6 +231,11 @@ import Testing
         for clock in edges + random {
             let text = FieldClocks.Stored.compactForm(of: clock)
             #expect(text.utf8.count == 23 && text.hasPrefix("#"))
+            // The same text Foundation's encoder gives the clock's 16 bytes (the form files already hold).
+            var bytes: [UInt8] = (0..<6).map { UInt8(truncatingIfNeeded: UInt64(clock.physicalMilliseconds) >> (8 * (5 - $0))) }
+            bytes += [UInt8(clock.counter >> 8), UInt8(truncatingIfNeeded: clock.counter)]
+            bytes += (0..<8).map { UInt8(truncatingIfNeeded: clock.node.rawValue >> (8 * (7 - $0))) }
+            #expect(text == "#" + Data(bytes).base64EncodedString().dropLast(2))
             #expect(try FieldClocks.Stored.clock(ofCompactForm: text) == clock)
         }
         // Damaged: cut short, not base64, a marker alone. Each is refused, never read as another clock.
