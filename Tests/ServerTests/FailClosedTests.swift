@@ -1,5 +1,6 @@
 @testable import OutpostServer
 import Foundation
+import GRDB
 import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
@@ -139,6 +140,43 @@ struct FailClosedTests {
         #expect(change[TestServer.projectA] == .roleChanged(from: nil, to: "foreman"))
         let again = try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
         #expect(again.first?.appliedVersion == 1)
+    }
+
+    /// A member record whose role does not read (two kinds in one value, an array: only a damaged or
+    /// restored database holds one; a push is refused such values) gives its member no role in that one
+    /// project. It answered 500 to every route of every member of the project, in their other projects
+    /// too: each request reads the member records of all the caller's projects (attack 71, finding 1).
+    @Test("A member record that does not read gives its member no role there and stops no one else", arguments: [
+        #"{"integer":1,"text":"owner"}"#, #"{"text":["owner"]}"#,
+    ])
+    func anUnreadableMemberRecordStopsNoOneElse(_ damagedRole: String) async throws {
+        let server = try await TestServer.start(.sqlite)
+        let bobInB = try await server.server.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
+        defer { Task { await server.stop() } }
+        let damaged = try await DatabaseQueue(path: server.databasePath).write { db in
+            try db.execute(
+                sql: "UPDATE records SET fields = json_set(fields, '$.role', json(?)) WHERE id = ?",
+                arguments: [damagedRole, bobInB.storageText])
+            return db.changesCount
+        }
+        #expect(damaged == 1)
+        // Carol shares project B with Bob: she pulls and writes in both projects as before.
+        let carolPage = try await server.send(
+            "POST", "/pull", token: TestServer.carolToken, body: try wireJSON(PullRequest(cursor: nil, limit: 1000)))
+        #expect(carolPage.status == 200, "\(String(decoding: carolPage.body, as: UTF8.self).prefix(300))")
+        for project in [TestServer.projectA, TestServer.projectB] {
+            let written = try await outcomes(server, TestServer.carolToken, [Sample.create(.issue, fields: Sample.issueFields(project: project))])
+            #expect(written.first?.appliedVersion == 1, "\(written)")
+        }
+        // Bob has no role in B: his pull answers and brings nothing of it, and his write is refused.
+        let bobPull = try await server.send(
+            "POST", "/pull", token: TestServer.bobToken, body: try wireJSON(PullRequest(cursor: nil, limit: 1000)))
+        #expect(bobPull.status == 200, "\(String(decoding: bobPull.body, as: UTF8.self).prefix(300))")
+        if bobPull.status == 200 {
+            #expect(try PullResponse(json: bobPull.body).changes.isEmpty, "nothing of project B")
+        }
+        let bobWrites = try await outcomes(server, TestServer.bobToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))])
+        #expect(bobWrites.first?.rejectedCode != nil, "\(bobWrites)")
     }
 
     @Test("Starting again with the same seed undoes no removal and no revocation", arguments: Backend.available)

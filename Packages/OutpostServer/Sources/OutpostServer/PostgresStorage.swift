@@ -938,13 +938,13 @@ enum PostgresAccess {
             if let id = UUID(uuidString: id) { memberships[id] = added }
         }
         guard !memberships.isEmpty else { return ProjectAccess() }
-        let members = try await PostgresRecords.fetchAll(
+        let members = StoredRow.readableMemberRecords(try await PostgresRecords.fetchRows(
             """
             SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM memberships m
             JOIN records r ON r.project_id = m.project_id AND r.entity = \(schema.membership.rawValue) AND r.deletion IS NULL
             WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
             """,
-            on: connection, logger: logger)
+            on: connection, logger: logger))
         return Roles.access(
             of: caller.userID, memberships: memberships,
             memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))

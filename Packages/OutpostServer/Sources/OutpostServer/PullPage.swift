@@ -56,6 +56,14 @@ struct StoredRow: Sendable, Hashable {
         }
     }
 
+    /// The member records among `rows` that read. One whose fields do not (only a damaged or restored
+    /// database holds one: a push is refused such values) gives its member no role in its project, and
+    /// stops no one else: each request reads the member records of all the caller's projects, and one
+    /// that threw answered 500 to every route of every member of that project (attack 71, finding 1).
+    static func readableMemberRecords(_ rows: [StoredRow]) -> [StoredRecord] {
+        rows.compactMap { try? $0.decoded() }
+    }
+
     /// The stored fields, decoded: what both forms above read.
     private func storedFields() throws(ServerError) -> [String: FieldValue] {
         do {

@@ -984,7 +984,7 @@ enum Access {
         }
         guard !memberships.isEmpty else { return ProjectAccess() }
         var everything = PullPage.Extent(limit: .max, maximumBytes: .max)
-        let members = try StoredRow.fetchPage(
+        let members = StoredRow.readableMemberRecords(try StoredRow.fetchPage(
             db.cachedStatement(
                 sql: """
                     SELECT r.* FROM memberships m
@@ -992,7 +992,7 @@ enum Access {
                     WHERE m.user_id = ?
                     """ + only),
             arguments: [schema.membership.rawValue] + arguments, extent: &everything
-        ).rows.map { try $0.decoded() }
+        ).rows)
         return Roles.access(
             of: caller.userID, memberships: memberships,
             memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
