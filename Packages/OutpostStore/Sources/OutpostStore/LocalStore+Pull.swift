@@ -285,14 +285,14 @@ extension StoreWriter {
                 // A pulled tombstone comes without its contents: there is nothing to check.
                 let contentless = translated.isContentlessTombstone
                 let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
-                let oversized = contentless ? nil : Quarantine.oversizedValue(in: translated.record)
-                if let problem = sharesServerID ?? oversized ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
+                let unstorable = Quarantine.unstorableValue(in: translated.record)
+                if let problem = sharesServerID ?? unstorable ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
                     // Only a record refused for its shape is kept for a later build: no update of the
-                    // app makes a server id the server gave twice name one record, nor takes a text longer
-                    // than any write may hold.
+                    // app makes a server id the server gave twice name one record, nor takes a value no
+                    // server gives (`Quarantine.unstorableValue`).
                     try quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        held: sharesServerID == nil && oversized == nil ? remote : nil, in: db)
+                        held: sharesServerID == nil && unstorable == nil ? remote : nil, in: db)
                     report.refusedRecords.insert(id)
                     reads.quarantine(entity, id)
                     report.quarantined += 1

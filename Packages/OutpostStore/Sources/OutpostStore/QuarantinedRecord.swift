@@ -159,12 +159,21 @@ enum Quarantine {
         }.sorted { ($0.quarantinedAt, $0.recordID.storageText) < ($1.quarantinedAt, $1.recordID.storageText) }
     }
 
-    /// A text of `record` longer than any write may hold (`EntityRecord.maximumTextBytes`, what a bundle
-    /// carries): an honest server refuses one on push (`valueTooLong`), so only a broken or hostile one
-    /// sends it. Such a record is quarantined without its value, not held for a later build (none takes
-    /// it): held, every page of them wrote megabytes to the device for nothing (attack 64, finding F3: 20
-    /// MiB titles, page after page, grew the file 120 MB every 5 s). Text lengths only, read in place.
-    static func oversizedValue(in record: EntityRecord) -> String? {
+    /// Why the server's `record` cannot be stored whatever build of the app reads it, or nil (an honest
+    /// server gives neither):
+    /// - a version outside `pulledVersions`: Int64.max was stored, and every real version after it was
+    ///   ignored as older; one of 0 or below was dropped without a trace (attack 71, finding 4);
+    /// - a text longer than any write may hold (`EntityRecord.maximumTextBytes`, what a bundle carries;
+    ///   the server refuses one on push, `valueTooLong`): a hostile server's 20 MiB title, page after
+    ///   page, grew the file 120 MB every 5 s (attack 64, finding 3). Text lengths only, read in place.
+    ///
+    /// A text holding a character no bundle carries is stored: the server may hold one written before
+    /// that rule, and its record must stay editable (an XML export names the record and field).
+    static func unstorableValue(in record: EntityRecord) -> String? {
+        let version = record.sync.version
+        guard pulledVersions.contains(version) else {
+            return "its version \(version) is outside \(pulledVersions.lowerBound)…\(pulledVersions.upperBound), the versions a server gives"
+        }
         for (name, value) in record.fields {
             if case .text(let text) = value, text.utf8.count > EntityRecord.maximumTextBytes {
                 return "\(name) has \(text.utf8.count) bytes; a text may have at most \(EntityRecord.maximumTextBytes), and no server takes a longer one"
@@ -172,6 +181,10 @@ enum Quarantine {
         }
         return nil
     }
+
+    /// The versions a server gives: from 1, counting one a change, and no further than JSON's integers
+    /// are exact (2^53 − 1).
+    static let pulledVersions: ClosedRange<Int64> = 1...((1 << 53) - 1)
 
     /// Why `record` cannot be stored as it is, or nil. Only the catalog's shape counts (a rule such as
     /// a blank required text is the server's to enforce, and the row can hold it). A parent reference

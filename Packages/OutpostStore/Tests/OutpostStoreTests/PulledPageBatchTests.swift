@@ -183,6 +183,41 @@ import Testing
         }
         #expect(kept < 4_096, "the quarantine keeps why, not the value: \(kept) bytes")
     }
+
+    /// Attack 71, finding F4: pulled versions were not range-checked. Int64.max was stored, after which
+    /// every real version of the record was ignored as older; a version of 0 or below was dropped
+    /// without a trace. A version outside 1…2^53−1 (no server counts further, and JSON's integers are
+    /// exact only up to there) is quarantined, live or tombstone, and a real version applies after it.
+    @Test(arguments: [Int64.max, Int64(1) << 53, 0, -1, Int64.min])
+    func aPulledVersionOutsideItsRangeIsQuarantined(_ version: Int64) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = UUID()
+        let stamp = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(0xBAD))
+        var bad = Issue(projectID: project, title: "Loose rail").record
+        bad.sync.version = version
+        var tombstone = Issue(projectID: project, title: "Gone").record
+        tombstone.fields = [:]
+        tombstone.sync.version = version
+        tombstone.sync.deletedAt = Date(timeIntervalSince1970: 1_795_000_000)
+        let report = try await store.applyPulledPage(PulledPage(
+            changes: [
+                VersionedRecord(record: bad, stampedAt: stamp),
+                try VersionedRecord(record: tombstone, clocks: [:], deletion: stamp),
+            ],
+            cursor: "1"))
+        #expect(report.quarantined == 2)
+        #expect(try store.record(.issue, id: bad.id) == nil)
+        #expect(Set(try store.quarantinedRecords().map(\.recordID)) == [bad.id, tombstone.id])
+        #expect(try store.quarantinedRecords().allSatisfy { $0.reason.contains("version") })
+        // The record's real version, pulled later, is stored and clears its entry.
+        bad.sync.version = 3
+        bad["title"] = .text("Loose rail, fixed")
+        let later = HybridTimestamp(physicalMilliseconds: 1_795_000_000_001, counter: 0, node: NodeID(0xBAD))
+        try await store.applyPulledPage(PulledPage(changes: [VersionedRecord(record: bad, stampedAt: later)], cursor: "2"))
+        #expect(try store.record(.issue, id: bad.id)?.sync.version == 3)
+        #expect(try store.quarantinedRecords().map(\.recordID) == [tombstone.id])
+    }
 }
 
 
