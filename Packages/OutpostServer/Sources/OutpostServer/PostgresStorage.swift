@@ -369,6 +369,21 @@ final class PostgresStorage: ServerStorage {
         return try await withConnection { connection in try await Self.memberIDSalt(on: connection, logger: logger) }
     }
 
+    func cursorKey(proposing proposal: String) async throws(ServerError) -> String {
+        let logger = self.logger
+        return try await withConnection { connection in
+            try await connection.query(
+                "INSERT INTO server_settings (name, value) VALUES ('cursor_key', \(proposal)) ON CONFLICT (name) DO NOTHING",
+                logger: logger)
+            for try await value in try await connection.query(
+                "SELECT value FROM server_settings WHERE name = 'cursor_key'", logger: logger
+            ).decode(String.self) {
+                return value
+            }
+            return proposal
+        }
+    }
+
     func historyCheckpoint(at sequence: Int64) async throws(ServerError) -> HistoryCheckpoint {
         guard sequence > 0 else { return .empty }
         let logger = self.logger

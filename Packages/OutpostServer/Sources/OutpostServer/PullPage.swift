@@ -151,7 +151,8 @@ struct PullPage: Sendable {
     /// A row whose change is one of `ownSequences` (the caller's own pushes made it, so its device holds
     /// that version) goes in `ownRecords` as its sequence, entity, id and version only.
     func json(
-        rules: PushRules, sharedClock: Bool, checkpoint: HistoryCheckpoint = .empty, ownSequences: SequenceRanges = SequenceRanges()
+        rules: PushRules, sharedClock: Bool, checkpoint: HistoryCheckpoint = .empty, ownSequences: SequenceRanges = SequenceRanges(),
+        cursorText: String? = nil
     ) throws(ServerError) -> [UInt8] {
         var json = JSONWriter(capacity: 256 + rows.count * 700)
         json.raw(#"{"changes":["#)
@@ -187,7 +188,7 @@ struct PullPage: Sendable {
         json.bool(hasMore)
         Self.write(leftProjects, as: "leftProjects", into: &json)
         json.raw(#","nextCursor":"#)
-        json.string(nextCursor.text)
+        json.string(cursorText ?? nextCursor.text)
         if !own.isEmpty {
             json.raw(#","ownRecords":["#)
             for (index, row) in own.enumerated() {

@@ -900,6 +900,15 @@ final class SQLiteStorage: ServerStorage {
     func memberIDSalt() async throws(ServerError) -> String {
         try await read { db in try Self.memberIDSalt(in: db) }
     }
+
+    func cursorKey(proposing proposal: String) async throws(ServerError) -> String {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO server_settings (name, value) VALUES ('cursor_key', ?) ON CONFLICT (name) DO NOTHING",
+                arguments: [proposal])
+            return try String.fetchOne(db, sql: "SELECT value FROM server_settings WHERE name = 'cursor_key'") ?? proposal
+        }
+    }
 }
 
 /// Walks a project's records from a snapshot, entity by entity in catalog order and by id within

@@ -33,6 +33,9 @@ protocol ServerStorage: Sendable {
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
     /// This server's salt for member record ids (`Roles.memberRecordID`; "" for a server seeded before).
     func memberIDSalt() async throws(ServerError) -> String
+    /// This server's key for sealing cursors (`CursorSeal`): the stored one, or `proposal` stored now
+    /// when there is none (two instances proposing at once both get the one stored first).
+    func cursorKey(proposing proposal: String) async throws(ServerError) -> String
     /// Writes a consistent copy of the database to the new file `path` (SQLite only).
     func backUp(to path: String) async throws(ServerError)
     /// The checkpoint of change `sequence`: it and the mark of the commit that wrote it (`.empty` for 0).

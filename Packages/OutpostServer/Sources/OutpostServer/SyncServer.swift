@@ -34,6 +34,8 @@ public struct SyncServer: Sendable {
     /// The turns downloads take to encode a batch, so downloads never take every core (see `EncodingTurns`).
     let bundleEncoding = EncodingTurns()
     private let readAhead: PreparedPulls
+    /// The seal on the cursors this server writes, its key read once.
+    private let cursorSeal = CursorSeal()
     private let rules: PushRules
     /// Per-token request limits; nil when the configuration sets none.
     private let rateLimiter: RequestRateLimiter?
@@ -562,7 +564,8 @@ public struct SyncServer: Sendable {
         // outside a documented range is (the cap, maximumPullLimit, applies within it).
         guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
         if let cursor = pull.cursor { try await checkProjectCount(of: cursor, by: caller) }
-        var after = try pull.cursor.map { text throws(ServerError) in try PullCursor(text: text) } ?? .start
+        var after = PullCursor.start
+        if let text = pull.cursor { after = try await cursorSeal.open(text, storage: storage) }
         let held = try await checkHistory(pull.checkpoint)
         try await adoptBundlePositions(pull.bundlePositions, into: &after)
         let reread = try await readAgain(pull.rereadProjects, in: &after, by: caller)
@@ -575,7 +578,7 @@ public struct SyncServer: Sendable {
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
                 projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence,
                 ownSequences: own, rereadProjects: reread),
-            by: caller, storage: storage, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
+            by: caller, storage: storage, seal: cursorSeal, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
         return answer.body
@@ -684,7 +687,7 @@ public struct SyncServer: Sendable {
     /// since (see `PreparedPulls`), else the page read now. When more changes wait, the next page is
     /// read ahead.
     private static func pull(
-        _ request: PreparedPulls.Request, by caller: Caller, storage: any ServerStorage, rules: PushRules,
+        _ request: PreparedPulls.Request, by caller: Caller, storage: any ServerStorage, seal: CursorSeal, rules: PushRules,
         maximumPageBytes: Int, readAhead: PreparedPulls?, metrics: ServerMetrics
     ) async throws(ServerError) -> PreparedPulls.Answer {
         @Sendable func read(_ request: PreparedPulls.Request) async throws(ServerError) -> PreparedPulls.Answer {
@@ -699,7 +702,8 @@ public struct SyncServer: Sendable {
             let checkpoint = try await storage.historyCheckpoint(at: max(request.checkpoint, page.rows.lazy.map(\.sequence).max() ?? 0))
             page.rereadProjects = request.rereadProjects
             let json = try page.json(
-                rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences)
+                rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences,
+                cursorText: try await seal.text(of: page.nextCursor, storage: storage))
             return PreparedPulls.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
                 nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)

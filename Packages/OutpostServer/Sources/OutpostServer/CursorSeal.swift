@@ -1,0 +1,81 @@
+import Crypto
+import Foundation
+import Synchronization
+
+/// The seal on every cursor this server writes: `<cursor>~<tag>`, the tag the first 8 bytes of an
+/// HMAC-SHA256 of the cursor's text under a key of this server's (`server_settings`, made on first
+/// use and shared by every instance on the database), as 16 lowercase hex digits.
+///
+/// Why: a cursor whose positions were damaged on the device (`999…`) read as "read past everything" and
+/// was answered with empty pages for ever, with exit 0: the device never got another record (attack
+/// 71, finding 2). Refusing positions past the server's newest change would have told any member that
+/// newest change by bisection, the activity of every project (stop 50, finding 1). A seal tells
+/// nothing: only text this server wrote verifies, whatever its numbers.
+///
+/// A cursor without a seal (written before servers sealed them) is read as it always was, so no device
+/// pulls everything again for an upgrade; its next page's cursor is sealed.
+final class CursorSeal: Sendable {
+    /// The key's bytes once read (`SymmetricKey` is not `Sendable`).
+    private let keyBytes = Mutex<Data?>(nil)
+
+    /// The cursor `text` names, its seal checked. Refused as `unknown_cursor` when the text is not a
+    /// cursor's form or its seal is not this server's (a damaged cursor, or another server's).
+    func open(_ text: String, storage: any ServerStorage) async throws(ServerError) -> PullCursor {
+        let (body, tag) = Self.parts(of: text)
+        let cursor = try PullCursor(text: String(body))
+        guard let tag else { return cursor }
+        guard Self.constantTimeEqual(tag.utf8, try await self.tag(of: body, storage: storage).utf8) else {
+            throw ServerError(
+                status: 400, .unknownCursor,
+                "the cursor's seal is not this server's (the cursor was damaged, or another server wrote it): "
+                    + "pull everything again from the start without one")
+        }
+        return cursor
+    }
+
+    /// `cursor`'s text, sealed.
+    func text(of cursor: PullCursor, storage: any ServerStorage) async throws(ServerError) -> String {
+        let body = cursor.text
+        return body + "~" + (try await tag(of: Substring(body), storage: storage))
+    }
+
+    /// The cursor's text and its tag, when it ends in `~` and 16 lowercase hex digits.
+    static func parts(of text: String) -> (body: Substring, tag: Substring?) {
+        let utf8 = text.utf8
+        guard utf8.count > 17 else { return (Substring(text), nil) }
+        let tagStart = utf8.index(utf8.endIndex, offsetBy: -16)
+        let mark = utf8.index(before: tagStart)
+        guard utf8[mark] == UInt8(ascii: "~"),
+            utf8[tagStart...].allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return (Substring(text), nil) }
+        return (text[..<mark], text[tagStart...])
+    }
+
+    private func tag(of body: Substring, storage: any ServerStorage) async throws(ServerError) -> String {
+        let key = try await self.key(from: storage)
+        let code = HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key)
+        return code.prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func key(from storage: any ServerStorage) async throws(ServerError) -> SymmetricKey {
+        if let bytes = keyBytes.withLock({ $0 }) { return SymmetricKey(data: bytes) }
+        let proposal = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
+        let stored = try await storage.cursorKey(proposing: proposal)
+        // The stored text's bytes are the key: HMAC takes a key of any length, and 64 random hex
+        // digits hold the 256 bits the proposal was made of.
+        guard stored.utf8.count >= 32 else {
+            throw ServerError(.databaseFailure, message: "server_settings' cursor_key is shorter than 32 characters")
+        }
+        let bytes = Data(stored.utf8)
+        keyBytes.withLock { $0 = bytes }
+        return SymmetricKey(data: bytes)
+    }
+
+    /// Whether `a` and `b` hold the same bytes, in time that depends on their lengths only.
+    private static func constantTimeEqual(_ a: Substring.UTF8View, _ b: String.UTF8View) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for (x, y) in zip(a, b) { difference |= x ^ y }
+        return difference == 0
+    }
+}

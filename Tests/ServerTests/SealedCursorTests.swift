@@ -1,0 +1,77 @@
+@testable import OutpostServer
+import Foundation
+import GRDB
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostModels
+import OutpostStore
+import OutpostSync
+import OutpostWire
+import Testing
+
+/// Attack 71, finding 2: a cursor whose positions were damaged on the device (`999…`) was answered with
+/// empty pages for ever, and every sync said it was complete: the device never got another record.
+/// Every cursor the server writes is sealed (`CursorSeal`); one whose seal does not verify is refused
+/// `unknown_cursor`, and the engine pulls everything again.
+@Suite("Sealed cursors: a damaged cursor is refused, and the device catches up", .fieldService)
+struct SealedCursorTests {
+    @Test("A cursor damaged on the device is refused and the next sync brings everything, the new record too", arguments: Backend.available)
+    func aDamagedCursorIsRefusedAndTheDeviceCatchesUp(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let path = server.directory.appendingPathComponent("crew.sqlite").path
+        let store = try LocalStore.open(at: path)
+        let engine = SyncEngine(store: store, transport: server.transport(token: TestServer.aliceToken))
+        _ = try await engine.sync()
+        let cursor = try #require(try store.pullCursor())
+        let (body, tag) = CursorSeal.parts(of: cursor)
+        #expect(tag != nil, "every cursor the server writes is sealed: \(cursor)")
+
+        // The device's stored cursor is damaged: every position past anything the server holds.
+        let damaged = body.replacingOccurrences(of: #"[0-9]{1,18}(?=[:,~]|$)"#, with: "999999999999999999", options: .regularExpression)
+            + "~" + (tag ?? "")
+        #expect(damaged != cursor)
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE sync_cursors SET cursor = ?", arguments: [damaged])
+        }
+        let transport = server.transport(token: TestServer.aliceToken)
+        let refused = try await #require(throws: TransportError.self) {
+            _ = try await transport.pull(PullRequest(cursor: damaged, limit: 10))
+        }
+        #expect(refused.status == 400 && refused.serverCode == .unknownCursor, "\(refused)")
+
+        // A teammate writes after the damage; the crew's next sync must bring it.
+        let teammate = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
+        let issue = try await teammate.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Written after the damage"))
+        _ = try await SyncEngine(store: teammate, transport: server.transport(token: TestServer.carolToken)).sync()
+        _ = try await engine.sync()
+        #expect(try store.fetch(OutpostModels.Issue.self, id: issue.id)?.title == "Written after the damage")
+        let healed = try #require(try store.pullCursor())
+        #expect(CursorSeal.parts(of: healed).tag != nil && healed != damaged)
+    }
+
+    @Test("A cursor without a seal (written before servers sealed them) is read as before, and its next cursor is sealed; another server's seal is refused", arguments: Backend.available)
+    func anUnsealedCursorIsReadAndAnotherServersSealRefused(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let first = try await alice.pull(PullRequest(cursor: nil, limit: 1))
+        #expect(first.hasMore)
+        let (body, tag) = CursorSeal.parts(of: first.nextCursor)
+        let sealed = try await alice.pull(PullRequest(cursor: first.nextCursor, limit: 1_000))
+        let unsealed = try await alice.pull(PullRequest(cursor: String(body), limit: 1_000))
+        #expect(sealed.changes == unsealed.changes && !sealed.changes.isEmpty)
+        #expect(unsealed.nextCursor == sealed.nextCursor && CursorSeal.parts(of: unsealed.nextCursor).tag != nil)
+        // The same cursor sealed by another server (another key) is not this one's.
+        let other = try await TestServer.start(backend)
+        defer { Task { await other.stop() } }
+        let foreign = try await other.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1)).nextCursor
+        #expect(CursorSeal.parts(of: foreign).body == body && CursorSeal.parts(of: foreign).tag != tag)
+        for text in [foreign, String(body) + "~0000000000000000", String(body) + "~" + String((tag ?? "").reversed())] {
+            let error = try await #require(throws: TransportError.self) {
+                _ = try await alice.pull(PullRequest(cursor: text, limit: 10))
+            }
+            #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(text): \(error)")
+        }
+    }
+}
