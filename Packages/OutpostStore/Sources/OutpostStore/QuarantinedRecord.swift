@@ -161,7 +161,7 @@ enum Quarantine {
 
     /// Why the server's `record` cannot be stored whatever build of the app reads it, or nil (an honest
     /// server gives neither):
-    /// - a version outside `pulledVersions`: Int64.max was stored, and every real version after it was
+    /// - a version outside `SyncProtocol.recordVersions`: Int64.max was stored, and every real version after it was
     ///   ignored as older; one of 0 or below was dropped without a trace (attack 71, finding 4);
     /// - a text longer than any write may hold (`EntityRecord.maximumTextBytes`, what a bundle carries;
     ///   the server refuses one on push, `valueTooLong`): a hostile server's 20 MiB title, page after
@@ -171,8 +171,9 @@ enum Quarantine {
     /// that rule, and its record must stay editable (an XML export names the record and field).
     static func unstorableValue(in record: EntityRecord) -> String? {
         let version = record.sync.version
-        guard pulledVersions.contains(version) else {
-            return "its version \(version) is outside \(pulledVersions.lowerBound)…\(pulledVersions.upperBound), the versions a server gives"
+        let versions = SyncProtocol.recordVersions
+        guard versions.contains(version) else {
+            return "its version \(version) is outside \(versions.lowerBound)…\(versions.upperBound), the versions a server gives"
         }
         for (name, value) in record.fields {
             if case .text(let text) = value, text.utf8.count > EntityRecord.maximumTextBytes {
@@ -181,10 +182,6 @@ enum Quarantine {
         }
         return nil
     }
-
-    /// The versions a server gives: from 1, counting one a change, and no further than JSON's integers
-    /// are exact (2^53 − 1).
-    static let pulledVersions: ClosedRange<Int64> = 1...((1 << 53) - 1)
 
     /// Why `record` cannot be stored as it is, or nil. Only the catalog's shape counts (a rule such as
     /// a blank required text is the server's to enforce, and the row can hold it). A parent reference

@@ -210,7 +210,9 @@ extension LocalStore: Replica {
         defer {
             let asked = Set(batch.mutations.map(\.idempotencyKey))
             let taken = response.results.compactMap { result -> Int64? in
-                guard asked.contains(result.idempotencyKey), case .applied = result.outcome else { return nil }
+                guard asked.contains(result.idempotencyKey), case .applied(let version, _) = result.outcome,
+                    SyncProtocol.recordVersions.contains(version)
+                else { return nil }
                 return result.sequence
             }
             if !taken.isEmpty { try? write { db in try OwnSequences.note(taken, in: db) } }
@@ -223,6 +225,14 @@ extension LocalStore: Replica {
             }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
+                // A version no server gives settles nothing (attack 72, findings 2 and 3): Int64.max
+                // stored made every real version pulled after it look older, and 0 or below sent the
+                // same batch again 300 times in 15 s. The change waits in line; an answer that settled
+                // none of its batch ends the run's pushing.
+                guard SyncProtocol.recordVersions.contains(version) else {
+                    unanswered.append(mutation)
+                    continue
+                }
                 try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
                 settlement.acknowledged += 1
             case .conflict(let serverRecord):

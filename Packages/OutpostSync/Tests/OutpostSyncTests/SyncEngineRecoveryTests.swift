@@ -566,6 +566,27 @@ extension SyncEngineTests {
         #expect(try device.store.unsentChanges().first?.status == .pending)
     }
 
+    /// A push answered `applied` with a version no server gives (attack 72, findings 2 and 3): Int64.max
+    /// or 2^53 was stored on the record, after which every real version pulled looked older and the
+    /// record never changed again on the device; 0 or below sent the same batch again 300 times in 15 s,
+    /// for as long as the run went. Such an answer settles nothing: the change waits in line, unsent,
+    /// the record keeps its version, and the run ends its pushing.
+    @Test(arguments: [Int64.max, Int64(1) << 53, 0, -5])
+    func aPushAnsweredWithAVersionNoServerGivesSettlesNothing(_ version: Int64) async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let transport = OtherKeysTransport(base: server, answering: version)
+        let issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let engine = SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 33))
+        let report = try await engine.sync(now: { self.now })
+        #expect(await transport.pushes == 1)
+        #expect(!report.pushCompleted && report.pushed == 0)
+        #expect(try device.store.unsentChanges().map(\.recordID) == [issue.id])
+        #expect(try device.store.unsentChanges().first?.status == .pending)
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.version == 0)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
@@ -683,19 +704,24 @@ actor DamagingTransport: ForwardingTransport {
     }
 }
 
-/// Answers every push with `applied` under keys the request did not carry.
+/// Answers every push with `applied` under keys the request did not carry, or (`answering`) under the
+/// request's keys with that version.
 actor OtherKeysTransport: ForwardingTransport {
     let base: InProcessServer
+    let version: Int64?
     private(set) var pushes = 0
 
-    init(base: InProcessServer) {
+    init(base: InProcessServer, answering version: Int64? = nil) {
         self.base = base
+        self.version = version
     }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
-        return PushResponse(results: request.mutations.map { _ in
-            MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 1, serverID: nil))
+        return PushResponse(results: request.mutations.map { mutation in
+            MutationResult(
+                idempotencyKey: version == nil ? UUID() : mutation.idempotencyKey,
+                outcome: .applied(version: version ?? 1, serverID: nil))
         })
     }
 }

@@ -24,6 +24,12 @@ public enum SyncProtocol {
         return (sequence, String(parts[1]))
     }
 
+    /// The versions a server gives a record: from 1, one more a change, and no further than JSON's
+    /// integers are exact (2^53 − 1). A device takes no other from a server: a pulled record with another
+    /// is quarantined, and a push answer naming another settles nothing (Int64.max stored made every
+    /// real version after it look older; 0 or below sent the same batch again and again).
+    public static let recordVersions: ClosedRange<Int64> = 1...((1 << 53) - 1)
+
     /// The most bundle positions one pull request may carry (`PullRequest.bundlePositions`).
     public static let maximumBundlePositions = 64
 
