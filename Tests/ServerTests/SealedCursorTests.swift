@@ -50,7 +50,7 @@ struct SealedCursorTests {
         #expect(CursorSeal.parts(of: healed).tag != nil && healed != damaged)
     }
 
-    @Test("A cursor without a seal (written before servers sealed them) is read as before, and its next cursor is sealed; another server's seal is refused", arguments: Backend.available)
+    @Test("A cursor without a seal (written before servers sealed them) is read with the checkpoint it came with, and its next cursor is sealed; another server's seal is refused", arguments: Backend.available)
     func anUnsealedCursorIsReadAndAnotherServersSealRefused(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
@@ -59,7 +59,7 @@ struct SealedCursorTests {
         #expect(first.hasMore)
         let (body, tag) = CursorSeal.parts(of: first.nextCursor)
         let sealed = try await alice.pull(PullRequest(cursor: first.nextCursor, limit: 1_000))
-        let unsealed = try await alice.pull(PullRequest(cursor: String(body), limit: 1_000))
+        let unsealed = try await alice.pull(PullRequest(cursor: String(body), limit: 1_000, checkpoint: first.checkpoint))
         #expect(sealed.changes == unsealed.changes && !sealed.changes.isEmpty)
         #expect(unsealed.nextCursor == sealed.nextCursor && CursorSeal.parts(of: unsealed.nextCursor).tag != nil)
         // The same cursor sealed by another server (another key) is not this one's.
@@ -73,5 +73,36 @@ struct SealedCursorTests {
             }
             #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(text): \(error)")
         }
+    }
+
+    /// Attack 72, finding 1: an unsealed cursor was read whatever its numbers, then sealed on the next
+    /// page, so `999999:<project>` set on the device made it miss that project's changes for good, and
+    /// a sealed cursor whose tag was all digits became such a cursor by one damaged byte (`~` to `=`).
+    /// An unsealed cursor is read only up to the checkpoint sent with it.
+    @Test("An unsealed cursor past the checkpoint sent with it is refused: a damaged one, and a sealed one whose ~ became =", arguments: Backend.available)
+    func anUnsealedCursorPastItsCheckpointIsRefused(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let first = try await alice.pull(PullRequest(cursor: nil, limit: 1_000))
+        let checkpoint = try #require(first.checkpoint)
+        let newest = try #require(Int64(checkpoint.split(separator: ".")[0]))
+        let project = TestServer.projectA.storageText
+        let (body, tag) = CursorSeal.parts(of: first.nextCursor)
+        let digits = String((tag ?? "").unicodeScalars.map { Character(String($0.value % 10)) })
+        for damaged in [
+            "999999:\(project)", "\(newest + 1):\(project)", "\(newest):\(project)=\(newest + 1)",
+            String(body) + "=" + digits, String(newest + 1),
+        ] {
+            for sent in [checkpoint, nil] as [String?] {
+                let error = try await #require(throws: TransportError.self, "\(damaged)") {
+                    _ = try await alice.pull(PullRequest(cursor: damaged, limit: 10, checkpoint: sent))
+                }
+                #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(damaged): \(error)")
+            }
+        }
+        // At the checkpoint, an unsealed cursor reads on from there.
+        let atCheckpoint = try await alice.pull(PullRequest(cursor: "\(newest):\(project)", limit: 10, checkpoint: checkpoint))
+        #expect(atCheckpoint.changes.isEmpty && CursorSeal.parts(of: atCheckpoint.nextCursor).tag != nil)
     }
 }

@@ -12,18 +12,33 @@ import Synchronization
 /// newest change by bisection, the activity of every project (stop 50, finding 1). A seal tells
 /// nothing: only text this server wrote verifies, whatever its numbers.
 ///
-/// A cursor without a seal (written before servers sealed them) is read as it always was, so no device
-/// pulls everything again for an upgrade; its next page's cursor is sealed.
+/// A cursor without a seal (written before servers sealed them) is read only when none of its positions
+/// is past the checkpoint the request carries, which the server found in its history (mark and all) and
+/// which no cursor a server wrote ever passed: every position moves to a change the same answer named
+/// in its checkpoint. So a device of an older server goes on where it was, and its next page's cursor is
+/// sealed; a damaged one is refused. Read whatever its numbers, an unsealed `999999:<project>` was
+/// sealed on the next page and the device never got that project's changes again, and one damaged byte
+/// of a sealed cursor whose tag was all digits (`~` to `=`) made such a cursor (attack 72, finding 1).
+/// The bound is the caller's own checkpoint, so a refusal tells nothing of others' changes.
 final class CursorSeal: Sendable {
     /// The key's bytes once read (`SymmetricKey` is not `Sendable`).
     private let keyBytes = Mutex<Data?>(nil)
 
     /// The cursor `text` names, its seal checked. Refused as `unknown_cursor` when the text is not a
-    /// cursor's form or its seal is not this server's (a damaged cursor, or another server's).
-    func open(_ text: String, storage: any ServerStorage) async throws(ServerError) -> PullCursor {
+    /// cursor's form, its seal is not this server's (a damaged cursor, or another server's), or it has
+    /// no seal and names a position past `checkpoint` (the request's, found in this history).
+    func open(_ text: String, checkpoint: Int64, storage: any ServerStorage) async throws(ServerError) -> PullCursor {
         let (body, tag) = Self.parts(of: text)
         let cursor = try PullCursor(text: String(body))
-        guard let tag else { return cursor }
+        guard let tag else {
+            guard cursor.highestPosition <= checkpoint else {
+                throw ServerError(
+                    status: 400, .unknownCursor,
+                    "a cursor without a seal names a position past the checkpoint sent with it (the cursor was damaged): "
+                        + "pull everything again from the start without one")
+            }
+            return cursor
+        }
         guard Self.constantTimeEqual(tag.utf8, try await self.tag(of: body, storage: storage).utf8) else {
             throw ServerError(
                 status: 400, .unknownCursor,

@@ -152,6 +152,9 @@ struct PullCursor: Hashable, Sendable {
         return projects[project] ?? 0
     }
 
+    /// The furthest position it names, `base` included.
+    var highestPosition: Int64 { max(base, projects?.values.max() ?? base) }
+
     /// The lowest position among `projects` (and `base` when the caller's own records are read too).
     func lowestPosition(among projects: [UUID], includingBase: Bool) -> Int64 {
         let positions = projects.map(position(of:)) + (includingBase ? [base] : [])

@@ -564,9 +564,9 @@ public struct SyncServer: Sendable {
         // outside a documented range is (the cap, maximumPullLimit, applies within it).
         guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
         if let cursor = pull.cursor { try await checkProjectCount(of: cursor, by: caller) }
-        var after = PullCursor.start
-        if let text = pull.cursor { after = try await cursorSeal.open(text, storage: storage) }
         let held = try await checkHistory(pull.checkpoint)
+        var after = PullCursor.start
+        if let text = pull.cursor { after = try await cursorSeal.open(text, checkpoint: held.sequence, storage: storage) }
         try await adoptBundlePositions(pull.bundlePositions, into: &after)
         let reread = try await readAgain(pull.rereadProjects, in: &after, by: caller)
         guard let own = SequenceRanges(texts: pull.ownSequences) else {
