@@ -52,7 +52,12 @@ public struct SequenceRanges: Sendable, Hashable {
         var kept: [ClosedRange<Int64>] = []
         kept.reserveCapacity(ranges.count + 1)
         for existing in ranges {
-            if existing.upperBound < merged.lowerBound - 1 || existing.lowerBound > merged.upperBound + 1 {
+            // Apart unless they overlap or touch; 1 is added or taken only on the side that cannot
+            // overflow. `merged.upperBound + 1` trapped on a sequence of Int64.max in a hostile server's
+            // push answer, and the device crashed on every run against it (attack 73, finding 2).
+            let below = existing.upperBound < merged.lowerBound && existing.upperBound != merged.lowerBound - 1
+            let above = existing.lowerBound > merged.upperBound && existing.lowerBound != merged.upperBound + 1
+            if below || above {
                 kept.append(existing)
             } else {
                 merged = min(existing.lowerBound, merged.lowerBound)...max(existing.upperBound, merged.upperBound)

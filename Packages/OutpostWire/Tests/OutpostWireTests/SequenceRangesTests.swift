@@ -40,4 +40,20 @@ import Testing
         for index in 0..<Int64(SequenceRanges.maximumCount + 10) { many.insert((index * 3 + 1)...(index * 3 + 1)) }
         #expect(many.ranges.count == SequenceRanges.maximumCount && many.ranges.first == 31...31, "the lowest went")
     }
+
+    /// Attack 73, finding 2: a push answer naming sequence Int64.max crashed the device (arithmetic
+    /// overflow merging it with the ranges held), on every run against that server.
+    @Test func rangesAtTheEdgesOfInt64MergeWithoutOverflow() {
+        var ranges = SequenceRanges()
+        ranges.insert(5...5)
+        ranges.insert(Int64.max...Int64.max)
+        ranges.insert(Int64.min...Int64.min)
+        ranges.insert((Int64.max - 1)...(Int64.max - 1))
+        ranges.insert((Int64.min + 1)...(Int64.min + 1))
+        #expect(ranges.contains(Int64.max) && ranges.contains(Int64.max - 1) && ranges.contains(5))
+        #expect(ranges.contains(Int64.min) && !ranges.contains(6) && !ranges.contains(Int64.max - 2))
+        #expect(ranges.last == Int64.max)
+        ranges.removeAll(through: Int64.max - 1)
+        #expect(ranges.contains(Int64.max) && !ranges.contains(5) && !ranges.contains(Int64.min))
+    }
 }
