@@ -92,21 +92,26 @@ struct MembershipCatchUpTests {
         #expect(rest[Key(entity: .issue, id: inA.recordID)] == nil, "A is not sent again")
     }
 
-    @Test("A cursor from before per-project positions still reads on from where it was", arguments: Backend.available)
-    func aPlainNumberCursorIsStillRead(_ backend: Backend) async throws {
+    /// A bare number counted every current project, one joined since included, as read up to it, and a
+    /// sealed cursor cut at its `:` is one: the joined project was never sent (attack 73, finding 1). It
+    /// is refused 409 `unknown_cursor`, and a pull from the start brings everything.
+    @Test("A cursor of one number (before per-project positions, or cut short) is refused 409, and a pull from the start reads everything", arguments: Backend.available)
+    func aPlainNumberCursorIsRefused(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
         let alice = server.transport(token: TestServer.aliceToken)
-        let first = try await alice.pull(PullRequest(cursor: "0", limit: 1_000))
+        let first = try await alice.pull(PullRequest(cursor: nil, limit: 1_000))
         let all = first.changes
         #expect(!all.isEmpty)
         let newest = try #require(all.map(\.sequence).max())
-        let created = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
-        _ = try await alice.push(PushRequest(mutations: [created]))
-        // Sent, as a device sends it, with the checkpoint the answer that moved it carried: an unsealed
-        // cursor may name no position past it (`CursorSeal`).
-        let after = try await alice.pull(PullRequest(cursor: String(newest), limit: 1_000, checkpoint: first.checkpoint))
-        #expect(after.changes.map(\.recordID) == [created.recordID])
+        let cut = String(first.nextCursor.prefix { $0 != ":" })
+        for bare in ["0", String(newest), cut] {
+            let error = try await #require(throws: TransportError.self, "\(bare)") {
+                _ = try await alice.pull(PullRequest(cursor: bare, limit: 1_000, checkpoint: first.checkpoint))
+            }
+            #expect(error.status == 409 && error.serverCode == .unknownCursor, "\(bare): \(error)")
+        }
+        #expect(try await alice.pull(PullRequest(cursor: nil, limit: 1_000)).changes.count == all.count)
         let tooMany = "5:" + (0...PullCursor.maximumProjects).map { _ in UUID().uuidString.lowercased() }.joined(separator: ",")
         for bad in ["-1", "x", "5:zz", "5:\(TestServer.projectA.uuidString.lowercased())=-3", tooMany] {
             let answer = try await server.send(

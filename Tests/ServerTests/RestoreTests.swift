@@ -254,7 +254,7 @@ struct RestoreTests {
                     answers.insert("refused \(error.status ?? 0) \(error.serverCode?.rawValue ?? "")")
                 }
             }
-            #expect(answers == ["refused 400 unknown_cursor"], "\(answers)")
+            #expect(answers == ["refused 409 unknown_cursor"], "\(answers)")
         }
         let fresh = try await bob.pull(PullRequest(cursor: nil, limit: 100))
         #expect(fresh.checkpoint == checkpoint)

@@ -38,7 +38,7 @@ struct SealedCursorTests {
         let refused = try await #require(throws: TransportError.self) {
             _ = try await transport.pull(PullRequest(cursor: damaged, limit: 10))
         }
-        #expect(refused.status == 400 && refused.serverCode == .unknownCursor, "\(refused)")
+        #expect(refused.status == 409 && refused.serverCode == .unknownCursor, "\(refused)")
 
         // A teammate writes after the damage; the crew's next sync must bring it.
         let teammate = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
@@ -71,7 +71,7 @@ struct SealedCursorTests {
             let error = try await #require(throws: TransportError.self) {
                 _ = try await alice.pull(PullRequest(cursor: text, limit: 10))
             }
-            #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(text): \(error)")
+            #expect(error.status == 409 && error.serverCode == .unknownCursor, "\(text): \(error)")
         }
     }
 
@@ -98,7 +98,7 @@ struct SealedCursorTests {
                 let error = try await #require(throws: TransportError.self, "\(damaged)") {
                     _ = try await alice.pull(PullRequest(cursor: damaged, limit: 10, checkpoint: sent))
                 }
-                #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(damaged): \(error)")
+                #expect(error.status == 409 && error.serverCode == .unknownCursor, "\(damaged): \(error)")
             }
         }
         // At the checkpoint, an unsealed cursor reads on from there.

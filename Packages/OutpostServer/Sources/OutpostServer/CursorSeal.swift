@@ -12,7 +12,8 @@ import Synchronization
 /// newest change by bisection, the activity of every project (stop 50, finding 1). A seal tells
 /// nothing: only text this server wrote verifies, whatever its numbers.
 ///
-/// A cursor without a seal (written before servers sealed them) is read only when none of its positions
+/// A bare number (the cursor of servers before positions per project) is refused. A cursor without a
+/// seal (written before servers sealed them) is read only when none of its positions
 /// is past the checkpoint the request carries, which the server found in its history (mark and all) and
 /// which no cursor a server wrote ever passed: every position moves to a change the same answer named
 /// in its checkpoint. So a device of an older server goes on where it was, and its next page's cursor is
@@ -24,16 +25,27 @@ final class CursorSeal: Sendable {
     /// The key's bytes once read (`SymmetricKey` is not `Sendable`).
     private let keyBytes = Mutex<Data?>(nil)
 
-    /// The cursor `text` names, its seal checked. Refused as `unknown_cursor` when the text is not a
-    /// cursor's form, its seal is not this server's (a damaged cursor, or another server's), or it has
-    /// no seal and names a position past `checkpoint` (the request's, found in this history).
+    /// The cursor `text` names, its seal checked. Refused as `unknown_cursor`: 400 when the text is not a
+    /// cursor's form; 409 when its seal is not this server's (a damaged cursor, or another server's), or
+    /// it has no seal and names a position past `checkpoint` (the request's, found in this history). A
+    /// request of the documented form that does not match what this server holds is a conflict with its
+    /// state, as a checkpoint its history lacks is (409 `history_changed`), not a malformed request.
     func open(_ text: String, checkpoint: Int64, storage: any ServerStorage) async throws(ServerError) -> PullCursor {
         let (body, tag) = Self.parts(of: text)
         let cursor = try PullCursor(text: String(body))
         guard let tag else {
+            // A bare number counts every current project as read up to it, a project joined since
+            // included, and a sealed cursor cut at its `:` is one: that project was never sent, and the
+            // next sealed cursor marked it read (attack 73, finding 1). Its device pulls everything again.
+            guard cursor.holdsProjectPositions else {
+                throw ServerError(
+                    status: 409, .unknownCursor,
+                    "a cursor of one number (written before positions per project, or cut short) cannot tell which "
+                        + "projects it read: pull everything again from the start without one")
+            }
             guard cursor.highestPosition <= checkpoint else {
                 throw ServerError(
-                    status: 400, .unknownCursor,
+                    status: 409, .unknownCursor,
                     "a cursor without a seal names a position past the checkpoint sent with it (the cursor was damaged): "
                         + "pull everything again from the start without one")
             }
@@ -41,7 +53,7 @@ final class CursorSeal: Sendable {
         }
         guard Self.constantTimeEqual(tag.utf8, try await self.tag(of: body, storage: storage).utf8) else {
             throw ServerError(
-                status: 400, .unknownCursor,
+                status: 409, .unknownCursor,
                 "the cursor's seal is not this server's (the cursor was damaged, or another server wrote it): "
                     + "pull everything again from the start without one")
         }

@@ -152,6 +152,10 @@ struct PullCursor: Hashable, Sendable {
         return projects[project] ?? 0
     }
 
+    /// Whether it holds a position per project: every cursor this server writes does. A bare number
+    /// (protocol 1, before 2026-11) does not.
+    var holdsProjectPositions: Bool { projects != nil }
+
     /// The furthest position it names, `base` included.
     var highestPosition: Int64 { max(base, projects?.values.max() ?? base) }
 
