@@ -60,6 +60,11 @@ final class CursorSeal: Sendable {
         return cursor
     }
 
+    /// Reads the key, making it first when the database has none (at the server's start).
+    func prepare(storage: any ServerStorage) async throws(ServerError) {
+        _ = try await key(from: storage)
+    }
+
     /// `cursor`'s text, sealed.
     func text(of cursor: PullCursor, storage: any ServerStorage) async throws(ServerError) -> String {
         let body = cursor.text

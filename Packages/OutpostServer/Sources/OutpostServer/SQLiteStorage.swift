@@ -902,7 +902,12 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func cursorKey(proposing proposal: String) async throws(ServerError) -> String {
-        try await write { db in
+        // Read first: a database that has the key needs no write lock for it.
+        let stored = try await read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM server_settings WHERE name = 'cursor_key'")
+        }
+        if let stored { return stored }
+        return try await write { db in
             try db.execute(
                 sql: "INSERT INTO server_settings (name, value) VALUES ('cursor_key', ?) ON CONFLICT (name) DO NOTHING",
                 arguments: [proposal])

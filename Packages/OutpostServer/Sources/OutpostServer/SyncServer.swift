@@ -219,6 +219,9 @@ public struct SyncServer: Sendable {
         async throws
     {
         try await storage.prepare()
+        // The cursor key is made (or read) before the first request: made by a pull, it took the
+        // database's write lock, and a pull waited on another process holding it.
+        try await cursorSeal.prepare(storage: storage)
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: ProtocolMiddleware(
             schemaVersions: configuration.schemaVersions, metrics: metrics,
