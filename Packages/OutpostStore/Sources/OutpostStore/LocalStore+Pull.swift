@@ -197,9 +197,7 @@ extension LocalStore {
         let folder = (path as NSString).deletingLastPathComponent
         let wanted = keptFreeBytes.addingReportingOverflow(max(needing, 0))
         let limit = wanted.overflow ? Int64.max : wanted.partialValue
-        guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder.isEmpty ? "." : folder),
-            let free = (attributes[.systemFreeSize] as? NSNumber)?.int64Value, free < limit
-        else { return }
+        guard let free = volume.freeBytes(folder.isEmpty ? "." : folder), free < limit else { return }
         let more = needing > 0 ? " and the \(needing >> 20) MB this step writes" : ""
         throw StoreError(
             .storageFull, path: path,
@@ -736,5 +734,16 @@ extension VersionedRecord {
     /// A pulled record as `changes()` subscribers see it.
     var storeChange: StoreChange {
         StoreChange(entity: record.entity, recordID: record.id, operation: isDeleted ? .delete : .update)
+    }
+}
+
+/// Reads the free bytes of the volume holding a folder; nil when they cannot be read.
+struct StoreVolume: Sendable {
+    let freeBytes: @Sendable (_ folder: String) -> Int64?
+
+    /// The file system's own count.
+    static let system = StoreVolume { folder in
+        guard let attributes = try? FileManager.default.attributesOfFileSystem(forPath: folder) else { return nil }
+        return (attributes[.systemFreeSize] as? NSNumber)?.int64Value
     }
 }

@@ -21,6 +21,9 @@ public final class LocalStore: Sendable {
     let claimOwner: ClaimOwner
     /// Free bytes on the store's volume that pulled pages never take (see `open`).
     let keptFreeBytes: Int64
+    /// Where the free space of the store's volume is read: the file system, or a test's simulated volume,
+    /// whose free space no other test's files move (a real volume's did, in CI, and the room tests flaked).
+    let volume: StoreVolume
 
     /// What `open` keeps free by default: room for a day of a crew's writes and their photos' records.
     public static let defaultFreeBytesKept: Int64 = 128 << 20
@@ -42,6 +45,15 @@ public final class LocalStore: Sendable {
     public static func open(
         at path: String, app: LocalApp, synchronous: SynchronousMode = .normal,
         busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout), keepingFree: Int64 = LocalStore.defaultFreeBytesKept
+    ) throws(StoreError) -> LocalStore {
+        try open(at: path, app: app, synchronous: synchronous, busyTimeout: busyTimeout, keepingFree: keepingFree, volume: .system)
+    }
+
+    /// `open(at:app:synchronous:busyTimeout:keepingFree:)` reading the volume's free space from `volume`.
+    static func open(
+        at path: String, app: LocalApp, synchronous: SynchronousMode = .normal,
+        busyTimeout: Duration = .seconds(LocalDatabase.busyTimeout), keepingFree: Int64 = LocalStore.defaultFreeBytesKept,
+        volume: StoreVolume
     ) throws(StoreError) -> LocalStore {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
@@ -71,15 +83,16 @@ public final class LocalStore: Sendable {
                 return try StoreWriter.loadClockState(db)
             }
         }
-        return LocalStore(path: path, pool: pool, node: node, last: last, keepingFree: keepingFree)
+        return LocalStore(path: path, pool: pool, node: node, last: last, keepingFree: keepingFree, volume: volume)
     }
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
 
-    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?, keepingFree: Int64) {
+    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?, keepingFree: Int64, volume: StoreVolume) {
         self.path = path
         self.keptFreeBytes = keepingFree
+        self.volume = volume
         let owner = ClaimOwner.current()
         self.claimOwner = owner
         self.pool = pool
