@@ -245,8 +245,10 @@ struct JSONNumber: Hashable {
     var isInteger: Bool
 }
 
-/// A small JSON value: one record or one file reference, never the whole document.
-indirect enum JSONValue {
+/// A small JSON value: one record or one file reference, never the whole document. Not `indirect`:
+/// its containers are arrays, already on the heap, and boxing every scalar too was an allocation per
+/// value of every record a bundle import read.
+enum JSONValue {
     case null
     case bool(Bool)
     case number(JSONNumber)
