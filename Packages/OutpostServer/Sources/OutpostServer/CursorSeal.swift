@@ -86,12 +86,12 @@ final class CursorSeal: Sendable {
     private func tag(of body: Substring, storage: any ServerStorage) async throws(ServerError) -> String {
         let key = try await self.key(from: storage)
         let code = HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key)
-        return code.prefix(8).map { String(format: "%02x", $0) }.joined()
+        return code.prefix(8).hexText
     }
 
     private func key(from storage: any ServerStorage) async throws(ServerError) -> SymmetricKey {
         if let bytes = keyBytes.withLock({ $0 }) { return SymmetricKey(data: bytes) }
-        let proposal = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
+        let proposal = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.hexText
         let stored = try await storage.cursorKey(proposing: proposal)
         // The stored text's bytes are the key: HMAC takes a key of any length, and 64 random hex
         // digits hold the 256 bits the proposal was made of.

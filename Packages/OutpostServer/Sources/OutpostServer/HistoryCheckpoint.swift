@@ -37,7 +37,7 @@ struct HistoryCheckpoint: Sendable, Hashable {
     }
 
     private static func mark(of sequence: Int64, commitMark: String) -> String {
-        SHA256.hash(data: Data("\(commitMark)/\(sequence)".utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data("\(commitMark)/\(sequence)".utf8)).prefix(8).hexText
     }
 
     /// Reads a device's checkpoint: nil for text this server never wrote (the request is refused as

@@ -365,7 +365,7 @@ actor MediaStore {
             defer { try? handle.close() }
             var hasher = SHA256()
             while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
-            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+            return hasher.finalize().hexText
         } catch {
             throw ServerError(.mediaFailure, message: "cannot read the upload: \(error)", path: url.path, underlying: error)
         }

@@ -9,6 +9,11 @@ enum TokenDigest {
     }
 
     static func hex(of data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: data).hexText
     }
+}
+
+extension Sequence<UInt8> {
+    /// The bytes as lowercase hex, two digits each: how the server writes every digest, key and seal.
+    var hexText: String { map { String(format: "%02x", $0) }.joined() }
 }
