@@ -236,6 +236,13 @@ extension LocalStore: Replica {
                 try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
                 settlement.acknowledged += 1
             case .conflict(let serverRecord):
+                // A record at a version no server gives settles nothing either (attack 73, finding 3): answered
+                // again at version 0 it read as merged already and the change went again eleven times, then
+                // failed; answered fresh, the record was quarantined and the change failed.
+                guard SyncProtocol.recordVersions.contains(serverRecord.version) else {
+                    unanswered.append(mutation)
+                    continue
+                }
                 // Merge the server's current record with the pending change, then send the change again
                 // on top of the server's version; the merge surfaces whatever lost. A conflict answered
                 // again (`duplicate`: the app stopped between the answer and the rebase) carries the

@@ -587,6 +587,40 @@ extension SyncEngineTests {
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.version == 0)
     }
 
+    /// A conflict answered with a server record at a version no server gives (attack 73, finding 3), fresh
+    /// or answered again: version 0 answered again was taken as merged already and the change sent again
+    /// eleven times, then failed saying the server "kept reporting a newer version"; answered fresh, the
+    /// record was quarantined and the change failed. Like an `applied` at such a version, it settles
+    /// nothing: the change waits in line, unsent and unfailed, the record keeps its version and fields,
+    /// and the run ends its pushing.
+    @Test(arguments: [Int64.max, Int64(1) << 53, 0, -5], [false, true])
+    func aConflictAnsweredWithAVersionNoServerGivesSettlesNothing(_ version: Int64, again: Bool) async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        var issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        _ = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 34)).sync(now: { self.now })
+        let held = try #require(try await server.record(issue.id))
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        try await device.store.save(issue, now: now.addingTimeInterval(10))
+        var answer = held
+        answer.version = version
+        answer.fields["title"] = .text("Not a real version")
+        let conflict = MutationOutcome.conflict(serverRecord: answer)
+        let transport = OtherKeysTransport(base: server) { _ in again ? .duplicate(original: conflict) : conflict }
+        let engine = SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 35))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(await transport.pushes == 1)
+        #expect(!report.pushCompleted && report.pushed == 0)
+        #expect(try device.store.unsentChanges().map(\.recordID) == [issue.id])
+        #expect(try device.store.unsentChanges().first?.status == .pending)
+        let stored = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        #expect(stored.sync.version == held.version)
+        #expect(stored.title == "Leak under the sink")
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
@@ -709,17 +743,27 @@ actor DamagingTransport: ForwardingTransport {
 actor OtherKeysTransport: ForwardingTransport {
     let base: InProcessServer
     let version: Int64?
+    let outcome: (@Sendable (PushMutation) -> MutationOutcome)?
     private(set) var pushes = 0
 
     init(base: InProcessServer, answering version: Int64? = nil) {
         self.base = base
         self.version = version
+        self.outcome = nil
+    }
+
+    /// Answers each change under its own key with `outcome`'s answer for it.
+    init(base: InProcessServer, outcome: @escaping @Sendable (PushMutation) -> MutationOutcome) {
+        self.base = base
+        self.version = nil
+        self.outcome = outcome
     }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         pushes += 1
         return PushResponse(results: request.mutations.map { mutation in
-            MutationResult(
+            if let outcome { return MutationResult(idempotencyKey: mutation.idempotencyKey, outcome: outcome(mutation)) }
+            return MutationResult(
                 idempotencyKey: version == nil ? UUID() : mutation.idempotencyKey,
                 outcome: .applied(version: version ?? 1, serverID: nil))
         })
