@@ -23,11 +23,20 @@ public struct BundleImporter: Sendable {
     /// With `arriving`, the file is still being downloaded: the records are read as its bytes arrive,
     /// and a download that fails ends the read with an error whose cause is the download's (a zip is
     /// read once whole: its directory is at its end). `totalBytes` is then 0 until the file is whole.
-    public func open(_ url: URL, arriving: BundleArrival? = nil) throws(BundleError) -> BundleRecordStream {
+    ///
+    /// For an import into the database at `databasePath`, a zip's manifest is copied beside its stored
+    /// files, and `checkingRoom` is given the manifest's size first, to refuse a copy the device has no
+    /// room for; copies an import killed mid-way left there are removed once an hour old.
+    public func open(
+        _ url: URL, arriving: BundleArrival? = nil, forDatabaseAt databasePath: String? = nil,
+        checkingRoom: (Int64) throws(BundleError) -> Void = { _ in }
+    ) throws(BundleError) -> BundleRecordStream {
         let source: BundleSource
         let reader: any BundleItemReader
         do {
-            source = try BundleSource(url: url, limits: limits, arrival: arriving)
+            let store = databasePath.map { BundleFileStore(databasePath: $0) }
+            store?.sweepAbandonedIncoming(olderThan: 3600)
+            source = try BundleSource(url: url, limits: limits, arrival: arriving, filesOf: store, checkingRoom: checkingRoom)
             reader = try source.reader(collecting: false)
         } catch {
             arriving?.abandon()

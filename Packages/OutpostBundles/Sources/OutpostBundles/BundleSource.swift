@@ -2,8 +2,13 @@ import Foundation
 import OutpostWire
 
 /// A bundle file opened for reading, whatever its container: a single `.xml` or `.json` document, or a
-/// zip holding the manifest and its files. A zip's manifest is copied to a private temporary file first
-/// (the streaming readers pull from a file), and the copy is removed when this goes away.
+/// zip holding the manifest and its files. A zip's manifest is copied to a private file first (the
+/// streaming readers pull from a file), and the copy is removed when this goes away. For an import into a
+/// store (`filesOf`), the copy is made beside the store's files, in an `.incoming-…` folder that a later
+/// import sweeps once it is an hour old, and only after `checkingRoom` allowed its declared size: copied
+/// into the system's temporary folder, a 6.5 MB zip filled the device's volume with its 1 GB manifest
+/// before any check, and the copy of an import killed mid-way stayed for good (attack 74, findings 1
+/// and 2).
 final class BundleSource {
     let format: BundleFormat
     let displayName: String
@@ -15,7 +20,10 @@ final class BundleSource {
     /// The download still writing the document, for a single document read as it arrives.
     let arrival: BundleArrival?
 
-    init(url: URL, limits: BundleLimits, arrival: BundleArrival? = nil) throws(BundleError) {
+    init(
+        url: URL, limits: BundleLimits, arrival: BundleArrival? = nil, filesOf store: BundleFileStore? = nil,
+        checkingRoom: (Int64) throws(BundleError) -> Void = { _ in }
+    ) throws(BundleError) {
         self.limits = limits
         displayName = url.path
         try arrival?.waitUntil(holds: Int64(max(Self.headBytes, XMLProlog.maximumBytes)))
@@ -28,7 +36,10 @@ final class BundleSource {
             self.arrival = nil
             let container = try ZipContainer(path: url.path, limits: limits)
             let manifest = try container.manifest()
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bundle-\(UUID().uuidString)")
+            try checkingRoom(container.declaredSize(of: manifest.name) ?? 0)
+            let folder =
+                store?.beginIncoming().folder
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bundle-\(UUID().uuidString)")
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
                     attributes: [.posixPermissions: 0o700])
@@ -38,7 +49,14 @@ final class BundleSource {
             }
             temporaryFolder = folder
             let copy = folder.appendingPathComponent(manifest.name)
-            try container.extract(manifest.name, to: copy)
+            do {
+                try container.extract(manifest.name, to: copy)
+            } catch {
+                // Thrown from `init`, this object is never deinitialized: the copy goes here (a disk filled
+                // by a failed copy stayed full, attack 74 finding 1).
+                try? FileManager.default.removeItem(at: folder)
+                throw error
+            }
             archive = container
             format = manifest.format
             manifestPath = copy.path

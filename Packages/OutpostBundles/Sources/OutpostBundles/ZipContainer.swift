@@ -72,6 +72,11 @@ final class ZipContainer {
         return (format.manifestName, format)
     }
 
+    /// The size entry `name` declares it expands to (its copy is stopped past it), nil when there is none.
+    func declaredSize(of name: String) -> Int64? {
+        entries[name].map { Int64(clamping: $0.uncompressedSize) }
+    }
+
     /// Copies entry `name` into `destination`, stopping if it expands past its declared size.
     func extract(_ name: String, to destination: URL) throws(BundleError) {
         guard FileManager.default.createFile(atPath: destination.path, contents: nil),

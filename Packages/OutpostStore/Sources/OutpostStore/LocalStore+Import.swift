@@ -38,7 +38,9 @@ extension LocalStore {
         arriving: BundleArrival? = nil, progress: (@Sendable (ImportProgress) -> Void)? = nil
     ) throws(BundleError) -> ImportSummary {
         try checkRoomForImport(of: url)
-        let stream = try BundleImporter(limits: limits).open(url, arriving: arriving)
+        let stream = try BundleImporter(limits: limits).open(url, arriving: arriving, forDatabaseAt: path) {
+            bytes throws(BundleError) in try checkRoomForImport(of: url, needing: bytes)
+        }
         let origin = claimOwner.text
         do {
             let (counts, journal) = try pool.writeWithoutTransaction { db in

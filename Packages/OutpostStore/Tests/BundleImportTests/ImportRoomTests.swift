@@ -6,6 +6,7 @@ import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
 import Testing
+import ZIPFoundation
 
 /// An import takes no more of the volume than the room the store keeps free allows, however large its
 /// records: checked every few megabytes of records, not only every 1,024 of them (attack 69, finding
@@ -17,6 +18,11 @@ import Testing
 @Suite(.fieldService, .serialized) struct ImportRoomTests {
     /// A JSON bundle of `count` issues of project `project`, each with two values of 1,000,000 bytes.
     static func largeIssues(_ count: Int, of project: UUID, at url: URL) throws {
+        try issues(count, value: String(repeating: "w", count: 1_000_000), of: project, at: url)
+    }
+
+    /// A JSON bundle of project `project` and `count` of its issues, each with `value` as its title and details.
+    static func issues(_ count: Int, value: String, of project: UUID, at url: URL) throws {
         #expect(FileManager.default.createFile(atPath: url.path, contents: nil))
         let file = try FileHandle(forWritingTo: url)
         defer { try? file.close() }
@@ -26,7 +32,6 @@ import Testing
             {"entity": "project", "id": "\(project)", "version": 1, "createdAt": "2026-12-01T20:00:00.000Z", \
             "updatedAt": "2026-12-01T20:00:00.000Z", "fields": {"name": "Large", "address": "1 Main Street", "status": "active"}}
             """.utf8))
-        let value = String(repeating: "w", count: 1_000_000)
         for _ in 0..<count {
             try file.write(contentsOf: Data("""
                 ,
@@ -111,5 +116,53 @@ import Testing
         // With room for it, the same bundle imports whole.
         let roomy = try LocalStore.open(at: workspace.databasePath, keepingFree: 0)
         #expect(try roomy.importBundle(at: url).total.inserted == 26)
+    }
+
+    /// A zip's manifest is copied out before it is read; the copy is a write like any other. Copied into
+    /// the system's temporary folder before any check, a 6.5 MB zip's 1 GB manifest filled the device's
+    /// volume, and stayed there (attack 74, finding 1). Room for its declared size is asked first, and a
+    /// refused import leaves nothing on the volume.
+    @Test func aZipsManifestIsCopiedOnlyWithRoomForIt() throws {
+        let workspace = try Workspace()
+        let project = UUID()
+        let json = workspace.url("large.json")
+        // Values of hex digits, which deflate about two to one: within the zip's limit on expansion.
+        let value = String((0..<30_000).map { _ in UUID().uuidString.lowercased().filter(\.isHexDigit) }.joined().prefix(900_000))
+        try Self.issues(20, value: value, of: project, at: json)
+        let url = workspace.url("large.zip")
+        let archive = try Archive(url: url, accessMode: .create)
+        try archive.addEntry(with: "bundle.json", fileURL: json, compressionMethod: .deflate)
+        try FileManager.default.removeItem(at: json)
+        let keptFree: Int64 = 1 << 30
+        let store = try LocalStore.open(
+            at: workspace.databasePath, app: .fieldService, keepingFree: keptFree,
+            volume: Self.volume(of: workspace, room: 8 << 20, keptFree: keptFree))
+        let written = Self.bytesWritten(in: workspace.folder)
+        let message = try Self.expectRefusedForRoom(importing: url, into: store, in: workspace)
+        #expect(message.contains("and the 34 MB this step writes"), "refused for the manifest's copy: \(message)")
+        #expect(Self.bytesWritten(in: workspace.folder) <= written + (1 << 20), "the copy was not made")
+        let roomy = try LocalStore.open(at: workspace.databasePath, app: .fieldService, keepingFree: 0, volume: .system)
+        #expect(try roomy.importBundle(at: url).total.inserted == 21)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: workspace.databasePath + ".files").isEmpty, "no copy stays")
+    }
+
+    /// The copy of an import killed mid-way (the app stopped by the system) stayed for good in the
+    /// system's temporary folder (attack 74, finding 2). It is made beside the store's files now, and an
+    /// import removes such copies once they are an hour old; a running import's is younger.
+    @Test func aCopyAKilledImportLeftIsRemovedByALaterOne() throws {
+        let workspace = try Workspace()
+        let files = URL(fileURLWithPath: workspace.databasePath + ".files")
+        let old = files.appendingPathComponent(".incoming-\(UUID().uuidString.lowercased())")
+        let running = files.appendingPathComponent(".incoming-\(UUID().uuidString.lowercased())")
+        for folder in [old, running] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data(repeating: 0x20, count: 4096).write(to: folder.appendingPathComponent("bundle.json"))
+        }
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: old.path)
+        let url = workspace.url("small.json")
+        try Self.issues(2, value: "Leak", of: UUID(), at: url)
+        #expect(try LocalStore.open(at: workspace.databasePath, keepingFree: 0).importBundle(at: url).total.inserted == 3)
+        #expect(!FileManager.default.fileExists(atPath: old.path))
+        #expect(FileManager.default.fileExists(atPath: running.path))
     }
 }
