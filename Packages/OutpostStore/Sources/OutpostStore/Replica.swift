@@ -223,26 +223,22 @@ extension LocalStore: Replica {
                 unanswered.append(mutation)
                 continue
             }
+            // An answer naming a version no server gives, applied or a conflict's record, fresh or answered
+            // again, settles nothing: the change waits in line, and an answer that settled none of its
+            // batch ends the run's pushing. Applied at Int64.max, the version was stored and every real
+            // version pulled after it looked older; at 0 or below the same batch went 300 times in 15 s
+            // (attack 72, findings 2 and 3). A conflict at version 0 answered again read as merged already
+            // and went eleven times, then failed; answered fresh, its record was quarantined and the change
+            // failed (attack 73, finding 3).
+            if let version = Self.versionNamed(by: outcome), !SyncProtocol.recordVersions.contains(version) {
+                unanswered.append(mutation)
+                continue
+            }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
-                // A version no server gives settles nothing (attack 72, findings 2 and 3): Int64.max
-                // stored made every real version pulled after it look older, and 0 or below sent the
-                // same batch again 300 times in 15 s. The change waits in line; an answer that settled
-                // none of its batch ends the run's pushing.
-                guard SyncProtocol.recordVersions.contains(version) else {
-                    unanswered.append(mutation)
-                    continue
-                }
                 try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
                 settlement.acknowledged += 1
             case .conflict(let serverRecord):
-                // A record at a version no server gives settles nothing either (attack 73, finding 3): answered
-                // again at version 0 it read as merged already and the change went again eleven times, then
-                // failed; answered fresh, the record was quarantined and the change failed.
-                guard SyncProtocol.recordVersions.contains(serverRecord.version) else {
-                    unanswered.append(mutation)
-                    continue
-                }
                 // Merge the server's current record with the pending change, then send the change again
                 // on top of the server's version; the merge surfaces whatever lost. A conflict answered
                 // again (`duplicate`: the app stopped between the answer and the rebase) carries the
@@ -326,7 +322,17 @@ extension LocalStore: Replica {
             + "(it may come from a newer app), so this change cannot be merged with it; update the app, then retry"
     }
 
-    private static func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
+    /// The record version an answer names (an applied version, or a conflict's server record's), however
+    /// often answered again; nil for a refusal.
+    private static func versionNamed(by outcome: MutationOutcome) -> Int64? {
+        switch outcome.unwrapped {
+        case .applied(let version, _): version
+        case .conflict(let record): record.version
+        default: nil
+        }
+    }
+
+        private static func isAnsweredAgain(_ outcome: MutationOutcome) -> Bool {
         if case .duplicate = outcome { true } else { false }
     }
 
