@@ -343,7 +343,7 @@ struct StorageTests {
             #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
         }
         let source = try await storage.bundle(project: TestServer.projectA, by: alice)
-        var iterator = source.batches.makeAsyncIterator()
+        var iterator = source.decodedBatches.makeAsyncIterator()
         var seen = try #require(try await iterator.next())
         // Written after the first page was read: an edit of a later issue, and a new issue.
         let last = try #require(issues.map(\.recordID).max { $0.storageText < $1.storageText })
@@ -381,7 +381,7 @@ struct StorageTests {
             #expect(results.allSatisfy { $0.outcome.appliedVersion == 1 })
         }
         var seen: [EntityRecord] = []
-        for try await batch in try await storage.bundle(project: TestServer.projectA, by: alice).batches {
+        for try await batch in try await storage.bundle(project: TestServer.projectA, by: alice).decodedBatches {
             let bytes = batch.reduce(0) { sum, record in
                 sum + record.fields.values.reduce(0) { total, value in
                     if case .text(let text) = value { total + text.utf8.count } else { total + 16 }
@@ -419,13 +419,13 @@ struct StorageTests {
         #expect(written[2].outcome.rejectedCode == .invalidRequest)
 
         var bundled: [EntityRecord] = []
-        for try await batch in try await storage.bundle(project: TestServer.projectA, by: Caller(userID: TestServer.alice)).batches {
+        for try await batch in try await storage.bundle(project: TestServer.projectA, by: Caller(userID: TestServer.alice)).decodedBatches {
             bundled += batch
         }
         #expect(bundled.contains { $0.id == TestServer.projectA })
         #expect(!bundled.contains { $0.id == opportunity }, "Alice is not a member of B, which owns the opportunity")
         var ownersBundle: [EntityRecord] = []
-        for try await batch in try await storage.bundle(project: TestServer.projectB, by: carol).batches { ownersBundle += batch }
+        for try await batch in try await storage.bundle(project: TestServer.projectB, by: carol).decodedBatches { ownersBundle += batch }
         #expect(ownersBundle.contains { $0.id == opportunity })
     }
 
@@ -466,7 +466,7 @@ struct StorageTests {
             """
         do {
             let source = try await storage.bundle(project: TestServer.projectA, by: alice)
-            var iterator = source.batches.makeAsyncIterator()
+            var iterator = source.decodedBatches.makeAsyncIterator()
             _ = try await iterator.next()
             _ = try await iterator.next()
             #expect(try await TestPostgres.strings(openTransactions, url: database.url) == ["1"])
@@ -494,5 +494,22 @@ struct StorageTests {
             await #expect(throws: ServerError.self) { try await storage.load(seed, now: Timestamp.now()) }
         }
         #expect(try await storage.caller(forTokenDigest: TokenDigest.hex(of: "long-enough-token")) == nil)
+    }
+}
+
+extension BundleRecords {
+    /// The batches with every record's stored fields decoded, as a device reads them from the bundle.
+    var decodedBatches: AsyncThrowingStream<[EntityRecord], any Error> {
+        AsyncThrowingStream {
+            try await next()?.map { entry in
+                var record = entry.record
+                if let wire = entry.wireFields {
+                    var reader = JSONReader(bytes: Array(wire.utf8))
+                    record.fields = try reader.fields()
+                    try reader.expectEnd()
+                }
+                return record
+            }
+        }
     }
 }

@@ -62,6 +62,11 @@ final class OutputFile {
         buffer.append(contentsOf: text.utf8)
     }
 
+    /// Appends bytes as they are, like `append(_:)`.
+    func append(_ bytes: ArraySlice<UInt8>) {
+        buffer.append(contentsOf: bytes)
+    }
+
     /// Appends `text` as a JSON string: `"`, `\\` and the control characters U+0000–U+001F escaped
     /// (`\n`, `\r`, `\t`, else `\u00xx`), everything else as its UTF-8. Byte by byte, which is safe: no
     /// byte of a multi-byte UTF-8 sequence is below 0x80, so none is taken for a quote or a control.

@@ -10,7 +10,7 @@ import PostgresNIO
 /// and its transaction: a client that hangs up mid-download never leaves a connection held.
 final class PostgresBundlePages: Sendable {
     /// One page asked for: nil after the last.
-    typealias Request = CheckedContinuation<[EntityRecord]?, any Error>
+    typealias Request = CheckedContinuation<[BundleEntry]?, any Error>
 
     private let sink: AsyncStream<Request>.Continuation
 
@@ -23,7 +23,7 @@ final class PostgresBundlePages: Sendable {
     }
 
     /// The next page, nil once the producer has ended.
-    func next() async throws -> [EntityRecord]? {
+    func next() async throws -> [BundleEntry]? {
         try await withCheckedThrowingContinuation { (request: Request) in
             if case .terminated = sink.yield(request) { request.resume(returning: nil) }
         }
@@ -106,7 +106,7 @@ struct PostgresBundleCursor {
     }
 
     /// The next non-empty page, nil after the last.
-    mutating func next(on connection: PostgresConnection, logger: Logger) async throws -> [EntityRecord]? {
+    mutating func next(on connection: PostgresConnection, logger: Logger) async throws -> [BundleEntry]? {
         while let entity = entities.first {
             // Bounded in bytes as the SQLite backend's pages are (`BundleRecords.pageBytes`), in the query:
             // rows stop once those before them reach the bound, so the rows past it are never sent (read
@@ -124,20 +124,20 @@ struct PostgresBundleCursor {
                 WHERE running_bytes - row_bytes < \(BundleRecords.pageBytes)
                 ORDER BY id
                 """, on: connection, logger: logger)
-            var page = try rows.map { row throws(ServerError) in try row.bundleRecord() }
+            var page = rows.map(\.bundleEntry)
             // Cut by either bound, more may follow (at worst the next read finds none); else the entity is done.
             let bytes = rows.reduce(0) { $0 + $1.fieldsJSON.utf8.count + $1.clocksJSON.utf8.count }
             if rows.count == BundleRecords.pageRecords || bytes >= BundleRecords.pageBytes {
-                lastID = page.last?.id.storageText ?? ""
+                lastID = page.last?.record.id.storageText ?? ""
             } else {
                 entities = entities.dropFirst()
                 lastID = ""
             }
             if let extra = aboveScope.removeValue(forKey: entity) {
-                page += extra.map(\.entityRecord)
+                page += extra.map { BundleEntry($0.entityRecord) }
             }
             if !page.isEmpty {
-                return page.sortedByStorageText(\.id)
+                return page.sortedByStorageText(\.record.id)
             }
         }
         return nil

@@ -24,15 +24,17 @@ struct StoredRow: Sendable, Hashable {
 
     var key: RecordKey { RecordKey(entity: entity, id: id) }
 
-    /// The record as a bundle carries it: its fields decoded, its clocks never read (a bundle has
-    /// none; decoding them was a third of streaming one, `perf`). For a live row: a tombstone's
-    /// deletion is not read either.
-    func bundleRecord() throws(ServerError) -> EntityRecord {
-        EntityRecord(
-            entity: entity, id: id, fields: try storedFields(),
-            sync: SyncMetadata(
-                serverID: serverID.map(String.init), version: version, createdAt: Date(milliseconds: createdAt),
-                updatedAt: Date(milliseconds: updatedAt), deletedAt: nil, syncStatus: .synced))
+    /// The record as a bundle carries it: its fields left as stored, for the encoder to read
+    /// (`BundleEntry`), its clocks never read (a bundle has none; decoding them was a third of streaming
+    /// one, `perf`). For a live row: a tombstone's deletion is not read either.
+    var bundleEntry: BundleEntry {
+        BundleEntry(
+            EntityRecord(
+                entity: entity, id: id, fields: [:],
+                sync: SyncMetadata(
+                    serverID: serverID.map(String.init), version: version, createdAt: Date(milliseconds: createdAt),
+                    updatedAt: Date(milliseconds: updatedAt), deletedAt: nil, syncStatus: .synced)),
+            wireFields: fieldsJSON)
     }
 
     /// The record with its fields and clocks decoded.

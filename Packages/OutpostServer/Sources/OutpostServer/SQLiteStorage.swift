@@ -25,13 +25,17 @@ final class SQLiteStorage: ServerStorage {
     /// alone turns WAL on in the file's header). `outpost serve --db` on another program's file, or a
     /// device's store, added the server's tables to it and served from it. New is a missing or empty
     /// file, or one with no tables; the server's own has a ledger begun by the server's first step.
-    static func checkOwnership(of path: String) throws(ServerError) {
+    static func checkOwnership(of path: String, waitingSeconds: Int = 10) throws(ServerError) {
         guard FileManager.default.fileExists(atPath: path) else { return }
         let history: Migrator.History
         var refusal: ServerError?
         do {
             var configuration = Configuration()
             configuration.readonly = true
+            // As long as the pool waits: another server starting on the same new file holds it while it
+            // turns WAL on and migrates, and a read that did not wait stopped this one "database is
+            // locked" (attack 74, finding 3).
+            configuration.busyMode = .timeout(TimeInterval(waitingSeconds))
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             history = try queue.read { db in
@@ -79,7 +83,7 @@ final class SQLiteStorage: ServerStorage {
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (OutpostMigrator's README, `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()
-        try Self.checkOwnership(of: path)
+        try Self.checkOwnership(of: path, waitingSeconds: lockWaitSeconds)
         do {
             var configuration = Configuration()
             configuration.busyMode = .timeout(TimeInterval(lockWaitSeconds))
@@ -937,11 +941,11 @@ private actor BundleCursor {
     }
 
     /// The next page, nil after the last.
-    func next() async throws -> [EntityRecord]? {
+    func next() async throws -> [BundleEntry]? {
         while let entity = entities.first, let snapshot {
             let (project, after, extra) = (self.project, lastID, aboveScope.removeValue(forKey: entity) ?? [])
             let (page, full, extraRecords) = try await SQLiteStorage.read(snapshot, path: path) {
-                db -> ([EntityRecord], Bool, [EntityRecord]) in
+                db -> ([BundleEntry], Bool, [BundleEntry]) in
                 // Bounded in bytes as pulls are (`BundleRecords.pageBytes`): the rows past the bound are
                 // never read.
                 var extent = PullPage.Extent(limit: BundleRecords.pageRecords, maximumBytes: BundleRecords.pageBytes)
@@ -952,21 +956,20 @@ private actor BundleCursor {
                         ORDER BY id LIMIT ?
                         """,
                     arguments: [project.storageText, entity.rawValue, after ?? "", BundleRecords.pageRecords], extent: &extent)
-                let page = try rows.map { row throws(ServerError) in try row.bundleRecord() }
                 return (
-                    page, stopped || rows.count == BundleRecords.pageRecords,
-                    try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db)?.entityRecord }
+                    rows.map(\.bundleEntry), stopped || rows.count == BundleRecords.pageRecords,
+                    try extra.compactMap { id in try StoredRecord.fetch(entity, id: id, in: db).map { BundleEntry($0.entityRecord) } }
                 )
             }
             if full {
-                lastID = page.last?.id.storageText
+                lastID = page.last?.record.id.storageText
             } else {
                 entities = entities.dropFirst()
                 lastID = nil
             }
             let records = page + extraRecords
             if !records.isEmpty {
-                return records.sortedByStorageText(\.id)
+                return records.sortedByStorageText(\.record.id)
             }
         }
         snapshot = nil

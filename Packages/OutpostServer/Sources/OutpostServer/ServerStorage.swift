@@ -168,7 +168,7 @@ struct BundleRecords: Sendable {
     var checkpoint: HistoryCheckpoint = .empty
     /// The next batch of records in catalog order (parents first), nil after the last: read when asked,
     /// by one caller at a time.
-    var next: @Sendable () async throws -> [EntityRecord]?
+    var next: @Sendable () async throws -> [BundleEntry]?
 
     /// A page's bounds, on both backends: at most this many records, and no more records once their
     /// stored fields reach `pageBytes` (the row that reaches it still goes, so one larger record moves
@@ -177,9 +177,18 @@ struct BundleRecords: Sendable {
     static let pageRecords = 500
     static let pageBytes = 4 * 1024 * 1024
 
-    /// The batches as a sequence, each read as the loop asks for it.
-    var batches: AsyncThrowingStream<[EntityRecord], any Error> {
-        AsyncThrowingStream(unfolding: next)
+}
+
+/// A record on its way into a bundle: its fields still the stored wire JSON (`wireFields`), which the
+/// bundle's encoder reads only as far as its format needs (`BundleStreamEncoder.write(_:wireFields:)`),
+/// or already decoded (`record.fields`, `wireFields` nil).
+struct BundleEntry: Sendable {
+    var record: EntityRecord
+    var wireFields: String?
+
+    init(_ record: EntityRecord, wireFields: String? = nil) {
+        self.record = record
+        self.wireFields = wireFields
     }
 }
 

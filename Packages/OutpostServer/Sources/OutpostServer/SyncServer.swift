@@ -863,7 +863,13 @@ package struct BundleDownload: Sendable {
             upcoming = Task { try await source.next() }
             // Encoded and compressed in a turn, the spool's write after it: see `EncodingTurns`.
             try await encoding.run {
-                for record in batch { try encoder.write(record) }
+                for entry in batch {
+                    if let wireFields = entry.wireFields {
+                        try encoder.write(entry.record, wireFields: wireFields)
+                    } else {
+                        try encoder.write(entry.record)
+                    }
+                }
                 add(encoder.take())
             }
             // Compressed, a batch (500 records, some 250 KB of JSON) gives about 14 KB once zlib
