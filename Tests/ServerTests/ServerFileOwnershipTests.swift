@@ -86,4 +86,31 @@ import Testing
         #expect(error.message.contains("belongs to the app 'contractor-jobs'"), "\(error)")
         #expect(try Self.digest(path) == before, "the file was written")
     }
+
+    /// Servers started together on one new file (a fleet's instances, a restart racing the old process):
+    /// the others stopped "database is locked" while one turned WAL on and migrated, since the ownership
+    /// check's read did not wait (attack 74, finding 3). Each now waits as its pool does, and all start.
+    @Test("Servers started together on one new file all start, each waiting while another creates it")
+    func serversStartedTogetherOnANewFileAllStart() async throws {
+        for round in 0..<3 {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-race-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let path = folder.appendingPathComponent("server.sqlite").path
+            let failures = await withTaskGroup(of: String?.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        do {
+                            _ = try SQLiteStorage(path: path, assignsServerIDs: false)
+                            return nil
+                        } catch {
+                            return "\(error)"
+                        }
+                    }
+                }
+                return await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
+            }
+            #expect(failures.isEmpty, "round \(round): \(failures)")
+        }
+    }
 }

@@ -88,8 +88,9 @@ public struct Migrator: Sendable {
                 }
                 var applied: [Int] = []
                 for step in steps[current..<target] {
-                    try apply(step, db, path: writer.path, before: applied.isEmpty ? alongsideFirstStep : nil)
-                    applied.append(step.version)
+                    if try apply(step, db, path: writer.path, before: applied.isEmpty ? alongsideFirstStep : nil) {
+                        applied.append(step.version)
+                    }
                 }
                 return Outcome(from: current, to: target, applied: applied)
             }
@@ -183,9 +184,15 @@ public struct Migrator: Sendable {
         return entries.count
     }
 
+    /// Runs `step` in a transaction of its own; returns false when the ledger records it already. Another
+    /// connection may have run it since this one read the version: a second process opening the same new
+    /// file (servers started together, an app and its extension). Taken for a step run without its
+    /// ledger row, that step failed as a damaged ledger and the process refused to start (attack 74,
+    /// finding 3).
     private func apply(
         _ step: MigrationStep, _ db: Database, path: String, before prelude: (@Sendable (Database) throws -> Void)?
-    ) throws {
+    ) throws -> Bool {
+        var ran = false
         func refuse(
             _ code: MigrationError.Code, _ findings: [String], underlying: (any Error & Sendable)? = nil
         ) -> MigrationError {
@@ -194,11 +201,19 @@ public struct Migrator: Sendable {
                 underlying: underlying)
         }
         try db.inTransaction(.immediate) {
-            try prelude?(db)
             try Ledger.create(db, table: ledger)
+            let ledgerBefore = try Ledger.entries(db, table: ledger)
+            if let recorded = ledgerBefore.first(where: { $0.version == step.version }) {
+                guard recorded.checksum == step.checksum else {
+                    throw refuse(.checksumChanged, [
+                        "another connection ran a step \(step.version) that differs from this code's (checksum \(recorded.checksum.prefix(12))… against \(step.checksum.prefix(12))…)",
+                    ])
+                }
+                return .rollback
+            }
+            try prelude?(db)
             let ignored: Set<String> = [ledger]
             let before = try SchemaSnapshot.capture(db, excluding: ignored)
-            let ledgerBefore = try Ledger.entries(db, table: ledger)
             let writes = StepWrites(existing: before.tables, ledger: ledger)
             db.add(transactionObserver: writes, extent: .observerLifetime)
             do {
@@ -234,8 +249,10 @@ public struct Migrator: Sendable {
                 } + (violations.count > 5 ? ["and \(violations.count - 5) more"] : []))
             }
             try Ledger.record(step, db, table: ledger)
+            ran = true
             return .commit
         }
+        return ran
     }
 
     /// SQLite's message when a step failed making something the database already has (a table, index,

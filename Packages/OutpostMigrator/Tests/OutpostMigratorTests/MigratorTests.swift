@@ -450,4 +450,34 @@ enum CrewSchema {
         #expect(a.checksum != c.checksum)
         #expect(a.checksum.count == 64)
     }
+
+    /// Two processes opening one new file (servers started together, an app and its extension) each read
+    /// the version, then migrate in turn: the second found the first's tables, took its step for one run
+    /// without its ledger row, and refused to open, "ledger damaged" (attack 74, finding 3). Here the
+    /// other connection migrates the file at the moment this one begins its first step's transaction.
+    @Test("Steps another connection ran after this one read the version are skipped, not taken for a damaged ledger")
+    func stepsAnotherConnectionRanMeanwhileAreSkipped() throws {
+        let database = try TemporaryDatabase()
+        let migrator = Migrator(steps: [CrewSchema.v1, CrewSchema.v2])
+        let other = try DatabaseQueue(path: database.path)
+        final class Once: @unchecked Sendable {
+            private let lock = NSLock()
+            private var done = false
+            func first() -> Bool { lock.withLock { defer { done = true }; return !done } }
+        }
+        let once = Once()
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            db.trace { event in
+                guard event.description.hasPrefix("BEGIN IMMEDIATE"), once.first() else { return }
+                _ = try? migrator.migrate(other)
+            }
+        }
+        let queue = try DatabaseQueue(path: database.path, configuration: configuration)
+        let outcome = try migrator.migrate(queue)
+        #expect(outcome.applied.isEmpty, "the other connection applied both steps")
+        #expect(outcome.to == 2)
+        #expect(try migrator.appliedVersions(in: queue) == [1, 2])
+        #expect(try migrator.appliedVersions(in: other) == [1, 2])
+    }
 }
