@@ -28,7 +28,7 @@ extension LocalStore {
             guard free >= Self.compactionMinimumFreePages, free * 4 >= pages else { return false }
             // SQLite builds the packed copy in a temporary file, then writes it through the WAL: twice the
             // pages in use, beside the room the store keeps for the user's writes (thrown short of it).
-            try checkRoomForPulledData(needing: Int64(pages - free) * Int64(pageSize) * 2)
+            try checkRoomForPulledData(waiting: "packing waits", needing: Int64(pages - free) * Int64(pageSize) * 2)
             try pool.vacuum()
             // The WAL now holds the whole file: back into it and cut short, where no reader holds it.
             _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }

@@ -156,7 +156,7 @@ extension LocalStore {
     /// staged records before they are moved into their tables).
     private func checkRoomForImport(of url: URL, needing: Int64 = 0) throws(BundleError) {
         do {
-            try checkRoomForPulledData(needing: needing)
+            try checkRoomForPulledData(waiting: "imports wait", needing: needing)
         } catch {
             throw BundleError(.limitExceeded, message: "\(error.message); nothing was imported", file: url.path, underlying: error)
         }

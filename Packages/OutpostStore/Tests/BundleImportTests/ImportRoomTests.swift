@@ -79,6 +79,8 @@ import ZIPFoundation
         let error = #expect(throws: BundleError.self) { try store.importBundle(at: url) }
         #expect(error?.code == .limitExceeded)
         #expect((error?.underlying as? StoreError)?.code == .storageFull)
+        // Says what waits for the room: the import, not a pull that is not running.
+        #expect(error?.message.contains("imports wait until space is freed") == true, "\(error?.message ?? "")")
         #expect(try workspace.snapshot() == before, "nothing was imported")
         return error?.message ?? ""
     }
