@@ -2,6 +2,8 @@
 import Foundation
 import GRDB
 import OutpostFieldServiceTesting
+import OutpostSync
+import OutpostWire
 import Testing
 
 /// `outpost serve --db FILE` on a file that is not a server's (another program's, a device's store)
@@ -112,5 +114,30 @@ import Testing
             }
             #expect(failures.isEmpty, "round \(round): \(failures)")
         }
+    }
+
+    /// A server stopped as an operator stops it left every change in the WAL beside an empty main file:
+    /// a copy of the file alone (a cold backup) held no table at all (attack 75, finding 2). Once it has
+    /// stopped, the file holds everything and the WAL nothing.
+    @Test("A server that has stopped leaves its changes in its database file, and nothing in a WAL beside it")
+    func aStoppedServerLeavesItsChangesInTheFile() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let issues = (0..<50).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        let answer = try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: issues))
+        #expect(answer.results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        let path = server.databasePath
+        let again = try await server.restarted {
+            let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            #expect(wal == 0, "the WAL is checkpointed into the file and emptied at the stop")
+            let copy = path + ".copy"
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let queue = try DatabaseQueue(path: copy)
+            defer { try? queue.close() }
+            let count = try await queue.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM records WHERE entity = 'issue'") ?? 0
+            }
+            #expect(count >= issues.count, "the file alone holds the pushed issues")
+        }
+        await again.stop()
     }
 }

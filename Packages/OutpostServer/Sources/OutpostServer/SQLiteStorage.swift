@@ -188,10 +188,20 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    /// Closes the pool once the server stops serving: SQLite checkpoints the WAL and removes it then,
-    /// not later from a deinit, when the file at that path may already be another database's (a backup
-    /// an operator or a test put in place before serving it again).
+    /// Closes the pool once the server stops serving, not later from a deinit, when the file at that
+    /// path may already be another database's (a backup an operator or a test put in place before
+    /// serving it again). Every change is first checkpointed into the file and the WAL emptied: the pool
+    /// closes its writer before its readers, and SQLite leaves the WAL to the last connection to close,
+    /// a reader, which may not checkpoint. A stopped server's file alone held no table, every change
+    /// still in the WAL beside it, so a copy of it as a cold backup was empty (attack 75, finding 2).
     func close() async {
+        checkpointAndClose()
+    }
+
+    /// Not async: the task stopping the server may be cancelled, and GRDB's async write then throws
+    /// before it runs.
+    private func checkpointAndClose() {
+        _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         try? pool.close()
     }
 
