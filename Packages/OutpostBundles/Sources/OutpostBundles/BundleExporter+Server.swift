@@ -57,19 +57,7 @@ public final class BundleStreamEncoder {
     /// needs, into the same bytes `write(_:)` gives the decoded record. Stored fields that do not read
     /// throw `invalidRecord`, naming the record, with the reader's error as the cause.
     public func write(_ record: EntityRecord, wireFields: String) throws(BundleError) {
-        if let json = writer as? JSONBundleWriter {
-            try json.write(record, wireFields: wireFields)
-            return
-        }
-        var decoded = record
-        do {
-            var reader = JSONReader(bytes: Array(wireFields.utf8))
-            decoded.fields = try reader.fields()
-            try reader.expectEnd()
-        } catch {
-            throw JSONBundleWriter.unreadable(wireFields: record, error)
-        }
-        try writer.write(decoded)
+        try writer.write(record, wireFields: wireFields)
     }
 
     /// Closes the bundle; take the last bytes afterwards.

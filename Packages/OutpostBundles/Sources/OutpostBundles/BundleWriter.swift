@@ -5,7 +5,35 @@ import OutpostSchema
 protocol BundleWriter {
     func begin(_ header: BundleHeader) throws(BundleError)
     func write(_ record: EntityRecord) throws(BundleError)
+    /// `write(_:)` for a record whose fields are still the wire's JSON text, `{"name":{"kind":value},…}`,
+    /// as a server stores them (`record.fields` is not read): the same bytes `write(_:)` gives the
+    /// decoded record. Stored fields that do not read throw `invalidRecord`, naming the record, with the
+    /// reader's error as the cause.
+    func write(_ record: EntityRecord, wireFields: String) throws(BundleError)
     func end() throws(BundleError)
+}
+
+extension BundleWriter {
+    /// Decodes the stored fields, then writes the record: for an encoding that reads every value
+    /// anyway (XML escapes each one).
+    func write(_ record: EntityRecord, wireFields: String) throws(BundleError) {
+        var decoded = record
+        do {
+            var reader = JSONReader(bytes: Array(wireFields.utf8))
+            decoded.fields = try reader.fields()
+            try reader.expectEnd()
+        } catch {
+            throw Self.unreadable(wireFields: record, error)
+        }
+        try write(decoded)
+    }
+
+    /// The error of a record whose stored fields do not read.
+    static func unreadable(wireFields record: EntityRecord, _ error: JSONReaderError) -> BundleError {
+        BundleError(
+            .invalidRecord, message: "the stored fields of \(record.entity.rawValue) \(record.id.lowercasedText) do not read: \(error)",
+            entity: record.entity, id: record.id, underlying: error)
+    }
 }
 
 /// The XML encoding: sync metadata as attributes, one element per non-null field in catalog order.
@@ -171,11 +199,8 @@ final class JSONBundleWriter: BundleWriter {
         try output.flushIfFull()
     }
 
-    /// `write(_:)` for a record whose fields are still the wire's JSON text, `{"name":{"kind":value},…}`,
-    /// as a server stores them (`record.fields` is not read): the text is read in place, with no
-    /// dictionary of the fields built and looked up again, and a plain ASCII text value is copied as it
-    /// stands (it needs no escape). The bytes are the ones `write(_:)` writes for the decoded record.
-    /// Decoding the stored fields into a dictionary was three fifths of reading a server's bundle page,
+    /// The stored text is read in place, with no dictionary of the fields built and looked up again,
+    /// and a plain ASCII text value is copied as it stands (it needs no escape). Decoding the stored fields into a dictionary was three fifths of reading a server's bundle page,
     /// and looking them up again a quarter of writing it (`perf`, a 25,000-record pre-sync).
     func write(_ record: EntityRecord, wireFields: String) throws(BundleError) {
         let fields: [(name: String, value: WireFieldValue)]
@@ -204,13 +229,6 @@ final class JSONBundleWriter: BundleWriter {
         }
         output.append("}}")
         try output.flushIfFull()
-    }
-
-    /// The error of a record whose stored fields do not read.
-    static func unreadable(wireFields record: EntityRecord, _ error: JSONReaderError) -> BundleError {
-        BundleError(
-            .invalidRecord, message: "the stored fields of \(record.entity.rawValue) \(record.id.lowercasedText) do not read: \(error)",
-            entity: record.entity, id: record.id, underlying: error)
     }
 
     /// A stored field's value as `write(_:wireFields:)` read it.

@@ -25,7 +25,7 @@ final class SQLiteStorage: ServerStorage {
     /// alone turns WAL on in the file's header). `outpost serve --db` on another program's file, or a
     /// device's store, added the server's tables to it and served from it. New is a missing or empty
     /// file, or one with no tables; the server's own has a ledger begun by the server's first step.
-    static func checkOwnership(of path: String, waitingSeconds: Int = 10) throws(ServerError) {
+    static func checkOwnership(of path: String, waitingSeconds: Int) throws(ServerError) {
         guard FileManager.default.fileExists(atPath: path) else { return }
         let history: Migrator.History
         var refusal: ServerError?
