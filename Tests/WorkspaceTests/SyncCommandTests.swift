@@ -74,6 +74,22 @@ struct SyncCommandTests {
         #expect(refused.output.contains("paused: credentialsRejected"))
     }
 
+    /// A script that asks for JSON reads JSON when the run fails too: a run that ended on a thrown error
+    /// (a store that cannot be opened or written) printed only "Error: ..." to stderr, and nothing to parse.
+    @Test func aFailedRunStillPrintsItsReportAsJSON() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let missing = folder.appendingPathComponent("none.sqlite").path
+        let run = try await Outpost.run(["sync", "--db", missing, "--server", "http://127.0.0.1:9", "--token", "t", "--json"])
+        #expect(run.status == 1, "\(run.output)\(run.errorOutput)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: String], "\(run.output)")
+        #expect(report["complete"] == "false")
+        #expect(report["error"]?.contains("no database file here") == true, "\(run.output)")
+        #expect(run.errorOutput.contains("no database file here"), "the message still goes to stderr for a person")
+        #expect(!FileManager.default.fileExists(atPath: missing), "a failed run creates no database")
+    }
+
     /// `outpost sync` sweeps as `Device.sync` does (attack round 50: three runs left a stored file no record
     /// named, and one whose record the server never had): a digest no record names goes, anything else stays.
     @Test func aRunRemovesStoredFilesNoRecordNames() async throws {

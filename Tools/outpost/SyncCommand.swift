@@ -34,10 +34,21 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "Conflict strategies that differ from the catalog's, as the server was started with (outpost serve --conflict-policy).")
     var conflictPolicy: String = "default"
 
-    @Flag(help: "Print the run's report as JSON.")
+    @Flag(help: "Print the run's report as JSON; a run that fails prints {\"complete\": \"false\", \"error\": ...} and exits 1.")
     var json = false
 
     func run() async throws {
+        do {
+            try await syncOnce()
+        } catch let error where json && !(error is ExitCode) {
+            // A script that asked for JSON parses stdout whatever happened; the message still goes to
+            // stderr (ArgumentParser prints the rethrown error) for the person reading the terminal.
+            try printJSON(["complete": "false", "error": "\(error)"])
+            throw error
+        }
+    }
+
+    private func syncOnce() async throws {
         let url = try device.serverURL()
         let store = try openExistingStore(device.db)
         var configuration = HTTPTransport.Configuration(baseURL: url, schemaVersion: LocalSchema.latestVersion)
@@ -72,9 +83,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "unheldImportsRemoved": "\(report.unheldImports.removed)", "unheldImportsResent": "\(report.unheldImports.recreated)",
                 "filesRemoved": "\(swept)", "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+            try printJSON(summary)
         } else {
             print("pulled \(report.pulled), sent \(report.pushed), failed \(report.failed), conflicts \(report.conflictsSurfaced), photos uploaded \(report.mediaUploaded)")
             print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
@@ -99,6 +108,12 @@ struct SyncCommand: AsyncParsableCommand {
             for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(difference)") }
         }
         if !report.isComplete { throw ExitCode(2) }
+    }
+
+    private func printJSON(_ report: [String: String]) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(report), as: UTF8.self))
     }
 }
 
