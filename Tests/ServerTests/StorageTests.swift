@@ -503,11 +503,7 @@ extension BundleRecords {
         AsyncThrowingStream {
             try await next()?.map { entry in
                 var record = entry.record
-                if let wire = entry.wireFields {
-                    var reader = JSONReader(bytes: Array(wire.utf8))
-                    record.fields = try reader.fields()
-                    try reader.expectEnd()
-                }
+                if let wire = entry.wireFields { record.fields = try JSONReader.wholeFields(of: wire) }
                 return record
             }
         }

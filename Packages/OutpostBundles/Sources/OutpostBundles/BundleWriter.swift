@@ -19,9 +19,7 @@ extension BundleWriter {
     func write(_ record: EntityRecord, wireFields: String) throws(BundleError) {
         var decoded = record
         do {
-            var reader = JSONReader(bytes: Array(wireFields.utf8))
-            decoded.fields = try reader.fields()
-            try reader.expectEnd()
+            decoded.fields = try JSONReader.wholeFields(of: wireFields)
         } catch {
             throw Self.unreadable(wireFields: record, error)
         }

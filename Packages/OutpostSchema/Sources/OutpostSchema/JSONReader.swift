@@ -285,6 +285,15 @@ public struct JSONReader: Sendable {
         return id
     }
 
+    /// The object of field values that is the whole of `json`, nothing after it: a record's fields as a
+    /// server stores them. The one reading of stored fields, for the server's rows and their bundles.
+    public static func wholeFields(of json: String) throws(JSONReaderError) -> [String: FieldValue] {
+        var reader = JSONReader(bytes: Array(json.utf8))
+        let fields = try reader.fields()
+        try reader.expectEnd()
+        return fields
+    }
+
     /// An object of field values, `{"name": value, …}`; a repeated name is refused.
     public mutating func fields() throws(JSONReaderError) -> [String: FieldValue] {
         try beginObject()

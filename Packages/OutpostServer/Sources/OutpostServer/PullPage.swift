@@ -69,10 +69,7 @@ struct StoredRow: Sendable, Hashable {
     /// The stored fields, decoded: what both forms above read.
     private func storedFields() throws(ServerError) -> [String: FieldValue] {
         do {
-            var reader = JSONReader(Data(fieldsJSON.utf8))
-            let fields = try reader.fields()
-            try reader.expectEnd()
-            return fields
+            return try JSONReader.wholeFields(of: fieldsJSON)
         } catch {
             throw unreadable(error)
         }
