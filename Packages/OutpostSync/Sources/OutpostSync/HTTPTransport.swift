@@ -539,6 +539,10 @@ public actor HTTPTransport: SyncTransport {
             default:
                 return TransportError(.noConnection, request: name, message: "\(client)", underlying: error)
             }
+        case HTTPParserError.invalidEOFState:
+            // The connection closed before the length the head promised: a network cut, not a wrong
+            // answer. What arrived is good so far, and a download keeps it to resume (attack 76, finding 1).
+            return TransportError(.noConnection, request: name, message: "the connection closed part way through the answer (\(error))", underlying: error)
         case is HTTPParserError:
             return TransportError(.invalidResponse, request: name, message: "\(error)", underlying: error)
         default:

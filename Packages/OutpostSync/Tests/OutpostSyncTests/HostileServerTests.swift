@@ -258,6 +258,36 @@ import Testing
         #expect(try Data(contentsOf: again) == Data("abcdefgh".utf8))
     }
 
+    /// A download whose connection is cut part way keeps the bytes that arrived and says the connection
+    /// failed, not that the answer was wrong: a cut was `invalidResponse`, which the device takes for bytes
+    /// known to be bad, so it removed the partial file and every cut download began again at byte 0
+    /// (attack 76, finding 1: 15 MB of a 20 MB photo fetched twice).
+    @Test func anOriginalCutByItsConnectionKeepsWhatArrivedAndTheNextAskResumes() async throws {
+        let id = UUID()
+        let path = "GET /v1/media/\(id.uuidString.lowercased())"
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-original-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let cut = try await LocalHTTPServer(routes: [
+            path: .init(
+                body: String(repeating: "z", count: 300_000), headers: ["Outpost-Media-SHA256": String(repeating: "a", count: 64)],
+                cutAfterBytes: 100_000),
+        ])
+        defer { cut.stop() }
+        let partial = folder.appendingPathComponent("a.partial")
+        let transport = HTTPTransport(configuration: .init(baseURL: cut.baseURL, schemaVersion: 5), token: "t1")
+        let failure = try await #require(throws: TransportError.self) {
+            _ = try await transport.downloadOriginal(of: id, byteCount: 300_000, appendingTo: partial)
+        }
+        #expect(failure.code == .noConnection, "\(failure)")
+        // How much of the 100,000 bytes sent arrives before the close is the network's business.
+        let arrived = try Data(contentsOf: partial).count
+        #expect(arrived > 0 && arrived <= 100_000, "what arrived is kept: \(arrived)")
+        _ = try? await transport.downloadOriginal(of: id, byteCount: 300_000, appendingTo: partial)
+        let ranges = try await cut.requests().map { $0.header("Range") }
+        #expect(ranges == [nil, "bytes=\(arrived)-"], "\(ranges)")
+    }
+
     @Test func aRedirectWithinTheServerIsReportedNotFollowed() async throws {
         let server = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(status: 308, headers: ["Location": "/v1/pull-elsewhere"]),

@@ -16,6 +16,9 @@ final class LocalHTTPServer {
         var delaySeconds = 0.0
         /// Send the body one byte at a time, this many seconds apart (a server that drips its answer).
         var dripSeconds = 0.0
+        /// When 0 or more: promise the whole body's length, send this many of its bytes, then close the
+        /// connection (a download cut by the network part way).
+        var cutAfterBytes = -1
     }
 
     /// One request as the server saw it.
@@ -103,7 +106,7 @@ final class LocalHTTPServer {
     }
 
     private static let source = #"""
-        import gzip, json, os, signal, sys, threading, time
+        import gzip, json, os, signal, socket, sys, threading, time
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         # The test process may have blocked SIGTERM in the thread that spawned us; take it back, and
@@ -168,6 +171,18 @@ final class LocalHTTPServer {
                     return
                 time.sleep(route["delaySeconds"])
                 headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
+                if route["cutAfterBytes"] >= 0:
+                    data = route["body"].encode("utf-8")
+                    self.send_response(route["status"])
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[:route["cutAfterBytes"]])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if route["dripSeconds"] > 0:
                     data = route["body"].encode("utf-8")
                     self.send_response(route["status"])
