@@ -132,16 +132,19 @@ final class LocalHTTPServer {
             def log_message(self, *args):
                 pass
 
+            def head(self, status, headers, length):
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(length))
+                self.end_headers()
+
             def answer(self, status, body, headers, compress=False):
                 data = body.encode("utf-8") if isinstance(body, str) else body
                 if compress:
                     data = gzip.compress(data)
                     headers = dict(headers, **{"Content-Encoding": "gzip"})
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
+                self.head(status, headers, len(data))
                 self.wfile.write(data)
 
             def handle_any(self):
@@ -173,11 +176,7 @@ final class LocalHTTPServer {
                 headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
                 if route["cutAfterBytes"] >= 0:
                     data = route["body"].encode("utf-8")
-                    self.send_response(route["status"])
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
+                    self.head(route["status"], headers, len(data))
                     self.wfile.write(data[:route["cutAfterBytes"]])
                     self.wfile.flush()
                     self.close_connection = True
@@ -185,11 +184,7 @@ final class LocalHTTPServer {
                     return
                 if route["dripSeconds"] > 0:
                     data = route["body"].encode("utf-8")
-                    self.send_response(route["status"])
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
+                    self.head(route["status"], headers, len(data))
                     try:
                         for byte in data:
                             self.wfile.write(bytes([byte]))
