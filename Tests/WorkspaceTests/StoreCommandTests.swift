@@ -54,6 +54,40 @@ import Testing
         #expect(result.errorOutput.contains("queued mutation 1"), "\(result.errorOutput)")
     }
 
+    /// A file with a damaged page is reported damaged before anything writes to it: the chain's rows
+    /// all read, so the walk alone said "intact" of a file SQLite's own check calls malformed, and the
+    /// upgrade that opening runs first wrote to it (attack 77, finding 7).
+    @Test func auditVerifyReportsADamagedFileAndLeavesItUnchanged() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.file("device.sqlite")
+        do {
+            let store = try LocalStore.open(at: path)
+            for index in 0..<40 {
+                try await store.save(Issue(projectID: UUID(), title: String(repeating: "n", count: 200) + "\(index)"))
+            }
+        }
+        // The file alone, checkpointed: the page written over is the one the file holds.
+        let queue = try DatabaseQueue(path: path)
+        let root = try await queue.writeWithoutTransaction { db -> Int in
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            return try Int.fetchOne(db, sql: "SELECT rootpage FROM sqlite_master WHERE name = 'issues'") ?? 0
+        }
+        try queue.close()
+        #expect(root > 1)
+        let pageSize = 4096
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seek(toOffset: UInt64((root - 1) * pageSize))
+        try handle.write(contentsOf: Data(repeating: 0xFF, count: pageSize))
+        try handle.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        let result = try await Outpost.run(["audit", "verify", "--db", path])
+        #expect(result.status == 1, "\(result.output)\(result.errorOutput)")
+        #expect(result.errorOutput.contains("damaged"), "\(result.errorOutput)")
+        #expect(!result.output.contains("intact"), "\(result.output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "nothing was written to the damaged file")
+    }
+
     @Test func storeCommandsNeverCreateAFile() async throws {
         let folder = try TemporaryFolder()
         let path = folder.file("absent.sqlite")

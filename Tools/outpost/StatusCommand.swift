@@ -57,7 +57,9 @@ struct AuditCommand: ParsableCommand {
             abstract: """
                 Walk the audit chain end to end, and the queue against it; exit 1 and name the first entry \
                 that was edited, removed or reordered, or a queued change that does not match its entry. \
-                The file is first upgraded to this build's schema, as every command that opens it does.
+                A file whose pages SQLite's quick_check finds damaged is reported (exit 1) and left as it \
+                is; otherwise the file is first upgraded to this build's schema, as every command that \
+                opens it does.
                 """
         )
 
@@ -65,6 +67,16 @@ struct AuditCommand: ParsableCommand {
         var db: String
 
         func run() throws {
+            guard FileManager.default.fileExists(atPath: db) else { throw CommandFailure("\(db): no database file here") }
+            let damage: String?
+            do {
+                damage = try LocalStore.pageDamage(at: db)
+            } catch {
+                damage = "\(error)"
+            }
+            if let damage {
+                throw CommandFailure("\(db) is damaged, so its audit chain cannot be vouched for; nothing was written to it: \(damage)")
+            }
             let report = try openExistingStore(db).verifyAudit()
             if report.isIntact {
                 print("audit chain intact: \(report.entriesChecked) entries")

@@ -140,6 +140,21 @@ public final class LocalStore: Sendable {
         try read { try EntityTables.fetchLiveModels(Model.self, where: field, equals: value, in: $0) }
     }
 
+    /// What SQLite's `quick_check` finds wrong with the pages of the database at `path` (at most ten
+    /// problems, joined), read-only, before anything opens it for writing; nil when every page holds.
+    /// The audit walk reads only the rows it checks, so a file with a damaged page of another table
+    /// walked "intact", and opening a store upgrades and writes to the file first.
+    public static func pageDamage(at path: String) throws(StoreError) -> String? {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return try StoreError.mapping(path: path) {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            let problems = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check(10)") }
+            return problems == ["ok"] ? nil : problems.joined(separator: "; ")
+        }
+    }
+
     /// Walks the audit chain and reports the first entry that was edited, removed or reordered.
     public func verifyAudit() throws(StoreError) -> AuditReport {
         try read { try AuditTrail.verify($0) }
