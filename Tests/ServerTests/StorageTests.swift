@@ -329,6 +329,46 @@ struct StorageTests {
         #expect(!FileManager.default.fileExists(atPath: "x.sqlite"))
     }
 
+    /// Every time setting has an upper bound and every reserve a lower one: SQLite's busy timeout is
+    /// milliseconds in an Int32 and NIO's time amounts are nanoseconds in an Int64, so a lock wait of
+    /// 2,147,484 s stopped the server with a runtime trap (attack 78, finding 1); a negative reserve was
+    /// taken as none (finding 5). Each setting of the family, walked.
+    @Test("Each time setting is refused past a day and each disk reserve below 0, before anything is opened")
+    func settingsAreBoundedOnBothSides() throws {
+        let seconds: [(String, WritableKeyPath<ServerConfiguration, Int>)] = [
+            ("idle timeout", \.idleTimeoutSeconds), ("stalled-write timeout", \.stalledWriteSeconds),
+            ("lock wait", \.databaseLockWaitSeconds), ("idle transaction limit", \.idleTransactionSeconds),
+        ]
+        for (name, path) in seconds {
+            for (value, allowed) in [(1, true), (86_400, true), (86_401, false), (2_147_484, false), (Int.max, false)] {
+                var configuration = ServerConfiguration(databasePath: "unused.sqlite")
+                configuration[keyPath: path] = value
+                if allowed {
+                    #expect(throws: Never.self, "\(name) \(value)") { try configuration.validate() }
+                } else {
+                    let refused = #expect(throws: ServerError.self, "\(name) \(value)") { try configuration.validate() }
+                    #expect(refused?.code == .invalidConfiguration)
+                    #expect(refused?.message.contains(name) == true, "\(refused?.message ?? "")")
+                }
+            }
+        }
+        let reserves: [(String, WritableKeyPath<ServerConfiguration, Int64>)] = [
+            ("media disk reserve", \.mediaDiskReserveBytes), ("database disk reserve", \.databaseDiskReserveBytes),
+        ]
+        for (name, path) in reserves {
+            for (value, allowed) in [(Int64(0), true), (Int64.max, true), (Int64(-1), false), (Int64.min, false)] {
+                var configuration = ServerConfiguration(databasePath: "unused.sqlite")
+                configuration[keyPath: path] = value
+                if allowed {
+                    #expect(throws: Never.self, "\(name) \(value)") { try configuration.validate() }
+                } else {
+                    let refused = #expect(throws: ServerError.self, "\(name) \(value)") { try configuration.validate() }
+                    #expect(refused?.message.contains(name) == true, "\(refused?.message ?? "")")
+                }
+            }
+        }
+    }
+
     @Test("A bundle streams one snapshot: pushes made while it is read do not show, pages stay bounded", arguments: Backend.available)
     func bundleIsOneSnapshot(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)

@@ -225,6 +225,22 @@ struct ServerCommandTests {
         #expect(noMedia.errorOutput.contains("--media"))
     }
 
+    /// A wait too long to convert (SQLite's busy timeout is milliseconds in an Int32) stopped the process
+    /// with a runtime trap after it had created an empty database file (attack 78, finding 1).
+    @Test("serve refuses a lock wait past its bound with a clear message, creating nothing")
+    func anOutOfRangeWaitIsRefused() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-wait-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let db = folder.appendingPathComponent("server.sqlite").path
+        for wait in ["2147484", "9223372036854775807"] {
+            let run = try await Outpost.run(["serve", "--db", db, "--port", "0", "--database-lock-wait", wait])
+            #expect(run.status == 1, "\(wait): \(run.status) \(run.errorOutput)")
+            #expect(run.errorOutput.contains("lock wait"), "\(run.errorOutput)")
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
     @Test(
         "serve --postgres --media migrates an empty database, listens, answers pulls, and stops on SIGTERM",
         .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil,

@@ -131,6 +131,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         self.readsPullsAhead = readsPullsAhead
     }
 
+    /// The longest any of the server's waits and timeouts may be set to: a day.
+    static let longestWaitSeconds = 86_400
+
     /// Refuses settings the server cannot run with, before anything is opened.
     func validate() throws(ServerError) {
         func check(_ condition: Bool, _ message: String) throws(ServerError) {
@@ -146,12 +149,19 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(
             maximumMediaBytesPerProject >= 1 && maximumMediaBytesPerUser >= 1, "media quotas must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
-        try check(idleTimeoutSeconds >= 1, "the idle timeout must be at least 1 second")
-        try check(stalledWriteSeconds >= 1, "the stalled-write timeout must be at least 1 second")
+        // Each wait at most a day: SQLite takes its busy timeout as milliseconds in an Int32 (24.8 days)
+        // and PostgreSQL a statement six times the lock wait; a longer one stopped the process with a
+        // runtime trap, after it had created the database file, rather than being refused here.
+        for (seconds, name) in [
+            (idleTimeoutSeconds, "the idle timeout"), (stalledWriteSeconds, "the stalled-write timeout"),
+            (databaseLockWaitSeconds, "the database lock wait"), (idleTransactionSeconds, "the idle transaction limit"),
+        ] {
+            try check((1...Self.longestWaitSeconds).contains(seconds), "\(name) must be 1 to \(Self.longestWaitSeconds) seconds (a day), not \(seconds)")
+        }
+        try check(mediaDiskReserveBytes >= 0, "the media disk reserve must not be negative")
+        try check(databaseDiskReserveBytes >= 0, "the database disk reserve must not be negative")
         try check(maximumConnections >= 1, "the connection limit must be at least 1")
         try check((requestsPerMinutePerToken ?? 1) >= 1, "the per-token request limit must be at least 1 a minute")
-        try check(databaseLockWaitSeconds >= 1, "the database lock wait must be at least 1 second")
-        try check(idleTransactionSeconds >= 1, "the idle transaction limit must be at least 1 second")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")
