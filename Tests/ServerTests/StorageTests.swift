@@ -535,6 +535,60 @@ struct StorageTests {
         }
         #expect(try await storage.caller(forTokenDigest: TokenDigest.hex(of: "long-enough-token")) == nil)
     }
+
+    /// A seed that gives something twice said which entry counted only by what the server then held:
+    /// a user listed as owner and again as viewer of one project stayed owner, a project listed twice
+    /// kept its first name (attack 78, finding 2); and its texts went unbounded where the admin API
+    /// takes 1 to 200 characters (finding 5). Each is refused whole, naming what, and nothing is written.
+    @Test("A seed that gives a project or a membership twice, or a text the admin API refuses, is refused whole")
+    func seedGivingAThingTwice() async throws {
+        let project = UUID(), other = UUID(), user = UUID()
+        let demoted = ServerSeed(
+            projects: [.init(id: project, name: "M")],
+            members: [
+                .init(userID: user, name: "A", role: "owner", projects: [project]),
+                .init(userID: user, name: "A-demoted", role: "viewer", projects: [project]),
+            ])
+        let renamed = ServerSeed(projects: [.init(id: project, name: "M"), .init(id: project, name: "N")])
+        let repeatedInOne = ServerSeed(
+            projects: [.init(id: project, name: "M")], members: [.init(userID: user, name: "A", projects: [project, project])])
+        let longMail = ServerSeed(
+            projects: [.init(id: project, name: "M")],
+            members: [.init(userID: user, name: "A", email: String(repeating: "e", count: 201), projects: [project])])
+        let longName = ServerSeed(projects: [.init(id: project, name: String(repeating: "n", count: 201))])
+        let longAddress = ServerSeed(projects: [.init(id: project, name: "M", address: String(repeating: "a", count: 201))])
+        for (seed, named) in [
+            (demoted, "\(user.storageText) is given twice for project \(project.storageText)"),
+            (renamed, "project \(project.storageText) is given twice"),
+            (repeatedInOne, "\(user.storageText) is given twice for project \(project.storageText)"),
+            (longMail, "e-mail"), (longName, "name"), (longAddress, "address"),
+        ] {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+            let refused = await #expect(throws: ServerError.self) { try await storage.load(seed, now: Timestamp.now()) }
+            #expect(refused?.code == .invalidSeed)
+            #expect(refused?.message.contains(named) == true, "\(refused?.message ?? "")")
+            let basis = try await storage.pullBasis(of: Caller(userID: user))
+            #expect(basis.memberships.isEmpty && basis.newestSequence == 0, "nothing was written")
+        }
+        // The same user in two entries for different projects, with a role in each, is a seed's way to
+        // give per-project roles: taken.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
+        try await storage.load(
+            ServerSeed(
+                projects: [.init(id: project, name: "M"), .init(id: other, name: "O")],
+                members: [
+                    .init(userID: user, name: "A", role: "owner", projects: [project]),
+                    .init(userID: user, name: "A", role: "viewer", projects: [other]),
+                ]),
+            now: Timestamp.now())
+        #expect(try await storage.pullBasis(of: Caller(userID: user)).memberships == [project, other])
+    }
 }
 
 extension BundleRecords {

@@ -171,14 +171,19 @@ extension KeyedDecodingContainer {
 /// message about the member record, for a body the API document called valid.
 private func checkedText(_ text: String?, _ field: String, isName: Bool = false) throws(ServerError) -> String? {
     guard let text else { return nil }
+    if let problem = adminTextProblem(text, isName: isName) { throw ServerError.badRequest("\(field) \(problem)") }
+    return text
+}
+
+/// What is wrong with `text` as a name, an address or an e-mail address (`checkedText`'s rule), or
+/// nil: the one rule for the admin API and a seed, which set up the same records.
+func adminTextProblem(_ text: String, isName: Bool) -> String? {
     let scalars = text.unicodeScalars
     guard (1...200).contains(scalars.count), !scalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
-        throw ServerError.badRequest("\(field) is 1 to 200 characters, none of them control characters")
+        return "is 1 to 200 characters, none of them control characters"
     }
-    if isName, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-        throw ServerError.badRequest("\(field) must be more than white space")
-    }
-    return text
+    if isName, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { return "must be more than white space" }
+    return nil
 }
 
 struct CreateProjectJSON: Decodable {

@@ -136,8 +136,32 @@ public struct ServerSeed: Sendable, Hashable, Codable {
 
     /// Refuses a seed that names a project it does not define or a token for an unknown user, and one
     /// that gives a token twice (the later entry silently won: a member's token could become an admin's)
-    /// or with spaces around it (never usable: a request's token is read without them).
+    /// or with spaces around it (never usable: a request's token is read without them). A project, or a
+    /// user's membership of one, given twice is refused too: the first entry silently won, so a user
+    /// listed as owner and again as viewer stayed owner. Names, addresses and e-mails follow the admin
+    /// API's rule (`adminTextProblem`).
     func validate() throws(ServerError) {
+        func refuse(_ message: String) -> ServerError { ServerError(.invalidSeed, message: message) }
+        var defined = Set<UUID>()
+        for project in projects {
+            let id = project.id.storageText
+            guard defined.insert(project.id).inserted else { throw refuse("project \(id) is given twice: give it once") }
+            if let problem = adminTextProblem(project.name, isName: true) { throw refuse("the name of project \(id) \(problem)") }
+            if let address = project.address, !address.isEmpty, let problem = adminTextProblem(address, isName: false) {
+                throw refuse("the address of project \(id) \(problem)")
+            }
+        }
+        var memberships = Set<[UUID]>()
+        for member in members {
+            let user = member.userID.storageText
+            for project in member.projects where !memberships.insert([member.userID, project]).inserted {
+                throw refuse("user \(user) is given twice for project \(project.storageText): give each membership once, with its role")
+            }
+            if let problem = adminTextProblem(member.name, isName: true) { throw refuse("the name of user \(user) \(problem)") }
+            if let email = member.email, !email.isEmpty, let problem = adminTextProblem(email, isName: false) {
+                throw refuse("the e-mail of user \(user) \(problem)")
+            }
+        }
         let projectIDs = Set(projects.map(\.id))
         let userIDs = Set(members.map(\.userID))
         for member in members {
