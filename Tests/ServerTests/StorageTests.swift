@@ -340,31 +340,30 @@ struct StorageTests {
             ("lock wait", \.databaseLockWaitSeconds), ("idle transaction limit", \.idleTransactionSeconds),
         ]
         for (name, path) in seconds {
-            for (value, allowed) in [(1, true), (86_400, true), (86_401, false), (2_147_484, false), (Int.max, false)] {
-                var configuration = ServerConfiguration(databasePath: "unused.sqlite")
-                configuration[keyPath: path] = value
-                if allowed {
-                    #expect(throws: Never.self, "\(name) \(value)") { try configuration.validate() }
-                } else {
-                    let refused = #expect(throws: ServerError.self, "\(name) \(value)") { try configuration.validate() }
-                    #expect(refused?.code == .invalidConfiguration)
-                    #expect(refused?.message.contains(name) == true, "\(refused?.message ?? "")")
-                }
-            }
+            Self.expectBounds(of: path, named: name, taking: [1, 86_400], refusing: [86_401, 2_147_484, Int.max])
         }
         let reserves: [(String, WritableKeyPath<ServerConfiguration, Int64>)] = [
             ("media disk reserve", \.mediaDiskReserveBytes), ("database disk reserve", \.databaseDiskReserveBytes),
         ]
         for (name, path) in reserves {
-            for (value, allowed) in [(Int64(0), true), (Int64.max, true), (Int64(-1), false), (Int64.min, false)] {
-                var configuration = ServerConfiguration(databasePath: "unused.sqlite")
-                configuration[keyPath: path] = value
-                if allowed {
-                    #expect(throws: Never.self, "\(name) \(value)") { try configuration.validate() }
-                } else {
-                    let refused = #expect(throws: ServerError.self, "\(name) \(value)") { try configuration.validate() }
-                    #expect(refused?.message.contains(name) == true, "\(refused?.message ?? "")")
-                }
+            Self.expectBounds(of: path, named: name, taking: [0, .max], refusing: [-1, .min])
+        }
+    }
+
+    /// `validate()` takes each of `taken` for the setting at `path` and refuses each of `refused` as
+    /// `invalidConfiguration`, naming the setting.
+    private static func expectBounds<Value: BinaryInteger & Sendable>(
+        of path: WritableKeyPath<ServerConfiguration, Value>, named name: String, taking taken: [Value], refusing refused: [Value]
+    ) {
+        for value in taken + refused {
+            var configuration = ServerConfiguration(databasePath: "unused.sqlite")
+            configuration[keyPath: path] = value
+            if taken.contains(value) {
+                #expect(throws: Never.self, "\(name) \(value)") { try configuration.validate() }
+            } else {
+                let error = #expect(throws: ServerError.self, "\(name) \(value)") { try configuration.validate() }
+                #expect(error?.code == .invalidConfiguration)
+                #expect(error?.message.contains(name) == true, "\(error?.message ?? "")")
             }
         }
     }
