@@ -276,7 +276,18 @@ public struct SyncServer: Sendable {
         } catch {
             throw ServerError(.invalidConfiguration, message: "the TLS private key could not be read as PEM: \(error)", path: keyPath, underlying: error)
         }
-        return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        // The pair is checked here, where both files can be named: a key of another certificate failed
+        // later, in the listener's set-up, as a bare "failedToLoadPrivateKey".
+        do {
+            _ = try NIOSSLContext(configuration: tls)
+        } catch {
+            throw ServerError(
+                .invalidConfiguration,
+                message: "the TLS private key \(keyPath) does not go with the certificate \(certificatePath): \(error)",
+                path: keyPath, underlying: error)
+        }
+        return tls
     }
 
     private func addRoutes(to router: Router<ServerRequestContext>) {
