@@ -562,10 +562,8 @@ struct StorageTests {
             (repeatedInOne, "\(user.storageText) is given twice for project \(project.storageText)"),
             (longMail, "e-mail"), (longName, "name"), (longAddress, "address"),
         ] {
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let (storage, folder) = try Self.emptyStorage()
             defer { try? FileManager.default.removeItem(at: folder) }
-            let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
             let refused = await #expect(throws: ServerError.self) { try await storage.load(seed, now: Timestamp.now()) }
             #expect(refused?.code == .invalidSeed)
             #expect(refused?.message.contains(named) == true, "\(refused?.message ?? "")")
@@ -574,10 +572,8 @@ struct StorageTests {
         }
         // The same user in two entries for different projects, with a role in each, is a seed's way to
         // give per-project roles: taken.
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (storage, folder) = try Self.emptyStorage()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false)
         try await storage.load(
             ServerSeed(
                 projects: [.init(id: project, name: "M"), .init(id: other, name: "O")],
@@ -587,6 +583,13 @@ struct StorageTests {
                 ]),
             now: Timestamp.now())
         #expect(try await storage.pullBasis(of: Caller(userID: user)).memberships == [project, other])
+    }
+
+    /// A SQLite storage on a new file in a folder of its own, nothing loaded; the caller removes the folder.
+    private static func emptyStorage() throws -> (SQLiteStorage, URL) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return (try SQLiteStorage(path: folder.appendingPathComponent("s.sqlite").path, assignsServerIDs: false), folder)
     }
 }
 

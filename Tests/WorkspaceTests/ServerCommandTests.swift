@@ -229,11 +229,8 @@ struct ServerCommandTests {
     /// neither file (attack 78, finding 6): the error names both, as every other TLS refusal names its file.
     @Test("serve refuses a TLS key that is not its certificate's, naming both files")
     func aMismatchedTLSKeyIsRefusedByName() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-tls-pair-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let certificate = folder.appendingPathComponent("cert.pem").path, key = folder.appendingPathComponent("key.pem").path
-        let otherKey = folder.appendingPathComponent("other-key.pem").path
+        let folder = try TemporaryFolder()
+        let certificate = folder.file("cert.pem"), key = folder.file("key.pem"), otherKey = folder.file("other-key.pem")
         let made = try await ChildProcess.finish(Self.process("/usr/bin/openssl", [
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1",
         ]))
@@ -241,8 +238,7 @@ struct ServerCommandTests {
         let other = try await ChildProcess.finish(Self.process("/usr/bin/openssl", ["genrsa", "-out", otherKey, "2048"]))
         try #require(other.status == 0, "\(String(decoding: other.errors, as: UTF8.self))")
         let run = try await Outpost.run([
-            "serve", "--db", folder.appendingPathComponent("server.sqlite").path, "--port", "0",
-            "--tls-certificate", certificate, "--tls-key", otherKey,
+            "serve", "--db", folder.file("server.sqlite"), "--port", "0", "--tls-certificate", certificate, "--tls-key", otherKey,
         ])
         #expect(run.status == 1, "\(run.status) \(run.errorOutput)")
         #expect(run.errorOutput.contains(otherKey) && run.errorOutput.contains(certificate), "\(run.errorOutput)")
@@ -252,10 +248,8 @@ struct ServerCommandTests {
     /// with a runtime trap after it had created an empty database file (attack 78, finding 1).
     @Test("serve refuses a lock wait past its bound with a clear message, creating nothing")
     func anOutOfRangeWaitIsRefused() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-serve-wait-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let db = folder.appendingPathComponent("server.sqlite").path
+        let folder = try TemporaryFolder()
+        let db = folder.file("server.sqlite")
         for wait in ["2147484", "9223372036854775807"] {
             let run = try await Outpost.run(["serve", "--db", db, "--port", "0", "--database-lock-wait", wait])
             #expect(run.status == 1, "\(wait): \(run.status) \(run.errorOutput)")

@@ -77,10 +77,8 @@ struct SyncCommandTests {
     /// A script that asks for JSON reads JSON when the run fails too: a run that ended on a thrown error
     /// (a store that cannot be opened or written) printed only "Error: ..." to stderr, and nothing to parse.
     @Test func aFailedRunStillPrintsItsReportAsJSON() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-sync-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let missing = folder.appendingPathComponent("none.sqlite").path
+        let folder = try TemporaryFolder()
+        let missing = folder.file("none.sqlite")
         let run = try await Outpost.run(["sync", "--db", missing, "--server", "http://127.0.0.1:9", "--token", "t", "--json"])
         #expect(run.status == 1, "\(run.output)\(run.errorOutput)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: String], "\(run.output)")

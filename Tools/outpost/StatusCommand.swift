@@ -67,12 +67,12 @@ struct AuditCommand: ParsableCommand {
         var db: String
 
         func run() throws {
-            guard FileManager.default.fileExists(atPath: db) else { throw CommandFailure("\(db): no database file here") }
+            try requireDatabaseFile(db)
             let damage: String?
             do {
                 damage = try LocalStore.pageDamage(at: db)
             } catch {
-                damage = "\(error)"
+                throw CommandFailure("\(error)")
             }
             if let damage {
                 throw CommandFailure("\(db) is damaged, so its audit chain cannot be vouched for; nothing was written to it: \(damage)")
@@ -93,11 +93,16 @@ struct AuditCommand: ParsableCommand {
     }
 }
 
-/// Opens a store that must already exist: the CLI never creates an empty one by accident.
-func openExistingStore(_ path: String) throws -> LocalStore {
+/// Refuses a database path with no file: the CLI never creates an empty one by accident.
+func requireDatabaseFile(_ path: String) throws {
     guard FileManager.default.fileExists(atPath: path) else {
         throw CommandFailure("\(path): no database file here")
     }
+}
+
+/// Opens a store that must already exist (`requireDatabaseFile`).
+func openExistingStore(_ path: String) throws -> LocalStore {
+    try requireDatabaseFile(path)
     do {
         return try LocalStore.open(at: path)
     } catch {

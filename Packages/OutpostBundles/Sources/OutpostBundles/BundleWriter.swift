@@ -198,8 +198,9 @@ final class JSONBundleWriter: BundleWriter {
     }
 
     /// The stored text is read in place, with no dictionary of the fields built and looked up again,
-    /// and a plain ASCII text value is copied as it stands (it needs no escape). Decoding the stored fields into a dictionary was three fifths of reading a server's bundle page,
-    /// and looking them up again a quarter of writing it (`perf`, a 25,000-record pre-sync).
+    /// and a plain ASCII text value is copied as it stands (it needs no escape). Decoding the stored
+    /// fields into a dictionary was three fifths of reading a server's bundle page, and looking them up
+    /// again a quarter of writing it (`perf`, a 25,000-record pre-sync).
     func write(_ record: EntityRecord, wireFields: String) throws(BundleError) {
         let fields: [(name: String, value: WireFieldValue)]
         do {

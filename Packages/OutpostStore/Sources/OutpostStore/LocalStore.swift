@@ -143,15 +143,21 @@ public final class LocalStore: Sendable {
     /// What SQLite's `quick_check` finds wrong with the pages of the database at `path` (at most ten
     /// problems, joined), read-only, before anything opens it for writing; nil when every page holds.
     /// The audit walk reads only the rows it checks, so a file with a damaged page of another table
-    /// walked "intact", and opening a store upgrades and writes to the file first.
+    /// walked "intact", and opening a store upgrades and writes to the file first. A page too damaged to
+    /// step past, or a file that is no database, is damage too; any other failure (a file that cannot
+    /// be opened, a lock) is thrown, not called damage.
     public static func pageDamage(at path: String) throws(StoreError) -> String? {
         var configuration = Configuration()
         configuration.readonly = true
         return try StoreError.mapping(path: path) {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            let problems = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check(10)") }
-            return problems == ["ok"] ? nil : problems.joined(separator: "; ")
+            do {
+                let queue = try DatabaseQueue(path: path, configuration: configuration)
+                defer { try? queue.close() }
+                let problems = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check(10)") }
+                return problems == ["ok"] ? nil : problems.joined(separator: "; ")
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+                return error.message ?? "\(error)"
+            }
         }
     }
 
