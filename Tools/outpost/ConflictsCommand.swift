@@ -27,10 +27,7 @@ struct ConflictsCommand: AsyncParsableCommand {
         func run() throws {
             let conflicts = try openExistingStore(db).openConflicts()
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                print(String(decoding: try encoder.encode(conflicts), as: UTF8.self))
+                try printJSON(conflicts)
                 return
             }
             guard !conflicts.isEmpty else {

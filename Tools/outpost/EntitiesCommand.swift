@@ -20,9 +20,7 @@ struct EntitiesCommand: ParsableCommand {
         let policy = ConflictPolicy()
         let rows = EntityCatalog.all.map { EntityRow($0, strategy: policy[$0.type]) }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+            try printJSON(rows)
         } else {
             print(TextTable(
                 headers: ["entity", "table", "parents", "sync class", "policy", "fields"],

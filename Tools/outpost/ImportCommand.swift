@@ -45,9 +45,7 @@ struct ImportCommand: ParsableCommand {
     /// Prints an import's summary, as a table or as JSON (shared with `outpost presync`).
     static func show(_ summary: ImportSummary, of path: String, into db: String, json: Bool) throws {
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+            try printJSON(summary)
             return
         }
         print("imported \(path) (\(summary.format), \(summary.bytesRead) bytes) into \(db)")

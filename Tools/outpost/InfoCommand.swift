@@ -27,9 +27,7 @@ struct InfoCommand: ParsableCommand {
             }
             let summary = try LocalDatabase.inspect(at: db)
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+                try printJSON(summary)
                 return
             }
             print("database:       \(db)")

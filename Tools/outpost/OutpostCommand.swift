@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import OutpostFieldService
 import OutpostModels
 import OutpostSchema
@@ -28,4 +29,14 @@ struct OutpostCommand: AsyncParsableCommand {
 /// The toolkit's version, printed by `outpost --version`.
 enum OutpostVersion {
     static let current = "0.1.0"
+}
+
+/// Prints `value` as every `--json` of the CLI does: pretty, keys sorted, dates in ISO 8601 and
+/// slashes (paths, addresses) as they are. One setup for every command: six had a copy each, and
+/// they had drifted (slashes escaped in some, dates as seconds since 2001 in others).
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }

@@ -20,10 +20,7 @@ struct StatusCommand: ParsableCommand {
     func run() throws {
         let status = try openExistingStore(db).status()
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
-            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+            try printJSON(status)
         } else {
             print("pending changes:      \(status.pendingChanges)")
             print("failed changes:       \(status.failedChanges)")
@@ -131,10 +128,7 @@ struct UnsentCommand: ParsableCommand {
     func run() throws {
         let unsent = try openExistingStore(db).unsentChanges()
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
-            print(String(decoding: try encoder.encode(unsent), as: UTF8.self))
+            try printJSON(unsent)
             return
         }
         print("\(unsent.count) unsent change\(unsent.count == 1 ? "" : "s")")

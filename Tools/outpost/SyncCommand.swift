@@ -109,12 +109,6 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if !report.isComplete { throw ExitCode(2) }
     }
-
-    private func printJSON(_ report: [String: String]) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        print(String(decoding: try encoder.encode(report), as: UTF8.self))
-    }
 }
 
 /// A device's database and the server it syncs with, as `outpost sync` and `outpost originals` take them.
