@@ -125,7 +125,9 @@ extension FieldClocks.Stored {
     /// The `clocks` column of `field_clocks` for a record of `entity`.
     func encoded(for entity: EntityType) throws -> String {
         // The row of nearly every record: one clock for every catalog field, the server's the same, and
-        // nothing else (`compactFormMarker`).
+        // nothing else (`compactFormMarker`). `server == fields` first: a pulled record's two are one
+        // dictionary, which Swift compares without a lookup (shared storage); told instead by each
+        // side's shared clock, a pulled page applied about 5% slower (`outpost-bench pull`, alternated).
         if deletion == nil, pulled == nil, written == nil, deferredTombstone == nil, heldVersion == nil,
             server == fields, let shared = Self.allFieldsClock(of: fields, entity)
         {
