@@ -105,6 +105,34 @@ import Testing
         await first.stop()
     }
 
+    /// The operator revokes one token by the name `tokens` lists (the first 12 hex digits of its
+    /// digest), without its secret: it had to be typed on the command line (kept in the shell's history
+    /// and seen by anyone's `ps`), which the operator seldom holds anyway (a crew member's lost phone).
+    @Test("One token revoked by its listed name, the user's other token still works; an unknown or malformed name changes nothing", arguments: Backend.available)
+    func oneTokenRevokedByItsName(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        defer { Task { await first.stop() } }
+        let server = first.server
+        let before = Set(try await server.tokens(of: TestServer.alice).map(\.digestPrefix))
+        let phone = try await server.issueToken(for: TestServer.alice, by: "test operator")
+        let name = try #require(try await server.tokens(of: TestServer.alice).map(\.digestPrefix).first { !before.contains($0) })
+        let laptop = try await server.issueToken(for: TestServer.alice, by: "test operator")
+        let listed = try await server.tokens(of: TestServer.alice)
+
+        #expect(try await !server.revokeToken(named: "000000000000", by: "test operator"), "no token has that name")
+        for malformed in ["", "00000", "zzzzzzzzzzzz", name + "0", phone, "\(name)' OR '1'='1"] {
+            await #expect(throws: ServerError.self, "\(malformed)") { try await server.revokeToken(named: malformed, by: "test operator") }
+        }
+        #expect(try await server.tokens(of: TestServer.alice).count == listed.count, "nothing was revoked")
+
+        #expect(try await server.revokeToken(named: name, by: "test operator"))
+        #expect(try await first.send("POST", "/pull", token: phone, body: TokenExpiryTests.pull).status == 401)
+        #expect(try await first.send("POST", "/pull", token: laptop, body: TokenExpiryTests.pull).status == 200)
+        #expect(try await !server.revokeToken(named: name, by: "test operator"), "already gone")
+        let log = try await server.adminLog(limit: 10).filter { $0.action == "revoke-token" }
+        #expect(log.map(\.details).suffix(2) == ["token \(name): revoked", "token \(name): unknown"], "\(log)")
+    }
+
     @Test("An archived project takes no more changes, on every instance, and says so only to its members; they still pull it; brought back, it takes them again", arguments: Backend.available)
     func anArchivedProjectTakesNoChanges(_ backend: Backend) async throws {
         let first = try await TestServer.start(backend)

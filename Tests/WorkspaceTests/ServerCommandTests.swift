@@ -89,6 +89,16 @@ struct ServerCommandTests {
         #expect(tokens.status == 0 && tokenRows.count == 2, "\(tokens.output)\(tokens.errorOutput)")
         #expect(tokenRows.allSatisfy { !$0.hasSuffix("—") }, "both were used: \(tokens.output)")
         #expect(!tokens.output.contains(fresh), "a listing never shows a token")
+        // The short-lived one revoked by the name the listing gives it, no secret typed: it stops, the
+        // other works. Refused: a name and a token at once.
+        let shortRow = try #require(tokenRows.first { !$0.contains(" never ") }, "\(tokens.output)")
+        let shortName = String(shortRow.split(separator: " ", omittingEmptySubsequences: true)[1])
+        let both = try await Outpost.run(["admin", "revoke-token", "--db", database, "--name", shortName, "--token", fresh])
+        #expect(both.status != 0 && both.errorOutput.contains("exactly one"), "\(both.errorOutput)")
+        let byName = try await Outpost.run(["admin", "revoke-token", "--db", database, "--name", shortName])
+        #expect(byName.status == 0 && byName.output.contains("revoked 1 token"), "\(byName.output)\(byName.errorOutput)")
+        #expect(try await request("POST", "/pull", token: shortLived.output.trimmingCharacters(in: .whitespacesAndNewlines), body: pullBody).0 == 401)
+        #expect(try await request("POST", "/pull", token: fresh, body: pullBody).0 == 200)
         // A project the operator creates, with her as its member: her token downloads its bundle. Created
         // again, it is refused, naming the project, and nothing changes.
         let created = try await Outpost.run(["admin", "create-project", "--db", database, "--name", "Birch Lane", "--address", "4 Birch Lane"])
@@ -117,7 +127,7 @@ struct ServerCommandTests {
         let actions = log.output.split(separator: "\n").compactMap { line in
             ["revoke-token", "issue-token", "remove-member"].first { line.contains("  \($0)  ") }
         }
-        #expect(actions == ["revoke-token", "issue-token", "issue-token", "remove-member"], "\(log.output)")
+        #expect(actions == ["revoke-token", "issue-token", "issue-token", "revoke-token", "remove-member"], "\(log.output)")
         // Who ran it is the process's account (its uid), not $USER, which anyone sets.
         #expect(log.output.split(separator: "\n").allSatisfy { $0.contains("outpost admin (") && $0.contains("uid \(getuid()))") }, "\(log.output)")
         // As a project that does not exist: an answer never tells what the caller may not reach.

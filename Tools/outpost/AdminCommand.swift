@@ -276,11 +276,14 @@ struct AdminCommand: AsyncParsableCommand {
             commandName: "revoke-token", abstract: "Revoke a token, or every token of a user: the next request with one gets 401.")
 
         @OptionGroup var target: Target
-        @Option(help: "The token to revoke.") var token: String?
+        @Option(help: "The token to revoke (its secret; it stays in the shell's history: prefer --name).") var token: String?
+        @Option(help: "The token to revoke by its name, the 12 hex digits 'admin tokens' lists.") var name: String?
         @Option(help: "Revoke every token of this user instead.") var user: String?
 
         func validate() throws {
-            guard (token == nil) != (user == nil) else { throw ValidationError("give exactly one of --token and --user") }
+            guard [token, name, user].compactMap({ $0 }).count == 1 else {
+                throw ValidationError("give exactly one of --token, --name and --user")
+            }
         }
 
         func run() async throws {
@@ -289,6 +292,8 @@ struct AdminCommand: AsyncParsableCommand {
             do {
                 if let token {
                     revoked = try await server.revokeToken(token, by: AdminCommand.actor) ? 1 : 0
+                } else if let name {
+                    revoked = try await server.revokeToken(named: name, by: AdminCommand.actor) ? 1 : 0
                 } else if let user, let id = UUID(uuidString: user) {
                     revoked = try await server.revokeTokens(of: id, by: AdminCommand.actor)
                 } else {

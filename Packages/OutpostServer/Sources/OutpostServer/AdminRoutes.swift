@@ -109,10 +109,11 @@ extension SyncServer {
             var request = request
             let body = try await request.decode(RevokeJSON.self, limit: Self.maximumAdminBodyBytes)
             let revoked: Int
-            switch (body.token, body.userID) {
-            case (let token?, nil): revoked = try await server.revokeToken(token, by: admin.actor) ? 1 : 0
-            case (nil, let user?): revoked = try await server.revokeTokens(of: user, by: admin.actor)
-            default: throw ServerError.badRequest("name either the token or the userID whose tokens go, not both")
+            switch (body.token, body.name, body.userID) {
+            case (let token?, nil, nil): revoked = try await server.revokeToken(token, by: admin.actor) ? 1 : 0
+            case (nil, let name?, nil): revoked = try await server.revokeToken(named: name, by: admin.actor) ? 1 : 0
+            case (nil, nil, let user?): revoked = try await server.revokeTokens(of: user, by: admin.actor)
+            default: throw ServerError.badRequest("name one of the token, its name (digestPrefix) or the userID whose tokens go")
             }
             return try jsonResponse(RemovedJSON(removed: revoked), for: request)
         }
@@ -296,11 +297,13 @@ struct NewTokenJSON: Encodable {
 
 struct RevokeJSON: Decodable {
     var token: String?
+    var name: String?
     var userID: UUID?
 
     init(from decoder: any Decoder) throws {
         let body = try decoder.container(keyedBy: AdminKey.self)
         token = try body.decodeUnlessAbsent(String.self, forKey: "token")
+        name = try body.decodeUnlessAbsent(String.self, forKey: "name")
         userID = try body.decodeUnlessAbsent(UUID.self, forKey: "userID")
     }
 }

@@ -781,6 +781,20 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func tokenDigests(startingWith prefix: String) async throws(ServerError) -> [String] {
+        let logger = self.logger
+        let end = prefix + "g"
+        return try await read { connection in
+            // A range of the key, so the primary key's index finds them: every digest character is below "g".
+            var digests: [String] = []
+            for try await digest in try await connection.query(
+                "SELECT token_sha256 FROM tokens WHERE token_sha256 >= \(prefix) AND token_sha256 < \(end) COLLATE \"C\"",
+                logger: logger
+            ).decode(String.self) { digests.append(digest) }
+            return digests
+        }
+    }
+
     @discardableResult
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
         try seed.validate()

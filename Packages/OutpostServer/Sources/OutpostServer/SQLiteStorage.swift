@@ -906,6 +906,15 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func tokenDigests(startingWith prefix: String) async throws(ServerError) -> [String] {
+        // A range of the key, so the primary key's index finds them: every digest character is below "g".
+        try await read { db in
+            try String.fetchAll(
+                db, sql: "SELECT token_sha256 FROM tokens WHERE token_sha256 >= ? AND token_sha256 < ?",
+                arguments: [prefix, prefix + "g"])
+        }
+    }
+
     /// This server's salt for member record ids ("" for one seeded before it had one).
     static func memberIDSalt(in db: Database) throws -> String {
         try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM server_settings WHERE name = 'member_id_salt'")) ?? ""

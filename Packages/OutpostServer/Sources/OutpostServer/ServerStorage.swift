@@ -108,6 +108,10 @@ protocol ServerStorage: Sendable {
     /// so the next one with a deleted token is answered 401 on every instance. Returns how many went.
     func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int
 
+    /// The digests of the tokens whose digest starts with `prefix` (lowercase hex): a token's name as
+    /// `tokens(of:)` lists it names one token unless two share it.
+    func tokenDigests(startingWith prefix: String) async throws(ServerError) -> [String]
+
     /// The live records of the membership entity in `project`.
     func memberRecords(of project: UUID) async throws(ServerError) -> [StoredRecord]
 

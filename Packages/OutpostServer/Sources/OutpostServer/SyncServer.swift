@@ -187,6 +187,29 @@ public struct SyncServer: Sendable {
         return revoked
     }
 
+    /// Revokes the token `tokens(of:)` lists as `name` (its `digestPrefix`, the first 12 hex digits of
+    /// its SHA-256), without its secret: an operator seldom holds a member's token (a lost phone's), and
+    /// one typed on a command line stays in the shell's history and shows in `ps`. Returns false when
+    /// no token has that name. A name that is not 12 hex digits, or that two tokens share, is refused
+    /// with `invalidRequest` and nothing is revoked (revoke that user's tokens then).
+    @discardableResult
+    public func revokeToken(named name: String, by actor: String = "operator") async throws(ServerError) -> Bool {
+        let prefix = name.lowercased()
+        guard prefix.utf8.count == 12, prefix.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw ServerError.badRequest("a token's name is the 12 hex digits 'tokens' lists, not '\(name.prefix(64))'")
+        }
+        try await storage.prepare()
+        let digests = try await storage.tokenDigests(startingWith: prefix)
+        guard digests.count <= 1 else {
+            throw ServerError.badRequest(
+                "\(digests.count) tokens are named \(prefix): nothing revoked; revoke every token of their user instead")
+        }
+        var revoked = false
+        if let digest = digests.first { revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0 }
+        try await log("revoke-token", by: actor, "token \(prefix): \(revoked ? "revoked" : "unknown")")
+        return revoked
+    }
+
     /// Revokes every token of `user`; returns how many.
     @discardableResult
     public func revokeTokens(of user: UUID, by actor: String = "operator") async throws(ServerError) -> Int {
