@@ -21,15 +21,8 @@ public actor HTTPTransport: SyncTransport {
         /// How long a structured request (health, push, pull) may stay silent, and a quarter of how
         /// long it may take in all.
         public var requestTimeout: Duration
-        /// How long a media chunk may take to upload, and how long a download (a bundle, an original)
-        /// may take beyond the time its bytes earn (`minimumTransferBytesPerSecond`).
+        /// How long a media chunk or a bundle download may take.
         public var transferTimeout: Duration
-        /// The slowest rate a download (a bundle, an original) keeps its connection at: each this many
-        /// bytes that arrive give it a second more than `transferTimeout`. A link at this rate or faster
-        /// is never cut for taking long; a server dripping bytes is cut near `transferTimeout`. Cut at
-        /// the timeout whatever it had brought, a pre-sync over a slow link (25 MB at 80 KB/s) started
-        /// again from its first byte on every try and never finished. 4 KiB/s: a weak 2G connection.
-        public var minimumTransferBytesPerSecond: Int = 4096
         /// Whether bodies over 10 KB are sent gzip-compressed (turned off for good by a server's 415).
         public var compressesRequests: Bool
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
@@ -268,12 +261,8 @@ public actor HTTPTransport: SyncTransport {
         let errorLimit = configuration.maximumResponseBytes
         let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
         let limitSeen = NIOLockedValueBox<Int64>(0)
-        // The bytes of this answer so far, for the time they earn past the transfer timeout.
-        let arrived = NIOLockedValueBox<Int64>(0)
-        let rate = Double(max(configuration.minimumTransferBytesPerSecond, 1))
-        let earned: @Sendable () -> Duration = { .seconds(Double(arrived.withLockedValue { $0 }) / rate) }
         do {
-            outcome = try await Self.within(configuration.transferTimeout, extendedBy: earned) { [transferClient, timeout = configuration.transferTimeout] in
+            outcome = try await Self.within(configuration.transferTimeout) { [transferClient, timeout = configuration.transferTimeout] in
                 let response = try await transferClient.execute(request, timeout: Self.timeAmount(timeout))
                 let status = Int(response.status.code)
                 guard (200..<300).contains(status) else {
@@ -296,7 +285,6 @@ public actor HTTPTransport: SyncTransport {
                     size += Int64(part.readableBytes)
                     guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
                     try handle.write(contentsOf: Data(part.readableBytesView))
-                    arrived.withLockedValue { $0 = size }
                     written?(size)
                 }
                 return (status, response.headers, size, Data())
@@ -412,11 +400,9 @@ public actor HTTPTransport: SyncTransport {
     /// `work`'s result, or `TimedOut` once `deadline` passes; the work is cancelled then, which the
     /// client honours at once (it closes the connection). The client's own deadline covers only the
     /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
-    /// cooperative pool cannot make it late. `extendedBy` says how much later than `deadline` the work
-    /// may end as it stands (a download's progress); asked when the deadline comes, which then moves.
+    /// cooperative pool cannot make it late.
     static func within<Value: Sendable>(
-        _ deadline: Duration, extendedBy earnedTime: (@Sendable () -> Duration)? = nil,
-        _ work: @escaping @Sendable () async throws -> Value
+        _ deadline: Duration, _ work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let task = Task { try await work() }
         let expired = NIOLockedValueBox(false)
@@ -427,15 +413,7 @@ public actor HTTPTransport: SyncTransport {
         // waited out its deadline.
         let running = NIOLockedValueBox<Task<Value, any Error>?>(task)
         let timer = DispatchSource.makeTimerSource(queue: .global())
-        let started = ContinuousClock.now
-        // The handler holds its timer to move it; cancelling the timer below releases the handler.
-        timer.setEventHandler { [timer] in
-            let allowed = deadline + (earnedTime?() ?? .zero)
-            let left = allowed - (ContinuousClock.now - started)
-            if left > .zero {
-                timer.schedule(deadline: .now() + left.seconds)
-                return
-            }
+        timer.setEventHandler {
             expired.withLockedValue { $0 = true }
             running.withLockedValue { $0?.cancel() }
         }
@@ -452,7 +430,7 @@ public actor HTTPTransport: SyncTransport {
                 task.cancel()
             }
         } catch {
-            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline + (earnedTime?() ?? .zero)) }
+            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline) }
             throw error
         }
     }

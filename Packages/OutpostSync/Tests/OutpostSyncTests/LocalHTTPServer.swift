@@ -14,11 +14,8 @@ final class LocalHTTPServer {
         var gzip = false
         /// Wait this long before answering (to provoke a client timeout).
         var delaySeconds = 0.0
-        /// Send the body `dripBytes` at a time, this many seconds apart (a server that drips its answer,
-        /// or a slow link).
+        /// Send the body one byte at a time, this many seconds apart (a server that drips its answer).
         var dripSeconds = 0.0
-        /// The bytes of each piece of a dripped body.
-        var dripBytes = 1
         /// When 0 or more: promise the whole body's length, send this many of its bytes, then close the
         /// connection (a download cut by the network part way).
         var cutAfterBytes = -1
@@ -189,9 +186,8 @@ final class LocalHTTPServer {
                     data = route["body"].encode("utf-8")
                     self.head(route["status"], headers, len(data))
                     try:
-                        piece = route["dripBytes"]
-                        for start in range(0, len(data), piece):
-                            self.wfile.write(data[start:start + piece])
+                        for byte in data:
+                            self.wfile.write(bytes([byte]))
                             self.wfile.flush()
                             time.sleep(route["dripSeconds"])
                     except OSError:
