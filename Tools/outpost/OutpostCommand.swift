@@ -33,7 +33,7 @@ enum OutpostVersion {
 
 /// Prints `value` as every `--json` of the CLI does: pretty, keys sorted, dates in ISO 8601 and
 /// slashes (paths, addresses) as they are. One setup for every command: six had a copy each, and
-/// they had drifted (slashes escaped in some, dates as seconds since 2001 in others).
+/// they had drifted (slashes escaped in all but one).
 func printJSON(_ value: some Encodable) throws {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

@@ -783,12 +783,12 @@ final class PostgresStorage: ServerStorage {
 
     func tokenDigests(startingWith prefix: String) async throws(ServerError) -> [String] {
         let logger = self.logger
-        let end = prefix + "g"
         return try await read { connection in
-            // A range of the key, so the primary key's index finds them: every digest character is below "g".
+            // A scan of the tokens table (one row per device, rarely more than thousands), compared as
+            // plain text: a range of the key would depend on the column's collation ordering hex digits.
             var digests: [String] = []
             for try await digest in try await connection.query(
-                "SELECT token_sha256 FROM tokens WHERE token_sha256 >= \(prefix) AND token_sha256 < \(end) COLLATE \"C\"",
+                "SELECT token_sha256 FROM tokens WHERE starts_with(token_sha256, \(prefix))",
                 logger: logger
             ).decode(String.self) { digests.append(digest) }
             return digests

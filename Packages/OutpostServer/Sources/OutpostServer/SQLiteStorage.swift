@@ -907,11 +907,11 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func tokenDigests(startingWith prefix: String) async throws(ServerError) -> [String] {
-        // A range of the key, so the primary key's index finds them: every digest character is below "g".
+        // The same plain comparison as PostgreSQL's (a scan of a table of one row per device).
         try await read { db in
             try String.fetchAll(
-                db, sql: "SELECT token_sha256 FROM tokens WHERE token_sha256 >= ? AND token_sha256 < ?",
-                arguments: [prefix, prefix + "g"])
+                db, sql: "SELECT token_sha256 FROM tokens WHERE substr(token_sha256, 1, ?) = ?",
+                arguments: [prefix.utf8.count, prefix])
         }
     }
 

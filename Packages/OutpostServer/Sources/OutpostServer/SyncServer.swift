@@ -182,9 +182,7 @@ public struct SyncServer: Sendable {
         try await storage.prepare()
         // Read as a request's token is (`bearerToken(of:)`): a token pasted with its line break still goes.
         let digest = TokenDigest.hex(of: token.trimmingCharacters(in: .whitespacesAndNewlines))
-        let revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0
-        try await log("revoke-token", by: actor, "token \(digest.prefix(12)): \(revoked ? "revoked" : "unknown")")
-        return revoked
+        return try await revoke(digest: digest, by: actor)
     }
 
     /// Revokes the token `tokens(of:)` lists as `name` (its `digestPrefix`, the first 12 hex digits of
@@ -204,9 +202,18 @@ public struct SyncServer: Sendable {
             throw ServerError.badRequest(
                 "\(digests.count) tokens are named \(prefix): nothing revoked; revoke every token of their user instead")
         }
-        var revoked = false
-        if let digest = digests.first { revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0 }
-        try await log("revoke-token", by: actor, "token \(prefix): \(revoked ? "revoked" : "unknown")")
+        guard let digest = digests.first else {
+            try await log("revoke-token", by: actor, "token \(prefix): unknown")
+            return false
+        }
+        return try await revoke(digest: digest, by: actor)
+    }
+
+    /// Revokes the token whose SHA-256 is `digest` and logs it under its name: both ways of naming
+    /// one token end here, so the admin log reads the same whichever the operator used.
+    private func revoke(digest: String, by actor: String) async throws(ServerError) -> Bool {
+        let revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0
+        try await log("revoke-token", by: actor, "token \(digest.prefix(12)): \(revoked ? "revoked" : "unknown")")
         return revoked
     }
 
