@@ -21,8 +21,17 @@ public actor HTTPTransport: SyncTransport {
         /// How long a structured request (health, push, pull) may stay silent, and a quarter of how
         /// long it may take in all.
         public var requestTimeout: Duration
-        /// How long a media chunk or a bundle download may take.
+        /// How long a media chunk may take to upload, and how long a download (a bundle, an original)
+        /// may take beyond the time its bytes earn (`minimumTransferBytesPerSecond`).
         public var transferTimeout: Duration
+        /// The slowest rate a download (a bundle, an original) keeps its connection at: every this many
+        /// bytes that cross the wire give it a second more than `transferTimeout`. A link at this rate
+        /// or faster is never cut for taking long, while a server dripping bytes is cut near the
+        /// timeout. Counted before inflation, so a slow trickle of gzip that inflates a thousandfold
+        /// earns what it sent, not what it inflated to (attack 80). Cut at the timeout whatever it had
+        /// brought, a pre-sync over a slow link (25 MB at 80 KB/s) started again from its first byte on
+        /// every try and never finished. 4 KiB/s: a weak 2G connection.
+        public var minimumTransferBytesPerSecond: Int = 4096
         /// Whether bodies over 10 KB are sent gzip-compressed (turned off for good by a server's 415).
         public var compressesRequests: Bool
         /// Whether a push sends a mutation's one clock once instead of per field, once the server has
@@ -55,10 +64,12 @@ public actor HTTPTransport: SyncTransport {
 
     /// The configuration in use.
     public let configuration: Configuration
-    /// Two clients, because the inflation limit and the silence allowed are a client's settings, and
-    /// structured answers and transfers need different ones.
+    /// Three clients, because the inflation limit and the silence allowed are a client's settings:
+    /// structured answers, uploads, and downloads (which inflate their own gzip, see `stream`) need
+    /// different ones.
     private let client: HTTPClient
     private let transferClient: HTTPClient
+    private let downloadClient: HTTPClient
     private var token: String?
     private var counts = TransferCounts()
     /// Cleared when a server answers a compressed body with 415, so it is asked only once.
@@ -80,6 +91,7 @@ public actor HTTPTransport: SyncTransport {
         client = Self.makeClient(silence: configuration.requestTimeout, inflatedLimit: configuration.maximumResponseBytes)
         transferClient = Self.makeClient(
             silence: configuration.transferTimeout, inflatedLimit: Int(clamping: configuration.maximumBundleBytes))
+        downloadClient = Self.makeClient(silence: configuration.transferTimeout, inflatedLimit: nil)
     }
 
     deinit {
@@ -87,16 +99,18 @@ public actor HTTPTransport: SyncTransport {
         // idle connections in the background.
         client.shutdown { _ in }
         transferClient.shutdown { _ in }
+        downloadClient.shutdown { _ in }
     }
 
     /// A client that follows no redirect (a redirect's answer is reported as an error: following one
     /// to another host would take that host's answer for the server's), waits `silence` between bytes
-    /// (and for a connection, at most 30 s) and inflates gzip answers only up to `inflatedLimit`.
-    private static func makeClient(silence: Duration, inflatedLimit: Int) -> HTTPClient {
+    /// (and for a connection, at most 30 s) and inflates gzip answers only up to `inflatedLimit`, or
+    /// leaves them compressed when it is nil.
+    private static func makeClient(silence: Duration, inflatedLimit: Int?) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: timeAmount(min(silence, .seconds(30))), read: timeAmount(silence)),
-            decompression: .enabled(limit: .size(inflatedLimit)))
+            decompression: inflatedLimit.map { .enabled(limit: .size($0)) } ?? .disabled)
         // A refused or failed connection is reported at once, as a `noConnection` the sync engine's
         // retry policy backs off from; the client's own retries would hold every request to a server
         // that is down for the whole connect timeout (a bundle download to a refused port: 300 s).
@@ -114,8 +128,8 @@ public actor HTTPTransport: SyncTransport {
         self.token = token
     }
 
-    /// Traffic so far (body bytes as on the wire, by `Content-Length` where the server sent one). A
-    /// bundle counts as written to disk: inflated, since a streamed body has no length to count by.
+    /// Traffic so far: body bytes as on the wire (compressed), by `Content-Length` where the server sent
+    /// one and as counted while it arrived for a download (a bundle, an original).
     public var transferred: TransferCounts { counts }
 
     public func health() async throws(TransportError) -> HealthResponse {
@@ -251,9 +265,11 @@ public actor HTTPTransport: SyncTransport {
 
     /// Streams `request`'s answer into `file` (created if missing), from the byte `start` returns once
     /// the head has arrived (the file is cut there first: 0 replaces it), refusing an answer past `limit`
-    /// bytes while it arrives. An error status is thrown as the server's error, its body read within
-    /// `maximumResponseBytes`. Both downloads (a bundle, an original) go through here. `written` hears
-    /// the bytes written so far (of this answer) after each write.
+    /// bytes (inflated) while it arrives. A gzip answer is inflated here (`GunzipStream`), so the bytes
+    /// on the wire are counted: they earn the download its time past the transfer timeout
+    /// (`minimumTransferBytesPerSecond`) and are the traffic reported. An error status is thrown as the
+    /// server's error, its body read within `maximumResponseBytes`. Both downloads (a bundle, an
+    /// original) go through here. `written` hears the bytes written so far (of this answer) after each write.
     private func stream(
         _ request: HTTPClientRequest, name: String, into file: URL, written: (@Sendable (Int64) -> Void)?,
         start: @escaping @Sendable (Int, HTTPHeaders) throws -> (offset: UInt64, limit: Int64)
@@ -261,13 +277,33 @@ public actor HTTPTransport: SyncTransport {
         let errorLimit = configuration.maximumResponseBytes
         let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
         let limitSeen = NIOLockedValueBox<Int64>(0)
+        // The bytes of this answer on the wire so far: the time they earn, and the traffic counted.
+        let arrived = NIOLockedValueBox<Int64>(0)
+        let rate = Double(max(configuration.minimumTransferBytesPerSecond, 1))
+        let earned: @Sendable () -> Duration = { .seconds(Double(arrived.withLockedValue { $0 }) / rate) }
+        var request = request
+        if !request.headers.contains(name: "Accept-Encoding") {
+            request.headers.replaceOrAdd(name: "Accept-Encoding", value: "gzip")
+        }
         do {
-            outcome = try await Self.within(configuration.transferTimeout) { [transferClient, timeout = configuration.transferTimeout] in
-                let response = try await transferClient.execute(request, timeout: Self.timeAmount(timeout))
+            outcome = try await Self.within(configuration.transferTimeout, extendedBy: earned) {
+                [downloadClient, request, timeout = configuration.transferTimeout] in
+                let response = try await downloadClient.execute(request, timeout: Self.timeAmount(timeout))
                 let status = Int(response.status.code)
+                let encoding = response.headers.first(name: "Content-Encoding")?
+                    .trimmingCharacters(in: .whitespaces).lowercased() ?? "identity"
+                guard encoding == "gzip" || encoding == "identity" else {
+                    throw UnreadableEncoding(encoding: encoding)
+                }
                 guard (200..<300).contains(status) else {
-                    let body = try await response.body.collect(upTo: errorLimit)
-                    return (status, response.headers, 0, Data(body.readableBytesView))
+                    let body = Data(try await response.body.collect(upTo: errorLimit).readableBytesView)
+                    arrived.withLockedValue { $0 = Int64(body.count) }
+                    guard encoding == "gzip" else { return (status, response.headers, 0, body) }
+                    let inflater = GunzipStream(limit: Int64(errorLimit))
+                    var plain = Data()
+                    try body.withUnsafeBytes { bytes in try inflater.inflate(bytes) { plain.append(contentsOf: $0) } }
+                    try inflater.finish()
+                    return (status, response.headers, 0, plain)
                 }
                 let (offset, limit) = try start(status, response.headers)
                 limitSeen.withLockedValue { $0 = limit }
@@ -280,21 +316,33 @@ public actor HTTPTransport: SyncTransport {
                 defer { try? handle.close() }
                 try handle.truncate(atOffset: offset)
                 try handle.seekToEnd()
+                let inflater = encoding == "gzip" ? GunzipStream(limit: limit) : nil
                 var size: Int64 = 0
                 for try await part in response.body {
-                    size += Int64(part.readableBytes)
-                    guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
-                    try handle.write(contentsOf: Data(part.readableBytesView))
+                    arrived.withLockedValue { $0 += Int64(part.readableBytes) }
+                    if let inflater {
+                        try part.withUnsafeReadableBytes { bytes in
+                            try inflater.inflate(bytes) { try handle.write(contentsOf: $0) }
+                        }
+                        size = inflater.inflatedCount
+                    } else {
+                        size += Int64(part.readableBytes)
+                        guard size <= limit else { throw NIOTooManyBytesError(maxBytes: Int(clamping: limit)) }
+                        try handle.write(contentsOf: Data(part.readableBytesView))
+                    }
                     written?(size)
                 }
+                try inflater?.finish()
                 return (status, response.headers, size, Data())
             }
         } catch let error as ResumeError {
+            counts.bytesReceived += arrived.withLockedValue { $0 }
             throw TransportError(.invalidResponse, request: name, message: error.message, underlying: error)
         } catch {
+            counts.bytesReceived += arrived.withLockedValue { $0 }
             throw classify(error, name: name, limit: Int(clamping: limitSeen.withLockedValue { $0 }))
         }
-        counts.bytesReceived += outcome.size + Int64(outcome.errorBody.count)
+        counts.bytesReceived += arrived.withLockedValue { $0 }
         guard (200..<300).contains(outcome.status) else {
             throw Self.failure(name: name, status: outcome.status, headers: outcome.headers, body: outcome.errorBody)
         }
@@ -400,9 +448,11 @@ public actor HTTPTransport: SyncTransport {
     /// `work`'s result, or `TimedOut` once `deadline` passes; the work is cancelled then, which the
     /// client honours at once (it closes the connection). The client's own deadline covers only the
     /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
-    /// cooperative pool cannot make it late.
+    /// cooperative pool cannot make it late. `extendedBy` says how much later than `deadline` the work
+    /// may end as it stands (a download's progress); asked when the deadline comes, which then moves.
     static func within<Value: Sendable>(
-        _ deadline: Duration, _ work: @escaping @Sendable () async throws -> Value
+        _ deadline: Duration, extendedBy earnedTime: (@Sendable () -> Duration)? = nil,
+        _ work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let task = Task { try await work() }
         let expired = NIOLockedValueBox(false)
@@ -413,7 +463,16 @@ public actor HTTPTransport: SyncTransport {
         // waited out its deadline.
         let running = NIOLockedValueBox<Task<Value, any Error>?>(task)
         let timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.setEventHandler {
+        let started = ContinuousClock.now
+        // The handler holds its timer to move it; cancelling the timer below releases the handler.
+        timer.setEventHandler { [timer] in
+            if let earnedTime {
+                let left = deadline + earnedTime() - (ContinuousClock.now - started)
+                if left > .zero {
+                    timer.schedule(deadline: .now() + left.seconds)
+                    return
+                }
+            }
             expired.withLockedValue { $0 = true }
             running.withLockedValue { $0?.cancel() }
         }
@@ -430,9 +489,15 @@ public actor HTTPTransport: SyncTransport {
                 task.cancel()
             }
         } catch {
-            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline) }
+            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline + (earnedTime?() ?? .zero)) }
             throw error
         }
+    }
+
+    /// A download's answer in a content coding other than gzip or none.
+    private struct UnreadableEncoding: Error, CustomStringConvertible {
+        var encoding: String
+        var description: String { "the answer is in a content coding this client cannot read: \(encoding.prefix(64))" }
     }
 
     /// The deadline of a whole exchange passed.
@@ -526,6 +591,12 @@ public actor HTTPTransport: SyncTransport {
             return TransportError(
                 .invalidResponse, request: name,
                 message: "the answer is larger than \(limit) bytes; it was cut off where it passed that", underlying: error)
+        case let gzip as GunzipStream.Failure where gzip.kind == .exceedsLimit:
+            return TransportError(
+                .invalidResponse, request: name,
+                message: "the answer is larger than \(limit) bytes; it was cut off where it passed that", underlying: error)
+        case is GunzipStream.Failure, is UnreadableEncoding:
+            return TransportError(.invalidResponse, request: name, message: "\(error)", underlying: error)
         case is CancellationError:
             return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)
         case let client as HTTPClientError:

@@ -14,6 +14,25 @@ import Testing
 @Suite(.fieldService) struct HostileServerTests {
     let now = Date(timeIntervalSince1970: 1_795_000_000)
 
+    /// The project whose bundle the scripted server answers for.
+    static let project = UUID(uuidString: "0b5e55ed-0000-4000-8000-000000000002")!
+    static let bundleRoute = "GET /v1/projects/\(project.uuidString.lowercased())/bundle"
+
+    /// Text that gzip shrinks by about half, as a bundle's does not (seeded, so each run sends the same).
+    static func looseText(count: Int) -> String {
+        var random = SeededGenerator(seed: 0x51_0771)
+        return String((0..<count).map { _ in "0123456789abcdef".randomElement(using: &random)! })
+    }
+
+    /// A transport to `server` whose downloads may take `transferTimeout` beyond the time their wire bytes
+    /// earn at `minimumRate` bytes per second.
+    static func transport(to server: LocalHTTPServer, transferTimeout: Duration, minimumRate: Int) -> HTTPTransport {
+        var configuration = HTTPTransport.Configuration(
+            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1), transferTimeout: transferTimeout)
+        configuration.minimumTransferBytesPerSecond = minimumRate
+        return HTTPTransport(configuration: configuration, token: "t1")
+    }
+
     static func wire(_ value: some Encodable) throws -> String {
         String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
     }
@@ -146,6 +165,89 @@ import Testing
         } catch {
             #expect(error.code == .timedOut, "\(error)")
         }
+    }
+
+    /// A bundle on a slow link: 70 KB in pieces of 1,000 bytes 0.15 s apart takes at least 10.5 s, past
+    /// the transfer timeout (8 s). Cut at the timeout whatever it had brought, a pre-sync over such a
+    /// link started again from its first byte on every try and never finished. Each byte earns a second
+    /// here (a minimum rate of 1 byte/s), so the scripted server's pace on a busy machine cannot fail
+    /// the test: its pieces need only come within the timeout of each other (a timeout of 3 s failed
+    /// beside a full build, the silence between two pieces passing it).
+    @Test func aBundleArrivingSteadilyOnASlowLinkIsNotCutAtTheTransferTimeout() async throws {
+        let body = String(repeating: "x", count: 70_000)
+        let server = try await LocalHTTPServer(routes: [Self.bundleRoute: .init(body: body, dripSeconds: 0.15, dripBytes: 1000)])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(8), minimumRate: 1)
+        let clock = ContinuousClock(), started = clock.now
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("slow-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let size = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
+        #expect(clock.now - started > .seconds(8), "the download did not outlast the transfer timeout: it proves nothing")
+        #expect(size == Int64(body.utf8.count))
+        #expect(try Data(contentsOf: file) == Data(body.utf8))
+    }
+
+    /// The same for a gzip answer: time is earned by the bytes on the wire, and the bundle is written
+    /// inflated; the traffic counted is the compressed size.
+    @Test func aCompressedBundleOnASlowLinkIsWrittenInflatedAndCountedAsSent() async throws {
+        let body = Self.looseText(count: 140_000)
+        let server = try await LocalHTTPServer(routes: [
+            Self.bundleRoute: .init(body: body, gzip: true, dripSeconds: 0.15, dripBytes: 1000)
+        ])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(8), minimumRate: 1)
+        let clock = ContinuousClock(), started = clock.now
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("slow-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
+        #expect(clock.now - started > .seconds(8), "the download did not outlast the transfer timeout: it proves nothing")
+        #expect(try Data(contentsOf: file) == Data(body.utf8))
+        let received = await transport.transferred.bytesReceived
+        #expect(received > 50_000 && received < 100_000, "counted \(received) bytes: not the compressed size")
+    }
+
+    /// Attack 80: time earned by inflated bytes let a server dripping gzip (a few hundred bytes a second
+    /// that inflate to hundreds of KB) hold a pre-sync for hours. Earned by wire bytes, the same answer
+    /// earns next to nothing and is cut near the transfer timeout (2 s), well before its 10 s.
+    @Test func aCompressedBundleDrippedSlowlyIsCutNearTheTransferTimeoutHoweverFastItInflates() async throws {
+        let server = try await LocalHTTPServer(routes: [
+            Self.bundleRoute: .init(body: String(repeating: "a", count: 2 << 20), gzip: true, dripSeconds: 0.1, dripBytes: 20)
+        ])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(2), minimumRate: 4096)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("drip-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
+            Issue.record("the dripped bundle was waited out")
+        } catch {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+
+    /// A gzip answer whose trailer does not match its body, or that ends inside its compressed stream,
+    /// is refused as corrupt, and no bundle is left where an import would find it (attack 80: a bad
+    /// CRC was reported as an answer larger than 8 GiB).
+    @Test(arguments: [false, true])
+    func aCompressedBundleThatIsCorruptOrCutShortIsRefusedAsSuch(cutShort: Bool) async throws {
+        let body = Self.looseText(count: 50_000)
+        let route: LocalHTTPServer.Response = cutShort
+            ? .init(body: body, gzip: true, gzipCutTo: 10_000) : .init(body: body, gzip: true, corruptGzipTrailer: true)
+        let server = try await LocalHTTPServer(routes: [Self.bundleRoute: route])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(30), minimumRate: 4096)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
+            Issue.record("a corrupt bundle was taken")
+        } catch {
+            #expect(error.code == .invalidResponse, "\(error)")
+            #expect(error.description.contains(cutShort ? "ended inside" : "corrupt"), "\(error)")
+            #expect(!error.description.contains("larger than"), "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: file.path))
     }
 
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {

@@ -14,8 +14,15 @@ final class LocalHTTPServer {
         var gzip = false
         /// Wait this long before answering (to provoke a client timeout).
         var delaySeconds = 0.0
-        /// Send the body one byte at a time, this many seconds apart (a server that drips its answer).
+        /// Send the body one piece at a time, this many seconds apart (a server that drips its answer).
         var dripSeconds = 0.0
+        /// The size of each dripped piece (as sent: compressed, with `gzip`).
+        var dripBytes = 1
+        /// With `gzip`: the CRC in the gzip trailer does not match the body (a corrupt answer).
+        var corruptGzipTrailer = false
+        /// With `gzip`, when 0 or more: a whole HTTP answer of only this many bytes of the compressed
+        /// body (a server that ends its answer inside the gzip stream).
+        var gzipCutTo = -1
         /// When 0 or more: promise the whole body's length, send this many of its bytes, then close the
         /// connection (a download cut by the network part way).
         var cutAfterBytes = -1
@@ -174,8 +181,15 @@ final class LocalHTTPServer {
                     return
                 time.sleep(route["delaySeconds"])
                 headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
+                data = route["body"].encode("utf-8")
+                if route["gzip"]:
+                    data = gzip.compress(data)
+                    headers["Content-Encoding"] = "gzip"
+                    if route["corruptGzipTrailer"]:
+                        data = data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]
+                    if route["gzipCutTo"] >= 0:
+                        data = data[:route["gzipCutTo"]]
                 if route["cutAfterBytes"] >= 0:
-                    data = route["body"].encode("utf-8")
                     self.head(route["status"], headers, len(data))
                     self.wfile.write(data[:route["cutAfterBytes"]])
                     self.wfile.flush()
@@ -183,17 +197,17 @@ final class LocalHTTPServer {
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if route["dripSeconds"] > 0:
-                    data = route["body"].encode("utf-8")
                     self.head(route["status"], headers, len(data))
+                    piece = route["dripBytes"]
                     try:
-                        for byte in data:
-                            self.wfile.write(bytes([byte]))
+                        for start in range(0, len(data), piece):
+                            self.wfile.write(data[start:start + piece])
                             self.wfile.flush()
                             time.sleep(route["dripSeconds"])
                     except OSError:
                         pass
                     return
-                self.answer(route["status"], route["body"], headers, route["gzip"])
+                self.answer(route["status"], data, headers)
 
             do_GET = do_POST = do_PUT = do_HEAD = handle_any
 

@@ -200,3 +200,113 @@ public final class GzipStream {
         return output
     }
 }
+
+/// A gzip body inflated a piece at a time while it arrives, for a download written to disk as it
+/// comes (a pre-sync bundle). Why not the HTTP client's own inflation: it hands over only inflated
+/// bytes, and a download earns its time by the bytes that crossed the wire; earned by inflated
+/// bytes, a server dripping a few hundred bytes a second that inflate a thousandfold held a pre-sync
+/// for hours (attack 80). One stream per body; not shared between tasks.
+public final class GunzipStream {
+    /// Why a body could not be inflated.
+    public struct Failure: Error, Sendable, Hashable, CustomStringConvertible {
+        /// What went wrong.
+        public enum Kind: Sendable, Hashable {
+            /// Not a gzip stream, or its trailer does not match what it inflated to.
+            case corrupt
+            /// The body ended inside a gzip member.
+            case truncated
+            /// It inflated past the limit.
+            case exceedsLimit
+        }
+
+        /// What went wrong.
+        public var kind: Kind
+        /// zlib's status code, when zlib refused the stream.
+        public var zlibStatus: Int32?
+        /// The inflated bytes written before it went wrong.
+        public var inflatedBytes: Int64
+
+        public var description: String {
+            switch kind {
+            case .corrupt: "the gzip body is corrupt (zlib \(zlibStatus ?? 0)) after \(inflatedBytes) inflated bytes"
+            case .truncated: "the answer ended inside its gzip body, after \(inflatedBytes) inflated bytes"
+            case .exceedsLimit: "the gzip body inflates past its limit"
+            }
+        }
+    }
+
+    /// zlib's state points back at its `z_stream`, so the stream lives at one address for its life.
+    private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+    /// Where zlib writes, handed to the caller a piece at a time: memory stays at this buffer whatever
+    /// a piece inflates to.
+    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private let limit: Int64
+    /// Inflated bytes so far.
+    public private(set) var inflatedCount: Int64 = 0
+    /// Whether the last member has ended (gzip allows several members one after another).
+    private var atMemberEnd = false
+
+    /// A stream refusing to inflate past `limit` bytes.
+    public init(limit: Int64) {
+        self.limit = limit
+        stream.initialize(to: z_stream())
+        // windowBits 15 + 16: a gzip header and trailer, whose CRC zlib checks.
+        let started = inflateInit2_(stream, 15 + 16, zlibVersion(), Int32(MemoryLayout<z_stream>.size))
+        precondition(started == Z_OK, "zlib inflateInit2 failed: \(started)")
+    }
+
+    deinit {
+        inflateEnd(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
+
+    /// Inflates `bytes`, the next piece of the body, handing what they inflate to to `write` in pieces
+    /// of at most 64 KiB. Throws `Failure` (or what `write` throws).
+    public func inflate(_ bytes: UnsafeRawBufferPointer, into write: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard let base = bytes.bindMemory(to: Bytef.self).baseAddress, !bytes.isEmpty else { return }
+        stream.pointee.next_in = UnsafeMutablePointer(mutating: base)
+        stream.pointee.avail_in = uInt(bytes.count)
+        defer { stream.pointee.next_in = nil }
+        while true {
+            if atMemberEnd {
+                guard stream.pointee.avail_in > 0 else { return }
+                // Another member follows: zlib starts it afresh, header and all.
+                let reset = inflateReset(stream)
+                guard reset == Z_OK else { throw Failure(kind: .corrupt, zlibStatus: reset, inflatedBytes: inflatedCount) }
+                atMemberEnd = false
+            }
+            let status = buffer.withUnsafeMutableBufferPointer { chunk -> Int32 in
+                stream.pointee.next_out = chunk.baseAddress
+                stream.pointee.avail_out = uInt(chunk.count)
+                return COutpostZlib.inflate(stream, Z_NO_FLUSH)
+            }
+            stream.pointee.next_out = nil
+            let produced = buffer.count - Int(stream.pointee.avail_out)
+            if produced > 0 {
+                inflatedCount += Int64(produced)
+                guard inflatedCount <= limit else {
+                    throw Failure(kind: .exceedsLimit, zlibStatus: nil, inflatedBytes: inflatedCount)
+                }
+                try buffer.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0[0..<produced])) }
+            }
+            switch status {
+            case Z_STREAM_END:
+                atMemberEnd = true
+            case Z_OK:
+                // Done with this piece once zlib took it all and had room to spare (nothing held back).
+                if stream.pointee.avail_in == 0, stream.pointee.avail_out > 0 { return }
+            case Z_BUF_ERROR:
+                // No progress possible without more input: the piece is used up.
+                return
+            default:
+                throw Failure(kind: .corrupt, zlibStatus: status, inflatedBytes: inflatedCount)
+            }
+        }
+    }
+
+    /// Checks the body ended where a member did; throws `Failure` (`truncated`) if not.
+    public func finish() throws {
+        guard atMemberEnd else { throw Failure(kind: .truncated, zlibStatus: nil, inflatedBytes: inflatedCount) }
+    }
+}
