@@ -268,13 +268,14 @@ public actor HTTPTransport: SyncTransport {
     /// bytes (inflated) while it arrives. A gzip answer is inflated here (`GunzipStream`), so the bytes
     /// on the wire are counted: they earn the download its time past the transfer timeout
     /// (`minimumTransferBytesPerSecond`) and are the traffic reported. An error status is thrown as the
-    /// server's error, its body read within `maximumResponseBytes`. Both downloads (a bundle, an
+    /// server's error, its body read within 1 MiB. Both downloads (a bundle, an
     /// original) go through here. `written` hears the bytes written so far (of this answer) after each write.
     private func stream(
         _ request: HTTPClientRequest, name: String, into file: URL, written: (@Sendable (Int64) -> Void)?,
         start: @escaping @Sendable (Int, HTTPHeaders) throws -> (offset: UInt64, limit: Int64)
     ) async throws(TransportError) -> (status: Int, headers: HTTPHeaders, written: Int64) {
-        let errorLimit = configuration.maximumResponseBytes
+        // An error's body is a short JSON document (`ErrorBody`): one past a MiB is not one.
+        let errorLimit = min(configuration.maximumResponseBytes, 1 << 20)
         let outcome: (status: Int, headers: HTTPHeaders, size: Int64, errorBody: Data)
         let limitSeen = NIOLockedValueBox<Int64>(0)
         // The bytes of this answer on the wire so far: the time they earn, and the traffic counted.
@@ -296,14 +297,21 @@ public actor HTTPTransport: SyncTransport {
                     throw UnreadableEncoding(encoding: encoding)
                 }
                 guard (200..<300).contains(status) else {
-                    let body = Data(try await response.body.collect(upTo: errorLimit).readableBytesView)
-                    arrived.withLockedValue { $0 = Int64(body.count) }
-                    guard encoding == "gzip" else { return (status, response.headers, 0, body) }
-                    let inflater = GunzipStream(limit: Int64(errorLimit))
-                    var plain = Data()
-                    try body.withUnsafeBytes { bytes in try inflater.inflate(bytes) { plain.append(contentsOf: $0) } }
-                    try inflater.finish()
-                    return (status, response.headers, 0, plain)
+                    // Read as it arrives, inflated there, within the error limit.
+                    limitSeen.withLockedValue { $0 = Int64(errorLimit) }
+                    let inflater = encoding == "gzip" ? GunzipStream(limit: Int64(errorLimit)) : nil
+                    var body = Data()
+                    for try await part in response.body {
+                        arrived.withLockedValue { $0 += Int64(part.readableBytes) }
+                        if let inflater {
+                            try part.withUnsafeReadableBytes { bytes in try inflater.inflate(bytes) { body.append(contentsOf: $0) } }
+                        } else {
+                            guard body.count + part.readableBytes <= errorLimit else { throw NIOTooManyBytesError(maxBytes: errorLimit) }
+                            body.append(contentsOf: part.readableBytesView)
+                        }
+                    }
+                    try inflater?.finish()
+                    return (status, response.headers, 0, body)
                 }
                 let (offset, limit) = try start(status, response.headers)
                 limitSeen.withLockedValue { $0 = limit }

@@ -250,6 +250,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: file.path))
     }
 
+    /// Attack 81: an error status whose gzip body inflates without end was read whole (64 MiB on the
+    /// wire) before it was inflated, and refused as "larger than 0 bytes". An error's body is a short
+    /// JSON document: inflated while it arrives, it is cut at 1 MiB and said so.
+    @Test func aDownloadsErrorBodyThatInflatesWithoutEndIsCutAtItsOwnLimit() async throws {
+        let server = try await LocalHTTPServer(routes: [
+            Self.bundleRoute: .init(status: 404, body: String(repeating: "a", count: 4 << 20), gzip: true)
+        ])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(30), minimumRate: 4096)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("error-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
+            Issue.record("an error answer was taken for a bundle")
+        } catch {
+            #expect(error.code == .invalidResponse, "\(error)")
+            #expect(error.description.contains("larger than \(1 << 20) bytes"), "\(error)")
+        }
+    }
+
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
         let elsewhere = try await LocalHTTPServer(routes: [
             "POST /v1/pull": .init(body: try Self.wire(PullResponse(changes: [], nextCursor: "c", hasMore: false)))
