@@ -63,7 +63,7 @@ public enum Gzip {
         return nil
     }
 
-    /// The bytes of a gzip (or zlib) stream, stopping as soon as they pass `limit`.
+    /// The bytes of a gzip (or zlib) stream, every member of it, stopping as soon as they pass `limit`.
     public static func inflate(_ data: Data, limit: Int) -> Inflation {
         // windowBits 15 + 32 detects gzip or zlib headers automatically.
         inflate(data, windowBits: 15 + 32, dictionary: nil, limit: limit)
@@ -102,7 +102,12 @@ public enum Gzip {
                     return false
                 }
                 switch status {
-                case Z_STREAM_END: return stream.avail_in == 0 || windowBits > 0
+                case Z_STREAM_END where stream.avail_in > 0 && windowBits > 0:
+                    // Another gzip member follows (RFC 1952: a body is its members one after another),
+                    // read as `GunzipStream` reads it; bytes that are no member are corrupt. Only the
+                    // first was read, and whatever followed it dropped (attack 81).
+                    guard inflateReset(&stream) == Z_OK else { return false }
+                case Z_STREAM_END: return stream.avail_in == 0
                 case Z_OK where stream.avail_in > 0 || stream.avail_out == 0: continue
                 default: return false
                 }

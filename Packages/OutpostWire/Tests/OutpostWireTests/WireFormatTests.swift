@@ -142,6 +142,46 @@ import Testing
         #expect(Gzip.compress(json).count < json.count / 4)
     }
 
+    /// A gzip body is its members one after another (RFC 1952): read whole (a request's body, on the
+    /// server) or as it arrives (a download, on the device), every member is inflated and any byte after
+    /// the last is refused. The server read only the first member and dropped what followed, junk or a
+    /// second member, where the device read them all (attack 81). Cut at seeded places, the stream
+    /// inflates to what the whole read gives.
+    @Test func aGzipBodyReadsEveryMemberAndRefusesBytesAfterThemWholeOrStreamed() throws {
+        let first = Data(String(repeating: "first member. ", count: 5_000).utf8)
+        let second = Data("second member".utf8)
+        func streamed(_ body: Data, cutSeed: UInt64) -> Gzip.Inflation {
+            var random = SeededGenerator(seed: cutSeed)
+            let stream = GunzipStream(limit: 1 << 30)
+            var output = Data(), offset = 0
+            do {
+                while offset < body.count {
+                    let end = min(body.count, offset + Int.random(in: 0...4_000, using: &random))
+                    try body[offset..<end].withUnsafeBytes { bytes in try stream.inflate(bytes) { output.append(contentsOf: $0) } }
+                    offset = end
+                }
+                try stream.finish()
+            } catch {
+                return .corrupt
+            }
+            return .complete(output)
+        }
+        let cases: [(body: Data, expected: Gzip.Inflation)] = [
+            (Gzip.compress(first), .complete(first)),
+            (Gzip.compress(first) + Gzip.compress(second), .complete(first + second)),
+            (Gzip.compress(Data()) + Gzip.compress(first) + Gzip.compress(Data()), .complete(first)),
+            (Gzip.compress(first) + Data("JUNKJUNK".utf8), .corrupt),
+            (Gzip.compress(first) + Gzip.compress(second).dropLast(3), .corrupt),
+            (Gzip.compress(first).dropLast(1), .corrupt),
+        ]
+        for (index, (body, expected)) in cases.enumerated() {
+            #expect(Gzip.inflate(body, limit: 1 << 30) == expected, "case \(index), whole")
+            for seed in UInt64(1)...5 {
+                #expect(streamed(body, cutSeed: seed) == expected, "case \(index), streamed with cut seed \(seed)")
+            }
+        }
+    }
+
     /// A primed stream inflates back only against the dictionary it was made with, within its limit,
     /// and is smaller than the data when the dictionary resembles it.
     @Test func primedDeflateRoundTripsOnlyWithItsDictionary() {
