@@ -39,8 +39,12 @@ public actor HTTPTransport: SyncTransport {
         public var sharesClocks: Bool
         /// The most bytes an answer (health, push, pull, an upload's status) may take once inflated. It
         /// is counted while the answer arrives, so a larger one is cut off there: memory stays within
-        /// it whatever the server sends. A pull page is about 4 MiB of records; 64 MiB leaves room.
-        public var maximumResponseBytes: Int = 64 << 20
+        /// it whatever the server sends. 20 MiB: the reference server ends a pull page at 4 MiB of
+        /// records plus the record that passes it (at most 8 MiB, a push body's limit), and a cursor is
+        /// refused past 6 MiB. Decoded, a page takes about four and a half times its bytes: at 64 MiB a
+        /// server's valid pages held a device near 280 MB (attack 81); at 20 MiB under 100 MB. A server
+        /// whose operator raised its body limit needs its devices to raise this with it.
+        public var maximumResponseBytes: Int = 20 << 20
         /// The most bytes a downloaded bundle may take once inflated, counted as it is written to disk.
         public var maximumBundleBytes: Int64 = 8 << 30
         /// Whether plain `http://` may reach a server other than this device (loopback is always

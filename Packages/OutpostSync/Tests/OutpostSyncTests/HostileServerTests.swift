@@ -132,6 +132,27 @@ import Testing
         #expect(page.nextCursor.count == 2 << 20)
     }
 
+    /// Attack 81: pages of 60 MiB, each within the 64 MiB answer limit, held a device near 280 MB (a page
+    /// decoded takes about four and a half times its bytes). The default limit refuses such a page, while
+    /// the largest page the reference server makes (4 MiB of records, the 8 MiB record that passes that,
+    /// a long cursor) still reads.
+    @Test(arguments: [(18 << 20, true), (24 << 20, false)])
+    func theDefaultAnswerLimitTakesTheLargestPageAServerMakesAndNoMore(size: Int, reads: Bool) async throws {
+        let envelope = #"{"changes":[],"hasMore":false,"nextCursor":""#
+        let page = envelope + String(repeating: "c", count: size - envelope.utf8.count - 2) + #""}"#
+        let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: page, gzip: true)])
+        defer { server.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1")
+        do {
+            let answer = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+            #expect(reads, "a page of \(size) bytes was taken")
+            #expect(answer.nextCursor.utf8.count > size - 100)
+        } catch {
+            #expect(!reads, "a page of \(size) bytes was refused: \(error)")
+            #expect(error.code == .invalidResponse && error.description.contains("larger than"), "\(error)")
+        }
+    }
+
     /// Attack 65 F3: a server answering page after page grew the device by each page's body (0.3 to
     /// 0.95 GB in 40 s), because the deadline's timer held the exchange, answer and all, until the
     /// deadline (five minutes) passed. An answer is let go once it is read, whatever the deadline.
