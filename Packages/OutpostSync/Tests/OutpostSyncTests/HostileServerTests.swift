@@ -33,6 +33,25 @@ import Testing
         return HTTPTransport(configuration: configuration, token: "t1")
     }
 
+    /// The error a download of the bundle `route` answers ends in (nil: the bundle was taken), after
+    /// checking no bundle was left where an import would find it.
+    static func downloadError(
+        _ route: LocalHTTPServer.Response, transferTimeout: Duration, minimumRate: Int = 4096
+    ) async throws -> TransportError? {
+        let server = try await LocalHTTPServer(routes: [bundleRoute: route])
+        defer { server.stop() }
+        let transport = transport(to: server, transferTimeout: transferTimeout, minimumRate: minimumRate)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("refused-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        do {
+            _ = try await transport.downloadBundle(project: project, format: .json, to: file)
+            return nil
+        } catch {
+            #expect(!FileManager.default.fileExists(atPath: file.path), "a refused bundle was left behind")
+            return error
+        }
+    }
+
     static func wire(_ value: some Encodable) throws -> String {
         String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
     }
@@ -231,20 +250,10 @@ import Testing
     /// that inflate to hundreds of KB) hold a pre-sync for hours. Earned by wire bytes, the same answer
     /// earns next to nothing and is cut near the transfer timeout (2 s), well before its 10 s.
     @Test func aCompressedBundleDrippedSlowlyIsCutNearTheTransferTimeoutHoweverFastItInflates() async throws {
-        let server = try await LocalHTTPServer(routes: [
-            Self.bundleRoute: .init(body: String(repeating: "a", count: 2 << 20), gzip: true, dripSeconds: 0.1, dripBytes: 20)
-        ])
-        defer { server.stop() }
-        let transport = Self.transport(to: server, transferTimeout: .seconds(2), minimumRate: 4096)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("drip-\(UUID().uuidString).json")
-        defer { try? FileManager.default.removeItem(at: file) }
-        do {
-            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
-            Issue.record("the dripped bundle was waited out")
-        } catch {
-            #expect(error.code == .timedOut, "\(error)")
-        }
-        #expect(!FileManager.default.fileExists(atPath: file.path))
+        let error = try await Self.downloadError(
+            .init(body: String(repeating: "a", count: 2 << 20), gzip: true, dripSeconds: 0.1, dripBytes: 20),
+            transferTimeout: .seconds(2))
+        #expect(error?.code == .timedOut, "\(String(describing: error))")
     }
 
     /// A gzip answer whose trailer does not match its body, or that ends inside its compressed stream,
@@ -255,40 +264,22 @@ import Testing
         let body = Self.looseText(count: 50_000)
         let route: LocalHTTPServer.Response = cutShort
             ? .init(body: body, gzip: true, gzipCutTo: 10_000) : .init(body: body, gzip: true, corruptGzipTrailer: true)
-        let server = try await LocalHTTPServer(routes: [Self.bundleRoute: route])
-        defer { server.stop() }
-        let transport = Self.transport(to: server, transferTimeout: .seconds(30), minimumRate: 4096)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString).json")
-        defer { try? FileManager.default.removeItem(at: file) }
-        do {
-            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
-            Issue.record("a corrupt bundle was taken")
-        } catch {
-            #expect(error.code == .invalidResponse, "\(error)")
-            #expect(error.description.contains(cutShort ? "ended inside" : "corrupt"), "\(error)")
-            #expect(!error.description.contains("larger than"), "\(error)")
-        }
-        #expect(!FileManager.default.fileExists(atPath: file.path))
+        let error = try #require(try await Self.downloadError(route, transferTimeout: .seconds(30)), "a corrupt bundle was taken")
+        #expect(error.code == .invalidResponse, "\(error)")
+        #expect(error.description.contains(cutShort ? "ended inside" : "corrupt"), "\(error)")
+        #expect(!error.description.contains("larger than"), "\(error)")
     }
 
     /// Attack 81: an error status whose gzip body inflates without end was read whole (64 MiB on the
     /// wire) before it was inflated, and refused as "larger than 0 bytes". An error's body is a short
     /// JSON document: inflated while it arrives, it is cut at 1 MiB and said so.
     @Test func aDownloadsErrorBodyThatInflatesWithoutEndIsCutAtItsOwnLimit() async throws {
-        let server = try await LocalHTTPServer(routes: [
-            Self.bundleRoute: .init(status: 404, body: String(repeating: "a", count: 4 << 20), gzip: true)
-        ])
-        defer { server.stop() }
-        let transport = Self.transport(to: server, transferTimeout: .seconds(30), minimumRate: 4096)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("error-\(UUID().uuidString).json")
-        defer { try? FileManager.default.removeItem(at: file) }
-        do {
-            _ = try await transport.downloadBundle(project: Self.project, format: .json, to: file)
-            Issue.record("an error answer was taken for a bundle")
-        } catch {
-            #expect(error.code == .invalidResponse, "\(error)")
-            #expect(error.description.contains("larger than \(1 << 20) bytes"), "\(error)")
-        }
+        let error = try #require(
+            try await Self.downloadError(
+                .init(status: 404, body: String(repeating: "a", count: 4 << 20), gzip: true), transferTimeout: .seconds(30)),
+            "an error answer was taken for a bundle")
+        #expect(error.code == .invalidResponse, "\(error)")
+        #expect(error.description.contains("larger than \(1 << 20) bytes"), "\(error)")
     }
 
     @Test func aRedirectToAnotherHostNeverReceivesTheBearerToken() async throws {
