@@ -301,20 +301,28 @@ public actor HTTPTransport: SyncTransport {
                     throw UnreadableEncoding(encoding: encoding)
                 }
                 guard (200..<300).contains(status) else {
-                    // Read as it arrives, inflated there, within the error limit.
-                    limitSeen.withLockedValue { $0 = Int64(errorLimit) }
+                    // Read as it arrives, inflated there, within the error limit. A body past it, or
+                    // one that does not inflate, is no error body: the answer is still the server's
+                    // status (a 503 is retried as one), told without a body. Refused as too large, a
+                    // 404 read as a broken answer of unknown status (attack 82).
                     let inflater = encoding == "gzip" ? GunzipStream(limit: Int64(errorLimit)) : nil
                     var body = Data()
-                    for try await part in response.body {
-                        arrived.withLockedValue { $0 += Int64(part.readableBytes) }
-                        if let inflater {
-                            try part.withUnsafeReadableBytes { bytes in try inflater.inflate(bytes) { body.append(contentsOf: $0) } }
-                        } else {
-                            guard body.count + part.readableBytes <= errorLimit else { throw NIOTooManyBytesError(maxBytes: errorLimit) }
-                            body.append(contentsOf: part.readableBytesView)
+                    do {
+                        for try await part in response.body {
+                            arrived.withLockedValue { $0 += Int64(part.readableBytes) }
+                            if let inflater {
+                                try part.withUnsafeReadableBytes { bytes in try inflater.inflate(bytes) { body.append(contentsOf: $0) } }
+                            } else {
+                                guard body.count + part.readableBytes <= errorLimit else { throw NIOTooManyBytesError(maxBytes: errorLimit) }
+                                body.append(contentsOf: part.readableBytesView)
+                            }
                         }
+                        try inflater?.finish()
+                    } catch is GunzipStream.Failure {
+                        body = Data()
+                    } catch is NIOTooManyBytesError {
+                        body = Data()
                     }
-                    try inflater?.finish()
                     return (status, response.headers, 0, body)
                 }
                 let (offset, limit) = try start(status, response.headers)
