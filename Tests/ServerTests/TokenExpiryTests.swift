@@ -105,6 +105,29 @@ import Testing
         await first.stop()
     }
 
+    /// A server set up from a seed file names what it was given in its admin log, as it names what an
+    /// admin adds later: an operator reading the log for who may reach what found no trace of the
+    /// seeded tokens (attack 78, low).
+    @Test("The seed a server starts from is in its admin log: each project, membership and token by its name, never a secret; loaded again, nothing more", arguments: Backend.available)
+    func theSeedIsInTheAdminLog(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        defer { Task { await first.stop() } }
+        let server = first.server
+        let seed = TestServer.seed
+        let log = try await server.adminLog(limit: 1000).filter { $0.actor == "seed" }
+        #expect(log.filter { $0.action == "create-project" }.count == seed.projects.count, "\(log)")
+        #expect(log.filter { $0.action == "add-member" }.count == seed.members.map(\.projects.count).reduce(0, +), "\(log)")
+        #expect(log.filter { $0.action == "issue-token" }.count == seed.tokens.count, "\(log)")
+        for user in [TestServer.alice, TestServer.bob, TestServer.carol] {
+            for token in try await server.tokens(of: user) {
+                #expect(log.contains { $0.action == "issue-token" && $0.details.contains("token \(token.digestPrefix)") && $0.details.contains(user.uuidString.lowercased()) })
+            }
+        }
+        #expect(log.allSatisfy { entry in seed.tokens.allSatisfy { !entry.details.contains($0.token) } }, "the log never holds a token")
+        #expect(try await !server.load(seed))
+        #expect(try await server.adminLog(limit: 1000).filter { $0.actor == "seed" }.count == log.count)
+    }
+
     /// The operator revokes one token by the name `tokens` lists (the first 12 hex digits of its
     /// digest), without its secret: it had to be typed on the command line (kept in the shell's history
     /// and seen by anyone's `ps`), which the operator seldom holds anyway (a crew member's lost phone).

@@ -122,14 +122,18 @@ struct ServerCommandTests {
         #expect(unknown.status != 0 && unknown.errorOutput.contains("no project"), "\(unknown.output)\(unknown.errorOutput)")
         let removed = try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user])
         #expect(removed.status == 0, "\(removed.errorOutput)")
-        // Every admin action is in the log, in order, with who ran it.
+        // Every admin action is in the log, in order, with who ran it, after what the seed set up.
         let log = try await Outpost.run(["admin", "log", "--db", database])
-        let actions = log.output.split(separator: "\n").compactMap { line in
+        let lines = log.output.split(separator: "\n")
+        let actions = lines.compactMap { line in
             ["revoke-token", "issue-token", "remove-member"].first { line.contains("  \($0)  ") }
         }
-        #expect(actions == ["revoke-token", "issue-token", "issue-token", "revoke-token", "remove-member"], "\(log.output)")
+        #expect(actions == ["issue-token", "revoke-token", "issue-token", "issue-token", "revoke-token", "remove-member"], "\(log.output)")
+        let seeded = lines.filter { $0.contains("  seed  ") }
+        #expect(seeded.count == 3 && seeded.contains { $0.contains("  issue-token  ") && $0.contains("user \(user)") }, "\(log.output)")
+        #expect(!log.output.contains("alice-demo-token"), "the log never holds a token")
         // Who ran it is the process's account (its uid), not $USER, which anyone sets.
-        #expect(log.output.split(separator: "\n").allSatisfy { $0.contains("outpost admin (") && $0.contains("uid \(getuid()))") }, "\(log.output)")
+        #expect(lines.filter { !$0.contains("  seed  ") }.allSatisfy { $0.contains("outpost admin (") && $0.contains("uid \(getuid()))") }, "\(log.output)")
         // As a project that does not exist: an answer never tells what the caller may not reach.
         #expect(try await request("GET", "/projects/\(project)/bundle", token: fresh).0 == 404)
         #expect(try await Outpost.run(["admin", "remove-member", "--db", database, "--project", project, "--user", user]).status != 0)

@@ -113,8 +113,34 @@ public struct SyncServer: Sendable {
     /// operator's removals and revocations since (use `outpost admin`). Returns whether it loaded.
     @discardableResult
     public func load(_ seed: ServerSeed) async throws(ServerError) -> Bool {
+        guard try await store(seed) else { return false }
+        // Named in the admin log as what an admin adds later is, by the actor "seed": an operator reading
+        // it for who may reach what found no trace of the tokens a server was set up with (attack 78).
+        for project in seed.projects {
+            try await log("create-project", by: "seed", "project \(project.id.storageText) (\(project.name)): seeded")
+        }
+        for member in seed.members {
+            for project in member.projects {
+                try await log("add-member", by: "seed", "user \(member.userID.storageText), project \(project.storageText), role \(member.role ?? "not named"): seeded")
+            }
+        }
+        for token in seed.tokens {
+            try await log(token.admin ? "issue-admin-token" : "issue-token", by: "seed", Self.details(of: token))
+        }
+        return true
+    }
+
+    /// Stores `seed` without a word in the admin log, for a caller that logs what it did its own way.
+    private func store(_ seed: ServerSeed) async throws(ServerError) -> Bool {
         try await storage.prepare()
         return try await storage.load(seed, now: Timestamp.now())
+    }
+
+    /// How the admin log names a token: its user, its name (`tokens(of:)`'s `digestPrefix`, never the
+    /// secret) and its expiry.
+    private static func details(of token: ServerSeed.Token) -> String {
+        let expiry = token.expiresAt.map { "expires \(Timestamp.string(from: $0))" } ?? "never expires"
+        return "user \(token.userID.storageText), token \(TokenDigest.hex(of: token.token).prefix(12)), \(expiry)"
     }
 
     /// Takes `user` out of `project`: from their next request on, on every instance, the project is to
@@ -166,13 +192,11 @@ public struct SyncServer: Sendable {
         }
         var generator = SystemRandomNumberGenerator()
         let token = (0..<4).map { _ in String(generator.next(), radix: 16) }.joined(separator: "-")
-        var seed = ServerSeed(tokens: [.init(userID: user, token: token, expiresAt: expiresAt, admin: admin)])
+        let issued = ServerSeed.Token(userID: user, token: token, expiresAt: expiresAt, admin: admin)
+        var seed = ServerSeed(tokens: [issued])
         seed.extendsServer = true
-        try await load(seed)
-        let expiry = expiresAt.map { "expires \(Timestamp.string(from: $0))" } ?? "never expires"
-        try await log(
-            admin ? "issue-admin-token" : "issue-token", by: actor,
-            "user \(user.storageText), token \(TokenDigest.hex(of: token).prefix(12)), \(expiry)")
+        _ = try await store(seed)
+        try await log(admin ? "issue-admin-token" : "issue-token", by: actor, Self.details(of: issued))
         return token
     }
 
