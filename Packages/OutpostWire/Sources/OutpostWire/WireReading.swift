@@ -15,7 +15,13 @@ public protocol WireReadable {
 extension WireReadable {
     /// The value of a whole document.
     public init(wire data: Data) throws(JSONReaderError) {
-        var reader = JSONReader(data)
+        try self.init(wire: [UInt8](data))
+    }
+
+    /// The value of a whole document held as bytes, read where they are: how a device reads an answer
+    /// it collected, with no second copy of a page of up to 20 MiB beside the values read from it.
+    public init(wire bytes: [UInt8]) throws(JSONReaderError) {
+        var reader = JSONReader(bytes: bytes)
         self = try Self(reading: &reader)
         try reader.expectEnd()
     }
