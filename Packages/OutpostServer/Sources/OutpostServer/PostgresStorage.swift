@@ -796,7 +796,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
+    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
         try seed.validate()
         let logger = self.logger
         let assignsServerIDs = self.assignsServerIDs
@@ -872,6 +872,13 @@ final class PostgresStorage: ServerStorage {
                     ON CONFLICT (token_sha256) DO UPDATE
                     SET user_id = EXCLUDED.user_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
                         admin = EXCLUDED.admin
+                    """, logger: logger)
+            }
+            for line in logging {
+                try await connection.query(
+                    """
+                    INSERT INTO admin_log (at, actor, action, details)
+                    VALUES (\(now.milliseconds), \(line.actor), \(line.action), \(line.details))
                     """, logger: logger)
             }
             return seed.createsOnlyProjects ? createdProjects > 0 : true

@@ -701,7 +701,7 @@ final class SQLiteStorage: ServerStorage {
     // MARK: - Seed
 
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
+    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
         try seed.validate()
         let rules = self.rules
         return try await write { db in
@@ -758,6 +758,11 @@ final class SQLiteStorage: ServerStorage {
                         TokenDigest.hex(of: token.token), token.userID.storageText, now.milliseconds, token.expiresAt?.milliseconds,
                         token.admin,
                     ])
+            }
+            for line in logging {
+                try db.execute(
+                    sql: "INSERT INTO admin_log (at, actor, action, details) VALUES (?, ?, ?, ?)",
+                    arguments: [now.milliseconds, line.actor, line.action, line.details])
             }
             return seed.createsOnlyProjects ? createdProjects > 0 : true
         }

@@ -83,8 +83,11 @@ protocol ServerStorage: Sendable {
     /// revocations since. Returns whether it loaded. An operator's addition (`extendsServer`) always loads;
     /// one that only creates projects returns whether it created one, decided in its own transaction, so
     /// of two instances creating one id at once exactly one is told it did (`SyncServer.createProject`).
+    /// `logging` is written to the admin log in the same transaction, so a seed never loads without
+    /// the entries that name it (a server killed between the two had loaded a seed whose tokens worked
+    /// and were in no log, and a restart does not load it again; attack 83).
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool
+    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool
 
     /// Makes `user` a member of `project` with exactly `role` (nil: the role they hold, or the schema's
     /// default for a new member): the membership (begun now), and their member record created, brought
@@ -137,7 +140,20 @@ protocol ServerStorage: Sendable {
     func close() async
 }
 
+/// An admin log entry to write beside the change it names, in its transaction.
+struct AdminLogLine: Sendable {
+    var actor: String
+    var action: String
+    var details: String
+}
+
 extension ServerStorage {
+    /// Loads `seed` with nothing to log beside it (a caller that logs its own way).
+    @discardableResult
+    func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
+        try await load(seed, now: now, logging: [])
+    }
+
     func prepare() async throws(ServerError) {}
     func close() async {}
 

@@ -113,27 +113,32 @@ public struct SyncServer: Sendable {
     /// operator's removals and revocations since (use `outpost admin`). Returns whether it loaded.
     @discardableResult
     public func load(_ seed: ServerSeed) async throws(ServerError) -> Bool {
-        guard try await store(seed) else { return false }
-        // Named in the admin log as what an admin adds later is, by the actor "seed": an operator reading
-        // it for who may reach what found no trace of the tokens a server was set up with (attack 78).
+        // Named in the admin log as what an admin adds later is, by the actor "seed", in the seed's own
+        // transaction: an operator reading it for who may reach what found no trace of the tokens a
+        // server was set up with (attack 78), and written after it, a server stopped in between kept
+        // the seed and lost its entries for good (attack 83).
+        var lines: [AdminLogLine] = []
         for project in seed.projects {
-            try await log("create-project", by: "seed", "project \(project.id.storageText) (\(project.name)): seeded")
+            lines.append(.init(actor: "seed", action: "create-project", details: "project \(project.id.storageText) (\(project.name)): seeded"))
         }
         for member in seed.members {
+            let role = (try? ServerSeed.role(of: member)) ?? member.role ?? "not named"
             for project in member.projects {
-                try await log("add-member", by: "seed", "user \(member.userID.storageText), project \(project.storageText), role \(member.role ?? "not named"): seeded")
+                lines.append(.init(
+                    actor: "seed", action: "add-member",
+                    details: "user \(member.userID.storageText), project \(project.storageText), role \(role): seeded"))
             }
         }
         for token in seed.tokens {
-            try await log(token.admin ? "issue-admin-token" : "issue-token", by: "seed", Self.details(of: token))
+            lines.append(.init(actor: "seed", action: token.admin ? "issue-admin-token" : "issue-token", details: Self.details(of: token)))
         }
-        return true
+        return try await store(seed, logging: lines)
     }
 
-    /// Stores `seed` without a word in the admin log, for a caller that logs what it did its own way.
-    private func store(_ seed: ServerSeed) async throws(ServerError) -> Bool {
+    /// Stores `seed` with `logging` written to the admin log in its transaction.
+    private func store(_ seed: ServerSeed, logging: [AdminLogLine] = []) async throws(ServerError) -> Bool {
         try await storage.prepare()
-        return try await storage.load(seed, now: Timestamp.now())
+        return try await storage.load(seed, now: Timestamp.now(), logging: logging)
     }
 
     /// How the admin log names a token: its user, its name (`tokens(of:)`'s `digestPrefix`, never the
