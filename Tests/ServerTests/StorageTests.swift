@@ -556,12 +556,22 @@ struct StorageTests {
             members: [.init(userID: user, name: "A", email: String(repeating: "e", count: 201), projects: [project])])
         let longName = ServerSeed(projects: [.init(id: project, name: String(repeating: "n", count: 201))])
         let longAddress = ServerSeed(projects: [.init(id: project, name: "M", address: String(repeating: "a", count: 201))])
+        // Texts that print as a line of their own, or backwards, in `admin log` and whatever reads it (attack 83).
+        let unprintable = ["B\u{85}C", "W\u{2028}x", "P\u{2029}q", "\u{9b}31mRED", "X\u{202E}DESREVER", "Y\u{2067}Z"].map {
+            ServerSeed(projects: [.init(id: project, name: $0)])
+        }
+        // An expiry no millisecond count holds stopped the server (attack 83); one past ten years is a typo.
+        let expiries = [1e300, -1e300, 20 * 365 * 86_400].map { offset in
+            ServerSeed(
+                projects: [.init(id: project, name: "M")], members: [.init(userID: user, name: "A", projects: [project])],
+                tokens: [.init(userID: user, token: "long-enough-token", expiresAt: Date(timeIntervalSinceNow: offset))])
+        }
         for (seed, named) in [
             (demoted, "\(user.storageText) is given twice for project \(project.storageText)"),
             (renamed, "project \(project.storageText) is given twice"),
             (repeatedInOne, "\(user.storageText) is given twice for project \(project.storageText)"),
             (longMail, "e-mail"), (longName, "name"), (longAddress, "address"),
-        ] {
+        ] + unprintable.map({ ($0, "name") }) + expiries.map({ ($0, "expires") }) {
             let (storage, folder) = try Self.emptyStorage()
             defer { try? FileManager.default.removeItem(at: folder) }
             let refused = await #expect(throws: ServerError.self) { try await storage.load(seed, now: Timestamp.now()) }

@@ -180,11 +180,22 @@ private func checkedText(_ text: String?, _ field: String, isName: Bool = false)
 /// nil: the one rule for the admin API and a seed, which set up the same records.
 func adminTextProblem(_ text: String, isName: Bool) -> String? {
     let scalars = text.unicodeScalars
-    guard (1...200).contains(scalars.count), !scalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
-        return "is 1 to 200 characters, none of them control characters"
+    guard (1...200).contains(scalars.count), !scalars.contains(where: unprintableInALog) else {
+        return "is 1 to 200 characters, none of them control characters, line or paragraph separators or direction overrides"
     }
     if isName, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { return "must be more than white space" }
     return nil
+}
+
+/// A character that makes a text print as more than its one line of `admin log`, or backwards: C0 and
+/// C1 controls (U+0085 is a line break to many readers, U+009B starts a terminal sequence), the line and
+/// paragraph separators, and the direction embeddings, overrides and isolates. A project name holding
+/// U+2028 forged a whole entry to a reader that splits lines as Unicode does (attack 83).
+private func unprintableInALog(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.value {
+    case 0x00..<0x20, 0x7f...0x9f, 0x2028, 0x2029, 0x202a...0x202e, 0x2066...0x2069: true
+    default: false
+    }
 }
 
 struct CreateProjectJSON: Decodable {

@@ -60,7 +60,8 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         public var userID: UUID
         /// The secret as clients send it.
         public var token: String
-        /// When the token stops working (its next request gets 401 on every instance); nil for never.
+        /// When the token stops working (its next request gets 401 on every instance); nil for never. In
+        /// a seed file, seconds since 2001-01-01 (Foundation's reference date), not since 1970.
         public var expiresAt: Date?
         /// Whether it is an admin token: it reaches the `/admin` routes and nothing else, while a
         /// member's token reaches the sync routes and never `/admin`. False when the seed file omits it.
@@ -172,6 +173,14 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         }
         for token in tokens where !extendsServer && !userIDs.contains(token.userID) {
             throw ServerError(.invalidSeed, message: "a token names unknown user \(token.userID)")
+        }
+        // As `SyncServer.issueToken` takes it: past ten years an expiry is a typo, and one no millisecond
+        // count holds (1e300) stopped the server storing it (attack 83).
+        for token in tokens {
+            guard let expiry = token.expiresAt else { continue }
+            guard expiry.timeIntervalSince1970 >= 0, expiry.timeIntervalSinceNow <= SyncServer.longestTokenLife + 60 else {
+                throw refuse("a token of user \(token.userID.storageText) expires \(expiry.timeIntervalSinceReferenceDate) seconds after 2001-01-01, as a seed file counts expiresAt: a token expires between 1970 and ten years from now")
+            }
         }
         if tokens.contains(where: { $0.token.count < 8 }) {
             throw ServerError(.invalidSeed, message: "tokens must be at least 8 characters")
