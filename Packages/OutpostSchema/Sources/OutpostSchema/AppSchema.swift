@@ -160,6 +160,10 @@ public struct AppSchema: Sendable {
             if let other = tables.updateValue(description.type, forKey: description.table.lowercased()) {
                 throw fail(description.type, nil, "its table '\(description.table)' is \(other)'s too")
             }
+            // The wire refuses a record of more (`JSONReader.maximumFields`).
+            guard description.fields.count <= JSONReader.maximumFields else {
+                throw fail(description.type, nil, "an entity declares at most \(JSONReader.maximumFields) fields")
+            }
             var names: Set<String> = []
             for field in description.fields where !names.insert(field.name).inserted {
                 throw fail(description.type, field.name, "the field is declared twice")

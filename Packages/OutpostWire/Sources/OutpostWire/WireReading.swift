@@ -341,6 +341,9 @@ extension ServerRecord: WireReadable {
         var previous: (text: ArraySlice<UInt8>, clock: HybridTimestamp)?
         try reader.beginObject()
         while let name = try reader.nextKey() {
+            guard clocks.count < JSONReader.maximumFields else {
+                throw reader.error("a record carries more than \(JSONReader.maximumFields) clocks")
+            }
             let clock: HybridTimestamp
             if let text = try reader.plainASCIIString() {
                 if let previous, previous.text.elementsEqual(text) {

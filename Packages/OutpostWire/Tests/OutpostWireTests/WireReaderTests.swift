@@ -193,6 +193,41 @@ import Testing
         }
     }
 
+    /// A record is read only up to `JSONReader.maximumFields` fields and as many clocks, on a pull page
+    /// and in a push, so one record cannot take its page's memory many times over: 907,000 unknown
+    /// field names in one record of a 20 MiB page held a device near 1 GB (attack 83).
+    @Test func aRecordOfMoreFieldsOrClocksThanTheBoundIsRefused() throws {
+        func page(fields: Int, clocks: Int) throws -> Data {
+            var json = try #require(try JSONSerialization.jsonObject(with: WireCoding.encoder().encode(Self.randomPage(seed: 7))) as? [String: Any])
+            var changes = try #require(json["changes"] as? [[String: Any]])
+            var record = try #require(changes.first)
+            var recordFields = try #require(record["fields"] as? [String: Any])
+            var recordClocks = try #require(record["clocks"] as? [String: Any])
+            let clock = try #require(recordClocks.values.first)
+            for n in 0..<fields { recordFields["k\(n)"] = ["text": ""] }
+            for n in 0..<clocks { recordClocks["k\(n)"] = clock }
+            record["fields"] = recordFields
+            record["clocks"] = recordClocks
+            changes[0] = record
+            json["changes"] = changes
+            return try JSONSerialization.data(withJSONObject: json)
+        }
+        let bound = JSONReader.maximumFields
+        _ = try PullResponse(json: page(fields: bound - 40, clocks: bound - 40))
+        #expect(throws: JSONReaderError.self) { try PullResponse(json: page(fields: bound + 1, clocks: 0)) }
+        #expect(throws: JSONReaderError.self) { try PullResponse(json: page(fields: 0, clocks: bound + 1)) }
+
+        let seed = try #require((UInt64(1)...50).first { !Self.randomBatch(seed: $0).mutations.isEmpty })
+        var batch = try #require(try JSONSerialization.jsonObject(with: Self.randomBatch(seed: seed).json()) as? [String: Any])
+        var mutations = try #require(batch["mutations"] as? [[String: Any]])
+        try #require(!mutations.isEmpty)
+        var fields = (mutations[0]["fields"] as? [String: Any]) ?? [:]
+        for n in 0...bound { fields["k\(n)"] = ["text": ""] }
+        mutations[0]["fields"] = fields
+        batch["mutations"] = mutations
+        #expect(throws: JSONReaderError.self) { try PushRequest(json: JSONSerialization.data(withJSONObject: batch)) }
+    }
+
     /// A page whose records carry one shared `clock`, and in `clocks` only the fields with another,
     /// reads as the same page, by both readers.
     @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
