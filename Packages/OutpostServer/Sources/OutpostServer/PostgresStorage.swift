@@ -742,12 +742,17 @@ final class PostgresStorage: ServerStorage {
     func appendAdminLog(at: Date, actor: String, action: String, details: String) async throws(ServerError) {
         let logger = self.logger
         _ = try await withConnection { connection in
-            try await connection.query(
-                """
-                INSERT INTO admin_log (at, actor, action, details) VALUES (\(at.milliseconds), \(actor), \(action), \(details))
-                """, logger: logger
-            ).collect()
+            try await Self.append(AdminLogLine(actor: actor, action: action, details: details), at: at, on: connection, logger: logger)
         }
+    }
+
+    /// Writes one admin log entry on `connection`, in its transaction when it has one.
+    private static func append(_ line: AdminLogLine, at: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            INSERT INTO admin_log (at, actor, action, details) VALUES (\(at.milliseconds), \(line.actor), \(line.action), \(line.details))
+            """, logger: logger
+        ).collect()
     }
 
     func adminLog(limit: Int) async throws(ServerError) -> [AdminLogEntry] {
@@ -874,13 +879,7 @@ final class PostgresStorage: ServerStorage {
                         admin = EXCLUDED.admin
                     """, logger: logger)
             }
-            for line in logging {
-                try await connection.query(
-                    """
-                    INSERT INTO admin_log (at, actor, action, details)
-                    VALUES (\(now.milliseconds), \(line.actor), \(line.action), \(line.details))
-                    """, logger: logger)
-            }
+            for line in logging { try await Self.append(line, at: now, on: connection, logger: logger) }
             return seed.createsOnlyProjects ? createdProjects > 0 : true
         }
     }

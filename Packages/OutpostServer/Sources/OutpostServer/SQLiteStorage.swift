@@ -759,11 +759,7 @@ final class SQLiteStorage: ServerStorage {
                         token.admin,
                     ])
             }
-            for line in logging {
-                try db.execute(
-                    sql: "INSERT INTO admin_log (at, actor, action, details) VALUES (?, ?, ?, ?)",
-                    arguments: [now.milliseconds, line.actor, line.action, line.details])
-            }
+            for line in logging { try Self.append(line, at: now, in: db) }
             return seed.createsOnlyProjects ? createdProjects > 0 : true
         }
     }
@@ -881,11 +877,14 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func appendAdminLog(at: Date, actor: String, action: String, details: String) async throws(ServerError) {
-        try await write { db in
-            try db.execute(
-                sql: "INSERT INTO admin_log (at, actor, action, details) VALUES (?, ?, ?, ?)",
-                arguments: [at.milliseconds, actor, action, details])
-        }
+        try await write { db in try Self.append(AdminLogLine(actor: actor, action: action, details: details), at: at, in: db) }
+    }
+
+    /// Writes one admin log entry in the caller's transaction.
+    private static func append(_ line: AdminLogLine, at: Date, in db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO admin_log (at, actor, action, details) VALUES (?, ?, ?, ?)",
+            arguments: [at.milliseconds, line.actor, line.action, line.details])
     }
 
     func adminLog(limit: Int) async throws(ServerError) -> [AdminLogEntry] {

@@ -136,7 +136,7 @@ public struct SyncServer: Sendable {
     }
 
     /// Stores `seed` with `logging` written to the admin log in its transaction.
-    private func store(_ seed: ServerSeed, logging: [AdminLogLine] = []) async throws(ServerError) -> Bool {
+    private func store(_ seed: ServerSeed, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
         try await storage.prepare()
         return try await storage.load(seed, now: Timestamp.now(), logging: logging)
     }
@@ -200,8 +200,9 @@ public struct SyncServer: Sendable {
         let issued = ServerSeed.Token(userID: user, token: token, expiresAt: expiresAt, admin: admin)
         var seed = ServerSeed(tokens: [issued])
         seed.extendsServer = true
-        _ = try await store(seed)
-        try await log(admin ? "issue-admin-token" : "issue-token", by: actor, Self.details(of: issued))
+        // Logged in the token's own transaction, as a seed is: never a working token without its entry.
+        let line = AdminLogLine(actor: actor, action: admin ? "issue-admin-token" : "issue-token", details: Self.details(of: issued))
+        _ = try await store(seed, logging: [line])
         return token
     }
 
