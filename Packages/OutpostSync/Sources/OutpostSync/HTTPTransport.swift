@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression
+import OutpostSchema
 import OutpostWire
 
 /// The transport apps use: the protocol of `schemas/sync-api.yaml` over HTTP with AsyncHTTPClient,
@@ -167,7 +168,10 @@ public actor HTTPTransport: SyncTransport {
     }
 
     public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
-        try await exchange(.POST, "pull", body: request)
+        // Read within the count asked for, refused at the first change past it (`PullResponse(wire:atMost:)`).
+        try await exchange(.POST, "pull", body: request) { bytes throws(JSONReaderError) in
+            try PullResponse(wire: bytes, atMost: request.limit)
+        }
     }
 
     public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
@@ -391,7 +395,8 @@ public actor HTTPTransport: SyncTransport {
 
     /// Sends `body` as JSON (if any) and decodes the answer as `Response`.
     private func exchange<Body: Encodable, Response: Decodable>(
-        _ method: HTTPMethod, _ path: String, body: Body?
+        _ method: HTTPMethod, _ path: String, body: Body?,
+        reading read: ((_ bytes: [UInt8]) throws(JSONReaderError) -> Response)? = nil
     ) async throws(TransportError) -> Response {
         let name = "\(method.rawValue) /\(path)"
         var payload: Data?
@@ -404,7 +409,7 @@ public actor HTTPTransport: SyncTransport {
             }
         }
         let answer = try await sendCompressing(method, path, json: payload, name: name)
-        return try decode(answer, name: name)
+        return try decode(answer, name: name, reading: read)
     }
 
     /// Sends `payload` (if any) as a JSON body, gzip-compressing a large one unless the server has
@@ -534,11 +539,15 @@ public actor HTTPTransport: SyncTransport {
         var description: String { "could not create \(path)" }
     }
 
-    private func decode<Response: Decodable>(_ answer: Answer, name: String) throws(TransportError) -> Response {
+    /// The answer's value, read by `read` when given, else by the type's own reader.
+    private func decode<Response: Decodable>(
+        _ answer: Answer, name: String, reading read: ((_ bytes: [UInt8]) throws(JSONReaderError) -> Response)? = nil
+    ) throws(TransportError) -> Response {
         guard (200..<300).contains(answer.status) else {
             throw Self.failure(name: name, status: answer.status, headers: answer.headers, body: Data(answer.body))
         }
         do {
+            if let read { return try read(answer.body) }
             if let readable = Response.self as? any WireReadable.Type {
                 return try readable.init(wire: answer.body) as! Response
             }

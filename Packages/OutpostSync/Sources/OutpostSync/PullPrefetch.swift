@@ -141,6 +141,13 @@ struct PullPrefetch: Sendable {
         async throws(TransportError) -> FetchedPage
     {
         var page = FetchedPage(response: try await transport.pull(request))
+        // `HTTPTransport` refuses such a page while reading it; a transport of an app's own may not.
+        let count = page.response.changes.count + page.response.ownRecords.count
+        guard count <= request.limit else {
+            throw TransportError(
+                .invalidResponse, request: "POST /pull",
+                message: "the page holds \(count) changes, more than the \(request.limit) asked for")
+        }
         page.records.reserveCapacity(page.response.changes.count)
         // A record that cannot be converted is quarantined with the page, never allowed to stop the
         // run: otherwise every later run would stop at the same page.

@@ -151,6 +151,22 @@ import Testing
         #expect(page.nextCursor.count == 2 << 20)
     }
 
+    /// Attack 83: a page of 47,856 small valid records, within the answer's byte limit, held a device
+    /// about 194 MB over idle when it had asked for 1,000. A page of more changes than asked is refused
+    /// while it is read, and the same page reads when asked for all of it.
+    @Test func aPageOfMoreChangesThanAskedIsRefused() async throws {
+        let record = ServerRecord(
+            sequence: 1, entity: .issue, recordID: UUID(), version: 1, fields: ["title": .text("t")], clocks: [:],
+            createdAt: now, updatedAt: now)
+        let page = PullResponse(changes: Array(repeating: record, count: 11), nextCursor: "c", hasMore: false)
+        let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: try Self.wire(page))])
+        defer { server.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1")
+        let error = try await #require(throws: TransportError.self) { try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
+        #expect(error.code == .invalidResponse && error.description.contains("more than the 10 changes asked for"), "\(error)")
+        #expect(try await transport.pull(PullRequest(cursor: nil, limit: 11)).changes.count == 11)
+    }
+
     /// Attack 81: pages of 60 MiB, each within the 64 MiB answer limit, held a device near 280 MB (a page
     /// decoded takes about four and a half times its bytes). The default limit refuses such a page, while
     /// the largest page the reference server makes (4 MiB of records, the 8 MiB record that passes that,
