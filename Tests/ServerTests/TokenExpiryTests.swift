@@ -128,6 +128,60 @@ import Testing
         #expect(try await server.adminLog(limit: 1000).filter { $0.actor == "seed" }.count == log.count)
     }
 
+    /// Each admin change is written in one transaction with the admin log entry that names it: written
+    /// after it, a server stopped or refused a write in between kept a promotion, a removal or a
+    /// revocation that no log held (as the seed did, attack 83). With every log entry refused, each
+    /// action is refused and changes nothing; with entries taken again, each changes what it says.
+    @Test("Every admin change is written with its log entry or not at all", arguments: Backend.available)
+    func everyAdminChangeIsWrittenWithItsLogEntryOrNotAtAll(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        defer { Task { await first.stop() } }
+        let server = first.server
+        let state = { () async throws -> [[String]] in
+            [
+                try await first.strings("SELECT project_id || ' ' || user_id FROM memberships ORDER BY 1"),
+                try await first.strings("SELECT token_sha256 FROM tokens ORDER BY 1"),
+                try await first.strings("SELECT project_id FROM archived_projects ORDER BY 1"),
+                try await first.strings("SELECT id || ' ' || CAST(version AS TEXT) FROM records ORDER BY 1"),
+                try await first.strings("SELECT CAST(seq AS TEXT) || actor || action || details FROM admin_log ORDER BY seq"),
+            ]
+        }
+        let dave = UUID(uuidString: "da7e0000-0000-4000-8000-000000000004")!
+        let newProject = ServerSeed.Project(id: UUID(uuidString: "c0000000-0000-4000-8000-00000000000c")!, name: "Cedar Lane")
+        let bobsName = try #require(try await server.tokens(of: TestServer.bob).first?.digestPrefix)
+        let actions: [(String, @Sendable () async throws -> Void)] = [
+            ("add a member", { _ = try await server.addMember(.init(userID: dave, name: "Dave", role: "crew", projects: [TestServer.projectA]), by: "t") }),
+            ("promote a member", { _ = try await server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "owner", projects: [TestServer.projectA]), by: "t") }),
+            ("remove a member", { _ = try await server.removeMember(TestServer.carol, from: TestServer.projectB, by: "t") }),
+            ("revoke a token", { _ = try await server.revokeToken(TestServer.aliceToken, by: "t") }),
+            ("revoke a token by its name", { _ = try await server.revokeToken(named: bobsName, by: "t") }),
+            ("revoke a user's tokens", { _ = try await server.revokeTokens(of: TestServer.carol, by: "t") }),
+            ("archive a project", { _ = try await server.archiveProject(TestServer.projectB, by: "t") }),
+            ("create a project", { _ = try await server.createProject(newProject, by: "t") }),
+            ("issue a token", { _ = try await server.issueToken(for: TestServer.bob, by: "t") }),
+        ]
+        if backend == .postgres {
+            try await first.execute(
+                "CREATE FUNCTION refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'the log takes nothing'; END $$")
+            try await first.execute("CREATE TRIGGER refuse_log BEFORE INSERT ON admin_log FOR EACH ROW EXECUTE FUNCTION refuse_log()")
+        } else {
+            try await first.execute("CREATE TRIGGER refuse_log BEFORE INSERT ON admin_log BEGIN SELECT RAISE(ABORT, 'the log takes nothing'); END")
+        }
+        for (name, action) in actions {
+            let before = try await state()
+            await #expect(throws: (any Error).self, "\(name) went on without its entry") { try await action() }
+            #expect(try await state() == before, "\(name) changed something with no entry in the log")
+        }
+        try await first.execute(backend == .postgres ? "DROP TRIGGER refuse_log ON admin_log" : "DROP TRIGGER refuse_log")
+        for (name, action) in actions {
+            let entries = try await server.adminLog(limit: 1000).count
+            let changed = try await state()
+            try await action()
+            #expect(try await server.adminLog(limit: 1000).count == entries + 1, "\(name) wrote one entry")
+            #expect(try await state().dropLast() != changed.dropLast(), "\(name) changed something")
+        }
+    }
+
     /// The operator revokes one token by the name `tokens` lists (the first 12 hex digits of its
     /// digest), without its secret: it had to be typed on the command line (kept in the shell's history
     /// and seen by anyone's `ps`), which the operator seldom holds anyway (a crew member's lost phone).

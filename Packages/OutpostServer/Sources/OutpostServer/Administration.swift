@@ -109,9 +109,11 @@ extension SyncServer {
         // push of the same id) both be told "created" while one project was stored.
         var addition = ServerSeed(projects: [project])
         addition.extendsServer = true
-        let created = try await storage.load(addition, now: Timestamp.now())
-        try await log("create-project", by: actor, "project \(project.id.storageText) (\(project.name)): \(created ? "created" : "exists, unchanged")")
-        return created
+        return try await storage.load(addition, now: Timestamp.now()) { created in
+            [AdminLogLine(
+                actor: actor, action: "create-project",
+                details: "project \(project.id.storageText) (\(project.name)): \(created ? "created" : "exists, unchanged")")]
+        }
     }
 
     /// Archives `project` (`archived`, the default) or brings it back. An archived project takes no more
@@ -123,11 +125,11 @@ extension SyncServer {
     public func archiveProject(_ project: UUID, archived: Bool = true, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
         try await requireLiveProject(project)
-        let changed = try await storage.setArchived(project, archived, now: Timestamp.now())
-        try await log(
-            archived ? "archive-project" : "unarchive-project", by: actor,
-            "project \(project.storageText): \(changed ? (archived ? "archived" : "brought back") : "unchanged")")
-        return changed
+        return try await storage.setArchived(project, archived, now: Timestamp.now()) { changed in
+            AdminLogLine(
+                actor: actor, action: archived ? "archive-project" : "unarchive-project",
+                details: "project \(project.storageText): \(changed ? (archived ? "archived" : "brought back") : "unchanged")")
+        }
     }
 
     /// 404 for a project this server does not have or holds deleted: the operator's tools act on live

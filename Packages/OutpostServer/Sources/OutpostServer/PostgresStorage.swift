@@ -638,7 +638,9 @@ final class PostgresStorage: ServerStorage {
 
     // MARK: - Seed
 
-    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+    func setArchived(
+        _ project: UUID, _ archived: Bool, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Bool>
+    ) async throws(ServerError) -> Bool {
         let logger = self.logger
         return try await write { connection in
             let statement: PostgresQuery =
@@ -650,11 +652,14 @@ final class PostgresStorage: ServerStorage {
                 : "DELETE FROM archived_projects WHERE project_id = \(project.storageText) RETURNING project_id"
             var changed = false
             for try await _ in try await connection.query(statement, logger: logger).decode(String.self) { changed = true }
+            try await Self.append(logging(changed), at: now, on: connection, logger: logger)
             return changed
         }
     }
 
-    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
+    func removeMember(
+        _ user: UUID, from project: UUID, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int {
         let logger = self.logger
         return try await write { connection in
             var removed = 0
@@ -675,6 +680,7 @@ final class PostgresStorage: ServerStorage {
                     at: now, sequence: try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger))
                 try await PostgresRecords.save([member], on: connection, logger: logger)
             }
+            try await Self.append(logging(removed), at: now, on: connection, logger: logger)
             return removed
         }
     }
@@ -769,7 +775,9 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
+    func revokeTokens(
+        digest: String?, user: UUID?, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int {
         let logger = self.logger
         return try await write { connection in
             var revoked = 0
@@ -782,6 +790,7 @@ final class PostgresStorage: ServerStorage {
                     "DELETE FROM tokens WHERE user_id = \(user.storageText) RETURNING user_id", logger: logger
                 ).decode(String.self) { revoked += 1 }
             }
+            try await Self.append(logging(revoked), at: now, on: connection, logger: logger)
             return revoked
         }
     }
@@ -801,7 +810,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
+    func load(_ seed: ServerSeed, now: Date, logging: @escaping AdminLogLine.Maker<[AdminLogLine], Bool>) async throws(ServerError) -> Bool {
         try seed.validate()
         let logger = self.logger
         let assignsServerIDs = self.assignsServerIDs
@@ -879,13 +888,15 @@ final class PostgresStorage: ServerStorage {
                         admin = EXCLUDED.admin
                     """, logger: logger)
             }
-            for line in logging { try await Self.append(line, at: now, on: connection, logger: logger) }
-            return seed.createsOnlyProjects ? createdProjects > 0 : true
+            let loaded = seed.createsOnlyProjects ? createdProjects > 0 : true
+            for line in logging(loaded) { try await Self.append(line, at: now, on: connection, logger: logger) }
+            return loaded
         }
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange {
         let logger = self.logger
         let rules = PushRules(assignsServerIDs: assignsServerIDs)
@@ -931,6 +942,7 @@ final class PostgresStorage: ServerStorage {
                 "UPDATE counters SET value = \(counters.changeSequence) WHERE name = 'change_sequence'", logger: logger)
             try await connection.query(
                 "UPDATE counters SET value = \(counters.lastServerID) WHERE name = 'server_id'", logger: logger)
+            try await Self.append(logging(plan.change), at: now, on: connection, logger: logger)
             return plan.change
         }
     }

@@ -701,7 +701,7 @@ final class SQLiteStorage: ServerStorage {
     // MARK: - Seed
 
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
+    func load(_ seed: ServerSeed, now: Date, logging: @escaping AdminLogLine.Maker<[AdminLogLine], Bool>) async throws(ServerError) -> Bool {
         try seed.validate()
         let rules = self.rules
         return try await write { db in
@@ -759,13 +759,15 @@ final class SQLiteStorage: ServerStorage {
                         token.admin,
                     ])
             }
-            for line in logging { try Self.append(line, at: now, in: db) }
-            return seed.createsOnlyProjects ? createdProjects > 0 : true
+            let loaded = seed.createsOnlyProjects ? createdProjects > 0 : true
+            for line in logging(loaded) { try Self.append(line, at: now, in: db) }
+            return loaded
         }
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange {
         let rules = self.rules
         return try await write { db in
@@ -793,11 +795,14 @@ final class SQLiteStorage: ServerStorage {
                 try Access.addMembership(project, user, at: now.milliseconds, in: db)
             }
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
+            try Self.append(logging(plan.change), at: now, in: db)
             return plan.change
         }
     }
 
-    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool {
+    func setArchived(
+        _ project: UUID, _ archived: Bool, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Bool>
+    ) async throws(ServerError) -> Bool {
         try await write { db in
             if archived {
                 try db.execute(
@@ -806,11 +811,15 @@ final class SQLiteStorage: ServerStorage {
             } else {
                 try db.execute(sql: "DELETE FROM archived_projects WHERE project_id = ?", arguments: [project.storageText])
             }
-            return db.changesCount > 0
+            let changed = db.changesCount > 0
+            try Self.append(logging(changed), at: now, in: db)
+            return changed
         }
     }
 
-    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int {
+    func removeMember(
+        _ user: UUID, from project: UUID, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int {
         try await write { db in
             try db.execute(
                 sql: "DELETE FROM memberships WHERE project_id = ? AND user_id = ?",
@@ -827,6 +836,7 @@ final class SQLiteStorage: ServerStorage {
                 try member.save(in: db)
             }
             try Self.writeCounters(changeSequence: sequence, lastServerID: lastServerID, in: db)
+            try Self.append(logging(removed), at: now, in: db)
             return removed
         }
     }
@@ -899,14 +909,18 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int {
+    func revokeTokens(
+        digest: String?, user: UUID?, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int {
         try await write { db in
             if let digest {
                 try db.execute(sql: "DELETE FROM tokens WHERE token_sha256 = ?", arguments: [digest])
             } else if let user {
                 try db.execute(sql: "DELETE FROM tokens WHERE user_id = ?", arguments: [user.storageText])
             }
-            return db.changesCount
+            let revoked = db.changesCount
+            try Self.append(logging(revoked), at: now, in: db)
+            return revoked
         }
     }
 

@@ -87,29 +87,36 @@ protocol ServerStorage: Sendable {
     /// the entries that name it (a server killed between the two had loaded a seed whose tokens worked
     /// and were in no log, and a restart does not load it again; attack 83).
     @discardableResult
-    func load(_ seed: ServerSeed, now: Date, logging: [AdminLogLine]) async throws(ServerError) -> Bool
+    func load(_ seed: ServerSeed, now: Date, logging: @escaping AdminLogLine.Maker<[AdminLogLine], Bool>) async throws(ServerError) -> Bool
 
     /// Makes `user` a member of `project` with exactly `role` (nil: the role they hold, or the schema's
     /// default for a new member): the membership (begun now), and their member record created, brought
     /// back, or given the role (`MembershipEdit`). Says what changed.
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date
+        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange
 
     /// Takes `user` out of `project`: the membership goes, so their next request to it is refused on
     /// every instance (each request reads memberships), and the project's live member records naming
     /// them become tombstones at the next change sequences, so every device learns. Returns how many
     /// memberships went (0 or 1).
-    func removeMember(_ user: UUID, from project: UUID, now: Date) async throws(ServerError) -> Int
+    func removeMember(
+        _ user: UUID, from project: UUID, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int
 
     /// Archives `project` (`archived`) or brings it back: from the next push on, on every instance (each
     /// push reads it under the writers' lock), its records take no more changes. Whether that changed
     /// anything.
-    func setArchived(_ project: UUID, _ archived: Bool, now: Date) async throws(ServerError) -> Bool
+    func setArchived(
+        _ project: UUID, _ archived: Bool, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Bool>
+    ) async throws(ServerError) -> Bool
 
     /// Deletes tokens: the one with `digest`, or every token of `user`. Each request reads its token,
     /// so the next one with a deleted token is answered 401 on every instance. Returns how many went.
-    func revokeTokens(digest: String?, user: UUID?) async throws(ServerError) -> Int
+    func revokeTokens(
+        digest: String?, user: UUID?, now: Date, logging: @escaping AdminLogLine.Maker<AdminLogLine, Int>
+    ) async throws(ServerError) -> Int
 
     /// The digests of the tokens whose digest starts with `prefix` (lowercase hex): a token's name as
     /// `tokens(of:)` lists it names one token unless two share it.
@@ -145,13 +152,19 @@ struct AdminLogLine: Sendable {
     var actor: String
     var action: String
     var details: String
+
+    /// What an admin change writes to the log, made from what the change did (`Outcome`): a storage
+    /// call that changes who may reach what takes one and writes its entry in the change's own
+    /// transaction. Written after it, a server stopped or refused a write in between kept a promotion,
+    /// a removal or a token that no log held, the seed's case in attack 83.
+    typealias Maker<Entries, Outcome> = @Sendable (_ outcome: Outcome) -> Entries
 }
 
 extension ServerStorage {
     /// Loads `seed` with nothing to log beside it (a caller that logs its own way).
     @discardableResult
     func load(_ seed: ServerSeed, now: Date) async throws(ServerError) -> Bool {
-        try await load(seed, now: now, logging: [])
+        try await load(seed, now: now) { _ in [] }
     }
 
     func prepare() async throws(ServerError) {}

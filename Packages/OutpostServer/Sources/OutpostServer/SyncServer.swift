@@ -138,7 +138,7 @@ public struct SyncServer: Sendable {
     /// Stores `seed` with `logging` written to the admin log in its transaction.
     private func store(_ seed: ServerSeed, logging: [AdminLogLine]) async throws(ServerError) -> Bool {
         try await storage.prepare()
-        return try await storage.load(seed, now: Timestamp.now(), logging: logging)
+        return try await storage.load(seed, now: Timestamp.now()) { _ in logging }
     }
 
     /// How the admin log names a token: its user, its name (`tokens(of:)`'s `digestPrefix`, never the
@@ -156,9 +156,11 @@ public struct SyncServer: Sendable {
     @discardableResult
     public func removeMember(_ user: UUID, from project: UUID, by actor: String = "operator") async throws(ServerError) -> Bool {
         try await storage.prepare()
-        let removed = try await storage.removeMember(user, from: project, now: Timestamp.now()) > 0
-        try await log("remove-member", by: actor, "user \(user.storageText), project \(project.storageText): \(removed ? "removed" : "was not a member")")
-        return removed
+        return try await storage.removeMember(user, from: project, now: Timestamp.now()) { removed in
+            AdminLogLine(
+                actor: actor, action: "remove-member",
+                details: "user \(user.storageText), project \(project.storageText): \(removed > 0 ? "removed" : "was not a member")")
+        } > 0
     }
 
     /// Makes `member` a member of each project it names (projects this server already has) with exactly
@@ -173,10 +175,13 @@ public struct SyncServer: Sendable {
         let role = try member.role.map { _ throws(ServerError) in try ServerSeed.role(of: member) }
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
-            let change = try await storage.addMember(
-                member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now())
-            changes[project] = change
-            try await log("add-member", by: actor, "user \(member.userID.storageText), project \(project.storageText), role \(role ?? "not named"): \(change)")
+            changes[project] = try await storage.addMember(
+                member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now()
+            ) { change in
+                AdminLogLine(
+                    actor: actor, action: "add-member",
+                    details: "user \(member.userID.storageText), project \(project.storageText), role \(role ?? "not named"): \(change)")
+            }
         }
         return changes
     }
@@ -242,18 +247,18 @@ public struct SyncServer: Sendable {
     /// Revokes the token whose SHA-256 is `digest` and logs it under its name: both ways of naming
     /// one token end here, so the admin log reads the same whichever the operator used.
     private func revoke(digest: String, by actor: String) async throws(ServerError) -> Bool {
-        let revoked = try await storage.revokeTokens(digest: digest, user: nil) > 0
-        try await log("revoke-token", by: actor, "token \(digest.prefix(12)): \(revoked ? "revoked" : "unknown")")
-        return revoked
+        try await storage.revokeTokens(digest: digest, user: nil, now: Timestamp.now()) { revoked in
+            AdminLogLine(actor: actor, action: "revoke-token", details: "token \(digest.prefix(12)): \(revoked > 0 ? "revoked" : "unknown")")
+        } > 0
     }
 
     /// Revokes every token of `user`; returns how many.
     @discardableResult
     public func revokeTokens(of user: UUID, by actor: String = "operator") async throws(ServerError) -> Int {
         try await storage.prepare()
-        let revoked = try await storage.revokeTokens(digest: nil, user: user)
-        try await log("revoke-token", by: actor, "every token of user \(user.storageText): \(revoked) revoked")
-        return revoked
+        return try await storage.revokeTokens(digest: nil, user: user, now: Timestamp.now()) { revoked in
+            AdminLogLine(actor: actor, action: "revoke-token", details: "every token of user \(user.storageText): \(revoked) revoked")
+        }
     }
 
     /// The id of `user`'s member record in `project` on this server (its seed's, the operator's
