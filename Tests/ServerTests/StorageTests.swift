@@ -535,6 +535,37 @@ struct StorageTests {
         #expect(try await storage.caller(forTokenDigest: TokenDigest.hex(of: "long-enough-token")) == nil)
     }
 
+    /// A seed file's key the seed does not have was skipped: `"expiresIn": 3600` left a token that never
+    /// expires, a member-level `"admin": true` or a project's `"archived": true` did nothing, and the
+    /// operator was told nothing (attack 83, info). Each is refused, naming the key, its place and the
+    /// keys there are; the same file without it reads.
+    @Test("A seed file with a key the seed does not have is refused, naming it and where", arguments: [
+        (#"{"projects":[],"members":[],"tokens":[{"userID":"a11ce000-0000-4000-8000-000000000001","token":"t-123456789","expiresIn":3600}]}"#, "tokens[0]", "expiresIn"),
+        (#"{"projects":[],"members":[{"userID":"a11ce000-0000-4000-8000-000000000001","name":"A","projects":[],"admin":true}],"tokens":[]}"#, "members[0]", "admin"),
+        (#"{"projects":[{"id":"a0000000-0000-4000-8000-00000000000a","name":"P","archived":true}],"members":[],"tokens":[]}"#, "projects[0]", "archived"),
+        (#"{"projects":[],"members":[],"tokens":[],"admins":[]}"#, "the seed", "admins"),
+    ])
+    func aSeedFileWithAnUnknownKeyIsRefused(json: String, place: String, key: String) throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-seed-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: url) }
+        try Data(json.utf8).write(to: url)
+        let error = try #require(throws: ServerError.self) { try ServerSeed(contentsOf: url) }
+        #expect(error.code == .invalidSeed && error.path == url.path)
+        #expect(error.message.contains("'\(key)'") && error.message.contains(place), "\(error.message)")
+        var fixed = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        func drop(_ object: Any) -> Any {
+            if var dictionary = object as? [String: Any] {
+                dictionary[key] = nil
+                return dictionary.mapValues(drop)
+            }
+            if let array = object as? [Any] { return array.map(drop) }
+            return object
+        }
+        fixed = drop(fixed) as! [String: Any]
+        try JSONSerialization.data(withJSONObject: fixed).write(to: url)
+        _ = try ServerSeed(contentsOf: url)
+    }
+
     /// A seed that gives something twice said which entry counted only by what the server then held:
     /// a user listed as owner and again as viewer of one project stayed owner, a project listed twice
     /// kept its first name (attack 78, finding 2); and its texts went unbounded where the admin API

@@ -110,12 +110,42 @@ public struct ServerSeed: Sendable, Hashable, Codable {
         self.tokens = tokens
     }
 
-    /// Reads a seed file.
+    /// Reads a seed file, refusing a key the seed does not have (`checkKeys`).
     public init(contentsOf url: URL) throws(ServerError) {
+        let data: Data
         do {
-            self = try JSONDecoder().decode(ServerSeed.self, from: Data(contentsOf: url))
+            data = try Data(contentsOf: url)
+            self = try JSONDecoder().decode(ServerSeed.self, from: data)
         } catch {
             throw ServerError(.invalidSeed, message: "\(error)", path: url.path, underlying: error)
+        }
+        try Self.checkKeys(of: data, path: url.path)
+    }
+
+    /// The keys each object of a seed file may have.
+    private static let keys: [(place: String, keys: [String])] = [
+        ("the seed", ["projects", "members", "tokens"]), ("projects", ["id", "name", "address"]),
+        ("members", ["userID", "name", "email", "role", "projects"]), ("tokens", ["userID", "token", "expiresAt", "admin"]),
+    ]
+
+    /// Refuses a key no object of its place has: `JSONDecoder` skips it, and `"expiresIn": 3600` left a
+    /// token that never expires, a member's `"admin": true` or a project's `"archived": true` did
+    /// nothing, with the operator told nothing (attack 83). `data` has decoded as a seed already.
+    private static func checkKeys(of data: Data, path: String) throws(ServerError) {
+        guard let seed = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
+        func check(_ object: [String: Any], _ place: String, _ allowed: [String]) throws(ServerError) {
+            for key in object.keys.sorted() where !allowed.contains(key) {
+                throw ServerError(
+                    .invalidSeed, message: "\(place) has the key '\(key)', which a seed does not have: its keys are \(allowed.joined(separator: ", "))",
+                    path: path)
+            }
+        }
+        try check(seed, keys[0].place, keys[0].keys)
+        for (place, allowed) in keys.dropFirst() {
+            for (index, object) in ((seed[place] as? [Any]) ?? []).enumerated() {
+                guard let object = object as? [String: Any] else { continue }
+                try check(object, "\(place)[\(index)]", allowed)
+            }
         }
     }
 
