@@ -182,6 +182,19 @@ import Testing
         }
     }
 
+    /// `outpost admin log --last 0` printed one entry, where the admin API refuses a limit of 0 (attack
+    /// 83, info): fewer than one entry is refused by the library both call.
+    @Test("The admin log refuses fewer than one entry, as its route does")
+    func theAdminLogRefusesFewerThanOneEntry() async throws {
+        let first = try await TestServer.start(.sqlite)
+        defer { Task { await first.stop() } }
+        for limit in [0, -1, Int.min] {
+            let error = try await #require(throws: ServerError.self) { try await first.server.adminLog(limit: limit) }
+            #expect(error.wireCode == .invalidRequest && error.httpStatus == 400, "\(error)")
+        }
+        #expect(try await first.server.adminLog(limit: 1).count == 1)
+    }
+
     /// The operator revokes one token by the name `tokens` lists (the first 12 hex digits of its
     /// digest), without its secret: it had to be typed on the command line (kept in the shell's history
     /// and seen by anyone's `ps`), which the operator seldom holds anyway (a crew member's lost phone).

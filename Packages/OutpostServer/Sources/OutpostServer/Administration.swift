@@ -90,10 +90,12 @@ extension SyncServer {
         return try await storage.tokens(of: user)
     }
 
-    /// The admin log's newest `limit` entries, oldest first.
+    /// The admin log's newest `limit` entries (at least 1), oldest first.
     public func adminLog(limit: Int = 100) async throws(ServerError) -> [AdminLogEntry] {
+        // Refused, not read as 1: `outpost admin log --last 0` printed an entry where the route refuses 0.
+        guard limit >= 1 else { throw ServerError.badRequest("the admin log is read 1 entry or more at a time, not \(limit)") }
         try await storage.prepare()
-        return try await storage.adminLog(limit: max(1, limit))
+        return try await storage.adminLog(limit: limit)
     }
 
     /// Appends what an operator did to the admin log.
