@@ -195,6 +195,24 @@ import Testing
         #expect(try await first.server.adminLog(limit: 1).count == 1)
     }
 
+    /// A backup copies every token digest and record a server holds, and a restore brings back what was
+    /// removed or revoked since: it was in no log (attack 83, info). Each copy written is logged with
+    /// its place and who made it, a path's unprintable characters escaped so it stays one line.
+    @Test("A backup is in the admin log, by whom and where, on one line")
+    func aBackupIsInTheAdminLog() async throws {
+        let first = try await TestServer.start(.sqlite)
+        defer { Task { await first.stop() } }
+        let path = first.directory.appendingPathComponent("copy\n2 forged\u{2028}entry.sqlite").path
+        try await first.server.backUp(to: path, by: "test operator")
+        let entry = try #require(try await first.server.adminLog(limit: 1).last)
+        #expect(entry.action == "back-up" && entry.actor == "test operator", "\(entry)")
+        #expect(entry.details.contains(first.directory.path) && entry.details.contains("\\u{2028}"), "\(entry.details)")
+        #expect(!entry.details.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x2028 }, "\(entry.details)")
+        // A copy refused (its file exists) writes nothing to the log.
+        await #expect(throws: ServerError.self) { try await first.server.backUp(to: path, by: "test operator") }
+        #expect(try await first.server.adminLog(limit: 1).last?.sequence == entry.sequence)
+    }
+
     /// The operator revokes one token by the name `tokens` lists (the first 12 hex digits of its
     /// digest), without its secret: it had to be typed on the command line (kept in the shell's history
     /// and seen by anyone's `ps`), which the operator seldom holds anyway (a crew member's lost phone).

@@ -328,7 +328,7 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let server = try target.server()
             do {
-                try await server.backUp(to: to)
+                try await server.backUp(to: to, by: AdminCommand.actor)
             } catch {
                 throw CommandFailure("\(error)")
             }

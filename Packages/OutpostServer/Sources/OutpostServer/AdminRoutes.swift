@@ -191,6 +191,20 @@ func adminTextProblem(_ text: String, isName: Bool) -> String? {
 /// C1 controls (U+0085 is a line break to many readers, U+009B starts a terminal sequence), the line and
 /// paragraph separators, and the direction embeddings, overrides and isolates. A project name holding
 /// U+2028 forged a whole entry to a reader that splits lines as Unicode does (attack 83).
+/// `text` with each character `unprintableInALog` written as `\u{…}`: an operator's own text that no
+/// rule refused (a file path), printed on one line of the log as it was given.
+func loggable(_ text: String) -> String {
+    var written = ""
+    for scalar in text.unicodeScalars {
+        if unprintableInALog(scalar) {
+            written += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        } else {
+            written.unicodeScalars.append(scalar)
+        }
+    }
+    return written
+}
+
 private func unprintableInALog(_ scalar: Unicode.Scalar) -> Bool {
     switch scalar.value {
     case 0x00..<0x20, 0x7f...0x9f, 0x2028, 0x2029, 0x202a...0x202e, 0x2066...0x2069: true

@@ -273,9 +273,12 @@ public struct SyncServer: Sendable {
     /// media folder, so every original the copy names is in the folder's copy. A PostgreSQL server is
     /// backed up with `pg_dump` (refused here, saying so). Restoring either is safe for devices: each
     /// notices the older history on its next request and rebuilds (`ServerErrorCode.historyChanged`).
-    public func backUp(to path: String) async throws(ServerError) {
+    /// The copy is logged once written, with `path` and `actor`: it holds every token digest, and a
+    /// restore brings back what was removed and revoked since.
+    public func backUp(to path: String, by actor: String = "operator") async throws(ServerError) {
         try await storage.prepare()
         try await storage.backUp(to: path)
+        try await log("back-up", by: actor, "copy written to \(loggable(path))")
     }
 
     /// Serves until cancelled (or, with `handlingSignals`, until SIGTERM/SIGINT), calling `onRunning`
