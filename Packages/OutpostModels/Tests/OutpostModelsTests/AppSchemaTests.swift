@@ -81,6 +81,8 @@ import Testing
                           access: EntityAccess(writers: ["owner"])) }, "job", nil),
         ("an entity named as the bundle format's own", { @Sendable (e: inout [EntityDescription]) in
             e.append(entity(EntityType(declaring: "file"), fields: [FieldDescription("siteID", .uuid)], parents: [ParentRelation("siteID", site)])) }, "file", nil),
+        ("more fields than the wire reads in a record", { @Sendable (e: inout [EntityDescription]) in
+            e[0] = entity(site, fields: (0...JSONReader.maximumFields).map { FieldDescription("f\($0)", .text) }) }, "site", nil),
         ("a field whose name needs escaping", { @Sendable (e: inout [EntityDescription]) in
             e[0] = entity(site, fields: [FieldDescription("R&D", .text)]) }, "site", "R&D"),
         ("an entity that reaches the scope by no parent", { @Sendable (e: inout [EntityDescription]) in
