@@ -18,9 +18,13 @@ import Foundation
 /// not outlive its consumer (a parser whose document is about to be closed).
 public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Sendable {
     private let depth: Int
+    private let weightLimit: Int
     // Everything below is guarded by `condition`.
     private let condition = NSCondition()
     private var waiting: [Element] = []
+    /// The weight of each element in `waiting`, and their sum.
+    private var weights: [Int] = []
+    private var waitingWeight = 0
     private var ended = false
     private var failure: Failure?
     private var stopped = false
@@ -29,10 +33,17 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     private var suspendedConsumer: CheckedContinuation<Void, Never>?
     private var suspendedProducer: CheckedContinuation<Void, Never>?
 
-    /// An empty pipeline letting at most `depth` (at least 1) elements be produced and not yet taken.
-    public init(depth: Int) {
+    /// An empty pipeline letting at most `depth` (at least 1) elements be produced and not yet taken,
+    /// and no more once the weights of those waiting (`hand(_:weight:)`) reach `weightLimit`: pull pages
+    /// wait ahead by their bytes too, for a page of a hostile server may be five times an honest one's.
+    /// One element may always wait, however heavy.
+    public init(depth: Int, weightLimit: Int = .max) {
         self.depth = max(depth, 1)
+        self.weightLimit = weightLimit
     }
+
+    /// Whether one more element may be produced; under the lock.
+    private var hasRoom: Bool { waiting.count + reserved < depth && waitingWeight < weightLimit }
 
     // MARK: - Producer
 
@@ -41,7 +52,7 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     public func roomBlocking() -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while !stopped && waiting.count + reserved >= depth {
+        while !stopped && !hasRoom {
             condition.wait()
         }
         guard !stopped else { return false }
@@ -54,14 +65,14 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
         while true {
             let answer: Bool? = locked {
                 if stopped { return false }
-                guard waiting.count + reserved < depth else { return nil }
+                guard hasRoom else { return nil }
                 reserved += 1
                 return true
             }
             if let answer { return answer }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = locked {
-                    if stopped || waiting.count + reserved < depth { return true }
+                    if stopped || hasRoom { return true }
                     suspendedProducer = continuation
                     return false
                 }
@@ -70,12 +81,14 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
         }
     }
 
-    /// Hands over an element produced in the room `room` gave; never waits.
-    public func hand(_ element: Element) {
+    /// Hands over an element produced in the room `room` gave, of `weight` (see `init`); never waits.
+    public func hand(_ element: Element, weight: Int = 0) {
         let consumer: CheckedContinuation<Void, Never>? = locked {
             reserved = max(reserved - 1, 0)
             guard !stopped else { return nil }
             waiting.append(element)
+            weights.append(weight)
+            waitingWeight += weight
             condition.broadcast()
             return takeSuspendedConsumer()
         }
@@ -134,6 +147,8 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
         let producer: CheckedContinuation<Void, Never>? = locked {
             stopped = true
             waiting.removeAll()
+            weights.removeAll()
+            waitingWeight = 0
             condition.broadcast()
             defer { suspendedProducer = nil }
             return suspendedProducer
@@ -170,6 +185,7 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     private func takeNext() -> Outcome {
         guard !waiting.isEmpty else { return .end(failure) }
         let element = waiting.removeFirst()
+        waitingWeight -= weights.removeFirst()
         condition.broadcast()
         if let producer = suspendedProducer {
             suspendedProducer = nil

@@ -136,6 +136,45 @@ import Testing
         }
     }
 
+    /// Elements of a weight (a pull page's bytes) wait ahead only until their weights reach the limit,
+    /// however deep the pipeline: endless 19 MiB pages held a device about 216 MB with two pages ahead
+    /// of the one applied and one arriving (attack 82). One element always goes, however heavy.
+    @Test func elementsWaitAheadOnlyUntilTheirWeightsReachTheLimit() async throws {
+        for onThread in [true, false] {
+            let pipeline = ReadAhead<Int, Failure>(depth: 10, weightLimit: 100)
+            let produced = Mutex(0)
+            let producer = { @Sendable (value: Int) in
+                produced.withLock { $0 += 1 }
+                pipeline.hand(value, weight: 60)
+            }
+            if onThread {
+                Thread {
+                    var value = 0
+                    while pipeline.roomBlocking() { producer(value); value += 1 }
+                    pipeline.end()
+                }.start()
+            } else {
+                Task {
+                    var value = 0
+                    while await pipeline.room() { producer(value); value += 1 }
+                    pipeline.end()
+                }
+            }
+            // However slow the host: wait for the count to reach what it must, then for it to stay.
+            func settles(at count: Int) async throws -> Int {
+                for _ in 0..<6_000 where produced.withLock({ $0 }) < count { try await Task.sleep(for: .milliseconds(20)) }
+                try await Task.sleep(for: .milliseconds(200))
+                return produced.withLock { $0 }
+            }
+            #expect(try await settles(at: 2) == 2, "60 waiting leaves room; 120 does not")
+            #expect(try await pipeline.next() == 0)
+            #expect(try await settles(at: 3) == 3, "one taken makes room for one")
+            #expect(try await pipeline.next() == 1)
+            #expect(try await pipeline.next() == 2)
+            pipeline.stop()
+        }
+    }
+
     @Test func aCancelledConsumerWaitingForAnElementEndsWithNil() async {
         let pipeline = ReadAhead<Int, Failure>(depth: 1)
         let waiter = Task { try await pipeline.next() }

@@ -35,7 +35,7 @@ struct PullPrefetch: Sendable {
         from cursor: String?, limit: Int, depth: Int, projects: [UUID]? = nil, checkpoint: String? = nil,
         bundlePositions: [String] = [], ownSequences: [String] = [], rereadProjects: [UUID] = [], transport: any SyncTransport
     ) {
-        let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth)
+        let pipeline = ReadAhead<FetchedPage, TransportError>(depth: depth, weightLimit: Self.maximumBytesAhead)
         self.pipeline = pipeline
         fetcher = Task {
             var cursor = cursor
@@ -56,7 +56,7 @@ struct PullPrefetch: Sendable {
                     reread = []
                     try Self.checkProgress(
                         of: page.response, after: cursor, readingAgain: !page.sentRereadProjects.isEmpty, emptyPagesBefore: &emptyPages)
-                    pipeline.hand(page)
+                    pipeline.hand(page, weight: Self.weight(of: page.response))
                     guard page.response.hasMore else { break }
                     cursor = page.response.nextCursor
                 }
@@ -129,6 +129,31 @@ struct PullPrefetch: Sendable {
                 .invalidResponse, request: "POST /pull",
                 message: "the server sent \(maximumEmptyPages) pages in a row with no change that each said more follow")
         }
+    }
+
+    /// The bytes of pages that may wait ahead before no more is fetched: two of the reference server's
+    /// (it ends a page at 4 MiB of records), one of a server's that fills the 20 MiB an answer may take.
+    /// Counted by pages alone, endless 19 MiB pages held a device about 216 MB: two waiting, one being
+    /// applied and one arriving (attack 82).
+    static let maximumBytesAhead = 8 << 20
+
+    /// About the bytes of `page`'s records as they arrived: their texts, blobs and field names, and
+    /// 16 for each other value. It reads no more than the page's fields, each once.
+    static func weight(of page: PullResponse) -> Int {
+        var bytes = 0
+        for record in page.changes {
+            bytes += 64
+            for (name, value) in record.fields {
+                bytes += name.utf8.count + 16
+                switch value {
+                case .text(let text): bytes += text.utf8.count
+                case .blob(let data): bytes += data.count
+                default: break
+                }
+            }
+            bytes += record.clocks.count * 48
+        }
+        return bytes + page.ownRecords.count * 64 + page.nextCursor.utf8.count
     }
 
     /// Stops fetching; a page in flight is cancelled and any fetched page is dropped.
