@@ -252,6 +252,31 @@ import Testing
         }
     }
 
+    /// A page holds at most `PullResponse.maximumFieldsPerPage` fields and clocks together, and is refused
+    /// at the record that passes it: a thousand records of 990 null fields and one shared clock each, 12 MB
+    /// of JSON within every other bound, decoded to about 200 MB on a device (attack 84, F1).
+    @Test func aPageOfMoreFieldsThanThePageBoundIsRefused() throws {
+        let clock = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(7))
+        let names = (0..<500).map { "f\($0)" }
+        let record = ServerRecord(
+            sequence: 1, entity: .issue, recordID: UUID(), version: 1,
+            fields: Dictionary(uniqueKeysWithValues: names.map { ($0, FieldValue.null) }),
+            clocks: Dictionary(uniqueKeysWithValues: names.map { ($0, clock) }),
+            createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0))
+        let fit = PullResponse.maximumFieldsPerPage / 1_000  // records of 500 fields and 500 clocks
+        for (count, reads) in [(fit, true), (fit + 1, false), (fit + 100, false)] {
+            let page = PullResponse(changes: Array(repeating: record, count: count), nextCursor: "c", hasMore: true)
+            let bytes = [UInt8](try WireCoding.encoder().encode(page))
+            if reads {
+                #expect(try PullResponse(wire: bytes, atMost: 1_000).changes.count == count)
+            } else {
+                let error = try #require(throws: JSONReaderError.self) { try PullResponse(wire: bytes, atMost: 1_000) }
+                #expect(error.message.contains("\(PullResponse.maximumFieldsPerPage) fields and clocks"), "\(error)")
+                #expect(error.offset < bytes.count * (fit + 2) / count, "refused at the record that passes it: \(error)")
+            }
+        }
+    }
+
     /// A page whose records carry one shared `clock`, and in `clocks` only the fields with another,
     /// reads as the same page, by both readers.
     @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
