@@ -197,10 +197,17 @@ import Testing
         #expect(badMember.status == 400, "\(badMember)")
         // A name of white space alone, which the API document's `AdminName` excludes (schemathesis sent " "
         // and met a 400 the document did not allow): refused by the admin API itself, saying so.
-        for body in [#"{"name": " "}"#, #"{"name": "\u00a0\u3000", "role": "crew"}"#] {
+        // So is a name of invisible characters alone, each listed as nothing (attack 84, F3), and one
+        // holding a direction mark.
+        for body in [
+            #"{"name": " "}"#, #"{"name": "\u00a0\u3000", "role": "crew"}"#, #"{"name": "\u200d", "role": "crew"}"#,
+            #"{"name": "\u3164\u2800\u200b", "role": "crew"}"#, #"{"name": "\ufeff\u00ad"}"#,
+        ] {
             let answer = try await call("PUT", "\(members)/\(UUID())", body)
             #expect(answer.status == 400 && answer.text.contains("more than white space"), "\(body): \(answer)")
         }
+        let marked = try await call("PUT", "\(members)/\(UUID())", #"{"name": "Dana\u200f Ray", "role": "crew"}"#)
+        #expect(marked.status == 400 && marked.text.contains("direction"), "\(marked)")
         await #expect(throws: ServerError.self, "the commands' path refuses it too") {
             try await server.server.addMember(.init(userID: UUID(), name: "Eve", email: "e\u{7}", role: "crew", projects: [TestServer.projectA]))
         }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GRDB
 import NIOCore
 import NIOHTTP1
 import OutpostFieldServiceTesting
@@ -84,6 +85,21 @@ struct ServerCommandTests {
         // The operator reads back what is true: her membership and role, her tokens with their last use.
         let members = try await Outpost.run(["admin", "members", "--db", database, "--project", project])
         #expect(members.status == 0 && members.output.contains(user) && members.output.contains("crew") && members.output.contains("Alice"), "\(members.output)\(members.errorOutput)")
+        // A member record's name is synced text, which any owner's device may write with a line break and
+        // a direction override: printed raw, it forged a row of the listing (attack 84, F2). Every table
+        // the command prints shows such characters escaped, each row on its one line.
+        let forged = "Alice  crew\nc0ffee00-0000-4000-8000-000000000000  owner  Mallory\u{202E}"
+        let queue = try DatabaseQueue(path: database)
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE records SET fields = json_set(fields, '$.name.text', ?) WHERE entity = 'member' AND fields LIKE '%Alice%'",
+                arguments: [forged])
+            #expect(db.changesCount == 1)
+        }
+        try queue.close()
+        let listing = try await Outpost.run(["admin", "members", "--db", database, "--project", project])
+        #expect(listing.status == 0 && listing.output.split(separator: "\n").count == 3, "\(listing.output)")
+        #expect(listing.output.contains(#"\u{A}c0ffee00"#) && listing.output.contains(#"Mallory\u{202E}"#), "\(listing.output)")
         let tokens = try await Outpost.run(["admin", "tokens", "--db", database, "--user", user])
         let tokenRows = tokens.output.split(separator: "\n").filter { $0.hasPrefix(user) }
         #expect(tokens.status == 0 && tokenRows.count == 2, "\(tokens.output)\(tokens.errorOutput)")

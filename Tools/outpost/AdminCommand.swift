@@ -226,7 +226,8 @@ struct AdminCommand: AsyncParsableCommand {
                 throw CommandFailure("\(error)")
             }
             for entry in entries {
-                print("\(entry.sequence)  \(Timestamp.string(from: entry.at))  \(entry.actor)  \(entry.action)  \(entry.details)")
+                let text = [entry.actor, entry.action, entry.details].map(OneLineText.escaping)
+                print("\(entry.sequence)  \(Timestamp.string(from: entry.at))  \(text.joined(separator: "  "))")
             }
         }
     }

@@ -1,9 +1,14 @@
+import OutpostSchema
+
 /// Left-aligned columns for terminal output, padded by the widest cell of each column.
 struct TextTable {
     let headers: [String]
     let rows: [[String]]
 
     var rendered: String {
+        // Cells hold text no rule checked (a member's name, synced from any owner's device): each stays
+        // on its line and in its order (`OneLineText`).
+        let rows = rows.map { $0.map(OneLineText.escaping) }
         let widths = headers.indices.map { column in
             ([headers] + rows).map { $0[column].count }.max() ?? 0
         }

@@ -180,35 +180,24 @@ private func checkedText(_ text: String?, _ field: String, isName: Bool = false)
 /// nil: the one rule for the admin API and a seed, which set up the same records.
 func adminTextProblem(_ text: String, isName: Bool) -> String? {
     let scalars = text.unicodeScalars
-    guard (1...200).contains(scalars.count), !scalars.contains(where: unprintableInALog) else {
-        return "is 1 to 200 characters, none of them control characters, line or paragraph separators or direction overrides"
+    guard (1...200).contains(scalars.count), !scalars.contains(where: OneLineText.isUnprintable) else {
+        return "is 1 to 200 characters, none of them control characters, line or paragraph separators, direction marks or overrides"
     }
-    if isName, text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { return "must be more than white space" }
+    if isName, !scalars.contains(where: isVisible) { return "must be more than white space and invisible characters" }
     return nil
 }
 
-/// A character that makes a text print as more than its one line of `admin log`, or backwards: C0 and
-/// C1 controls (U+0085 is a line break to many readers, U+009B starts a terminal sequence), the line and
-/// paragraph separators, and the direction embeddings, overrides and isolates. A project name holding
-/// U+2028 forged a whole entry to a reader that splits lines as Unicode does (attack 83).
-/// `text` with each character `unprintableInALog` written as `\u{…}`: an operator's own text that no
-/// rule refused (a file path), printed on one line of the log as it was given.
-func loggable(_ text: String) -> String {
-    var written = ""
-    for scalar in text.unicodeScalars {
-        if unprintableInALog(scalar) {
-            written += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-        } else {
-            written.unicodeScalars.append(scalar)
-        }
-    }
-    return written
-}
-
-private func unprintableInALog(_ scalar: Unicode.Scalar) -> Bool {
+/// Whether `scalar` shows as something: not white space, not one of the format characters of the Basic
+/// Multilingual Plane (a zero-width joiner, a direction mark, a soft hyphen), not a filler that draws
+/// blank (the Hangul fillers, the Braille blank). Names of U+200D or U+3164 alone were taken, each
+/// listed as nothing (attack 84, F3). The API document's `AdminName` names the same characters.
+private func isVisible(_ scalar: Unicode.Scalar) -> Bool {
+    guard !scalar.properties.isWhitespace else { return false }
     switch scalar.value {
-    case 0x00..<0x20, 0x7f...0x9f, 0x2028, 0x2029, 0x202a...0x202e, 0x2066...0x2069: true
-    default: false
+    case 0x00ad, 0x0600...0x0605, 0x061c, 0x06dd, 0x070f, 0x0890, 0x0891, 0x08e2, 0x180e, 0x200b...0x200f, 0x202a...0x202e,
+        0x2060...0x2064, 0x2066...0x206f, 0xfeff, 0xfff9...0xfffb, 0x115f, 0x1160, 0x3164, 0xffa0, 0x2800:
+        return false
+    default: return true
     }
 }
 

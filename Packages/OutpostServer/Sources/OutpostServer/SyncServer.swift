@@ -278,7 +278,7 @@ public struct SyncServer: Sendable {
     public func backUp(to path: String, by actor: String = "operator") async throws(ServerError) {
         try await storage.prepare()
         try await storage.backUp(to: path)
-        try await log("back-up", by: actor, "copy written to \(loggable(path))")
+        try await log("back-up", by: actor, "copy written to \(OneLineText.escaping(path))")
     }
 
     /// Serves until cancelled (or, with `handlingSignals`, until SIGTERM/SIGINT), calling `onRunning`

@@ -1,0 +1,31 @@
+/// Text shown on one line of a terminal or a log, in the order it was written: the one rule for what
+/// an admin text may hold (the server refuses these characters in names) and for how a listing prints
+/// text it did not check (a member's name, synced from any owner's device, is printed escaped).
+public enum OneLineText {
+    /// Whether `scalar` makes a text print as more than its one line, or backwards: C0 and C1 controls
+    /// (U+0085 is a line break to many readers, U+009B starts a terminal sequence), the line and
+    /// paragraph separators, and the direction marks, embeddings, overrides and isolates. A project
+    /// name holding U+2028 forged a whole admin log entry to a reader that splits lines as Unicode does
+    /// (attack 83); a member's name holding a line break and U+202E forged a row of `admin members`
+    /// (attack 84).
+    public static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00..<0x20, 0x7f...0x9f, 0x061c, 0x200e, 0x200f, 0x2028, 0x2029, 0x202a...0x202e, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// `text` with each unprintable character (`isUnprintable`) written as `\u{…}`.
+    public static func escaping(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isUnprintable) else { return text }
+        var written = ""
+        for scalar in text.unicodeScalars {
+            if isUnprintable(scalar) {
+                written += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            } else {
+                written.unicodeScalars.append(scalar)
+            }
+        }
+        return written
+    }
+}
