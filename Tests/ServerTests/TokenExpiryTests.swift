@@ -312,7 +312,10 @@ import Testing
         await #expect(throws: ServerError.self) { try await server.createProject(.init(id: unnamed, name: ""), by: "test operator") }
         #expect(try await server.createProject(.init(id: unnamed, name: "Named now"), by: "test operator"))
         let log = try await server.adminLog(limit: 10).filter { $0.action == "create-project" }
-        #expect(log.map(\.details).filter { $0.contains(project.uuidString.lowercased()) }.count == 2)
+        let entries = log.map(\.details).filter { $0.contains(project.uuidString.lowercased()) }
+        #expect(entries.count == 2)
+        // The refused creation's name is named as asked, never as the project's (attack 84).
+        #expect(entries.last?.hasSuffix("exists, unchanged (asked as Renamed)") == true && entries.last?.contains("(Renamed):") == false, "\(entries)")
     }
 }
 

@@ -114,7 +114,11 @@ extension SyncServer {
         return try await storage.load(addition, now: Timestamp.now()) { created in
             [AdminLogLine(
                 actor: actor, action: "create-project",
-                details: "project \(project.id.storageText) (\(project.name)): \(created ? "created" : "exists, unchanged")")]
+                // A refused creation names the name it was asked with as such: as "(name)" it read as the
+                // existing project's (attack 84).
+                details: created
+                    ? "project \(project.id.storageText) (\(project.name)): created"
+                    : "project \(project.id.storageText): exists, unchanged (asked as \(project.name))")]
         }
     }
 
