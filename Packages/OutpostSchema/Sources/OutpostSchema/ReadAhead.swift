@@ -21,10 +21,8 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     private let weightLimit: Int
     // Everything below is guarded by `condition`.
     private let condition = NSCondition()
-    private var waiting: [Element] = []
-    /// The weight of each element in `waiting`, and their sum.
-    private var weights: [Int] = []
-    private var waitingWeight = 0
+    /// What was handed and not yet taken, each with its weight (`hand(_:weight:)`).
+    private var waiting: [(element: Element, weight: Int)] = []
     private var ended = false
     private var failure: Failure?
     private var stopped = false
@@ -43,7 +41,10 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     }
 
     /// Whether one more element may be produced; under the lock.
-    private var hasRoom: Bool { waiting.count + reserved < depth && waitingWeight < weightLimit }
+    private var hasRoom: Bool {
+        // Summed when asked: at most `depth` wait, a handful.
+        waiting.count + reserved < depth && waiting.reduce(0) { $0 + $1.weight } < weightLimit
+    }
 
     // MARK: - Producer
 
@@ -86,9 +87,7 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
         let consumer: CheckedContinuation<Void, Never>? = locked {
             reserved = max(reserved - 1, 0)
             guard !stopped else { return nil }
-            waiting.append(element)
-            weights.append(weight)
-            waitingWeight += weight
+            waiting.append((element, weight))
             condition.broadcast()
             return takeSuspendedConsumer()
         }
@@ -147,8 +146,6 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
         let producer: CheckedContinuation<Void, Never>? = locked {
             stopped = true
             waiting.removeAll()
-            weights.removeAll()
-            waitingWeight = 0
             condition.broadcast()
             defer { suspendedProducer = nil }
             return suspendedProducer
@@ -184,8 +181,7 @@ public final class ReadAhead<Element: Sendable, Failure: Error>: @unchecked Send
     /// Takes the first waiting element (freeing its room) or reports the end; under the lock.
     private func takeNext() -> Outcome {
         guard !waiting.isEmpty else { return .end(failure) }
-        let element = waiting.removeFirst()
-        waitingWeight -= weights.removeFirst()
+        let element = waiting.removeFirst().element
         condition.broadcast()
         if let producer = suspendedProducer {
             suspendedProducer = nil
