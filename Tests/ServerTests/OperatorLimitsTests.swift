@@ -55,6 +55,35 @@ struct OperatorLimitsTests {
         #expect(try await alice.pull(PullRequest(cursor: nil, limit: 10)).changes.isEmpty == false, "pulls still answer")
     }
 
+    /// Attack 84, F4: pushes of 500 creates with 1,000 unknown fields each (6 MB inflated, 77 KB of gzip),
+    /// eight at once, held a server about 650 MB: each was decoded whole before any bound was checked. A
+    /// push is refused while it is read, 413 `batch_too_large` with nothing applied, at the mutation past
+    /// the server's batch size or the one that passes `PushRequest.maximumFieldsPerBatch` fields and clocks.
+    @Test("A push past the batch size or the fields a batch holds is refused while it is read, 413, nothing applied")
+    func pushesAreBoundedWhileRead() async throws {
+        let server = try await TestServer.start(.sqlite) { $0.maximumBatchSize = 200 }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        var wide = Sample.issueFields(project: TestServer.projectA)
+        for index in 0..<490 { wide["unknown\(index)"] = .null }
+        let mutations = (0..<120).map { _ in Sample.create(.issue, fields: wide) }
+        #expect(PushRequest(mutations: mutations).fieldsAndClocks > PushRequest.maximumFieldsPerBatch)
+        let refused = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: mutations)) }
+        #expect(refused?.status == 413)
+        #expect(refused?.serverCode == .batchTooLarge, "\(String(describing: refused))")
+        #expect(refused?.message.contains("\(PushRequest.maximumFieldsPerBatch) fields and clocks") == true, "\(String(describing: refused))")
+        let many = (0..<201).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
+        let past = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: many)) }
+        #expect(past?.status == 413)
+        #expect(past?.serverCode == .batchTooLarge, "\(String(describing: past))")
+        let sent = Set((mutations + many).map(\.recordID))
+        let pulled = try await alice.pull(PullRequest(cursor: nil, limit: 1_000)).changes
+        #expect(!pulled.contains { sent.contains($0.recordID) }, "nothing of either push was applied")
+        // What fits still goes: the device sends fewer at once.
+        let fewer = try await alice.push(PushRequest(mutations: Array(many.prefix(200))))
+        #expect(fewer.results.allSatisfy { $0.outcome.appliedVersion == 1 })
+    }
+
     /// A conflict answers with the whole record as the server holds it, and was stored for good with its
     /// idempotency key: 40 stale edits of one 1 MB issue, 1.4 KB of gzip, made a 40 MB answer, 216 MB
     /// more server memory and 45 MB of disk, and at the documented limits one request asked for 4 GB

@@ -249,19 +249,6 @@ extension Request {
         }
     }
 
-    /// The body read by `read` (a `JSONReader` form such as `PushRequest(json:)`); 400 with the line,
-    /// column and reason otherwise.
-    mutating func read<T>(_ type: T.Type, limit: Int, _ read: (Data) throws(JSONReaderError) -> T)
-        async throws(ServerError) -> T
-    {
-        let data = try await data(limit: limit)
-        do {
-            return try read(data)
-        } catch {
-            throw ServerError.badRequest("the body is not a valid \(T.self): \(error)", underlying: error)
-        }
-    }
-
     /// The body decoded as the wire's JSON; 400 with the decoder's reason otherwise.
     mutating func decode<T: Decodable>(_ type: T.Type, limit: Int) async throws(ServerError) -> T {
         let data = try await data(limit: limit)

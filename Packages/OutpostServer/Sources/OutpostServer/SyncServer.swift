@@ -380,9 +380,7 @@ public struct SyncServer: Sendable {
         router.post("push") { request, _ -> Response in
             let caller = try await server.authenticate(request)
             var request = request
-            let push = try await request.read(PushRequest.self, limit: server.configuration.maximumBodyBytes) {
-                (data: Data) throws(JSONReaderError) in try PushRequest(json: data)
-            }
+            let push = try server.readPush(try await request.data(limit: server.configuration.maximumBodyBytes))
             return jsonResponse(bytes: try PushResponseJSON.encode(try await server.push(push, by: caller)), for: request)
         }
 
@@ -588,6 +586,20 @@ public struct SyncServer: Sendable {
             // No figures: how much disk the operator's machine has is not a member's business (round 67 F3).
             "the server is short of disk space: pushes wait until an operator frees space; pulls still answer",
             retryAfterSeconds: 300)
+    }
+
+    /// A push's body as `/push` reads it, refused at the mutation past the batch size or past the fields a
+    /// batch holds (`PushRequest(wire:atMost:)`): 413 `batch_too_large`, so the device sends fewer at once;
+    /// 400 with the line, column and reason for anything malformed.
+    package func readPush(_ data: Data) throws(ServerError) -> PushRequest {
+        do {
+            return try PushRequest(wire: data, atMost: configuration.maximumBatchSize)
+        } catch {
+            if error.underlying is PushRequest.Overflow {
+                throw ServerError(status: 413, .batchTooLarge, "\(error.message); send fewer mutations at once", underlying: error)
+            }
+            throw ServerError.badRequest("the body is not a valid PushRequest: \(error)", underlying: error)
+        }
     }
 
     /// `/push`: one result per mutation, in order (413 for a batch over the limit), and where the

@@ -124,12 +124,7 @@ public actor InProcessServer: SyncTransport {
         }
         counts.bytesSent += Int64(body.count)
         let answer = try await serve(.push, name) { caller throws(ServerError) in
-            let decoded: PushRequest
-            do {
-                decoded = try PushRequest(json: body)
-            } catch {
-                throw ServerError.badRequest("unreadable push: \(error)", underlying: error)
-            }
+            let decoded = try server.readPush(body)
             // The answer's bytes as the route writes them.
             return Data(try PushResponseJSON.encode(try await server.push(decoded, by: caller)))
         }

@@ -18,6 +18,8 @@ public actor SyncEngine {
     private let elapsed: @Sendable () -> Duration
     private var random: AnyRandomNumberGenerator
     private let batchSize: Int
+    /// The most fields and clocks one push holds: the server refuses more (413) while reading it.
+    private let fieldsPerBatch: Int
     private let pullLimit: Int
     private let pullDepth: Int
     private let monitor: ConnectivityMonitor?
@@ -58,6 +60,23 @@ public actor SyncEngine {
         pullLimit: Int = SyncEngine.defaultPullLimit, pullDepth: Int = SyncEngine.defaultPullDepth,
         monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024, projects: Set<UUID>? = nil
     ) {
+        self.init(
+            store: store, transport: transport, policy: policy, retryPolicy: retryPolicy, clock: clock, random: random,
+            batchSize: batchSize, pullLimit: pullLimit, pullDepth: pullDepth, monitor: monitor, mediaChunkSize: mediaChunkSize,
+            projects: projects, fieldsPerBatch: PushRequest.maximumFieldsPerBatch)
+    }
+
+    /// The engine with pushes of at most `fieldsPerBatch` fields and clocks: tests of the sizing use
+    /// records of a few fields and a small bound.
+    init<RunClock: Clock<Duration>>(
+        store: any Replica, transport: any SyncTransport, policy: ConflictPolicy = ConflictPolicy(),
+        retryPolicy: RetryPolicy = RetryPolicy(), clock: RunClock = ContinuousClock(),
+        random: any RandomNumberGenerator & Sendable, batchSize: Int = 500,
+        pullLimit: Int = SyncEngine.defaultPullLimit, pullDepth: Int = SyncEngine.defaultPullDepth,
+        monitor: ConnectivityMonitor? = nil, mediaChunkSize: Int = 256 * 1024, projects: Set<UUID>? = nil,
+        fieldsPerBatch: Int
+    ) {
+        self.fieldsPerBatch = fieldsPerBatch
         self.projects = projects
         self.monitor = monitor
         self.mediaChunkSize = max(mediaChunkSize, 1)
@@ -467,6 +486,15 @@ public actor SyncEngine {
                 report.failed += batch.failedAsUnreadable
                 guard !batch.isEmpty else { report.pushCompleted = true; break }
                 claimed = batch.mutations
+                // Records of hundreds of fields fill a push with far fewer than `batchSize`: sent whole, it
+                // would be refused (413) and halved until it fits, a refused upload each time.
+                let entries = batch.request.fieldsAndClocks
+                if entries > fieldsPerBatch, batch.mutations.count > 1 {
+                    try store.putBack(batch.mutations)
+                    claimed = []
+                    limit = max(1, batch.mutations.count * fieldsPerBatch / entries)
+                    continue
+                }
                 let response: PushResponse
                 do {
                     response = try await transport.push(batch.request)

@@ -38,6 +38,26 @@ import Testing
         for issue in saved { #expect(try await server.record(issue.id) != nil) }
     }
 
+    /// A server refuses a push of more fields and clocks than `PushRequest.maximumFieldsPerBatch` (413,
+    /// attack 84 F4); an app whose records declare hundreds of fields fills that with far fewer than 500.
+    /// The engine sends such a batch as fewer mutations at once, sized to the bound, with no refusal met.
+    @Test func aBatchOfWideRecordsIsSizedToTheFieldsAPushHolds() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let saved = try await issues(12, on: device.store, server: server)
+        let probe = try device.store.nextBatch(limit: 1, now: now)
+        let perIssue = probe.request.fieldsAndClocks
+        try device.store.putBack(probe.mutations)
+        // Room for three issues' fields and clocks, not four.
+        let engine = SyncEngine(
+            store: device.store, transport: server, random: SeededGenerator(seed: 14), fieldsPerBatch: perIssue * 4 - 1)
+        let report = try await engine.sync(now: { self.now })
+        #expect(report.pushed == 12 && report.failed == 0 && report.isComplete)
+        let requests = await server.requests
+        #expect(requests.filter { $0 == .push }.count == 4, "\(requests)")
+        for issue in saved { #expect(try await server.record(issue.id) != nil) }
+    }
+
     @Test func aWholeRequestRefusedForOneMutationAloneFailsOnlyIt() async throws {
         let device = try Device()
         let server = try await InProcessServer()

@@ -45,7 +45,42 @@ extension PushRequest: WireReadable {
         try self.init(wire: data)
     }
 
+    /// A batch for a server that takes at most `limit` mutations, refused at the first mutation past
+    /// `limit`, or at the one that passes `maximumFieldsPerBatch`, as it is read: the error's `underlying`
+    /// is the `Overflow`. Read whole first, 500 creates of 1,000 unknown fields (6 MB) took a server about
+    /// 80 MB each before its count was checked (attack 84, F4).
+    public init(wire data: Data, atMost limit: Int) throws(JSONReaderError) {
+        var reader = JSONReader(bytes: [UInt8](data))
+        try self.init(reading: &reader, atMost: limit)
+        try reader.expectEnd()
+    }
+
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        try self.init(reading: &reader, atMost: .max)
+    }
+
+    /// The most fields and clocks a push's mutations hold together (a shared clock counts once for each
+    /// field it stamps, as it is held once read): half a pull page's (`PullResponse.maximumFieldsPerPage`),
+    /// as a batch is at most 500 mutations and a page 1,000 records. A batch of 500 issues holds about
+    /// 10,000; an app whose records declare the most fields there are (1,000) sends about 50 at once
+    /// (`SyncEngine` sizes its batches so).
+    public static let maximumFieldsPerBatch = 100_000
+
+    /// The bound a push passed while it was read: kept as the refusal's `underlying` value, so that a
+    /// server answers it as a batch too large (413) rather than as malformed JSON (400).
+    public enum Overflow: Error, Sendable, Hashable {
+        /// More mutations than the reader was told the server takes.
+        case mutations(Int)
+        /// More fields and clocks together than `maximumFieldsPerBatch`.
+        case fieldsAndClocks(Int)
+    }
+
+    /// The fields and clocks a batch holds together, as `maximumFieldsPerBatch` counts them.
+    public var fieldsAndClocks: Int {
+        mutations.reduce(0) { $0 + $1.fields.count + $1.clocks.count }
+    }
+
+    private init(reading reader: inout JSONReader, atMost limit: Int) throws(JSONReaderError) {
         var mutations: [PushMutation]?
         var checkpoint: String?
         var seen: UInt64 = 0
@@ -54,7 +89,25 @@ extension PushRequest: WireReadable {
             switch key {
             case "mutations":
                 try reader.firstOccurrence(of: 0, key, in: &seen)
-                mutations = try [PushMutation](reading: &reader)
+                var read: [PushMutation] = []
+                var entries = 0
+                try reader.beginArray()
+                while try reader.nextElement() {
+                    guard read.count < limit else {
+                        var refused = reader.error("the push holds more than the \(limit) mutations this server takes")
+                        refused.underlying = Overflow.mutations(limit)
+                        throw refused
+                    }
+                    let mutation = try PushMutation(reading: &reader)
+                    entries += mutation.fields.count + mutation.clocks.count
+                    guard entries <= Self.maximumFieldsPerBatch else {
+                        var refused = reader.error("the push holds more than \(Self.maximumFieldsPerBatch) fields and clocks")
+                        refused.underlying = Overflow.fieldsAndClocks(Self.maximumFieldsPerBatch)
+                        throw refused
+                    }
+                    read.append(mutation)
+                }
+                mutations = read
             case "checkpoint":
                 try reader.firstOccurrence(of: 1, key, in: &seen)
                 checkpoint = try reader.takeNull() ? nil : reader.string()

@@ -277,6 +277,54 @@ import Testing
         }
     }
 
+    /// A push read for a server that takes `limit` mutations stops at the first one past it, and at the
+    /// mutation that passes `PushRequest.maximumFieldsPerBatch` fields and clocks together: 500 creates of
+    /// 1,000 unknown fields each, 6 MB inflated, were decoded whole before any bound was checked, and eight
+    /// such pushes at once held a server about 650 MB (attack 84, F4). The refusal's cause says which
+    /// bound, so a server answers 413 (the device then sends fewer at once), not 400.
+    @Test func aPushPastItsBoundsIsRefusedWhereThePastMutationStarts() throws {
+        let clock = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(7))
+        func mutation(fields count: Int) -> PushMutation {
+            let names = (0..<count).map { "f\($0)" }
+            return PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .create, recordID: UUID(), baseVersion: 0,
+                fields: Dictionary(uniqueKeysWithValues: names.map { ($0, FieldValue.null) }),
+                clocks: Dictionary(uniqueKeysWithValues: names.map { ($0, clock) }), createdAt: nil)
+        }
+        // By count: what the server takes reads, one more is refused where it starts.
+        let small = mutation(fields: 2)
+        for count in [10, 11, 40] {
+            let data = try PushRequest(mutations: Array(repeating: small, count: count)).json()
+            #expect(try PushRequest(json: data).mutations.count == count, "without a limit, any count reads")
+            if count <= 10 {
+                #expect(try PushRequest(wire: data, atMost: 10).mutations.count == count)
+            } else {
+                let error = try #require(throws: JSONReaderError.self) { try PushRequest(wire: data, atMost: 10) }
+                #expect(error.message.contains("more than the 10 mutations"), "\(error)")
+                #expect(error.underlying as? PushRequest.Overflow == .mutations(10), "\(error)")
+                #expect(error.offset < data.count * 11 / count + 100, "refused where the 11th starts: \(error)")
+            }
+        }
+        // By fields and clocks: mutations of 500 fields and 500 clocks each.
+        let wide = mutation(fields: 500)
+        let fit = PushRequest.maximumFieldsPerBatch / 1_000
+        for (count, reads) in [(fit, true), (fit + 1, false), (fit + 60, false)] {
+            let data = try PushRequest(mutations: Array(repeating: wide, count: count)).json()
+            for shared in [false, true] {
+                let bytes = shared ? try PushRequest(mutations: Array(repeating: wide, count: count)).json(sharingClocks: true) : data
+                if reads {
+                    #expect(try PushRequest(wire: bytes, atMost: 500).mutations.count == count)
+                } else {
+                    let error = try #require(throws: JSONReaderError.self) { try PushRequest(wire: bytes, atMost: 500) }
+                    #expect(error.message.contains("\(PushRequest.maximumFieldsPerBatch) fields and clocks"), "\(error)")
+                    #expect(error.underlying as? PushRequest.Overflow == .fieldsAndClocks(PushRequest.maximumFieldsPerBatch))
+                    #expect(error.offset < bytes.count * (fit + 2) / count, "refused at the mutation that passes it: \(error)")
+                    #expect(throws: JSONReaderError.self, "the bound holds without a count limit too") { try PushRequest(json: bytes) }
+                }
+            }
+        }
+    }
+
     /// A page whose records carry one shared `clock`, and in `clocks` only the fields with another,
     /// reads as the same page, by both readers.
     @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
