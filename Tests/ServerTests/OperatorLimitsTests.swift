@@ -84,6 +84,32 @@ struct OperatorLimitsTests {
         #expect(fewer.results.allSatisfy { $0.outcome.appliedVersion == 1 })
     }
 
+    /// A device refuses a push answer whose conflicts' records hold more than
+    /// `PushResponse.maximumFieldsPerAnswer` fields and clocks (a hostile server's could fill its memory),
+    /// so the reference server never sends one: such a push is refused whole, 413 `batch_too_large`, and
+    /// the device sends fewer at once. Records of a few fields reach it only past the default batch size.
+    @Test("A push whose conflicts would answer with more fields and clocks than a device reads is refused whole")
+    func conflictAnswersAreBoundedByFields() async throws {
+        let server = try await TestServer.start(.sqlite) { $0.maximumBatchSize = 12_000 }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        #expect(try await alice.push(PushRequest(mutations: [issue])).results.first?.outcome.appliedVersion == 1)
+        _ = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("v2")], clock: Sample.clock(5_000)),
+        ]))
+        let perConflict = 2 * Sample.issueFields(project: TestServer.projectA).count
+        let tooMany = PushResponse.maximumFieldsPerAnswer / perConflict + 1
+        let stale = (0..<tooMany).map { index in
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("stale \(index)")], clock: Sample.clock(1_000))
+        }
+        let refused = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: stale)) }
+        #expect(refused?.serverCode == .batchTooLarge, "\(String(describing: refused))")
+        #expect(refused?.message.contains("\(PushResponse.maximumFieldsPerAnswer) fields and clocks") == true)
+        let fewer = try await alice.push(PushRequest(mutations: Array(stale.prefix(tooMany / 2))))
+        #expect(fewer.results.allSatisfy { if case .conflict = $0.outcome { true } else { false } })
+    }
+
     /// A conflict answers with the whole record as the server holds it, and was stored for good with its
     /// idempotency key: 40 stale edits of one 1 MB issue, 1.4 KB of gzip, made a 40 MB answer, 216 MB
     /// more server memory and 45 MB of disk, and at the documented limits one request asked for 4 GB

@@ -53,13 +53,21 @@ struct PushRules: Sendable {
         var plan = PushPlan()
         plan.results.reserveCapacity(batch.mutations.count)
         let caller = batch.caller
-        var answerBytes = 0
-        func count(_ bytes: Int) throws(ServerError) {
+        var answerBytes = 0, answerFields = 0
+        func count(_ bytes: Int, of outcome: MutationOutcome) throws(ServerError) {
             answerBytes += bytes
             guard batch.mutations.count == 1 || answerBytes <= Self.maximumAnswerRecordBytes else {
                 throw ServerError(
                     status: 413, .batchTooLarge,
                     "the answer to this push would carry more than \(Self.maximumAnswerRecordBytes >> 20) MiB of records "
+                        + "(conflicts answer with the whole record): send fewer mutations at once")
+            }
+            // A device refuses an answer whose conflicts hold more (`PushResponse(wire:answering:)`).
+            if case .conflict(let record) = outcome.unwrapped { answerFields += record.fields.count + record.clocks.count }
+            guard batch.mutations.count == 1 || answerFields <= PushResponse.maximumFieldsPerAnswer else {
+                throw ServerError(
+                    status: 413, .batchTooLarge,
+                    "the answer to this push would carry more than \(PushResponse.maximumFieldsPerAnswer) fields and clocks "
                         + "(conflicts answer with the whole record): send fewer mutations at once")
             }
         }
@@ -68,8 +76,8 @@ struct PushRules: Sendable {
             if let stored = snapshot.applied[key] {
                 let outcome: MutationOutcome
                 if stored.userID == caller.userID {
-                    try count(stored.outcome.utf8.count)
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
+                    try count(stored.outcome.utf8.count, of: outcome)
                 } else {
                     // Someone else's key: never reveal its answer, and never apply it again.
                     outcome = .rejected(reason: ErrorBody(code: .forbidden, message: "this idempotency key belongs to another user"))
@@ -91,7 +99,7 @@ struct PushRules: Sendable {
                 // record for good (45 MB from two small requests, attack 46 finding 1), and any token, a
                 // viewer's or a stranger's, grew the disk with refusals (attack 44 finding 7; 13.7 MB
                 // from one 7 KB push of refusals echoing its input, attack 47 finding 1).
-                try count(try OutcomeJSON.encode(outcome).utf8.count)
+                try count(try OutcomeJSON.encode(outcome).utf8.count, of: outcome)
                 plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
                 continue
             }

@@ -153,7 +153,10 @@ public actor HTTPTransport: SyncTransport {
             answer = try await post(request, sharingClocks: false, name: name)
             if !answer.refusedAsUnreadable { sharedClockRefused = true }
         }
-        return try decode(answer, name: name)
+        // One result per mutation sent, refused at the first past them (`PushResponse(wire:answering:)`).
+        return try decode(answer, name: name) { bytes throws(JSONReaderError) in
+            try PushResponse(wire: bytes, answering: request.mutations.count)
+        }
     }
 
     private func post(_ request: PushRequest, sharingClocks: Bool, name: String) async throws(TransportError) -> Answer {

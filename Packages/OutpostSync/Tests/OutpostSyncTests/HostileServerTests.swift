@@ -1,5 +1,6 @@
 @testable import OutpostSync
 import Foundation
+import OutpostConflicts
 import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
@@ -165,6 +166,27 @@ import Testing
         let error = try await #require(throws: TransportError.self) { try await transport.pull(PullRequest(cursor: nil, limit: 10)) }
         #expect(error.code == .invalidResponse && error.description.contains("more than the 10 changes asked for"), "\(error)")
         #expect(try await transport.pull(PullRequest(cursor: nil, limit: 11)).changes.count == 11)
+    }
+
+    /// A server answers a push with one result per mutation. An answer of more is refused while it is
+    /// read (a hostile server's conflicts of 990 null fields each, within the answer's 20 MiB, would
+    /// hold a device as attack 84's pages did), and the answer of as many reads.
+    @Test func aPushAnswerOfMoreResultsThanMutationsIsRefused() async throws {
+        let results = (0..<3).map { _ in MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 1, serverID: nil)) }
+        let server = try await LocalHTTPServer(routes: ["POST /v1/push": .init(body: try Self.wire(PushResponse(results: results)))])
+        defer { server.stop() }
+        let transport = HTTPTransport(configuration: .init(baseURL: server.baseURL, schemaVersion: 5), token: "t1")
+        func batch(_ count: Int) -> PushRequest {
+            PushRequest(mutations: (0..<count).map { _ in
+                PushMutation(
+                    idempotencyKey: UUID(), entity: .issue, operation: .create, recordID: UUID(), baseVersion: 0,
+                    fields: ["title": .text("t")], clocks: ["title": HybridTimestamp(physicalMilliseconds: 1, counter: 0, node: NodeID(1))],
+                    createdAt: nil)
+            })
+        }
+        let error = try await #require(throws: TransportError.self) { try await transport.push(batch(2)) }
+        #expect(error.code == .invalidResponse && error.description.contains("more results than the 2 mutations sent"), "\(error)")
+        #expect(try await transport.push(batch(3)).results.count == 3)
     }
 
     /// Pages answered at once, each one record of `textBytes`, counting the requests.

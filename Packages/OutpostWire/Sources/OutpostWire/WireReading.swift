@@ -484,6 +484,25 @@ extension PushResponse: WireReadable {
     /// Reads a push's answer: a client's side of the batch. Through `JSONDecoder` it was a tenth of a
     /// push measured end to end (this package's README).
     public init(reading reader: inout JSONReader) throws(JSONReaderError) {
+        try self.init(reading: &reader, answering: .max)
+    }
+
+    /// The answer to a push of `count` mutations, refused while it is read at the first result past
+    /// `count` (a server answers each mutation once) or at the conflict whose record passes
+    /// `maximumFieldsPerAnswer`: a hostile server's answer of conflicts of 990 null fields each would
+    /// hold a device as attack 84's pages did.
+    public init(wire bytes: [UInt8], answering count: Int) throws(JSONReaderError) {
+        var reader = JSONReader(bytes: bytes)
+        try self.init(reading: &reader, answering: count)
+        try reader.expectEnd()
+    }
+
+    /// The most fields and clocks the records of an answer's conflicts hold together, as a pull page's
+    /// (`PullResponse.maximumFieldsPerPage`); the reference server refuses a push whose answer would
+    /// carry more (413 `batch_too_large`, the device sends fewer at once).
+    public static let maximumFieldsPerAnswer = PullResponse.maximumFieldsPerPage
+
+    private init(reading reader: inout JSONReader, answering count: Int) throws(JSONReaderError) {
         var results: [MutationResult]?
         var checkpoint: String?
         var seen: UInt64 = 0
@@ -492,7 +511,21 @@ extension PushResponse: WireReadable {
             switch key {
             case "results":
                 try reader.firstOccurrence(of: 0, key, in: &seen)
-                results = try [MutationResult](reading: &reader)
+                var read: [MutationResult] = []
+                var entries = 0
+                try reader.beginArray()
+                while try reader.nextElement() {
+                    guard read.count < count else { throw reader.error("the answer holds more results than the \(count) mutations sent") }
+                    let result = try MutationResult(reading: &reader)
+                    if case .conflict(let record) = result.outcome.unwrapped {
+                        entries += record.fields.count + record.clocks.count
+                        guard entries <= Self.maximumFieldsPerAnswer else {
+                            throw reader.error("the answer's conflicts hold more than \(Self.maximumFieldsPerAnswer) fields and clocks")
+                        }
+                    }
+                    read.append(result)
+                }
+                results = read
             case "checkpoint":
                 try reader.firstOccurrence(of: 1, key, in: &seen)
                 checkpoint = try reader.takeNull() ? nil : reader.string()

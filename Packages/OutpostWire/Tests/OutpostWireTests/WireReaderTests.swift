@@ -325,6 +325,42 @@ import Testing
         }
     }
 
+    /// The answer to a push of `count` mutations holds one result each: one more is refused where it
+    /// starts, and conflicts whose records pass `PushResponse.maximumFieldsPerAnswer` fields and clocks
+    /// at the record that passes it, as a page's are (attack 84 F1's records, sent as a push's answer).
+    @Test func anAnswerOfMoreResultsOrFieldsThanAPushCanHaveIsRefused() throws {
+        let applied = MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 1, serverID: nil))
+        for (results, reads) in [(10, true), (11, false), (40, false)] {
+            let bytes = [UInt8](try WireCoding.encoder().encode(PushResponse(results: Array(repeating: applied, count: results))))
+            #expect(try PushResponse(wire: bytes).results.count == results, "without a count, any number reads")
+            if reads {
+                #expect(try PushResponse(wire: bytes, answering: 10).results.count == results)
+            } else {
+                let error = try #require(throws: JSONReaderError.self) { try PushResponse(wire: bytes, answering: 10) }
+                #expect(error.message.contains("more results than the 10 mutations sent"), "\(error)")
+                #expect(error.offset < bytes.count * 11 / results + 100, "refused where the 11th starts: \(error)")
+            }
+        }
+        let clock = HybridTimestamp(physicalMilliseconds: 1_795_000_000_000, counter: 0, node: NodeID(7))
+        let names = (0..<500).map { "f\($0)" }
+        let record = ServerRecord(
+            sequence: 1, entity: .issue, recordID: UUID(), version: 2,
+            fields: Dictionary(uniqueKeysWithValues: names.map { ($0, FieldValue.null) }),
+            clocks: Dictionary(uniqueKeysWithValues: names.map { ($0, clock) }),
+            createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0))
+        let conflict = MutationResult(idempotencyKey: UUID(), outcome: .conflict(serverRecord: record))
+        let fit = PushResponse.maximumFieldsPerAnswer / 1_000
+        for (count, reads) in [(fit, true), (fit + 1, false)] {
+            let bytes = [UInt8](try WireCoding.encoder().encode(PushResponse(results: Array(repeating: conflict, count: count))))
+            if reads {
+                #expect(try PushResponse(wire: bytes, answering: 500).results.count == count)
+            } else {
+                let error = try #require(throws: JSONReaderError.self) { try PushResponse(wire: bytes, answering: 500) }
+                #expect(error.message.contains("\(PushResponse.maximumFieldsPerAnswer) fields and clocks"), "\(error)")
+            }
+        }
+    }
+
     /// A page whose records carry one shared `clock`, and in `clocks` only the fields with another,
     /// reads as the same page, by both readers.
     @Test func readsSharedClocksAsTheClocksOfEveryField() throws {
