@@ -45,7 +45,8 @@ import Testing
         defer { server.stop() }
         let client = transport(server)
         #expect(try await client.push(large) == results)
-        _ = try await client.push(small)
+        // The scripted answer is the large batch's: 150 results for one mutation are refused as read.
+        await #expect(throws: TransportError.self) { try await client.push(small) }
         let requests = try await server.requests()
         #expect(requests.map { $0.header("Content-Encoding") } == ["gzip", nil])
         let received = try WireCoding.decoder().decode(PushRequest.self, from: Data(requests[0].body.utf8))
