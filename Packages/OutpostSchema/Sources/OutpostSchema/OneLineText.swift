@@ -15,12 +15,29 @@ public enum OneLineText {
         }
     }
 
-    /// `text` with each unprintable character (`isUnprintable`) written as `\u{…}`.
+    /// Whether a listing writes `scalar` as `\u{…}`: an unprintable one (`isUnprintable`), and one that
+    /// prints as nothing or may look like another text: format characters (a zero-width space, tag
+    /// characters, a soft hyphen, a byte-order mark), variation selectors, private-use, unassigned and
+    /// noncharacter code points. Printed raw, two member names or projects looked the same and differed,
+    /// and hidden text travelled in the admin log (attack 85, F2).
+    public static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        if isUnprintable(scalar) || scalar.properties.isNoncharacterCodePoint || scalar.properties.isVariationSelector {
+            return true
+        }
+        switch scalar.properties.generalCategory {
+        case .format, .privateUse, .unassigned, .surrogate: return true
+        default: return false
+        }
+    }
+
+    /// `text` with each hidden character (`isHidden`) written as `\u{…}`. A backslash stays as it is: the
+    /// admin log stores text escaped so (a backup's path), and a listing prints it escaped once more
+    /// unchanged.
     public static func escaping(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isUnprintable) else { return text }
+        guard text.unicodeScalars.contains(where: isHidden) else { return text }
         var written = ""
         for scalar in text.unicodeScalars {
-            if isUnprintable(scalar) {
+            if isHidden(scalar) {
                 written += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
             } else {
                 written.unicodeScalars.append(scalar)
