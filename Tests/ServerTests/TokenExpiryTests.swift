@@ -249,8 +249,18 @@ import Testing
         let server = first.server
         let alice = first.transport(token: TestServer.aliceToken)
         let issue = UUID()
-        let created = try await alice.push(PushRequest(mutations: [Sample.create(.issue, id: issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+        let photo = Data("photo".utf8)
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue, bytes: photo))
+        let created = try await alice.push(PushRequest(mutations: [
+            Sample.create(.issue, id: issue, fields: Sample.issueFields(project: TestServer.projectA)), attachment,
+        ]))
         guard case .applied(let version, _) = created.results.first?.outcome else { Issue.record("\(created)"); return }
+        func upload() async throws -> (status: Int, code: ServerErrorCode?) {
+            let answer = try await first.send(
+                "PUT", "/media/\(attachment.recordID.uuidString.lowercased())/upload", token: TestServer.aliceToken, body: photo,
+                headers: ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(photo)])
+            return (answer.status, try? JSONDecoder().decode(ErrorBody.self, from: answer.body).code)
+        }
         #expect(try await server.archiveProject(TestServer.projectA, by: "test operator"))
         #expect(try await !server.archiveProject(TestServer.projectA, by: "test operator"), "already archived: nothing changed")
         await #expect(throws: ServerError.self) { try await server.archiveProject(UUID(), by: "test operator") }
@@ -269,6 +279,10 @@ import Testing
             let pulled = try await member.pull(PullRequest(cursor: nil, limit: 1000)).changes
             #expect(pulled.contains { $0.recordID == issue && $0.fields["title"] == .text("Cracked sill") })
         }
+        // Nor a file: an upload that completed moved the project's checkpoint, and its file reached every
+        // member (attack 85, F3).
+        let refusedUpload = try await upload()
+        #expect(refusedUpload.status == 409 && refusedUpload.code == .projectArchived, "\(refusedUpload)")
         // Someone who is not a member learns nothing of it: refused as before, never `project_archived`.
         let bob = first.transport(token: TestServer.bobToken)
         let stranger = try await bob.push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
@@ -283,6 +297,7 @@ import Testing
             Sample.update(.issue, id: issue, baseVersion: version, fields: ["title": .text("Cracked lintel")]),
         ]))
         guard case .applied = again.results.first?.outcome else { Issue.record("\(again)"); return }
+        #expect(try await upload().status == 200)
         let log = try await server.adminLog(limit: 10).filter { $0.actor == "test operator" }.map(\.action)
         #expect(log == ["archive-project", "archive-project", "unarchive-project"])
     }

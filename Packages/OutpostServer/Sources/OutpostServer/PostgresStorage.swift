@@ -454,7 +454,9 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String) {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+        -> (record: StoredRecord, role: String, archived: Bool)
+    {
         let logger = self.logger
         return try await read { connection in
             // One answer for an attachment that does not exist and one the caller may not see.
@@ -467,7 +469,13 @@ final class PostgresStorage: ServerStorage {
                 let role = try await PostgresAccess.access(of: caller, on: connection, logger: logger, project: project)
                     .roles[project]
             else { throw missing }
-            return (record, role)
+            var archived = false
+            for try await _ in try await connection.query(
+                "SELECT project_id FROM archived_projects WHERE project_id = \(project.storageText)", logger: logger
+            ).decode(String.self) {
+                archived = true
+            }
+            return (record, role, archived)
         }
     }
 

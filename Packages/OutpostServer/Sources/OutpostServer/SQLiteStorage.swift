@@ -551,7 +551,9 @@ final class SQLiteStorage: ServerStorage {
         try await read { db in try StoredRecord.fetch(entity, id: id, in: db) }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String) {
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+        -> (record: StoredRecord, role: String, archived: Bool)
+    {
         try await read { db in
             // One answer for an attachment that does not exist and one the caller may not see.
             let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
@@ -559,7 +561,9 @@ final class SQLiteStorage: ServerStorage {
             guard let record = found, let project = record.projectID,
                 let role = try Access.access(of: caller, in: db, project: project).roles[project]
             else { throw missing }
-            return (record, role)
+            let archived = try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM archived_projects WHERE project_id = ?)", arguments: [project.storageText]) ?? false
+            return (record, role, archived)
         }
     }
 

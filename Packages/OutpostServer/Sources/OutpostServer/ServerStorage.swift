@@ -52,8 +52,9 @@ protocol ServerStorage: Sendable {
 
     /// A media attachment record of a project where the caller has a role, with that role: 404 for one
     /// that does not exist and for one the caller may not see alike (an answer that told them apart would
-    /// tell anyone which ids other projects hold).
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError) -> (record: StoredRecord, role: String)
+    /// tell anyone which ids other projects hold). `archived`: its project takes no more changes.
+    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+        -> (record: StoredRecord, role: String, archived: Bool)
 
     /// The upload state of an attachment's file, nil before its first chunk.
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState?
