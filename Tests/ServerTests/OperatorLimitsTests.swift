@@ -84,6 +84,35 @@ struct OperatorLimitsTests {
         #expect(fewer.results.allSatisfy { $0.outcome.appliedVersion == 1 })
     }
 
+    /// Attack 85, F6: one crew token made 40,000 projects; each of its pulls read, checked and wrote a
+    /// cursor position per project, its empty pull took 1.7 s and another member's 16 s while it pulled.
+    /// A member who belongs to `PushRules.maximumProjectsPerMember` projects may create no more from a
+    /// device (refused per mutation, `forbidden`, saying why); the office is not bound by it.
+    @Test("A member in as many projects as a member may make more in is refused another; the office is not")
+    func projectsAMemberMakesAreBounded() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        let bob = server.transport(token: TestServer.bobToken)  // a member of one project
+        func creates(_ count: Int) -> [PushMutation] {
+            (0..<count).map { index in
+                Sample.create(.project, fields: ["name": .text("Site \(index)"), "address": .text("\(index) Elm"), "status": .text("active")])
+            }
+        }
+        let first = try await bob.push(PushRequest(mutations: creates(500))).results
+        #expect(first.allSatisfy { $0.outcome.appliedVersion == 1 })
+        let second = try await bob.push(PushRequest(mutations: creates(500))).results
+        let applied = second.filter { $0.outcome.appliedVersion == 1 }.count
+        #expect(1 + 500 + applied == PushRules.maximumProjectsPerMember, "\(applied)")
+        guard case .rejected(let reason)? = second.last?.outcome else { Issue.record("\(String(describing: second.last))"); return }
+        #expect(reason.code == .forbidden && reason.message.contains("\(PushRules.maximumProjectsPerMember) projects"), "\(reason)")
+        // The office creates one and adds Bob; his pulls go on.
+        let office = UUID()
+        #expect(try await server.server.createProject(.init(id: office, name: "Office site"), by: "test operator"))
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [office]), by: "test operator")
+        #expect(try await server.server.members(of: office).map(\.userID) == [TestServer.bob])
+        #expect(try await bob.pull(PullRequest(cursor: nil, limit: 10)).changes.isEmpty == false)
+    }
+
     /// A device refuses a push answer whose conflicts' records hold more than
     /// `PushResponse.maximumFieldsPerAnswer` fields and clocks (a hostile server's could fill its memory),
     /// so the reference server never sends one: such a push is refused whole, 413 `batch_too_large`, and
