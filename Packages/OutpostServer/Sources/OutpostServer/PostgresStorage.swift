@@ -319,11 +319,12 @@ final class PostgresStorage: ServerStorage {
                 SELECT \(unescaped: PostgresRecords.columns) FROM records
                 WHERE sequence = ANY(\(sequences)::bigint[]) ORDER BY sequence
                 """, on: connection, logger: logger)
+            let left = cursor.projectsLeft(outside: mine)
             var page = PullPage(
                 rows: rows,
                 nextCursor: cursor.advanced(
-                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
-                hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
+                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
+                hasMore: hasMore || !left.untold.isEmpty, leftProjects: left.told,
                 basis: PullBasis(
                     memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
             if assignsServerIDs {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostWire
 import OutpostSchema
 
 /// How far a device has pulled each project it belongs to. One change sequence for all of a user's
@@ -26,7 +27,8 @@ struct PullCursor: Hashable, Sendable {
     /// cursor was written (`advanced` keeps only memberships). A device removed from more at once
     /// than this between two pulls is refused; a made-up cursor naming 100,000 projects, 16 KB of gzip,
     /// cost seconds of CPU before (attack 45 finding 2), and is now refused before it is read.
-    static let maximumLeftAtOnce = 1_000
+    /// As many as a device reads in one page (`PullResponse.maximumLeftProjects`).
+    static let maximumLeftAtOnce = PullResponse.maximumLeftProjects
 
     /// How many projects `text` names, counted without reading them: one more than its commas, when
     /// it has a project part. With `memchr`: a loop over the bytes' slice cost 1.3 CPU-seconds for a
@@ -141,9 +143,12 @@ struct PullCursor: Hashable, Sendable {
         return "\(base):" + entries.joined(separator: ",")
     }
 
-    /// The projects this cursor names, among which those the caller has left since (`PullResponse.leftProjects`).
-    func projectsLeft(outside memberships: Set<UUID>) -> [UUID] {
-        (projects?.keys.filter { !memberships.contains($0) } ?? []).sortedByStorageText { $0 }
+    /// The projects this cursor names that the caller has left since (`PullResponse.leftProjects`), at
+    /// most `maximumLeftAtOnce` of them (a device refuses a page naming more); `untold`, the rest, stay
+    /// named in the next cursor (pass them to `advanced` with the memberships) for the pages after.
+    func projectsLeft(outside memberships: Set<UUID>) -> (told: [UUID], untold: Set<UUID>) {
+        let left = (projects?.keys.filter { !memberships.contains($0) } ?? []).sortedByStorageText { $0 }
+        return (Array(left.prefix(Self.maximumLeftAtOnce)), Set(left.dropFirst(Self.maximumLeftAtOnce)))
     }
 
     /// The sequence after which `project`'s changes are still to be pulled.

@@ -468,11 +468,12 @@ final class SQLiteStorage: ServerStorage {
                     db.cachedStatement(sql: Self.rowsBySequence), arguments: [Self.jsonArray(sequences)], extent: &extent)
                 hasMore = rows.count < sequences.count
             }
+            let left = cursor.projectsLeft(outside: mine)
             var page = PullPage(
                 rows: rows,
                 nextCursor: cursor.advanced(
-                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine),
-                hasMore: hasMore, leftProjects: cursor.projectsLeft(outside: mine),
+                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
+                hasMore: hasMore || !left.untold.isEmpty, leftProjects: left.told,
                 basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {

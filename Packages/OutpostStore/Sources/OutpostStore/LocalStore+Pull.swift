@@ -136,6 +136,8 @@ public struct PullReport: Sendable, Hashable {
     /// This device's own writes a restored server no longer held, queued again by a page that rebuilds
     /// the history (`PulledPage.rebuildsHistory`).
     public var resent = 0
+    /// The projects the page said this device's user left, of those it holds (`StoreStatus.leftProjects`).
+    public var leftProjects: [UUID] = []
     /// Records the page brought exactly as the device held them (its own accepted writes coming back,
     /// say): nothing is written for them and `changes()` subscribers hear nothing.
     public var unchanged: Int { unchangedRecords.count }
@@ -319,8 +321,11 @@ extension StoreWriter {
             for change in page.changes where change.record.entity == EntityCatalog.schema.scope {
                 try LeftProjects.forget(change.record.id, in: db)
             }
-            for project in page.leftProjects {
+            // Only a project this device holds: of any other there is nothing to hand over, and a hostile
+            // server's pages of random ids were each stored (attack 85, F1).
+            for project in page.leftProjects where try EntityTables.storedVersion(EntityCatalog.schema.scope, id: project, in: db) != nil {
                 try LeftProjects.remember(project, at: now, in: db)
+                report.leftProjects.append(project)
             }
             if let cursor = page.cursor {
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_cursors (stream, cursor, updated_at) VALUES (?, ?, ?)")

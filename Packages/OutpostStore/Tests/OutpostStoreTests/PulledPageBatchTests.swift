@@ -35,6 +35,22 @@ import Testing
         }
     }
 
+    /// A page's `leftProjects` is kept only for a project this device holds: there is nothing of any other
+    /// to hand over. A hostile server's pages of random ids were each stored, 4,000,000 "left project"
+    /// lines and 552 MB of database from eight pages (attack 85, F1).
+    @Test func onlyAProjectThisDeviceHoldsIsKeptAsLeft() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("left-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try LocalStore.open(at: folder.appendingPathComponent("device.sqlite").path)
+        let held = Project(name: "Tower")
+        try await store.applyPulledPage(PulledPage(changes: [remote(held, version: 1, at: 1_000)], cursor: "c-1"))
+        let strangers = (0..<50).map { _ in UUID() }
+        let report = try await store.applyPulledPage(PulledPage(changes: [], cursor: "c-2", leftProjects: strangers + [held.id]))
+        #expect(report.leftProjects == [held.id])
+        #expect(try store.status().leftProjects == [held.id])
+    }
+
     @Test func aPageHoldingARecordTwiceStoresWhatTwoPagesWould() async throws {
         let project = Project(name: "Tower")
         var issue = Issue(projectID: project.id, title: "Crack", status: .open)

@@ -297,7 +297,7 @@ public actor SyncEngine {
                     ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough,
                     sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
-            report.leftProjects += response.leftProjects
+            report.leftProjects += applied.leftProjects
             // The device's own versions it refused are not among the page's records.
             let refused = applied.quarantined - applied.refusedOwnVersions
             try PullPrefetch.checkStored(response, refused: refused, revived: applied.revived, storedNothingBefore: &storedNothing)

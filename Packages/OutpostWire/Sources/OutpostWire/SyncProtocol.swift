@@ -24,6 +24,12 @@ public enum SyncProtocol {
         return (sequence, String(parts[1]))
     }
 
+    /// Whether `text` is a checkpoint of the protocol's form: `checkpointParts` reads it, or it is `0` (an
+    /// answer given before any change the caller was told of).
+    public static func isCheckpoint(_ text: String) -> Bool {
+        text == "0" || checkpointParts(text) != nil
+    }
+
     /// The versions a server gives a record: from 1, one more a change, and no further than JSON's
     /// integers are exact (2^53 − 1). A device takes no other from a server: a pulled record with another
     /// is quarantined, and a push answer naming another settles nothing (Int64.max stored made every

@@ -291,10 +291,15 @@ extension PullResponse: WireReadable {
             case "leftProjects":
                 try reader.firstOccurrence(of: 3, key, in: &seen)
                 try reader.beginArray()
-                while try reader.nextElement() { leftProjects.append(try reader.uuid()) }
+                while try reader.nextElement() {
+                    guard leftProjects.count < Self.maximumLeftProjects else {
+                        throw reader.error("the page names more than \(Self.maximumLeftProjects) projects left")
+                    }
+                    leftProjects.append(try reader.uuid())
+                }
             case "checkpoint":
                 try reader.firstOccurrence(of: 4, key, in: &seen)
-                checkpoint = try reader.takeNull() ? nil : reader.string()
+                checkpoint = try reader.takeNull() ? nil : answeredCheckpoint(&reader)
             case "ownRecords":
                 try reader.firstOccurrence(of: 5, key, in: &seen)
                 try reader.beginArray()
@@ -323,6 +328,11 @@ extension PullResponse: WireReadable {
     /// and one shared clock, 12 MB of JSON within every other bound, took a device to about 200 MB a page
     /// (attack 84, F1).
     public static let maximumFieldsPerPage = 200_000
+
+    /// The most projects a page names as left (`leftProjects`): the reference server refuses a cursor
+    /// naming more than that beyond the caller's projects, so it never names more. A hostile server's
+    /// pages of 500,000 random ids each held a device at 797 MB over eight pages (attack 85, F1).
+    public static let maximumLeftProjects = 1_000
 
     /// Refuses one more change or own record where `held` are read already and `limit` were asked for.
     private static func check(_ held: Int, within limit: Int, at reader: JSONReader) throws(JSONReaderError) {
@@ -528,7 +538,7 @@ extension PushResponse: WireReadable {
                 results = read
             case "checkpoint":
                 try reader.firstOccurrence(of: 1, key, in: &seen)
-                checkpoint = try reader.takeNull() ? nil : reader.string()
+                checkpoint = try reader.takeNull() ? nil : answeredCheckpoint(&reader)
             default: try reader.skipValue()
             }
         }
@@ -639,4 +649,15 @@ private struct OutcomeMembers {
         guard let code, let message else { throw reader.error("a reason needs 'code' and 'message'") }
         return ErrorBody(code: ServerErrorCode(rawValue: code), message: message)
     }
+}
+
+/// A checkpoint a server's answer gives, which the device stores and sends back with every request:
+/// refused unless of the form the protocol names (`SyncProtocol.isCheckpoint`). A hostile server's
+/// 19 MB checkpoint was stored and then sent with every later pull and push (attack 85, F4).
+private func answeredCheckpoint(_ reader: inout JSONReader) throws(JSONReaderError) -> String {
+    let text = try reader.string()
+    guard SyncProtocol.isCheckpoint(text) else {
+        throw reader.error("the checkpoint '\(text.prefix(40))' is not of the protocol's form (<sequence>.<16 hex digits>, or 0)")
+    }
+    return text
 }

@@ -325,6 +325,43 @@ import Testing
         }
     }
 
+    /// A page names at most `PullResponse.maximumLeftProjects` projects the caller left, refused at the
+    /// one past it while read: a hostile server's pages of 500,000 random ids each (19.5 MB, no change)
+    /// held a device at 797 MB over eight pages, and each id was stored (attack 85, F1).
+    @Test func aPageNamingMoreLeftProjectsThanTheBoundIsRefused() throws {
+        for (count, reads) in [(PullResponse.maximumLeftProjects, true), (PullResponse.maximumLeftProjects + 1, false)] {
+            let page = PullResponse(changes: [], nextCursor: "c", hasMore: true, leftProjects: (0..<count).map { _ in UUID() })
+            let bytes = [UInt8](try WireCoding.encoder().encode(page))
+            if reads {
+                #expect(try PullResponse(wire: bytes, atMost: 10).leftProjects.count == count)
+            } else {
+                let error = try #require(throws: JSONReaderError.self) { try PullResponse(wire: bytes, atMost: 10) }
+                #expect(error.message.contains("more than \(PullResponse.maximumLeftProjects) projects left"), "\(error)")
+                #expect(throws: JSONReaderError.self, "without a limit too") { try PullResponse(wire: bytes) }
+            }
+        }
+    }
+
+    /// A page's or a push answer's checkpoint is stored and sent back with every request: one not of the
+    /// protocol's form is refused as read. A hostile server's 19 MB checkpoint was stored and sent with
+    /// every later pull and push (attack 85, F4).
+    @Test func anAnsweredCheckpointOutsideTheProtocolsFormIsRefused() throws {
+        for (checkpoint, reads) in [
+            ("0", true), ("42.0123456789abcdef", true), ("042.0123456789abcdef", false), ("42.0123456789ABCDEF", false),
+            ("1." + String(repeating: "a", count: 100_000), false), ("", false),
+        ] {
+            let page = [UInt8](try WireCoding.encoder().encode(PullResponse(changes: [], nextCursor: "c", hasMore: false, checkpoint: checkpoint)))
+            let answer = [UInt8](try WireCoding.encoder().encode(PushResponse(results: [], checkpoint: checkpoint)))
+            if reads {
+                #expect(try PullResponse(wire: page, atMost: 10).checkpoint == checkpoint)
+                #expect(try PushResponse(wire: answer, answering: 1).checkpoint == checkpoint)
+            } else {
+                #expect(throws: JSONReaderError.self, "\(checkpoint.prefix(30))") { try PullResponse(wire: page, atMost: 10) }
+                #expect(throws: JSONReaderError.self, "\(checkpoint.prefix(30))") { try PushResponse(wire: answer, answering: 1) }
+            }
+        }
+    }
+
     /// The answer to a push of `count` mutations holds one result each: one more is refused where it
     /// starts, and conflicts whose records pass `PushResponse.maximumFieldsPerAnswer` fields and clocks
     /// at the record that passes it, as a page's are (attack 84 F1's records, sent as a push's answer).
