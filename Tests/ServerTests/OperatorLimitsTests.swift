@@ -90,7 +90,9 @@ struct OperatorLimitsTests {
     /// device (refused per mutation, `forbidden`, saying why); the office is not bound by it.
     @Test("A member in as many projects as a member may make more in is refused another; the office is not")
     func projectsAMemberMakesAreBounded() async throws {
-        let server = try await TestServer.start(.sqlite)
+        // A bound of a few projects: the protocol's 1,000 took the CPU a parallel run shares.
+        let most = 12
+        let server = try await TestServer.start(.sqlite) { $0.pushBounds.projectsPerMember = most }
         defer { Task { await server.stop() } }
         let bob = server.transport(token: TestServer.bobToken)  // a member of one project
         func creates(_ count: Int) -> [PushMutation] {
@@ -98,13 +100,13 @@ struct OperatorLimitsTests {
                 Sample.create(.project, fields: ["name": .text("Site \(index)"), "address": .text("\(index) Elm"), "status": .text("active")])
             }
         }
-        let first = try await bob.push(PushRequest(mutations: creates(500))).results
+        let first = try await bob.push(PushRequest(mutations: creates(6))).results
         #expect(first.allSatisfy { $0.outcome.appliedVersion == 1 })
-        let second = try await bob.push(PushRequest(mutations: creates(500))).results
+        let second = try await bob.push(PushRequest(mutations: creates(8))).results
         let applied = second.filter { $0.outcome.appliedVersion == 1 }.count
-        #expect(1 + 500 + applied == PushRules.maximumProjectsPerMember, "\(applied)")
+        #expect(1 + 6 + applied == most, "\(applied)")
         guard case .rejected(let reason)? = second.last?.outcome else { Issue.record("\(String(describing: second.last))"); return }
-        #expect(reason.code == .forbidden && reason.message.contains("\(PushRules.maximumProjectsPerMember) projects"), "\(reason)")
+        #expect(reason.code == .forbidden && reason.message.contains("\(most) projects"), "\(reason)")
         // The office creates one and adds Bob; his pulls go on.
         let office = UUID()
         #expect(try await server.server.createProject(.init(id: office, name: "Office site"), by: "test operator"))
@@ -119,7 +121,10 @@ struct OperatorLimitsTests {
     /// the device sends fewer at once. Records of a few fields reach it only past the default batch size.
     @Test("A push whose conflicts would answer with more fields and clocks than a device reads is refused whole")
     func conflictAnswersAreBoundedByFields() async throws {
-        let server = try await TestServer.start(.sqlite) { $0.maximumBatchSize = 12_000 }
+        // A bound of a few conflicts' fields: the protocol's needs some 8,400 conflicts of issues, which
+        // took the CPU a parallel run shares, and other tests' requests timed out.
+        let answerFields = 300
+        let server = try await TestServer.start(.sqlite) { $0.pushBounds.answerFields = answerFields }
         defer { Task { await server.stop() } }
         let alice = server.transport(token: TestServer.aliceToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
@@ -128,13 +133,13 @@ struct OperatorLimitsTests {
             Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("v2")], clock: Sample.clock(5_000)),
         ]))
         let perConflict = 2 * Sample.issueFields(project: TestServer.projectA).count
-        let tooMany = PushResponse.maximumFieldsPerAnswer / perConflict + 1
+        let tooMany = answerFields / perConflict + 1
         let stale = (0..<tooMany).map { index in
             Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("stale \(index)")], clock: Sample.clock(1_000))
         }
         let refused = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: stale)) }
         #expect(refused?.serverCode == .batchTooLarge, "\(String(describing: refused))")
-        #expect(refused?.message.contains("\(PushResponse.maximumFieldsPerAnswer) fields and clocks") == true)
+        #expect(refused?.message.contains("\(answerFields) fields and clocks") == true)
         let fewer = try await alice.push(PushRequest(mutations: Array(stale.prefix(tooMany / 2))))
         #expect(fewer.results.allSatisfy { if case .conflict = $0.outcome { true } else { false } })
     }

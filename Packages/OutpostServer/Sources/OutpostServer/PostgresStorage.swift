@@ -23,6 +23,8 @@ final class PostgresStorage: ServerStorage {
     let policy: ConflictPolicy
     /// The largest media file the server takes, checked at push (`PushRules.maximumMediaBytes`).
     let maximumMediaBytes: Int64
+    /// The push bounds (`PushRules.Bounds`).
+    let bounds: PushRules.Bounds
     private let client: PostgresClient
     private let connectionConfiguration: PostgresConnection.Configuration
     private let runTask: Task<Void, Never>
@@ -61,8 +63,10 @@ final class PostgresStorage: ServerStorage {
     /// Creates the client and starts its connection pool; nothing is queried until `prepare()`.
     init(
         url: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max,
-        waits: Waits = Waits(), logger: Logger, activity: DatabaseActivity = DatabaseActivity()
+        waits: Waits = Waits(), logger: Logger, activity: DatabaseActivity = DatabaseActivity(),
+        bounds: PushRules.Bounds = PushRules.Bounds()
     ) throws(ServerError) {
+        self.bounds = bounds
         self.activity = activity
         self.policy = policy
         self.waits = waits
@@ -260,7 +264,7 @@ final class PostgresStorage: ServerStorage {
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let logger = self.logger
-        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
+        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         let named = batch.namedProjects
         activity.push(into: named, begun: true)

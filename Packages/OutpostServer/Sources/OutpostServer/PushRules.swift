@@ -21,7 +21,18 @@ struct PushRules: Sendable {
     /// The scope, membership and media entities of the schema served.
     let schema = ServedSchema.current
 
-    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max) {
+    /// How many projects a member may belong to and still create one, and how many fields and clocks a
+    /// push's answer may carry: the protocol's figures, lower only in tests, which would otherwise need
+    /// thousands of records (and the CPU a parallel run shares) to reach them.
+    struct Bounds: Sendable, Hashable {
+        var projectsPerMember = PushRules.maximumProjectsPerMember
+        var answerFields = PushResponse.maximumFieldsPerAnswer
+    }
+
+    let bounds: Bounds
+
+    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max, bounds: Bounds = Bounds()) {
+        self.bounds = bounds
         self.assignsServerIDs = assignsServerIDs
         self.policy = policy
         self.maximumMediaBytes = maximumMediaBytes
@@ -70,10 +81,10 @@ struct PushRules: Sendable {
             }
             // A device refuses an answer whose conflicts hold more (`PushResponse(wire:answering:)`).
             if case .conflict(let record) = outcome.unwrapped { answerFields += record.fields.count + record.clocks.count }
-            guard batch.mutations.count == 1 || answerFields <= PushResponse.maximumFieldsPerAnswer else {
+            guard batch.mutations.count == 1 || answerFields <= bounds.answerFields else {
                 throw ServerError(
                     status: 413, .batchTooLarge,
-                    "the answer to this push would carry more than \(PushResponse.maximumFieldsPerAnswer) fields and clocks "
+                    "the answer to this push would carry more than \(bounds.answerFields) fields and clocks "
                         + "(conflicts answer with the whole record): send fewer mutations at once")
             }
         }
@@ -216,9 +227,9 @@ struct PushRules: Sendable {
         }
         try checkReferences(merged.record, existing: existing, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
-        if mutation.entity == schema.scope, existing == nil, snapshot.access.roles.count >= Self.maximumProjectsPerMember {
+        if mutation.entity == schema.scope, existing == nil, snapshot.access.roles.count >= bounds.projectsPerMember {
             throw ServerError.forbidden(
-                "you belong to \(Self.maximumProjectsPerMember) projects, the most a member may make more in; "
+                "you belong to \(bounds.projectsPerMember) projects, the most a member may make more in; "
                     + "the office can archive one you no longer need and take you off it, or create this one (outpost admin create-project)")
         }
         if let project, !(mutation.entity == schema.scope && existing == nil) {

@@ -74,12 +74,13 @@ final class SQLiteStorage: ServerStorage {
     /// NORMAL (`ServerConfiguration.durableCommits`: throwaway servers only).
     init(
         path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true,
-        maximumMediaBytes: Int64 = .max, lockWaitSeconds: Int = 10, activity: DatabaseActivity = DatabaseActivity()
+        maximumMediaBytes: Int64 = .max, lockWaitSeconds: Int = 10, activity: DatabaseActivity = DatabaseActivity(),
+        bounds: PushRules.Bounds = PushRules.Bounds()
     ) throws(ServerError) {
         self.path = path
         self.lockWaitSeconds = lockWaitSeconds
         self.activity = activity
-        self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes)
+        self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds)
         // Before the pool's first connection: its readers and writer would queue on SQLite's
         // allocation statistics mutex (OutpostMigrator's README, `SQLiteProcessSettings`).
         SQLiteProcessSettings.apply()

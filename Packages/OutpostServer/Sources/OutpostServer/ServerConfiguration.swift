@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytesPerProject: Int64 = 100 << 30
     /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
     public var maximumMediaBytesPerUser: Int64 = 25 << 30
+    /// The push bounds the protocol fixes (`PushRules.Bounds`); tests lower them.
+    var pushBounds = PushRules.Bounds()
     /// The free disk space media uploads leave on the media folder's volume, for the database (on one
     /// machine, the same disk): an upload that would go below it is refused (507 `insufficient_storage`)
     /// and structured pushes keep working. One member's unfinished upload once filled the disk, and every

@@ -72,7 +72,7 @@ public struct SyncServer: Sendable {
         self.readAhead = readAhead
         self.rules = PushRules(
             assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
-            maximumMediaBytes: configuration.maximumMediaBytes)
+            maximumMediaBytes: configuration.maximumMediaBytes, bounds: configuration.pushBounds)
         try configuration.validate()
         self.rateLimiter = configuration.requestsPerMinutePerToken.map(RequestRateLimiter.init(perMinute:))
         self.configuration = configuration
@@ -91,13 +91,13 @@ public struct SyncServer: Sendable {
                     maximumMediaBytes: configuration.maximumMediaBytes,
                     waits: .init(lockSeconds: configuration.databaseLockWaitSeconds,
                                  idleTransactionSeconds: configuration.idleTransactionSeconds),
-                    logger: logger, activity: activity)
+                    logger: logger, activity: activity, bounds: configuration.pushBounds)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
                     maximumMediaBytes: configuration.maximumMediaBytes, lockWaitSeconds: configuration.databaseLockWaitSeconds,
-                    activity: activity)
+                    activity: activity, bounds: configuration.pushBounds)
             }
         self.storage = storage
         self.activity = activity
