@@ -49,7 +49,7 @@ actor MediaStore {
     }
 
     func status(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
-        let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller)
+        let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
         // As for its upload: a deleted attachment's file, size included, is no one's business any more.
         guard record.deletion == nil else {
             throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
@@ -66,7 +66,7 @@ actor MediaStore {
     /// answered as one that does not exist; a deleted one's file is no one's any more; one still
     /// uploading has no original to give yet.
     func original(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaOriginal {
-        let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller)
+        let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
         guard record.deletion == nil else {
             throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
         }
@@ -94,7 +94,7 @@ actor MediaStore {
     func receive(
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
     ) async throws(ServerError) -> MediaUploadStatus {
-        let (record, role, archived) = try await storage.mediaAttachment(attachmentID, by: caller)
+        let (record, role, archived) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: true)
         guard record.deletion == nil else {
             throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted; its file is no longer taken")
         }
@@ -108,11 +108,7 @@ actor MediaStore {
         // As a push is (`PushRules`), after the access checks: an upload that completes is a change of the
         // project (its checkpoint moved), and an archived one took files that counted against its quotas
         // and reached every member (attack 85, F3).
-        if archived, let project = record.projectID {
-            throw ServerError(
-                status: 409, .projectArchived,
-                "project \(project.storageText) is archived: it takes no more changes; the office can bring it back")
-        }
+        if archived, let project = record.projectID { throw ServerError.projectArchived(project) }
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }
         guard case .text(sha256) = record.fields["sha256"] ?? .null else {

@@ -459,7 +459,7 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+    func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
     {
         let logger = self.logger
@@ -475,10 +475,13 @@ final class PostgresStorage: ServerStorage {
                     .roles[project]
             else { throw missing }
             var archived = false
-            for try await _ in try await connection.query(
-                "SELECT project_id FROM archived_projects WHERE project_id = \(project.storageText)", logger: logger
-            ).decode(String.self) {
-                archived = true
+            // Asked for an upload only: a download of what was stored is not a change.
+            if checkingArchive {
+                for try await _ in try await connection.query(
+                    "SELECT project_id FROM archived_projects WHERE project_id = \(project.storageText)", logger: logger
+                ).decode(String.self) {
+                    archived = true
+                }
             }
             return (record, role, archived)
         }

@@ -238,9 +238,7 @@ struct PushRules: Sendable {
         }
         // After the access checks: only a member learns that a project is archived.
         if let project, snapshot.archivedProjects.contains(project) {
-            throw ServerError(
-                status: 409, .projectArchived,
-                "project \(project.storageText) is archived: it takes no more changes; the office can bring it back")
+            throw ServerError.projectArchived(project)
         }
 
         // Nothing below can fail: the mutation is applied.

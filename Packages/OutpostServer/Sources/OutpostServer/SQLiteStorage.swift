@@ -553,7 +553,7 @@ final class SQLiteStorage: ServerStorage {
         try await read { db in try StoredRecord.fetch(entity, id: id, in: db) }
     }
 
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+    func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
     {
         try await read { db in
@@ -563,8 +563,8 @@ final class SQLiteStorage: ServerStorage {
             guard let record = found, let project = record.projectID,
                 let role = try Access.access(of: caller, in: db, project: project).roles[project]
             else { throw missing }
-            let archived = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM archived_projects WHERE project_id = ?)", arguments: [project.storageText]) ?? false
+            let archived = try checkingArchive && Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM archived_projects WHERE project_id = ?)", arguments: [project.storageText]) == true
             return (record, role, archived)
         }
     }

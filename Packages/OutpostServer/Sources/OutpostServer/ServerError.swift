@@ -1,3 +1,4 @@
+import Foundation
 import OutpostWire
 
 /// Why the server could not start, seed or serve: a code to branch on, a message, and the file
@@ -100,4 +101,10 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
     static func unauthorized(_ message: String) -> ServerError { ServerError(status: 401, .unauthorized, message) }
     static func forbidden(_ message: String) -> ServerError { ServerError(status: 403, .forbidden, message) }
     static func notFound(_ message: String) -> ServerError { ServerError(status: 404, .notFound, message) }
+    /// A change (a push's mutation, a file's upload) to a project an operator archived, told to members only.
+    static func projectArchived(_ project: UUID) -> ServerError {
+        ServerError(
+            status: 409, .projectArchived,
+            "project \(project.storageText) is archived: it takes no more changes; the office can bring it back")
+    }
 }

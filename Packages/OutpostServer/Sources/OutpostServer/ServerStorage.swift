@@ -52,8 +52,9 @@ protocol ServerStorage: Sendable {
 
     /// A media attachment record of a project where the caller has a role, with that role: 404 for one
     /// that does not exist and for one the caller may not see alike (an answer that told them apart would
-    /// tell anyone which ids other projects hold). `archived`: its project takes no more changes.
-    func mediaAttachment(_ id: UUID, by caller: Caller) async throws(ServerError)
+    /// tell anyone which ids other projects hold). `archived`: its project takes no more changes, asked of
+    /// the store only when `checkingArchive` (an upload; a download of what was stored is not a change).
+    func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
 
     /// The upload state of an attachment's file, nil before its first chunk.
