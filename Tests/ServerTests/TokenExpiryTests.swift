@@ -332,6 +332,40 @@ import Testing
         // The refused creation's name is named as asked, never as the project's (attack 84).
         #expect(entries.last?.hasSuffix("exists, unchanged (asked as Renamed)") == true && entries.last?.contains("(Renamed):") == false, "\(entries)")
     }
+
+    /// A member's name and e-mail address are theirs until the operator gives others: a role changed, or a
+    /// member added back, with neither given keeps both. `outpost admin add-member` required `--name`, so a
+    /// role change rewrote the member's name to whatever the operator typed, and adding a member back
+    /// without `--email` blanked theirs (attack 85, F5). A user the server has never seen needs a name.
+    @Test("A role change or an add-back keeps the name and e-mail address not given; a new user needs a name", arguments: Backend.available)
+    func detailsNotGivenAreKept(_ backend: Backend) async throws {
+        let first = try await TestServer.start(backend)
+        defer { Task { await first.stop() } }
+        let server = first.server
+        let (dana, project) = (UUID(), TestServer.projectA)
+        func details() async throws -> (role: String?, name: String?, email: String?) {
+            let member = try await server.members(of: project).first { $0.userID == dana }
+            return (member?.role, member?.details["name"], member?.details["email"])
+        }
+        #expect(try await server.addMember(dana, to: project, role: "crew", name: "Dana Reyes", email: "dana@example.com", by: "t") == .added("crew"))
+        #expect(try await server.addMember(dana, to: project, role: "foreman", by: "t") == .roleChanged(from: "crew", to: "foreman"))
+        #expect(try await details() == ("foreman", "Dana Reyes", "dana@example.com"))
+        #expect(try await server.removeMember(dana, from: project, by: "t"))
+        #expect(try await server.addMember(dana, to: project, by: "t") == .readded("crew"))
+        #expect(try await details() == ("crew", "Dana Reyes", "dana@example.com"))
+        // Given, they change; the e-mail address alone, the name stays.
+        #expect(try await server.addMember(dana, to: project, email: "reyes@example.com", by: "t") == .detailsChanged("crew"))
+        #expect(try await details() == ("crew", "Dana Reyes", "reyes@example.com"))
+        // In another project, a user the server knows keeps the name it has for them.
+        #expect(try await server.addMember(dana, to: TestServer.projectB, role: "viewer", by: "t") == .added("viewer"))
+        #expect(try await server.members(of: TestServer.projectB).first { $0.userID == dana }?.details["name"] == "Dana Reyes")
+        // A user new to the server, with no name: refused, and nothing is written.
+        let stranger = UUID()
+        let logged = try await server.adminLog(limit: 1000).count
+        await #expect(throws: ServerError.self) { try await server.addMember(stranger, to: project, role: "crew", by: "t") }
+        #expect(try await server.members(of: project).allSatisfy { $0.userID != stranger })
+        #expect(try await server.adminLog(limit: 1000).count == logged)
+    }
 }
 
 /// A token's requests are limited per minute when the operator sets a limit: past it, 429

@@ -124,6 +124,11 @@ struct ServerCommandTests {
         let joined = try await Outpost.run(["admin", "add-member", "--db", database, "--project", newProject, "--user", user, "--name", "Alice"])
         #expect(joined.status == 0, "\(joined.errorOutput)")
         #expect(try await request("GET", "/projects/\(newProject)/bundle", token: fresh).0 == 200)
+        // Her role changed with no --name: she keeps hers (it was required, and rewrote it; attack 85, F5).
+        let promoted = try await Outpost.run(["admin", "add-member", "--db", database, "--project", newProject, "--user", user, "--role", "foreman"])
+        #expect(promoted.status == 0 && promoted.output.contains("role changed from crew to foreman"), "\(promoted.output)\(promoted.errorOutput)")
+        let listed = try await Outpost.run(["admin", "members", "--db", database, "--project", newProject])
+        #expect(listed.output.contains("Alice") && listed.output.contains("foreman"), "\(listed.output)\(listed.errorOutput)")
         let again = try await Outpost.run(["admin", "create-project", "--db", database, "--name", "Other", "--id", newProject])
         #expect(again.status != 0 && again.errorOutput.contains("exists"), "\(again.output)\(again.errorOutput)")
         // Archived, it says so (and again, that nothing changed); brought back, likewise; an unknown one is refused.

@@ -106,25 +106,24 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
         @Option(help: "The project's id.") var project: String
         @Option(help: "The user's id.") var user: String
-        @Option(help: "The user's name.") var name: String
+        @Option(help: "The user's name. Absent: a member keeps theirs; a user new to the server needs one.") var name: String?
         @Option(help: "owner, projectManager, estimator, foreman, crew or viewer; money and membership are the office's (owner, projectManager; estimator: money). Absent: a member keeps theirs, a new one is crew.")
         var role: String?
-        @Option(help: "The user's e-mail address.") var email: String?
+        @Option(help: "The user's e-mail address. Absent: a member keeps theirs.") var email: String?
 
         func run() async throws {
             let server = try target.server()
             guard let project = UUID(uuidString: project), let user = UUID(uuidString: user) else {
                 throw CommandFailure("--project and --user take UUIDs")
             }
-            let change: MembershipChange?
+            let change: MembershipChange
             do {
-                change = try await server.addMember(
-                    .init(userID: user, name: name, email: email, role: role, projects: [project]), by: AdminCommand.actor)[project]
+                change = try await server.addMember(user, to: project, role: role, name: name, email: email, by: AdminCommand.actor)
             } catch {
                 throw CommandFailure("\(error)")
             }
             // What happened, as it happened: never a role printed that the server did not take.
-            print("\(name), project \(project.uuidString.lowercased()): \(change.map { "\($0)" } ?? "nothing changed")")
+            print("\(name ?? "user \(user.uuidString.lowercased())"), project \(project.uuidString.lowercased()): \(change)")
         }
     }
 

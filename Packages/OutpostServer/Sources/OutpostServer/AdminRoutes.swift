@@ -67,11 +67,11 @@ extension SyncServer {
             let user = try Self.uuid(context.parameters.get("userID"))
             var request = request
             let body = try await request.decode(MembershipJSON.self, limit: Self.maximumAdminBodyBytes)
-            let member = try body.member(user, of: project)
-            let change = try await Self.refusingBadInput { () async throws(ServerError) -> MembershipChange? in
-                try await server.addMember(member, by: admin.actor)[project]
+            let (name, email) = try body.checkedDetails()
+            let change = try await Self.refusingBadInput { () async throws(ServerError) -> MembershipChange in
+                try await server.addMember(user, to: project, role: body.role, name: name, email: email, by: admin.actor)
             }
-            return try jsonResponse(MembershipChangeJSON(change: change.map { "\($0)" } ?? "unchanged"), for: request)
+            return try jsonResponse(MembershipChangeJSON(change: "\(change)"), for: request)
         }
 
         router.delete("admin/projects/:projectID/members/:userID") { request, context -> Response in
@@ -237,23 +237,21 @@ struct ChangedJSON: Encodable {
 }
 
 struct MembershipJSON: Decodable {
-    var name: String
+    var name: String?
     var email: String?
     var role: String?
 
     init(from decoder: any Decoder) throws {
         let body = try decoder.container(keyedBy: AdminKey.self)
-        name = try body.decode(String.self, forKey: "name")
+        name = try body.decodeUnlessAbsent(String.self, forKey: "name")
         email = try body.decodeUnlessAbsent(String.self, forKey: "email")
         role = try body.decodeUnlessAbsent(String.self, forKey: "role")
     }
 
-    /// `user` as a member of `project`: refused 400 for a name or an e-mail address outside `AdminText`
-    /// (an unknown role is refused by `SyncServer.addMember`).
-    func member(_ user: UUID, of project: UUID) throws(ServerError) -> ServerSeed.Member {
-        ServerSeed.Member(
-            userID: user, name: try checkedText(name, "name", isName: true) ?? name, email: try checkedText(email, "email"), role: role,
-            projects: [project])
+    /// The name and e-mail address given, each absent when left out: refused 400 for one outside
+    /// `AdminText` (an unknown role is refused by `SyncServer.addMember`).
+    func checkedDetails() throws(ServerError) -> (name: String?, email: String?) {
+        (try checkedText(name, "name", isName: true), try checkedText(email, "email"))
     }
 }
 

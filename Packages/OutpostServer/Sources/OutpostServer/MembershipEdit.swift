@@ -32,6 +32,11 @@ public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
 /// added back: left a tombstone, the role once fell back to the owner's), or given the role; any other
 /// live member record naming them is deleted, since the strongest of them would decide otherwise.
 enum MembershipEdit {
+    /// The refusal of a user the server has no name for, added with none.
+    static func unnamed(_ user: UUID) -> ServerError {
+        ServerError(.invalidSeed, message: "user \(user.storageText) is new to this server: give their name")
+    }
+
     /// What to write, at the change sequences after `sequence` (which it advances).
     struct Plan {
         var records: [StoredRecord] = []
@@ -40,7 +45,7 @@ enum MembershipEdit {
     }
 
     static func plan(
-        user: UUID, project: UUID, name: String, email: String?, role asked: String?, hasMembership: Bool,
+        user: UUID, project: UUID, name: String?, userName: String, email: String?, role asked: String?, hasMembership: Bool,
         memberRecords: [StoredRecord], salt: String, now: Date, rules: PushRules,
         counters: inout (changeSequence: Int64, lastServerID: Int64)
     ) throws(ServerError) -> Plan {
@@ -62,14 +67,18 @@ enum MembershipEdit {
         }
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
-        let fields = schema.membershipFields(scope: project, user: user, role: role, name: name, email: email, now: now)
-        // What an existing record takes: the role, and the name and email where the entity declares them.
-        let wanted = fields.filter { [schema.roleField, "name", "email"].contains($0.key) }
+        let fields = schema.membershipFields(scope: project, user: user, role: role, name: name ?? userName, email: email, now: now)
+        // What an existing record takes: the role, and the name and email given, where the entity declares
+        // them. One not given stays as it is: a role change rewrote the member's name to the one the
+        // operator typed, and a member added back without an e-mail address lost theirs (attack 85, F5).
+        let given = fields.filter { field, _ in
+            field == schema.roleField || (field == "name" && name != nil) || (field == "email" && email != nil)
+        }
         if var own = naming.first(where: { $0.id == id }) {
-            let changed = wanted.filter { field, value in own.fields[field] != value && (field != "email" || email != nil) }
+            let changed = given.filter { field, value in own.fields[field] != value }
             if own.deletion != nil || !changed.isEmpty {
                 counters.changeSequence += 1
-                own.edit(own.deletion != nil ? wanted : changed, at: now, sequence: counters.changeSequence)
+                own.edit(own.deletion != nil ? given : changed, at: now, sequence: counters.changeSequence)
                 try own.checkAsOperatorsWrite()
                 plan.records.append(own)
             }

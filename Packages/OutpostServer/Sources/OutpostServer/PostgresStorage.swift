@@ -911,7 +911,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        _ user: UUID, to project: UUID, name: String?, email: String?, role: String?, now: Date,
         logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange {
         let logger = self.logger
@@ -923,11 +923,19 @@ final class PostgresStorage: ServerStorage {
             else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
-            try await connection.query(
-                """
-                INSERT INTO users (id, name) VALUES (\(user.storageText), \(name))
-                ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
-                """, logger: logger)
+            var userName = name
+            if let name {
+                try await connection.query(
+                    """
+                    INSERT INTO users (id, name) VALUES (\(user.storageText), \(name))
+                    ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
+                    """, logger: logger)
+            } else {
+                for try await known in try await connection.query(
+                    "SELECT name FROM users WHERE id = \(user.storageText)", logger: logger
+                ).decode(String.self) { userName = known }
+            }
+            guard let userName else { throw MembershipEdit.unnamed(user) }
             var hasMembership = false
             for try await _ in try await connection.query(
                 "SELECT project_id FROM memberships WHERE project_id = \(project.storageText) AND user_id = \(user.storageText)",
@@ -947,7 +955,7 @@ final class PostgresStorage: ServerStorage {
                 if counter == "change_sequence" { counters.changeSequence = value } else { counters.lastServerID = value }
             }
             let plan = try MembershipEdit.plan(
-                user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
+                user: user, project: project, name: name, userName: userName, email: email, role: role, hasMembership: hasMembership,
                 memberRecords: members, salt: try await Self.memberIDSalt(on: connection, logger: logger), now: now,
                 rules: rules, counters: &counters)
             try await PostgresRecords.save(plan.records, on: connection, logger: logger)

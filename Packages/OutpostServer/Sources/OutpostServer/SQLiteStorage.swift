@@ -772,7 +772,7 @@ final class SQLiteStorage: ServerStorage {
     }
 
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        _ user: UUID, to project: UUID, name: String?, email: String?, role: String?, now: Date,
         logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange {
         let rules = self.rules
@@ -781,9 +781,13 @@ final class SQLiteStorage: ServerStorage {
             guard let projectRecord = try StoredRecord.fetch(schema.scope, id: project, in: db), projectRecord.deletion == nil else {
                 throw ServerError.notFound("no project \(project.storageText) on this server")
             }
-            try db.execute(
-                sql: "INSERT INTO users (id, name) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name",
-                arguments: [user.storageText, name])
+            if let name {
+                try db.execute(
+                    sql: "INSERT INTO users (id, name) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET name = excluded.name",
+                    arguments: [user.storageText, name])
+            }
+            let userName = try name ?? String.fetchOne(db, sql: "SELECT name FROM users WHERE id = ?", arguments: [user.storageText])
+            guard let userName else { throw MembershipEdit.unnamed(user) }
             let hasMembership = try Bool.fetchOne(
                 db, sql: "SELECT 1 FROM memberships WHERE project_id = ? AND user_id = ?",
                 arguments: [project.storageText, user.storageText]) ?? false
@@ -794,7 +798,7 @@ final class SQLiteStorage: ServerStorage {
                 try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'change_sequence'") ?? 0,
                 try Int64.fetchOne(db, sql: "SELECT value FROM counters WHERE name = 'server_id'") ?? 0)
             let plan = try MembershipEdit.plan(
-                user: user, project: project, name: name, email: email, role: role, hasMembership: hasMembership,
+                user: user, project: project, name: name, userName: userName, email: email, role: role, hasMembership: hasMembership,
                 memberRecords: members, salt: try Self.memberIDSalt(in: db), now: now, rules: rules, counters: &counters)
             for record in plan.records { try record.save(in: db) }
             if plan.addsMembership {

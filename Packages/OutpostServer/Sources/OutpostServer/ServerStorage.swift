@@ -93,9 +93,10 @@ protocol ServerStorage: Sendable {
 
     /// Makes `user` a member of `project` with exactly `role` (nil: the role they hold, or the schema's
     /// default for a new member): the membership (begun now), and their member record created, brought
-    /// back, or given the role (`MembershipEdit`). Says what changed.
+    /// back, or given the role (`MembershipEdit`); `name` and `email` when given, a member's own kept
+    /// otherwise (a user the server has no name for is refused, `MembershipEdit.unnamed`). Says what changed.
     func addMember(
-        _ user: UUID, to project: UUID, name: String, email: String?, role: String?, now: Date,
+        _ user: UUID, to project: UUID, name: String?, email: String?, role: String?, now: Date,
         logging: @escaping AdminLogLine.Maker<AdminLogLine, MembershipChange>
     ) async throws(ServerError) -> MembershipChange
 

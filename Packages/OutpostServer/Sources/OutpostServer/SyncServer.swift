@@ -171,19 +171,39 @@ public struct SyncServer: Sendable {
     /// changed. `actor` names who did it in the admin log.
     @discardableResult
     public func addMember(_ member: ServerSeed.Member, by actor: String = "operator") async throws(ServerError) -> [UUID: MembershipChange] {
-        try await storage.prepare()
-        let role = try member.role.map { _ throws(ServerError) in try ServerSeed.role(of: member) }
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
-            changes[project] = try await storage.addMember(
-                member.userID, to: project, name: member.name, email: member.email, role: role, now: Timestamp.now()
-            ) { change in
-                AdminLogLine(
-                    actor: actor, action: "add-member",
-                    details: "user \(member.userID.storageText), project \(project.storageText), role \(role ?? "not named"): \(change)")
-            }
+            changes[project] = try await addMember(
+                member.userID, to: project, role: member.role, name: member.name, email: member.email, by: actor)
         }
         return changes
+    }
+
+    /// Makes `user` a member of `project` (one this server already has) with exactly `role`, as
+    /// `addMember(_:by:)` does, and says what changed. `name` and `email`, when given, are written to
+    /// their member record; left out, a member keeps their own (a role change rewrote the member's name to
+    /// the one the operator typed; attack 85, F5), and a user the server has never seen needs a name.
+    @discardableResult
+    public func addMember(
+        _ user: UUID, to project: UUID, role: String? = nil, name: String? = nil, email: String? = nil,
+        by actor: String = "operator"
+    ) async throws(ServerError) -> MembershipChange {
+        // The admin API's rule for every way in: `outpost admin add-member` took any name before. An empty
+        // e-mail address blanks one, as in a seed.
+        for (field, text, isName) in [("name", name, true), ("e-mail address", email.flatMap { $0.isEmpty ? nil : $0 }, false)] {
+            if let text, let problem = adminTextProblem(text, isName: isName) {
+                throw ServerError(.invalidSeed, message: "the \(field) of user \(user.storageText) \(problem)")
+            }
+        }
+        try await storage.prepare()
+        let role = try role.map { _ throws(ServerError) in
+            try ServerSeed.role(of: ServerSeed.Member(userID: user, name: name ?? user.storageText, role: role, projects: [project]))
+        }
+        return try await storage.addMember(user, to: project, name: name, email: email, role: role, now: Timestamp.now()) { change in
+            AdminLogLine(
+                actor: actor, action: "add-member",
+                details: "user \(user.storageText), project \(project.storageText), role \(role ?? "not named"): \(change)")
+        }
     }
 
     /// A new bearer token for `user` (a user the server has), stored hashed; the token itself is
