@@ -62,8 +62,8 @@ struct RestoreTests {
     }
 
     /// Every live issue a store holds, by id: title and details.
-    static func issues(in store: LocalStore) throws -> [UUID: String] {
-        let issues = try store.fetchAll(OutpostModels.Issue.self, where: "projectID", equals: .uuid(TestServer.projectA))
+    static func issues(in store: LocalStore, project: UUID = TestServer.projectA) throws -> [UUID: String] {
+        let issues = try store.fetchAll(OutpostModels.Issue.self, where: "projectID", equals: .uuid(project))
         return Dictionary(uniqueKeysWithValues: issues.map { ($0.id, "\($0.title) / \($0.details)") })
     }
 
@@ -196,6 +196,51 @@ struct RestoreTests {
         #expect(try fresh.record(.issue, id: drain.id)?.sync.isDeleted ?? true)
         let conflicts = try crew.openConflicts()
         #expect(conflicts.isEmpty, "nothing changed concurrently: \(conflicts)")
+    }
+
+    /// A project a member made from their device after the backup, which a teammate's device holds: the
+    /// teammate's rebuild keeps it without sending it, and it comes back as its author's. Sent again as the
+    /// parent of the teammate's issue, it was that teammate's create on the restored server, so they owned
+    /// it and its real owner was locked out: whichever device synced first took the project (attack 86, F2).
+    /// The teammate's issue waits, kept, until the project and their membership are back.
+    @Test("A teammate's project the server lost comes back as its author's, never as the first device's to sync", arguments: Backend.available)
+    func aLostProjectComesBackAsItsAuthors(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let folder = server.directory
+        let bob = try LocalStore.open(at: folder.appendingPathComponent("bob.sqlite").path)
+        let alice = try LocalStore.open(at: folder.appendingPathComponent("alice.sqlite").path)
+        func sync(_ store: LocalStore, _ token: String) async throws -> SyncReport {
+            try await SyncEngine(store: store, transport: server.transport(token: token)).sync()
+        }
+        let backup = try await Backup.take(of: server)
+        let project = try await bob.save(OutpostModels.Project(name: "Birch Lane"))
+        #expect(try await sync(bob, TestServer.bobToken).isComplete)
+        #expect(try await server.server.members(of: project.id).map(\.role) == ["owner"])
+        _ = try await server.server.addMember(TestServer.alice, to: project.id, role: "crew", by: "test operator")
+        #expect(try await sync(alice, TestServer.aliceToken).isComplete)
+        let issue = try await alice.save(OutpostModels.Issue(projectID: project.id, title: "Gate sticks"))
+        #expect(try await sync(alice, TestServer.aliceToken).isComplete)
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        let first = try await sync(alice, TestServer.aliceToken)
+        #expect(first.historyChanged)
+        #expect(try await server.server.members(of: project.id).isEmpty, "no one owns the project the server lost")
+        // Kept, not lost: the project and the issue, which waits.
+        #expect(try alice.record(.project, id: project.id) != nil)
+        #expect(try Self.issues(in: alice, project: project.id)[issue.id] != nil)
+        #expect(try alice.unsentChanges().map(\.recordID) == [issue.id])
+
+        // Bob's device sends his project again: his, with him its owner. The office adds Alice back, and her
+        // issue, retried, lands.
+        #expect(try await sync(bob, TestServer.bobToken).historyChanged)
+        #expect(try await server.server.members(of: project.id).map { [$0.userID: $0.role] } == [[TestServer.bob: "owner"]])
+        _ = try await server.server.addMember(TestServer.alice, to: project.id, role: "crew", by: "test operator")
+        _ = try alice.retryFailedMutations()
+        #expect(try await sync(alice, TestServer.aliceToken).isComplete)
+        #expect(try alice.unsentChanges().isEmpty)
+        #expect(try await sync(bob, TestServer.bobToken).isComplete)
+        #expect(try Self.issues(in: bob, project: project.id)[issue.id] != nil)
     }
 
     @Test("A change the server refused stays one failed change through a restore", arguments: Backend.available)

@@ -80,6 +80,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "retriedFailed": "\(retried)", "quarantined": "\(report.quarantined)",
                 "historyChanged": "\(report.historyChanged)", "resent": "\(report.resent)",
                 "recreated": "\(report.rebuilt?.recreated ?? 0)", "removed": "\(report.rebuilt?.removed ?? 0)",
+                "kept": "\(report.rebuilt?.kept ?? 0)",
                 "unheldImportsRemoved": "\(report.unheldImports.removed)", "unheldImportsResent": "\(report.unheldImports.recreated)",
                 "filesRemoved": "\(swept)", "error": report.lastTransportError.map { "\($0)" } ?? "",
             ]
@@ -91,7 +92,10 @@ struct SyncCommand: AsyncParsableCommand {
                 print(
                     "the server was restored from a backup: pulled everything again; sent again \(report.resent) changes "
                         + "and \(report.rebuilt?.recreated ?? 0) records it had lost, removed \(report.rebuilt?.removed ?? 0) "
-                        + "records of others it no longer has")
+                        + "records of others it no longer has"
+                        + ((report.rebuilt?.kept ?? 0) > 0
+                            ? ", kept \(report.rebuilt?.kept ?? 0) records of others that yours belong to, for their authors to send again"
+                            : ""))
             }
             if report.unheldImports.removed + report.unheldImports.recreated > 0 {
                 print(

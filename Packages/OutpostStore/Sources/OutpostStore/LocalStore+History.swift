@@ -6,9 +6,13 @@ import OutpostSchema
 
 /// What rebuilding the replica against a restored server did (`LocalStore.finishHistoryRebuild`).
 public struct HistoryRebuildReport: Sendable, Hashable {
-    /// Records the restored server no longer holds that this device wrote to (or that a record it wrote
-    /// to needs as a parent): queued again as creates with the values the device holds.
+    /// Records the restored server no longer holds that this device wrote to: queued again as creates
+    /// with the values the device holds.
     public var recreated = 0
+    /// Records the restored server no longer holds that this device never wrote to, which a record it
+    /// wrote to needs as a parent: kept here as they are, not sent (they are their authors' to send
+    /// again), and replaced by the server's copy when one comes.
+    public var kept = 0
     /// Records the restored server no longer holds that this device never wrote to: removed here, as a
     /// device that never held them would not hold them either.
     public var removed = 0
@@ -154,9 +158,9 @@ extension LocalStore {
 
     /// Ends a rebuild once its pull reached the end: `seen` holds every record the pull brought. A
     /// record it did not bring is one the restored server does not hold. Written to by this device
-    /// (or waiting to be sent, or a parent of such a record), it is queued again as a create with the
-    /// values held here, its other waiting changes folded into that create; otherwise it is removed, as
-    /// a fresh device would not hold it. An attachment queued again uploads its original again. One
+    /// (or waiting to be sent), it is queued again as a create with the values held here, its other
+    /// waiting changes folded into that create; a parent of such a record is kept as it is, unsent (its
+    /// author's device sends it again); otherwise it is removed, as a fresh device would not hold it. An attachment queued again uploads its original again. One
     /// transaction, which also ends the rebuild.
     @discardableResult
     public func finishHistoryRebuild(seen: [EntityType: Set<UUID>], now: Date = Timestamp.now()) async throws(StoreError)
@@ -199,9 +203,9 @@ extension StoreWriter {
     }
 
     /// Settles records the server does not hold (`unseen`, in `order`), as a fresh device would hold
-    /// them plus this device's own writes: one written to here (or a parent of such a record) is queued
-    /// again as a create with the values held here, its waiting changes folded into it; any other is
-    /// removed. Written to means a change waiting, or with `ownWritesByClocks` (a restored server, which
+    /// them plus this device's own writes: one written to here is queued again as a create with the
+    /// values held here, its waiting changes folded into it; a parent of such a record is kept, unsent;
+    /// any other is removed. Written to means a change waiting, or with `ownWritesByClocks` (a restored server, which
     /// lost acknowledged writes too) a field or delete this device stamped. Inside the caller's
     /// transaction; the caller journals the changes.
     func settleUnheld(_ unseen: [UnheldKey: EntityRecord], order: [UnheldKey], ownWritesByClocks: Bool, db: Database, now: Date) throws
@@ -236,15 +240,21 @@ extension StoreWriter {
             } ?? false
             if ownWrites || !operations.isEmpty { recreate.insert(key) }
         }
-        // A record queued again, or still to be sent, needs its parents on the server: those the server
-        // lost come back too.
+        // A record queued again, or still to be sent, keeps the parents the server lost, as they are: they
+        // are their authors' to send again. Sent from here, another member's project came back as this
+        // user's create, with them its owner and its real owner locked out, on whichever device synced
+        // first (attack 86, F2); a record of anyone else's would have become this user's to change and
+        // delete. At version 0, so the author's copy replaces it when it comes; until then the child's
+        // change waits (refused, it stays this device's failed change, retried as any is).
+        var kept: Set<Key> = []
         var added = Array(recreate.union(untouched))
         while let key = added.popLast() {
             guard let record = unseen[key] else { continue }
             for relation in record.entity.description.parents {
                 guard case .uuid(let parent) = record[relation.field] else { continue }
                 let parentKey = Key(entity: relation.entity, id: parent)
-                if unseen[parentKey] != nil, !untouched.contains(parentKey), recreate.insert(parentKey).inserted
+                if unseen[parentKey] != nil, !untouched.contains(parentKey), !recreate.contains(parentKey),
+                    kept.insert(parentKey).inserted
                 {
                     added.append(parentKey)
                 }
@@ -255,7 +265,12 @@ extension StoreWriter {
             try db.execute(
                 sql: "DELETE FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
                 arguments: [key.entity.rawValue, key.id.storageText])
-            if recreate.contains(key) {
+            if kept.contains(key) {
+                try db.execute(
+                    sql: "UPDATE \(record.entity.description.table.quotedDatabaseIdentifier) SET version = 0, server_id = NULL WHERE id = ?",
+                    arguments: [key.id.storageText])
+                report.kept += 1
+            } else if recreate.contains(key) {
                 let clocks = try FieldClocks.read(key.entity, key.id, in: db)
                     ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
                 record.sync.serverID = nil
