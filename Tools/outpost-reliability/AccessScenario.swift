@@ -572,11 +572,12 @@ private final class AccessRun {
             }
             let attachment = attachments[index]
             let role = table.role(of: user, in: attachment.project)
-            let want: AccessAnswer =
-                if !token.live { .unauthorized }
-                else if let role {
-                    attachment.creator == user && RoleTable.writes(.mediaAttachment, as: role) ? .allowed : .forbidden
-                } else { .hidden }
+            // An archived project takes no files, as it takes no pushes, after the access checks.
+            let want = table.inArchive(
+                !token.live ? .unauthorized
+                    : role.map { attachment.creator == user && RoleTable.writes(.mediaAttachment, as: $0) ? .allowed : .forbidden }
+                    ?? .hidden,
+                in: attachment.project)
             let answer = await upload(attachment.id, bytes: attachment.bytes, token: token.token, instance: instance)
             expect(attachment.creator == user ? "upload own file" : "upload another's file", want, answer, who: user, in: attachment.project)
             if answer == .allowed { attachments[index].uploaded = true }
@@ -616,11 +617,13 @@ private final class AccessRun {
     }
 
     private func answer(to error: any Error) -> AccessAnswer? {
-        switch (error as? TransportError)?.status {
-        case 401: .unauthorized
-        case 403: .forbidden
-        case 404: .hidden
-        default: nil
+        let refusal = error as? TransportError
+        switch refusal?.status {
+        case 401: return .unauthorized
+        case 403: return .forbidden
+        case 404: return .hidden
+        case 409 where refusal?.serverCode == .projectArchived: return .archived
+        default: return nil
         }
     }
 
