@@ -133,6 +133,46 @@ struct SlowClientTests {
         #expect(try await server.answers200())
     }
 
+    /// The request bodies a server holds while they arrive are bounded per caller (by token) and in all:
+    /// a body that would pass either bound has its connection closed, and the others go on. One member's
+    /// token opened 150 connections, sent 8 MiB of a push on each and held back the last bytes: every
+    /// body was kept whole in memory, the server reached 1.36 GB and kept 902 MB once they were gone, and
+    /// the slow-body rule never fired, the bytes having come fast (attack 86, F1).
+    @Test("Bodies under way are bounded per caller and in all: the connection of one past either bound is closed, the others are served")
+    func bodiesUnderWayAreBounded() async throws {
+        let server = try await TestServer.start(maximumBodyBytes: 1 << 20) {
+            $0.maximumChunkBytes = 1 << 20
+            $0.maximumBodyBytesInFlightPerCaller = 1 << 20
+            $0.maximumBodyBytesInFlight = 3 << 19
+        }
+        defer { Task { await server.stop() } }
+        func heldBody(_ token: String) throws -> RawConnection {
+            let connection = try RawConnection(port: server.port)
+            connection.send(
+                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(1 << 20)\r\n\r\n" + String(repeating: " ", count: 600 << 10))
+            return connection
+        }
+        func closed(_ connection: RawConnection) async -> Bool {
+            for _ in 0..<30 where await !connection.isClosedByServer() {}  // each waits up to a second
+            return await connection.isClosedByServer()
+        }
+        let alice = try heldBody(TestServer.aliceToken)
+        let aliceAgain = try heldBody(TestServer.aliceToken)
+        #expect(await closed(aliceAgain), "1.2 MiB of Alice's bodies under way, past her 1 MiB")
+        let bob = try heldBody(TestServer.bobToken)
+        let carol = try heldBody(TestServer.carolToken)
+        #expect(await closed(carol), "1.8 MiB under way in all, past 1.5 MiB")
+        let aliceClosed = await alice.isClosedByServer(), bobClosed = await bob.isClosedByServer()
+        #expect(!aliceClosed && !bobClosed, "the bodies within both bounds go on")
+        // A small request of Alice's fits beside her body under way, and the server answers it.
+        let pull = try await server.send("POST", "/pull", token: TestServer.aliceToken, body: Data(#"{"limit":10}"#.utf8))
+        #expect(pull.status == 200)
+        #expect(try await server.answers200())
+        withExtendedLifetime((alice, bob)) {}
+    }
+
     @Test("At the connection limit a newcomer displaces the connection idle longest; one with a request under way keeps its place; when all are busy the newcomer is closed")
     func connectionsPastTheLimitDisplaceIdleOnes() async throws {
         let server = try await TestServer.start(maximumConnections: 3)

@@ -144,6 +144,57 @@ package final class WriteProgress: Sendable {
     }
 }
 
+/// The request body bytes under way on every connection: from a body's first byte until its answer is
+/// written, counted per caller (the bearer token its request names) and in all. Bodies are held whole
+/// while they arrive and while their request is served, so without a bound one member's token opening
+/// connections and holding back each body's last bytes held the server at 1.36 GB, which it kept after
+/// they were gone (attack 86, F1); the slow-body rule never fires for bytes that came fast.
+final class BodiesInFlight: Sendable {
+    private struct State {
+        var total = 0
+        var byCaller: [String: Int] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+    let perCaller: Int
+    let total: Int
+
+    init(perCaller: Int, total: Int) {
+        self.perCaller = perCaller
+        self.total = total
+    }
+
+    /// Counts `bytes` more under way for `caller`; false, with nothing counted, past either bound.
+    func take(_ bytes: Int, for caller: String) -> Bool {
+        state.withLockedValue { state in
+            let callers = state.byCaller[caller, default: 0] + bytes
+            guard callers <= perCaller, state.total + bytes <= total else { return false }
+            state.byCaller[caller] = callers
+            state.total += bytes
+            return true
+        }
+    }
+
+    /// `bytes` of `caller`'s are no longer under way.
+    func give(_ bytes: Int, for caller: String) {
+        guard bytes > 0 else { return }
+        state.withLockedValue { state in
+            let left = state.byCaller[caller, default: 0] - bytes
+            state.byCaller[caller] = left > 0 ? left : nil
+            state.total -= bytes
+        }
+    }
+
+    /// The bytes under way in all.
+    var bytesUnderWay: Int { state.withLockedValue { $0.total } }
+
+    /// Who a request's body is counted against: its bearer token (the last word of `Authorization`,
+    /// however the scheme is spelled), or the empty caller for a request that names none.
+    static func caller(of authorization: String?) -> String {
+        authorization.flatMap { $0.split(whereSeparator: \.isWhitespace).last.map(String.init) } ?? ""
+    }
+}
+
 /// Bounds what one connection may cost the server, beside Hummingbird's idle timeout (which closes a
 /// connection that sends no complete request head in time, slow header trickles included): a
 /// connection past `OpenConnections.maximum` displaces the one idle longest, or is closed at once when
@@ -153,7 +204,8 @@ package final class WriteProgress: Sendable {
 /// passed since its head, is closed too: a valid token sending a million-byte body one byte a second
 /// on every connection the server allows locked every other client out. A stalled reader also held a
 /// read transaction open and kept the SQLite WAL from being checkpointed (309 MB after 10,000
-/// pushes); closing it lets the next checkpoint run.
+/// pushes); closing it lets the next checkpoint run. A body that would pass what its caller, or every
+/// caller together, may have under way (`BodiesInFlight`) has its connection closed as it arrives.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -166,6 +218,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     static let bodyGrace: TimeAmount = .seconds(10)
 
     private let connections: OpenConnections
+    private let bodies: BodiesInFlight
+    /// This connection's body bytes counted in `bodies`, by caller, until its answers are written.
+    private var held: [String: Int] = [:]
+    /// Who the body under way is counted against (`BodiesInFlight.caller(of:)`).
+    private var caller = ""
     private let stalledWrite: TimeAmount
     /// This connection's number in `connections`; nil when it was not admitted.
     private var number: Int?
@@ -181,9 +238,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answers' body bytes this connection's socket has taken.
     let progress = WriteProgress()
 
-    init(connections: OpenConnections, stalledWrite: TimeAmount) {
+    init(connections: OpenConnections, bodies: BodiesInFlight, stalledWrite: TimeAmount) {
         self.connections = connections
+        self.bodies = bodies
         self.stalledWrite = stalledWrite
+    }
+
+    /// Gives back every body byte this connection counted.
+    private func giveBackBodies() {
+        for (caller, bytes) in held { bodies.give(bytes, for: caller) }
+        held = [:]
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -197,6 +261,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         stallTimer = nil
         bodyCheck?.cancel()
         bodyCheck = nil
+        giveBackBodies()
         if let number {
             connections.release(number)
             self.number = nil
@@ -205,8 +270,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
             unanswered += 1
+            caller = BodiesInFlight.caller(of: head.headerFields[.authorization])
             if let number { connections.busy(number) }
             bodyStarted = .now()
             bodyBytes = 0
@@ -220,6 +286,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .body(let buffer):
             bodyBytes += buffer.readableBytes
+            // Counted while its answer is to come: once written, the rest of the body is dropped unread.
+            if unanswered > 0 {
+                guard bodies.take(buffer.readableBytes, for: caller) else {
+                    context.close(promise: nil)
+                    return
+                }
+                held[caller, default: 0] += buffer.readableBytes
+            }
         case .end:
             bodyStarted = nil
         }
@@ -250,7 +324,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let channel = context.channel, connections = self.connections
         written.futureResult.whenSuccess {
             handler.value.unanswered -= 1
-            if handler.value.unanswered == 0 { connections.idle(number, channel) }
+            if handler.value.unanswered == 0 {
+                handler.value.giveBackBodies()
+                connections.idle(number, channel)
+            }
         }
         context.write(data, promise: written)
     }

@@ -37,6 +37,14 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytesPerProject: Int64 = 100 << 30
     /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
     public var maximumMediaBytesPerUser: Int64 = 25 << 30
+    /// The request body bytes one caller (one bearer token) may have under way at once, from a body's
+    /// first byte until its answer is written: a body past it has its connection closed. Nil: four of
+    /// the largest body or chunk the server takes. One member's token held 150 push bodies, each one byte
+    /// short, and the server reached 1.36 GB.
+    public var maximumBodyBytesInFlightPerCaller: Int?
+    /// The request body bytes every caller together may have under way at once (as
+    /// `maximumBodyBytesInFlightPerCaller`). Nil: 128 MiB, or four callers' bound if that is more.
+    public var maximumBodyBytesInFlight: Int?
     /// The push bounds the protocol fixes (`PushRules.Bounds`); tests lower them.
     var pushBounds = PushRules.Bounds()
     /// The free disk space media uploads leave on the media folder's volume, for the database (on one
@@ -137,6 +145,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     static let longestWaitSeconds = 86_400
 
     /// Refuses settings the server cannot run with, before anything is opened.
+    /// The bounds on request bodies under way, per caller and in all, defaults filled in.
+    var bodyBytesInFlight: (perCaller: Int, total: Int) {
+        let perCaller = maximumBodyBytesInFlightPerCaller ?? 4 * max(maximumBodyBytes, maximumChunkBytes)
+        return (perCaller, maximumBodyBytesInFlight ?? max(128 << 20, 4 * perCaller))
+    }
+
     func validate() throws(ServerError) {
         func check(_ condition: Bool, _ message: String) throws(ServerError) {
             if !condition { throw ServerError(.invalidConfiguration, message: message) }
@@ -163,6 +177,11 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(mediaDiskReserveBytes >= 0, "the media disk reserve must not be negative")
         try check(databaseDiskReserveBytes >= 0, "the database disk reserve must not be negative")
         try check(maximumConnections >= 1, "the connection limit must be at least 1")
+        let bodies = bodyBytesInFlight
+        try check(
+            bodies.perCaller >= max(maximumBodyBytes, maximumChunkBytes),
+            "a caller's bodies under way must take the largest body and chunk the server accepts")
+        try check(bodies.total >= bodies.perCaller, "the bodies under way in all must take one caller's")
         try check((requestsPerMinutePerToken ?? 1) >= 1, "the per-token request limit must be at least 1 a minute")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")

@@ -316,9 +316,11 @@ public struct SyncServer: Sendable {
             conflictPolicy: SyncProtocol.conflictPolicyText(configuration.conflictPolicy)))
         addRoutes(to: router)
         let connections = openConnections
+        let bounds = configuration.bodyBytesInFlight
+        let bodies = BodiesInFlight(perCaller: bounds.perCaller, total: bounds.total)
         let stalledWrite = TimeAmount.seconds(Int64(configuration.stalledWriteSeconds))
         let http1 = HTTPServerBuilder.http1(configuration: .init(
-            additionalChannelHandlers: [ConnectionGuard(connections: connections, stalledWrite: stalledWrite)],
+            additionalChannelHandlers: [ConnectionGuard(connections: connections, bodies: bodies, stalledWrite: stalledWrite)],
             idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds))))
         let app = Application(
             router: router,
