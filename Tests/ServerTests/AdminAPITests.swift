@@ -202,6 +202,7 @@ import Testing
         for body in [
             #"{"name": " "}"#, #"{"name": "\u00a0\u3000", "role": "crew"}"#, #"{"name": "\u200d", "role": "crew"}"#,
             #"{"name": "\u3164\u2800\u200b", "role": "crew"}"#, #"{"name": "\ufeff\u00ad"}"#,
+            #"{"name": "\u034f\u17b4\ufe0f", "role": "crew"}"#,
         ] {
             let answer = try await call("PUT", "\(members)/\(UUID())", body)
             #expect(answer.status == 400 && answer.text.contains("more than white space"), "\(body): \(answer)")
@@ -210,6 +211,12 @@ import Testing
         #expect(marked.status == 400 && marked.text.contains("direction"), "\(marked)")
         await #expect(throws: ServerError.self, "the commands' path refuses it too") {
             try await server.server.addMember(.init(userID: UUID(), name: "Eve", email: "e\u{7}", role: "crew", projects: [TestServer.projectA]))
+        }
+        // `outpost admin add-member` took a name or address breaking and reversing its line (attack 86, F3).
+        for (name, email) in [("x\u{85}y\u{2029}z", nil), ("Bo\u{202E}b", nil), ("Eve", "Evil\u{202E}txt.exe\u{2028}line2")] {
+            await #expect(throws: ServerError.self, "\(name)") {
+                try await server.server.addMember(UUID(), to: TestServer.projectA, role: "crew", name: name, email: email)
+            }
         }
         #expect(try await server.server.adminLog(limit: 1000).count == before)
         #expect(try await server.send("GET", "/projects/\(TestServer.projectA)/bundle?format=xml", token: TestServer.carolToken).status == 200)

@@ -18,10 +18,14 @@ public enum OneLineText {
     /// Whether a listing writes `scalar` as `\u{…}`: an unprintable one (`isUnprintable`), and one that
     /// prints as nothing or may look like another text: format characters (a zero-width space, tag
     /// characters, a soft hyphen, a byte-order mark), variation selectors, private-use, unassigned and
-    /// noncharacter code points. Printed raw, two member names or projects looked the same and differed,
-    /// and hidden text travelled in the admin log (attack 85, F2).
+    /// noncharacter code points, and every default-ignorable code point (a grapheme joiner, a Hangul
+    /// filler). Printed raw, two member names or projects looked the same and differed, and hidden text
+    /// travelled in the admin log (attack 85, F2; "Bo\u{34F}b" was listed as Bob, attack 86, F4).
     public static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
-        if isUnprintable(scalar) || scalar.properties.isNoncharacterCodePoint || scalar.properties.isVariationSelector {
+        let properties = scalar.properties
+        if isUnprintable(scalar) || properties.isNoncharacterCodePoint || properties.isVariationSelector
+            || properties.isDefaultIgnorableCodePoint
+        {
             return true
         }
         switch scalar.properties.generalCategory {

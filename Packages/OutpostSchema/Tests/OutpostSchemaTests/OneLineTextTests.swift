@@ -13,6 +13,9 @@ struct OneLineTextTests {
             == #"Bob\u{200B}zw\u{E0041}tag\u{AD}shy\u{FEFF}bom\u{FE0F}vs\u{180E}mvs\u{E000}pua\u{FDD0}nc\u{E0080}un"#)
         #expect(OneLineText.escaping(#"copy\u{A}2"#) == #"copy\u{A}2"#, "text escaped once prints the same")
         #expect(OneLineText.escaping("Line\nbreak\u{202E}") == #"Line\u{A}break\u{202E}"#)
+        // Every default-ignorable code point, not a list: a grapheme joiner, Khmer inherent vowels and a
+        // Hangul filler printed as nothing, "Bo\u{34F}b" listed as Bob (attack 86, F4).
+        #expect(OneLineText.escaping("Bo\u{34F}b \u{17B4}\u{17B5} \u{3164}") == #"Bo\u{34F}b \u{17B4}\u{17B5} \u{3164}"#)
         // What shows stays as it is: accents, combining marks on a letter, other scripts, an emoji. (An
         // emoji joined by U+200D prints its joiner escaped: exactness before looks, in an operator's listing.)
         for shown in ["José", "Jose\u{301}", "Øresund Bro", "王小明", "Zoë 👷"] {

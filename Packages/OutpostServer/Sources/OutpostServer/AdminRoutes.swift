@@ -188,14 +188,16 @@ func adminTextProblem(_ text: String, isName: Bool) -> String? {
 }
 
 /// Whether `scalar` shows as something: not white space, not one of the format characters of the Basic
-/// Multilingual Plane (a zero-width joiner, a direction mark, a soft hyphen), not a filler that draws
-/// blank (the Hangul fillers, the Braille blank). Names of U+200D or U+3164 alone were taken, each
+/// Multilingual Plane (a zero-width joiner, a direction mark, a soft hyphen), nor another of its
+/// default-ignorable ones (a grapheme joiner, variation selectors, the Khmer inherent vowels; attack 86,
+/// F4), not a filler that draws blank (the Hangul fillers, the Braille blank). Names of U+200D or U+3164 alone were taken, each
 /// listed as nothing (attack 84, F3). The API document's `AdminName` names the same characters.
 private func isVisible(_ scalar: Unicode.Scalar) -> Bool {
     guard !scalar.properties.isWhitespace else { return false }
     switch scalar.value {
-    case 0x00ad, 0x0600...0x0605, 0x061c, 0x06dd, 0x070f, 0x0890, 0x0891, 0x08e2, 0x180e, 0x200b...0x200f, 0x202a...0x202e,
-        0x2060...0x2064, 0x2066...0x206f, 0xfeff, 0xfff9...0xfffb, 0x115f, 0x1160, 0x3164, 0xffa0, 0x2800:
+    case 0x00ad, 0x034f, 0x0600...0x0605, 0x061c, 0x06dd, 0x070f, 0x0890, 0x0891, 0x08e2, 0x17b4, 0x17b5, 0x180b...0x180f,
+        0x200b...0x200f, 0x202a...0x202e, 0x2060...0x2064, 0x2066...0x206f, 0xfe00...0xfe0f, 0xfeff, 0xfff9...0xfffb, 0x115f,
+        0x1160, 0x3164, 0xffa0, 0x2800:
         return false
     default: return true
     }
