@@ -234,6 +234,13 @@ extension LocalStore: Replica {
                 unanswered.append(mutation)
                 continue
             }
+            // Nor does a conflict whose record is not the change's own: a hostile server's conflict carrying
+            // an issue of a project this device does not hold was stored as synced, and one naming another
+            // record held here replaced that record's row, moved to another project (attack 86, F6).
+            if case .conflict(let record) = outcome.unwrapped, record.entity != mutation.entity || record.recordID != mutation.recordID {
+                unanswered.append(mutation)
+                continue
+            }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
                 try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)

@@ -621,6 +621,42 @@ extension SyncEngineTests {
         #expect(try device.store.openConflicts().isEmpty)
     }
 
+    /// A conflict answered with a record other than the change's own (attack 86, F6): a hostile server's
+    /// conflict carrying an issue of a project this device does not hold was stored as synced, and one
+    /// naming another record waiting here replaced that record's row and moved it to another project. It
+    /// settles nothing, as an answer at a version no server gives: the change waits, unsent and unfailed,
+    /// and neither record changes.
+    @Test(arguments: [false, true])
+    func aConflictAnsweredWithAnotherRecordSettlesNothing(namingAWaitingOne: Bool) async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        var issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let other = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now)
+        _ = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 36)).sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak under the sink"
+        try await device.store.save(issue, now: now.addingTimeInterval(10))
+        var answer = try #require(try await server.record(namingAWaitingOne ? other.id : issue.id))
+        if !namingAWaitingOne { answer.recordID = UUID() }
+        answer.fields["projectID"] = .uuid(UUID())
+        answer.fields["title"] = .text("Planted")
+        answer.version += 3
+        let planted = answer
+        let transport = OtherKeysTransport(base: server) { _ in .conflict(serverRecord: planted) }
+        let engine = SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 37))
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(await transport.pushes == 1)
+        #expect(!report.pushCompleted && report.pushed == 0)
+        #expect(try device.store.unsentChanges().map(\.recordID) == [issue.id])
+        #expect(try device.store.unsentChanges().first?.status == .pending)
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak under the sink")
+        #expect(try device.store.fetch(Issue.self, id: other.id)?.title == "Crack")
+        #expect(try device.store.fetch(Issue.self, id: other.id)?.projectID == project)
+        #expect(try device.store.fetch(Issue.self, id: planted.recordID) == nil || namingAWaitingOne)
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
