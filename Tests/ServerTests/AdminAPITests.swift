@@ -213,7 +213,8 @@ import Testing
             try await server.server.addMember(.init(userID: UUID(), name: "Eve", email: "e\u{7}", role: "crew", projects: [TestServer.projectA]))
         }
         // `outpost admin add-member` took a name or address breaking and reversing its line (attack 86, F3).
-        for (name, email) in [("x\u{85}y\u{2029}z", nil), ("Bo\u{202E}b", nil), ("Eve", "Evil\u{202E}txt.exe\u{2028}line2")] {
+        // Nor an empty address, which blanked a member's (an unset shell variable; attack 87, 3).
+        for (name, email) in [("x\u{85}y\u{2029}z", nil), ("Bo\u{202E}b", nil), ("Eve", "Evil\u{202E}txt.exe\u{2028}line2"), ("Eve", "")] {
             await #expect(throws: ServerError.self, "\(name)") {
                 try await server.server.addMember(UUID(), to: TestServer.projectA, role: "crew", name: name, email: email)
             }

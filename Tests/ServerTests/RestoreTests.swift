@@ -217,9 +217,16 @@ struct RestoreTests {
         #expect(try await sync(bob, TestServer.bobToken).isComplete)
         #expect(try await server.server.members(of: project.id).map(\.role) == ["owner"])
         _ = try await server.server.addMember(TestServer.alice, to: project.id, role: "crew", by: "test operator")
+        _ = try await server.server.addMember(TestServer.carol, to: project.id, role: "projectManager", by: "test operator")
         #expect(try await sync(alice, TestServer.aliceToken).isComplete)
         let issue = try await alice.save(OutpostModels.Issue(projectID: project.id, title: "Gate sticks"))
         #expect(try await sync(alice, TestServer.aliceToken).isComplete)
+        // Carol, an office member, renames it offline: an edit of hers, not her project (attack 87, 1).
+        let carol = try LocalStore.open(at: folder.appendingPathComponent("carol.sqlite").path)
+        #expect(try await sync(carol, TestServer.carolToken).isComplete)
+        var renamed = try #require(try carol.fetch(OutpostModels.Project.self, id: project.id))
+        renamed.name = "Birch Lane, phase 2"
+        _ = try await carol.save(renamed)
 
         server = try await backup.restore()
         defer { Task { [server] in await server.stop() } }
@@ -230,17 +237,26 @@ struct RestoreTests {
         #expect(try alice.record(.project, id: project.id) != nil)
         #expect(try Self.issues(in: alice, project: project.id)[issue.id] != nil)
         #expect(try alice.unsentChanges().map(\.recordID) == [issue.id])
+        _ = try await sync(carol, TestServer.carolToken)
+        #expect(try await server.server.members(of: project.id).isEmpty, "nor does the member who renamed it")
+        #expect(try carol.unsentChanges().map(\.recordID) == [project.id], "her rename waits")
 
         // Bob's device sends his project again: his, with him its owner. The office adds Alice back, and her
         // issue, retried, lands.
         #expect(try await sync(bob, TestServer.bobToken).historyChanged)
         #expect(try await server.server.members(of: project.id).map { [$0.userID: $0.role] } == [[TestServer.bob: "owner"]])
         _ = try await server.server.addMember(TestServer.alice, to: project.id, role: "crew", by: "test operator")
+        _ = try await server.server.addMember(TestServer.carol, to: project.id, role: "projectManager", by: "test operator")
         _ = try alice.retryFailedMutations()
+        _ = try carol.retryFailedMutations()
         #expect(try await sync(alice, TestServer.aliceToken).isComplete)
         #expect(try alice.unsentChanges().isEmpty)
+        #expect(try await sync(carol, TestServer.carolToken).isComplete)
+        #expect(try carol.unsentChanges().isEmpty)
         #expect(try await sync(bob, TestServer.bobToken).isComplete)
         #expect(try Self.issues(in: bob, project: project.id)[issue.id] != nil)
+        #expect(try bob.fetch(OutpostModels.Project.self, id: project.id)?.name == "Birch Lane, phase 2", "her rename landed")
+        #expect(try await server.server.members(of: project.id).first { $0.userID == TestServer.bob }?.role == "owner")
     }
 
     @Test("A change the server refused stays one failed change through a restore", arguments: Backend.available)

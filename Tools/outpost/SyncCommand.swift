@@ -94,7 +94,7 @@ struct SyncCommand: AsyncParsableCommand {
                         + "and \(report.rebuilt?.recreated ?? 0) records it had lost, removed \(report.rebuilt?.removed ?? 0) "
                         + "records of others it no longer has"
                         + ((report.rebuilt?.kept ?? 0) > 0
-                            ? ", kept \(report.rebuilt?.kept ?? 0) records of others that yours belong to, for their authors to send again"
+                            ? ", kept \(report.rebuilt?.kept ?? 0) projects others made, for their devices to send again"
                             : ""))
             }
             if report.unheldImports.removed + report.unheldImports.recreated > 0 {

@@ -174,7 +174,9 @@ public struct SyncServer: Sendable {
         var changes: [UUID: MembershipChange] = [:]
         for project in member.projects {
             changes[project] = try await addMember(
-                member.userID, to: project, role: member.role, name: member.name, email: member.email, by: actor)
+                member.userID, to: project, role: member.role, name: member.name,
+                // A seed's empty address is none given (`ServerSeed.Member.email`).
+                email: member.email.flatMap { $0.isEmpty ? nil : $0 }, by: actor)
         }
         return changes
     }
@@ -188,9 +190,9 @@ public struct SyncServer: Sendable {
         _ user: UUID, to project: UUID, role: String? = nil, name: String? = nil, email: String? = nil,
         by actor: String = "operator"
     ) async throws(ServerError) -> MembershipChange {
-        // The admin API's rule for every way in: `outpost admin add-member` took any name before. An empty
-        // e-mail address blanks one, as in a seed.
-        for (field, text, isName) in [("name", name, true), ("e-mail address", email.flatMap { $0.isEmpty ? nil : $0 }, false)] {
+        // The admin API's rule for every way in: `outpost admin add-member` took any name before, and an
+        // empty address (an unset shell variable) blanked a member's (attack 87, 3).
+        for (field, text, isName) in [("name", name, true), ("e-mail address", email, false)] {
             if let text, let problem = adminTextProblem(text, isName: isName) {
                 throw ServerError(.invalidSeed, message: "the \(field) of user \(user.storageText) \(problem)")
             }

@@ -6,12 +6,12 @@ import OutpostSchema
 
 /// What rebuilding the replica against a restored server did (`LocalStore.finishHistoryRebuild`).
 public struct HistoryRebuildReport: Sendable, Hashable {
-    /// Records the restored server no longer holds that this device wrote to: queued again as creates
-    /// with the values the device holds.
+    /// Records the restored server no longer holds that this device wrote to (or that a record it wrote
+    /// to needs as a parent): queued again as creates with the values the device holds.
     public var recreated = 0
-    /// Records the restored server no longer holds that this device never wrote to, which a record it
-    /// wrote to needs as a parent: kept here as they are, not sent (they are their authors' to send
-    /// again), and replaced by the server's copy when one comes.
+    /// Projects the restored server no longer holds that another device made, which this device wrote
+    /// to or holds records of: kept here, never sent as this device's create (its user would own them);
+    /// what this device wrote to one goes as an update, which waits for its maker's copy.
     public var kept = 0
     /// Records the restored server no longer holds that this device never wrote to: removed here, as a
     /// device that never held them would not hold them either.
@@ -158,9 +158,10 @@ extension LocalStore {
 
     /// Ends a rebuild once its pull reached the end: `seen` holds every record the pull brought. A
     /// record it did not bring is one the restored server does not hold. Written to by this device
-    /// (or waiting to be sent), it is queued again as a create with the values held here, its other
-    /// waiting changes folded into that create; a parent of such a record is kept as it is, unsent (its
-    /// author's device sends it again); otherwise it is removed, as a fresh device would not hold it. An attachment queued again uploads its original again. One
+    /// (or waiting to be sent, or a parent of such a record), it is queued again as a create with the
+    /// values held here, its other waiting changes folded into that create, except a project another
+    /// device made, which is kept (`HistoryRebuildReport.kept`); otherwise it is removed, as a fresh
+    /// device would not hold it. An attachment queued again uploads its original again. One
     /// transaction, which also ends the rebuild.
     @discardableResult
     public func finishHistoryRebuild(seen: [EntityType: Set<UUID>], now: Date = Timestamp.now()) async throws(StoreError)
@@ -203,9 +204,10 @@ extension StoreWriter {
     }
 
     /// Settles records the server does not hold (`unseen`, in `order`), as a fresh device would hold
-    /// them plus this device's own writes: one written to here is queued again as a create with the
-    /// values held here, its waiting changes folded into it; a parent of such a record is kept, unsent;
-    /// any other is removed. Written to means a change waiting, or with `ownWritesByClocks` (a restored server, which
+    /// them plus this device's own writes: one written to here (or a parent of such a record) is queued
+    /// again as a create with the values held here, its waiting changes folded into it, but a project
+    /// another device made, which is kept and its values from here sent as an update; any other is
+    /// removed. Written to means a change waiting, or with `ownWritesByClocks` (a restored server, which
     /// lost acknowledged writes too) a field or delete this device stamped. Inside the caller's
     /// transaction; the caller journals the changes.
     func settleUnheld(_ unseen: [UnheldKey: EntityRecord], order: [UnheldKey], ownWritesByClocks: Bool, db: Database, now: Date) throws
@@ -216,6 +218,11 @@ extension StoreWriter {
         var changes: [StoreChange] = []
         var recreate: Set<Key> = []
         var untouched: Set<Key> = []
+        // A project the restored server lost that another device made is kept here, never queued as this
+        // device's create: sent so (as the parent of this device's records, or for an edit of it), it came
+        // back as this user's project, with them its owner and its real owner locked out, on whichever
+        // device synced first (attack 86, F2; attack 87, 1).
+        var kept: Set<Key> = []
         for key in order {
             guard let record = unseen[key] else { continue }
             let operations = try String.fetchAll(
@@ -232,32 +239,31 @@ extension StoreWriter {
                 // This device's delete goes again too (a create of its last values, then the delete): the
                 // author's own copy, brought back by its rebuild, must meet it, not a missing record.
                 // A record an import brought and this device deleted goes with its delete: the server never had it.
-                if ownWritesByClocks, clocks?.deletion?.node == clock.node { recreate.insert(key) }
+                if ownWritesByClocks, clocks?.deletion?.node == clock.node {
+                    if try isScopeMadeElsewhere(key, in: db) { kept.insert(key) } else { recreate.insert(key) }
+                }
                 continue
             }
             let ownWrites = ownWritesByClocks && clocks.map { stored in
                 stored.fields.values.contains { $0.node == clock.node } || stored.deletion?.node == clock.node
             } ?? false
-            if ownWrites || !operations.isEmpty { recreate.insert(key) }
+            if ownWrites || !operations.isEmpty {
+                if try isScopeMadeElsewhere(key, in: db) { kept.insert(key) } else { recreate.insert(key) }
+            }
         }
-        // A record queued again, or still to be sent, keeps the parents the server lost, as they are: they
-        // are their authors' to send again. Sent from here, another member's project came back as this
-        // user's create, with them its owner and its real owner locked out, on whichever device synced
-        // first (attack 86, F2); a record of anyone else's would have become this user's to change and
-        // delete. At version 0, so the author's copy replaces it when it comes; until then the child's
-        // change waits (refused, it stays this device's failed change, retried as any is).
-        var kept: Set<Key> = []
+        // A record queued again, or still to be sent, needs its parents on the server: those the server
+        // lost come back too, but a project another device made (`isScopeMadeElsewhere`).
         var added = Array(recreate.union(untouched))
         while let key = added.popLast() {
             guard let record = unseen[key] else { continue }
             for relation in record.entity.description.parents {
                 guard case .uuid(let parent) = record[relation.field] else { continue }
                 let parentKey = Key(entity: relation.entity, id: parent)
-                if unseen[parentKey] != nil, !untouched.contains(parentKey), !recreate.contains(parentKey),
-                    kept.insert(parentKey).inserted
-                {
-                    added.append(parentKey)
-                }
+                guard unseen[parentKey] != nil, !untouched.contains(parentKey), !recreate.contains(parentKey),
+                    !kept.contains(parentKey)
+                else { continue }
+                if try isScopeMadeElsewhere(parentKey, in: db) { kept.insert(parentKey) } else { recreate.insert(parentKey) }
+                added.append(parentKey)
             }
         }
         for key in order where !untouched.contains(key) {
@@ -266,10 +272,21 @@ extension StoreWriter {
                 sql: "DELETE FROM mutation_queue WHERE entity = ? AND record_id = ? AND status != 'done'",
                 arguments: [key.entity.rawValue, key.id.storageText])
             if kept.contains(key) {
-                try db.execute(
-                    sql: "UPDATE \(record.entity.description.table.quotedDatabaseIdentifier) SET version = 0, server_id = NULL WHERE id = ?",
-                    arguments: [key.id.storageText])
+                // Kept at version 0, so its maker's copy replaces it when it comes; the values this device
+                // wrote to it go again as an update, which waits for that copy (refused until then, it
+                // stays this device's failed change, retried as any is) and is merged with it.
+                let clocks = try FieldClocks.read(key.entity, key.id, in: db)
+                let own = clocks.map { $0.fields.filter { $0.value.node == clock.node }.keys.sorted() } ?? []
+                record.sync.serverID = nil
+                record.sync.version = 0
+                if let clocks, !own.isEmpty, !record.sync.isDeleted {
+                    record.sync.syncStatus = .pending
+                    try resend(record, operation: .update, fields: own, clocks: clocks, db: db, now: now)
+                } else {
+                    try EntityTables.save(record, in: db)
+                }
                 report.kept += 1
+                changes.append(StoreChange(entity: key.entity, recordID: key.id, operation: .update))
             } else if recreate.contains(key) {
                 let clocks = try FieldClocks.read(key.entity, key.id, in: db)
                     ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
@@ -372,6 +389,17 @@ extension StoreWriter {
             return 1
         }
         return try send(notPassedOver(lost))
+    }
+
+    /// Whether `key` is a project (the schema's scope) this device did not make: no create of it in its
+    /// audit chain. A device's create of a project makes its user the owner, so only its maker's device
+    /// sends it again to a restored server that lost it.
+    private func isScopeMadeElsewhere(_ key: UnheldKey, in db: Database) throws -> Bool {
+        guard key.entity == EntityCatalog.schema.scope else { return false }
+        let made = try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM audit_log WHERE entity = ? AND record_id = ? AND operation = ?)",
+            arguments: [key.entity.rawValue, key.id.storageBytes, MutationOperation.create.rawValue]) ?? false
+        return !made
     }
 
     /// Queues a change of `record` with the stamps it already carries (not new ones: the values were
