@@ -32,9 +32,10 @@ public enum MembershipChange: Sendable, Hashable, CustomStringConvertible {
 /// added back: left a tombstone, the role once fell back to the owner's), or given the role; any other
 /// live member record naming them is deleted, since the strongest of them would decide otherwise.
 enum MembershipEdit {
-    /// The refusal of a user the server has no name for, added with none.
+    /// The refusal of a user the server has no name for, added with none: not found, as the user is not
+    /// there yet (a body without a name is valid by the API document, for a user the server has).
     static func unnamed(_ user: UUID) -> ServerError {
-        ServerError(.invalidSeed, message: "user \(user.storageText) is new to this server: give their name")
+        ServerError.notFound("no user \(user.storageText) on this server yet: give their name to add them")
     }
 
     /// What to write, at the change sequences after `sequence` (which it advances).
