@@ -185,9 +185,6 @@ final class BodiesInFlight: Sendable {
         }
     }
 
-    /// The bytes under way in all.
-    var bytesUnderWay: Int { state.withLockedValue { $0.total } }
-
     /// Who a request's body is counted against: its bearer token (the last word of `Authorization`,
     /// however the scheme is spelled), or the empty caller for a request that names none.
     static func caller(of authorization: String?) -> String {
