@@ -61,13 +61,13 @@ apt-install:
 build: setup
 	$(SWIFT) build
 
-## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL; then each example app's tests
+## test: every package's tests and the workspace tests, in one build graph, with a throwaway PostgreSQL (the server tests in a process of their own beside the rest: scripts/test-in-two.sh); then each example app's tests
 test: setup
 	@$(MAKE) --no-print-directory apt-install PACKAGES_WANTED="$(POSTGRES_APT_PACKAGES) $(EXAMPLE_APT_PACKAGES) $(TLS_APT_PACKAGES) $(CONTRACT_APT_PACKAGES)"
 	@for p in $(addprefix Packages/,$(PACKAGES)) $(wildcard Examples/*); do \
 	  $(SWIFT) package --package-path $$p dump-package >/dev/null || { echo "$$p: manifest does not load" >&2; exit 1; }; \
 	done
-	$(TEST_ENV) scripts/with-test-postgres.sh scripts/test-digest.sh $(SWIFT) test $(foreach t,$(EXAMPLE_TESTS),--skip $(t))
+	$(TEST_ENV) scripts/with-test-postgres.sh scripts/test-in-two.sh $(SWIFT) $(foreach t,$(EXAMPLE_TESTS),--skip $(t))
 	@for t in $(EXAMPLE_TESTS); do \
 	  echo "== $$t (an example app, in its own process)"; \
 	  $(TEST_ENV) $(SWIFT) test --skip-build --filter "$$t" || exit 1; \
