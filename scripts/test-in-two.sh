@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the tests once, then runs them in two test processes at the same time: the tests that start
-# servers and call them over HTTP (the SERVER_TESTS modules) in one, every other module's in the other.
+# servers and call them over HTTP (the modules `server_tests` names) in one, every other module's in the other.
 # Each goes through scripts/test-digest.sh with a log of its own; the second's output is shown when it
 # ends. Exits non-zero when either fails.
 #
@@ -28,8 +28,9 @@ server_tests='^(OutpostServerTests|OutpostSyncTests|OutpostTests|WorkspaceTests)
 export NO_COLOR=1
 # The test binary `swift test` runs, called directly: two `swift test` at once wait for each other
 # (SwiftPM holds a lock on .build for the whole run).
-tests="$("$swift" build --show-bin-path)/$(ls "$("$swift" build --show-bin-path)" | grep -m1 'PackageTests\.xctest$')"
-[ -x "$tests" ] || { echo "test-in-two: no test binary in $("$swift" build --show-bin-path)" >&2; exit 1; }
+bin="$("$swift" build --show-bin-path)" || exit $?
+tests="$bin/$(ls "$bin" | grep -m1 'PackageTests\.xctest$')"
+[ -x "$tests" ] || { echo "test-in-two: no test binary in $bin" >&2; exit 1; }
 
 others_log=".build/test-output-others.log"
 TEST_DIGEST_LOG="$others_log" scripts/test-digest.sh "$tests" --testing-library swift-testing --skip "$server_tests" "$@" \
