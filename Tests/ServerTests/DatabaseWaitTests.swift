@@ -79,6 +79,25 @@ struct DatabaseWaitTests {
         }
     }
 
+    /// Every PostgreSQL statement runs under a deadline of 70 s, and its timer task slept on for the
+    /// whole bound after the statement had answered: under load, thousands of sleeping tasks, each
+    /// holding its work's closure. The timer must end with the work.
+    @Test("A deadline's timer ends as soon as the work answers, not when the bound runs out", .timeLimit(.minutes(10)))
+    func deadlineTimerEndsWithTheWork() async throws {
+        let timerEnded = TimerEnd()
+        let answer = try await Deadline.run(seconds: 3_600, sleep: { duration in
+            do {
+                try await Task.sleep(for: duration)
+            } catch {
+                await timerEnded.cancelled()
+                throw error
+            }
+        }) { 42 }
+        #expect(answer == 42)
+        // Judged by the outcome: the timer's sleep is cancelled (within the test's limit, not the hour).
+        #expect(await timerEnded.waitForCancel(), "the timer's sleep is cancelled once the work answered")
+    }
+
     @Test("Health and the readiness probe answer 503, not 200, once the PostgreSQL database stops accepting connections; the liveness probe stays 200",
           .enabled(if: TestPostgres.baseURL != nil, TestPostgres.skipMessage))
     func healthSeesTheDatabase() async throws {
@@ -113,5 +132,19 @@ struct DatabaseWaitTests {
             try await Task.sleep(for: .seconds(1))
         }
         return false
+    }
+}
+
+/// Whether a deadline's timer saw its sleep cancelled.
+private actor TimerEnd {
+    private var ended = false
+
+    func cancelled() { ended = true }
+
+    /// True once the sleep was cancelled; false if it still sleeps after two minutes (a loaded
+    /// machine wakes a task late, never by two minutes in a run that otherwise passes).
+    func waitForCancel() async -> Bool {
+        for _ in 0..<1_200 where !ended { try? await Task.sleep(for: .milliseconds(100)) }
+        return ended
     }
 }

@@ -252,7 +252,11 @@ enum Deadline {
         var description: String { "no answer within \(seconds) s" }
     }
 
-    static func run<T: Sendable>(seconds: Int, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// `sleep` is the timer's wait (a test's, to see it end); it throws once cancelled.
+    static func run<T: Sendable>(
+        seconds: Int, sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let outcome = Outcome<T>()
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             outcome.wait(continuation)
@@ -263,11 +267,17 @@ enum Deadline {
                     outcome.finish(.failure(error))
                 }
             }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
+            // Cancelled by the work's answer: left to sleep out the bound (70 s for every PostgreSQL
+            // statement), each timer held its task and the work's closure that long after the answer.
+            outcome.arm(Task {
+                do {
+                    try await sleep(.seconds(seconds))
+                } catch {
+                    return
+                }
                 task.cancel()
                 outcome.finish(.failure(TimedOut(seconds: seconds)))
-            }
+            })
         }
     }
 
@@ -276,6 +286,16 @@ enum Deadline {
         private let lock = NSLock()
         private var continuation: CheckedContinuation<T, any Error>?
         private var result: Result<T, any Error>?
+        private var timer: Task<Void, Never>?
+
+        /// The timer to cancel once a result is in; cancelled now if one already is.
+        func arm(_ timer: Task<Void, Never>) {
+            let finished = lock.withLock { () -> Bool in
+                if result == nil { self.timer = timer }
+                return result != nil
+            }
+            if finished { timer.cancel() }
+        }
 
         func wait(_ continuation: CheckedContinuation<T, any Error>) {
             let known = lock.withLock { () -> Result<T, any Error>? in
@@ -286,12 +306,13 @@ enum Deadline {
         }
 
         func finish(_ outcome: Result<T, any Error>) {
-            let waiting = lock.withLock { () -> CheckedContinuation<T, any Error>? in
-                guard result == nil else { return nil }
+            let (waiting, timer) = lock.withLock { () -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?) in
+                guard result == nil else { return (nil, nil) }
                 result = outcome
-                defer { continuation = nil }
-                return continuation
+                defer { continuation = nil; self.timer = nil }
+                return (continuation, self.timer)
             }
+            timer?.cancel()
             waiting?.resume(with: outcome)
         }
     }
