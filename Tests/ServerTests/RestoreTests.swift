@@ -420,6 +420,59 @@ struct RestoreTests {
         }
     }
 
+    /// Attack 88, finding 1: a pre-synced device whose first sync brought nothing new was answered the
+    /// checkpoint "0", its cursor standing at the bundle's position, and the bundle's checkpoint was
+    /// forgotten once confirmed. A restore to before the bundle's newest record went unnoticed: the
+    /// device kept the lost record, and the restored server's first new change, whose sequence the
+    /// cursor had passed, never came. The family: the bundle pre-synced or imported as a file, changes
+    /// between the bundle and the first sync (0 or 1; with none, two syncs that bring nothing), changes
+    /// the restored server takes (0 or 2); each ends as a fresh device does.
+    @Test("A pre-synced device whose syncs brought nothing new still notices a restore that lost what its bundle held",
+          arguments: Backend.available)
+    func aPresyncedDeviceNoticesARestoreWhenNothingCameSince(_ backend: Backend) async throws {
+        // The device syncs the pre-synced project only, as `outpost presync` leaves it: a project it
+        // reads from the beginning would move its checkpoint past the bundle's anyway.
+        let only: Set<UUID> = [TestServer.projectA]
+        let cases = [true, false].flatMap { fromServer in [0, 1].flatMap { before in [0, 2].map { (fromServer, before, $0) } } }
+        for (fromServer, before, after) in cases {
+            let label = "\(fromServer ? "pre-synced" : "a file imported"), \(before) between the bundle and the first sync, "
+                + "\(after) after the restore"
+            var server = try await TestServer.start(backend)
+            func push(_ count: Int) async throws {
+                for _ in 0..<count {
+                    _ = try await server.transport(token: TestServer.carolToken)
+                        .push(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
+                }
+            }
+            try await push(1)
+            let backup = try await Backup.take(of: server)
+            let lost = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+            _ = try await server.transport(token: TestServer.carolToken).push(PushRequest(mutations: [lost]))
+            let bundle = server.directory.appendingPathComponent("presync.json")
+            _ = try await server.transport(token: TestServer.aliceToken).downloadBundle(project: TestServer.projectA, format: .json, to: bundle)
+            let store = try LocalStore.open(at: server.directory.appendingPathComponent("presynced.sqlite").path)
+            _ = try store.importBundle(at: bundle, fromServer: fromServer, project: TestServer.projectA)
+            try await push(before)
+            for _ in 0..<(before == 0 ? 2 : 1) {
+                let report = try await SyncEngine(
+                    store: store, transport: server.transport(token: TestServer.aliceToken), projects: only).sync()
+                #expect(report.isComplete && !report.historyChanged, "\(label)")
+            }
+            #expect(try store.record(.issue, id: lost.recordID) != nil, "\(label)")
+            server = try await backup.restore()
+            try await push(after)
+            let report = try await SyncEngine(
+                store: store, transport: server.transport(token: TestServer.aliceToken), projects: only).sync()
+            #expect(report.isComplete && report.historyChanged, "\(label): the restore is noticed")
+            #expect(try store.record(.issue, id: lost.recordID) == nil, "\(label): a fresh device does not hold it")
+            let fresh = try LocalStore.open(at: server.directory.appendingPathComponent("fresh.sqlite").path)
+            _ = try await SyncEngine(store: fresh, transport: server.transport(token: TestServer.aliceToken)).sync()
+            #expect(try Self.issues(in: store) == Self.issues(in: fresh), "\(label): as a fresh device")
+            #expect(try Self.issues(in: store).count == 1 + after, "\(label)")
+            await server.stop()
+        }
+    }
+
     /// A bundle of the history the server still holds costs one small request and rebuilds nothing.
     @Test("A bundle of the history the server holds is confirmed and forgotten; nothing is rebuilt", arguments: Backend.available)
     func aBundleOfTheHeldHistoryIsConfirmed(_ backend: Backend) async throws {

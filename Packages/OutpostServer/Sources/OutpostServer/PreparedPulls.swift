@@ -25,7 +25,8 @@ actor PreparedPulls {
         let gzip: Bool
         /// Whether records may carry one shared `clock` (`PullRequest.acceptsSharedClock`).
         let sharedClock: Bool
-        /// The sequence of the request's checkpoint (0 without one): the answer's is never older.
+        /// The sequence of the request's checkpoint, or of the newest bundle position the cursor adopted
+        /// when newer (0 without either): the answer's is never older.
         var checkpoint: Int64 = 0
         /// The changes the caller's own pushes made (`PullRequest.ownSequences`): sent as versions only.
         var ownSequences = SequenceRanges()

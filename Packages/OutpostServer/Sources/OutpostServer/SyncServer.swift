@@ -685,7 +685,9 @@ public struct SyncServer: Sendable {
         let held = try await checkHistory(pull.checkpoint)
         var after = PullCursor.start
         if let text = pull.cursor { after = try await cursorSeal.open(text, checkpoint: held.sequence, storage: storage) }
-        try await adoptBundlePositions(pull.bundlePositions, into: &after)
+        // The answer's checkpoint is never older than a position the cursor took from a bundle: the
+        // device holds the records up to it, and a restore that lost them must be noticed (attack 88).
+        let adopted = try await adoptBundlePositions(pull.bundlePositions, into: &after)
         let reread = try await readAgain(pull.rereadProjects, in: &after, by: caller)
         guard let own = SequenceRanges(texts: pull.ownSequences) else {
             throw ServerError.badRequest(
@@ -694,7 +696,7 @@ public struct SyncServer: Sendable {
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: held.sequence,
+                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: max(held.sequence, adopted),
                 ownSequences: own, rereadProjects: reread),
             by: caller, storage: storage, seal: cursorSeal, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
@@ -724,10 +726,13 @@ public struct SyncServer: Sendable {
     /// the bundle was made) is read by no pull and comes back in `leftProjects`, as a cursor's would: the
     /// device learns that the records its bundle brought are no longer its user's. Any id the caller is
     /// not a member of is answered so, so the answer tells nothing of whether such a project exists.
-    private func adoptBundlePositions(_ positions: [String], into cursor: inout PullCursor) async throws(ServerError) {
+    /// Returns the newest sequence adopted (0 when none was): its checkpoint is one the caller sent and
+    /// this history holds, so answering with it tells nothing new.
+    private func adoptBundlePositions(_ positions: [String], into cursor: inout PullCursor) async throws(ServerError) -> Int64 {
         guard positions.count <= SyncProtocol.maximumBundlePositions else {
             throw ServerError.badRequest("at most \(SyncProtocol.maximumBundlePositions) bundle positions")
         }
+        var newest: Int64 = 0
         for text in positions {
             guard let (project, sequence, mark) = SyncProtocol.bundlePositionParts(text) else {
                 throw ServerError.badRequest("'bundlePositions' holds '\(text.prefix(80))', not a bundle's position")
@@ -736,7 +741,9 @@ public struct SyncServer: Sendable {
                 try await storage.holdsHistory(HistoryCheckpoint(sequence: sequence, mark: mark))
             else { continue }
             cursor.adopt(project, at: sequence)
+            newest = max(newest, sequence)
         }
+        return newest
     }
 
     /// Forgets the cursor's position of each project the caller is a member of among `projects`
@@ -812,8 +819,8 @@ public struct SyncServer: Sendable {
             var page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
-            // The newest change this caller was served, never older than the checkpoint it sent (which
-            // `checkHistory` found in this history, mark and all): only what it may see moves it
+            // The newest change this caller was served, never older than the checkpoint or the bundle
+            // positions it sent (which this history holds, mark and all): only what it may see moves it
             // (`HistoryCheckpoint`). Not the cursor's positions: the caller writes those, and a made-up
             // one past everything it was told named a change of another project when the history held
             // it and nothing when not, an oracle of the server's newest change (attack finding 1 of stop 50).
