@@ -226,7 +226,7 @@ import Testing
         // the listing, which says who reaches the project, leaves it out.
         let stranger = UUID()
         let pushed = try await server.transport(token: TestServer.carolToken).push(PushRequest(mutations: [
-            FailClosedTests.member(naming: stranger, in: TestServer.projectA, role: "owner"),
+            FailClosedTests.member(naming: stranger, in: TestServer.projectA, role: "projectManager"),
         ]))
         guard case .applied = pushed.results.first?.outcome else { Issue.record("\(pushed)"); return }
         let listed = try await call("GET", members, nil).text

@@ -389,6 +389,76 @@ struct FailClosedTests {
         #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
     }
 
+    /// The rule for member records, written once: whether `role` may change a member record of role
+    /// `from` (nil: a create) to role `to` (nil: a delete). Only the office writes them, and it gives,
+    /// changes and takes away no role stronger than its own.
+    static func mayEditMember(_ role: String, from: String?, to: String?) -> Bool {
+        guard ["owner", "projectManager"].contains(role) else { return false }
+        let rank = ranks.firstIndex(of: role)!
+        return [from, to].allSatisfy { other in other.map { ranks.firstIndex(of: $0)! >= rank } ?? true }
+    }
+
+    /// Attack 88, finding 3: a project manager pushed member records as freely as the owner: it made its
+    /// own record the owner's, made a second record of itself as owner, and deleted the owner's, who then
+    /// reached nothing. Walked against `mayEditMember` for every caller role, every create, and every
+    /// change and delete of a member record of each role, the caller's own record among them.
+    @Test("A member record gives, changes or takes away no role stronger than its writer's", arguments: Backend.available)
+    func memberRecordsGiveNoStrongerRole(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let (members, _) = try await fourMembers(server)
+        let olivia = UUID()
+        _ = try await server.server.addMember(.init(userID: olivia, name: "Olivia", role: "owner", projects: [TestServer.projectA]))
+        let owner = (
+            token: try await server.server.issueToken(for: olivia), role: "owner",
+            member: try await server.server.memberRecordID(project: TestServer.projectA, user: olivia))
+        var mismatches: [String] = []
+        func check(_ caller: (token: String, role: String, member: UUID), _ mutation: PushMutation, from: String?, to: String?) async throws {
+            let outcome = try await outcomes(server, caller.token, [mutation]).first
+            let expected = Self.mayEditMember(caller.role, from: from, to: to)
+            if (outcome?.appliedVersion != nil) != expected || (!expected && outcome?.rejectedCode != .forbidden) {
+                mismatches.append("\(caller.role) changing a member record of \(from ?? "none") to \(to ?? "none"): \(String(describing: outcome))")
+            }
+        }
+        // fourMembers' callers are Bob, Alice and Carol, in that order.
+        let callers = zip(members, [TestServer.bob, TestServer.alice, TestServer.carol]).map { ($0, $1) } + [(owner, olivia)]
+        for (caller, user) in callers {
+            for to in Self.ranks {
+                try await check(caller, Self.member(naming: UUID(), in: TestServer.projectA, role: to), from: nil, to: to)
+            }
+            // A second record of the caller itself, as the owner.
+            try await check(caller, Self.member(naming: user, in: TestServer.projectA, role: "owner"), from: nil, to: "owner")
+            // Each role's record, made by the owner, then changed to each role or deleted.
+            var targets: [(id: UUID, from: String, to: String?)] = []
+            var made: [PushMutation] = []
+            for from in Self.ranks {
+                for to in Self.ranks.map(Optional.some) + [nil] {
+                    let record = Self.member(naming: UUID(), in: TestServer.projectA, role: from)
+                    made.append(record)
+                    targets.append((record.recordID, from, to))
+                }
+            }
+            #expect(try await outcomes(server, owner.token, made).allSatisfy { $0.appliedVersion == 1 })
+            for target in targets {
+                let mutation = target.to.map { Sample.update(.member, id: target.id, baseVersion: 1, fields: ["role": .text($0)]) }
+                    ?? PushMutation(
+                        idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: target.id, baseVersion: 1,
+                        deletion: Sample.clock(9_000))
+                try await check(caller, mutation, from: target.from, to: target.to)
+            }
+            // The caller's own record, to each stronger role (a weaker one would change who it is below).
+            for to in Self.ranks.prefix(while: { $0 != caller.role }) {
+                try await check(caller, Sample.update(.member, id: caller.member, baseVersion: 1, fields: ["role": .text(to)]),
+                                from: caller.role, to: to)
+            }
+        }
+        // The owner still reaches project A, and the project manager is still no owner.
+        let carol = server.transport(token: TestServer.carolToken)
+        #expect(try await carol.push(PushRequest(mutations: [Self.discount(in: TestServer.projectA)])).results.first?.outcome.appliedVersion == 1)
+        #expect(try await server.transport(token: owner.token).pull(PullRequest(cursor: nil, limit: 10)).changes.isEmpty == false)
+        #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
+    }
+
     /// The project record itself is its office's once it exists: the roles that write members rename or
     /// delete it, no other (attack 52: crew deleted project A's record, and every device dropped the
     /// project and flagged all its records orphaned). Walked for every caller in project A, an edit and a

@@ -101,6 +101,12 @@ struct RoleTable {
         role == .owner || role == .projectManager || (role == .foreman && entity == .timeEntry)
     }
 
+    /// Whether `role` may write a member record that is, or becomes, one of role `given`: the office
+    /// gives, changes and takes away no role stronger than its own (attack 88).
+    static func gives(_ given: Member.Role, as role: Member.Role) -> Bool {
+        writes(.member, as: role) && order.firstIndex(of: given)! >= order.firstIndex(of: role)!
+    }
+
     static func deletesOthers(as role: Member.Role) -> Bool {
         role == .owner || role == .projectManager
     }

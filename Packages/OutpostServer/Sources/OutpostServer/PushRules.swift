@@ -235,6 +235,7 @@ struct PushRules: Sendable {
         if let project, !(mutation.entity == schema.scope && existing == nil) {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
+            try checkRoleGiven(by: mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
         }
         // After the access checks: only a member learns that a project is archived.
         if let project, snapshot.archivedProjects.contains(project) {
@@ -511,6 +512,28 @@ struct PushRules: Sendable {
 
     /// Refuses a write of `entity` in `project` the caller's role there does not allow, and any write
     /// where no role is established: authorization fails closed.
+    /// A member record is a role, so the office gives, changes and takes away none stronger than its
+    /// own: a project manager made its own record the owner's, made a second record of itself as owner,
+    /// and deleted the owner's, who then reached nothing (attack 88). Judged on the record as it stood
+    /// (a tombstone's last values too: bringing one back gives its role) and as the change leaves it; a
+    /// role this server does not know is no role, and gives nothing to guard.
+    private func checkRoleGiven(
+        by mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
+    ) throws {
+        guard mutation.entity == schema.membership else { return }
+        guard let role = snapshot.access.roles[project], let rank = schema.rank(of: role) else {
+            throw ServerError.forbidden("you have no role in this project: the office has to give you one")
+        }
+        for fields in [existing?.fields, merged.deletion == nil ? merged.record.fields : nil] {
+            guard case .text(let given) = fields?[schema.roleField] ?? .null, let givenRank = schema.rank(of: given),
+                givenRank < rank
+            else { continue }
+            throw ServerError.forbidden(
+                "a \(role) gives, changes and takes away no role stronger than its own: this member record "
+                    + (fields == existing?.fields ? "is" : "would be") + " a \(given)'s")
+        }
+    }
+
     private func checkRole(of entity: EntityType, in project: UUID, snapshot: PushSnapshot) throws {
         guard let role = snapshot.access.roles[project] else {
             throw ServerError.forbidden("you have no role in this project: the office has to give you one")

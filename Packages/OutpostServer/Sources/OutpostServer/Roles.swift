@@ -8,7 +8,7 @@ import OutpostSchema
 ///
 /// | role | may write |
 /// |---|---|
-/// | owner, projectManager | every entity |
+/// | owner, projectManager | every entity (member records of roles no stronger than their own) |
 /// | estimator | every entity but members |
 /// | foreman, crew | every entity but discounts, finance options, fees and members |
 /// | viewer | nothing |
