@@ -126,7 +126,7 @@ struct NothingTwiceTests {
         await server.stop()
     }
 
-    @Test("A position the server's history does not hold is left out (the project read from its beginning); one of a project the caller is not in comes back as left, as any made-up id does")
+    @Test("A position the server's history does not hold is answered history_changed (the device rebuilds); one of a project the caller is not in comes back as left, as any made-up id does")
     func aPositionTheServerDoesNotHoldIsLeftOut() async throws {
         let server = try await TestServer.start(.sqlite)
         _ = try await Self.alicesIssues(10, on: server)
@@ -141,8 +141,13 @@ struct NothingTwiceTests {
         try await DatabaseQueue(path: presynced.store.path).write { db in
             try db.execute(sql: "UPDATE sync_state SET value = ? WHERE key = 'bundle_positions'", arguments: [forged])
         }
-        #expect(try await presynced.sync().pulled == full)
+        let report = try await presynced.sync()
+        #expect(report.historyChanged && report.pulled == full)
         #expect(try presynced.store.bundlePositions().isEmpty)
+        let refused = await #expect(throws: TransportError.self) {
+            _ = try await server.transport(token: TestServer.bobToken).pull(PullRequest(cursor: nil, limit: 5, bundlePositions: [forged]))
+        }
+        #expect(refused?.status == 409 && refused?.serverCode == .historyChanged, "whoever sends it, whatever the project")
 
         // Bob is not a member of A: A's position (a real one) brings him nothing of A, and A comes back as
         // a project he is not in, exactly as a made-up id does: nothing tells whether A exists.

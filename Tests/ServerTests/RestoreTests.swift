@@ -424,7 +424,9 @@ struct RestoreTests {
     /// checkpoint "0", its cursor standing at the bundle's position, and the bundle's checkpoint was
     /// forgotten once confirmed. A restore to before the bundle's newest record went unnoticed: the
     /// device kept the lost record, and the restored server's first new change, whose sequence the
-    /// cursor had passed, never came. The family: the bundle pre-synced or imported as a file, changes
+    /// cursor had passed, never came. The family: the bundle pre-synced, imported as a file, or pre-synced
+    /// with its first sync cut between the confirmation of the bundle's checkpoint and its first page
+    /// (the restore then comes before any page: its position was left out and its record kept); changes
     /// between the bundle and the first sync (0 or 1; with none, two syncs that bring nothing), changes
     /// the restored server takes (0 or 2); each ends as a fresh device does.
     @Test("A pre-synced device whose syncs brought nothing new still notices a restore that lost what its bundle held",
@@ -433,10 +435,11 @@ struct RestoreTests {
         // The device syncs the pre-synced project only, as `outpost presync` leaves it: a project it
         // reads from the beginning would move its checkpoint past the bundle's anyway.
         let only: Set<UUID> = [TestServer.projectA]
-        let cases = [true, false].flatMap { fromServer in [0, 1].flatMap { before in [0, 2].map { (fromServer, before, $0) } } }
-        for (fromServer, before, after) in cases {
-            let label = "\(fromServer ? "pre-synced" : "a file imported"), \(before) between the bundle and the first sync, "
-                + "\(after) after the restore"
+        let modes = ["pre-synced", "a file imported", "pre-synced, its first sync cut after the confirmation"]
+        let cases = modes.flatMap { mode in [0, 1].flatMap { before in [0, 2].map { (mode, before, $0) } } }
+        for (mode, before, after) in cases {
+            let (fromServer, cut) = (mode != modes[1], mode == modes[2])
+            let label = "\(mode), \(before) between the bundle and the first sync, \(after) after the restore"
             var server = try await TestServer.start(backend)
             func push(_ count: Int) async throws {
                 for _ in 0..<count {
@@ -453,7 +456,10 @@ struct RestoreTests {
             let store = try LocalStore.open(at: server.directory.appendingPathComponent("presynced.sqlite").path)
             _ = try store.importBundle(at: bundle, fromServer: fromServer, project: TestServer.projectA)
             try await push(before)
-            for _ in 0..<(before == 0 ? 2 : 1) {
+            if cut {
+                for checkpoint in try store.importedCheckpoints() { try store.confirmImportedCheckpoint(checkpoint) }
+            }
+            for _ in 0..<(cut ? 0 : before == 0 ? 2 : 1) {
                 let report = try await SyncEngine(
                     store: store, transport: server.transport(token: TestServer.aliceToken), projects: only).sync()
                 #expect(report.isComplete && !report.historyChanged, "\(label)")

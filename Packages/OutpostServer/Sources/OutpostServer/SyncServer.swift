@@ -720,10 +720,13 @@ public struct SyncServer: Sendable {
 
     /// Starts each project a bundle position names, and the cursor does not, where the bundle left it
     /// (`PullRequest.bundlePositions`): the bundle held every record of the project up to that change.
-    /// A position whose checkpoint this history does not hold (a restore since, or text no bundle
-    /// carried) is left out, and the project read from its beginning: skipping to a number a restored
-    /// history reuses would skip its new changes. A project the caller is not a member of (removed since
-    /// the bundle was made) is read by no pull and comes back in `leftProjects`, as a cursor's would: the
+    /// A position whose checkpoint this history does not hold is answered `history_changed`, as a
+    /// request's checkpoint is: the records the bundle brought come from a history a restore lost, and
+    /// the device rebuilds. Left out, with the project read from its beginning, the lost records stayed
+    /// on a device whose run was cut after its bundle's checkpoint was confirmed (attack 88's family).
+    /// That answer depends on the history alone, never on the project. A project the caller is not a
+    /// member of (removed since the bundle was made) is read by no pull and comes back in `leftProjects`,
+    /// as a cursor's would: the
     /// device learns that the records its bundle brought are no longer its user's. Any id the caller is
     /// not a member of is answered so, so the answer tells nothing of whether such a project exists.
     /// Returns the newest sequence adopted (0 when none was): its checkpoint is one the caller sent and
@@ -737,9 +740,14 @@ public struct SyncServer: Sendable {
             guard let (project, sequence, mark) = SyncProtocol.bundlePositionParts(text) else {
                 throw ServerError.badRequest("'bundlePositions' holds '\(text.prefix(80))', not a bundle's position")
             }
-            guard cursor.startsFresh(project),
-                try await storage.holdsHistory(HistoryCheckpoint(sequence: sequence, mark: mark))
-            else { continue }
+            guard try await storage.holdsHistory(HistoryCheckpoint(sequence: sequence, mark: mark)) else {
+                metrics.count("outpost_history_changed_total", [])
+                throw ServerError(
+                    status: 409, .historyChanged,
+                    "this server's history no longer holds the bundle position \(text) (restored from a backup taken "
+                        + "before it): pull everything again from the start and send again the changes it lost")
+            }
+            guard cursor.startsFresh(project) else { continue }
             cursor.adopt(project, at: sequence)
             newest = max(newest, sequence)
         }
