@@ -127,7 +127,7 @@ struct NothingTwiceTests {
     }
 
     @Test("A position the server's history does not hold is answered history_changed (the device rebuilds); one of a project the caller is not in comes back as left, as any made-up id does")
-    func aPositionTheServerDoesNotHoldIsLeftOut() async throws {
+    func aPositionTheServerDoesNotHoldIsAChangedHistory() async throws {
         let server = try await TestServer.start(.sqlite)
         _ = try await Self.alicesIssues(10, on: server)
         let fresh = try Self.device("alice-fresh", on: server)
