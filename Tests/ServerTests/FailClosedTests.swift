@@ -275,6 +275,18 @@ struct FailClosedTests {
             "notes": .text(""), "weather": .text(""), "crew": .text(""), "hours": .real(0), "crewSize": .integer(0),
         ])
         #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
+        // Attack 89, F1: the office pushed a second, weaker record naming Carol (a viewer's) and Bob's crew
+        // record moved to Carol; whose a record is goes by its user's role, not by the role one record
+        // names, so neither lets the foreman write time in a project manager's name.
+        let weaker = Self.member(naming: TestServer.carol, in: TestServer.projectA, role: "viewer")
+        #expect(try await outcomes(server, TestServer.carolToken, [weaker]).first?.appliedVersion == 1)
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: weaker.recordID)]).first?.rejectedCode == .forbidden)
+        let dave = Self.member(naming: UUID(), in: TestServer.projectA, role: "crew")
+        #expect(try await outcomes(server, TestServer.carolToken, [dave]).first?.appliedVersion == 1)
+        let moved = Sample.update(.member, id: dave.recordID, baseVersion: 1, fields: ["userID": .uuid(TestServer.carol)])
+        #expect(try await outcomes(server, TestServer.carolToken, [moved]).first?.appliedVersion == 2)
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: dave.recordID)]).first?.rejectedCode == .forbidden)
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: bobInA)]).first?.appliedVersion == 1, "his crew's still")
     }
 
     /// The role ranks of the field-service schema, strongest first.

@@ -52,9 +52,23 @@ enum Roles {
         for (project, joined) in memberships {
             var roles: [String] = []
             var own: Set<UUID> = []
+            // A record's rank is its user's, the strongest role any live record gives them here, not the
+            // one it names: a weaker second record of the owner, or a crew record moved to a project
+            // manager, let a foreman write time in their name (attack 89, F1).
+            let live = (memberRecords[project] ?? []).filter { $0.deletion == nil }
+            var strongestOfUser: [UUID: Int] = [:]
+            for member in live {
+                guard case .uuid(let named) = member.fields[schema.userField] ?? .null,
+                    let rank = declaredRole(in: member.fields).flatMap(schema.rank(of:))
+                else { continue }
+                strongestOfUser[named] = min(strongestOfUser[named] ?? .max, rank)
+            }
             var ranks: [UUID: Int] = [:]
-            for member in memberRecords[project] ?? [] where member.deletion == nil {
-                if let rank = declaredRole(in: member.fields).flatMap(schema.rank(of:)) { ranks[member.id] = rank }
+            for member in live {
+                guard case .uuid(let named) = member.fields[schema.userField] ?? .null,
+                    let rank = strongestOfUser[named]
+                else { continue }
+                ranks[member.id] = rank
                 guard let role = role(in: member.fields, of: user) else { continue }
                 roles.append(role)
                 own.insert(member.id)
@@ -118,8 +132,9 @@ struct ProjectAccess: Sendable, Hashable {
     var roles: [UUID: String] = [:]
     /// The caller's own live member records in each of those projects: whom they write as.
     var ownMemberRecords: [UUID: Set<UUID>] = [:]
-    /// The rank of each live member record's role in each of those projects (0 the strongest): whom a
-    /// role that writes for others without being the office (a foreman) may write for.
+    /// The rank of each live member record in each of those projects (0 the strongest): its user's
+    /// strongest role there, whichever role the record itself names. Whom a role that writes for others
+    /// without being the office (a foreman) may write for.
     var memberRanks: [UUID: [UUID: Int]] = [:]
     /// When each membership began (epoch milliseconds; 0 for one older than the record of it): a
     /// record deleted before it is one the member never could read.
