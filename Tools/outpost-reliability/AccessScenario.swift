@@ -481,20 +481,39 @@ private final class AccessRun {
                 return try await probe(user: user, token: token, instance: instance)
             }
             let (author, authorName) = (picked.key, picked.value)
-            var want = byRole(writing: .dailyLog)
-            if want == .allowed, let role, !table.isOwn(authorName, of: user, in: project),
-                !RoleTable.writesForOthers(.dailyLog, as: role)
-            {
-                want = .forbidden
+            // Or a time entry, which a foreman records for members of weaker roles: by the strongest role
+            // any live record gives the named record's user, not the role that record names (attack 89).
+            let entity: EntityType = random.chance(0.5) ? .dailyLog : .timeEntry
+            var want = byRole(writing: entity)
+            if want == .allowed, let role, !table.isOwn(authorName, of: user, in: project) {
+                if !RoleTable.writesForOthers(entity, as: role) {
+                    want = .forbidden
+                } else if !RoleTable.deletesOthers(as: role) {
+                    let weaker = table.userRole(of: authorName, in: project).map {
+                        RoleTable.order.firstIndex(of: $0)! > RoleTable.order.firstIndex(of: role)!
+                    } ?? false
+                    if !weaker { want = .forbidden }
+                }
             }
             want = table.inArchive(want, in: project)
             let id = random.uuid()
-            let answer = try await push([create(.dailyLog, id: id, fields: [
-                "projectID": .uuid(project), "authorID": .uuid(author), "day": .text("2026-11-28"), "notes": .text("poured"),
-                "weather": .text(""), "crew": .text(""), "hours": .real(8), "crewSize": .integer(3),
-            ])], token: token.token, instance: instance)
-            expect(table.isOwn(authorName, of: user, in: project) ? "log as themselves" : "log as another", want, answer.first!, who: user, in: project)
-            if answer.first == .allowed {
+            let fields: [String: FieldValue] = entity == .dailyLog
+                ? [
+                    "projectID": .uuid(project), "authorID": .uuid(author), "day": .text("2026-11-28"), "notes": .text("poured"),
+                    "weather": .text(""), "crew": .text(""), "hours": .real(8), "crewSize": .integer(3),
+                ]
+                : [
+                    "projectID": .uuid(project), "memberID": .uuid(author), "kind": .text("clockIn"),
+                    "recordedAt": .date(Date()), "clockInID": .null, "latitude": .null, "longitude": .null, "note": .text(""),
+                ]
+            let answer = try await push([create(entity, id: id, fields: fields)], token: token.token, instance: instance)
+            let noun = entity == .dailyLog ? "log" : "time"
+            expect(
+                table.isOwn(authorName, of: user, in: project) ? "\(noun) as themselves" : "\(noun) as another", want, answer.first!,
+                who: user, in: project)
+            if answer.first == .allowed, entity == .timeEntry {
+                projectOf[id] = project
+            } else if answer.first == .allowed {
                 projectOf[id] = project
                 logs.append((id, project, author, true, 1))
             }

@@ -79,6 +79,13 @@ struct RoleTable {
         Array((records[project] ?? [:]).keys)
     }
 
+    /// The role of the user a live member record names: the strongest any live record of `project`
+    /// gives them, whichever the record names (nil for a record that is not live).
+    func userRole(of name: RecordName, in project: UUID) -> Member.Role? {
+        guard let record = records[project]?[name], record.live else { return nil }
+        return Self.strongest(of: record.user, in: records[project] ?? [:])
+    }
+
     /// Whether `name` is a live member record naming `user` in `project`: one they write as.
     func isOwn(_ name: RecordName, of user: UUID, in project: UUID) -> Bool {
         guard let record = records[project]?[name] else { return false }
