@@ -5,6 +5,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostStore
 import OutpostSync
 import OutpostWire
 import Testing
@@ -105,6 +106,34 @@ struct FailClosedTests {
         ])
         #expect(answers.map(\.rejectedCode) == [.forbidden, .forbidden, nil], "\(answers)")
         #expect(answers[2].appliedVersion == 1, "crew writes issues")
+    }
+
+    /// Attack 90, F1: a push moved a member's own record (the one `add-member` writes) to another user;
+    /// `add-member` then wrote that record anew at version 1, over the stored one, and a device holding
+    /// the moved copy at a newer version never took it. The record is taken back at its next version.
+    @Test("add-member takes back a member record a push moved to another user, at its next version", arguments: Backend.available)
+    func addMemberTakesBackAMovedRecordAtItsNextVersion(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+        let stored = try #require(try await server.server.storedRecord(aliceInA))
+        let device = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
+        func sync() async throws {
+            #expect(try await SyncEngine(store: device, transport: server.transport(token: TestServer.carolToken)).sync().isComplete)
+        }
+        let move = Sample.update(.member, id: aliceInA, baseVersion: stored.version, fields: ["userID": .uuid(TestServer.carol)])
+        #expect(try await outcomes(server, TestServer.carolToken, [move]).first?.appliedVersion == stored.version + 1)
+        try await sync()
+        #expect(try device.record(.member, id: aliceInA)?.sync.version == stored.version + 1)
+        let change = try await server.server.addMember(TestServer.alice, to: TestServer.projectA, role: "foreman", name: nil, email: nil)
+        #expect(change == .roleChanged(from: nil, to: "foreman"))
+        let back = try #require(try await server.server.storedRecord(aliceInA))
+        #expect(back.version == stored.version + 2 && back.fields["userID"] == .uuid(TestServer.alice) && back.fields["role"] == .text("foreman"))
+        try await sync()
+        let held = try #require(try device.record(.member, id: aliceInA))
+        #expect(held.sync.version == back.version && held["userID"] == .uuid(TestServer.alice), "the device takes it back too")
+        #expect(try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+            .first?.appliedVersion == 1, "Alice reaches the project again")
     }
 
     @Test("A member whose member record the office deletes has no role and reaches nothing", arguments: Backend.available)

@@ -72,10 +72,17 @@ enum MembershipEdit {
         // What an existing record takes: the role, and the name and email given, where the entity declares
         // them. One not given stays as it is: a role change rewrote the member's name to the one the
         // operator typed, and a member added back without an e-mail address lost theirs (attack 85, F5).
-        let given = fields.filter { field, _ in
+        var given = fields.filter { field, _ in
             field == schema.roleField || (field == "name" && name != nil) || (field == "email" && email != nil)
         }
-        if var own = naming.first(where: { $0.id == id }) {
+        // Their record wherever a push moved it: to another user, it is taken back (with their name) at its
+        // next version. Written anew at version 1 over the stored one, a device holding the moved copy at a
+        // newer version kept it for good (attack 90, F1).
+        if var own = memberRecords.first(where: { $0.id == id }) {
+            if own.fields[schema.userField] != .uuid(user) {
+                given[schema.userField] = .uuid(user)
+                given["name"] = fields["name"]
+            }
             let changed = given.filter { field, value in own.fields[field] != value }
             if own.deletion != nil || !changed.isEmpty {
                 counters.changeSequence += 1
@@ -96,7 +103,7 @@ enum MembershipEdit {
         }
         if !hasMembership {
             // Back, when their own record is there: only a membership ever wrote it.
-            plan.change = naming.contains { $0.id == id } ? .readded(role) : .added(role)
+            plan.change = memberRecords.contains { $0.id == id } ? .readded(role) : .added(role)
         } else if before != role {
             plan.change = .roleChanged(from: before, to: role)
         } else if plan.records.contains(where: { $0.id == id }) {
