@@ -510,8 +510,6 @@ struct PushRules: Sendable {
         }
     }
 
-    /// Refuses a write of `entity` in `project` the caller's role there does not allow, and any write
-    /// where no role is established: authorization fails closed.
     /// A member record is a role, so the office gives, changes and takes away none stronger than its
     /// own: a project manager made its own record the owner's, made a second record of itself as owner,
     /// and deleted the owner's, who then reached nothing (attack 88). Judged on the record as it stood
@@ -534,6 +532,8 @@ struct PushRules: Sendable {
         }
     }
 
+    /// Refuses a write of `entity` in `project` the caller's role there does not allow, and any write
+    /// where no role is established: authorization fails closed.
     private func checkRole(of entity: EntityType, in project: UUID, snapshot: PushSnapshot) throws {
         guard let role = snapshot.access.roles[project] else {
             throw ServerError.forbidden("you have no role in this project: the office has to give you one")

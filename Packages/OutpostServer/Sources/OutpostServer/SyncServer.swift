@@ -726,9 +726,9 @@ public struct SyncServer: Sendable {
     /// on a device whose run was cut after its bundle's checkpoint was confirmed (attack 88's family).
     /// That answer depends on the history alone, never on the project. A project the caller is not a
     /// member of (removed since the bundle was made) is read by no pull and comes back in `leftProjects`,
-    /// as a cursor's would: the
-    /// device learns that the records its bundle brought are no longer its user's. Any id the caller is
-    /// not a member of is answered so, so the answer tells nothing of whether such a project exists.
+    /// as a cursor's would: the device learns that the records its bundle brought are no longer its
+    /// user's. Any id the caller is not a member of is answered so, so the answer tells nothing of
+    /// whether such a project exists.
     /// Returns the newest sequence adopted (0 when none was): its checkpoint is one the caller sent and
     /// this history holds, so answering with it tells nothing new.
     private func adoptBundlePositions(_ positions: [String], into cursor: inout PullCursor) async throws(ServerError) -> Int64 {
