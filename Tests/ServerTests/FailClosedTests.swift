@@ -121,7 +121,8 @@ struct FailClosedTests {
         func sync() async throws {
             #expect(try await SyncEngine(store: device, transport: server.transport(token: TestServer.carolToken)).sync().isComplete)
         }
-        let move = Sample.update(.member, id: aliceInA, baseVersion: stored.version, fields: ["userID": .uuid(TestServer.carol)])
+        // To someone with no record in A (one with one already is refused: one record per member).
+        let move = Sample.update(.member, id: aliceInA, baseVersion: stored.version, fields: ["userID": .uuid(UUID())])
         #expect(try await outcomes(server, TestServer.carolToken, [move]).first?.appliedVersion == stored.version + 1)
         try await sync()
         #expect(try device.record(.member, id: aliceInA)?.sync.version == stored.version + 1)
@@ -134,6 +135,43 @@ struct FailClosedTests {
         #expect(held.sync.version == back.version && held["userID"] == .uuid(TestServer.alice), "the device takes it back too")
         #expect(try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
             .first?.appliedVersion == 1, "Alice reaches the project again")
+    }
+
+    /// Attack 91, F1: an office device made a second, weaker member record for a member (as two office
+    /// devices adding the same person offline would); the stronger decided, so the demotion did nothing,
+    /// and every member list showed both. A member has one live record per project: a second, by a
+    /// create, a move of another's record or a revive, is refused, in one push or across pushes, and the
+    /// member's record is changed instead.
+    @Test("A member has one live member record per project: a second is refused however it would come", arguments: Backend.available)
+    func oneMemberRecordPerMember(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "projectManager", projects: [TestServer.projectA]))
+        let bobInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.bob)
+        let carol = TestServer.carolToken
+        #expect(try await outcomes(server, carol, [Self.member(naming: TestServer.bob, in: TestServer.projectA, role: "viewer")])
+            .first?.rejectedCode == .forbidden)
+        #expect(try await outcomes(server, TestServer.bobToken, [Self.discount(in: TestServer.projectA)]).first?.appliedVersion == 1)
+        let demote = Sample.update(.member, id: bobInA, baseVersion: 1, fields: ["role": .text("viewer")])
+        #expect(try await outcomes(server, carol, [demote]).first?.appliedVersion == 2, "his own record is changed instead")
+        #expect(try await outcomes(server, TestServer.bobToken, [Self.discount(in: TestServer.projectA)]).first?.rejectedCode == .forbidden)
+        // In one push: the second create naming the same person, and a move of a third record onto them.
+        let sam = UUID()
+        let first = Self.member(naming: sam, in: TestServer.projectA, role: "crew")
+        let second = Self.member(naming: sam, in: TestServer.projectA, role: "viewer")
+        let other = Self.member(naming: UUID(), in: TestServer.projectA, role: "crew")
+        let onto = Sample.update(.member, id: other.recordID, baseVersion: 1, fields: ["userID": .uuid(sam)])
+        let answers = try await outcomes(server, carol, [first, second, other, onto])
+        #expect(answers.map(\.appliedVersion) == [1, nil, 1, nil] && answers[1].rejectedCode == .forbidden
+            && answers[3].rejectedCode == .forbidden, "\(answers)")
+        // A revive: the first deleted, a new one made, the first brought back.
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: first.recordID, baseVersion: 1,
+            deletion: Sample.clock(9_000))
+        let replacement = Self.member(naming: sam, in: TestServer.projectA, role: "foreman")
+        #expect(try await outcomes(server, carol, [delete, replacement]).map(\.appliedVersion) == [2, 1])
+        let revive = Sample.update(.member, id: first.recordID, baseVersion: 2, fields: ["name": .text("Sam")], clock: Sample.clock(20_000))
+        #expect(try await outcomes(server, carol, [revive]).first?.rejectedCode == .forbidden)
     }
 
     @Test("A member whose member record the office deletes has no role and reaches nothing", arguments: Backend.available)
@@ -304,18 +342,28 @@ struct FailClosedTests {
             "notes": .text(""), "weather": .text(""), "crew": .text(""), "hours": .real(0), "crewSize": .integer(0),
         ])
         #expect(try await outcomes(server, TestServer.aliceToken, [log]).first?.rejectedCode == .forbidden, "a log is written as oneself")
-        // Attack 89, F1: the office pushed a second, weaker record naming Carol (a viewer's) and Bob's crew
-        // record moved to Carol; whose a record is goes by its user's role, not by the role one record
-        // names, so neither lets the foreman write time in a project manager's name.
+        // Attack 89, F1: the office pushed a second, weaker record naming Carol (a viewer's), or moved a crew
+        // record to Carol, and the foreman wrote time in a project manager's name through it. Whose a record
+        // is goes by its user's role, not by the role one record names; and since attack 91 neither record
+        // is taken: a member has one record per project.
         let weaker = Self.member(naming: TestServer.carol, in: TestServer.projectA, role: "viewer")
-        #expect(try await outcomes(server, TestServer.carolToken, [weaker]).first?.appliedVersion == 1)
+        #expect(try await outcomes(server, TestServer.carolToken, [weaker]).first?.rejectedCode == .forbidden)
         #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: weaker.recordID)]).first?.rejectedCode == .forbidden)
         let dave = Self.member(naming: UUID(), in: TestServer.projectA, role: "crew")
         #expect(try await outcomes(server, TestServer.carolToken, [dave]).first?.appliedVersion == 1)
         let moved = Sample.update(.member, id: dave.recordID, baseVersion: 1, fields: ["userID": .uuid(TestServer.carol)])
-        #expect(try await outcomes(server, TestServer.carolToken, [moved]).first?.appliedVersion == 2)
+        #expect(try await outcomes(server, TestServer.carolToken, [moved]).first?.rejectedCode == .forbidden)
         #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: dave.recordID)]).first?.rejectedCode == .forbidden)
         #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: bobInA)]).first?.appliedVersion == 1, "his crew's still")
+        // Attack 90, F2: a record naming someone who is no member of the project gives them no role, so no
+        // one a foreman writes for; once the office adds them, their own record does.
+        let stranger = UUID()
+        let ghost = Self.member(naming: stranger, in: TestServer.projectA, role: "crew")
+        #expect(try await outcomes(server, TestServer.carolToken, [ghost]).first?.appliedVersion == 1)
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: ghost.recordID)]).first?.rejectedCode == .forbidden)
+        _ = try await server.server.addMember(.init(userID: stranger, name: "Sam", role: "crew", projects: [TestServer.projectA]))
+        let samInA = try await server.server.memberRecordID(project: TestServer.projectA, user: stranger)
+        #expect(try await outcomes(server, TestServer.aliceToken, [entry(for: samInA)]).first?.appliedVersion == 1)
     }
 
     /// The role ranks of the field-service schema, strongest first.
@@ -467,8 +515,9 @@ struct FailClosedTests {
             for to in Self.ranks {
                 try await check(caller, Self.member(naming: UUID(), in: TestServer.projectA, role: to), from: nil, to: to)
             }
-            // A second record of the caller itself, as the owner.
-            try await check(caller, Self.member(naming: user, in: TestServer.projectA, role: "owner"), from: nil, to: "owner")
+            // A second record of the caller itself, as the owner: refused to every role (one per member).
+            let second = try await outcomes(server, caller.token, [Self.member(naming: user, in: TestServer.projectA, role: "owner")])
+            if second.first?.rejectedCode != .forbidden { mismatches.append("\(caller.role) made a second record of itself: \(second)") }
             // Each role's record, made by the owner, then changed to each role or deleted.
             var targets: [(id: UUID, from: String, to: String?)] = []
             var made: [PushMutation] = []

@@ -186,8 +186,9 @@ struct PushTests {
         let alice = server.transport(token: TestServer.carolToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         let memberID = UUID()
+        // For someone with no member record in A yet (Alice has one: a second is refused).
         let member = Sample.create(.member, id: memberID, fields: [
-            "projectID": .uuid(TestServer.projectA), "userID": .uuid(TestServer.alice), "name": .text("Alice"),
+            "projectID": .uuid(TestServer.projectA), "userID": .uuid(UUID()), "name": .text("Dana"),
             "email": .text(""), "role": .text("crew"),
         ])
         let comment = Sample.create(.comment, fields: [

@@ -307,7 +307,9 @@ private final class AccessRun {
                 "projectID": .uuid(project), "userID": .uuid(user), "name": .text(name(user)), "email": .text(""),
                 "role": .text(role.rawValue),
             ])], token: token)
-            guard answer.first == expected(role) else {
+            // One live record per member and project: a second is refused, whatever its role.
+            let want = table.hasLiveRecord(naming: user, in: project) ? .forbidden : expected(role)
+            guard answer.first == want else {
                 return mismatch(.diverged, "the office's member record was answered \(answer)")
             }
             guard answer.first == .allowed else { return }
@@ -558,9 +560,10 @@ private final class AccessRun {
             let answer = try await push([create(.member, id: id, fields: [
                 "projectID": .uuid(project), "userID": .uuid(user), "name": .text("Me"), "email": .text(""), "role": .text("owner"),
             ])], token: token.token, instance: instance)
-            // The office gives no role stronger than its own: only an owner names itself owner.
+            // The office gives no role stronger than its own, and a member has one record per project: a
+            // caller with a role has one already, so a second naming themselves is refused to everyone.
             var want = byRole(writing: .member)
-            if want == .allowed, let role, !RoleTable.gives(.owner, as: role) { want = .forbidden }
+            if want == .allowed, role != nil { want = .forbidden }
             expect("member record naming themselves owner", table.inArchive(want, in: project), answer.first!, who: user, in: project)
             if answer.first == .allowed {
                 table.create(id, naming: user, as: .owner, in: project)

@@ -80,10 +80,16 @@ struct RoleTable {
     }
 
     /// The role of the user a live member record names: the strongest any live record of `project`
-    /// gives them, whichever the record names (nil for a record that is not live).
+    /// gives them, whichever the record names; nil for a record that is not live, or names someone who
+    /// is no member of the project (no role is established for them).
     func userRole(of name: RecordName, in project: UUID) -> Member.Role? {
         guard let record = records[project]?[name], record.live else { return nil }
-        return Self.strongest(of: record.user, in: records[project] ?? [:])
+        return role(of: record.user, in: project)
+    }
+
+    /// Whether a live member record of `project` names `user`: a second is refused (one per member).
+    func hasLiveRecord(naming user: UUID, in project: UUID) -> Bool {
+        (records[project] ?? [:]).values.contains { $0.live && $0.user == user }
     }
 
     /// Whether `name` is a live member record naming `user` in `project`: one they write as.

@@ -1016,9 +1016,22 @@ enum PostgresAccess {
             WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
             """,
             on: connection, logger: logger))
+        var projectMembers: [UUID: Set<UUID>] = [:]
+        for try await (project, member) in try await connection.query(
+            """
+            SELECT o.project_id, o.user_id FROM memberships m
+            JOIN memberships o ON o.project_id = m.project_id
+            WHERE m.user_id = \(user) AND (\(only)::text IS NULL OR m.project_id = \(only))
+            """, logger: logger
+        ).decode((String, String).self) {
+            if let project = UUID(uuidString: project), let member = UUID(uuidString: member) {
+                projectMembers[project, default: []].insert(member)
+            }
+        }
         return Roles.access(
             of: caller.userID, memberships: memberships,
-            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
+            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }),
+            projectMembers: projectMembers)
     }
 
     /// Makes `user` a member of `project` from `milliseconds` on (a membership that exists stays as it is).

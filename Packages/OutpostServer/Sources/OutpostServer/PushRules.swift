@@ -236,6 +236,7 @@ struct PushRules: Sendable {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
             try checkRoleGiven(by: mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
+            try checkOneRecordPerUser(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
         }
         // After the access checks: only a member learns that a project is archived.
         if let project, snapshot.archivedProjects.contains(project) {
@@ -530,6 +531,29 @@ struct PushRules: Sendable {
                 "a \(role) gives, changes and takes away no role stronger than its own: this member record "
                     + (fields == existing?.fields ? "is" : "would be") + " a \(given)'s")
         }
+    }
+
+    /// One live member record per user and project: with two, the stronger decided, so an office device
+    /// that made a second, weaker record for a member (two office devices adding the same person offline)
+    /// demoted no one, and every member list showed both (attack 91, F1). A write that leaves a record
+    /// live naming a user another live record names is refused; the device changes that one instead.
+    /// Records this push wrote count as they now stand.
+    private func checkOneRecordPerUser(
+        _ mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
+    ) throws {
+        guard mutation.entity == schema.membership, merged.deletion == nil,
+            case .uuid(let user) = merged.record[schema.userField],
+            existing.map({ $0.deletion != nil || $0.fields[schema.userField] != .uuid(user) }) ?? true
+        else { return }
+        var others = snapshot.access.memberRecordsOfUser[project]?[user] ?? []
+        for (key, record) in snapshot.records where key.entity == schema.membership && record.projectID == project {
+            if record.deletion == nil, record.fields[schema.userField] == .uuid(user) { others.insert(key.id) } else { others.remove(key.id) }
+        }
+        others.remove(mutation.recordID)
+        guard let other = others.min(by: { $0.uuidString < $1.uuidString }) else { return }
+        throw ServerError.forbidden(
+            "user \(user.storageText) has a member record in this project already (\(other.storageText)): change its role "
+                + "instead of giving them a second")
     }
 
     /// Refuses a write of `entity` in `project` the caller's role there does not allow, and any write

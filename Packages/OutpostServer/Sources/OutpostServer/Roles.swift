@@ -13,8 +13,9 @@ import OutpostSchema
 /// | foreman, crew | every entity but discounts, finance options, fees and members |
 /// | viewer | nothing |
 ///
-/// A member's role in a project is the `role` of that project's live member records naming the user
-/// (the most privileged, should there be several). **Access fails closed**: a member no live member
+/// A member's role in a project is the `role` of that project's live member record naming the user:
+/// one per member (a push that would make a second is refused), or the most privileged of those a
+/// server holds from before that rule. **Access fails closed**: a member no live member
 /// record names with a role this server knows has no role, and no access to the project at all, never a
 /// default one (a missing role once counted as the owner's). The creator of a project made on a device
 /// is its owner by the member record the server writes with the project.
@@ -41,11 +42,11 @@ enum Roles {
     }
 
     /// The caller's standing in each project they belong to, from their memberships (with when each
-    /// began, epoch milliseconds) and each project's live member records: the projects where a role is
-    /// established, that role, and the caller's own member records there. A membership without one is
-    /// left out: no role, no access.
+    /// began, epoch milliseconds), each project's live member records and its members (the users the
+    /// office made members): the projects where a role is established, that role, and the caller's own
+    /// member records there. A membership without one is left out: no role, no access.
     static func access(
-        of user: UUID, memberships: [UUID: Int64], memberRecords: [UUID: [StoredRecord]]
+        of user: UUID, memberships: [UUID: Int64], memberRecords: [UUID: [StoredRecord]], projectMembers: [UUID: Set<UUID>]
     ) -> ProjectAccess {
         var access = ProjectAccess()
         let schema = ServedSchema.current
@@ -54,17 +55,21 @@ enum Roles {
             var own: Set<UUID> = []
             // A record's rank is its user's, the strongest role any live record gives them here, not the
             // one it names: a weaker second record of the owner, or a crew record moved to a project
-            // manager, let a foreman write time in their name (attack 89, F1).
+            // manager, let a foreman write time in their name (attack 89, F1). A record naming someone
+            // who is no member gives them no role, and has no rank: a foreman wrote time for one (attack 90, F2).
             let live = (memberRecords[project] ?? []).filter { $0.deletion == nil }
+            let members = projectMembers[project] ?? []
             var strongestOfUser: [UUID: Int] = [:]
             for member in live {
-                guard case .uuid(let named) = member.fields[schema.userField] ?? .null,
+                guard case .uuid(let named) = member.fields[schema.userField] ?? .null, members.contains(named),
                     let rank = declaredRole(in: member.fields).flatMap(schema.rank(of:))
                 else { continue }
                 strongestOfUser[named] = min(strongestOfUser[named] ?? .max, rank)
             }
             var ranks: [UUID: Int] = [:]
+            var recordsOfUser: [UUID: Set<UUID>] = [:]
             for member in live {
+                if case .uuid(let named) = member.fields[schema.userField] ?? .null { recordsOfUser[named, default: []].insert(member.id) }
                 guard case .uuid(let named) = member.fields[schema.userField] ?? .null,
                     let rank = strongestOfUser[named]
                 else { continue }
@@ -77,6 +82,7 @@ enum Roles {
             access.roles[project] = strongest
             access.ownMemberRecords[project] = own
             access.memberRanks[project] = ranks
+            access.memberRecordsOfUser[project] = recordsOfUser
             access.joinedAt[project] = joined
         }
         return access
@@ -136,6 +142,9 @@ struct ProjectAccess: Sendable, Hashable {
     /// strongest role there, whichever role the record itself names. Whom a role that writes for others
     /// without being the office (a foreman) may write for.
     var memberRanks: [UUID: [UUID: Int]] = [:]
+    /// The live member records naming each user in each of those projects, whoever the user is: one each
+    /// (`PushRules.checkOneRecordPerUser`), save those written before the rule.
+    var memberRecordsOfUser: [UUID: [UUID: Set<UUID>]] = [:]
     /// When each membership began (epoch milliseconds; 0 for one older than the record of it): a
     /// record deleted before it is one the member never could read.
     var joinedAt: [UUID: Int64] = [:]

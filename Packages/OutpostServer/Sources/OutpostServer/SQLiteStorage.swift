@@ -1057,9 +1057,24 @@ enum Access {
                     """ + only),
             arguments: [schema.membership.rawValue] + arguments, extent: &everything
         ).rows)
+        var projectMembers: [UUID: Set<UUID>] = [:]
+        for row in try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT o.project_id, o.user_id FROM memberships m
+                    JOIN memberships o ON o.project_id = m.project_id
+                    WHERE m.user_id = ?
+                    """ + only),
+            arguments: arguments)
+        {
+            if let project = UUID(hyphenatedText: row["project_id"] as String), let user = UUID(hyphenatedText: row["user_id"] as String) {
+                projectMembers[project, default: []].insert(user)
+            }
+        }
         return Roles.access(
             of: caller.userID, memberships: memberships,
-            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }))
+            memberRecords: Dictionary(grouping: members.filter { $0.projectID != nil }, by: { $0.projectID! }),
+            projectMembers: projectMembers)
     }
 
     /// Makes `user` a member of `project` from `milliseconds` on (a membership that exists stays as it is).
