@@ -69,10 +69,9 @@ enum Roles {
             var ranks: [UUID: Int] = [:]
             var recordsOfUser: [UUID: Set<UUID>] = [:]
             for member in live {
-                if case .uuid(let named) = member.fields[schema.userField] ?? .null { recordsOfUser[named, default: []].insert(member.id) }
-                guard case .uuid(let named) = member.fields[schema.userField] ?? .null,
-                    let rank = strongestOfUser[named]
-                else { continue }
+                guard case .uuid(let named) = member.fields[schema.userField] ?? .null else { continue }
+                recordsOfUser[named, default: []].insert(member.id)
+                guard let rank = strongestOfUser[named] else { continue }
                 ranks[member.id] = rank
                 guard let role = role(in: member.fields, of: user) else { continue }
                 roles.append(role)

@@ -666,14 +666,18 @@ public struct SyncServer: Sendable {
                 status: 400, .unknownCheckpoint,
                 "'checkpoint' is not one this server wrote: pull everything again from the start without one")
         }
-        guard try await storage.holdsHistory(checkpoint) else {
-            metrics.count("outpost_history_changed_total", [])
-            throw ServerError(
-                status: 409, .historyChanged,
-                "this server's history no longer holds the checkpoint \(text) (restored from a backup taken before it): "
-                    + "pull everything again from the start and send again the changes it lost")
-        }
+        guard try await storage.holdsHistory(checkpoint) else { throw historyChanged(losing: "the checkpoint \(text)") }
         return checkpoint
+    }
+
+    /// The 409 `history_changed` answer to a request naming a change this history no longer holds (a
+    /// checkpoint or a bundle position), counted in `outpost_history_changed_total`.
+    private func historyChanged(losing what: String) -> ServerError {
+        metrics.count("outpost_history_changed_total", [])
+        return ServerError(
+            status: 409, .historyChanged,
+            "this server's history no longer holds \(what) (restored from a backup taken before it): "
+                + "pull everything again from the start and send again the changes it lost")
     }
 
     /// `/pull`: the page's JSON as it goes out (gzip-compressed when `gzip` and large enough).
@@ -741,11 +745,7 @@ public struct SyncServer: Sendable {
                 throw ServerError.badRequest("'bundlePositions' holds '\(text.prefix(80))', not a bundle's position")
             }
             guard try await storage.holdsHistory(HistoryCheckpoint(sequence: sequence, mark: mark)) else {
-                metrics.count("outpost_history_changed_total", [])
-                throw ServerError(
-                    status: 409, .historyChanged,
-                    "this server's history no longer holds the bundle position \(text) (restored from a backup taken "
-                        + "before it): pull everything again from the start and send again the changes it lost")
+                throw historyChanged(losing: "the bundle position \(text)")
             }
             guard cursor.startsFresh(project) else { continue }
             cursor.adopt(project, at: sequence)
