@@ -48,6 +48,12 @@ public actor HTTPTransport: SyncTransport {
         public var maximumResponseBytes: Int = 20 << 20
         /// The most bytes a downloaded bundle may take once inflated, counted as it is written to disk.
         public var maximumBundleBytes: Int64 = 8 << 30
+        /// How many times its bytes on the wire a gzip download (a bundle, an original) may inflate to,
+        /// past its first MiB, counted as it arrives. A bundle's JSON shrinks about 18 times and XML about
+        /// as much; a gzip bomb's shrinks a thousand times, and 1.5 MB of one had a pre-sync write 1.5 GB
+        /// into the store's volume (attack 92). 200, as `BundleLimits.maximumCompressionRatio` for a
+        /// zipped bundle's entries.
+        public var maximumInflationRatio: Int64 = 200
         /// Whether plain `http://` may reach a server other than this device (loopback is always
         /// allowed). Off: a token and a crew's records crossing a network unencrypted are refused with
         /// `rejected` before anything is sent; an app turns it on only for a network it trusts.
@@ -292,6 +298,7 @@ public actor HTTPTransport: SyncTransport {
         // The bytes of this answer on the wire so far: the time they earn, and the traffic counted.
         let arrived = NIOLockedValueBox<Int64>(0)
         let rate = Double(max(configuration.minimumTransferBytesPerSecond, 1))
+        let ratio = max(configuration.maximumInflationRatio, 1)
         let earned: @Sendable () -> Duration = { .seconds(Double(arrived.withLockedValue { $0 }) / rate) }
         var request = request
         if !request.headers.contains(name: "Accept-Encoding") {
@@ -345,11 +352,20 @@ public actor HTTPTransport: SyncTransport {
                 try handle.seekToEnd()
                 let inflater = encoding == "gzip" ? GunzipStream(limit: limit) : nil
                 var size: Int64 = 0
+                var wire: Int64 = 0
                 for try await part in response.body {
                     arrived.withLockedValue { $0 += Int64(part.readableBytes) }
+                    wire += Int64(part.readableBytes)
                     if let inflater {
+                        // Judged against the wire bytes so far, every 64 KiB inflated, before they are written.
+                        let allowed = max(1 << 20, wire.multipliedReportingOverflow(by: ratio).partialValue)
                         try part.withUnsafeReadableBytes { bytes in
-                            try inflater.inflate(bytes) { try handle.write(contentsOf: $0) }
+                            try inflater.inflate(bytes) { inflated in
+                                guard inflater.inflatedCount <= allowed else {
+                                    throw InflatedTooFar(wireBytes: wire, inflatedBytes: inflater.inflatedCount, ratio: ratio)
+                                }
+                                try handle.write(contentsOf: inflated)
+                            }
                         }
                         size = inflater.inflatedCount
                     } else {
@@ -525,6 +541,17 @@ public actor HTTPTransport: SyncTransport {
     }
 
     /// A download's answer in a content coding other than gzip or none.
+    /// A gzip download that inflated past `Configuration.maximumInflationRatio` times its wire bytes.
+    private struct InflatedTooFar: Error, CustomStringConvertible {
+        var wireBytes: Int64
+        var inflatedBytes: Int64
+        var ratio: Int64
+        var description: String {
+            "the answer's \(wireBytes) bytes of gzip inflated to more than \(inflatedBytes) bytes, past \(ratio) times "
+                + "their size (no real bundle or file shrinks so far): cut off there"
+        }
+    }
+
     private struct UnreadableEncoding: Error, CustomStringConvertible {
         var encoding: String
         var description: String { "the answer is in a content coding this client cannot read: \(encoding.prefix(64))" }
@@ -629,7 +656,7 @@ public actor HTTPTransport: SyncTransport {
             return TransportError(
                 .invalidResponse, request: name,
                 message: "the answer is larger than \(limit) bytes; it was cut off where it passed that", underlying: error)
-        case is GunzipStream.Failure, is UnreadableEncoding:
+        case is GunzipStream.Failure, is UnreadableEncoding, is InflatedTooFar:
             return TransportError(.invalidResponse, request: name, message: "\(error)", underlying: error)
         case is CancellationError:
             return TransportError(.cancelled, request: name, message: "cancelled", underlying: error)

@@ -279,6 +279,36 @@ import Testing
         }
     }
 
+    /// A run's budget bounds the request in flight too, not only when the next batch starts: a server
+    /// dripping a pull page a byte at a time held `outpost sync --budget 5` for as long as the page's
+    /// own deadline (minutes; attack 92, finding 2), past the background time a mobile OS grants. The
+    /// run stops soon after its budget, as one its app cancelled does: nothing half-applied, the change
+    /// still queued, and the report says the budget stopped it, with no transport error of its own.
+    @Test func aBudgetEndsTheRequestInFlightNotOnlyTheNextBatch() async throws {
+        let server = try await LocalHTTPServer(routes: [
+            "POST /v1/pull": .init(
+                body: #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 400), dripSeconds: 0.2),
+        ])
+        defer { server.stop() }
+        let device = try SyncEngineTests.Device()
+        try await device.store.save(Issue(projectID: UUID(), title: "Leak under the sink"), now: now)
+        // The page's own deadline is 40 s (`requestTimeout` × 4): each byte comes well within the silence allowed.
+        let engine = SyncEngine(
+            store: device.store,
+            transport: HTTPTransport(
+                configuration: .init(
+                    baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(10), transferTimeout: .seconds(40)),
+                token: "t1"))
+        let started = ContinuousClock.now
+        let report = try await engine.sync(budget: .seconds(1), now: { self.now })
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(20), "the run took \(took) with a budget of 1 s")
+        #expect(report.stoppedForBudget)
+        #expect(!report.pullCompleted && !report.pushCompleted)
+        #expect(report.lastTransportError == nil, "\(String(describing: report.lastTransportError))")
+        #expect(try device.store.mutations(status: .pending).count == 1, "the change waits for the next run")
+    }
+
     /// A download on a slow link: cut at the transfer timeout whatever it had brought, a pre-sync over
     /// such a link (25 MB at 80 KB/s) started again from its first byte on every try and never
     /// finished. The deadline moves by the time the bytes so far earned, asked when it comes: work
@@ -323,6 +353,19 @@ import Testing
             .init(body: String(repeating: "a", count: 2 << 20), gzip: true, dripSeconds: 0.1, dripBytes: 20),
             transferTimeout: .seconds(2))
         #expect(error?.code == .timedOut, "\(String(describing: error))")
+    }
+
+    /// A gzip bundle that inflates far beyond any real one (a bundle's JSON shrinks about 18 times) is
+    /// refused once it passes `maximumInflationRatio` times its bytes on the wire, not at the 8 GiB
+    /// bundle limit: 1.5 MB of gzip had a pre-sync write 1.5 GB into the store's volume (attack 92,
+    /// finding 1). Here 20 MB of one letter, about 20 KB on the wire, stops near 4 MB.
+    @Test func aCompressedBundleInflatingFarBeyondAnyRealOneIsRefusedAsItArrives() async throws {
+        let error = try await Self.downloadError(
+            .init(body: String(repeating: "a", count: 20 << 20), gzip: true), transferTimeout: .seconds(60))
+        #expect(error?.code == .invalidResponse, "\(String(describing: error))")
+        #expect("\(String(describing: error))".contains("times"), "\(String(describing: error))")
+        // A bundle as gzip makes it of real records' text still comes whole.
+        #expect(try await Self.downloadError(.init(body: Self.looseText(count: 3 << 20), gzip: true), transferTimeout: .seconds(60)) == nil)
     }
 
     /// A gzip answer whose trailer does not match its body, or that ends inside its compressed stream,
