@@ -37,8 +37,12 @@ final class JSONTokenizer {
 
     // MARK: Bytes
 
-    /// The next byte after white space, without consuming it; nil at the end of the document.
+    /// The next byte after white space, without consuming it; nil at the end of the document. A run of
+    /// white space longer than a value may be is refused: it is no value, and unbounded, a server's
+    /// endless run of it (or gzip of it, a thousandfold) had a pre-sync read and write gigabytes
+    /// (attack 92, finding 1). Within a value, white space counts toward the value's own bound.
     func peekSignificant() throws(BundleError) -> UInt8? {
+        var run = 0
         while let byte = try peek() {
             switch byte {
             case 0x20, 0x09, 0x0D: advance()
@@ -47,6 +51,12 @@ final class JSONTokenizer {
                 line += 1
                 column = 1
             default: return byte
+            }
+            run += 1
+            if run > maximumValueBytes {
+                throw locate(BundleError(
+                    .limitExceeded, message: "a run of white space is longer than \(maximumValueBytes) bytes, the most a value may take",
+                    line: line, column: column))
             }
         }
         return nil

@@ -180,6 +180,12 @@ import ZIPFoundation
             make: { try $0.json("deep.json", replacing: "\"stage\": \"won\"",
                 with: "\"stage\": " + String(repeating: "[", count: 100_000)) },
             check: { $0.jsonPath == "$.records[0]" }),
+        // White space between values is no value: unbounded, a server's endless run of it (or gzip of
+        // it) had a pre-sync write gigabytes to disk, read without end (attack 92, finding 1). Bounded
+        // as a value is; XML's reader stops a text node at 10 MB.
+        Case(name: "a run of white space longer than any value (JSON)", code: .limitExceeded,
+            make: { try $0.json("spaces.json", replacing: "\"formatVersion\": 2,", with: "\"formatVersion\": 2," + String(repeating: " ", count: 8 << 20)) },
+            check: { $0.line != nil && $0.message.contains("white space") }),
         Case(name: "truncated zip", code: .suspiciousArchive,
             make: { corpus in
                 let whole = try Data(contentsOf: try corpus.zip("whole.zip", [("bundle.xml", Data(corpus.xml.utf8))]))
