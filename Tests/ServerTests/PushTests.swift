@@ -109,6 +109,37 @@ struct PushTests {
         await server.stop()
     }
 
+    /// Attack 92, F4: a key its user had used for one record, sent again with another record's change
+    /// (a device whose queue was copied, a client that reuses keys), was answered as the first change's
+    /// duplicate: the device took its write as saved, and it never was. A key names one change of one
+    /// record: another record's change under it is refused, visibly, and nothing is written.
+    @Test("An idempotency key sent again for another record is refused, not answered as the first change's duplicate", arguments: Backend.available)
+    func aKeyNamesOneRecord(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
+        let transport = server.transport(token: TestServer.aliceToken)
+        let key = UUID()
+        let first = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA), key: key)
+        var fields = Sample.issueFields(project: TestServer.projectA)
+        fields["title"] = .text("Another leak")
+        let second = Sample.create(.issue, fields: fields, key: key)
+        let original = try await transport.push(PushRequest(mutations: [first]))
+        #expect(original.results.first?.outcome.appliedVersion == 1)
+        let reused = try await transport.push(PushRequest(mutations: [second]))
+        guard case .rejected(let reason)? = reused.results.first?.outcome else {
+            Issue.record("expected the second record's change refused, got \(String(describing: reused.results.first?.outcome))")
+            await server.stop()
+            return
+        }
+        #expect(reason.code == .invalidRequest)
+        #expect(reason.message.contains("another record"), "\(reason.message)")
+        let pulled = try await transport.pull(PullRequest(cursor: nil, limit: 1000))
+        #expect(!pulled.changes.contains { $0.recordID == second.recordID }, "the refused change was written")
+        // The same change sent again is still its own duplicate.
+        let replay = try await transport.push(PushRequest(mutations: [first]))
+        #expect(replay.results.first?.outcome == .duplicate(original: original.results[0].outcome))
+        await server.stop()
+    }
+
     @Test("A stale base version gets a conflict with the server's record; a sequential change merges by field clocks", arguments: Backend.available)
     func conflictsAndMerge(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

@@ -23,12 +23,12 @@ extension PostgresStorage {
             }
         }
         let keys = batch.idempotencyKeys.map(\.storageText)
-        for try await (key, user, outcome) in try await connection.query(
-            "SELECT idempotency_key, user_id, outcome FROM applied_mutations WHERE idempotency_key = ANY(\(keys))",
+        for try await (key, user, entity, record, outcome) in try await connection.query(
+            "SELECT idempotency_key, user_id, entity, record_id, outcome FROM applied_mutations WHERE idempotency_key = ANY(\(keys))",
             logger: logger
-        ).decode((String, String, String).self) {
+        ).decode((String, String, String, String, String).self) {
             guard let key = UUID(uuidString: key), let user = UUID(uuidString: user) else { continue }
-            snapshot.applied[key] = AppliedMutation(userID: user, outcome: outcome)
+            snapshot.applied[key] = AppliedMutation(userID: user, entity: entity, recordID: record, outcome: outcome)
         }
         let targets = Array(batch.targets)
         for row in try await PostgresRecords.fetchRows(

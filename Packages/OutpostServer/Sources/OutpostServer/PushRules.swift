@@ -92,7 +92,14 @@ struct PushRules: Sendable {
             let key = mutation.idempotencyKey
             if let stored = snapshot.applied[key] {
                 let outcome: MutationOutcome
-                if stored.userID == caller.userID {
+                if stored.userID == caller.userID, stored.entity != mutation.entity.rawValue || stored.recordID != mutation.recordID.storageText {
+                    // A key names one change of one record. Answered as the first change's duplicate, another
+                    // record's change under it (a copied queue, a client reusing keys) was taken by its
+                    // device as saved, and never was (attack 92, F4): refused, it stays on the device, shown.
+                    outcome = .rejected(reason: ErrorBody(
+                        code: .invalidRequest,
+                        message: "this idempotency key was used for a change of another record; a key names one change: send this one under a key of its own"))
+                } else if stored.userID == caller.userID {
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
                     try count(stored.outcome.utf8.count, of: outcome)
                 } else {
@@ -121,7 +128,8 @@ struct PushRules: Sendable {
                 continue
             }
             let text = try OutcomeJSON.encode(outcome)
-            snapshot.applied[key] = AppliedMutation(userID: caller.userID, outcome: text)
+            snapshot.applied[key] = AppliedMutation(
+                userID: caller.userID, entity: mutation.entity.rawValue, recordID: mutation.recordID.storageText, outcome: text)
             plan.applied.append((key, caller.userID, mutation.entity, mutation.recordID, text))
             // The change an applied mutation took: the caller's device holds that version exactly (every
             // value it sent stands, on the version it was based on), so its next pull need not bring it.

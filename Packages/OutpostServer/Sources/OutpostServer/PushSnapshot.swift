@@ -35,6 +35,9 @@ struct RecordSummary: Sendable, Hashable {
 /// An idempotency key's stored answer.
 struct AppliedMutation: Sendable, Hashable {
     var userID: UUID
+    /// The record the change was of: a key names one change of one record.
+    var entity: String
+    var recordID: String
     /// The original outcome as the wire's JSON.
     var outcome: String
 }

@@ -254,13 +254,14 @@ final class SQLiteStorage: ServerStorage {
         for keys in chunks(batch.idempotencyKeys.map(\.storageText)) {
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT idempotency_key, user_id, outcome FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
+                sql: "SELECT idempotency_key, user_id, entity, record_id, outcome FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
                 arguments: StatementArguments(keys))
             for row in rows {
                 guard let key = UUID(hyphenatedText: row["idempotency_key"]), let user = UUID(hyphenatedText: row["user_id"]) else {
                     continue
                 }
-                snapshot.applied[key] = AppliedMutation(userID: user, outcome: row["outcome"])
+                snapshot.applied[key] = AppliedMutation(
+                    userID: user, entity: row["entity"], recordID: row["record_id"], outcome: row["outcome"])
             }
         }
         for (entity, ids) in grouped(batch.targets) {
