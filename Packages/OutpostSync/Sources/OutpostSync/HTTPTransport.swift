@@ -306,8 +306,12 @@ public actor HTTPTransport: SyncTransport {
         }
         do {
             outcome = try await Self.within(configuration.transferTimeout, extendedBy: earned) {
-                [downloadClient, request, timeout = configuration.transferTimeout] in
-                let response = try await downloadClient.execute(request, timeout: Self.timeAmount(timeout))
+                [downloadClient, request, headTimeout = configuration.requestTimeout] in
+                // The client's deadline covers the answer's head only: it must begin within the request
+                // timeout, as a structured answer must. Given the transfer timeout, a server that took the
+                // connection and never answered held a pre-sync for five minutes (attack 93, finding 1);
+                // the body then has the transfer timeout and the time its bytes earn.
+                let response = try await downloadClient.execute(request, timeout: Self.timeAmount(headTimeout))
                 let status = Int(response.status.code)
                 let encoding = response.headers.first(name: "Content-Encoding")?
                     .trimmingCharacters(in: .whitespaces).lowercased() ?? "identity"
