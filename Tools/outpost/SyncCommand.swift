@@ -22,7 +22,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Option(help: "Stop cleanly at a batch boundary after this many seconds.")
+    @Option(help: "Stop cleanly after this many seconds: no batch starts after it, and a request in flight is cancelled (its changes stay queued).")
     var budget: Double?
 
     @Flag(help: "Upload photos' original files in this run, whatever the connection.")

@@ -20,7 +20,8 @@ public actor HTTPTransport: SyncTransport {
         /// The client's local schema version, sent on every request.
         public var schemaVersion: Int
         /// How long a structured request (health, push, pull) may stay silent, and a quarter of how
-        /// long it may take in all.
+        /// long it may take in all; also how long a download (a bundle, an original) waits for its
+        /// answer to begin.
         public var requestTimeout: Duration
         /// How long a media chunk may take to upload, and how long a download (a bundle, an original)
         /// may take beyond the time its bytes earn (`minimumTransferBytesPerSecond`).
@@ -52,7 +53,7 @@ public actor HTTPTransport: SyncTransport {
         /// past its first MiB, counted as it arrives. A bundle's JSON shrinks about 18 times and XML about
         /// as much; a gzip bomb's shrinks a thousand times, and 1.5 MB of one had a pre-sync write 1.5 GB
         /// into the store's volume (attack 92). 200, as `BundleLimits.maximumCompressionRatio` for a
-        /// zipped bundle's entries.
+        /// zipped bundle's entries. `Int64.max` turns the check off; below 1 counts as 1.
         public var maximumInflationRatio: Int64 = 200
         /// Whether plain `http://` may reach a server other than this device (loopback is always
         /// allowed). Off: a token and a crew's records crossing a network unencrypted are refused with
@@ -362,11 +363,12 @@ public actor HTTPTransport: SyncTransport {
                     wire += Int64(part.readableBytes)
                     if let inflater {
                         // Judged against the wire bytes so far, every 64 KiB inflated, before they are written.
-                        let allowed = max(1 << 20, wire.multipliedReportingOverflow(by: ratio).partialValue)
+                        let product = wire.multipliedReportingOverflow(by: ratio)
+                        let allowed = max(1 << 20, product.overflow ? .max : product.partialValue)
                         try part.withUnsafeReadableBytes { bytes in
                             try inflater.inflate(bytes) { inflated in
                                 guard inflater.inflatedCount <= allowed else {
-                                    throw InflatedTooFar(wireBytes: wire, inflatedBytes: inflater.inflatedCount, ratio: ratio)
+                                    throw InflatedTooFar(wireBytes: wire, allowedBytes: allowed, ratio: ratio)
                                 }
                                 try handle.write(contentsOf: inflated)
                             }
@@ -544,18 +546,18 @@ public actor HTTPTransport: SyncTransport {
         }
     }
 
-    /// A download's answer in a content coding other than gzip or none.
     /// A gzip download that inflated past `Configuration.maximumInflationRatio` times its wire bytes.
     private struct InflatedTooFar: Error, CustomStringConvertible {
         var wireBytes: Int64
-        var inflatedBytes: Int64
+        var allowedBytes: Int64
         var ratio: Int64
         var description: String {
-            "the answer's \(wireBytes) bytes of gzip inflated to more than \(inflatedBytes) bytes, past \(ratio) times "
-                + "their size (no real bundle or file shrinks so far): cut off there"
+            "the answer's \(wireBytes) bytes of gzip inflated past \(allowedBytes) bytes, \(ratio) times their size after "
+                + "the first MiB (no real bundle or file shrinks so far): cut off there"
         }
     }
 
+    /// A download's answer in a content coding other than gzip or none.
     private struct UnreadableEncoding: Error, CustomStringConvertible {
         var encoding: String
         var description: String { "the answer is in a content coding this client cannot read: \(encoding.prefix(64))" }

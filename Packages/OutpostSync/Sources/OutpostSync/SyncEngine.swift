@@ -125,7 +125,8 @@ public actor SyncEngine {
             group.addTask {
                 while !Task.isCancelled {
                     let left = budget - (elapsed() - start)
-                    if left <= .zero { return .budgetSpent }
+                    // Woken as the run ended (it cancels this task): the run was within its budget.
+                    if left <= .zero { return Task.isCancelled ? .watchdogStopped : .budgetSpent }
                     try? await Task.sleep(for: min(left, .milliseconds(250)))
                 }
                 return .watchdogStopped
@@ -137,15 +138,18 @@ public actor SyncEngine {
                 case .ran(let result):
                     outcome = result
                     group.cancelAll()
-                case .budgetSpent:
+                case .budgetSpent where outcome == nil:
                     // What is in flight stops as a cancelled run's does.
                     budgetSpent = true
                     group.cancelAll()
+                case .budgetSpent:
+                    break  // the run had ended already, within its budget
                 case .watchdogStopped:
                     break
                 }
             }
-            if budgetSpent, case .success(var report) = outcome {
+            // Not when the caller cancelled the run itself: its cancellation is the one to tell.
+            if budgetSpent, !Task.isCancelled, case .success(var report) = outcome {
                 report.stoppedForBudget = true
                 // The budget stopped it, as the report says: no failure of the link to tell.
                 if report.lastTransportError?.code == .cancelled { report.lastTransportError = nil }

@@ -30,7 +30,7 @@ public struct SyncReport: Sendable {
     public var pullCompleted = false
     /// Whether nothing was left ready to send.
     public var pushCompleted = false
-    /// Whether the time budget ended the run (between batches).
+    /// Whether the time budget ended the run: no batch started after it, and what was in flight was cancelled.
     public var stoppedForBudget = false
     /// True when the call found another run under way and did nothing (that run covers it).
     public var alreadyRunning = false
