@@ -92,19 +92,19 @@ struct PushRules: Sendable {
             let key = mutation.idempotencyKey
             if let stored = snapshot.applied[key] {
                 let outcome: MutationOutcome
-                if stored.userID == caller.userID, stored.entity != mutation.entity.rawValue || stored.recordID != mutation.recordID.storageText {
+                if stored.userID != caller.userID {
+                    // Someone else's key: never reveal its answer, and never apply it again.
+                    outcome = .rejected(reason: ErrorBody(code: .forbidden, message: "this idempotency key belongs to another user"))
+                } else if stored.entity != mutation.entity.rawValue || stored.recordID != mutation.recordID.storageText {
                     // A key names one change of one record. Answered as the first change's duplicate, another
                     // record's change under it (a copied queue, a client reusing keys) was taken by its
                     // device as saved, and never was (attack 92, F4): refused, it stays on the device, shown.
                     outcome = .rejected(reason: ErrorBody(
                         code: .invalidRequest,
                         message: "this idempotency key was used for a change of another record; a key names one change: send this one under a key of its own"))
-                } else if stored.userID == caller.userID {
+                } else {
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
                     try count(stored.outcome.utf8.count, of: outcome)
-                } else {
-                    // Someone else's key: never reveal its answer, and never apply it again.
-                    outcome = .rejected(reason: ErrorBody(code: .forbidden, message: "this idempotency key belongs to another user"))
                 }
                 plan.results.append(MutationResult(idempotencyKey: key, outcome: outcome))
                 continue

@@ -177,8 +177,8 @@ extension LocalStore {
             try await writer.applyPulled(page, policy: policy, in: pool, now: now)
         }
         // Told only when someone listens: each record took the subscribers' lock and copied their list.
-        for changes in observers.hasSubscribers ? [report.revivedRecords, page.changes] : [] {
-            for change in changes
+        if observers.hasSubscribers {
+            for change in report.revivedRecords + page.changes
             where !report.unchangedRecords.contains(change.record.id) && !report.refusedRecords.contains(change.record.id) {
                 observers.publish(change.storeChange)
             }

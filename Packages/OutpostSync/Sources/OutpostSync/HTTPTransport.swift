@@ -357,10 +357,8 @@ public actor HTTPTransport: SyncTransport {
                 try handle.seekToEnd()
                 let inflater = encoding == "gzip" ? GunzipStream(limit: limit) : nil
                 var size: Int64 = 0
-                var wire: Int64 = 0
                 for try await part in response.body {
-                    arrived.withLockedValue { $0 += Int64(part.readableBytes) }
-                    wire += Int64(part.readableBytes)
+                    let wire = arrived.withLockedValue { $0 += Int64(part.readableBytes); return $0 }
                     if let inflater {
                         // Judged against the wire bytes so far, every 64 KiB inflated, before they are written.
                         let product = wire.multipliedReportingOverflow(by: ratio)
