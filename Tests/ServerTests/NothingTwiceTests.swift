@@ -155,7 +155,10 @@ struct NothingTwiceTests {
         let plain = try await transport.pull(PullRequest(cursor: nil, limit: 500))
         let named = try await transport.pull(PullRequest(cursor: nil, limit: 500, bundlePositions: [position]))
         #expect(named.changes.map(\.recordID) == plain.changes.map(\.recordID))
-        #expect(named.leftProjects == [TestServer.projectA] && named.nextCursor == plain.nextCursor)
+        // Their cursors differ only in the checkpoint sealed in them: the position Bob sent, which this
+        // history holds (tells him nothing he did not send).
+        func positions(_ cursor: String) -> Substring { CursorSeal.parts(of: cursor).body.prefix { $0 != "!" } }
+        #expect(named.leftProjects == [TestServer.projectA] && positions(named.nextCursor) == positions(plain.nextCursor))
         let madeUp = UUID()
         let made = try await transport.pull(
             PullRequest(cursor: nil, limit: 500, bundlePositions: [madeUp.uuidString.lowercased() + String(position.dropFirst(36))]))

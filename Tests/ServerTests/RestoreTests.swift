@@ -658,4 +658,60 @@ struct RestoreTests {
         #expect(Set(try Self.issues(in: crew).values) == ["Rail loose / Bolt sheared", "Order tiles / "])
         #expect(try await engine.sync().isComplete)
     }
+
+    /// A client that sends its cursor and no checkpoint (as the API allows) was answered checkpoint `0`
+    /// and its cursor taken as it was: after a restore it went on from positions the restored history
+    /// reused, and never got the changes written at them, while keeping the records the restore lost
+    /// (attack 96, finding 1). A cursor now carries, under its seal, the checkpoint its answer gave: a
+    /// history that no longer holds it is `history_changed`, whatever the request's checkpoint, and an
+    /// answer's checkpoint is never older than its cursor's.
+    @Test("A cursor sent without a checkpoint: its answer's checkpoint is the cursor's, and a restore that lost it is history_changed", arguments: Backend.available)
+    func aCursorAloneStillNoticesARestore(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        var office = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
+        var officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        func officeWrites(_ count: Int, _ name: String) async throws {
+            for index in 1...count {
+                _ = try await office.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "\(name) \(index)"))
+            }
+            #expect(try await officeEngine.sync().isComplete)
+        }
+        /// Alice's pulls to the end from `cursor`, never sending a checkpoint: the status of the first
+        /// refused, or the last cursor and checkpoint.
+        func pullToTheEnd(from cursor: String?) async throws -> (status: Int, cursor: String?, checkpoint: String?) {
+            var cursor = cursor, checkpoint: String?
+            while true {
+                let answer = try await server.send(
+                    "POST", "/pull", token: TestServer.aliceToken, body: try wireJSON(PullRequest(cursor: cursor, limit: 2)))
+                guard answer.status == 200 else { return (answer.status, cursor, checkpoint) }
+                let page = try #require(try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])
+                cursor = page["nextCursor"] as? String
+                checkpoint = page["checkpoint"] as? String
+                guard page["hasMore"] as? Bool == true else { return (200, cursor, checkpoint) }
+            }
+        }
+        try await officeWrites(3, "Before")
+        let first = try await pullToTheEnd(from: nil)
+        #expect(first.status == 200)
+        let again = try await pullToTheEnd(from: first.cursor)
+        #expect(again.checkpoint == first.checkpoint, "a pull with nothing new is answered the cursor's checkpoint, not 0")
+        #expect(again.checkpoint != "0")
+
+        let backup = try await Backup.take(of: server)
+        try await officeWrites(3, "Lost")
+        let beforeRestore = try await pullToTheEnd(from: first.cursor)
+        #expect(beforeRestore.status == 200)
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        // The restored server writes again at the sequences the lost changes had, and past them (from
+        // the office's laptop set up again).
+        office = try LocalStore.open(at: server.directory.appendingPathComponent("office-after.sqlite").path)
+        officeEngine = SyncEngine(store: office, transport: server.transport(token: TestServer.carolToken))
+        try await officeWrites(4, "After")
+        #expect(try await pullToTheEnd(from: beforeRestore.cursor).status == 409, "the cursor's history is gone")
+        // A cursor from before the lost changes is still of this history, and reads on.
+        let older = try await pullToTheEnd(from: first.cursor)
+        #expect(older.status == 200)
+    }
 }

@@ -27,9 +27,11 @@ struct SealedCursorTests {
         let (body, tag) = CursorSeal.parts(of: cursor)
         #expect(tag != nil, "every cursor the server writes is sealed: \(cursor)")
 
-        // The device's stored cursor is damaged: every position past anything the server holds.
-        let damaged = body.replacingOccurrences(of: #"[0-9]{1,18}(?=[:,~]|$)"#, with: "999999999999999999", options: .regularExpression)
-            + "~" + (tag ?? "")
+        // The device's stored cursor is damaged: every position past anything the server holds (its
+        // checkpoint, after `!`, left as it was).
+        let positions = body.prefix { $0 != "!" }, sealedCheckpoint = body.drop { $0 != "!" }
+        let damaged = positions.replacingOccurrences(of: #"[0-9]{1,18}(?=[:,]|$)"#, with: "999999999999999999", options: .regularExpression)
+            + sealedCheckpoint + "~" + (tag ?? "")
         #expect(damaged != cursor)
         try await DatabaseQueue(path: path).write { db in
             try db.execute(sql: "UPDATE sync_cursors SET cursor = ?", arguments: [damaged])
@@ -57,7 +59,10 @@ struct SealedCursorTests {
         let alice = server.transport(token: TestServer.aliceToken)
         let first = try await alice.pull(PullRequest(cursor: nil, limit: 1))
         #expect(first.hasMore)
-        let (body, tag) = CursorSeal.parts(of: first.nextCursor)
+        let (sealedBody, tag) = CursorSeal.parts(of: first.nextCursor)
+        // An older server's cursor: positions alone, no checkpoint and no seal.
+        let body = sealedBody.prefix { $0 != "!" }
+        #expect(sealedBody == body + "!" + (first.checkpoint ?? ""), "a cursor carries its answer's checkpoint")
         let sealed = try await alice.pull(PullRequest(cursor: first.nextCursor, limit: 1_000))
         let unsealed = try await alice.pull(PullRequest(cursor: String(body), limit: 1_000, checkpoint: first.checkpoint))
         #expect(sealed.changes == unsealed.changes && !sealed.changes.isEmpty)
@@ -66,8 +71,11 @@ struct SealedCursorTests {
         let other = try await TestServer.start(backend)
         defer { Task { await other.stop() } }
         let foreign = try await other.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: nil, limit: 1)).nextCursor
-        #expect(CursorSeal.parts(of: foreign).body == body && CursorSeal.parts(of: foreign).tag != tag)
-        for text in [foreign, String(body) + "~0000000000000000", String(body) + "~" + String((tag ?? "").reversed())] {
+        #expect(CursorSeal.parts(of: foreign).body.prefix { $0 != "!" } == body && CursorSeal.parts(of: foreign).tag != tag)
+        for text in [
+            foreign, String(sealedBody) + "~0000000000000000", String(sealedBody) + "~" + String((tag ?? "").reversed()),
+            String(sealedBody),  // a checkpoint without its seal: damaged
+        ] {
             let error = try await #require(throws: TransportError.self) {
                 _ = try await alice.pull(PullRequest(cursor: text, limit: 10))
             }
@@ -88,7 +96,8 @@ struct SealedCursorTests {
         let checkpoint = try #require(first.checkpoint)
         let newest = try #require(Int64(checkpoint.split(separator: ".")[0]))
         let project = TestServer.projectA.storageText
-        let (body, tag) = CursorSeal.parts(of: first.nextCursor)
+        let (sealedBody, tag) = CursorSeal.parts(of: first.nextCursor)
+        let body = sealedBody.prefix { $0 != "!" }  // an older server's cursor had no checkpoint
         let digits = String((tag ?? "").unicodeScalars.map { Character(String($0.value % 10)) })
         for damaged in [
             "999999:\(project)", "\(newest + 1):\(project)", "\(newest):\(project)=\(newest + 1)",
@@ -101,6 +110,12 @@ struct SealedCursorTests {
                 #expect(error.status == 409 && error.serverCode == .unknownCursor, "\(damaged): \(error)")
             }
         }
+        // Today's cursor whose `~` became `=`: outside the document's pattern (its checkpoint's mark runs
+        // on), refused as well, and the device pulls everything again as for any unknown cursor.
+        let error = try await #require(throws: TransportError.self) {
+            _ = try await alice.pull(PullRequest(cursor: String(sealedBody) + "=" + digits, limit: 10))
+        }
+        #expect(error.status == 400 && error.serverCode == .unknownCursor, "\(error)")
         // At the checkpoint, an unsealed cursor reads on from there.
         let atCheckpoint = try await alice.pull(PullRequest(cursor: "\(newest):\(project)", limit: 10, checkpoint: checkpoint))
         #expect(atCheckpoint.changes.isEmpty && CursorSeal.parts(of: atCheckpoint.nextCursor).tag != nil)

@@ -30,10 +30,23 @@ final class CursorSeal: Sendable {
     /// it has no seal and names a position past `checkpoint` (the request's, found in this history). A
     /// request of the documented form that does not match what this server holds is a conflict with its
     /// state, as a checkpoint its history lacks is (409 `history_changed`), not a malformed request.
-    func open(_ text: String, checkpoint: Int64, storage: any ServerStorage) async throws(ServerError) -> PullCursor {
+    ///
+    /// Returns the cursor and the checkpoint sealed with it (`text(of:checkpoint:storage:)`), nil for a
+    /// cursor written without one.
+    func open(
+        _ text: String, checkpoint: Int64, storage: any ServerStorage
+    ) async throws(ServerError) -> (cursor: PullCursor, checkpoint: HistoryCheckpoint?) {
         let (body, tag) = Self.parts(of: text)
-        let cursor = try PullCursor(text: String(body))
+        let (positions, sealedCheckpoint) = try Self.checkpointPart(of: body)
+        let cursor = try PullCursor(text: String(positions))
         guard let tag else {
+            // Only a sealed cursor carries a checkpoint: one without its seal was damaged.
+            guard sealedCheckpoint == nil else {
+                throw ServerError(
+                    status: 409, .unknownCursor,
+                    "a cursor carrying a checkpoint has lost its seal (the cursor was damaged): "
+                        + "pull everything again from the start without one")
+            }
             // A bare number counts every current project as read up to it, a project joined since
             // included, and a sealed cursor cut at its `:` is one: that project was never sent, and the
             // next sealed cursor marked it read (attack 73, finding 1). Its device pulls everything again.
@@ -49,7 +62,7 @@ final class CursorSeal: Sendable {
                     "a cursor without a seal names a position past the checkpoint sent with it (the cursor was damaged): "
                         + "pull everything again from the start without one")
             }
-            return cursor
+            return (cursor, nil)
         }
         guard Self.constantTimeEqual(tag.utf8, try await self.tag(of: body, storage: storage).utf8) else {
             throw ServerError(
@@ -57,7 +70,17 @@ final class CursorSeal: Sendable {
                 "the cursor's seal is not this server's (the cursor was damaged, or another server wrote it): "
                     + "pull everything again from the start without one")
         }
-        return cursor
+        return (cursor, sealedCheckpoint)
+    }
+
+    /// Splits a cursor's body into its positions and the checkpoint after `!`, if any: a checkpoint of
+    /// the protocol's form past the empty history, as the API document's pattern has it (400 otherwise).
+    private static func checkpointPart(of body: Substring) throws(ServerError) -> (positions: Substring, checkpoint: HistoryCheckpoint?) {
+        guard let bang = body.firstIndex(of: "!") else { return (body, nil) }
+        guard let checkpoint = HistoryCheckpoint(text: String(body[body.index(after: bang)...])), checkpoint.sequence > 0 else {
+            throw ServerError(status: 400, .unknownCursor, "unknown cursor: pull everything again from the start without one")
+        }
+        return (body[..<bang], checkpoint)
     }
 
     /// Reads the key, making it first when the database has none (at the server's start).
@@ -65,9 +88,13 @@ final class CursorSeal: Sendable {
         _ = try await key(from: storage)
     }
 
-    /// `cursor`'s text, sealed.
-    func text(of cursor: PullCursor, storage: any ServerStorage) async throws(ServerError) -> String {
-        let body = cursor.text
+    /// `cursor`'s text with `checkpoint` (its answer's, when past the empty history) after `!`, sealed
+    /// together: a client that sends the cursor back without a checkpoint is still checked against the
+    /// history it was told of, and answered a checkpoint no older (`SyncServer.pull`). Without it, such
+    /// a client was answered `0`, and after a restore went on from positions the restored history wrote
+    /// again, never getting those changes (attack 96, finding 1).
+    func text(of cursor: PullCursor, checkpoint: HistoryCheckpoint, storage: any ServerStorage) async throws(ServerError) -> String {
+        let body = cursor.text + (checkpoint.sequence > 0 ? "!" + checkpoint.text : "")
         return body + "~" + (try await tag(of: Substring(body), storage: storage))
     }
 

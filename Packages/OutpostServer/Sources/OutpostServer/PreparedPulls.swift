@@ -34,11 +34,12 @@ actor PreparedPulls {
         /// answer only: a continued pull has them in its cursor.
         var rereadProjects: [UUID] = []
 
-        /// The same pull, continued after `cursor`.
-        func continued(after cursor: PullCursor) -> Request {
+        /// The same pull, continued after `answer`: from its cursor, and with at least its checkpoint,
+        /// which that cursor carries sealed (`CursorSeal.text(of:checkpoint:storage:)`).
+        func continued(after answer: Answer) -> Request {
             Request(
-                user: user, after: cursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock,
-                checkpoint: checkpoint, ownSequences: ownSequences)
+                user: user, after: answer.nextCursor, limit: limit, projects: projects, gzip: gzip, sharedClock: sharedClock,
+                checkpoint: max(checkpoint, answer.checkpoint), ownSequences: ownSequences)
         }
     }
 
@@ -49,6 +50,8 @@ actor PreparedPulls {
         let nextCursor: PullCursor
         let hasMore: Bool
         let basis: PullBasis
+        /// The sequence of the answer's checkpoint.
+        var checkpoint: Int64 = 0
     }
 
     /// Pages held at once, at most: about one per pull under way. A page past this evicts the oldest.

@@ -688,7 +688,17 @@ public struct SyncServer: Sendable {
         if let cursor = pull.cursor { try await checkProjectCount(of: cursor, by: caller) }
         let held = try await checkHistory(pull.checkpoint)
         var after = PullCursor.start
-        if let text = pull.cursor { after = try await cursorSeal.open(text, checkpoint: held.sequence, storage: storage) }
+        var told: Int64 = 0
+        if let text = pull.cursor {
+            let opened = try await cursorSeal.open(text, checkpoint: held.sequence, storage: storage)
+            after = opened.cursor
+            // The checkpoint the cursor's answer gave, sealed with it: a history that lost it lost changes
+            // the caller was told of, whether or not the request sent a checkpoint (attack 96, finding 1).
+            if let sealed = opened.checkpoint {
+                guard try await storage.holdsHistory(sealed) else { throw historyChanged(losing: "the checkpoint of its cursor") }
+                told = sealed.sequence
+            }
+        }
         // The answer's checkpoint is never older than a position the cursor took from a bundle: the
         // device holds the records up to it, and a restore that lost them must be noticed (attack 88).
         let adopted = try await adoptBundlePositions(pull.bundlePositions, into: &after)
@@ -700,7 +710,7 @@ public struct SyncServer: Sendable {
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: max(held.sequence, adopted),
+                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: max(held.sequence, adopted, told),
                 ownSequences: own, rereadProjects: reread),
             by: caller, storage: storage, seal: cursorSeal, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
@@ -827,8 +837,9 @@ public struct SyncServer: Sendable {
             var page = try await storage.pull(
                 after: request.after, limit: request.limit, maximumBytes: maximumPageBytes, projects: request.projects,
                 by: caller)
-            // The newest change this caller was served, never older than the checkpoint or the bundle
-            // positions it sent (which this history holds, mark and all): only what it may see moves it
+            // The newest change this caller was served, never older than the checkpoint, the bundle
+            // positions or the cursor's sealed checkpoint it sent (which this history holds, mark and all):
+            // only what it may see moves it
             // (`HistoryCheckpoint`). Not the cursor's positions: the caller writes those, and a made-up
             // one past everything it was told named a change of another project when the history held
             // it and nothing when not, an oracle of the server's newest change (attack finding 1 of stop 50).
@@ -836,10 +847,10 @@ public struct SyncServer: Sendable {
             page.rereadProjects = request.rereadProjects
             let json = try page.json(
                 rules: rules, sharedClock: request.sharedClock, checkpoint: checkpoint, ownSequences: request.ownSequences,
-                cursorText: try await seal.text(of: page.nextCursor, storage: storage))
+                cursorText: try await seal.text(of: page.nextCursor, checkpoint: checkpoint, storage: storage))
             return PreparedPulls.Answer(
                 body: JSONBody(json, gzip: request.gzip), records: page.rows.count,
-                nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis)
+                nextCursor: page.nextCursor, hasMore: page.hasMore, basis: page.basis, checkpoint: checkpoint.sequence)
         }
         var answer: PreparedPulls.Answer?
         if let prepared = await readAhead?.take(request) {
@@ -851,7 +862,7 @@ public struct SyncServer: Sendable {
         let result: PreparedPulls.Answer
         if let answer { result = answer } else { result = try await read(request) }
         if let readAhead, result.hasMore {
-            let next = request.continued(after: result.nextCursor)
+            let next = request.continued(after: result)
             await readAhead.prepare(next) { try? await read(next) }
         }
         return result
