@@ -108,33 +108,51 @@ struct FailClosedTests {
         #expect(answers[2].appliedVersion == 1, "crew writes issues")
     }
 
-    /// Attack 90, F1: a push moved a member's own record (the one `add-member` writes) to another user;
-    /// `add-member` then wrote that record anew at version 1, over the stored one, and a device holding
-    /// the moved copy at a newer version never took it. The record is taken back at its next version.
-    @Test("add-member takes back a member record a push moved to another user, at its next version", arguments: Backend.available)
-    func addMemberTakesBackAMovedRecordAtItsNextVersion(_ backend: Backend) async throws {
+    /// Attack 90, F1: a push moved a member's own record (the one `add-member` writes) to another user,
+    /// and `add-member` had to take it back. Attack 95, F2: the move itself locked the member out (no
+    /// record, so no role) while the office's member list, the admin log and `remove-member` knew nothing
+    /// of it, and every device held a live record of a user the server never saw. A member record names
+    /// one user for good: a push moving it is refused, whoever sends it, to whomever, live or deleted.
+    /// (`add-member` still takes back a record a server before this rule let a push move.)
+    @Test("A member record names one user for good: a push moving it to another user is refused, and its member keeps their role", arguments: Backend.available)
+    func memberRecordsNameOneUser(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
+        _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
         let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
-        let stored = try #require(try await server.server.storedRecord(aliceInA))
-        let device = try LocalStore.open(at: server.directory.appendingPathComponent("office.sqlite").path)
-        func sync() async throws {
-            #expect(try await SyncEngine(store: device, transport: server.transport(token: TestServer.carolToken)).sync().isComplete)
+        let bobInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.bob)
+        let otto = UUID()
+        _ = try await server.server.addMember(.init(userID: otto, name: "Otto", role: "crew", projects: [TestServer.projectB]))
+        let ghost = Self.member(naming: UUID(), in: TestServer.projectA, role: "crew")
+        #expect(try await outcomes(server, TestServer.carolToken, [ghost]).first?.appliedVersion == 1)
+        for record in [aliceInA, bobInA, ghost.recordID] {
+            let stored = try #require(try await server.server.storedRecord(record))
+            // To a stranger, to a member of another project, to no one; by the office and by the member.
+            for user in [FieldValue.uuid(UUID()), .uuid(otto), .null] {
+                for token in [TestServer.carolToken, TestServer.aliceToken] {
+                    let move = Sample.update(.member, id: record, baseVersion: stored.version, fields: ["userID": user])
+                    let outcome = try #require(try await outcomes(server, token, [move]).first)
+                    // No one is no user at all: refused for the record's shape, or first for the caller's role.
+                    let refusals: [ServerErrorCode?] = user == .null ? [.invalidRequest, .forbidden] : [.forbidden]
+                    #expect(refusals.contains(outcome.rejectedCode), "\(record) to \(user) by \(token): \(outcome)")
+                }
+            }
+            #expect(try await server.server.storedRecord(record) == stored, "the record is as it was")
         }
-        // To someone with no record in A (one with one already is refused: one record per member).
-        let move = Sample.update(.member, id: aliceInA, baseVersion: stored.version, fields: ["userID": .uuid(UUID())])
-        #expect(try await outcomes(server, TestServer.carolToken, [move]).first?.appliedVersion == stored.version + 1)
-        try await sync()
-        #expect(try device.record(.member, id: aliceInA)?.sync.version == stored.version + 1)
-        let change = try await server.server.addMember(TestServer.alice, to: TestServer.projectA, role: "foreman", name: nil, email: nil)
-        #expect(change == .roleChanged(from: nil, to: "foreman"))
-        let back = try #require(try await server.server.storedRecord(aliceInA))
-        #expect(back.version == stored.version + 2 && back.fields["userID"] == .uuid(TestServer.alice) && back.fields["role"] == .text("foreman"))
-        try await sync()
-        let held = try #require(try device.record(.member, id: aliceInA))
-        #expect(held.sync.version == back.version && held["userID"] == .uuid(TestServer.alice), "the device takes it back too")
-        #expect(try await outcomes(server, TestServer.aliceToken, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
-            .first?.appliedVersion == 1, "Alice reaches the project again")
+        // Deleted, it still names its user: bringing it back under another is refused too.
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: ghost.recordID, baseVersion: 1,
+            deletion: Sample.clock(9_000))
+        #expect(try await outcomes(server, TestServer.carolToken, [delete]).first?.appliedVersion == 2)
+        let revive = Sample.update(.member, id: ghost.recordID, baseVersion: 2, fields: ["userID": .uuid(UUID())], clock: Sample.clock(20_000))
+        #expect(try await outcomes(server, TestServer.carolToken, [revive]).first?.rejectedCode == .forbidden)
+        // The office still changes a member's role, name and email on their record.
+        let renamed = Sample.update(.member, id: bobInA, baseVersion: 1, fields: ["name": .text("Robert"), "role": .text("foreman")])
+        #expect(try await outcomes(server, TestServer.carolToken, [renamed]).first?.appliedVersion == 2)
+        for token in [TestServer.aliceToken, TestServer.bobToken] {
+            #expect(try await outcomes(server, token, [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))])
+                .first?.appliedVersion == 1, "Alice and Bob reach the project still")
+        }
     }
 
     /// Attack 91, F1: an office device made a second, weaker member record for a member (as two office

@@ -245,6 +245,7 @@ struct PushRules: Sendable {
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
             try checkRoleGiven(by: mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
             try checkOneRecordPerUser(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
+            try checkUserKept(by: mutation, merged: merged, existing: existing)
         }
         // After the access checks: only a member learns that a project is archived.
         if let project, snapshot.archivedProjects.contains(project) {
@@ -539,6 +540,20 @@ struct PushRules: Sendable {
                 "a \(role) gives, changes and takes away no role stronger than its own: this member record "
                     + (fields == existing?.fields ? "is" : "would be") + " a \(given)'s")
         }
+    }
+
+    /// A member record names one user for good: membership is given and taken by `outpost admin`, and a
+    /// device pushing a member record's user to someone else locked its member out (no record, so no
+    /// role) while the office's member list, the admin log and `remove-member` knew nothing of it, and
+    /// every device held a live record of a user the server never saw (attack 95, F2). Judged against the
+    /// record as stored, a tombstone's last values too.
+    private func checkUserKept(by mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?) throws {
+        guard mutation.entity == schema.membership, let existing, merged.deletion == nil,
+            merged.record[schema.userField] != existing.fields[schema.userField] ?? .null
+        else { return }
+        throw ServerError.forbidden(
+            "a member record names one user for good: to give someone else this member's place, the office removes "
+                + "this member and adds the other (outpost admin)")
     }
 
     /// One live member record per user and project: with two, the stronger decided, so an office device
