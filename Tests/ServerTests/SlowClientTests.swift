@@ -241,6 +241,48 @@ struct SlowClientTests {
         #expect(await noneClosed(busy + [third]))
     }
 
+    /// Attack 95, F1: one member's token held every connection the server allows with pushes whose bodies
+    /// came a byte each half second. Each was closed by the slow-body rule only after its grace, and
+    /// reopened at once, so every newcomer met a server whose connections all had a request under way
+    /// and was closed: /livez answered 1 time in 40. A caller has at most
+    /// `BodiesInFlight.maximumRequestsPerCaller` requests under way; a connection starting one more is
+    /// closed, so the rest of its connections stay idle and newcomers take their places.
+    @Test("One caller's requests under way are bounded: its connections past the bound are closed, and others still get in")
+    func oneCallersRequestsUnderWayAreBounded() async throws {
+        let bound = BodiesInFlight.maximumRequestsPerCaller
+        let server = try await TestServer.start(maximumConnections: bound + 8)
+        defer { Task { await server.stop() } }
+        var pushes: [RawConnection] = []
+        for _ in 0..<(bound + 8) {
+            let connection = try RawConnection(port: server.port)
+            connection.send(
+                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
+                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 1000000\r\n\r\n" + String(repeating: " ", count: 600_000))
+            pushes.append(connection)
+        }
+        // Every connection admitted, and at most the bound of them busy: the rest were closed. Bodies
+        // 600 KB in: the slow-body rule (1 KiB/s) would close none of them for 600 s.
+        let connections = server.server.openConnections
+        var started = ContinuousClock.now
+        while connections.admittedCount < pushes.count, ContinuousClock.now - started < .seconds(300) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        started = ContinuousClock.now
+        while connections.current > bound, ContinuousClock.now - started < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(connections.current <= bound, "\(connections.current) of Alice's pushes held open, past \(bound)")
+        var closed = 0
+        for push in pushes where await push.isClosedByServer() { closed += 1 }
+        #expect(closed >= 8, "\(closed) closed")
+        // Bob's pull gets its answer, and so does a health check.
+        let pull = try await server.send("POST", "/pull", token: TestServer.bobToken, body: Data(#"{"limit":10}"#.utf8))
+        #expect(pull.status == 200)
+        #expect(try await server.answers200())
+        withExtendedLifetime(pushes) {}
+    }
+
     private func allClosed(_ connections: [RawConnection]) async -> Bool {
         for connection in connections {
             if !(await connection.isClosedByServer()) { return false }

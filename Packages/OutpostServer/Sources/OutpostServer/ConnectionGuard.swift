@@ -153,11 +153,18 @@ final class BodiesInFlight: Sendable {
     private struct State {
         var total = 0
         var byCaller: [String: Int] = [:]
+        var requestsByCaller: [String: Int] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
     let perCaller: Int
     let total: Int
+
+    /// The most requests one caller may have under way at once, from a head to its answer's end. A
+    /// device has a few (a pull and the page read ahead, a push, an upload or two, a bundle); one member's
+    /// token holding every connection the server allows with pushes whose bodies trickled kept every
+    /// newcomer out (attack 95, F1). Requests naming no token are answered at once, and not counted.
+    static let maximumRequestsPerCaller = 32
 
     init(perCaller: Int, total: Int) {
         self.perCaller = perCaller
@@ -172,6 +179,27 @@ final class BodiesInFlight: Sendable {
             state.byCaller[caller] = callers
             state.total += bytes
             return true
+        }
+    }
+
+    /// Counts one more request under way for `caller`; false, with nothing counted, past
+    /// `maximumRequestsPerCaller`. The empty caller (no token) is not counted.
+    func startRequest(for caller: String) -> Bool {
+        guard !caller.isEmpty else { return true }
+        return state.withLockedValue { state in
+            let requests = state.requestsByCaller[caller, default: 0] + 1
+            guard requests <= Self.maximumRequestsPerCaller else { return false }
+            state.requestsByCaller[caller] = requests
+            return true
+        }
+    }
+
+    /// `count` of `caller`'s requests are no longer under way.
+    func finishRequests(_ count: Int, for caller: String) {
+        guard count > 0 else { return }
+        state.withLockedValue { state in
+            let left = state.requestsByCaller[caller, default: 0] - count
+            state.requestsByCaller[caller] = left > 0 ? left : nil
         }
     }
 
@@ -202,7 +230,8 @@ final class BodiesInFlight: Sendable {
 /// on every connection the server allows locked every other client out. A stalled reader also held a
 /// read transaction open and kept the SQLite WAL from being checkpointed (309 MB after 10,000
 /// pushes); closing it lets the next checkpoint run. A body that would pass what its caller, or every
-/// caller together, may have under way (`BodiesInFlight`) has its connection closed as it arrives.
+/// caller together, may have under way (`BodiesInFlight`) has its connection closed as it arrives, and
+/// so does a request past the number one caller may have under way (`maximumRequestsPerCaller`).
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -218,6 +247,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private let bodies: BodiesInFlight
     /// This connection's body bytes counted in `bodies`, by caller, until its answers are written.
     private var held: [String: Int] = [:]
+    /// This connection's requests counted in `bodies` (`BodiesInFlight.startRequest`), by caller, until
+    /// its answers are written.
+    private var heldRequests: [String: Int] = [:]
     /// Who the body under way is counted against (`BodiesInFlight.caller(of:)`).
     private var caller = ""
     private let stalledWrite: TimeAmount
@@ -245,6 +277,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func giveBackBodies() {
         for (caller, bytes) in held { bodies.give(bytes, for: caller) }
         held = [:]
+        for (caller, count) in heldRequests { bodies.finishRequests(count, for: caller) }
+        heldRequests = [:]
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -268,8 +302,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            unanswered += 1
             caller = BodiesInFlight.caller(of: head.headerFields[.authorization])
+            guard bodies.startRequest(for: caller) else {
+                context.close(promise: nil)
+                return
+            }
+            if !caller.isEmpty { heldRequests[caller, default: 0] += 1 }
+            unanswered += 1
             if let number { connections.busy(number) }
             bodyStarted = .now()
             bodyBytes = 0
