@@ -146,6 +146,18 @@ struct FailClosedTests {
         #expect(try await outcomes(server, TestServer.carolToken, [delete]).first?.appliedVersion == 2)
         let revive = Sample.update(.member, id: ghost.recordID, baseVersion: 2, fields: ["userID": .uuid(UUID())], clock: Sample.clock(20_000))
         #expect(try await outcomes(server, TestServer.carolToken, [revive]).first?.rejectedCode == .forbidden)
+        // A delete carries the record's last values, which a revive brings back: a delete naming another
+        // user, or a role stronger than its sender's, moved the record or planted the role (attack 97).
+        let live = Self.member(naming: UUID(), in: TestServer.projectA, role: "crew")
+        #expect(try await outcomes(server, TestServer.carolToken, [live]).first?.appliedVersion == 1)
+        for fields: [String: FieldValue] in [["userID": .uuid(otto)], ["role": .text("owner")]] {
+            let deleteCarrying = PushMutation(
+                idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: live.recordID, baseVersion: 1,
+                fields: fields, clocks: fields.mapValues { _ in Sample.clock(30_000) }, deletion: Sample.clock(30_000))
+            let outcome = try #require(try await outcomes(server, TestServer.carolToken, [deleteCarrying]).first)
+            #expect(outcome.rejectedCode == .forbidden, "a delete carrying \(fields): \(outcome)")
+        }
+        #expect(try await server.server.storedRecord(live.recordID)?.version == 1)
         // The office still changes a member's role, name and email on their record.
         let renamed = Sample.update(.member, id: bobInA, baseVersion: 1, fields: ["name": .text("Robert"), "role": .text("foreman")])
         #expect(try await outcomes(server, TestServer.carolToken, [renamed]).first?.appliedVersion == 2)

@@ -532,7 +532,9 @@ struct PushRules: Sendable {
         guard let role = snapshot.access.roles[project], let rank = schema.rank(of: role) else {
             throw ServerError.forbidden("you have no role in this project: the office has to give you one")
         }
-        for fields in [existing?.fields, merged.deletion == nil ? merged.record.fields : nil] {
+        // The change's values count deleted too: a tombstone keeps them, and a revive brings them back (a
+        // delete carrying `role: owner` planted it, attack 97).
+        for fields in [existing?.fields, merged.record.fields] {
             guard case .text(let given) = fields?[schema.roleField] ?? .null, let givenRank = schema.rank(of: given),
                 givenRank < rank
             else { continue }
@@ -546,9 +548,10 @@ struct PushRules: Sendable {
     /// device pushing a member record's user to someone else locked its member out (no record, so no
     /// role) while the office's member list, the admin log and `remove-member` knew nothing of it, and
     /// every device held a live record of a user the server never saw (attack 95, F2). Judged against the
-    /// record as stored, a tombstone's last values too.
+    /// record as stored, a tombstone's last values too, and on a delete's carried values (attack 97).
     private func checkUserKept(by mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?) throws {
-        guard mutation.entity == schema.membership, let existing, merged.deletion == nil,
+        // A delete's carried values too: the tombstone keeps them, and a revive brings them back.
+        guard mutation.entity == schema.membership, let existing,
             merged.record[schema.userField] != existing.fields[schema.userField] ?? .null
         else { return }
         throw ServerError.forbidden(
