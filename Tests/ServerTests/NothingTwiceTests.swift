@@ -247,8 +247,11 @@ struct NothingTwiceTests {
         _ = try await Self.alicesIssues(2, on: server)
         let bob = server.transport(token: TestServer.bobToken)
         let plain = try await bob.pull(PullRequest(cursor: nil, limit: 500))
-        let claimed = try await bob.pull(PullRequest(cursor: nil, limit: 500, ownSequences: ["1-999999"]))
+        let claimed = try await bob.pull(PullRequest(cursor: nil, limit: 500, checkpoint: plain.checkpoint, ownSequences: ["1-999999"]))
         #expect(claimed.changes.isEmpty && claimed.ownRecords.map(\.recordID) == plain.changes.map(\.recordID))
+        // Past the checkpoint the request carries (none here) a sequence is no one's own (attack 97).
+        let unchecked = try await bob.pull(PullRequest(cursor: nil, limit: 500, ownSequences: ["1-999999"]))
+        #expect(unchecked.ownRecords.isEmpty && unchecked.changes.map(\.recordID) == plain.changes.map(\.recordID))
         await server.stop()
     }
 }

@@ -714,4 +714,39 @@ struct RestoreTests {
         let older = try await pullToTheEnd(from: first.cursor)
         #expect(older.status == 200)
     }
+
+    /// Attack 97: with its cursor and no checkpoint, a client named as its own the sequences its pushes
+    /// had taken before a restore. The restored server had written others' changes at those sequences,
+    /// and sent them as the client's own (versions only, ids it never held) while its cursor moved past
+    /// them for good. Own sequences past the request's checkpoint (its own, its cursor's, a bundle's)
+    /// are no one's own: their changes come whole.
+    @Test("Own sequences past the request's checkpoint are not taken as the caller's: after a restore, others' changes at them come whole", arguments: Backend.available)
+    func ownSequencesPastTheCheckpointComeWhole(_ backend: Backend) async throws {
+        var server = try await TestServer.start(backend)
+        let alice = server.transport(token: TestServer.aliceToken)
+        var cursor: String?
+        repeat {
+            let page = try await alice.pull(PullRequest(cursor: cursor, limit: 500))
+            cursor = page.nextCursor
+            if !page.hasMore { break }
+        } while true
+        let backup = try await Backup.take(of: server)
+        let pushed = try await alice.push(PushRequest(mutations: (1...3).map { index in
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Lost \(index)"))
+        }))
+        let own = pushed.results.compactMap(\.sequence).map(String.init)
+        #expect(own.count == 3)
+
+        server = try await backup.restore()
+        defer { Task { [server] in await server.stop() } }
+        let office = server.transport(token: TestServer.carolToken)
+        let creates = (1...3).map { index in
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Office \(index)"))
+        }
+        let written = try await office.push(PushRequest(mutations: creates))
+        #expect(written.results.compactMap(\.sequence).map(String.init) == own, "the restored history wrote at the same sequences")
+        let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: cursor, limit: 500, ownSequences: own))
+        #expect(page.ownRecords.isEmpty, "\(page.ownRecords)")
+        #expect(Set(page.changes.map(\.recordID)) == Set(creates.map(\.recordID)), "the office's three come whole")
+    }
 }

@@ -703,14 +703,21 @@ public struct SyncServer: Sendable {
         // device holds the records up to it, and a restore that lost them must be noticed (attack 88).
         let adopted = try await adoptBundlePositions(pull.bundlePositions, into: &after)
         let reread = try await readAgain(pull.rereadProjects, in: &after, by: caller)
-        guard let own = SequenceRanges(texts: pull.ownSequences) else {
+        guard var own = SequenceRanges(texts: pull.ownSequences) else {
             throw ServerError.badRequest(
                 "'ownSequences' must be at most \(SequenceRanges.maximumCount) ranges of change sequences, as <first>-<last> or <n>")
         }
+        // A push's answer carries a checkpoint at its sequences, and a device sends it back with them.
+        // Past every checkpoint the request carries, a sequence is no one's own: with its cursor alone,
+        // a client named the sequences its pushes took before a restore, and was sent the changes the
+        // restored history wrote at them as its own, versions only, while its cursor passed them for good
+        // (attack 97). Their changes come whole.
+        let checkpoint = max(held.sequence, adopted, told)
+        own.removeAll(after: checkpoint)
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
-                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: max(held.sequence, adopted, told),
+                projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: checkpoint,
                 ownSequences: own, rereadProjects: reread),
             by: caller, storage: storage, seal: cursorSeal, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
             readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)

@@ -76,6 +76,14 @@ public struct SequenceRanges: Sendable, Hashable {
         }
     }
 
+    /// Forgets every sequence past `last`.
+    public mutating func removeAll(after last: Int64) {
+        ranges = ranges.compactMap { range in
+            if range.lowerBound > last { return nil }
+            return range.upperBound <= last ? range : range.lowerBound...last
+        }
+    }
+
     /// The highest sequence held, nil when none.
     public var last: Int64? { ranges.last?.upperBound }
 }
