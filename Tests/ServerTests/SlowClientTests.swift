@@ -182,7 +182,7 @@ struct SlowClientTests {
         withExtendedLifetime((alice, aliceAgain, bob, carol)) {}
     }
 
-    @Test("At the connection limit a newcomer displaces the connection idle longest; one with a request under way keeps its place; when all are busy the newcomer is closed")
+    @Test("At the connection limit a newcomer displaces the connection idle longest; one with a request under way keeps its place while any is idle; when none is, the newcomer displaces the one whose body has been arriving longest")
     func connectionsPastTheLimitDisplaceIdleOnes() async throws {
         let server = try await TestServer.start(maximumConnections: 3)
         defer { Task { await server.stop() } }
@@ -231,14 +231,16 @@ struct SlowClientTests {
         #expect(await allClosed(silent), "every silent connection was displaced")
         #expect(await noneClosed(busy), "a connection with a request under way keeps its place")
         // The client's kept-alive connection is idle now; a third push displaces it, and then every
-        // connection has a request under way: a newcomer is closed as it arrives.
+        // connection has a request under way, each body still arriving: a newcomer takes the place of the
+        // one whose body has been arriving longest (attack 97: a few tokens trickling bodies on every
+        // connection kept every newcomer out), and the others keep theirs.
         let third = try pushUnderWay()
         try await settle(open: 3, idle: 0)
         let extra = try connect()
-        var extraClosed = false
-        for _ in 0..<120 where !extraClosed { extraClosed = await extra.isClosedByServer() }  // a second each
-        #expect(extraClosed)
-        #expect(await noneClosed(busy + [third]))
+        var oldestClosed = false
+        for _ in 0..<120 where !oldestClosed { oldestClosed = await busy[0].isClosedByServer() }  // a second each
+        #expect(oldestClosed, "the push whose body has been arriving longest gave its place")
+        #expect(await noneClosed([busy[1], third, extra]))
     }
 
     /// Attack 95, F1: one member's token held every connection the server allows with pushes whose bodies
@@ -277,6 +279,35 @@ struct SlowClientTests {
         for push in pushes where await push.isClosedByServer() { closed += 1 }
         #expect(closed >= 8, "\(closed) closed")
         // Bob's pull gets its answer, and so does a health check.
+        let pull = try await server.send("POST", "/pull", token: TestServer.bobToken, body: Data(#"{"limit":10}"#.utf8))
+        #expect(pull.status == 200)
+        #expect(try await server.answers200())
+        withExtendedLifetime(pushes) {}
+    }
+
+    /// Attack 97: two tokens, each under its bound of requests, trickled bodies on every connection the
+    /// server allows and kept every newcomer out. A newcomer at the limit with no idle connection takes
+    /// the place of the connection whose request body has been arriving longest.
+    @Test("Several callers' bodies arriving on every connection: a newcomer takes the place of the one arriving longest")
+    func bodiesArrivingOnEveryConnectionGiveWayToNewcomers() async throws {
+        let server = try await TestServer.start(maximumConnections: 20)
+        defer { Task { await server.stop() } }
+        var pushes: [RawConnection] = []
+        for index in 0..<20 {
+            let connection = try RawConnection(port: server.port)
+            let token = index.isMultiple(of: 2) ? TestServer.aliceToken : TestServer.carolToken
+            connection.send(
+                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: 1000000\r\n\r\n" + String(repeating: " ", count: 600_000))
+            pushes.append(connection)
+        }
+        let connections = server.server.openConnections
+        let started = ContinuousClock.now
+        while connections.admittedCount < pushes.count || connections.idleCount > 0, ContinuousClock.now - started < .seconds(300) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(connections.current == 20 && connections.idleCount == 0)
         let pull = try await server.send("POST", "/pull", token: TestServer.bobToken, body: Data(#"{"limit":10}"#.utf8))
         #expect(pull.status == 200)
         #expect(try await server.answers200())

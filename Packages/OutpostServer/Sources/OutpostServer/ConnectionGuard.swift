@@ -16,6 +16,8 @@ final class OpenConnections: Sendable {
         var open: Set<Int> = []
         /// Idle connections, with when each became idle (a sequence number: smaller is longer ago).
         var idle: [Int: (since: Int, channel: any Channel)] = [:]
+        /// Busy connections whose request body is still arriving, with when it began (as `idle`'s).
+        var receiving: [Int: (since: Int, channel: any Channel)] = [:]
         var next = 0
         /// Every connection ever admitted: what a caller waits on to know its connection was seen.
         var admitted = 0
@@ -28,16 +30,30 @@ final class OpenConnections: Sendable {
         self.maximum = maximum
     }
 
-    /// Counts `channel` in, idle, and returns its number; nil (and not counted) when the server already
-    /// holds `maximum` and none of them is idle. The connection it displaces is closed.
+    /// Counts `channel` in, idle, and returns its number. When the server already holds `maximum`, it
+    /// takes the place of the connection idle longest, or else of the one whose request body has been
+    /// arriving longest; nil (and not counted) when every connection's request is being answered. The
+    /// connection it displaces is closed. A few members' tokens (each under its own bound of requests,
+    /// `BodiesInFlight.maximumRequestsPerCaller`) trickling bodies on every connection kept every newcomer
+    /// out (attack 97); a body still arriving is what a device sends again at least cost.
     func admit(_ channel: any Channel) -> Int? {
         let (admitted, displaced): (Int?, (any Channel)?) = state.withLockedValue { state in
             var displaced: (any Channel)?
             if state.open.count >= maximum {
-                guard let oldest = state.idle.min(by: { $0.value.since < $1.value.since }) else { return (nil, nil) }
-                state.idle[oldest.key] = nil
-                state.open.remove(oldest.key)
-                displaced = oldest.value.channel
+                let byAge = { (a: (key: Int, value: (since: Int, channel: any Channel)), b: (key: Int, value: (since: Int, channel: any Channel))) in
+                    a.value.since < b.value.since
+                }
+                if let oldest = state.idle.min(by: byAge) {
+                    state.idle[oldest.key] = nil
+                    state.open.remove(oldest.key)
+                    displaced = oldest.value.channel
+                } else if let slowest = state.receiving.min(by: byAge) {
+                    state.receiving[slowest.key] = nil
+                    state.open.remove(slowest.key)
+                    displaced = slowest.value.channel
+                } else {
+                    return (nil, nil)
+                }
             }
             let number = state.next
             state.next += 1
@@ -50,14 +66,26 @@ final class OpenConnections: Sendable {
         return admitted
     }
 
-    /// Connection `number` has a request under way: it keeps its place.
-    func busy(_ number: Int) {
-        state.withLockedValue { _ = $0.idle.removeValue(forKey: number) }
+    /// Connection `number` has a request under way, its body arriving: it keeps its place while any
+    /// connection is idle.
+    func busy(_ number: Int, _ channel: any Channel) {
+        state.withLockedValue { state in
+            state.idle[number] = nil
+            guard state.open.contains(number) else { return }
+            state.next += 1
+            state.receiving[number] = (state.next, channel)
+        }
+    }
+
+    /// Connection `number`'s request body has arrived whole: it keeps its place until answered.
+    func bodyArrived(_ number: Int) {
+        state.withLockedValue { _ = $0.receiving.removeValue(forKey: number) }
     }
 
     /// Connection `number` has answered everything it was asked; a newcomer may take its place.
     func idle(_ number: Int, _ channel: any Channel) {
         state.withLockedValue { state in
+            state.receiving[number] = nil
             // A connection displaced meanwhile is no longer counted; it must not come back.
             guard state.open.contains(number) else { return }
             state.next += 1
@@ -69,6 +97,7 @@ final class OpenConnections: Sendable {
         state.withLockedValue { state in
             state.open.remove(number)
             state.idle[number] = nil
+            state.receiving[number] = nil
         }
     }
 
@@ -309,7 +338,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             if !caller.isEmpty { heldRequests[caller, default: 0] += 1 }
             unanswered += 1
-            if let number { connections.busy(number) }
+            if let number { connections.busy(number, context.channel) }
             bodyStarted = .now()
             bodyBytes = 0
             if bodyCheck == nil {
@@ -331,6 +360,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 held[caller, default: 0] += buffer.readableBytes
             }
         case .end:
+            if let number { connections.bodyArrived(number) }
             bodyStarted = nil
         }
         context.fireChannelRead(data)
