@@ -255,16 +255,8 @@ struct SlowClientTests {
         let server = try await TestServer.start(maximumConnections: bound + 8)
         defer { Task { await server.stop() } }
         var pushes: [RawConnection] = []
-        for _ in 0..<(bound + 8) {
-            let connection = try RawConnection(port: server.port)
-            connection.send(
-                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
-                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: 1000000\r\n\r\n" + String(repeating: " ", count: 600_000))
-            pushes.append(connection)
-        }
-        // Every connection admitted, and at most the bound of them busy: the rest were closed. Bodies
-        // 600 KB in: the slow-body rule (1 KiB/s) would close none of them for 600 s.
+        for _ in 0..<(bound + 8) { pushes.append(try Self.pushArriving(to: server, token: TestServer.aliceToken)) }
+        // Every connection admitted, and at most the bound of them busy: the rest were closed.
         let connections = server.server.openConnections
         var started = ContinuousClock.now
         while connections.admittedCount < pushes.count, ContinuousClock.now - started < .seconds(300) {
@@ -294,13 +286,7 @@ struct SlowClientTests {
         defer { Task { await server.stop() } }
         var pushes: [RawConnection] = []
         for index in 0..<20 {
-            let connection = try RawConnection(port: server.port)
-            let token = index.isMultiple(of: 2) ? TestServer.aliceToken : TestServer.carolToken
-            connection.send(
-                "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
-                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: 1000000\r\n\r\n" + String(repeating: " ", count: 600_000))
-            pushes.append(connection)
+            pushes.append(try Self.pushArriving(to: server, token: index.isMultiple(of: 2) ? TestServer.aliceToken : TestServer.carolToken))
         }
         let connections = server.server.openConnections
         let started = ContinuousClock.now
@@ -312,6 +298,17 @@ struct SlowClientTests {
         #expect(pull.status == 200)
         #expect(try await server.answers200())
         withExtendedLifetime(pushes) {}
+    }
+
+    /// A push whose body is still arriving, 600 KB of 1 MB in: the slow-body rule (1 KiB/s) would close
+    /// it only after 600 s.
+    static func pushArriving(to server: TestServer, token: String) throws -> RawConnection {
+        let connection = try RawConnection(port: server.port)
+        connection.send(
+            "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                + "Content-Length: 1000000\r\n\r\n" + String(repeating: " ", count: 600_000))
+        return connection
     }
 
     private func allClosed(_ connections: [RawConnection]) async -> Bool {

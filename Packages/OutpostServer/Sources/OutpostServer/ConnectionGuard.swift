@@ -19,6 +19,16 @@ final class OpenConnections: Sendable {
         /// Busy connections whose request body is still arriving, with when it began (as `idle`'s).
         var receiving: [Int: (since: Int, channel: any Channel)] = [:]
         var next = 0
+
+        /// Takes `number` out of `idle` and `receiving` and, when it is still counted (not displaced
+        /// meanwhile, which must not bring it back), puts it in `place` as of now.
+        mutating func move(_ number: Int, _ channel: any Channel, to place: WritableKeyPath<State, [Int: (since: Int, channel: any Channel)]>) {
+            idle[number] = nil
+            receiving[number] = nil
+            guard open.contains(number) else { return }
+            next += 1
+            self[keyPath: place][number] = (next, channel)
+        }
         /// Every connection ever admitted: what a caller waits on to know its connection was seen.
         var admitted = 0
     }
@@ -69,12 +79,7 @@ final class OpenConnections: Sendable {
     /// Connection `number` has a request under way, its body arriving: it keeps its place while any
     /// connection is idle.
     func busy(_ number: Int, _ channel: any Channel) {
-        state.withLockedValue { state in
-            state.idle[number] = nil
-            guard state.open.contains(number) else { return }
-            state.next += 1
-            state.receiving[number] = (state.next, channel)
-        }
+        state.withLockedValue { $0.move(number, channel, to: \.receiving) }
     }
 
     /// Connection `number`'s request body has arrived whole: it keeps its place until answered.
@@ -84,13 +89,7 @@ final class OpenConnections: Sendable {
 
     /// Connection `number` has answered everything it was asked; a newcomer may take its place.
     func idle(_ number: Int, _ channel: any Channel) {
-        state.withLockedValue { state in
-            state.receiving[number] = nil
-            // A connection displaced meanwhile is no longer counted; it must not come back.
-            guard state.open.contains(number) else { return }
-            state.next += 1
-            state.idle[number] = (state.next, channel)
-        }
+        state.withLockedValue { $0.move(number, channel, to: \.idle) }
     }
 
     func release(_ number: Int) {
