@@ -748,5 +748,17 @@ struct RestoreTests {
         let page = try await server.transport(token: TestServer.aliceToken).pull(PullRequest(cursor: cursor, limit: 500, ownSequences: own))
         #expect(page.ownRecords.isEmpty, "\(page.ownRecords)")
         #expect(Set(page.changes.map(\.recordID)) == Set(creates.map(\.recordID)), "the office's three come whole")
+        // Nor does a bundle position raise the bound (attack 98): a position of a project the cursor does
+        // not name yet, made after the restore, is newer than every own sequence, and is another
+        // project's. Own sequences are bounded by the request's and its cursor's checkpoints alone.
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "crew", projects: [TestServer.projectB]))
+        let inB = try await office.push(PushRequest(mutations: [
+            Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB, title: "Office in B"))
+        ]))
+        let position = TestServer.projectB.storageText + "=" + (try #require(inB.checkpoint))
+        let withPosition = try await server.transport(token: TestServer.aliceToken).pull(
+            PullRequest(cursor: cursor, limit: 500, bundlePositions: [position], ownSequences: own))
+        #expect(withPosition.ownRecords.isEmpty, "\(withPosition.ownRecords)")
+        #expect(Set(creates.map(\.recordID)).isSubset(of: Set(withPosition.changes.map(\.recordID))), "the office's three come whole")
     }
 }

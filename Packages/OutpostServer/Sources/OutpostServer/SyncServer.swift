@@ -708,12 +708,14 @@ public struct SyncServer: Sendable {
                 "'ownSequences' must be at most \(SequenceRanges.maximumCount) ranges of change sequences, as <first>-<last> or <n>")
         }
         // A push's answer carries a checkpoint at its sequences, and a device sends it back with them.
-        // Past every checkpoint the request carries, a sequence is no one's own: with its cursor alone,
-        // a client named the sequences its pushes took before a restore, and was sent the changes the
-        // restored history wrote at them as its own, versions only, while its cursor passed them for good
-        // (attack 97). Their changes come whole.
+        // Past the request's checkpoint and its cursor's, a sequence is no one's own: with its cursor
+        // alone, a client named the sequences its pushes took before a restore, and was sent the changes
+        // the restored history wrote at them as its own, versions only, while its cursor passed them for
+        // good (attack 97). Their changes come whole. A bundle position does not raise the bound: it is
+        // another project's, and a bundle made after the restore carries a checkpoint past them all
+        // (attack 98).
+        own.removeAll(after: max(held.sequence, told))
         let checkpoint = max(held.sequence, adopted, told)
-        own.removeAll(after: checkpoint)
         let answer = try await Self.pull(
             PreparedPulls.Request(
                 user: caller.userID, after: after, limit: min(pull.limit, configuration.maximumPullLimit),
