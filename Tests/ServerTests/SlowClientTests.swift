@@ -300,6 +300,40 @@ struct SlowClientTests {
         withExtendedLifetime(pushes) {}
     }
 
+    /// Attack 98: pulls of large pages on every connection, their answers never read, kept every newcomer
+    /// out until the stall timeout, and an attacker reopening them kept it so. With no idle connection and
+    /// no body arriving, a newcomer takes the place of the one whose answer has gone unread longest.
+    @Test("Answers left unread on every connection: a newcomer takes the place of the one unread longest")
+    func answersLeftUnreadGiveWayToNewcomers() async throws {
+        let server = try await TestServer.start(maximumConnections: 3) { $0.stalledWriteSeconds = 600 }
+        defer { Task { await server.stop() } }
+        let heavy = (0..<5).map { index in
+            var fields = Sample.issueFields(project: TestServer.projectA, title: "Heavy \(index)")
+            fields["details"] = .text(String(repeating: "&", count: 800 * 1024))
+            return Sample.create(.issue, fields: fields)
+        }
+        #expect(try await server.transport(token: TestServer.aliceToken).push(PushRequest(mutations: heavy)).results
+            .allSatisfy { $0.outcome.appliedVersion == 1 })
+        var readers: [RawConnection] = []
+        for _ in 0..<3 {
+            let connection = try RawConnection(port: server.port, receiveBuffer: 4 * 1024)
+            let body = #"{"limit":1000}"#
+            connection.send(
+                "POST /pull HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
+                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n" + body)
+            readers.append(connection)
+        }
+        let connections = server.server.openConnections
+        let started = ContinuousClock.now
+        while connections.stalledCount < 3, ContinuousClock.now - started < .seconds(300) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(connections.stalledCount == 3 && connections.current == 3, "3 answers left unread on 3 connections")
+        #expect(try await server.send("GET", "/livez", versions: false).status == 200)
+        withExtendedLifetime(readers) {}
+    }
+
     /// A push whose body is still arriving, 600 KB of 1 MB in: the slow-body rule (1 KiB/s) would close
     /// it only after 600 s.
     static func pushArriving(to server: TestServer, token: String) throws -> RawConnection {

@@ -18,6 +18,8 @@ final class OpenConnections: Sendable {
         var idle: [Int: (since: Int, channel: any Channel)] = [:]
         /// Busy connections whose request body is still arriving, with when it began (as `idle`'s).
         var receiving: [Int: (since: Int, channel: any Channel)] = [:]
+        /// Connections whose client has left an answer unread (the socket full), with since when.
+        var stalled: [Int: (since: Int, channel: any Channel)] = [:]
         var next = 0
 
         /// Takes `number` out of `idle` and `receiving` and, when it is still counted (not displaced
@@ -42,7 +44,8 @@ final class OpenConnections: Sendable {
 
     /// Counts `channel` in, idle, and returns its number. When the server already holds `maximum`, it
     /// takes the place of the connection idle longest, or else of the one whose request body has been
-    /// arriving longest; nil (and not counted) when every connection's request is being answered. The
+    /// arriving longest, or else of the one whose answer has gone unread longest; nil (and not counted)
+    /// when every connection's request is being answered to a client that reads. The
     /// connection it displaces is closed. A few members' tokens (each under its own bound of requests,
     /// `BodiesInFlight.maximumRequestsPerCaller`) trickling bodies on every connection kept every newcomer
     /// out (attack 97); a body still arriving is what a device sends again at least cost.
@@ -57,8 +60,9 @@ final class OpenConnections: Sendable {
                     state.idle[oldest.key] = nil
                     state.open.remove(oldest.key)
                     displaced = oldest.value.channel
-                } else if let slowest = state.receiving.min(by: byAge) {
+                } else if let slowest = state.receiving.min(by: byAge) ?? state.stalled.min(by: byAge) {
                     state.receiving[slowest.key] = nil
+                    state.stalled[slowest.key] = nil
                     state.open.remove(slowest.key)
                     displaced = slowest.value.channel
                 } else {
@@ -82,6 +86,19 @@ final class OpenConnections: Sendable {
         state.withLockedValue { $0.move(number, channel, to: \.receiving) }
     }
 
+    /// Connection `number`'s client leaves its answer unread (the socket is full), or reads again
+    /// (`unread` false): while unread, a newcomer may take its place when none is idle or receiving. Forty
+    /// pulls of large pages left unread on every connection kept every newcomer out until the stall
+    /// timeout, and again at once (attack 98).
+    func answer(of number: Int, _ channel: any Channel, unread: Bool) {
+        state.withLockedValue { state in
+            guard unread else { return _ = state.stalled.removeValue(forKey: number) }
+            guard state.open.contains(number), state.stalled[number] == nil else { return }
+            state.next += 1
+            state.stalled[number] = (state.next, channel)
+        }
+    }
+
     /// Connection `number`'s request body has arrived whole: it keeps its place until answered.
     func bodyArrived(_ number: Int) {
         state.withLockedValue { _ = $0.receiving.removeValue(forKey: number) }
@@ -97,10 +114,13 @@ final class OpenConnections: Sendable {
             state.open.remove(number)
             state.idle[number] = nil
             state.receiving[number] = nil
+            state.stalled[number] = nil
         }
     }
 
     var current: Int { state.withLockedValue { $0.open.count } }
+    /// How many open connections leave an answer unread.
+    var stalledCount: Int { state.withLockedValue { $0.stalled.count } }
     /// How many open connections have no request under way.
     var idleCount: Int { state.withLockedValue { $0.idle.count } }
     /// How many connections have been admitted since the server started (displaced and closed ones included).
@@ -352,7 +372,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             bodyBytes += buffer.readableBytes
             // Counted while its answer is to come: once written, the rest of the body is dropped unread.
             if unanswered > 0 {
+                guard context.channel.isActive else { return }  // cut already; its bytes are given back
                 guard bodies.take(buffer.readableBytes, for: caller) else {
+                    // Given back now, not when the handler is removed: a second body arriving meanwhile on
+                    // another event loop met the bytes still counted, and was cut as well (seen under load).
+                    giveBackBodies()
                     context.close(promise: nil)
                     return
                 }
@@ -406,6 +430,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if let number { connections.answer(of: number, context.channel, unread: !context.channel.isWritable) }
         if context.channel.isWritable {
             stallTimer?.cancel()
             stallTimer = nil
