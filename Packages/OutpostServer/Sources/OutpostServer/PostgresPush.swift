@@ -23,12 +23,13 @@ extension PostgresStorage {
             }
         }
         let keys = batch.idempotencyKeys.map(\.storageText)
-        for try await (key, user, entity, record, outcome) in try await connection.query(
-            "SELECT idempotency_key, user_id, entity, record_id, outcome FROM applied_mutations WHERE idempotency_key = ANY(\(keys))",
+        for try await (key, user, entity, record, outcome, digest) in try await connection.query(
+            "SELECT idempotency_key, user_id, entity, record_id, outcome, change_digest FROM applied_mutations WHERE idempotency_key = ANY(\(keys))",
             logger: logger
-        ).decode((String, String, String, String, String).self) {
+        ).decode((String, String, String, String, String, String?).self) {
             guard let key = UUID(uuidString: key), let user = UUID(uuidString: user) else { continue }
-            snapshot.applied[key] = AppliedMutation(userID: user, entity: entity, recordID: record, outcome: outcome)
+            snapshot.applied[key] = AppliedMutation(
+                userID: user, entity: entity, recordID: record, outcome: outcome, changeDigest: digest)
         }
         let targets = Array(batch.targets)
         for row in try await PostgresRecords.fetchRows(
@@ -131,11 +132,11 @@ extension PostgresStorage {
             let now = Date().milliseconds
             try await connection.query(
                 """
-                INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at)
-                SELECT k, u, e, r, o, \(now) FROM unnest(
+                INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at, change_digest)
+                SELECT k, u, e, r, o, \(now), d FROM unnest(
                     \(plan.applied.map(\.key.storageText))::text[], \(plan.applied.map(\.userID.storageText))::text[],
                     \(plan.applied.map(\.entity.rawValue))::text[], \(plan.applied.map(\.recordID.storageText))::text[],
-                    \(plan.applied.map(\.outcome))::text[]) AS a(k, u, e, r, o)
+                    \(plan.applied.map(\.outcome))::text[], \(plan.applied.map(\.changeDigest))::text[]) AS a(k, u, e, r, o, d)
                 """, logger: logger)
         }
         try await connection.query(

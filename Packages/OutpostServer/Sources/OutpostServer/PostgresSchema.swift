@@ -26,6 +26,7 @@ enum PostgresSchema {
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
         MigrationStep(version: 9, name: "archived projects", sql: version9),
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
+        MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -330,5 +331,10 @@ enum PostgresSchema {
     /// As `ServerSchema.version10`: which tokens are the admin API's.
     private static let version10 = """
         ALTER TABLE tokens ADD COLUMN admin BOOLEAN NOT NULL DEFAULT FALSE;
+        """
+
+    /// As the SQLite step 11: what each key's change wrote, as its digest.
+    private static let version11 = """
+        ALTER TABLE applied_mutations ADD COLUMN change_digest TEXT;
         """
 }

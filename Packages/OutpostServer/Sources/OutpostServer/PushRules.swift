@@ -102,6 +102,14 @@ struct PushRules: Sendable {
                     outcome = .rejected(reason: ErrorBody(
                         code: .invalidRequest,
                         message: "this idempotency key was used for a change of another record; a key names one change: send this one under a key of its own"))
+                } else if let digest = stored.changeDigest, digest != ChangeDigest.of(mutation) {
+                    // Nor another change of the same record: other values, another field, another clock, a
+                    // delete under an update's key. Answered as the first change's duplicate, its device took
+                    // it as saved, and it never was (attacks 93 F3, 96 F2). The same change under another
+                    // base version (a device rebased it) or in the other clock form is the same change.
+                    outcome = .rejected(reason: ErrorBody(
+                        code: .invalidRequest,
+                        message: "this idempotency key was used for another change of this record; a key names one change: send this one under a key of its own"))
                 } else {
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))
                     try count(stored.outcome.utf8.count, of: outcome)
@@ -128,9 +136,11 @@ struct PushRules: Sendable {
                 continue
             }
             let text = try OutcomeJSON.encode(outcome)
+            let digest = ChangeDigest.of(mutation)
             snapshot.applied[key] = AppliedMutation(
-                userID: caller.userID, entity: mutation.entity.rawValue, recordID: mutation.recordID.storageText, outcome: text)
-            plan.applied.append((key, caller.userID, mutation.entity, mutation.recordID, text))
+                userID: caller.userID, entity: mutation.entity.rawValue, recordID: mutation.recordID.storageText, outcome: text,
+                changeDigest: digest)
+            plan.applied.append((key, caller.userID, mutation.entity, mutation.recordID, text, digest))
             // The change an applied mutation took: the caller's device holds that version exactly (every
             // value it sent stands, on the version it was based on), so its next pull need not bring it.
             var sequence: Int64?

@@ -40,6 +40,8 @@ struct AppliedMutation: Sendable, Hashable {
     var recordID: String
     /// The original outcome as the wire's JSON.
     var outcome: String
+    /// What the change wrote (`ChangeDigest`); nil for a key kept before servers noted it.
+    var changeDigest: String?
 }
 
 /// The batch as the backend sees it: what to load before the rules run. Loading is two rounds, since
@@ -147,7 +149,7 @@ struct PushPlan: Sendable {
     /// owner, is among `records`).
     var memberships: [(projectID: UUID, userID: UUID)] = []
     /// New idempotency answers, in order (duplicates and other users' keys write none).
-    var applied: [(key: UUID, userID: UUID, entity: EntityType, recordID: UUID, outcome: String)] = []
+    var applied: [(key: UUID, userID: UUID, entity: EntityType, recordID: UUID, outcome: String, changeDigest: String)] = []
     /// The counters' values after the batch.
     var changeSequence: Int64 = 0
     var lastServerID: Int64 = 0

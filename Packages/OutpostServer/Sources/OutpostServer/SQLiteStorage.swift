@@ -254,14 +254,15 @@ final class SQLiteStorage: ServerStorage {
         for keys in chunks(batch.idempotencyKeys.map(\.storageText)) {
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT idempotency_key, user_id, entity, record_id, outcome FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
+                sql: "SELECT idempotency_key, user_id, entity, record_id, outcome, change_digest FROM applied_mutations WHERE idempotency_key IN (\(placeholders(keys.count)))",
                 arguments: StatementArguments(keys))
             for row in rows {
                 guard let key = UUID(hyphenatedText: row["idempotency_key"]), let user = UUID(hyphenatedText: row["user_id"]) else {
                     continue
                 }
                 snapshot.applied[key] = AppliedMutation(
-                    userID: user, entity: row["entity"], recordID: row["record_id"], outcome: row["outcome"])
+                    userID: user, entity: row["entity"], recordID: row["record_id"], outcome: row["outcome"],
+                    changeDigest: row["change_digest"])
             }
         }
         for (entity, ids) in grouped(batch.targets) {
@@ -324,12 +325,12 @@ final class SQLiteStorage: ServerStorage {
         for applied in plan.applied {
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO applied_mutations (idempotency_key, user_id, entity, record_id, outcome, applied_at, change_digest)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
                 applied.key.storageText, applied.userID.storageText, applied.entity.rawValue,
-                applied.recordID.storageText, applied.outcome, now,
+                applied.recordID.storageText, applied.outcome, now, applied.changeDigest,
             ])
         }
         try writeCounters(changeSequence: plan.changeSequence, lastServerID: plan.lastServerID, in: db)

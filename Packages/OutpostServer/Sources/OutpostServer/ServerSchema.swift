@@ -17,6 +17,7 @@ enum ServerSchema {
         MigrationStep(version: 8, name: "a token's last use; the admin log", sql: version8),
         MigrationStep(version: 9, name: "archived projects", sql: version9),
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
+        MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -171,5 +172,12 @@ enum ServerSchema {
     /// the server and an operator's never syncs. Every earlier token stays a member's.
     static let version10 = """
         ALTER TABLE tokens ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
+        """
+
+    /// A digest of what each key's change wrote (`ChangeDigest`), so the key sent again with another
+    /// change of its record is refused rather than answered as the first one's duplicate. A key kept
+    /// before has none, and is answered as before.
+    static let version11 = """
+        ALTER TABLE applied_mutations ADD COLUMN change_digest TEXT;
         """
 }

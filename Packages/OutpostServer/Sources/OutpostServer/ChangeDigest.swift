@@ -1,0 +1,27 @@
+import Crypto
+import Foundation
+import OutpostWire
+
+/// What a pushed change writes, as a digest kept beside its idempotency key: the key sent again with a
+/// change that writes otherwise is refused instead of being answered as the first one's duplicate.
+///
+/// The digest covers the operation, every field's value and clock, and the delete's clock: what the
+/// change leaves in the record. Not the base version (a device moves an unanswered change onto the
+/// version it pulled since, and sends the same change again), the server id (learned meanwhile) nor
+/// the creation time (metadata the record keeps from its first create).
+enum ChangeDigest {
+    /// `mutation`'s digest: 16 bytes of SHA-256 over its canonical text (fields and clocks as the
+    /// server stores them, keys sorted), as base64. Empty for fields no record could hold, which never
+    /// match an applied change's.
+    static func of(_ mutation: PushMutation) -> String {
+        guard let fields = try? StoredJSON.fields(mutation.fields) else { return "" }
+        var text = mutation.operation.rawValue
+        text += "\n"
+        text += fields
+        text += "\n"
+        text += StoredJSON.clocks(mutation.clocks)
+        text += "\n"
+        text += mutation.deletion?.encoded ?? "-"
+        return Data(SHA256.hash(data: Data(text.utf8)).prefix(16)).base64EncodedString()
+    }
+}

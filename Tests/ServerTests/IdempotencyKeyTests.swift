@@ -1,0 +1,137 @@
+import Foundation
+import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostSchema
+import OutpostSync
+import OutpostTesting
+import OutpostWire
+import Testing
+
+/// Attacks 93 (F3) and 96 (F2): a key its user had used for one change of a record, sent again with
+/// another change of the same record (other values, another field, another clock, a delete under an
+/// update's key), was answered as the first change's duplicate. Its device took the second change as
+/// saved, and the server never had it: a write lost without a word. A key names one change; the law,
+/// walked over generated resends of creates, updates and deletes:
+/// - the same change again (under any base version, in either clock form) is its own duplicate;
+/// - anything that writes otherwise (a value, a field more or less, a clock, the operation, the delete's
+///   clock) is refused as `invalid_request`, and the record stays as the first change left it.
+@Suite("Idempotency keys: a key names one change", .fieldService)
+struct IdempotencyKeyTests {
+    /// How a resend differs from the change its key was first used for.
+    enum Difference: CaseIterable {
+        case none, baseVersion, sharedClockForm, value, extraField, missingField, clock, operation, deletionClock
+
+        /// Whether the resend writes what the first change wrote, so its answer is the first one's.
+        var isSameChange: Bool { [.none, .baseVersion, .sharedClockForm].contains(self) }
+    }
+
+    @Test("A key sent again with another change of its record is refused; the same change is its duplicate", arguments: Backend.available)
+    func aKeyNamesOneChange(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let transport = server.transport(token: TestServer.aliceToken)
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededGenerator(seed: seed)
+        for round in 0..<8 {
+            // The change the key is first used for: a create, an update or a delete of an issue.
+            let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA), clock: Sample.clock(Int64(round)))
+            var first = issue
+            if round % 3 != 0 {
+                #expect(try await transport.push(PushRequest(mutations: [issue])).results[0].outcome.appliedVersion == 1)
+                first = round % 3 == 1
+                    ? Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("Sill, round \(round)"), "status": .text("inProgress")], clock: Sample.clock(2000 + Int64(round)))
+                    : PushMutation(
+                        idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 1,
+                        deletion: Sample.clock(3000 + Int64(round)))
+            }
+            let original = try await transport.push(PushRequest(mutations: [first])).results[0].outcome
+            #expect(original.appliedVersion != nil, "seed \(seed), round \(round): \(original)")
+            let stored = try await record(issue.recordID, through: transport)
+            for _ in 0..<4 {
+                let difference = Difference.allCases.randomElement(using: &random)!
+                let resend = Self.resend(of: first, differing: difference, using: &random)
+                let outcome: MutationOutcome
+                if difference == .sharedClockForm {
+                    let answer = try await server.send(
+                        "POST", "/push", token: TestServer.aliceToken,
+                        body: try PushRequest(mutations: [resend]).json(sharingClocks: true))
+                    #expect(answer.status == 200)
+                    outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results[0].outcome
+                } else {
+                    outcome = try await transport.push(PushRequest(mutations: [resend])).results[0].outcome
+                }
+                let context = "seed \(seed), round \(round), \(first.operation) resent with \(difference)"
+                if difference.isSameChange {
+                    #expect(outcome == .duplicate(original: original), "\(context): \(outcome)")
+                } else {
+                    #expect(outcome.rejectedCode == .invalidRequest, "\(context): \(outcome)")
+                    if case .rejected(let reason) = outcome {
+                        #expect(reason.message.contains("another change"), "\(context): \(reason.message)")
+                    }
+                }
+                let now = try await record(issue.recordID, through: transport)
+                #expect(now == stored, "\(context): the record moved")
+            }
+        }
+        await server.stop()
+    }
+
+    /// The record as the server holds it, through a pull from the start.
+    private func record(_ id: UUID, through transport: HTTPTransport) async throws -> ServerRecord? {
+        try await transport.pull(PullRequest(cursor: nil, limit: 1000)).changes.first { $0.recordID == id }
+    }
+
+    /// `first` sent again under its key, differing by `difference`.
+    static func resend(of first: PushMutation, differing difference: Difference, using random: inout SeededGenerator) -> PushMutation {
+        var resend = first
+        let later = Sample.clock(9000 + Int64.random(in: 0..<1000, using: &random))
+        switch difference {
+        case .none, .sharedClockForm:
+            break
+        case .baseVersion:
+            resend.baseVersion += Int64.random(in: 1...3, using: &random)
+        case .value:
+            if let name = first.fields.keys.sorted().randomElement(using: &random), name != "projectID" {
+                resend.fields[name] = .text("changed \(Int.random(in: 0..<1000, using: &random))")
+            } else {
+                resend.fields["details"] = .text("changed")
+                resend.clocks["details"] = later
+            }
+        case .extraField:
+            let name = first.fields["details"] == nil ? "details" : "priority"
+            resend.fields[name] = .text(name == "priority" ? "low" : "more detail")
+            resend.clocks[name] = later
+        case .missingField:
+            if let name = first.fields.keys.sorted().filter({ $0 != "projectID" }).randomElement(using: &random) {
+                resend.fields[name] = nil
+                resend.clocks[name] = nil
+            } else {
+                resend.fields["details"] = .text("")
+                resend.clocks["details"] = later
+            }
+        case .clock:
+            if let name = first.clocks.keys.sorted().randomElement(using: &random) {
+                resend.clocks[name] = later
+            } else {
+                resend.deletion = later
+            }
+        case .operation:
+            switch first.operation {
+            case .create, .update:
+                resend.operation = .delete
+                resend.deletion = later
+            case .delete:
+                resend.operation = .update
+                resend.deletion = nil
+                resend.fields["title"] = .text("Back again")
+                resend.clocks["title"] = later
+            }
+        case .deletionClock:
+            if first.deletion == nil {
+                resend.operation = .delete
+            }
+            resend.deletion = later
+        }
+        return resend
+    }
+}
