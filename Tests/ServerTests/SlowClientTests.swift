@@ -505,4 +505,42 @@ struct BundleHangUpTests {
         let records = (try JSONSerialization.jsonObject(with: whole.body) as? NSDictionary)?["records"] as? NSArray
         #expect(records?.count == 2_400 + 3)
     }
+
+    /// Attack 99, F1: an original was handed to the connection as fast as the disk gave it, whatever
+    /// its client read, so each slow reader held megabytes of it in the server (96 readers of a 40 MiB
+    /// photo at 1 KB/s took the server from 57 MB to 980 MB). Held to the socket's pace as a bundle is,
+    /// a reader that stops is handed what its socket took and at most a megabyte more.
+    @Test("An original's reader that stops reading is handed at most a megabyte more than its socket took; a steady one gets it whole")
+    func anOriginalIsHandedAtItsReadersPace() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let size = 24 << 20
+        let photo = try #require(try await OriginalsTests.alicesPhotos(1, size: size, on: server).first)
+        let request = "GET /media/\(photo.attachment.id.uuidString.lowercased()) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + "Authorization: Bearer \(TestServer.carolToken)\r\nOutpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\n"
+            + "Connection: close\r\n\r\n"
+        let stopped = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
+        stopped.send(request)
+        #expect(await stopped.answerStatus() == 200)
+        // It reads nothing more. Whatever the server would hand on, it has within a couple of seconds.
+        var handed = try await Self.gauge("outpost_original_bytes_total", of: server) ?? 0
+        for _ in 0..<20 {
+            try await Task.sleep(for: .milliseconds(100))
+            handed = try await Self.gauge("outpost_original_bytes_total", of: server) ?? 0
+        }
+        // What the socket can take: the client's 64 KB, and the server's send buffer, which Linux grows up
+        // to `tcp_wmem`'s largest (4 MB by default). Handed on unpaced, 6–7 MB more waited in the server.
+        let sendBuffer = (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Double($0) } } ?? 4_194_304
+        let most = sendBuffer + 64 * 1024 + Double(BundleDownload.aheadOfSocketBytes + BundleDownload.pieceBytes) + 256 * 1024
+        #expect(handed > 0)
+        #expect(handed < most, "\(Int(handed)) bytes of a \(size)-byte original handed to a connection whose client read 64 KB")
+        // Read steadily, the whole file comes.
+        let steady = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
+        steady.send(request)
+        let received = await steady.readSteadily(chunk: 256 * 1024, pause: .milliseconds(1))
+        #expect(received.count > size, "\(received.count) bytes")
+        #expect(Data(received.suffix(size)) == photo.bytes, "the original came whole and unchanged")
+        withExtendedLifetime(stopped) {}
+    }
 }
