@@ -76,6 +76,40 @@ struct IdempotencyKeyTests {
         await server.stop()
     }
 
+    /// A device that learned a parent's server id between a send and its resend names the parent by it
+    /// in the resend: the same change, answered as its duplicate. Another parent is another change.
+    @Test("The same change naming its parent by server id instead of client id is its duplicate; another parent is refused", arguments: Backend.available)
+    func aParentNamedEitherWayIsTheSameChange(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend, assignsServerIDs: true)
+        let transport = server.transport(token: TestServer.aliceToken)
+        func asset(_ name: String) -> PushMutation {
+            Sample.create(.asset, fields: [
+                "projectID": .uuid(TestServer.projectA), "name": .text(name), "qrCode": .text("QR-\(name)"),
+                "category": .text(""), "location": .text(""),
+            ])
+        }
+        let boiler = asset("Boiler"), pump = asset("Pump")
+        let assets = try await transport.push(PushRequest(mutations: [boiler, pump])).results
+        guard case .applied(1, let boilerServerID?) = assets[0].outcome, case .applied(1, let pumpServerID?) = assets[1].outcome else {
+            Issue.record("expected both assets applied with server ids, got \(assets)")
+            await server.stop()
+            return
+        }
+        var fields = Sample.issueFields(project: TestServer.projectA)
+        fields["assetID"] = .uuid(boiler.recordID)
+        let issue = Sample.create(.issue, fields: fields)
+        let original = try await transport.push(PushRequest(mutations: [issue])).results[0].outcome
+        #expect(original.appliedVersion == 1)
+        var byServerID = issue
+        byServerID.fields["assetID"] = .text(boilerServerID)
+        let again = try await transport.push(PushRequest(mutations: [byServerID])).results[0].outcome
+        #expect(again == .duplicate(original: original), "\(again)")
+        var otherParent = issue
+        otherParent.fields["assetID"] = .text(pumpServerID)
+        #expect(try await transport.push(PushRequest(mutations: [otherParent])).results[0].outcome.rejectedCode == .invalidRequest)
+        await server.stop()
+    }
+
     /// The record as the server holds it, through a pull from the start.
     private func record(_ id: UUID, through transport: HTTPTransport) async throws -> ServerRecord? {
         try await transport.pull(PullRequest(cursor: nil, limit: 1000)).changes.first { $0.recordID == id }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import OutpostSchema
 import OutpostWire
 
 /// What a pushed change writes, as a digest kept beside its idempotency key: the key sent again with a
@@ -10,11 +11,12 @@ import OutpostWire
 /// version it pulled since, and sends the same change again), the server id (learned meanwhile) nor
 /// the creation time (metadata the record keeps from its first create).
 enum ChangeDigest {
-    /// `mutation`'s digest: 16 bytes of SHA-256 over its canonical text (fields and clocks as the
-    /// server stores them, keys sorted), as base64. Empty for fields no record could hold, which never
-    /// match an applied change's.
-    static func of(_ mutation: PushMutation) -> String {
-        guard let fields = try? StoredJSON.fields(mutation.fields) else { return "" }
+    /// `mutation`'s digest, with `fields` its fields as the server reads them (parents named by client
+    /// id): 16 bytes of SHA-256 over its canonical text (fields and clocks as the server stores them,
+    /// keys sorted), as base64. Empty for fields no record could hold, which never match an applied
+    /// change's.
+    static func of(_ mutation: PushMutation, fields: [String: FieldValue]) -> String {
+        guard let fields = try? StoredJSON.fields(fields) else { return "" }
         var text = mutation.operation.rawValue
         text += "\n"
         text += fields

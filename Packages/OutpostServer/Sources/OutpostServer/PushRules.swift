@@ -102,7 +102,7 @@ struct PushRules: Sendable {
                     outcome = .rejected(reason: ErrorBody(
                         code: .invalidRequest,
                         message: "this idempotency key was used for a change of another record; a key names one change: send this one under a key of its own"))
-                } else if let digest = stored.changeDigest, digest != ChangeDigest.of(mutation) {
+                } else if let digest = stored.changeDigest, digest != changeDigest(of: mutation, by: caller, snapshot: snapshot) {
                     // Nor another change of the same record: other values, another field, another clock, a
                     // delete under an update's key. Answered as the first change's duplicate, its device took
                     // it as saved, and it never was (attacks 93 F3, 96 F2). The same change under another
@@ -136,7 +136,7 @@ struct PushRules: Sendable {
                 continue
             }
             let text = try OutcomeJSON.encode(outcome)
-            let digest = ChangeDigest.of(mutation)
+            let digest = changeDigest(of: mutation, by: caller, snapshot: snapshot)
             snapshot.applied[key] = AppliedMutation(
                 userID: caller.userID, entity: mutation.entity.rawValue, recordID: mutation.recordID.storageText, outcome: text,
                 changeDigest: digest)
@@ -152,6 +152,12 @@ struct PushRules: Sendable {
         plan.changeSequence = snapshot.changeSequence
         plan.lastServerID = snapshot.lastServerID
         return plan
+    }
+
+    /// What `mutation` writes, its parents named by client id: a device that learned a parent's server
+    /// id between a send and its resend names the parent by it, and it is the same change.
+    private func changeDigest(of mutation: PushMutation, by caller: Caller, snapshot: PushSnapshot) -> String {
+        ChangeDigest.of(mutation, fields: (try? clientReferences(in: mutation, caller: caller, snapshot: snapshot)) ?? mutation.fields)
     }
 
     /// One mutation: every check first, then (only once nothing can fail) its effects on the snapshot
