@@ -13,17 +13,18 @@ import Testing
 /// update's key), was answered as the first change's duplicate. Its device took the second change as
 /// saved, and the server never had it: a write lost without a word. A key names one change; the law,
 /// walked over generated resends of creates, updates and deletes:
-/// - the same change again (under any base version, in either clock form) is its own duplicate;
+/// - the same change again (under any base version, in either clock form, a create sent again as an
+///   update) is its own duplicate;
 /// - anything that writes otherwise (a value, a field more or less, a clock, the operation, the delete's
 ///   clock) is refused as `invalid_request`, and the record stays as the first change left it.
 @Suite("Idempotency keys: a key names one change", .fieldService)
 struct IdempotencyKeyTests {
     /// How a resend differs from the change its key was first used for.
     enum Difference: CaseIterable {
-        case none, baseVersion, sharedClockForm, value, extraField, missingField, clock, operation, deletionClock
+        case none, baseVersion, sharedClockForm, createAsUpdate, value, extraField, missingField, clock, operation, deletionClock
 
         /// Whether the resend writes what the first change wrote, so its answer is the first one's.
-        var isSameChange: Bool { [.none, .baseVersion, .sharedClockForm].contains(self) }
+        var isSameChange: Bool { [.none, .baseVersion, .sharedClockForm, .createAsUpdate].contains(self) }
     }
 
     @Test("A key sent again with another change of its record is refused; the same change is its duplicate", arguments: Backend.available)
@@ -124,6 +125,12 @@ struct IdempotencyKeyTests {
             break
         case .baseVersion:
             resend.baseVersion += Int64.random(in: 1...3, using: &random)
+        case .createAsUpdate:
+            // A device whose create's answer was lost sends it again as an update of the record it pulled.
+            if first.operation == .create {
+                resend.operation = .update
+                resend.baseVersion = 1
+            }
         case .value:
             if let name = first.fields.keys.sorted().randomElement(using: &random), name != "projectID" {
                 resend.fields[name] = .text("changed \(Int.random(in: 0..<1000, using: &random))")

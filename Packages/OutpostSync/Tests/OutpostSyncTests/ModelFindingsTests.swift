@@ -21,6 +21,37 @@ extension SyncEngineTests {
             fields: ["title": .text(title)], clocks: ["title": office(offset)]))
     }
 
+    /// A change whose answer was lost, then met by a pull's merge (the office's newer title beat its
+    /// own): what is left of it must not go out under its first key with other contents, since the server
+    /// keeps what each key's change wrote and refuses the key with another change of the record. The
+    /// device settles it (the pull shows its values on the server) and nothing stands failed.
+    @Test func aChangeAPullRewroteAfterItsAnswerWasLostGoesOutUnderANewKey() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 7))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak, north wall"
+        issue.details = "Behind the boiler"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(try await server.record(issue.id)?.version == 2, "applied before its answer was lost")
+        try await officeRenames(issue.id, to: "Leak, the office's word", baseVersion: 2, at: 100_000, on: server)
+        for minutes in 1...3 {
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(Double(minutes) * 600) })
+        }
+        let status = try device.store.status()
+        let failed = try device.store.mutations(status: .failed).map(\.lastError)
+        #expect(status.failedChanges == 0, "\(failed)")
+        #expect(status.pendingChanges == 0)
+        let stored = try #require(try await server.record(issue.id))
+        #expect(stored.fields["title"] == .text("Leak, the office's word"))
+        #expect(stored.fields["details"] == .text("Behind the boiler"))
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak, the office's word")
+    }
+
     @Test func aRestoreWhoseConflictAnswerWasLostStillTakesTheServersNewestValues() async throws {
         // Seed 57: the restore's conflict answer was lost and answered again; the row stood at the
         // tombstone's version (a pull without contents), so the merge was taken as done and the restore
