@@ -52,6 +52,43 @@ extension SyncEngineTests {
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak, the office's word")
     }
 
+    /// The same with a delete carrying an edit made before it: its answer lost, the office brings the
+    /// record back with a newer write, and the pull's merge turns what is left of the delete into an
+    /// update. Sent again under the delete's key it was another change of the record (refused); it must
+    /// settle with nothing failed, and the edit stands on the server.
+    @Test func aDeleteAPullRewroteAfterItsAnswerWasLostSettles() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 8))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Leak, north wall"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        _ = try await device.store.delete(.issue, id: issue.id, now: now.addingTimeInterval(11))
+        // Every push's answer lost, until the server holds the delete.
+        for attempt in 0..<4 where try await server.record(issue.id)?.deletion == nil {
+            await server.inject(.dropResponse, on: .push, times: 5)
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(20 + Double(attempt) * 60) })
+        }
+        let deleted = try #require(try await server.record(issue.id))
+        #expect(deleted.deletion != nil, "applied before its answer was lost")
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: deleted.version,
+            fields: ["details": .text("Still dripping")], clocks: ["details": office(100_000)]))
+        for minutes in 1...3 {
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(Double(minutes) * 600) })
+        }
+        let failed = try device.store.mutations(status: .failed).map(\.lastError)
+        #expect(failed.isEmpty, "\(failed)")
+        #expect(try device.store.status().pendingChanges == 0)
+        let stored = try #require(try await server.record(issue.id))
+        let held = try device.store.fetch(Issue.self, id: issue.id)
+        #expect(stored.deletion == nil ? held?.sync.isDeleted == false : held == nil || held?.sync.isDeleted == true,
+                "the device and the server agree on whether it stands")
+        if stored.deletion == nil { #expect(stored.fields["title"] == .text("Leak, north wall")) }
+    }
+
     @Test func aRestoreWhoseConflictAnswerWasLostStillTakesTheServersNewestValues() async throws {
         // Seed 57: the restore's conflict answer was lost and answered again; the row stood at the
         // tombstone's version (a pull without contents), so the merge was taken as done and the restore
