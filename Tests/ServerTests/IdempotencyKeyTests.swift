@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import OutpostConflicts
 import OutpostFieldService
 import OutpostFieldServiceTesting
@@ -109,6 +110,27 @@ struct IdempotencyKeyTests {
         otherParent.fields["assetID"] = .text(pumpServerID)
         #expect(try await transport.push(PushRequest(mutations: [otherParent])).results[0].outcome.rejectedCode == .invalidRequest)
         await server.stop()
+    }
+
+    /// A key a server kept before it noted what each key's change wrote (schema step 11) has no digest:
+    /// there is nothing to tell its change by, so it is answered as before, a duplicate whatever comes.
+    @Test("A key kept before changes had digests is answered as its duplicate, as before")
+    func aKeyKeptBeforeDigestsIsItsDuplicate() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        let transport = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let original = try await transport.push(PushRequest(mutations: [issue])).results[0].outcome
+        let cleared = try await DatabaseQueue(path: server.databasePath).write { db in
+            try db.execute(
+                sql: "UPDATE applied_mutations SET change_digest = NULL WHERE idempotency_key = ?",
+                arguments: [issue.idempotencyKey.uuidString.lowercased()])
+            return db.changesCount
+        }
+        #expect(cleared == 1)
+        var other = issue
+        other.fields["title"] = .text("Another title")
+        #expect(try await transport.push(PushRequest(mutations: [other])).results[0].outcome == .duplicate(original: original))
     }
 
     /// The record as the server holds it, through a pull from the start.
