@@ -146,27 +146,74 @@ public struct JSONReader: Sendable {
     }
 
     /// An integer value that fits in 64 bits. A number written with a fraction or an exponent is
-    /// taken when it is whole and exactly representable (`5.0`, `1e3`), as `JSONDecoder` takes it.
+    /// taken when the number it writes is whole (`5.0`, `1e3`, `12.50e1`), read exactly from its digits:
+    /// read through a `Double`, `9007199254740993.0` became 9007199254740992 and `4.9999999999999999`
+    /// became 5, values their sender never wrote (attack 100, F1).
     public mutating func integer() throws(JSONReaderError) -> Int64 {
         let (range, isInteger) = try number()
-        guard isInteger else {
-            let value = Double(String(decoding: bytes[range], as: UTF8.self)) ?? .nan
-            guard value.rounded() == value, abs(value) <= 9_007_199_254_740_992 else {
-                throw error("expected an integer", at: range.lowerBound)
-            }
-            return Int64(value)
-        }
-        var value: Int64 = 0
         var position = range.lowerBound
         let negative = bytes[position] == UInt8(ascii: "-")
         if negative { position += 1 }
+        if isInteger {
+            var value: Int64 = 0
+            while position < range.upperBound {
+                let digit = Int64(bytes[position] &- 0x30)
+                let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+                let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+                guard !overflow1, !overflow2 else { throw error("an integer out of the 64-bit range", at: range.lowerBound) }
+                value = next
+                position += 1
+            }
+            return value
+        }
+        // The digits before the exponent, the fraction's included, and the power of ten they are scaled by.
+        var digits: [UInt8] = []
+        var scale = 0
+        var inFraction = false
         while position < range.upperBound {
-            let digit = Int64(bytes[position] &- 0x30)
+            let byte = bytes[position]
+            if byte == UInt8(ascii: ".") {
+                inFraction = true
+            } else if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
+                break
+            } else {
+                digits.append(byte &- 0x30)
+                if inFraction { scale -= 1 }
+            }
+            position += 1
+        }
+        if position < range.upperBound {
+            // The exponent; past 10,000 in size only a zero can still be a 64-bit integer.
+            position += 1
+            var exponentNegative = false
+            if bytes[position] == UInt8(ascii: "-") || bytes[position] == UInt8(ascii: "+") {
+                exponentNegative = bytes[position] == UInt8(ascii: "-")
+                position += 1
+            }
+            var exponent = 0
+            while position < range.upperBound {
+                exponent = min(exponent * 10 + Int(bytes[position] &- 0x30), 10_000)
+                position += 1
+            }
+            scale += exponentNegative ? -exponent : exponent
+        }
+        // Leading zeros (a fraction's, as in `0.000…1`) are dropped at once: one at a time was quadratic.
+        guard let first = digits.firstIndex(where: { $0 != 0 }) else { return 0 }
+        digits.removeFirst(first)
+        // A fraction's trailing zeros write nothing; any other digit past the point is not whole.
+        while scale < 0, digits.last == 0 {
+            digits.removeLast()
+            scale += 1
+        }
+        guard scale >= 0 else { throw error("expected an integer", at: range.lowerBound) }
+        guard digits.count + scale <= 19 else { throw error("an integer out of the 64-bit range", at: range.lowerBound) }
+        digits += repeatElement(0, count: scale)
+        var value: Int64 = 0
+        for digit in digits {
             let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            let (next, overflow2) = negative ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
             guard !overflow1, !overflow2 else { throw error("an integer out of the 64-bit range", at: range.lowerBound) }
             value = next
-            position += 1
         }
         return value
     }

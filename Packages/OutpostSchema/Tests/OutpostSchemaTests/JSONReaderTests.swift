@@ -93,7 +93,13 @@ import Testing
         ("\"tab\tinside\"", "control character"),
         (#"99999999999999999999"#, "out of the 64-bit range"),
         (#"1.5"#, "expected an integer"),
-        (#"1e300"#, "expected an integer"),
+        (#"1e300"#, "64-bit"),
+        // Attack 100, F1: read through a `Double`, these became 5 and 2^53, a value the sender never wrote.
+        (#"4.9999999999999999"#, "expected an integer"),
+        (#"9007199254740993.5"#, "expected an integer"),
+        (#"1e-1"#, "expected an integer"),
+        (#"1e19"#, "64-bit"),
+        (#"9223372036854775808.0"#, "64-bit"),
         (#"{"text":"a","integer":1}"#, "more than one key"),
         (#"{"when":"a"}"#, "not a field value kind"),
         (#"{"date":"yesterday"}"#, "not an ISO 8601 timestamp"),
@@ -154,6 +160,23 @@ import Testing
             #expect(try reader.integer() == value, "\(text)")
             #expect(try JSONDecoder().decode(Int64.self, from: Data(text.utf8)) == value, "\(text)")
         }
+    }
+
+    /// Attack 100, F1: a whole number with a fraction or an exponent was read through a `Double`, so a
+    /// value past 2^53 was stored rounded (9007199254740993.0 as 9007199254740992). It is read exactly.
+    @Test func wholeNumbersWithAFractionOrExponentAreReadExactly() throws {
+        let cases: [(String, Int64)] = [
+            ("9007199254740993.0", 9_007_199_254_740_993), ("9223372036854775807.0", .max), ("-9223372036854775808.0", .min),
+            ("12.50e1", 125), ("100e-2", 1), ("-0.0", 0), ("0e999999", 0), ("1e18", 1_000_000_000_000_000_000),
+            ("123456789012345678.9e1", 1_234_567_890_123_456_789), ("0.000e5", 0), ("0.0001e4", 1),
+        ]
+        for (text, value) in cases {
+            var reader = JSONReader(Data(text.utf8))
+            #expect(try reader.integer() == value, "\(text)")
+        }
+        // A megabyte of a fraction's zeros is read in one pass (one digit dropped at a time, it was quadratic).
+        var long = JSONReader(Data(("0." + String(repeating: "0", count: 1_000_000) + "1").utf8))
+        #expect(throws: JSONReaderError.self) { _ = try long.integer() }
     }
 
     @Test func aRepeatedFieldNameIsRefused() {
