@@ -291,13 +291,16 @@ extension StoreWriter {
                 let contentless = translated.isContentlessTombstone
                 let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
                 let unstorable = Quarantine.unstorableValue(in: translated.record)
-                if let problem = sharesServerID ?? unstorable ?? (contentless ? nil : Quarantine.problem(with: translated.record)) {
+                let moved = contentless ? nil : try Self.projectMove(of: translated.record, reads: reads, page: changes, in: db)
+                if let problem = sharesServerID ?? unstorable ?? moved
+                    ?? (contentless ? nil : Quarantine.problem(with: translated.record))
+                {
                     // Only a record refused for its shape is kept for a later build: no update of the
                     // app makes a server id the server gave twice name one record, nor takes a value no
-                    // server gives (`Quarantine.unstorableValue`).
+                    // server gives (`Quarantine.unstorableValue`), nor moves a record across projects.
                     try quarantine.add(
                         QuarantinedRecord(entity: entity, recordID: id, reason: problem, quarantinedAt: now),
-                        held: sharesServerID == nil && unstorable == nil ? remote : nil, in: db)
+                        held: sharesServerID == nil && unstorable == nil && moved == nil ? remote : nil, in: db)
                     report.refusedRecords.insert(id)
                     reads.quarantine(entity, id)
                     report.quarantined += 1
@@ -348,6 +351,31 @@ extension StoreWriter {
         }
         quarantineRechecked = true
         return report
+    }
+
+    /// Why the server's version `remote` of a record held here cannot be stored: it puts the record in
+    /// another project than the one it belongs to here. A record stays in its project, as the server's
+    /// own rule says (`PushRules`); moved, it would vanish from its project's lists, its children would
+    /// follow it out, and a project this device was never given would hold it. A hostile server's
+    /// conflict answer moved a device's own issue so, and its edits went to the conflicts list (attack
+    /// 101, F3). Nil when no parent reference changed (nearly every record, at no cost but a comparison),
+    /// when either project cannot be told (a parent held nowhere yet), or when it stays in its project.
+    private static func projectMove(
+        of remote: EntityRecord, reads: PulledPageReads, page: [VersionedRecord], in db: Database
+    ) throws -> String? {
+        let entity = remote.entity, id = remote.id
+        let parents = entity.description.parents
+        guard !parents.isEmpty else { return nil }
+        let held = reads.needsExactReads(entity, id) ? try EntityTables.fetchRecord(entity, id: id, in: db) : reads.stored(entity, id)?.record
+        guard let held, parents.contains(where: { held[$0.field] != remote[$0.field] }) else { return nil }
+        let stored = { (entity: EntityType, id: UUID) in try EntityTables.fetchRecord(entity, id: id, in: db) }
+        // The page's own records count as parents of the new version, its latest copy of each.
+        let arriving = Dictionary(page.map { ($0.record.id, $0.record) }, uniquingKeysWith: { _, later in later })
+        guard let before = try PulledPage.project(of: held, in: [:], reading: stored),
+            let after = try PulledPage.project(of: remote, in: arriving, reading: stored), before != after
+        else { return nil }
+        return "the server's version puts it in project \(after.storageText), and it belongs to project \(before.storageText) here: "
+            + "a record cannot move to another project"
     }
 
     /// A pulled record whose stored clocks do not read (`FieldClocks.Unreadable`, a damaged row): the row
