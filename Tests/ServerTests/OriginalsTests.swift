@@ -163,6 +163,13 @@ struct OriginalsTests {
         guard case .store(let error)? = refused else { Issue.record("\(String(describing: refused))"); return }
         #expect(error.code == .checksumMismatch)
         #expect(carol.store.originalsCacheBytes() == 0)
+        // Asked for the whole project, the file whose bytes are wrong is told apart from those the
+        // server cannot give yet: `outpost originals --project` exited 0 with nothing said (attack 101, F5).
+        let project = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(project.refused == 1, "\(project)")
+        #expect(project.unavailable == 1, "the unfinished upload: \(project)")
+        #expect(project.downloaded == 1, "\(project)")
+        #expect(carol.store.originalsCacheBytes() == 10_000)
 
         // Deleted by the office: its original is no one's any more, on the server or in a teammate's cache.
         let cached = try await carol.original(of: photos[0].attachment)

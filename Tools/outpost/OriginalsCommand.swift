@@ -12,8 +12,9 @@ struct OriginalsCommand: AsyncParsableCommand {
         discussion: """
             The database must have pulled the attachment records (outpost sync). Each file is checked against \
             its record's SHA-256 before it is kept in <db>.originals/; a download cut off resumes at the next \
-            run. Prints each file's path. Exits 1 on a refusal (not a member, a checksum mismatch, no such \
-            attachment on this device).
+            run. Prints each file's path, or with --project what it downloaded, held already, left over the \
+            budget and could not get yet (a teammate's upload not finished). Exits 1 on a refusal (not a \
+            member, a checksum mismatch, no such attachment on this device).
             """
     )
 
@@ -49,7 +50,13 @@ struct OriginalsCommand: AsyncParsableCommand {
             } else if let project {
                 guard let id = UUID(uuidString: project) else { throw CommandFailure("--project: \(project) is not a UUID") }
                 let summary = try await device.downloadOriginals(ofProject: id)
-                print("downloaded \(summary.downloaded) (\(summary.bytesReceived) bytes), held already \(summary.alreadyHeld), left over the budget \(summary.leftOverBudget)")
+                print("downloaded \(summary.downloaded) (\(summary.bytesReceived) bytes), held already \(summary.alreadyHeld), left over the budget \(summary.leftOverBudget), not available yet \(summary.unavailable)")
+                // A file whose bytes are not its record's is the server's fault: said, and exit 1 as for
+                // one attachment (it exited 0 with nothing said; attack 101, F5).
+                if summary.refused > 0 {
+                    throw CommandFailure(
+                        "refused \(summary.refused) original(s) whose bytes the server gave do not match their record's SHA-256; nothing of them was kept, and the next run asks again")
+                }
             }
         } catch let error as CommandFailure {
             throw error

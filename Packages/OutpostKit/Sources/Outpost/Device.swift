@@ -302,7 +302,11 @@ public final class Device: Sendable {
                 // One original the server cannot give (its upload not finished, deleted since) or whose
                 // bytes are wrong does not stop the others; a connection that fails does.
                 guard Self.concernsOneOriginal(error) else { throw error }
-                summary.unavailable += 1
+                if case .store(let error) = error, error.code == .checksumMismatch {
+                    summary.refused += 1
+                } else {
+                    summary.unavailable += 1
+                }
             }
         }
         return summary
@@ -529,15 +533,22 @@ public struct OriginalsSummary: Sendable, Hashable {
     /// Originals not downloaded because they would have taken this call past the cache budget.
     public var leftOverBudget = 0
     /// Originals the server could not give now (an upload not finished, an attachment deleted since the
-    /// last pull) or gave with bytes that are not the record's; each is asked for again next time.
+    /// last pull); each is asked for again next time.
     public var unavailable = 0
+    /// Originals the server gave with bytes that are not the record's (`checksumMismatch`): nothing of
+    /// them is kept, and each is asked for again next time. Counted apart from `unavailable`, which is
+    /// the normal state of a teammate's upload not finished yet, since this one is a server's fault a
+    /// user must hear of.
+    public var refused = 0
     /// Bytes received; a resumed download counts only what it lacked.
     public var bytesReceived: Int64 = 0
 
     /// Creates a summary.
     public init(
-        downloaded: Int = 0, alreadyHeld: Int = 0, leftOverBudget: Int = 0, unavailable: Int = 0, bytesReceived: Int64 = 0
+        downloaded: Int = 0, alreadyHeld: Int = 0, leftOverBudget: Int = 0, unavailable: Int = 0, refused: Int = 0,
+        bytesReceived: Int64 = 0
     ) {
+        self.refused = refused
         self.downloaded = downloaded
         self.alreadyHeld = alreadyHeld
         self.leftOverBudget = leftOverBudget
