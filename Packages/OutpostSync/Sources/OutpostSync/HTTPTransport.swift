@@ -593,10 +593,21 @@ public actor HTTPTransport: SyncTransport {
         }
     }
 
-    /// Refuses plain HTTP to anything but loopback unless the app allowed it (`allowsPlainHTTP`).
+    /// Refuses a server address no connection can be made to (not http or https, no host, a port
+    /// outside 1…65535), and plain HTTP to anything but loopback unless the app allowed it
+    /// (`allowsPlainHTTP`). Handed on, a port past 65535 crashed the process in the HTTP client's
+    /// address code (a mistyped `--server http://127.0.0.1:70000`; attack 101).
     private func checkScheme(name: String) throws(TransportError) {
         let url = configuration.baseURL
-        guard url.scheme?.lowercased() == "http", !configuration.allowsPlainHTTP else { return }
+        let scheme = url.scheme?.lowercased()
+        guard scheme == "http" || scheme == "https", let named = url.host, !named.isEmpty,
+            url.port.map({ (1...65_535).contains($0) }) ?? true
+        else {
+            throw TransportError(
+                .rejected, request: name,
+                message: "the server address \(url.absoluteString) cannot be reached: it needs http or https, a host, and a port from 1 to 65535 if any")
+        }
+        guard scheme == "http", !configuration.allowsPlainHTTP else { return }
         let host = (url.host ?? "").lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         // 127.0.0.0/8 as an address, never a name that merely starts with "127." (127.example.com).
         let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }

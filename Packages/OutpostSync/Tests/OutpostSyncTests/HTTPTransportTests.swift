@@ -220,6 +220,31 @@ import Testing
         #expect(codes == [.invalidResponse, .timedOut, .noConnection])
     }
 
+    /// A server address no connection can be made to (a port past 65535, none, no host) is refused before
+    /// a byte is sent, as a clear `rejected`: a mistyped `--server http://127.0.0.1:70000` crashed
+    /// `outpost sync` in the HTTP client's address code (attack 101).
+    @Test(arguments: ["http://127.0.0.1:70000", "https://example.com:99999", "http://127.0.0.1:0", "https:///v1", "ftp://127.0.0.1:8080"])
+    func anAddressNoConnectionCanBeMadeToIsRefused(address: String) async throws {
+        var configuration = HTTPTransport.Configuration(baseURL: URL(string: address)!, schemaVersion: 1)
+        configuration.allowsPlainHTTP = true
+        let client = HTTPTransport(configuration: configuration, token: "t")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("never-\(UUID().uuidString)")
+        do {
+            _ = try await client.pull(PullRequest(cursor: nil, limit: 1))
+            Issue.record("\(address) was reached")
+        } catch {
+            #expect(error.code == .rejected && error.message.contains("server address"), "\(address): \(error)")
+        }
+        do {
+            _ = try await client.downloadOriginal(of: UUID(), byteCount: 10, appendingTo: file)
+            Issue.record("\(address) was reached for a download")
+        } catch {
+            #expect(error.code == .rejected, "\(address): \(error)")
+        }
+        #expect(await client.transferred.requests == 0, "\(address): a request went out")
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+
     /// Plain HTTP carries the token and the records unencrypted: refused to any machine but this one,
     /// before a byte is sent, unless the app opts in; a name that merely starts like a loopback address
     /// is not one.
