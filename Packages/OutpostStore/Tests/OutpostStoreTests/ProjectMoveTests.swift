@@ -5,10 +5,16 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import Testing
 
 private typealias Issue = OutpostModels.Issue
 private typealias Comment = OutpostModels.Comment
+
+extension EntityDescription {
+    /// The parent a record belongs through (its first), as `PulledPage.project` follows it.
+    fileprivate var owner: ParentRelation { parents[0] }
+}
 
 /// A record stays in its project, on the device as on the server (`PushRules`: "a record cannot move to
 /// another project"). A server's version of a held record that names another project is refused into
@@ -93,6 +99,116 @@ private typealias Comment = OutpostModels.Comment
         #expect(stored.title == "Crack, wider")
         #expect(try held.store.unsentChanges().map(\.recordID) == [held.issue.id])
         #expect(try held.store.openConflicts().isEmpty)
+    }
+
+    /// The family, over every entity that belongs to a project through its parents: a held record's
+    /// owning parent re-pointed at random to a record of the same kind in another project is refused and
+    /// the held record stays; re-pointed to one in its own project, or left and other fields changed, the
+    /// server's version is taken. Sometimes a local change of the record waits (the conflict path).
+    @Test(arguments: 0..<4)
+    func everyEntityStaysInItsProject(batch: Int) async throws {
+        var random = SeededGenerator(seed: 0x9_1E0_0000 + UInt64(batch))
+        let scope = EntityCatalog.schema.scope
+        let belonging = EntityCatalog.all.filter { $0.type != scope && Self.belongsThroughParents($0.type) }
+        #expect(belonging.count >= 10, "\(belonging.map(\.type))")
+        for round in 0..<8 {
+            let database = try TemporaryDatabase()
+            let store = try LocalStore.open(at: database.path)
+            let first = Project(name: "Tower"), second = Project(name: "Depot")
+            let description = try #require(belonging.randomElement(using: &random))
+            let held = Self.chain(description.type, in: first.id, using: &random)
+            // Parents of the owner's kind to move under: the projects themselves for a record owned by one.
+            let ownedByScope = description.owner.entity == scope
+            let sameProject = ownedByScope ? [] : Self.chain(description.owner.entity, in: first.id, using: &random)
+            let otherProject = ownedByScope ? [] : Self.chain(description.owner.entity, in: second.id, using: &random)
+            let record = try #require(held.last)
+            let setup = [first.record, second.record] + held.dropLast() + sameProject + otherProject + [record]
+            let stored = try await store.applyPulledPage(
+                PulledPage(changes: setup.map { remote(record: $0, version: 1, at: 1_000) }, cursor: "c-1"))
+            #expect(stored.quarantined == 0, "round \(round): \(description.type)")
+
+            var local = record
+            local.sync = try #require(try store.record(description.type, id: record.id)).sync
+            let waits = Bool.random(using: &random)
+            if waits, let field = description.fields.first(where: { $0.kind == .text || $0.kind == .real }) {
+                local[field.name] = field.kind == .text ? .text("edited here") : .real(4.5)
+                _ = try? await store.save(local)
+            }
+            let before = try #require(try store.record(description.type, id: record.id))
+            var changed = record
+            let move = Int.random(in: 0..<3, using: &random)
+            switch move {
+            case 0: changed[description.owner.field] = .uuid(otherProject.last?.id ?? second.id)
+            case 1: changed[description.owner.field] = .uuid(sameProject.last?.id ?? first.id)
+            default: break
+            }
+            if let text = description.fields.first(where: { $0.kind == .text }) { changed[text.name] = .text("from the server") }
+            let report = try await store.applyPulledPage(
+                PulledPage(changes: [remote(record: changed, version: 2, at: 5_000)], cursor: "c-2"))
+            let after = try #require(try store.record(description.type, id: record.id))
+            let context = "round \(round): \(description.type), move \(move), waiting \(waits): \(report)"
+            if move == 0 {
+                #expect(report.quarantined == 1, "\(context)")
+                #expect(after == before, "\(context)")
+            } else {
+                #expect(report.quarantined == 0, "\(context)")
+                #expect(after[description.owner.field] == changed[description.owner.field], "\(context)")
+                #expect(after.sync.version == 2, "\(context)")
+            }
+        }
+    }
+
+    func remote(record: EntityRecord, version: Int64, at milliseconds: Int64) -> VersionedRecord {
+        var record = record
+        record.sync = SyncMetadata(
+            serverID: nil, version: version, createdAt: Date(timeIntervalSince1970: 1),
+            updatedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000), deletedAt: nil, syncStatus: .synced,
+            isOrphaned: false)
+        return VersionedRecord(
+            record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+    }
+
+    /// Whether `entity`'s owning parents lead to the schema's scope (an opportunity's do not).
+    static func belongsThroughParents(_ entity: EntityType) -> Bool {
+        var current = entity
+        for _ in 0..<EntityCatalog.all.count {
+            guard let owner = current.description.parents.first else { return false }
+            if owner.entity == EntityCatalog.schema.scope { return true }
+            current = owner.entity
+        }
+        return false
+    }
+
+    /// A record of `entity` in `project` through its owning parents, after the ancestors it needs (each
+    /// new). Fields hold a value of their kind; other parent references are empty where they may be.
+    static func chain(_ entity: EntityType, in project: UUID, using random: inout SeededGenerator) -> [EntityRecord] {
+        let description = entity.description
+        let owner = description.owner
+        let ancestors = owner.entity == EntityCatalog.schema.scope ? [] : chain(owner.entity, in: project, using: &random)
+        var fields: [String: FieldValue] = [:]
+        for field in description.fields { fields[field.name] = value(of: field.kind) }
+        for relation in description.parents.dropFirst() {
+            let optional = description.field(named: relation.field)?.isOptional ?? true
+            fields[relation.field] = optional ? .null : .uuid(UUID())
+        }
+        fields[owner.field] = .uuid(ancestors.last?.id ?? project)
+        let id = withUnsafeBytes(of: (random.next(), random.next())) { UUID(uuid: $0.load(as: uuid_t.self)) }
+        return ancestors + [EntityRecord(entity: entity, id: id, fields: fields, sync: SyncMetadata(createdAt: Date(timeIntervalSince1970: 1)))]
+    }
+
+    static func value(of kind: FieldKind) -> FieldValue {
+        switch kind {
+        case .text: .text("x")
+        case .day: .text("2026-12-04")
+        case .sha256: .text(String(repeating: "ab", count: 32))
+        case .choice(let allowed): .text(allowed.first ?? "")
+        case .integer, .money, .count: .integer(1)
+        case .real, .quantity: .real(1)
+        case .bool: .bool(false)
+        case .date: .date(Date(timeIntervalSince1970: 100))
+        case .uuid: .uuid(UUID())
+        case .blob: .blob(Data())
+        }
     }
 
     /// A child moved under a parent of another project moves with it: refused too. Moved under another
