@@ -27,14 +27,25 @@ struct BundleFileStore {
         Incoming(store: self, folder: folder.appendingPathComponent(".incoming-\(UUID().uuidString.lowercased())", isDirectory: true))
     }
 
-    /// Removes `.incoming-…` folders a crashed import left, once they are old enough not to be a running one's.
+    /// Removes `.incoming-…` folders a crashed or killed import left: at once when no one holds the lock
+    /// in it (`IncomingClaim`: the process that made it is gone), and one not locked yet (being made, or
+    /// left by an earlier build) once older than `seconds`. By age alone, an app killed again and again
+    /// during a zip's import left a folder a kill until the hour passed: 166 MB from a 0.5 MB bundle in
+    /// 25 kills (attack 102, F1).
     func sweepAbandonedIncoming(olderThan seconds: TimeInterval) {
         let manager = FileManager.default
         guard let names = try? manager.contentsOfDirectory(atPath: folder.path) else { return }
         for name in names where name.hasPrefix(".incoming-") {
             let url = folder.appendingPathComponent(name)
-            let modified = (try? manager.attributesOfItem(atPath: url.path)[.modificationDate] as? Date) ?? .distantFuture
-            if Date().timeIntervalSince(modified) > seconds { try? manager.removeItem(at: url) }
+            switch IncomingClaim.isAbandoned(url) {
+            case true?:
+                try? manager.removeItem(at: url)
+            case false?:
+                continue
+            case nil:
+                let modified = (try? manager.attributesOfItem(atPath: url.path)[.modificationDate] as? Date) ?? .distantFuture
+                if Date().timeIntervalSince(modified) > seconds { try? manager.removeItem(at: url) }
+            }
         }
     }
 
@@ -67,6 +78,8 @@ struct BundleFileStore {
         let store: BundleFileStore
         let folder: URL
         private(set) var waiting: Set<String> = []
+        /// Held from the first copy on, so that no sweep takes the folder while this import runs.
+        private var claim: IncomingClaim?
 
         init(store: BundleFileStore, folder: URL) {
             self.store = store
@@ -81,12 +94,7 @@ struct BundleFileStore {
             }
             if store.storedFile(sha256: file.sha256) != nil || waiting.contains(file.sha256) { return nil }
             if waiting.isEmpty {
-                do {
-                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                } catch {
-                    throw BundleError(.unreadableFile, message: "cannot create \(folder.path): \(error)", file: store.folder.path,
-                        underlying: error)
-                }
+                claim = try IncomingClaim(folder, for: store.folder.path)
                 store.sweepAbandonedIncoming(olderThan: 3600)
             }
             waiting.insert(file.sha256)
@@ -117,5 +125,45 @@ struct BundleFileStore {
         func discard() {
             try? FileManager.default.removeItem(at: folder)
         }
+    }
+}
+
+/// An `.incoming-…` folder made and held by one running import: an exclusive `flock` on its `.lock` file,
+/// released when this goes away or its process ends, however it ends (a kill included). A sweep that can
+/// take the lock knows the folder's import is gone. `flock` locks belong to an open file description, so
+/// two imports of one process exclude each other as two processes do.
+final class IncomingClaim: Sendable {
+    private let descriptor: Int32
+
+    /// Makes `folder` (private to this user) and takes its lock; `file` names the store's folder in errors.
+    init(_ folder: URL, for file: String) throws(BundleError) {
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw BundleError(.unreadableFile, message: "cannot create \(folder.path): \(error)", file: file, underlying: error)
+        }
+        let descriptor = open(folder.appendingPathComponent(Self.lockName).path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0, flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let cause = String(cString: strerror(errno))
+            if descriptor >= 0 { close(descriptor) }
+            throw BundleError(.unreadableFile, message: "cannot lock \(folder.path): \(cause)", file: file)
+        }
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    static let lockName = ".lock"
+
+    /// Whether the import that made `folder` is gone (true: its lock is free), still running (false), or
+    /// cannot be told (nil: no lock file, a folder being made or one an earlier build left).
+    static func isAbandoned(_ folder: URL) -> Bool? {
+        let descriptor = open(folder.appendingPathComponent(lockName).path, O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_EX | LOCK_NB) == 0
     }
 }

@@ -16,6 +16,7 @@ final class BundleSource {
     private let manifestPath: String
     private let archiveEntry: String?
     private let temporaryFolder: URL?
+    private var claim: IncomingClaim?
     private let limits: BundleLimits
     /// The download still writing the document, for a single document read as it arrives.
     let arrival: BundleArrival?
@@ -40,13 +41,8 @@ final class BundleSource {
             let folder =
                 store?.beginIncoming().folder
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bundle-\(UUID().uuidString)")
-            do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw BundleError(.unreadableFile, message: "cannot create a temporary folder: \(error)", file: url.path,
-                    underlying: error)
-            }
+            // Held while this reads, so that a sweep takes the copy only once its import is gone.
+            claim = try IncomingClaim(folder, for: url.path)
             temporaryFolder = folder
             let copy = folder.appendingPathComponent(manifest.name)
             do {
