@@ -25,13 +25,7 @@ extension EntityDescription {
     let server = NodeID(0xFEED)
 
     func remote(_ model: some Syncable, version: Int64, at milliseconds: Int64) -> VersionedRecord {
-        var record = model.record
-        record.sync.version = version
-        record.sync.serverID = nil
-        record.sync.createdAt = Date(timeIntervalSince1970: 1)
-        record.sync.updatedAt = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
-        return VersionedRecord(
-            record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+        remote(record: model.record, version: version, at: milliseconds)
     }
 
     /// Two projects, an issue and a comment on it in the first, and an issue in the second, all pulled.
