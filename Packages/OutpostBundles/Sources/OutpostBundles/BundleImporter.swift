@@ -26,7 +26,7 @@ public struct BundleImporter: Sendable {
     ///
     /// For an import into the database at `databasePath`, a zip's manifest is copied beside its stored
     /// files, and `checkingRoom` is given the manifest's size first, to refuse a copy the device has no
-    /// room for; copies an import killed mid-way left there are removed once an hour old.
+    /// room for; copies an import killed mid-way left there are removed once no running import holds them.
     public func open(
         _ url: URL, arriving: BundleArrival? = nil, forDatabaseAt databasePath: String? = nil,
         checkingRoom: (Int64) throws(BundleError) -> Void = { _ in }

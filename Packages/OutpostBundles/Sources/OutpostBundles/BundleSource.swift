@@ -5,7 +5,7 @@ import OutpostWire
 /// zip holding the manifest and its files. A zip's manifest is copied to a private file first (the
 /// streaming readers pull from a file), and the copy is removed when this goes away. For an import into a
 /// store (`filesOf`), the copy is made beside the store's files, in an `.incoming-…` folder that a later
-/// import sweeps once it is an hour old, and only after `checkingRoom` allowed its declared size: copied
+/// import sweeps once no running import holds it (`IncomingClaim`), and only after `checkingRoom` allowed its declared size: copied
 /// into the system's temporary folder, a 6.5 MB zip filled the device's volume with its 1 GB manifest
 /// before any check, and the copy of an import killed mid-way stayed for good (attack 74, findings 1
 /// and 2).
