@@ -354,28 +354,41 @@ extension StoreWriter {
     }
 
     /// Why the server's version `remote` of a record held here cannot be stored: it puts the record in
-    /// another project than the one it belongs to here. A record stays in its project, as the server's
-    /// own rule says (`PushRules`); moved, it would vanish from its project's lists, its children would
-    /// follow it out, and a project this device was never given would hold it. A hostile server's
-    /// conflict answer moved a device's own issue so, and its edits went to the conflicts list (attack
-    /// 101, F3). Nil when no parent reference changed (nearly every record, at no cost but a comparison),
-    /// when either project cannot be told (a parent held nowhere yet), or when it stays in its project.
+    /// another project than the one it belongs to here (`projectMove(from:to:arriving:in:)`). A hostile
+    /// server's conflict answer moved a device's own issue so, and its edits went to the conflicts list
+    /// (attack 101, F3).
     private static func projectMove(
         of remote: EntityRecord, reads: PulledPageReads, page: [VersionedRecord], in db: Database
     ) throws -> String? {
         let entity = remote.entity, id = remote.id
-        let parents = entity.description.parents
-        guard !parents.isEmpty else { return nil }
+        guard !entity.description.parents.isEmpty else { return nil }
         let held = reads.needsExactReads(entity, id) ? try EntityTables.fetchRecord(entity, id: id, in: db) : reads.stored(entity, id)?.record
-        guard let held, parents.contains(where: { held[$0.field] != remote[$0.field] }) else { return nil }
-        let stored = { (entity: EntityType, id: UUID) in try EntityTables.fetchRecord(entity, id: id, in: db) }
-        // The page's own records count as parents of the new version, its latest copy of each.
-        let arriving = Dictionary(page.map { ($0.record.id, $0.record) }, uniquingKeysWith: { _, later in later })
-        guard let before = try PulledPage.project(of: held, in: [:], reading: stored),
-            let after = try PulledPage.project(of: remote, in: arriving, reading: stored), before != after
+        guard let held,
+            let move = try projectMove(
+                from: held, to: remote,
+                // The page's own records count as parents of the new version, its latest copy of each.
+                arriving: { Dictionary(page.map { ($0.record.id, $0.record) }, uniquingKeysWith: { _, later in later }) }, in: db)
         else { return nil }
-        return "the server's version puts it in project \(after.storageText), and it belongs to project \(before.storageText) here: "
+        return "the server's version puts it in project \(move.to.storageText), and it belongs to project \(move.from.storageText) here: "
             + "a record cannot move to another project"
+    }
+
+    /// The project `record` would put `held` in and the one it is held in, when they differ. A record
+    /// stays in its project, on the device as on the server (`PushRules`), whoever writes it: a pull, a
+    /// conflict's answer, an import (`ImportSession`) or this device's own save. Moved, it would vanish
+    /// from its project's lists, its children would follow it out, and a project its user was never
+    /// given could hold it. Nil when no parent reference changed (nearly every write, at no cost but a
+    /// comparison), when either project cannot be told (a parent held nowhere yet), or when it stays.
+    /// `arriving` gives records not stored yet that count as parents (a pulled page's).
+    static func projectMove(
+        from held: EntityRecord, to record: EntityRecord, arriving: () -> [UUID: EntityRecord], in db: Database
+    ) throws -> (from: UUID, to: UUID)? {
+        guard record.entity.description.parents.contains(where: { held[$0.field] != record[$0.field] }) else { return nil }
+        let stored = { (entity: EntityType, id: UUID) in try EntityTables.fetchRecord(entity, id: id, in: db) }
+        guard let before = try PulledPage.project(of: held, in: [:], reading: stored),
+            let after = try PulledPage.project(of: record, in: arriving(), reading: stored), before != after
+        else { return nil }
+        return (before, after)
     }
 
     /// A pulled record whose stored clocks do not read (`FieldClocks.Unreadable`, a damaged row): the row

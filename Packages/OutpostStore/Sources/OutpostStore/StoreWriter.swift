@@ -102,6 +102,15 @@ actor StoreWriter {
     ) throws -> (EntityRecord, MutationOperation?) {
         try transaction(in: pool) { db in
             let stored = try EntityTables.fetchRecord(record.entity, id: record.id, in: db)
+            // Refused before anything is written: saved, the move went out, the server refused it for ever,
+            // and the record stood in the other project on this device alone.
+            if let stored, let move = try Self.projectMove(from: stored, to: record, arriving: { [:] }, in: db) {
+                let field = record.entity.description.parents.first { stored[$0.field] != record[$0.field] }?.field
+                throw record.error(
+                    .inconsistentFields, field,
+                    "puts \(record.entity.rawValue) \(record.id.storageText) in project \(move.to.storageText), and it belongs to project "
+                        + "\(move.from.storageText): a record cannot move to another project; create it there instead")
+            }
             // A record the table did not hold has no clocks yet (the row and its clocks are written together).
             let clocksBefore = stored == nil ? nil : try FieldClocks.read(record.entity, record.id, in: db)
             var written = record

@@ -205,6 +205,27 @@ extension EntityDescription {
         }
     }
 
+    /// The device's own write is held to the rule too, before anything is written: saved, the move went
+    /// out, the server refused it for ever, and the record stood in the other project on this device only.
+    @Test func aLocalSaveCannotMoveARecordToAnotherProject() async throws {
+        let held = try await held()
+        var issue = try #require(try held.store.fetch(Issue.self, id: held.issue.id))
+        issue.projectID = held.second.id
+        let refused = await #expect(throws: StoreError.self) { try await held.store.save(issue) }
+        #expect(refused?.code == .invalidRecord, "\(String(describing: refused))")
+        #expect(refused?.message.contains("cannot move to another project") == true, "\(String(describing: refused))")
+        var comment = try #require(try held.store.fetch(Comment.self, id: held.comment.id))
+        comment.issueID = held.otherIssue.id
+        await #expect(throws: StoreError.self) { try await held.store.save(comment) }
+        #expect(try held.store.fetch(Issue.self, id: held.issue.id)?.projectID == held.first.id)
+        #expect(try held.store.fetch(Comment.self, id: held.comment.id)?.issueID == held.issue.id)
+        #expect(try held.store.unsentChanges().isEmpty)
+        // Within its project, a comment goes under another issue.
+        comment.issueID = held.sibling.id
+        #expect(try await held.store.save(comment).issueID == held.sibling.id)
+        #expect(try held.store.unsentChanges().map(\.recordID) == [held.comment.id])
+    }
+
     /// A child moved under a parent of another project moves with it: refused too. Moved under another
     /// parent of its own project, it is the server's word, and taken.
     @Test func aCommentMovesOnlyWithinItsProject() async throws {

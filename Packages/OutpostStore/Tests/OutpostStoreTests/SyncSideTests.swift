@@ -343,20 +343,25 @@ import Testing
     @Test func aFoldedEditWaitsForItsNewParent() async throws {
         let folder = try TemporaryDatabase()
         let store = try LocalStore.open(at: folder.path)
-        let first = try await store.save(Project(name: "First"), now: now)
-        try store.acknowledge(try #require(try store.claimMutations(limit: 1, now: now).first), serverVersion: 1, serverID: nil, now: now)
-        var scope = try await store.save(Scope(projectID: first.id, name: "Roof"), now: now)
-        let second = try await store.save(Project(name: "Second"), now: now)
-        scope.projectID = second.id
-        try await store.save(scope, now: now)
-        // Not folded into the scope's create, queued before the new parent's: that create would then wait
-        // on a later one (a cycle when that one named the scope). The move goes as its own update.
+        let project = try await store.save(Project(name: "Tower"), now: now)
+        let roof = try await store.save(Scope(projectID: project.id, name: "Roof"), now: now)
+        while let mutation = try store.claimMutations(limit: 1, now: now).first {
+            try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: now)
+        }
+        #expect(try store.mutations(status: .pending).isEmpty && roof.projectID == project.id)
+        var sheet = try await store.save(MeasureSheet(scopeID: roof.id, name: "Sheet 1"), now: now)
+        let walls = try await store.save(Scope(projectID: project.id, name: "Walls"), now: now)
+        // Moved under another scope of its project (a record never moves to another project).
+        sheet.scopeID = walls.id
+        try await store.save(sheet, now: now)
+        // Not folded into the sheet's create, queued before the new parent's: that create would then wait
+        // on a later one (a cycle when that one named the sheet). The move goes as its own update.
         #expect(try store.mutations(status: .pending).map(\.operation) == [.create, .create, .update])
         let batch = try store.claimMutations(limit: 10, now: now)
-        #expect(batch.map(\.recordID) == [scope.id, second.id], "the move waits for its new parent's create")
+        #expect(batch.map(\.recordID) == [sheet.id, walls.id], "the move waits for its new parent's create")
         for mutation in batch { try store.acknowledge(mutation, serverVersion: 1, serverID: nil, now: now) }
         let move = try #require(try store.claimMutations(limit: 10, now: now).first)
-        #expect(move.recordID == scope.id && move.fields["projectID"] == .uuid(second.id))
+        #expect(move.recordID == sheet.id && move.fields["scopeID"] == .uuid(walls.id))
     }
 
     @Test func aLosingChangeIsNotPushedOverTheWinner() async throws {
