@@ -283,6 +283,7 @@ extension StoreWriter {
             var reads = try PulledPageReads(changes, in: db)
             var statements = PageStatements()
             var changedHere: Set<UUID> = []
+            var pageRecords: [UUID: EntityRecord]?
             for remote in changes {
                 let translated = try ServerIDs.clientReferences(in: remote, db: db)
                 let entity = remote.record.entity, id = remote.record.id
@@ -291,7 +292,14 @@ extension StoreWriter {
                 let contentless = translated.isContentlessTombstone
                 let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
                 let unstorable = Quarantine.unstorableValue(in: translated.record)
-                let moved = contentless ? nil : try Self.projectMove(of: translated.record, reads: reads, page: changes, in: db)
+                let moved = contentless ? nil : try Self.projectMove(of: translated.record, reads: reads, in: db) {
+                    // The page's own records count as parents of the new version, its latest copy of each:
+                    // gathered once a page, the first time a record's parents change.
+                    if let pageRecords { return pageRecords }
+                    let gathered = Dictionary(changes.map { ($0.record.id, $0.record) }, uniquingKeysWith: { _, later in later })
+                    pageRecords = gathered
+                    return gathered
+                }
                 if let problem = sharesServerID ?? unstorable ?? moved
                     ?? (contentless ? nil : Quarantine.problem(with: translated.record))
                 {
@@ -358,17 +366,12 @@ extension StoreWriter {
     /// server's conflict answer moved a device's own issue so, and its edits went to the conflicts list
     /// (attack 101, F3).
     private static func projectMove(
-        of remote: EntityRecord, reads: PulledPageReads, page: [VersionedRecord], in db: Database
+        of remote: EntityRecord, reads: PulledPageReads, in db: Database, arriving: () -> [UUID: EntityRecord]
     ) throws -> String? {
         let entity = remote.entity, id = remote.id
         guard !entity.description.parents.isEmpty else { return nil }
         let held = reads.needsExactReads(entity, id) ? try EntityTables.fetchRecord(entity, id: id, in: db) : reads.stored(entity, id)?.record
-        guard let held,
-            let move = try projectMove(
-                from: held, to: remote,
-                // The page's own records count as parents of the new version, its latest copy of each.
-                arriving: { Dictionary(page.map { ($0.record.id, $0.record) }, uniquingKeysWith: { _, later in later }) }, in: db)
-        else { return nil }
+        guard let held, let move = try projectMove(from: held, to: remote, arriving: arriving, in: db) else { return nil }
         return "the server's version puts it in project \(move.to.storageText), and it belongs to project \(move.from.storageText) here: "
             + "a record cannot move to another project"
     }
