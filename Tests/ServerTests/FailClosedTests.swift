@@ -742,6 +742,86 @@ struct FailClosedTests {
         #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
     }
 
+    /// A member whose member record was deleted has no role, and reaches nothing: what is deleted
+    /// meanwhile was never theirs to read. Given a role again (by the operator, or by the office's push
+    /// of a new member record), their membership had begun long before, and an edit of such a record on
+    /// an old version was answered `conflict` with its deleted text whole (attack 104, F1). A role given
+    /// again begins the membership again, for this rule, as for a member who joins later.
+    @Test("A member given a role again never gets the text of what was deleted while they had none", arguments: Backend.available)
+    func aRoleGivenAgainGetsNoTextDeletedMeanwhile(_ backend: Backend) async throws {
+        for givenBack in ["operator", "office push", "office revive"] {
+            let server = try await TestServer.start(backend)
+            defer { Task { await server.stop() } }
+            let aliceInA = try await server.server.memberRecordID(project: TestServer.projectA, user: TestServer.alice)
+            let version = try #require(try await server.server.storedRecord(aliceInA)?.version)
+            let removed = try await outcomes(server, TestServer.carolToken, [
+                PushMutation(idempotencyKey: UUID(), entity: .member, operation: .delete, recordID: aliceInA, baseVersion: version,
+                    deletion: Sample.clock(2_000)),
+            ])
+            #expect(removed.first?.appliedVersion != nil, "\(removed)")
+            let secret = "layoffs list, do not share"
+            let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: secret))
+            _ = try await outcomes(server, TestServer.carolToken, [issue])
+            _ = try await outcomes(server, TestServer.carolToken, [
+                PushMutation(idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 1,
+                    deletion: Sample.clock(5_000)),
+            ])
+            try await Task.sleep(for: .milliseconds(20))
+            if givenBack == "operator" {
+                _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectA]))
+            } else if givenBack == "office push" {
+                let given = try await outcomes(server, TestServer.carolToken, [Self.member(naming: TestServer.alice, in: TestServer.projectA, role: "foreman")])
+                #expect(given.first?.appliedVersion != nil, "\(given)")
+            } else {
+                // The deleted member record brought back by an edit on its tombstone's version.
+                let tombstone = try #require(try await server.server.storedRecord(aliceInA))
+                let given = try await outcomes(server, TestServer.carolToken, [
+                    Sample.update(.member, id: aliceInA, baseVersion: tombstone.version, fields: ["role": .text("foreman")],
+                        clock: Sample.clock(9_000)),
+                ])
+                #expect(given.first?.appliedVersion != nil, "\(given)")
+                #expect(try await server.server.storedRecord(aliceInA)?.isDeleted == false, "brought back")
+            }
+            for base in [Int64(0), 1, 2] {
+                let mutation = Sample.update(
+                    .issue, id: issue.recordID, baseVersion: base, fields: ["status": .text("resolved")], clock: Sample.clock(70_000))
+                let answer = try await server.send(
+                    "POST", "/push", token: TestServer.aliceToken, body: try wireJSON(PushRequest(mutations: [mutation])))
+                #expect(answer.body.range(of: Data(secret.utf8)) == nil, "deleted text reached a member without a role then (\(givenBack), base \(base))")
+                let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+                #expect(outcome?.rejectedCode == .notFound, "\(givenBack), base \(base): \(String(describing: outcome))")
+            }
+            #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
+        }
+    }
+
+    /// The office gives, changes and takes away no role stronger than its own, whatever version a change
+    /// names: on an old version, a project manager's edit of an owner's member record (live, or deleted
+    /// with its e-mail kept as last values) was answered `conflict` with the record whole, where on the
+    /// current one it was refused (attack 104, F3). Refused before its version is compared.
+    @Test("A stronger role's member record is refused to a weaker office role on any version", arguments: Backend.available)
+    func aStrongerMemberRecordIsRefusedOnAnyVersion(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let dan = UUID()
+        _ = try await server.server.addMember(.init(
+            userID: dan, name: "Dan", email: "dan.private@example.com", role: "owner", projects: [TestServer.projectA]))
+        let dansRecord = try await server.server.memberRecordID(project: TestServer.projectA, user: dan)
+        for removed in [false, true] {
+            if removed { _ = try await server.server.removeMember(dan, from: TestServer.projectA) }
+            let current = try #require(try await server.server.storedRecord(dansRecord))
+            #expect(current.isDeleted == removed)
+            for base in Set([Int64(0), 1, current.version]) {
+                let mutation = Sample.update(.member, id: dansRecord, baseVersion: base, fields: ["name": .text("Dan?")], clock: Sample.clock(90_000))
+                let answer = try await server.send(
+                    "POST", "/push", token: TestServer.carolToken, body: try wireJSON(PushRequest(mutations: [mutation])))
+                #expect(answer.body.range(of: Data("dan.private".utf8)) == nil, "removed \(removed), base \(base)")
+                let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+                #expect(outcome?.rejectedCode == .forbidden, "removed \(removed), base \(base): \(String(describing: outcome))")
+            }
+        }
+    }
+
     @Test("A reference the caller may not see is answered as one that does not exist", arguments: Backend.available)
     func noAnswerTellsWhatOtherProjectsHold(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend, assignsServerIDs: true)

@@ -42,6 +42,8 @@ enum MembershipEdit {
     struct Plan {
         var records: [StoredRecord] = []
         var addsMembership = false
+        /// A member with no role is given one: their membership begins again (`Access.restartMembership`).
+        var restartsMembership = false
         var change: MembershipChange
     }
 
@@ -68,6 +70,9 @@ enum MembershipEdit {
         }
         var plan = Plan(change: .unchanged(role))
         plan.addsMembership = !hasMembership
+        // A member who reached nothing (no live member record with a role) never could read what was
+        // deleted meanwhile: given a role again, their membership begins again (attack 104, F1).
+        plan.restartsMembership = hasMembership && before == nil
         let fields = schema.membershipFields(scope: project, user: user, role: role, name: name ?? userName, email: email, now: now)
         // What an existing record takes: the role, and the name and email given, where the entity declares
         // them. One not given stays as it is: a role change rewrote the member's name to the one the

@@ -128,6 +128,10 @@ extension PostgresStorage {
                 ON CONFLICT (project_id, user_id) DO UPDATE SET added_at = EXCLUDED.added_at
                 """, logger: logger)
         }
+        for restart in plan.roleRestarts {
+            try await PostgresAccess.restartMembership(
+                restart.projectID, restart.userID, at: Date().milliseconds, on: connection, logger: logger)
+        }
         if !plan.applied.isEmpty {
             let now = Date().milliseconds
             try await connection.query(

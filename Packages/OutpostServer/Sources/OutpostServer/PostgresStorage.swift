@@ -961,6 +961,8 @@ final class PostgresStorage: ServerStorage {
             try await PostgresRecords.save(plan.records, on: connection, logger: logger)
             if plan.addsMembership {
                 try await PostgresAccess.addMembership(project, user, at: now.milliseconds, on: connection, logger: logger)
+            } else if plan.restartsMembership {
+                try await PostgresAccess.restartMembership(project, user, at: now.milliseconds, on: connection, logger: logger)
             }
             try await connection.query(
                 "UPDATE counters SET value = \(counters.changeSequence) WHERE name = 'change_sequence'", logger: logger)
@@ -1044,6 +1046,19 @@ enum PostgresAccess {
                 INSERT INTO memberships (project_id, user_id) VALUES (\(project.storageText), \(user.storageText))
                 ON CONFLICT DO NOTHING RETURNING project_id, user_id)
             INSERT INTO membership_starts (project_id, user_id, added_at) SELECT project_id, user_id, \(milliseconds) FROM added
+            ON CONFLICT (project_id, user_id) DO UPDATE SET added_at = EXCLUDED.added_at
+            """, logger: logger)
+    }
+
+    /// `Access.restartMembership` on PostgreSQL.
+    static func restartMembership(
+        _ project: UUID, _ user: UUID, at milliseconds: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO membership_starts (project_id, user_id, added_at)
+            SELECT project_id, user_id, \(milliseconds) FROM memberships
+            WHERE project_id = \(project.storageText) AND user_id = \(user.storageText)
             ON CONFLICT (project_id, user_id) DO UPDATE SET added_at = EXCLUDED.added_at
             """, logger: logger)
     }

@@ -183,6 +183,9 @@ struct PushRules: Sendable {
         // writing on an old version.
         if let existing, let project = existing.projectID {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
+            // Nor to an office role weaker than the role a member record gives (a tombstone's last values
+            // carry a private e-mail address; attack 104, F3): judged on the record as it stands.
+            try checkRoleGiven(by: mutation, judging: [existing.fields], existing: existing, in: project, snapshot: snapshot)
             // Nor to a member who may not write this author's record (crew, another's log or comment),
             // which a stale edit, or a create at its id, answered whole, a deleted one's text included
             // (attack 51); an append-only record's edit was answered so even on its version.
@@ -259,7 +262,8 @@ struct PushRules: Sendable {
         if let project, !(mutation.entity == schema.scope && existing == nil) {
             try checkRole(of: mutation.entity, in: project, snapshot: snapshot)
             try checkAuthorship(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
-            try checkRoleGiven(by: mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
+            try checkRoleGiven(
+                by: mutation, judging: [existing?.fields, merged.record.fields], existing: existing, in: project, snapshot: snapshot)
             try checkOneRecordPerUser(mutation, merged: merged, existing: existing, in: project, snapshot: snapshot)
             try checkUserKept(by: mutation, merged: merged, existing: existing)
         }
@@ -287,10 +291,39 @@ struct PushRules: Sendable {
         }
         plan.records[key] = stored
         plan.moves[key] = nil
+        if let project { noteRoleGivenAgain(by: stored, before: existing, in: project, snapshot: snapshot, plan: &plan) }
         if mutation.entity == schema.scope, !snapshot.memberships.contains(stored.id) {
             makeOwner(of: stored, caller: caller, snapshot: &snapshot, plan: &plan)
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
+    }
+
+    /// A member record that gives its user a role they had none of (brought back, made anew, or naming a
+    /// role this server knows again) begins their membership again (`PushPlan.roleRestarts`): with no
+    /// role they reached nothing, and what was deleted meanwhile was never theirs to read. Given a role
+    /// again, their membership had begun long before, and an edit of such a record on an old version was
+    /// answered `conflict` with its deleted text whole (attack 104, F1).
+    private func noteRoleGivenAgain(
+        by record: StoredRecord, before: StoredRecord?, in project: UUID, snapshot: PushSnapshot, plan: inout PushPlan
+    ) {
+        guard record.entity == schema.membership, record.deletion == nil,
+            case .uuid(let user) = record.fields[schema.userField] ?? .null, Roles.role(in: record.fields, of: user) != nil
+        else { return }
+        func givesRole(_ stored: StoredRecord?) -> Bool {
+            guard let stored, stored.deletion == nil else { return false }
+            return Roles.role(in: stored.fields, of: user) != nil
+        }
+        if givesRole(before) { return }
+        // The user's other live member records as the batch began, or as it left them.
+        let others = (snapshot.access.memberRecordsOfUser[project]?[user] ?? []).subtracting([record.id])
+        let ranks = snapshot.access.memberRanks[project] ?? [:]
+        let hadRole = others.contains { id in
+            if let current = snapshot.records[RecordKey(entity: schema.membership, id: id)] { return givesRole(current) }
+            return ranks[id] != nil
+        }
+        if !hadRole, !plan.roleRestarts.contains(where: { $0.projectID == project && $0.userID == user }) {
+            plan.roleRestarts.append((project, user))
+        }
     }
 
     /// The creator of a project made on a device is its owner, by a member record the server writes with
@@ -542,7 +575,8 @@ struct PushRules: Sendable {
     /// (a tombstone's last values too: bringing one back gives its role) and as the change leaves it; a
     /// role this server does not know is no role, and gives nothing to guard.
     private func checkRoleGiven(
-        by mutation: PushMutation, merged: VersionedRecord, existing: StoredRecord?, in project: UUID, snapshot: PushSnapshot
+        by mutation: PushMutation, judging versions: [[String: FieldValue]?], existing: StoredRecord?, in project: UUID,
+        snapshot: PushSnapshot
     ) throws {
         guard mutation.entity == schema.membership else { return }
         guard let role = snapshot.access.roles[project], let rank = schema.rank(of: role) else {
@@ -550,7 +584,7 @@ struct PushRules: Sendable {
         }
         // The change's values count deleted too: a tombstone keeps them, and a revive brings them back (a
         // delete carrying `role: owner` planted it, attack 97).
-        for fields in [existing?.fields, merged.record.fields] {
+        for fields in versions {
             guard case .text(let given) = fields?[schema.roleField] ?? .null, let givenRank = schema.rank(of: given),
                 givenRank < rank
             else { continue }

@@ -148,6 +148,10 @@ struct PushPlan: Sendable {
     /// New (project, user) memberships: the creator of a project (whose member record, naming them its
     /// owner, is among `records`).
     var memberships: [(projectID: UUID, userID: UUID)] = []
+    /// Members the batch gave a role again, who had none (their member record deleted, or naming no role
+    /// this server knows): their membership begins again now (`Access.restartMembership`), so what was
+    /// deleted while they reached nothing stays as unknown to them as to a member who joins later.
+    var roleRestarts: [(projectID: UUID, userID: UUID)] = []
     /// New idempotency answers, in order (duplicates and other users' keys write none).
     var applied: [(key: UUID, userID: UUID, entity: EntityType, recordID: UUID, outcome: String, changeDigest: String)] = []
     /// The counters' values after the batch.

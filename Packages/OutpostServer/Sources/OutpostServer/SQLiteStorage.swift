@@ -322,6 +322,9 @@ final class SQLiteStorage: ServerStorage {
         for membership in plan.memberships {
             try Access.addMembership(membership.projectID, membership.userID, at: now, in: db)
         }
+        for restart in plan.roleRestarts {
+            try Access.restartMembership(restart.projectID, restart.userID, at: now, in: db)
+        }
         for applied in plan.applied {
             try db.cachedStatement(
                 sql: """
@@ -805,6 +808,8 @@ final class SQLiteStorage: ServerStorage {
             for record in plan.records { try record.save(in: db) }
             if plan.addsMembership {
                 try Access.addMembership(project, user, at: now.milliseconds, in: db)
+            } else if plan.restartsMembership {
+                try Access.restartMembership(project, user, at: now.milliseconds, in: db)
             }
             try Self.writeCounters(changeSequence: counters.changeSequence, lastServerID: counters.lastServerID, in: db)
             try Self.append(logging(plan.change), at: now, in: db)
@@ -1088,6 +1093,17 @@ enum Access {
         try db.execute(
             sql: "INSERT OR REPLACE INTO membership_starts (project_id, user_id, added_at) VALUES (?, ?, ?)",
             arguments: [project.storageText, user.storageText, milliseconds])
+    }
+
+    /// Begins `user`'s membership of `project` again at `milliseconds`, when they are a member: a role given
+    /// again to a member who had none (`PushPlan.roleRestarts`, `MembershipEdit.Plan.restartsMembership`).
+    static func restartMembership(_ project: UUID, _ user: UUID, at milliseconds: Int64, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO membership_starts (project_id, user_id, added_at)
+                SELECT project_id, user_id, ? FROM memberships WHERE project_id = ? AND user_id = ?
+                """,
+            arguments: [milliseconds, project.storageText, user.storageText])
     }
 
     static func isMember(_ caller: Caller, of project: UUID, in db: Database) throws -> Bool {
