@@ -137,7 +137,9 @@ private final class AccessRun {
     var projectsByServerID: [String: UUID] = [:]
     var names: [UUID: RoleTable.RecordName] = [:]
     var versions: [UUID: Int64] = [:]
-    var logs: [(id: UUID, project: UUID, author: UUID, live: Bool, version: Int64)] = []
+    /// `deletedAt`: when the harness deleted it, on the role table's clock (`RoleTable.advance()`); a
+    /// deleted log is edited once more at most (its answer says nothing of whether the edit brought it back).
+    var logs: [(id: UUID, project: UUID, author: UUID, live: Bool, version: Int64, deletedAt: Int?)] = []
     var attachments: [(id: UUID, project: UUID, creator: UUID, bytes: Data, uploaded: Bool)] = []
     var cursors: [String: String] = [:]
     var transports: [String: HTTPTransport] = [:]
@@ -182,6 +184,8 @@ private final class AccessRun {
         for index in 0..<steps {
             step = index + 1
             try await act()
+            // A membership the office began again is told from a later delete by their milliseconds.
+            try? await Task.sleep(for: .milliseconds(2))
             figures.actions[kind(of: action), default: 0] += 1
             try await checkEveryone()
         }
@@ -517,19 +521,31 @@ private final class AccessRun {
                 projectOf[id] = project
             } else if answer.first == .allowed {
                 projectOf[id] = project
-                logs.append((id, project, author, true, 1))
+                logs.append((id, project, author, true, 1, nil))
             }
         case 3:
-            guard let index = logs.indices.filter({ logs[$0].live }).randomElement(using: &random) else {
+            // Now and then a deleted log, edited: hidden from a member whose membership began after the
+            // delete (given a role again after having none; attack 104, F1), as from one who joined later.
+            var deleted = logs.indices.filter { !logs[$0].live && logs[$0].deletedAt != nil }
+            // Mostly one deleted before this caller's membership began, when there is one: the case the
+            // rule is for comes rarely of itself.
+            let before = deleted.filter {
+                table.role(of: user, in: logs[$0].project) != nil
+                    && table.deletedBeforeMembership(at: logs[$0].deletedAt!, of: user, in: logs[$0].project)
+            }
+            if !before.isEmpty, random.chance(0.6) { deleted = before }
+            let pickDeleted = !deleted.isEmpty && (deleted == before || random.chance(0.3))
+            guard let index = (pickDeleted ? deleted : logs.indices.filter({ logs[$0].live })).randomElement(using: &random) else {
                 return try await probe(user: user, token: token, instance: instance)
             }
             let log = logs[index]
             let role = table.role(of: user, in: log.project)
+            let blind = log.deletedAt.map { table.deletedBeforeMembership(at: $0, of: user, in: log.project) } ?? false
             let own = names[log.author].map { table.isOwn($0, of: user, in: log.project) } ?? false
             // An edit of a log is writing for its author, as moving or deleting it is: its own, or the
             // office's for anyone. A delete: its author's or the office's.
-            let editing = random.chance(0.5)
-            let want: AccessAnswer = table.inArchive(
+            let editing = pickDeleted || random.chance(0.5)
+            let want: AccessAnswer = blind && token.live && role != nil ? .hidden : table.inArchive(
                 !token.live ? .unauthorized
                     : role.map {
                         RoleTable.writes(.dailyLog, as: $0)
@@ -550,10 +566,20 @@ private final class AccessRun {
             }
             let answer = try await push([mutation], token: token.token, instance: instance)
             expect(
-                (editing ? "edit " : "delete ") + (own ? "own log" : "another's log"), want, answer.first!, who: user, in: log.project)
-            if answer.first == .allowed {
+                blind ? "edit a log deleted before the membership began"
+                    : (editing ? "edit " : "delete ") + (pickDeleted ? "deleted " : "") + (own ? "own log" : "another's log"),
+                want, answer.first!, who: user, in: log.project)
+            if pickDeleted {
+                // Applied, the edit may have brought it back, or not: the log is left alone from here.
+                logs[index].deletedAt = nil
+            } else if answer.first == .allowed {
                 logs[index].version += 1
-                if !editing { logs[index].live = false }
+                if !editing {
+                    logs[index].live = false
+                    logs[index].deletedAt = table.advance()
+                    // The server tells the delete from a membership's start by their milliseconds.
+                    try? await Task.sleep(for: .milliseconds(2))
+                }
             }
         case 4:
             let id = random.uuid()

@@ -18,6 +18,8 @@ import OutpostServer
 /// records time for his crew (members of weaker roles), and only they change another member's record;
 /// only its author or the office deletes it.
 /// A project the office archived takes no write at all, the office's included; reads go on.
+/// A membership begins when the member joins, and again when they are given a role after having none:
+/// a record deleted before then is one they never could read, answered as one that does not exist.
 struct RoleTable {
     /// A member record: whom it names, with which role, and whether it is still live.
     struct MemberRecord: Hashable {
@@ -43,6 +45,12 @@ struct RoleTable {
     private(set) var records: [UUID: [RecordName: MemberRecord]] = [:]
     /// Projects the office archived: a write its role and authorship allow is refused `project_archived`.
     private(set) var archived: Set<UUID> = []
+    /// The table's clock: a tick for each membership that begins and each delete the harness notes, in
+    /// the order the server made them (`advance()`).
+    private(set) var tick = 0
+    /// When each membership began, on that clock: joined, or given a role again after having none (the
+    /// seed's began at 0).
+    private var since: [Membership: Int] = [:]
 
     /// Strongest first.
     static let order: [Member.Role] = [.owner, .projectManager, .estimator, .foreman, .crew, .viewer]
@@ -63,6 +71,32 @@ struct RoleTable {
     func role(of user: UUID, in project: UUID) -> Member.Role? {
         guard memberships.contains(Membership(project: project, user: user)) else { return nil }
         return Self.strongest(of: user, in: records[project] ?? [:])
+    }
+
+    /// The next tick of the table's clock: for a delete the harness made, to compare with `since`.
+    mutating func advance() -> Int {
+        tick += 1
+        return tick
+    }
+
+    /// Whether a record of `project` deleted at `deletedAt` (the table's clock) was deleted before `user`'s
+    /// membership there began: answered to them as one that does not exist.
+    func deletedBeforeMembership(at deletedAt: Int, of user: UUID, in project: UUID) -> Bool {
+        deletedAt < since[Membership(project: project, user: user), default: 0]
+    }
+
+    /// Does `change`, and begins again the membership of every user of `project` it gave a role who had none.
+    private mutating func beginningMemberships<T>(in project: UUID, _ change: (inout RoleTable) -> T) -> T {
+        func users(_ table: RoleTable) -> Set<UUID> {
+            Set((table.records[project] ?? [:]).values.map(\.user)).union(table.memberships.filter { $0.project == project }.map(\.user))
+        }
+        let before = Dictionary(uniqueKeysWithValues: users(self).map { ($0, role(of: $0, in: project)) })
+        let result = change(&self)
+        for user in users(self).sorted(by: { $0.uuidString < $1.uuidString })
+        where (before[user] ?? nil) == nil && role(of: user, in: project) != nil {
+            since[Membership(project: project, user: user)] = advance()
+        }
+        return result
     }
 
     /// The projects `user` may reach.
@@ -130,6 +164,10 @@ struct RoleTable {
     /// brought back), and no other live record names them. Returns what the command must say: added
     /// back when their given record is there from an earlier membership.
     mutating func add(_ user: UUID, to project: UUID, as role: Member.Role) -> MembershipChange {
+        beginningMemberships(in: project) { $0.adding(user, to: project, as: role) }
+    }
+
+    private mutating func adding(_ user: UUID, to project: UUID, as role: Member.Role) -> MembershipChange {
         let membership = Membership(project: project, user: user)
         let naming = (records[project] ?? [:]).filter { $0.value.user == user }
         let before = Self.strongest(of: user, in: naming)
@@ -152,7 +190,7 @@ struct RoleTable {
 
     /// The office pushed a new role onto a member record.
     mutating func setRole(of name: RecordName, in project: UUID, to role: Member.Role) {
-        records[project]?[name]?.role = role
+        beginningMemberships(in: project) { $0.records[project]?[name]?.role = role }
     }
 
     /// The office deleted a member record.
@@ -162,7 +200,9 @@ struct RoleTable {
 
     /// The office pushed a new member record naming `user` (which gives a role only to a member).
     mutating func create(_ id: UUID, naming user: UUID, as role: Member.Role, in project: UUID) {
-        records[project, default: [:]][.pushed(id: id)] = MemberRecord(user: user, role: role, live: true)
+        beginningMemberships(in: project) {
+            $0.records[project, default: [:]][.pushed(id: id)] = MemberRecord(user: user, role: role, live: true)
+        }
     }
 
     /// `archive-project` (`on`) or `archive-project --undo`: whether that changed anything.
@@ -178,6 +218,7 @@ struct RoleTable {
 
     /// A device created a project: its creator is its member and owner.
     mutating func createProject(_ project: UUID, by user: UUID) {
+        since[Membership(project: project, user: user)] = advance()
         projects.append(project)
         memberships.insert(Membership(project: project, user: user))
         records[project, default: [:]][.given(user: user)] = MemberRecord(user: user, role: .owner, live: true)
