@@ -34,6 +34,13 @@ struct FailClosedTests {
         try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
     }
 
+    /// One mutation pushed as the wire carries it: the answer's bytes, to look for text that must not be
+    /// in them, and its outcome.
+    func pushedAlone(_ server: TestServer, _ token: String, _ mutation: PushMutation) async throws -> (body: Data, outcome: MutationOutcome?) {
+        let answer = try await server.send("POST", "/push", token: token, body: try wireJSON(PushRequest(mutations: [mutation])))
+        return (answer.body, try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome)
+    }
+
     @Test("A member record's id tells nothing: the public derivation from project and user names no record of this server's", arguments: Backend.available)
     func memberRecordIDsAreNoMembershipOracle(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)
@@ -733,10 +740,8 @@ struct FailClosedTests {
             Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["status": .text("resolved")], clock: Sample.clock(70_000)),
             Sample.update(.issue, id: issue.recordID, baseVersion: 2, fields: ["status": .text("resolved")], clock: Sample.clock(70_000)),
         ] {
-            let answer = try await server.send(
-                "POST", "/push", token: TestServer.aliceToken, body: try wireJSON(PushRequest(mutations: [mutation])))
-            #expect(answer.body.range(of: Data(secret.utf8)) == nil, "the deleted text reached a member who joined after the delete")
-            let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+            let (body, outcome) = try await pushedAlone(server, TestServer.aliceToken, mutation)
+            #expect(body.range(of: Data(secret.utf8)) == nil, "the deleted text reached a member who joined after the delete")
             #expect(outcome?.rejectedCode == .notFound, "\(String(describing: outcome))")
         }
         #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
@@ -785,10 +790,8 @@ struct FailClosedTests {
             for base in [Int64(0), 1, 2] {
                 let mutation = Sample.update(
                     .issue, id: issue.recordID, baseVersion: base, fields: ["status": .text("resolved")], clock: Sample.clock(70_000))
-                let answer = try await server.send(
-                    "POST", "/push", token: TestServer.aliceToken, body: try wireJSON(PushRequest(mutations: [mutation])))
-                #expect(answer.body.range(of: Data(secret.utf8)) == nil, "deleted text reached a member without a role then (\(givenBack), base \(base))")
-                let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+                let (body, outcome) = try await pushedAlone(server, TestServer.aliceToken, mutation)
+                #expect(body.range(of: Data(secret.utf8)) == nil, "deleted text reached a member without a role then (\(givenBack), base \(base))")
                 #expect(outcome?.rejectedCode == .notFound, "\(givenBack), base \(base): \(String(describing: outcome))")
             }
             #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
@@ -813,10 +816,8 @@ struct FailClosedTests {
             #expect(current.isDeleted == removed)
             for base in Set([Int64(0), 1, current.version]) {
                 let mutation = Sample.update(.member, id: dansRecord, baseVersion: base, fields: ["name": .text("Dan?")], clock: Sample.clock(90_000))
-                let answer = try await server.send(
-                    "POST", "/push", token: TestServer.carolToken, body: try wireJSON(PushRequest(mutations: [mutation])))
-                #expect(answer.body.range(of: Data("dan.private".utf8)) == nil, "removed \(removed), base \(base)")
-                let outcome = try JSONDecoder().decode(PushResponse.self, from: answer.body).results.first?.outcome
+                let (body, outcome) = try await pushedAlone(server, TestServer.carolToken, mutation)
+                #expect(body.range(of: Data("dan.private".utf8)) == nil, "removed \(removed), base \(base)")
                 #expect(outcome?.rejectedCode == .forbidden, "removed \(removed), base \(base): \(String(describing: outcome))")
             }
         }
