@@ -18,7 +18,7 @@ struct ContractTests {
     @Test("Every route, status and response shape of the document, against the running server", arguments: Backend.available)
     func serverMatchesDocument(_ backend: Backend) async throws {
         let document = try await APIDocument.load()
-        #expect(document.operations.count == 19)
+        #expect(document.operations.count == 20)
         let server = try await TestServer.start(backend, maximumBodyBytes: 512 * 1024)
         // An admin token for Alice: the admin API takes it, and every sync route refuses it.
         let admin = try await server.server.issueToken(for: TestServer.alice, admin: true)
@@ -70,6 +70,13 @@ struct ContractTests {
                 ("/push", a, goodPush, [:], true), ("/push", a, Data("{".utf8), [:], true), ("/push", nil, goodPush, [:], true),
                 ("/push", a, tooManyMutations, [:], true), ("/push", a, goodPush, ["Content-Encoding": "br"], true),
                 ("/push", a, pushFromALostHistory, [:], true),
+            ],
+            "POST /push/answers": [
+                ("/push/answers", a, json(PushAnswersRequest(idempotencyKeys: [UUID()])), [:], true),
+                ("/push/answers", a, Data("{".utf8), [:], true), ("/push/answers", nil, json(PushAnswersRequest(idempotencyKeys: [])), [:], true),
+                ("/push/answers", a, json(PushAnswersRequest(idempotencyKeys: (0...PushAnswersRequest.maximumKeys).map { _ in UUID() })), [:], true),
+                ("/push/answers", a, Data(repeating: 32, count: 600 * 1024), [:], true),
+                ("/push/answers", a, json(PushAnswersRequest(idempotencyKeys: [])), ["Content-Encoding": "br"], true),
             ],
             "POST /pull": [
                 ("/pull", a, goodPull, [:], true), ("/pull", a, json(PullRequest(cursor: "x", limit: 1)), [:], true),

@@ -1,3 +1,4 @@
+@testable import OutpostServer
 import Foundation
 import GRDB
 import OutpostConflicts
@@ -26,6 +27,44 @@ struct IdempotencyKeyTests {
 
         /// Whether the resend writes what the first change wrote, so its answer is the first one's.
         var isSameChange: Bool { [.none, .baseVersion, .sharedClockForm, .createAsUpdate].contains(self) }
+    }
+
+    /// `POST /push/answers` (attack 103, F1): what the server kept for a key goes only to the key's own
+    /// user, only while they may see its record, and reads nothing into being. Any other key (another
+    /// user's, one never sent, one answered a conflict, one of a project the caller left) is left out
+    /// alike, so the answer tells nothing of what exists.
+    @Test("A push's lost answer is told again only to its user, while they may see the record", arguments: Backend.available)
+    func aLostAnswerIsToldOnlyToItsUser(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        let bobsIssue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        _ = try await alice.push(PushRequest(mutations: [issue]))
+        _ = try await server.transport(token: TestServer.bobToken).push(PushRequest(mutations: [bobsIssue]))
+        let stale = Sample.update(.issue, id: issue.recordID, baseVersion: 0, fields: ["title": .text("Stale")])
+        guard case .conflict = try await alice.push(PushRequest(mutations: [stale])).results.first?.outcome else {
+            Issue.record("a change on an old version is answered conflict")
+            return
+        }
+        func asked(_ token: String, _ keys: [UUID]) async throws -> (body: String, response: PushResponse) {
+            let answer = try await server.send("POST", "/push/answers", token: token, body: try wireJSON(PushAnswersRequest(idempotencyKeys: keys)))
+            #expect(answer.status == 200)
+            return (String(decoding: answer.body, as: UTF8.self), try JSONDecoder().decode(PushResponse.self, from: answer.body))
+        }
+
+        let own = try await alice.pushAnswers(PushAnswersRequest(
+            idempotencyKeys: [issue.idempotencyKey, bobsIssue.idempotencyKey, stale.idempotencyKey, UUID()]))
+        #expect(own.results == [MutationResult(idempotencyKey: issue.idempotencyKey, outcome: .duplicate(original: .applied(version: 1, serverID: nil)))])
+        let nothing = try await asked(TestServer.aliceToken, [UUID()]).body
+        #expect(try await asked(TestServer.aliceToken, [bobsIssue.idempotencyKey]).body == nothing, "another user's key reads as none")
+        #expect(try await asked(TestServer.aliceToken, [stale.idempotencyKey]).body == nothing)
+        // Carol sees Alice's issue, but the key is Alice's.
+        #expect(try await asked(TestServer.carolToken, [issue.idempotencyKey]).body == nothing)
+        // Removed from the project: the record is no longer hers to learn of.
+        #expect(try await server.server.removeMember(TestServer.alice, from: TestServer.projectA))
+        #expect(try await asked(TestServer.aliceToken, [issue.idempotencyKey]).body == nothing)
+        #expect(try await server.server.storedRecord(issue.recordID)?.version == 1, "asking applies nothing")
+        await server.stop()
     }
 
     @Test("A key sent again with another change of its record is refused; the same change is its duplicate", arguments: Backend.available)

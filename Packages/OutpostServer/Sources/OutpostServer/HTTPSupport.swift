@@ -17,7 +17,7 @@ enum Routes {
     }
 
     static let all: [Route] = [
-        ("/health", [.get]), ("/livez", [.get]), ("/readyz", [.get]), ("/push", [.post]), ("/pull", [.post]),
+        ("/health", [.get]), ("/livez", [.get]), ("/readyz", [.get]), ("/push", [.post]), ("/push/answers", [.post]), ("/pull", [.post]),
         ("/media/{attachmentID}/upload", [.get, .put]), ("/media/{attachmentID}", [.get]), ("/projects/{projectID}/bundle", [.get]), ("/metrics", [.get]),
         ("/admin/log", [.get]), ("/admin/projects", [.post]), ("/admin/projects/{projectID}/archive", [.post]),
         ("/admin/projects/{projectID}/members", [.get]), ("/admin/projects/{projectID}/members/{userID}", [.put, .delete]),

@@ -459,6 +459,32 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)] {
+        let logger = self.logger
+        return try await read { connection in
+            var rows: [(key: UUID, entity: EntityType, id: UUID, outcome: String)] = []
+            for try await (key, entity, record, outcome) in try await connection.query(
+                """
+                SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations
+                WHERE user_id = \(caller.userID.storageText) AND idempotency_key = ANY(\(keys.map(\.storageText)))
+                """, logger: logger
+            ).decode((String, String, String, String).self) {
+                guard let key = UUID(uuidString: key), let entity = EntityType(rawValue: entity), let id = UUID(uuidString: record)
+                else { continue }
+                rows.append((key, entity, id, outcome))
+            }
+            var answers: [(key: UUID, outcome: String)] = []
+            for row in rows {
+                // A record the caller may no longer see (removed, no role): as unknown, fail closed.
+                guard let record = try await PostgresRecords.fetch(row.entity, id: row.id, on: connection, logger: logger),
+                    try await PostgresAccess.canSee(record, caller, on: connection, logger: logger)
+                else { continue }
+                answers.append((row.key, row.outcome))
+            }
+            return answers
+        }
+    }
+
     func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
     {

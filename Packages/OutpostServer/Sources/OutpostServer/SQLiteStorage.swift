@@ -240,6 +240,30 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)] {
+        try await read { db in
+            var answers: [(key: UUID, outcome: String)] = []
+            for chunk in Self.chunks(keys.map(\.storageText)) {
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations
+                        WHERE user_id = ? AND idempotency_key IN (\(Self.placeholders(chunk.count)))
+                        """,
+                    arguments: [caller.userID.storageText] + StatementArguments(chunk))
+                for row in rows {
+                    // A record the caller may no longer see (removed, no role): as unknown, fail closed.
+                    guard let key = UUID(hyphenatedText: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
+                        let id = UUID(hyphenatedText: row["record_id"]), let record = try StoredRecord.fetch(entity, id: id, in: db),
+                        try Access.canSee(record, caller, in: db)
+                    else { continue }
+                    answers.append((key, row["outcome"]))
+                }
+            }
+            return answers
+        }
+    }
+
     /// The push seam's loading half: what `batch` touches, in a handful of queries (the counters first).
     private static func loadSnapshot(for batch: PushBatch, in db: Database) throws -> PushSnapshot {
         var snapshot = PushSnapshot()

@@ -20,6 +20,10 @@ protocol ServerStorage: Sendable {
     /// all in one transaction (see `PushSnapshot.swift`).
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult]
 
+    /// The stored answers (`OutcomeJSON`) of those of `keys` the caller's own pushes applied, to records
+    /// the caller may still see (`POST /push/answers`); every other key is left out, as if unknown.
+    func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)]
+
     /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs),
     /// each project's after its own position there (`PullCursor`), merged in sequence order.
     /// The rows go out as stored (`PullPage.json`); in server-id mode the page carries its parents' summaries.

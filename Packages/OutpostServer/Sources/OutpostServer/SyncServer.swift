@@ -409,6 +409,13 @@ public struct SyncServer: Sendable {
             return jsonResponse(bytes: try PushResponseJSON.encode(try await server.push(push, by: caller)), for: request)
         }
 
+        router.post("push/answers") { request, _ -> Response in
+            let caller = try await server.authenticate(request)
+            var request = request
+            let asked = try await request.decode(PushAnswersRequest.self, limit: server.configuration.maximumBodyBytes)
+            return jsonResponse(bytes: try PushResponseJSON.encode(try await server.pushAnswers(asked, by: caller)), for: request)
+        }
+
         router.post("pull") { request, _ -> Response in
             let caller = try await server.authenticate(request)
             var request = request
@@ -630,6 +637,20 @@ public struct SyncServer: Sendable {
             }
             throw ServerError.badRequest("the body is not a valid PushRequest: \(error)", underlying: error)
         }
+    }
+
+    /// `/push/answers`: what the caller's pushes under `request`'s keys were answered, each key the server
+    /// applied for the caller as `duplicate` (as the push route answers it sent again), none for the rest
+    /// (`PushAnswersRequest`). Reads only: nothing is applied, whatever the keys.
+    package func pushAnswers(_ request: PushAnswersRequest, by caller: Caller) async throws(ServerError) -> PushResponse {
+        guard request.idempotencyKeys.count <= PushAnswersRequest.maximumKeys else {
+            throw ServerError.badRequest("at most \(PushAnswersRequest.maximumKeys) idempotency keys per request")
+        }
+        var results: [MutationResult] = []
+        for (key, outcome) in try await storage.storedAnswers(for: Array(Set(request.idempotencyKeys)), by: caller) {
+            results.append(MutationResult(idempotencyKey: key, outcome: .duplicate(original: try OutcomeJSON.decode(outcome))))
+        }
+        return PushResponse(results: results.sorted { $0.idempotencyKey.uuidString < $1.idempotencyKey.uuidString })
     }
 
     /// `/push`: one result per mutation, in order (413 for a batch over the limit), and where the

@@ -16,7 +16,7 @@ import OutpostWire
 public actor InProcessServer: SyncTransport {
     /// The routes, for aiming an injected failure at one of them.
     public enum Route: String, Sendable, Hashable, CaseIterable {
-        case health, push, pull, mediaStatus, mediaUpload, bundle, original
+        case health, push, pushAnswers, pull, mediaStatus, mediaUpload, bundle, original
     }
 
     /// The one user every call is made as.
@@ -130,6 +130,19 @@ public actor InProcessServer: SyncTransport {
         }
         do {
             return try PushResponse(wire: answer)
+        } catch {
+            throw TransportError(.invalidResponse, request: name, message: "unreadable answer: \(error)", underlying: error)
+        }
+    }
+
+    public func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
+        let name = "POST /push/answers"
+        counts.bytesSent += Int64((try? WireCoding.encoder().encode(request).count) ?? 0)
+        let answer = try await serve(.pushAnswers, name) { caller throws(ServerError) in
+            Data(try PushResponseJSON.encode(try await server.pushAnswers(request, by: caller)))
+        }
+        do {
+            return try PushResponse(wire: [UInt8](answer), answering: request.idempotencyKeys.count)
         } catch {
             throw TransportError(.invalidResponse, request: name, message: "unreadable answer: \(error)", underlying: error)
         }

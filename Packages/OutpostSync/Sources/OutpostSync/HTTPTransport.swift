@@ -177,6 +177,13 @@ public actor HTTPTransport: SyncTransport {
         return try await sendCompressing(.POST, "push", json: payload, name: name)
     }
 
+    public func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
+        // At most one result per key asked, refused at the first past them, as a push's answer is.
+        try await exchange(.POST, "push/answers", body: request) { bytes throws(JSONReaderError) in
+            try PushResponse(wire: bytes, answering: request.idempotencyKeys.count)
+        }
+    }
+
     public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
         // Read within the count asked for, refused at the first change past it (`PullResponse(wire:atMost:)`).
         try await exchange(.POST, "pull", body: request) { bytes throws(JSONReaderError) in

@@ -40,6 +40,11 @@ public protocol SyncTransport: Sendable {
     func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
         async throws(TransportError) -> OriginalDownload
 
+    /// What the server kept for changes sent without an answer (`PushAnswersRequest`): one result per key
+    /// it applied for this caller, as `duplicate`, none for the others. A transport that cannot ask
+    /// answers none (the default): the pull then settles those changes as before.
+    func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse
+
     /// Traffic so far; take the difference across a run with `TransferCounts.since(_:)`.
     var transferred: TransferCounts { get async }
 
@@ -59,6 +64,11 @@ extension SyncTransport {
         let size = try await downloadBundle(project: project, format: format, to: destination)
         written(size)
         return size
+    }
+
+    /// A transport that cannot ask: no answers.
+    public func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
+        PushResponse(results: [])
     }
 
     /// A transport that learns no policy: nil.
@@ -87,6 +97,11 @@ extension ForwardingTransport {
 
     /// `base`'s answer.
     public func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
+
+    /// `base`'s answer.
+    public func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
+        try await base.pushAnswers(request)
+    }
 
     /// `base`'s answer.
     public func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {

@@ -64,6 +64,7 @@ enum Fixtures {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
         } + [MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 3, serverID: nil), sequence: 41)],
         "MutationOutcome": outcomes,
+        "PushAnswersRequest": [PushAnswersRequest(idempotencyKeys: [UUID()])],
         "PullRequest": [
             PullRequest(cursor: "12", limit: 100, projects: [projectID]),
             PullRequest(cursor: nil, limit: 5, acceptsSharedClock: false, checkpoint: "0"),

@@ -60,7 +60,7 @@ import Testing
         // The client's routes, the two probes a load balancer calls and the metrics a scraper reads (no
         // protocol headers).
         #expect(document["paths"]?.keys.filter { !$0.hasPrefix("/admin/") } == [
-            "/health", "/livez", "/metrics", "/readyz", "/push", "/pull", "/media/{attachmentID}/upload",
+            "/health", "/livez", "/metrics", "/readyz", "/push", "/push/answers", "/pull", "/media/{attachmentID}/upload",
             "/media/{attachmentID}", "/projects/{projectID}/bundle",
         ])
         let parameters = try #require(document["components"]?["parameters"])
