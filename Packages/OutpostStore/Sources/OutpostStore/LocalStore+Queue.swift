@@ -28,7 +28,7 @@ extension LocalStore {
     /// `claimMutations`, and how many mutations it failed as unreadable on the way: a run's report
     /// counts them among its failures (it said "failed 0" while one went unreadable, attack 59 finding 6).
     func claimMutationsCountingUnreadable(
-        syncClass: SyncClass = .structured, limit: Int, now: Date, lease: Duration = .seconds(300)
+        syncClass: SyncClass = .structured, limit: Int, now: Date, lease: Duration = .seconds(300), answersLost: Bool = false
     ) throws(StoreError) -> (claimed: [Mutation], unreadable: Int) {
         let owner = claimOwner.text
         let expires = now.addingTimeInterval(Double(lease.components.seconds)).storageMilliseconds
@@ -39,7 +39,8 @@ extension LocalStore {
             // send", so a batch of unreadable mutations alone must not end a run with others waiting.
             while true {
                 let (claimed, failed) = try Self.claim(
-                    syncClass: syncClass, limit: limit, now: now, owner: owner, expires: expires, stale: stale, in: db)
+                    syncClass: syncClass, limit: limit, now: now, owner: owner, expires: expires, stale: stale,
+                    answersLost: answersLost, in: db)
                 unreadable += failed
                 if !claimed.isEmpty || failed == 0 { return (claimed, unreadable) }
             }
@@ -74,13 +75,20 @@ extension LocalStore {
     static let longestWait: TimeInterval = 3_600
 
     /// One claim of `claimMutations`; also says how many claimed mutations were failed as unreadable.
+    /// With `answersLost`, only changes sent before and never answered (`sent`, still waiting), due or
+    /// not and in any order: asked about (`POST /push/answers`), not sent, so nothing waits its turn.
     private static func claim(
-        syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, stale: StatementArguments, in db: Database
+        syncClass: SyncClass, limit: Int, now: Date, owner: String, expires: Int64, stale: StatementArguments,
+        answersLost: Bool = false, in db: Database
     ) throws -> (claimed: [Mutation], failed: Int) {
         // A `depends_on` that is not JSON is read as none here, so its row is claimed and failed alone as
         // unreadable (`MutationQueue.readable`): json_each over it failed the whole claim, and no change of
         // the device went out again (attack 60, finding 1).
-        let seqs = try Int64.fetchAll(db, sql: """
+        let seqs = answersLost ? try Int64.fetchAll(db, sql: """
+            SELECT m.seq FROM mutation_queue AS m
+            WHERE (m.status = 'pending' OR (m.status = 'inFlight' AND \(claimIsStale))) AND m.sent = 1 AND m.sync_class = ?
+            ORDER BY m.seq LIMIT ?
+            """, arguments: stale + [syncClass.rawValue, limit]) : try Int64.fetchAll(db, sql: """
             SELECT m.seq FROM mutation_queue AS m
             WHERE (m.status = 'pending' OR (m.status = 'inFlight' AND \(claimIsStale)))
               AND m.sync_class = ? AND m.next_attempt_at <= ?

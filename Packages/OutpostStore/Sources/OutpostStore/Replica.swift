@@ -27,6 +27,11 @@ public protocol Replica: Sendable {
     /// server has named rewritten to its ids); empty when nothing is ready.
     func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch
 
+    /// The changes sent before whose answers never came (a lost answer, a stopped app), claimed for this
+    /// run, at most `limit`: the engine asks the server what it kept for their keys before it pulls
+    /// (`SyncTransport.pushAnswers`) and settles them by its answer, which puts back those it leaves out.
+    func nextUnansweredBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch
+
     /// Settles a batch by the server's answers: acknowledged (noting server ids), merged with the
     /// server's record and sent again on its version (a conflict, surfaced by `policy`; failed after
     /// `retryLimit` attempts), stamped again (a clock refused as ahead), or failed (refused). A change
@@ -153,7 +158,16 @@ extension LocalStore: Replica {
     }
 
     public func nextBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch {
-        let (claimed, unreadable) = try claimMutationsCountingUnreadable(syncClass: .structured, limit: limit, now: now)
+        try outgoingBatch(claiming: limit, now: now, answersLost: false)
+    }
+
+    public func nextUnansweredBatch(limit: Int, now: Date) throws(StoreError) -> OutgoingBatch {
+        try outgoingBatch(claiming: limit, now: now, answersLost: true)
+    }
+
+    private func outgoingBatch(claiming limit: Int, now: Date, answersLost: Bool) throws(StoreError) -> OutgoingBatch {
+        let (claimed, unreadable) = try claimMutationsCountingUnreadable(
+            syncClass: .structured, limit: limit, now: now, answersLost: answersLost)
         do {
             return OutgoingBatch(
                 mutations: claimed, failedAsUnreadable: unreadable,

@@ -192,9 +192,10 @@ public actor SyncEngine {
             stranded = []
         }
         if pause == nil {
+            let asked = await settleLostAnswers(&report, withinBudget: withinBudget, now: now)
             // Nothing is pushed while a rebuild after a server restore is unfinished: the device's own
             // writes the server lost are found by the rebuild's pages and its end.
-            var pulled = await pull(&report, withinBudget: withinBudget, now: now)
+            var pulled = asked ? await pull(&report, withinBudget: withinBudget, now: now) : false
             if pulled, pause == nil, try !store.isRebuildingHistory() {
                 await push(&report, withinBudget: withinBudget, now: now)
                 // A push answered `history_changed` began a rebuild: once more, pull (the rebuild) and push.
@@ -534,6 +535,92 @@ public actor SyncEngine {
     }
 
     // MARK: Push
+
+    /// Asks the server what it kept for changes sent before whose answers never came, and settles them by
+    /// it, before the pull: a change the server took with its answer lost is then done, so a teammate's
+    /// edit made on top of it is merged as the later write it is. Judged concurrent with it, the change
+    /// was offered as lost on its own device under every strategy and, under client wins, sent again over
+    /// the teammate's edit (attack 103, F1). A key the server leaves out (never reached it, answered a
+    /// conflict, a server that cannot tell) waits as it was and goes with the push. One request a run,
+    /// of up to `PushAnswersRequest.maximumKeys`.
+    ///
+    /// Returns false when the run must stop here: the question went unanswered (the pull would merge
+    /// those changes as concurrent again), or the store failed. A server without the route (404: older
+    /// than it) is sent the changes again instead (`resendBeforePull`).
+    private func settleLostAnswers(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
+        guard withinBudget(), !Task.isCancelled else { return true }
+        var claimed: [Mutation] = []
+        do {
+            let batch = try store.nextUnansweredBatch(limit: PushAnswersRequest.maximumKeys, now: now())
+            report.failed += batch.failedAsUnreadable
+            guard !batch.isEmpty else { return true }
+            claimed = batch.mutations
+            let response: PushResponse
+            do {
+                response = try await transport.pushAnswers(PushAnswersRequest(idempotencyKeys: batch.mutations.map(\.idempotencyKey)))
+            } catch {
+                claimed = []
+                try store.putBack(batch.mutations)
+                if error.status == 404 { return try await resendBeforePull(waiting: batch.mutations.count, &report, now: now) }
+                report.lastTransportError = error
+                if case .pauseUntilCredentialsRenewed = retryPolicy.decision(after: error, failedAttempts: 1, using: &random) {
+                    pause = .credentialsRejected
+                } else if error.code == .unsupportedVersion {
+                    pause = .appUpdateRequired
+                }
+                return false
+            }
+            claimed = []
+            report.add(try await store.settle(batch, with: response, policy: policy, retryLimit: retryPolicy.retryLimit, now: now()))
+            return true
+        } catch {
+            do {
+                try store.putBack(claimed)
+            } catch {
+                stranded += claimed
+            }
+            report.storeError = error
+            // Short of space, the run goes on as a pull does: the user's own writes still go.
+            return error.code == .storageFull
+        }
+    }
+
+    /// For a server without `POST /push/answers` (404: older than the route, a rolling upgrade): the
+    /// changes sent without an answer go again under their keys before the pull. The server answers one
+    /// it took as its duplicate, and judges anew one it never received (a conflict when its record moved
+    /// on, merged now). Pulled first instead, a change it took was judged concurrent with a teammate's
+    /// edit made on top of it, and under client wins sent again over it (attack 105, F1). Sized as the
+    /// push sizes a batch; when more wait than it holds, or it fails, the run stops after it and the next
+    /// goes on. Returns whether the run goes on to the pull.
+    private func resendBeforePull(waiting: Int, _ report: inout SyncReport, now: () -> Date) async throws(StoreError) -> Bool {
+        var batch = try store.nextUnansweredBatch(limit: min(batchSize, waiting), now: now())
+        guard !batch.isEmpty else { return true }
+        let entries = batch.request.fieldsAndClocks
+        if entries > fieldsPerBatch, batch.mutations.count > 1 {
+            try store.putBack(batch.mutations)
+            batch = try store.nextUnansweredBatch(limit: max(1, batch.mutations.count * fieldsPerBatch / entries), now: now())
+        }
+        let response: PushResponse
+        do {
+            response = try await transport.push(batch.request)
+        } catch {
+            do {
+                try handle(error, for: batch, report: &report, now: now())
+            } catch let failure as StoreError {
+                throw failure
+            } catch {
+                throw StoreError(.databaseFailure, path: store.path, message: "\(error)", underlying: error)
+            }
+            return false
+        }
+        do {
+            report.add(try await store.settle(batch, with: response, policy: policy, retryLimit: retryPolicy.retryLimit, now: now()))
+        } catch {
+            try? store.putBack(batch.mutations)
+            throw error
+        }
+        return batch.mutations.count >= waiting
+    }
 
     private func push(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async {
         var limit = batchSize

@@ -141,10 +141,13 @@ extension SyncEngineTests {
         #expect(try device.store.openConflicts().contains { $0.field == "title" && $0.losingValue == .text("Loose rail, north stairs") })
     }
 
-    @Test func anAnswerToARequestAMergeMovedOnDoesNotCloseWhatTheMergeLeft() async throws {
-        // Seed 87: the device's note was applied and the answer lost; a pull brought the office's newer
-        // note, and the merge (client wins) kept the device's. Sent again under its old key, the change got
-        // the old answer (applied) and was closed: the device kept its note, the server the office's.
+    @Test func anEditMadeOnTopOfAChangeWhoseAnswerWasLostIsTheLaterWrite() async throws {
+        // Seed 87 first: the device's note was applied and the answer lost; a pull brought the office's
+        // newer note, and the merge (client wins) kept the device's. Sent again under its old key, the change
+        // got the old answer (applied) and was closed: the device kept its note, the server the office's.
+        // That fix sent the note again under a new key, over the office's. But the office wrote on version
+        // 2, the device's own note: the later write, which must stand, with nothing offered (attack 103,
+        // F1). The device asks what the server kept for the lost answer before it pulls.
         let device = try Device()
         let server = try await InProcessServer()
         let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 383))
@@ -164,9 +167,122 @@ extension SyncEngineTests {
         let report = try await engine.sync(now: { self.now.addingTimeInterval(4_000) })
         #expect(report.isComplete)
         let onServer = try #require(try await server.record(entry.id))
-        #expect(onServer.fields["note"] == .text("left early"), "client wins: the device's note, as the device holds")
+        #expect(onServer.fields["note"] == .text("office: approved"), "the office wrote on top of the device's note")
+        #expect(onServer.version == 3, "nothing sent again")
         #expect(try device.store.record(.timeEntry, id: entry.id)?.fields == onServer.fields)
-        #expect(try device.store.openConflicts().map(\.losingValue) == [.text("office: approved")])
+        let offered = try device.store.openConflicts()
+        #expect(offered.isEmpty, "\(offered)")
+    }
+
+    /// Attack 103, F1, under each strategy that takes edits: the device's change is applied with its
+    /// answer lost; the office, having pulled it, edits the same field on that version. The office's edit
+    /// is the later write: it stands on the server and the device, nothing is sent again, and nothing is
+    /// offered as lost (the device's own value was taken, then written over by someone who saw it).
+    @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins])
+    func aLaterEditOverAChangeWhoseAnswerWasLostStands(strategy: ConflictPolicyName) async throws {
+        let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)])
+        let device = try Device()
+        let server = try await InProcessServer(policy: policy)
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 386))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Loose rail, north stairs"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        #expect(try await server.record(issue.id)?.version == 2, "applied before the answer was lost")
+        try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
+
+        for minutes in 1...2 {
+            let report = try await engine.sync(now: { self.now.addingTimeInterval(Double(minutes) * 600) })
+            #expect(report.isComplete && report.failed == 0)
+        }
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(onServer.fields["title"] == .text("Loose rail, fixed"))
+        #expect(onServer.version == 3, "the device's change was not sent again")
+        #expect(try device.store.record(.issue, id: issue.id)?["title"] == .text("Loose rail, fixed"))
+        let offered = try device.store.openConflicts()
+        #expect(offered.isEmpty, "\(offered)")
+        #expect(try device.store.status().pendingChanges == 0)
+    }
+
+    /// While the server cannot say what it kept for a lost answer, the run stops before its pull, which
+    /// would judge the change concurrent with anything written on top of it; the next run asks again. A
+    /// server without the route (404, older) is pulled from as before.
+    @Test func aRunWhoseQuestionAboutALostAnswerFailsDoesNotPull() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 387))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Loose rail, north stairs"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
+
+        await server.inject(.serverError(status: 503), on: .pushAnswers)
+        let before = await server.requests.count
+        let stopped = try await engine.sync(now: { self.now.addingTimeInterval(600) })
+        #expect(!stopped.isComplete && stopped.lastTransportError?.status == 503)
+        #expect(await Array(server.requests.dropFirst(before)) == [.pushAnswers], "neither pulled nor pushed")
+        #expect(try device.store.openConflicts().isEmpty)
+
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(1_200) })
+        #expect(report.isComplete && report.pushed == 1, "settled by the answer the server kept")
+        #expect(try await server.record(issue.id)?.fields["title"] == .text("Loose rail, fixed"))
+        #expect(try device.store.openConflicts().isEmpty)
+
+        // A server without the route (404: older, in a rolling upgrade): the change goes again under its
+        // key before the pull, answered as its duplicate, so the office's edit on top still stands (attack
+        // 105, F1: pulled first, client wins sent the device's value again over it).
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.details = "two posts loose"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(1_300))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(1_300) })
+        let taken = try #require(try await server.record(issue.id))
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: taken.version,
+            fields: ["details": .text("office: posts replaced")], clocks: ["details": office(1_500_000)]))
+        await server.inject(.httpError(status: 404, code: .notFound, retryAfter: nil), on: .pushAnswers)
+        let older = try await engine.sync(now: { self.now.addingTimeInterval(2_000) })
+        #expect(older.isComplete && older.lastTransportError == nil)
+        #expect(try device.store.status().pendingChanges == 0)
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(onServer.fields["details"] == .text("office: posts replaced") && onServer.version == taken.version + 1)
+        #expect(try device.store.record(.issue, id: issue.id)?["details"] == .text("office: posts replaced"))
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
+    /// The same, under every strategy that takes edits, against a server without `POST /push/answers`.
+    @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins])
+    func aLaterEditOverAChangeWhoseAnswerWasLostStandsOnAnOlderServer(strategy: ConflictPolicyName) async throws {
+        let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)])
+        let device = try Device()
+        let server = try await InProcessServer(policy: policy)
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 388))
+        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
+        issue.title = "Loose rail, north stairs"
+        _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
+        await server.inject(.httpError(status: 404, code: .notFound, retryAfter: nil), on: .pushAnswers, times: 3)
+
+        for minutes in 1...2 {
+            let report = try await engine.sync(now: { self.now.addingTimeInterval(Double(minutes) * 600) })
+            #expect(report.isComplete && report.failed == 0)
+        }
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(onServer.fields["title"] == .text("Loose rail, fixed") && onServer.version == 3)
+        #expect(try device.store.record(.issue, id: issue.id)?["title"] == .text("Loose rail, fixed"))
+        let offered = try device.store.openConflicts()
+        #expect(offered.isEmpty, "\(offered)")
     }
 
     @Test func aDevicesOwnTakenEditDoesNotMakeItsLaterDeleteConcurrent() async throws {

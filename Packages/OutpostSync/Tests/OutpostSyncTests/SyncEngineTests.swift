@@ -188,10 +188,12 @@ import Testing
         #expect(first.retried == 1)
         #expect(try await server.record(issue.id)?.version == 1, "the server applied it before the answer was lost")
 
-        // The next run pulls first and finds its own write already on the server: nothing is left to
-        // send, and nothing is sent twice.
+        // The next run asks what the server kept for the lost answer before it pulls, and is told the
+        // write was applied: acknowledged (counted pushed), and nothing is sent twice.
+        let before = await server.requests.count
         let second = try await engine.sync(now: { self.now.addingTimeInterval(60) })
-        #expect(second.pushed == 0)
+        #expect(second.pushed == 1)
+        #expect(await Array(server.requests.dropFirst(before)) == [.pushAnswers, .pull])
         #expect(try await server.record(issue.id)?.version == 1, "applied once")
         #expect(try device.store.status().pendingChanges == 0)
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
