@@ -183,7 +183,7 @@ struct Round {
             let operation: ConflictModel.Operation = random.chance(0.2) ? .delete : edit(index, device, &random)
             try await make(operation, record: index, device: device, oldCopy: oldCopy, outcome: &outcome)
         }
-        try await syncWave(order: random.shuffled(Array(0..<devices)), outcome: &outcome)
+        try await syncWave(order: random.shuffled(Array(0..<devices)), losing: losers(&random), outcome: &outcome)
         try await syncWave(order: Array(0..<devices), outcome: &outcome)
 
         // Afterward: restores, stale copies, old copies, edits and deletes.
@@ -206,7 +206,7 @@ struct Round {
             }
             try await make(operation, record: index, device: device, oldCopy: oldCopy, outcome: &outcome)
         }
-        try await syncWave(order: random.shuffled(Array(0..<devices)), outcome: &outcome)
+        try await syncWave(order: random.shuffled(Array(0..<devices)), losing: losers(&random), outcome: &outcome)
         try await syncWave(order: Array(0..<devices), outcome: &outcome)
 
         try check(outcome: &outcome)
@@ -310,9 +310,20 @@ struct Round {
         }
     }
 
+    /// The devices of a wave whose push's answer is lost, about one in three.
+    private func losers(_ random: inout SeededGenerator) -> Set<Int> {
+        Set((0..<devices).filter { _ in random.chance(0.35) })
+    }
+
     /// Each device in `order` syncs to completion (no other device syncs meanwhile); the model likewise.
-    private mutating func syncWave(order: [Int], outcome: inout SeedOutcome) async throws {
+    /// A device in `losing` whose changes fit one push (the fleet's batches hold 4) syncs once instead,
+    /// and loses the push's answer: the server takes its changes, as the model's sync says, the others
+    /// sync on top of them, and it learns of it at its next run (the wave after), by asking the server
+    /// before it pulls. Sent as concurrent with what the others wrote meanwhile, its changes went again
+    /// over their later writes, or were offered back as lost on its own device (attack 103, F1).
+    private mutating func syncWave(order: [Int], losing: Set<Int> = [], outcome: inout SeedOutcome) async throws {
         for device in order {
+            let losesTheAnswer = try losing.contains(device) && (1...4).contains(fleet.devices[device].store.status().pendingChanges)
             for index in models.indices {
                 let before = models[index].surfaced.count
                 models[index].sync(device)
@@ -320,6 +331,11 @@ struct Round {
                     "round \(number): device \(device) syncs \(records[index].subject.entity.rawValue): model server "
                         + "\(models[index].server.isDeleted ? "deleted " : "")\(models[index].server.fieldValues.sorted { $0.key < $1.key }), "
                         + "surfaced \(models[index].surfaced.dropFirst(before).map(\.description))")
+            }
+            if losesTheAnswer {
+                PreSyncScenario.trace("round \(number): device \(device)'s push answer is lost")
+                try await fleet.syncLosingThePushAnswer(device)
+                continue
             }
             guard try await fleet.syncToCompletion(device) else {
                 outcome.stuck += 1

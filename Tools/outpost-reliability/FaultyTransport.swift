@@ -63,15 +63,39 @@ actor FaultyTransport: ForwardingTransport {
         self.random = SeededGenerator(seed: seed)
     }
 
+    /// Whether the runs now play no faults but lose every push's answer (`losePushAnswers`).
+    private var losingPushAnswers = false
+
     /// How many faults were played in all.
     var injectedCount: Int { injected.values.reduce(0, +) }
+
+    /// From now on (`true`) until told otherwise, no fault is drawn, and every push the server takes
+    /// whole has its answer lost: the convergence scenario's device whose change the server takes
+    /// without the device learning it, while others sync on top of it.
+    func losePushAnswers(_ losing: Bool) {
+        losingPushAnswers = losing
+    }
 
     func health() async throws(TransportError) -> HealthResponse {
         try await perform("GET /health") { () async throws(TransportError) in try await self.base.health() }
     }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
-        try await perform("POST /push") { () async throws(TransportError) in try await self.base.push(request) }
+        if losingPushAnswers {
+            // Only an answer whose every change the server took: a conflict's answer reaches the device,
+            // which merges and sends again (taken, with that answer lost), as the model's sync takes it.
+            let response = try await base.push(request)
+            guard response.results.allSatisfy({ if case .applied = $0.outcome.unwrapped { true } else { false } }) else {
+                return response
+            }
+            injected[.dropResponse, default: 0] += 1
+            throw TransportError(.timedOut, request: "POST /push", message: "injected: the answer was lost")
+        }
+        return try await perform("POST /push") { () async throws(TransportError) in try await self.base.push(request) }
+    }
+
+    func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
+        try await perform("POST /push/answers") { () async throws(TransportError) in try await self.base.pushAnswers(request) }
     }
 
     func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
@@ -105,7 +129,7 @@ actor FaultyTransport: ForwardingTransport {
     private func perform<Answer: Sendable>(
         _ route: String, _ send: @Sendable () async throws(TransportError) -> Answer
     ) async throws(TransportError) -> Answer {
-        guard let fault = plan.draw(using: &random) else { return try await send() }
+        guard !losingPushAnswers, let fault = plan.draw(using: &random) else { return try await send() }
         injected[fault, default: 0] += 1
         switch fault {
         case .dropRequest:

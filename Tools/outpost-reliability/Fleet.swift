@@ -80,9 +80,27 @@ struct Fleet: Sendable {
         for _ in 0..<maximumRuns {
             clock.advance(by: 10)
             let report = try await device.engine.sync(now: { clock.now })
+            PreSyncScenario.trace(
+                "device \(index) run: pulled \(report.pulled), pushed \(report.pushed), rebased \(report.rebased), "
+                    + "retried \(report.retried), surfaced \(report.conflictsSurfaced)\(report.lastTransportError.map { ", \($0)" } ?? "")")
             if report.isComplete && report.pushed + report.rebased + report.retried + report.failed == 0 { return true }
         }
         return false
+    }
+
+    /// Device `index` syncs once with no fault but its push's answer lost (`FaultyTransport.losePushAnswers`):
+    /// the server takes its changes, and the device does not learn it until its next run asks.
+    func syncLosingThePushAnswer(_ index: Int) async throws {
+        let clock = self.clock, device = devices[index]
+        await device.transport.losePushAnswers(true)
+        clock.advance(by: 10)
+        do {
+            _ = try await device.engine.sync(now: { clock.now })
+        } catch {
+            await device.transport.losePushAnswers(false)
+            throw error
+        }
+        await device.transport.losePushAnswers(false)
     }
 
     /// Faults played across the fleet.
