@@ -275,12 +275,7 @@ public actor SyncEngine {
             }
             return true
         } catch let error as TransportError {
-            report.lastTransportError = error
-            if case .pauseUntilCredentialsRenewed = retryPolicy.decision(after: error, failedAttempts: 1, using: &random) {
-                pause = .credentialsRejected
-            } else if error.code == .unsupportedVersion {
-                pause = .appUpdateRequired
-            }
+            stopRun(on: error, &report)
             return false
         } catch {
             let failure = error as? StoreError
@@ -289,6 +284,17 @@ public actor SyncEngine {
             // A device short of space stops taking pages, but the user's own writes still go: on the
             // server they are safe whatever happens to the phone.
             return failure.code == .storageFull
+        }
+    }
+
+    /// A request before the push that the run stops on: reported, and a 401 or an unsupported version
+    /// pauses sending until the app renews its token or updates.
+    private func stopRun(on error: TransportError, _ report: inout SyncReport) {
+        report.lastTransportError = error
+        if case .pauseUntilCredentialsRenewed = retryPolicy.decision(after: error, failedAttempts: 1, using: &random) {
+            pause = .credentialsRejected
+        } else if error.code == .unsupportedVersion {
+            pause = .appUpdateRequired
         }
     }
 
@@ -562,12 +568,7 @@ public actor SyncEngine {
                 claimed = []
                 try store.putBack(batch.mutations)
                 if error.status == 404 { return try await resendBeforePull(waiting: batch.mutations.count, &report, now: now) }
-                report.lastTransportError = error
-                if case .pauseUntilCredentialsRenewed = retryPolicy.decision(after: error, failedAttempts: 1, using: &random) {
-                    pause = .credentialsRejected
-                } else if error.code == .unsupportedVersion {
-                    pause = .appUpdateRequired
-                }
+                stopRun(on: error, &report)
                 return false
             }
             claimed = []
