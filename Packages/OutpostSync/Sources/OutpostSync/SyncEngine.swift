@@ -551,8 +551,8 @@ public actor SyncEngine {
     /// of up to `PushAnswersRequest.maximumKeys`.
     ///
     /// Returns false when the run must stop here: the question went unanswered (the pull would merge
-    /// those changes as concurrent again), or the store failed. A server without the route (404: older
-    /// than it) is sent the changes again instead (`resendBeforePull`).
+    /// those changes as concurrent again), or the store failed. A server without the route
+    /// (`lacksTheRoute`) is sent the changes again instead (`resendBeforePull`).
     private func settleLostAnswers(_ report: inout SyncReport, withinBudget: () -> Bool, now: () -> Date) async -> Bool {
         guard withinBudget(), !Task.isCancelled else { return true }
         var claimed: [Mutation] = []
@@ -567,7 +567,9 @@ public actor SyncEngine {
             } catch {
                 claimed = []
                 try store.putBack(batch.mutations)
-                if error.status == 404 { return try await resendBeforePull(waiting: batch.mutations.count, &report, now: now) }
+                if let status = error.status, Self.lacksTheRoute.contains(status) {
+                    return try await resendBeforePull(waiting: batch.mutations.count, &report, now: now)
+                }
                 stopRun(on: error, &report)
                 return false
             }
@@ -586,7 +588,12 @@ public actor SyncEngine {
         }
     }
 
-    /// For a server without `POST /push/answers` (404: older than the route, a rolling upgrade): the
+    /// How a server says it has no `POST /push/answers`: 404 (an older reference server), or 405 and 501
+    /// (a gateway or another server that knows no such route). Stopped on like a failure, a device in
+    /// front of such a gateway never synced again once an answer was lost (attack 106, N1).
+    static let lacksTheRoute: Set<Int> = [404, 405, 501]
+
+    /// For a server without `POST /push/answers` (older than the route, a rolling upgrade): the
     /// changes sent without an answer go again under their keys before the pull. The server answers one
     /// it took as its duplicate, and judges anew one it never received (a conflict when its record moved
     /// on, merged now). Pulled first instead, a change it took was judged concurrent with a teammate's

@@ -178,10 +178,11 @@ extension SyncEngineTests {
     /// answer lost; the office, having pulled it, edits the same field on that version. The office's edit
     /// is the later write: it stands on the server and the device, nothing is sent again, and nothing is
     /// offered as lost (the device's own value was taken, then written over by someone who saw it). Also
-    /// against a server without `POST /push/answers` (404: older), to which the change goes again first
-    /// (attack 105, F1: pulled first, client wins sent it again over the office's edit).
-    @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins], [false, true])
-    func aLaterEditOverAChangeWhoseAnswerWasLostStands(strategy: ConflictPolicyName, onAnOlderServer: Bool) async throws {
+    /// against a server without `POST /push/answers` (404: older; 405 or 501: a gateway), to which the
+    /// change goes again first (attack 105, F1: pulled first, client wins sent it again over the office's
+    /// edit; attack 106, N1: on 405 or 501 the device stopped every run).
+    @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins], [nil, 404, 405, 501])
+    func aLaterEditOverAChangeWhoseAnswerWasLostStands(strategy: ConflictPolicyName, routeMissingAs status: Int?) async throws {
         let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)])
         let device = try Device()
         let server = try await InProcessServer(policy: policy)
@@ -195,7 +196,7 @@ extension SyncEngineTests {
         _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
         #expect(try await server.record(issue.id)?.version == 2, "applied before the answer was lost")
         try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
-        if onAnOlderServer { await server.inject(.httpError(status: 404, code: .notFound, retryAfter: nil), on: .pushAnswers, times: 3) }
+        if let status { await server.inject(.httpError(status: status, code: .notFound, retryAfter: nil), on: .pushAnswers, times: 3) }
 
         for minutes in 1...2 {
             let report = try await engine.sync(now: { self.now.addingTimeInterval(Double(minutes) * 600) })
