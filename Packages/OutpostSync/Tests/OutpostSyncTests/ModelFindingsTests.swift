@@ -183,18 +183,8 @@ extension SyncEngineTests {
     /// edit; attack 106, N1: on 405 or 501 the device stopped every run).
     @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins], [nil, 404, 405, 501])
     func aLaterEditOverAChangeWhoseAnswerWasLostStands(strategy: ConflictPolicyName, routeMissingAs status: Int?) async throws {
-        let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)])
-        let device = try Device()
-        let server = try await InProcessServer(policy: policy)
-        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 386))
-        var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
-        _ = try await engine.sync(now: { self.now })
-        issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
-        issue.title = "Loose rail, north stairs"
-        _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
-        await server.inject(.dropResponse, on: .push)
-        _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
-        #expect(try await server.record(issue.id)?.version == 2, "applied before the answer was lost")
+        let (device, server, engine, issue) = try await anIssueRenamedWithTheAnswerLost(
+            policy: ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]), seed: 386)
         try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
         if let status { await server.inject(.httpError(status: status, code: .notFound, retryAfter: nil), on: .pushAnswers, times: 3) }
 
@@ -211,13 +201,14 @@ extension SyncEngineTests {
         #expect(try device.store.status().pendingChanges == 0)
     }
 
-    /// While the server cannot say what it kept for a lost answer, the run stops before its pull, which
-    /// would judge the change concurrent with anything written on top of it; the next run asks again. A
-    /// server without the route (404, older) is pulled from as before.
-    @Test func aRunWhoseQuestionAboutALostAnswerFailsDoesNotPull() async throws {
+    /// A device whose rename of an issue ("Loose rail, north stairs") the server took at version 2, the
+    /// answer lost on the way back.
+    func anIssueRenamedWithTheAnswerLost(
+        policy: ConflictPolicy = ConflictPolicy(), seed: UInt64
+    ) async throws -> (Device, InProcessServer, SyncEngine, OutpostModels.Issue) {
         let device = try Device()
-        let server = try await InProcessServer()
-        let engine = SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 387))
+        let server = try await InProcessServer(policy: policy)
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: seed))
         var issue = try await device.store.save(Issue(projectID: try await server.newProject(), title: "Loose rail"), now: now)
         _ = try await engine.sync(now: { self.now })
         issue = try #require(try device.store.fetch(Issue.self, id: issue.id))
@@ -225,6 +216,15 @@ extension SyncEngineTests {
         _ = try await device.store.save(issue, now: now.addingTimeInterval(100))
         await server.inject(.dropResponse, on: .push)
         _ = try await engine.sync(now: { self.now.addingTimeInterval(100) })
+        #expect(try await server.record(issue.id)?.version == 2, "applied before the answer was lost")
+        return (device, server, engine, issue)
+    }
+
+    /// While the server cannot say what it kept for a lost answer, the run stops before its pull, which
+    /// would judge the change concurrent with anything written on top of it; the next run asks again. A
+    /// server without the route (404) is sent the change again first.
+    @Test func aRunWhoseQuestionAboutALostAnswerFailsDoesNotPull() async throws {
+        var (device, server, engine, issue) = try await anIssueRenamedWithTheAnswerLost(seed: 387)
         try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
 
         await server.inject(.serverError(status: 503), on: .pushAnswers)
