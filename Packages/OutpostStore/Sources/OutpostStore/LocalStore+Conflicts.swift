@@ -51,11 +51,21 @@ extension LocalStore {
     /// Settles conflict `id`: `override` writes the losing value back (or deletes the record, when a
     /// delete lost) as an ordinary local change that syncs; `discard` only closes the conflict. A value
     /// that lost to a delete comes back with the record: an undelete the server applies on its version.
+    /// `override` of a conflict whose record is no longer on the device throws `recordNotHeld` and leaves
+    /// it open.
     public func resolveConflict(_ id: Int64, choice: ConflictChoice, now: Date = Timestamp.now()) async throws(StoreError) {
         guard let conflict = try openConflicts().first(where: { $0.id == id }) else {
             throw StoreError(.conflictNotFound, path: path, message: "no open conflict \(id)")
         }
-        if choice == .override, let current = try record(conflict.entity, id: conflict.recordID) {
+        if choice == .override {
+            // Closed with nothing written, the user's choice went without a word (attack 106, N2).
+            guard let current = try record(conflict.entity, id: conflict.recordID) else {
+                throw StoreError(
+                    .recordNotHeld, path: path,
+                    message: "conflict \(id): \(conflict.entity.rawValue) \(conflict.recordID.storageText) is no longer on this "
+                        + "device (removed since, as the server no longer holds it), so its losing value cannot be kept; "
+                        + "the conflict stays open: discard it, or save the value in a record of your own")
+            }
             if let field = conflict.field {
                 // A field conflict always stores its losing value; nil here means the stored text no
                 // longer reads, and closing the conflict would drop the user's choice without a word.

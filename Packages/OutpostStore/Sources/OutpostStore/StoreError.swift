@@ -11,7 +11,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Wrapped: String, Sendable, Hashable {
             case databaseNotFound, migrationRefused, databaseFailure, databaseBusy, invalidRecord, conflictNotFound
-            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch, overBudget, storageFull
+            case schemaMismatch, foreignDatabase, mediaNotFound, checksumMismatch, overBudget, storageFull, recordNotHeld
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -48,6 +48,10 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// (`LocalStore.open(at:app:synchronous:busyTimeout:keepingFree:)`): a pulled page was not
         /// applied and nothing changed. Free some space and sync again.
         public static let storageFull = Code(.storageFull)
+
+        /// The record a call needs is not on this device (removed since: a rebuild after a server restore
+        /// found the server without it); nothing was changed.
+        public static let recordNotHeld = Code(.recordNotHeld)
 
         public var description: String { wrapped.rawValue }
     }

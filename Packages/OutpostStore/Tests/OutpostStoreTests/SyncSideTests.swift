@@ -218,6 +218,30 @@ import Testing
         await #expect(throws: StoreError.self) { try await store.resolveConflict(conflict.id, choice: .discard) }
     }
 
+    /// A conflict whose record is no longer on the device (removed since: a rebuild after a server restore
+    /// found the server without it): `override` cannot keep the losing value, and said "override" and
+    /// closed the conflict with nothing queued, the user's choice gone without a word (attack 106, N2).
+    /// It is refused, the conflict stays open, and discarding it still works.
+    @Test func overridingAConflictWhoseRecordIsGoneIsRefusedAndKeepsItOpen() async throws {
+        let (database, store, issue) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
+        let conflict = try #require(try store.openConflicts().first)
+        try store.write { db in try db.execute(sql: "DELETE FROM issues WHERE id = ?", arguments: [issue.id.storageText]) }
+        let queued = try store.mutations().count
+        await #expect(throws: StoreError.self) {
+            try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 7))
+        }
+        do {
+            try await store.resolveConflict(conflict.id, choice: .override, now: Date(timeIntervalSince1970: 7))
+        } catch {
+            #expect(error.code == .recordNotHeld && error.message.contains(issue.id.storageText), "\(error)")
+        }
+        #expect(try store.openConflicts().map(\.id) == [conflict.id], "still open")
+        #expect(try store.mutations().count == queued, "nothing queued")
+        try await store.resolveConflict(conflict.id, choice: .discard)
+        #expect(try store.openConflicts().isEmpty)
+    }
+
     /// `override` brings back the value of the side that lost, as recorded, even after the record moved
     /// on: judging by the current value would write the winner when the loser already stands again.
     @Test func overrideBringsBackTheRecordedLoserAfterTheRecordMovedOn() async throws {
