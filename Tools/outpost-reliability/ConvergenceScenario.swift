@@ -334,7 +334,7 @@ struct Round {
             }
             if losesTheAnswer {
                 PreSyncScenario.trace("round \(number): device \(device)'s push answer is lost")
-                try await fleet.syncLosingThePushAnswer(device)
+                if try await fleet.syncLosingThePushAnswer(device) { ConvergenceTally.shared.lostAnswer() }
                 continue
             }
             guard try await fleet.syncToCompletion(device) else {
@@ -597,6 +597,16 @@ final class ConvergenceTally: Sendable {
         }
         oldCopies.withLock { $0.bundles += copies.0; $0.exports += copies.1; $0.forged += copies.2 }
     }
+
+    private let lostAnswers = Mutex(0)
+
+    /// Counts one push whose answer a device lost while the others synced on top (`syncWave`).
+    func lostAnswer() {
+        lostAnswers.withLock { $0 += 1 }
+    }
+
+    /// Push answers lost over the whole run.
+    var lostAnswerTotal: Int { lostAnswers.withLock { $0 } }
 
     /// Counts one conflict the users answered.
     func answered(_ choice: ConflictChoice) {

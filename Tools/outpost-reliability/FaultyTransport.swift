@@ -65,6 +65,8 @@ actor FaultyTransport: ForwardingTransport {
 
     /// Whether the runs now play no faults but lose every push's answer (`losePushAnswers`).
     private var losingPushAnswers = false
+    /// Push answers lost that way so far.
+    private(set) var pushAnswersLost = 0
 
     /// How many faults were played in all.
     var injectedCount: Int { injected.values.reduce(0, +) }
@@ -89,6 +91,7 @@ actor FaultyTransport: ForwardingTransport {
                 return response
             }
             injected[.dropResponse, default: 0] += 1
+            pushAnswersLost += 1
             throw TransportError(.timedOut, request: "POST /push", message: "injected: the answer was lost")
         }
         return try await perform("POST /push") { () async throws(TransportError) in try await self.base.push(request) }

@@ -89,9 +89,12 @@ struct Fleet: Sendable {
     }
 
     /// Device `index` syncs once with no fault but its push's answer lost (`FaultyTransport.losePushAnswers`):
-    /// the server takes its changes, and the device does not learn it until its next run asks.
-    func syncLosingThePushAnswer(_ index: Int) async throws {
+    /// the server takes its changes, and the device does not learn it until its next run asks. Returns
+    /// whether an answer was lost (a run with nothing the server took whole loses none).
+    @discardableResult
+    func syncLosingThePushAnswer(_ index: Int) async throws -> Bool {
         let clock = self.clock, device = devices[index]
+        let before = await device.transport.pushAnswersLost
         await device.transport.losePushAnswers(true)
         clock.advance(by: 10)
         do {
@@ -101,6 +104,7 @@ struct Fleet: Sendable {
             throw error
         }
         await device.transport.losePushAnswers(false)
+        return await device.transport.pushAnswersLost > before
     }
 
     /// Faults played across the fleet.

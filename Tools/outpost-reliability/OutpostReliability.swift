@@ -92,6 +92,7 @@ struct OutpostReliability: AsyncParsableCommand {
             say(pairTable(ConvergenceTally.shared.pairTotals))
             let answers = ConvergenceTally.shared.answerTotals
             say("convergence: conflicts answered by the users: \(answers.overridden) overridden, \(answers.discarded) discarded")
+            say("convergence: push answers lost while the others synced on top: \(ConvergenceTally.shared.lostAnswerTotal)")
         }
         let presync = PreSyncTally.shared.figures
         let ranPreSync = chosen.contains(where: { $0.name == PreSyncScenario.scenario.name })
@@ -131,7 +132,8 @@ struct OutpostReliability: AsyncParsableCommand {
                     oldExportsImported: ConvergenceTally.shared.oldCopyTotals.exports,
                     oldCopiesWithVersionsRaised: ConvergenceTally.shared.oldCopyTotals.forged,
                     conflictsOverridden: ConvergenceTally.shared.answerTotals.overridden,
-                    conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded)
+                    conflictsDiscarded: ConvergenceTally.shared.answerTotals.discarded,
+                    pushAnswersLost: ConvergenceTally.shared.lostAnswerTotal)
                 : nil,
             presync: ranPreSync ? presync : nil,
             access: ranAccess ? access : nil)

@@ -141,5 +141,7 @@ struct ReliabilityReport: Sendable, Codable {
         var oldCopiesWithVersionsRaised: Int
         var conflictsOverridden: Int
         var conflictsDiscarded: Int
+        /// Pushes the server took whose answers a device lost while the others synced on top.
+        var pushAnswersLost: Int
     }
 }
