@@ -462,24 +462,19 @@ final class PostgresStorage: ServerStorage {
     func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)] {
         let logger = self.logger
         return try await read { connection in
-            var rows: [(key: UUID, entity: EntityType, id: UUID, outcome: String)] = []
-            for try await (key, entity, record, outcome) in try await connection.query(
-                """
-                SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations
-                WHERE user_id = \(caller.userID.storageText) AND idempotency_key = ANY(\(keys.map(\.storageText)))
-                """, logger: logger
-            ).decode((String, String, String, String).self) {
-                guard let key = UUID(uuidString: key), let entity = EntityType(rawValue: entity), let id = UUID(uuidString: record)
-                else { continue }
-                rows.append((key, entity, id, outcome))
-            }
+            // The caller's access read once, and each record's project and creator joined in.
+            let access = try await PostgresAccess.access(of: caller, on: connection, logger: logger)
             var answers: [(key: UUID, outcome: String)] = []
-            for row in rows {
+            for try await (key, outcome, project, owner) in try await connection.query(
+                """
+                SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id FROM applied_mutations a
+                JOIN records r ON r.entity = a.entity AND r.id = a.record_id
+                WHERE a.user_id = \(caller.userID.storageText) AND a.idempotency_key = ANY(\(keys.map(\.storageText)))
+                """, logger: logger
+            ).decode((String, String, String?, String).self) {
                 // A record the caller may no longer see (removed, no role): as unknown, fail closed.
-                guard let record = try await PostgresRecords.fetch(row.entity, id: row.id, on: connection, logger: logger),
-                    try await PostgresAccess.canSee(record, caller, on: connection, logger: logger)
-                else { continue }
-                answers.append((row.key, row.outcome))
+                guard let key = UUID(uuidString: key), access.canSee(recordOf: project, ownedBy: owner, caller: caller) else { continue }
+                answers.append((key, outcome))
             }
             return answers
         }
@@ -1097,14 +1092,6 @@ enum PostgresAccess {
 
     static func projects(of caller: Caller, on connection: PostgresConnection, logger: Logger) async throws -> Set<UUID> {
         try await access(of: caller, on: connection, logger: logger).projects
-    }
-
-    /// A record belongs to its project's members; an opportunity no project references yet, to its creator.
-    static func canSee(_ record: StoredRecord, _ caller: Caller, on connection: PostgresConnection, logger: Logger)
-        async throws -> Bool
-    {
-        guard let project = record.projectID else { return record.ownerID == caller.userID }
-        return try await isMember(caller, of: project, on: connection, logger: logger)
     }
 }
 

@@ -150,4 +150,12 @@ struct ProjectAccess: Sendable, Hashable {
 
     /// The projects the caller may reach.
     var projects: Set<UUID> { Set(roles.keys) }
+
+    /// Whether `caller` (whose access this is) may see a record stored with `projectText` and
+    /// `ownerText` (as `records` holds them): a record belongs to its project's members; an opportunity
+    /// no project references yet, to its creator. Text that is not an id gives nothing.
+    func canSee(recordOf projectText: String?, ownedBy ownerText: String, caller: Caller) -> Bool {
+        guard let projectText else { return UUID(uuidString: ownerText) == caller.userID }
+        return UUID(uuidString: projectText).map { roles[$0] != nil } ?? false
+    }
 }

@@ -242,20 +242,22 @@ final class SQLiteStorage: ServerStorage {
 
     func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)] {
         try await read { db in
+            // The caller's access read once, and each record's project and creator joined in.
+            let access = try Access.access(of: caller, in: db)
             var answers: [(key: UUID, outcome: String)] = []
             for chunk in Self.chunks(keys.map(\.storageText)) {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT idempotency_key, entity, record_id, outcome FROM applied_mutations
-                        WHERE user_id = ? AND idempotency_key IN (\(Self.placeholders(chunk.count)))
+                        SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id FROM applied_mutations AS a
+                        JOIN records AS r ON r.entity = a.entity AND r.id = a.record_id
+                        WHERE a.user_id = ? AND a.idempotency_key IN (\(Self.placeholders(chunk.count)))
                         """,
                     arguments: [caller.userID.storageText] + StatementArguments(chunk))
                 for row in rows {
                     // A record the caller may no longer see (removed, no role): as unknown, fail closed.
-                    guard let key = UUID(hyphenatedText: row["idempotency_key"]), let entity = EntityType(rawValue: row["entity"]),
-                        let id = UUID(hyphenatedText: row["record_id"]), let record = try StoredRecord.fetch(entity, id: id, in: db),
-                        try Access.canSee(record, caller, in: db)
+                    guard let key = UUID(hyphenatedText: row["idempotency_key"]),
+                        access.canSee(recordOf: row["project_id"], ownedBy: row["owner_id"], caller: caller)
                     else { continue }
                     answers.append((key, row["outcome"]))
                 }
@@ -1136,12 +1138,6 @@ enum Access {
 
     static func projects(of caller: Caller, in db: Database) throws -> Set<UUID> {
         try access(of: caller, in: db).projects
-    }
-
-    /// A record belongs to its project's members; an opportunity no project references yet, to its creator.
-    static func canSee(_ record: StoredRecord, _ caller: Caller, in db: Database) throws -> Bool {
-        guard let project = record.projectID else { return record.ownerID == caller.userID }
-        return try isMember(caller, of: project, in: db)
     }
 }
 
