@@ -201,6 +201,29 @@ extension SyncEngineTests {
         #expect(try device.store.status().pendingChanges == 0)
     }
 
+    /// A transport a team writes without `pushAnswers` (it predates the call, or its authors skipped it)
+    /// cannot ask what the server kept, so the changes go again under their keys before the pull, as to a
+    /// server without the route. Its default once answered "none": the engine then pulled first, and
+    /// under client wins sent the device's value again over the office's later edit (attack 103, F1,
+    /// reopened for every such transport).
+    @Test func aTransportThatCannotAskSendsTheChangesAgainBeforeItPulls() async throws {
+        let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(.clientWins)])
+        let (device, server, _, issue) = try await anIssueRenamedWithTheAnswerLost(policy: policy, seed: 388)
+        try await officeRenames(issue.id, to: "Loose rail, fixed", baseVersion: 2, at: 200_000, on: server)
+        let engine = SyncEngine(
+            store: device.store, transport: AskingNothing(base: server), policy: policy, random: SeededGenerator(seed: 389))
+
+        let before = await server.requests.count
+        let report = try await engine.sync(now: { self.now.addingTimeInterval(600) })
+        #expect(report.isComplete && report.failed == 0)
+        #expect(await Array(server.requests.dropFirst(before)).first == .push, "sent again before the pull")
+        let onServer = try #require(try await server.record(issue.id))
+        #expect(onServer.fields["title"] == .text("Loose rail, fixed"))
+        #expect(onServer.version == 3, "the device's change was not applied again")
+        #expect(try device.store.record(.issue, id: issue.id)?["title"] == .text("Loose rail, fixed"))
+        #expect(try device.store.openConflicts().isEmpty)
+    }
+
     /// A device whose rename of an issue ("Loose rail, north stairs") the server took at version 2, the
     /// answer lost on the way back.
     func anIssueRenamedWithTheAnswerLost(
@@ -307,4 +330,27 @@ extension SyncEngineTests {
         #expect(!onServer.isDeleted && onServer.fields["details"] == .text("two more posts"))
         #expect(try device.store.openConflicts().map(\.field) == [nil], "the delete, once")
     }
+}
+
+/// A transport written without `pushAnswers`: every other call goes to `base`, and the question takes
+/// the protocol's default.
+struct AskingNothing: SyncTransport {
+    let base: InProcessServer
+
+    func health() async throws(TransportError) -> HealthResponse { try await base.health() }
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await base.push(request) }
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse { try await base.pull(request) }
+    func mediaUploadStatus(for attachmentID: UUID) async throws(TransportError) -> MediaUploadStatus {
+        try await base.mediaUploadStatus(for: attachmentID)
+    }
+    func uploadMedia(_ chunk: MediaChunk) async throws(TransportError) -> MediaUploadStatus { try await base.uploadMedia(chunk) }
+    func downloadBundle(project: UUID, format: BundleFormat, to destination: URL) async throws(TransportError) -> Int64 {
+        try await base.downloadBundle(project: project, format: format, to: destination)
+    }
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        try await base.downloadOriginal(of: attachmentID, byteCount: byteCount, appendingTo: partial)
+    }
+    var transferred: TransferCounts { get async { await base.transferred } }
 }

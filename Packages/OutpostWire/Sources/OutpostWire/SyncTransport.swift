@@ -42,7 +42,8 @@ public protocol SyncTransport: Sendable {
 
     /// What the server kept for changes sent without an answer (`PushAnswersRequest`): one result per key
     /// it applied for this caller, as `duplicate`, none for the others. A transport that cannot ask
-    /// answers none (the default): the pull then settles those changes as before.
+    /// throws as a server without the route does (the default), and the engine sends those changes again
+    /// under their keys before it pulls.
     func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse
 
     /// Traffic so far; take the difference across a run with `TransferCounts.since(_:)`.
@@ -66,9 +67,14 @@ extension SyncTransport {
         return size
     }
 
-    /// A transport that cannot ask: no answers.
+    /// A transport that cannot ask: refused as by a server without the route (404), so the engine sends
+    /// the changes again under their keys before it pulls. "No answers" instead let the pull judge a
+    /// change the server took as concurrent with an edit made on top of it, and under client wins send
+    /// it again over that edit, for every transport written without this call (attack 103, F1).
     public func pushAnswers(_ request: PushAnswersRequest) async throws(TransportError) -> PushResponse {
-        PushResponse(results: [])
+        throw TransportError(
+            .rejected, request: "POST /push/answers", status: 404,
+            message: "this transport cannot ask what the server kept for changes sent without an answer")
     }
 
     /// A transport that learns no policy: nil.
