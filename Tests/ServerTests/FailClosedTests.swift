@@ -747,6 +747,38 @@ struct FailClosedTests {
         #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
     }
 
+    /// The rule above judges by when the record was deleted. A write that leaves a tombstone deleted (a
+    /// second delete, on its version) moved its time past a later member's start, and their edit on an
+    /// old version was then answered `conflict` with the deleted text whole (found while modelling
+    /// attack 103 F1, carried since stop 80).
+    @Test("A tombstone written again after a member joined still hides the text deleted before", arguments: Backend.available)
+    func aTombstoneWrittenAgainStillHidesItsTextFromALateJoiner(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let secret = "gate code 4471"
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB, title: secret))
+        _ = try await outcomes(server, TestServer.carolToken, [issue])
+        _ = try await outcomes(server, TestServer.carolToken, [
+            PushMutation(idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 1,
+                deletion: Sample.clock(5_000)),
+        ])
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectB]))
+        try await Task.sleep(for: .milliseconds(20))
+        let again = try await outcomes(server, TestServer.carolToken, [
+            PushMutation(idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 2,
+                deletion: Sample.clock(60_000)),
+        ])
+        #expect(again.first?.appliedVersion == 3, "\(again)")
+        for base in [Int64(1), 2, 3] {
+            let mutation = Sample.update(.issue, id: issue.recordID, baseVersion: base, fields: ["status": .text("resolved")], clock: Sample.clock(70_000))
+            let (body, outcome) = try await pushedAlone(server, TestServer.aliceToken, mutation)
+            #expect(body.range(of: Data(secret.utf8)) == nil, "base \(base): the deleted text reached a member who joined after the delete")
+            #expect(outcome?.rejectedCode == .notFound, "base \(base): \(String(describing: outcome))")
+        }
+        #expect(try await server.server.storedRecord(issue.recordID)?.isDeleted == true, "still deleted")
+    }
+
     /// A member whose member record was deleted has no role, and reaches nothing: what is deleted
     /// meanwhile was never theirs to read. Given a role again (by the operator, or by the office's push
     /// of a new member record), their membership had begun long before, and an edit of such a record on

@@ -275,11 +275,16 @@ struct PushRules: Sendable {
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, by: caller, snapshot: &snapshot, plan: &plan) }
         snapshot.changeSequence += 1
+        // A tombstone's `updatedAt` is when it was deleted, by the server's time: a write that leaves it
+        // deleted (a second delete) does not move it. The late-joiner rule reads it
+        // (`deletedBeforeJoining`); moved, a member who joined in between got the deleted text whole
+        // on an old version, and brought the record back on its current one.
+        let updatedAt = if let existing, existing.deletion != nil, merged.deletion != nil { existing.updatedAt } else { now }
         var stored = StoredRecord(
             entity: mutation.entity, id: mutation.recordID, serverID: existing?.serverID,
             projectID: project, ownerID: existing?.ownerID ?? caller.userID, version: (existing?.version ?? 0) + 1,
             sequence: snapshot.changeSequence, fields: merged.record.fields, clocks: merged.clocks,
-            deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: now)
+            deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: updatedAt)
         if stored.serverID == nil, assignsServerIDs {
             snapshot.lastServerID += 1
             stored.serverID = snapshot.lastServerID
@@ -355,8 +360,9 @@ struct PushRules: Sendable {
     }
 
     /// Whether `record` was deleted before the caller's membership of its project began, by the server's
-    /// time (its `updatedAt`): a device's deletion clock runs by the device's time, which may be anything
-    /// within the allowance, and a membership begins by the server's.
+    /// time (its `updatedAt`, which a tombstone keeps from its delete: a write that leaves it deleted does
+    /// not move it): a device's deletion clock runs by the device's time, which may be anything within the
+    /// allowance, and a membership begins by the server's.
     private static func deletedBeforeJoining(_ record: StoredRecord, snapshot: PushSnapshot) -> Bool {
         guard record.deletion != nil, let project = record.projectID,
             let joined = snapshot.access.joinedAt[project], joined > 0

@@ -47,8 +47,6 @@ struct StoredRecord: Sendable, Hashable {
 }
 
 extension StoredRecord {
-    /// Makes this record a tombstone at `sequence`, stamped by the server at `now`: an operator's removal
-    /// (a member taken out of a project), which every device pulls like any delete.
     /// This record changed by the server (an operator's edit): `changes` written, brought back if
     /// deleted, at the next version and `sequence`, stamped after every clock it holds.
     mutating func edit(_ changes: [String: FieldValue], at now: Date, sequence: Int64) {
@@ -64,12 +62,15 @@ extension StoredRecord {
         updatedAt = now
     }
 
+    /// Makes this record a tombstone at `sequence`, stamped by the server at `now`: an operator's removal
+    /// (a member taken out of a project), which every device pulls like any delete.
     mutating func tombstone(at now: Date, sequence: Int64) {
         let stamp = HybridTimestamp(physicalMilliseconds: now.milliseconds, counter: 0, node: NodeID(0))
         version += 1
         self.sequence = sequence
+        // A tombstone keeps the time it was deleted (`PushRules.deletedBeforeJoining` reads it).
+        if deletion == nil { updatedAt = now }
         deletion = max(stamp, clocks.values.max() ?? stamp).next
-        updatedAt = now
     }
 }
 
