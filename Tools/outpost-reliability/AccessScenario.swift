@@ -187,6 +187,7 @@ private final class AccessRun {
             // A membership the office began again is told from a later delete by their milliseconds.
             try? await Task.sleep(for: .milliseconds(2))
             figures.actions[kind(of: action), default: 0] += 1
+            if random.chance(0.15) { try await writeAndDeleteALog() }
             try await deleteAgainWhereSomeoneIsBlind()
             try await checkEveryone()
         }
@@ -461,6 +462,37 @@ private final class AccessRun {
             $0.live && table.role(of: $0.user, in: logs[log].project) != nil
                 && table.deletedBeforeMembership(at: deletedAt, of: $0.user, in: logs[log].project)
         }
+    }
+
+    /// A log a member of the office writes as themselves and deletes at once: one for members who join
+    /// later to be blind to. The callers' own draws left about one deleted log a seed.
+    private func writeAndDeleteALog() async throws {
+        func office(_ user: UUID, _ project: UUID) -> Bool {
+            table.role(of: user, in: project).map { RoleTable.deletesOthers(as: $0) } ?? false
+        }
+        let writers = tokens.filter { token in token.live && table.projects.contains { office(token.user, $0) } }
+        guard let token = writers.randomElement(using: &random) else { return }
+        let projects = table.projects.filter { office(token.user, $0) && table.inArchive(.allowed, in: $0) == .allowed }
+        guard let project = projects.randomElement(using: &random),
+            let author = names.filter({ projectOf[$0.key] == project && table.isOwn($0.value, of: token.user, in: project) })
+                .map(\.key).sorted(by: { $0.uuidString < $1.uuidString }).first
+        else { return }
+        let instance = random.below(2), id = random.uuid()
+        let created = try await push([create(.dailyLog, id: id, fields: [
+            "projectID": .uuid(project), "authorID": .uuid(author), "day": .text("2026-11-28"), "notes": .text("to be deleted"),
+            "weather": .text(""), "crew": .text(""), "hours": .real(8), "crewSize": .integer(3),
+        ])], token: token.token, instance: instance)
+        expect("log written to be deleted", .allowed, created.first!, who: token.user, in: project)
+        guard created.first == .allowed else { return }
+        projectOf[id] = project
+        let deleted = try await push([PushMutation(
+            idempotencyKey: UUID(), entity: .dailyLog, operation: .delete, recordID: id, baseVersion: 1, deletion: clock())],
+            token: token.token, instance: instance)
+        expect("delete a log written to be deleted", .allowed, deleted.first!, who: token.user, in: project)
+        guard deleted.first == .allowed else { return }
+        logs.append((id, project, author, false, 2, table.advance()))
+        // The server tells the delete from a membership's start by their milliseconds.
+        try? await Task.sleep(for: .milliseconds(2))
     }
 
     /// Where a member is blind to a deleted log (their membership began after its delete), a member who
