@@ -707,6 +707,40 @@ struct FailClosedTests {
         #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
     }
 
+    /// A deleted attachment is answered on the media routes exactly as one that does not exist: "was
+    /// deleted" told a member who joined after the delete that the id was a real attachment (attack 107,
+    /// F1), where the push routes answer them as for nothing there.
+    @Test("A deleted attachment's media routes answer as for an id that does not exist", arguments: Backend.available)
+    func aDeletedAttachmentIsAnsweredAsNone(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let bytes = Data("photo".utf8)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await outcomes(server, TestServer.carolToken, [issue, attachment])
+        let deleted = try await outcomes(server, TestServer.carolToken, [
+            PushMutation(idempotencyKey: UUID(), entity: .mediaAttachment, operation: .delete, recordID: attachment.recordID,
+                baseVersion: 1, deletion: Sample.clock(5_000)),
+        ])
+        #expect(deleted.first?.appliedVersion == 2, "\(deleted)")
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "foreman", projects: [TestServer.projectB]))
+        let unknown = UUID()
+        for (token, who) in [(TestServer.aliceToken, "a member who joined later"), (TestServer.carolToken, "the member who deleted it")] {
+            for (method, suffix) in [("GET", ""), ("GET", "/upload"), ("PUT", "/upload")] {
+                func ask(_ id: UUID) async throws -> (Int, String) {
+                    let text = id.uuidString.lowercased()
+                    let answer = try await server.send(
+                        method, "/media/\(text)\(suffix)", token: token, body: method == "PUT" ? bytes : nil,
+                        headers: method == "PUT" ? ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(bytes)] : [:])
+                    return (answer.status, String(decoding: answer.body, as: UTF8.self).replacingOccurrences(of: text, with: "ID"))
+                }
+                let (deletedAnswer, noneAnswer) = (try await ask(attachment.recordID), try await ask(unknown))
+                #expect(deletedAnswer.0 == 404 && deletedAnswer == noneAnswer, "\(who), \(method) \(suffix): \(deletedAnswer) vs \(noneAnswer)")
+            }
+        }
+    }
+
     @Test("A member demoted to viewer can no longer upload the original of an attachment they created", arguments: Backend.available)
     func aDemotedMemberCannotUpload(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

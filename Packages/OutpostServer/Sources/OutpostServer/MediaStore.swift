@@ -51,9 +51,7 @@ actor MediaStore {
     func status(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaUploadStatus {
         let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
         // As for its upload: a deleted attachment's file, size included, is no one's business any more.
-        guard record.deletion == nil else {
-            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
-        }
+        guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
         let state = try await storage.mediaUpload(attachmentID)
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state?.receivedBytes ?? 0,
@@ -67,9 +65,7 @@ actor MediaStore {
     /// uploading has no original to give yet.
     func original(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaOriginal {
         let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
-        guard record.deletion == nil else {
-            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted")
-        }
+        guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
         guard let state = try await storage.mediaUpload(attachmentID), state.complete else {
             throw ServerError.notFound("the original of attachment \(attachmentID.storageText) has not been uploaded yet")
         }
@@ -95,9 +91,7 @@ actor MediaStore {
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
     ) async throws(ServerError) -> MediaUploadStatus {
         let (record, role, archived) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: true)
-        guard record.deletion == nil else {
-            throw ServerError.notFound("attachment \(attachmentID.storageText) was deleted; its file is no longer taken")
-        }
+        guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
         guard record.ownerID == caller.userID else {
             throw ServerError.forbidden("only the member who attached this file may upload it")
         }
@@ -526,4 +520,13 @@ package struct MediaOriginal: Sendable {
     package var path: String
     package var byteCount: Int64
     package var sha256: String
+}
+
+extension ServerError {
+    /// The answer to a media attachment that does not exist, that the caller may not see, or that was
+    /// deleted: one answer for all three. "Was deleted" told a member who joined after the delete that the
+    /// id was a real attachment (attack 107, F1), where the push routes answer them as for nothing there.
+    static func noMediaAttachment(_ id: UUID) -> ServerError {
+        .notFound("no media attachment \(id.storageText); push its record first")
+    }
 }

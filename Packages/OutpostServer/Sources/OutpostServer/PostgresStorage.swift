@@ -486,7 +486,7 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         return try await read { connection in
             // One answer for an attachment that does not exist and one the caller may not see.
-            let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
+            let missing = ServerError.noMediaAttachment(id)
             var found: StoredRecord?
             for entity in ServedSchema.current.media.sorted() where found == nil {
                 found = try await PostgresRecords.fetch(entity, id: id, on: connection, logger: logger)

@@ -589,7 +589,7 @@ final class SQLiteStorage: ServerStorage {
     {
         try await read { db in
             // One answer for an attachment that does not exist and one the caller may not see.
-            let missing = ServerError.notFound("no media attachment \(id.storageText); push its record first")
+            let missing = ServerError.noMediaAttachment(id)
             let found = try ServedSchema.current.media.sorted().lazy.compactMap { try StoredRecord.fetch($0, id: id, in: db) }.first
             guard let record = found, let project = record.projectID,
                 let role = try Access.access(of: caller, in: db, project: project).roles[project]
