@@ -7,6 +7,7 @@ import OutpostModels
 import OutpostSchema
 import OutpostStore
 import OutpostSync
+import OutpostConflicts
 import OutpostWire
 import Testing
 
@@ -739,6 +740,44 @@ struct FailClosedTests {
                 #expect(deletedAnswer.0 == 404 && deletedAnswer == noneAnswer, "\(who), \(method) \(suffix): \(deletedAnswer) vs \(noneAnswer)")
             }
         }
+    }
+
+    /// An attachment's record that names another file (its `sha256` and `byteSize` edited, as a device
+    /// that attaches another file does) has no original until that file is uploaded: the server kept
+    /// serving the old one, refused the new one as "already complete", and every device's check of the
+    /// original failed for good (attack 108, F1).
+    @Test("An attachment that names another file is served only once that file is uploaded", arguments: Backend.available)
+    func anAttachmentNamingAnotherFileTakesThatFile(_ backend: Backend) async throws {
+        let server = try await TestServer.start(
+            backend, conflictPolicy: ConflictPolicy(overriding: [EntityType.mediaAttachment: .lastWriteWins]))
+        defer { Task { await server.stop() } }
+        let (first, second) = (Data("first photo".utf8), Data("the second, larger photo".utf8))
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: first))
+        _ = try await outcomes(server, TestServer.carolToken, [issue, attachment])
+        let path = "/media/\(attachment.recordID.uuidString.lowercased())"
+        func upload(_ bytes: Data) async throws -> Int {
+            let answer = try await server.send(
+                "PUT", path + "/upload", token: TestServer.carolToken, body: bytes,
+                headers: ["Content-Range": "bytes 0-\(bytes.count - 1)/\(bytes.count)", "Outpost-Media-SHA256": sha256Hex(bytes)])
+            return answer.status
+        }
+        #expect(try await upload(first) == 200)
+        #expect(try await server.send("GET", path, token: TestServer.carolToken).body == first)
+
+        let renamed = try await outcomes(server, TestServer.carolToken, [
+            Sample.update(.mediaAttachment, id: attachment.recordID, baseVersion: 1, fields: [
+                "sha256": .text(sha256Hex(second)), "byteSize": .integer(Int64(second.count)),
+            ], clock: Sample.clock(90_000)),
+        ])
+        #expect(renamed.first?.appliedVersion == 2, "\(renamed)")
+        let stale = try await server.send("GET", path, token: TestServer.carolToken)
+        #expect(stale.status == 404 && stale.body != first, "the old file is not the record's any more")
+        let status = try JSONDecoder().decode(
+            MediaUploadStatus.self, from: try await server.send("GET", path + "/upload", token: TestServer.carolToken).body)
+        #expect(status.receivedBytes == 0 && !status.complete, "\(status)")
+        #expect(try await upload(second) == 200, "the file the record names is taken")
+        #expect(try await server.send("GET", path, token: TestServer.carolToken).body == second)
     }
 
     @Test("A member demoted to viewer can no longer upload the original of an attachment they created", arguments: Backend.available)

@@ -52,7 +52,7 @@ actor MediaStore {
         let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
         // As for its upload: a deleted attachment's file, size included, is no one's business any more.
         guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
-        let state = try await storage.mediaUpload(attachmentID)
+        let state = try await upload(of: attachmentID, naming: record)
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state?.receivedBytes ?? 0,
             totalBytes: state?.totalBytes ?? record.fields["byteSize"].flatMap(\.integerValue),
@@ -66,7 +66,7 @@ actor MediaStore {
     func original(of attachmentID: UUID, by caller: Caller) async throws(ServerError) -> MediaOriginal {
         let (record, _, _) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: false)
         guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
-        guard let state = try await storage.mediaUpload(attachmentID), state.complete else {
+        guard let state = try await upload(of: attachmentID, naming: record), state.complete else {
             throw ServerError.notFound("the original of attachment \(attachmentID.storageText) has not been uploaded yet")
         }
         let file = fileURL(of: attachmentID)
@@ -76,6 +76,17 @@ actor MediaStore {
             throw ServerError(.mediaFailure, message: "the finished original of \(attachmentID.storageText) is missing", path: file.path)
         }
         return MediaOriginal(path: file.path, byteCount: state.totalBytes, sha256: state.sha256)
+    }
+
+    /// The upload of `attachmentID` when it is of the file `record` names now; nil for none, and for one
+    /// of another file (the record's `sha256` edited since, as a device that attaches another file does).
+    /// Read as the record's, the old file was served against the new checksum, and the new one was
+    /// refused as "already complete", for good (attack 108, F1).
+    private func upload(of attachmentID: UUID, naming record: StoredRecord) async throws(ServerError) -> MediaUploadState? {
+        guard let state = try await storage.mediaUpload(attachmentID), case .text(state.sha256)? = record.fields["sha256"] else {
+            return nil
+        }
+        return state
     }
 
     /// The checkpoint of the change a finished upload took: a device that learns here that the file is
@@ -120,7 +131,15 @@ actor MediaStore {
         try checkDiskReserve(for: Int64(data.count))
         let lock = try UploadLock(directory.appendingPathComponent(attachmentID.storageText + ".lock"))
         defer { lock.release() }
-        let held = try await storage.mediaUpload(attachmentID)
+        var held = try await storage.mediaUpload(attachmentID)
+        if let stale = held, stale.sha256 != sha256 {
+            // Of another file than the one the record names now (its `sha256` edited since): nothing of
+            // it is this file's, and it goes (`upload(of:naming:)`).
+            try? FileManager.default.removeItem(at: fileURL(of: attachmentID))
+            try? FileManager.default.removeItem(at: partURL(of: attachmentID))
+            try await storage.setMediaUpload(nil, for: attachmentID, now: now)
+            held = nil
+        }
         if let held, !held.complete, let last = held.updatedAt, now.timeIntervalSince(last) > Self.reservationLifetime {
             // Stopped for longer than a reservation lasts, it held only what it received meanwhile, and
             // others may have taken the room: it is admitted again before it takes more.
