@@ -35,6 +35,23 @@ struct FailClosedTests {
         try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
     }
 
+    /// An issue of `project` and a photo of it holding `bytes`, pushed by `token`'s user; the photo's record.
+    func pushedPhoto(_ bytes: Data, in project: UUID, by token: String, on server: TestServer) async throws -> PushMutation {
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: project))
+        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
+        _ = try await outcomes(server, token, [issue, attachment])
+        return attachment
+    }
+
+    /// `bytes` sent to `PUT /media/{id}/upload` as one chunk: the answer.
+    func uploaded(_ bytes: Data, to attachment: UUID, by token: String, on server: TestServer) async throws
+        -> (status: Int, headers: [String: String], body: Data)
+    {
+        try await server.send(
+            "PUT", "/media/\(attachment.uuidString.lowercased())/upload", token: token, body: bytes,
+            headers: ["Content-Range": "bytes 0-\(bytes.count - 1)/\(bytes.count)", "Outpost-Media-SHA256": sha256Hex(bytes)])
+    }
+
     /// One mutation pushed as the wire carries it: the answer's bytes, to look for text that must not be
     /// in them, and its outcome.
     func pushedAlone(_ server: TestServer, _ token: String, _ mutation: PushMutation) async throws -> (body: Data, outcome: MutationOutcome?) {
@@ -716,9 +733,7 @@ struct FailClosedTests {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
         let bytes = Data("photo".utf8)
-        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
-        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
-        _ = try await outcomes(server, TestServer.carolToken, [issue, attachment])
+        let attachment = try await pushedPhoto(bytes, in: TestServer.projectB, by: TestServer.carolToken, on: server)
         let deleted = try await outcomes(server, TestServer.carolToken, [
             PushMutation(idempotencyKey: UUID(), entity: .mediaAttachment, operation: .delete, recordID: attachment.recordID,
                 baseVersion: 1, deletion: Sample.clock(5_000)),
@@ -731,9 +746,9 @@ struct FailClosedTests {
             for (method, suffix) in [("GET", ""), ("GET", "/upload"), ("PUT", "/upload")] {
                 func ask(_ id: UUID) async throws -> (Int, String) {
                     let text = id.uuidString.lowercased()
-                    let answer = try await server.send(
-                        method, "/media/\(text)\(suffix)", token: token, body: method == "PUT" ? bytes : nil,
-                        headers: method == "PUT" ? ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(bytes)] : [:])
+                    let answer = method == "PUT"
+                        ? try await uploaded(bytes, to: id, by: token, on: server)
+                        : try await server.send(method, "/media/\(text)\(suffix)", token: token)
                     return (answer.status, String(decoding: answer.body, as: UTF8.self).replacingOccurrences(of: text, with: "ID"))
                 }
                 let (deletedAnswer, noneAnswer) = (try await ask(attachment.recordID), try await ask(unknown))
@@ -752,15 +767,10 @@ struct FailClosedTests {
             backend, conflictPolicy: ConflictPolicy(overriding: [EntityType.mediaAttachment: .lastWriteWins]))
         defer { Task { await server.stop() } }
         let (first, second) = (Data("first photo".utf8), Data("the second, larger photo".utf8))
-        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB))
-        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: first))
-        _ = try await outcomes(server, TestServer.carolToken, [issue, attachment])
+        let attachment = try await pushedPhoto(first, in: TestServer.projectB, by: TestServer.carolToken, on: server)
         let path = "/media/\(attachment.recordID.uuidString.lowercased())"
         func upload(_ bytes: Data) async throws -> Int {
-            let answer = try await server.send(
-                "PUT", path + "/upload", token: TestServer.carolToken, body: bytes,
-                headers: ["Content-Range": "bytes 0-\(bytes.count - 1)/\(bytes.count)", "Outpost-Media-SHA256": sha256Hex(bytes)])
-            return answer.status
+            try await uploaded(bytes, to: attachment.recordID, by: TestServer.carolToken, on: server).status
         }
         #expect(try await upload(first) == 200)
         #expect(try await server.send("GET", path, token: TestServer.carolToken).body == first)
@@ -785,13 +795,9 @@ struct FailClosedTests {
         let server = try await TestServer.start(backend)
         defer { Task { await server.stop() } }
         let bytes = Data("photo".utf8)
-        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
-        let attachment = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: issue.recordID, bytes: bytes))
-        _ = try await outcomes(server, TestServer.aliceToken, [issue, attachment])
+        let attachment = try await pushedPhoto(bytes, in: TestServer.projectA, by: TestServer.aliceToken, on: server)
         _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "viewer", projects: [TestServer.projectA]))
-        let answer = try await server.send(
-            "PUT", "/media/\(attachment.recordID.uuidString.lowercased())/upload", token: TestServer.aliceToken, body: bytes,
-            headers: ["Content-Range": "bytes 0-4/5", "Outpost-Media-SHA256": sha256Hex(bytes)])
+        let answer = try await uploaded(bytes, to: attachment.recordID, by: TestServer.aliceToken, on: server)
         #expect(answer.status == 403)
         #expect(try JSONDecoder().decode(ErrorBody.self, from: answer.body).code == .forbidden)
     }

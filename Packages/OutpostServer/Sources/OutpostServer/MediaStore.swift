@@ -135,9 +135,7 @@ actor MediaStore {
         if let stale = held, stale.sha256 != sha256 {
             // Of another file than the one the record names now (its `sha256` edited since): nothing of
             // it is this file's, and it goes (`upload(of:naming:)`).
-            try? FileManager.default.removeItem(at: fileURL(of: attachmentID))
-            try? FileManager.default.removeItem(at: partURL(of: attachmentID))
-            try await storage.setMediaUpload(nil, for: attachmentID, now: now)
+            try await discardUpload(of: attachmentID, now: now)
             held = nil
         }
         if let held, !held.complete, let last = held.updatedAt, now.timeIntervalSince(last) > Self.reservationLifetime {
@@ -330,12 +328,18 @@ actor MediaStore {
         })
         for id in (try? await storage.deletedAttachments(among: Array(stored))) ?? [] {
             guard let lock = try? UploadLock(directory.appendingPathComponent(id.storageText + ".lock")) else { continue }
-            try? FileManager.default.removeItem(at: fileURL(of: id))
-            try? FileManager.default.removeItem(at: partURL(of: id))
-            _ = try? await storage.setMediaUpload(nil, for: id, now: now)
+            try? await discardUpload(of: id, now: now)
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(id.storageText + ".lock"))
             lock.release()
         }
+    }
+
+    /// Drops all the server holds of an attachment's upload: its finished file, its partial file and its
+    /// state. The caller holds the attachment's upload lock.
+    private func discardUpload(of id: UUID, now: Date) async throws(ServerError) {
+        try? FileManager.default.removeItem(at: fileURL(of: id))
+        try? FileManager.default.removeItem(at: partURL(of: id))
+        _ = try await storage.setMediaUpload(nil, for: id, now: now)
     }
 
     /// How long an unfinished upload's bytes are kept after its last chunk: a device that never comes
