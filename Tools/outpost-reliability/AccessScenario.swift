@@ -324,7 +324,7 @@ private final class AccessRun {
             projectOf[id] = project
         case .update, .delete:
             let live = names.filter { projectOf[$0.key] == project && table.record($0.value, in: project)?.live == true }
-            guard let picked = live.sorted(by: { $0.key.uuidString < $1.key.uuidString }).randomElement(using: &random),
+            guard let picked = live.sorted(by: { $0.value.drawOrder < $1.value.drawOrder }).randomElement(using: &random),
                 let version = versions[picked.key]
             else {
                 action = "nothing: (no member record known in \(name(project)))"
@@ -475,7 +475,7 @@ private final class AccessRun {
         let projects = table.projects.filter { office(token.user, $0) && table.inArchive(.allowed, in: $0) == .allowed }
         guard let project = projects.randomElement(using: &random),
             let author = names.filter({ projectOf[$0.key] == project && table.isOwn($0.value, of: token.user, in: project) })
-                .map(\.key).sorted(by: { $0.uuidString < $1.uuidString }).first
+                .sorted(by: { $0.value.drawOrder < $1.value.drawOrder }).first?.key
         else { return }
         let instance = random.below(2), id = random.uuid()
         let created = try await push([create(.dailyLog, id: id, fields: [
@@ -568,7 +568,7 @@ private final class AccessRun {
             expect("discount", expected(writing: .discount), answer.first!, who: user, in: project)
         case 2:
             // A daily log as one of the project's member records: often their own, else another's.
-            let known = names.filter { projectOf[$0.key] == project }.sorted { $0.key.uuidString < $1.key.uuidString }
+            let known = names.filter { projectOf[$0.key] == project }.sorted { $0.value.drawOrder < $1.value.drawOrder }
             let mine = known.filter { table.isOwn($0.value, of: user, in: project) }
             guard let picked = (random.chance(0.5) && !mine.isEmpty ? mine : known).randomElement(using: &random) else {
                 return try await probe(user: user, token: token, instance: instance)
