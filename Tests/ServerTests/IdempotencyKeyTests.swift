@@ -67,6 +67,48 @@ struct IdempotencyKeyTests {
         await server.stop()
     }
 
+    /// Attack 110, F1: a member removed from a project sent a key of a change they had made there again,
+    /// and `/push` answered it `duplicate`, where `/push/answers` leaves it out, with a checkpoint at
+    /// the record's newest change: polled, it told them each edit and delete the office made to it since,
+    /// and by the checkpoints' gaps how much else the project wrote. Sent again, the change is answered
+    /// as a change of a record they may not see is, and the checkpoint follows nothing of it.
+    @Test("A key sent again by a member who left its project is answered as a record they may not see", arguments: Backend.available)
+    func aKeySentAgainAfterLeavingIsAnsweredAsNone(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
+        guard case .applied = try await alice.push(PushRequest(mutations: [issue])).results.first?.outcome else {
+            Issue.record("a member's issue is applied")
+            return
+        }
+        #expect(try await server.server.removeMember(TestServer.alice, from: TestServer.projectA))
+        let unknown = try await alice.push(PushRequest(mutations: [
+            Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("After leaving")]),
+        ]))
+        let again = try await alice.push(PushRequest(mutations: [issue]))
+        #expect(again.results.first?.outcome.rejectedCode == .notFound, "\(again.results)")
+        #expect(again.results.first?.outcome == unknown.results.first?.outcome, "answered as any change of the record")
+        #expect(again.checkpoint == unknown.checkpoint, "the checkpoint tells nothing of the project left")
+
+        // The office edits the issue and deletes it; the key sent again tells her nothing of either.
+        let carol = server.transport(token: TestServer.carolToken)
+        let edit = Sample.update(.issue, id: issue.recordID, baseVersion: 1, fields: ["title": .text("The office's")])
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.recordID, baseVersion: 2,
+            deletion: Sample.clock(2000))
+        for change in [edit, delete] {
+            guard case .applied = try await carol.push(PushRequest(mutations: [change])).results.first?.outcome else {
+                Issue.record("the office writes the issue")
+                return
+            }
+            let later = try await alice.push(PushRequest(mutations: [issue]))
+            #expect(later.results.first?.outcome.rejectedCode == .notFound, "\(later.results)")
+            #expect(later.checkpoint == again.checkpoint, "the office's \(change.operation) shows in the checkpoint")
+        }
+        #expect(try await server.server.storedRecord(issue.recordID)?.version == 3)
+    }
+
     @Test("A key sent again with another change of its record is refused; the same change is its duplicate", arguments: Backend.available)
     func aKeyNamesOneChange(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

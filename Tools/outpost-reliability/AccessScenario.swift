@@ -141,6 +141,9 @@ private final class AccessRun {
     /// deleted log is edited once more at most (its answer says nothing of whether the edit brought it back).
     var logs: [(id: UUID, project: UUID, author: UUID, live: Bool, version: Int64, deletedAt: Int?)] = []
     var attachments: [(id: UUID, project: UUID, creator: UUID, bytes: Data, uploaded: Bool)] = []
+    /// Changes the server took, with the token that sent them: sent again under their keys, they are
+    /// answered as what the caller may see now (`resendATakenChange`). The latest few hundred.
+    var taken: [(mutation: PushMutation, token: String)] = []
     var cursors: [String: String] = [:]
     var transports: [String: HTTPTransport] = [:]
 
@@ -189,6 +192,7 @@ private final class AccessRun {
             figures.actions[kind(of: action), default: 0] += 1
             if random.chance(0.15) { try await writeAndDeleteALog() }
             try await deleteAgainWhereSomeoneIsBlind()
+            try await resendATakenChange()
             try await checkEveryone()
         }
         figures.steps += steps
@@ -524,6 +528,20 @@ private final class AccessRun {
         try await probeHidden(index, written: log.version, instance: instance)
     }
 
+    /// A change the server took, sent again under its key by the token that sent it (a device whose answer
+    /// was lost): its `duplicate` answer is the caller's only while they may still see the record. To a
+    /// member who left its project, or holds no role there now, it is as nothing there: answered
+    /// `duplicate`, its checkpoint followed the record, and polling the key told a removed member of each
+    /// edit and delete the office made to it since (attack 110, F1).
+    private func resendATakenChange() async throws {
+        guard random.chance(0.5), let sent = taken.randomElement(using: &random),
+            let project = projectOf[sent.mutation.recordID], let token = tokens.first(where: { $0.token == sent.token })
+        else { return }
+        let want: AccessAnswer = !token.live ? .unauthorized : table.role(of: token.user, in: project) == nil ? .hidden : .allowed
+        let answer = try await push([sent.mutation], token: sent.token, resending: true)
+        expect("send a taken change again under its key", want, answer.first!, who: token.user, in: project)
+    }
+
     /// Right after a write that left `logs[index]` deleted (a delete again, which made version
     /// `written + 1`): every member whose membership began after its first delete edits it, on that
     /// version or an older one, and must be answered as for nothing there.
@@ -777,17 +795,24 @@ private final class AccessRun {
     }
 
     /// Each mutation's answer; a request refused whole (401) answers every mutation alike.
-    private func push(_ mutations: [PushMutation], token: String, instance: Int? = nil) async throws -> [AccessAnswer] {
+    /// `resending`: the mutations were taken before, so `duplicate` is their answer where allowed.
+    private func push(
+        _ mutations: [PushMutation], token: String, instance: Int? = nil, resending: Bool = false
+    ) async throws -> [AccessAnswer] {
         do {
             let response = try await transport(token, instance: instance ?? random.below(2)).push(PushRequest(mutations: mutations))
-            return try response.results.map { result in
+            return try zip(mutations, response.results).map { mutation, result in
                 switch result.outcome {
-                case .applied: return .allowed
+                case .applied:
+                    taken.append((mutation, token))
+                    if taken.count > 400 { taken.removeFirst(100) }
+                    return .allowed
                 case .conflict: return .allowed
                 case .rejected(let reason) where reason.code == .forbidden: return .forbidden
                 case .rejected(let reason) where reason.code == .notFound: return .hidden
                 case .rejected(let reason) where reason.code == .projectArchived: return .archived
                 case .rejected(let reason): throw ReliabilityError("a push was rejected: \(reason.code): \(reason.message)")
+                case .duplicate where resending: return .allowed
                 case .duplicate: throw ReliabilityError("a fresh idempotency key was answered duplicate")
                 }
             }
