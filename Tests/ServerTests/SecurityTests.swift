@@ -36,6 +36,28 @@ struct SecurityTests {
         await server.stop()
     }
 
+    /// Attack 111, F3: `Outpost-Request-ID` was the framework's counter, so anyone, with no token, counted
+    /// every request an instance took between two of their own, pushes to projects they may not see
+    /// included. An id is random for each request, and the request's log line carries it.
+    @Test("A request id counts nothing: ids of requests in a row, others' between them, are unrelated")
+    func requestIDsCountNothing() async throws {
+        let server = try await TestServer.start(.sqlite)
+        defer { Task { await server.stop() } }
+        var ids: [String] = []
+        for round in 0..<6 {
+            let answer = try await server.send("GET", "/health")
+            ids.append(try #require(answer.headers["outpost-request-id"], "every answer names its request"))
+            if round.isMultiple(of: 2) { _ = try await server.send("POST", "/pull", token: TestServer.bobToken, body: Data("{}".utf8)) }
+        }
+        #expect(Set(ids).count == ids.count, "\(ids)")
+        #expect(ids.allSatisfy { $0.count == 32 && UInt128($0, radix: 16) != nil }, "128 bits in hex: \(ids)")
+        // A counter's ids share their leading digits and differ by the requests between them; random
+        // ones share a leading half with odds of one in 2^64.
+        for (one, next) in zip(ids, ids.dropFirst()) {
+            #expect(one.prefix(16) != next.prefix(16), "\(one) then \(next)")
+        }
+    }
+
     @Test("A member of project A reaches nothing of project B, and is answered as if it did not exist", arguments: Backend.available)
     func forbiddenAcrossProjects(_ backend: Backend) async throws {
         let server = try await TestServer.start(backend)

@@ -124,12 +124,14 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         // The push reader (`PushRequest(json:)`) takes a mutation's one shared clock.
         response.headers[Header.accepts] = SyncProtocol.sharedClockForm
         response.headers[Header.conflictPolicy] = conflictPolicy
-        response.headers[Header.requestID] = context.id
+        let requestID = Self.randomRequestID()
+        response.headers[Header.requestID] = requestID
         let route = Self.routeLabel(request)
         let elapsed = ContinuousClock.now - started
         context.logger.info(
             "request",
             metadata: [
+                "request_id": .string(requestID),
                 "method": .string(request.method.rawValue), "path": .string(Self.loggedPath(request.uri.path)),
                 "status": .stringConvertible(response.status.code),
                 "ms": .stringConvertible(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)),
@@ -140,6 +142,18 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
         if let length = request.headers[.contentLength].flatMap(Int.init) { metrics.add("outpost_received_bytes_total", length, [("route", route)]) }
         if let length = response.body.contentLength { metrics.add("outpost_sent_bytes_total", length, [("route", route)]) }
         return response
+    }
+
+    /// A request's id as its answer and its log line name it: 128 random bits in hex. Hummingbird's own
+    /// (`context.id`, which the handlers' log lines carry as `hb.request.id`, beside this one on the
+    /// request's line) counts up per instance, and any caller, with no token, counted every request an
+    /// instance took between two of their own, pushes to projects they may not see included (attack 111, F3).
+    static func randomRequestID() -> String {
+        func hex(_ value: UInt64) -> String {
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return hex(UInt64.random(in: .min ... .max)) + hex(UInt64.random(in: .min ... .max))
     }
 
     /// A path as a log line carries it: a client picks the path, so its length is bounded here (an
