@@ -330,7 +330,8 @@ final class PostgresStorage: ServerStorage {
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
                 hasMore: hasMore || !left.untold.isEmpty, leftProjects: left.told,
                 basis: PullBasis(
-                    memberships: mine, newestSequence: try await Self.newestSequence(on: connection, logger: logger)))
+                    memberships: mine,
+                    newestSequence: try await Self.newestSequence(of: mine, by: caller, on: connection, logger: logger)))
             if assignsServerIDs {
                 for summary in try await Self.summaries(
                     of: Array(try PullPage.parentKeys(of: rows)), on: connection, logger: logger)
@@ -347,9 +348,9 @@ final class PostgresStorage: ServerStorage {
         // One connection, no transaction: each answer is current, and a change between the two only
         // makes the check fail, which reads the page again.
         return try await withConnection { connection in
-            PullBasis(
-                memberships: try await PostgresAccess.projects(of: caller, on: connection, logger: logger),
-                newestSequence: try await Self.newestSequence(on: connection, logger: logger))
+            let mine = try await PostgresAccess.projects(of: caller, on: connection, logger: logger)
+            return PullBasis(
+                memberships: mine, newestSequence: try await Self.newestSequence(of: mine, by: caller, on: connection, logger: logger))
         }
     }
 
@@ -441,9 +442,18 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
-    private static func newestSequence(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+    /// As `SQLiteStorage.newestSequence(of:by:in:)`: of the caller's projects and unlinked records only
+    /// (attack 111, F1), one index read each (`records_by_project`, `records_unlinked_by_owner`).
+    private static func newestSequence(
+        of mine: Set<UUID>, by caller: Caller, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int64 {
+        let projects = mine.map(\.storageText)
         for try await newest in try await connection.query(
-            "SELECT COALESCE(MAX(sequence), 0) FROM records", logger: logger
+            """
+            SELECT COALESCE(MAX(newest), 0)::bigint FROM (
+                SELECT (SELECT MAX(sequence) FROM records WHERE project_id = p) AS newest FROM unnest(\(projects)::text[]) AS p
+                UNION ALL SELECT MAX(sequence) FROM records WHERE project_id IS NULL AND owner_id = \(caller.userID.storageText)) AS n
+            """, logger: logger
         ).decode(Int64.self) {
             return newest
         }

@@ -506,7 +506,7 @@ final class SQLiteStorage: ServerStorage {
                 nextCursor: cursor.advanced(
                     through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
                 hasMore: hasMore || !left.untold.isEmpty, leftProjects: left.told,
-                basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(in: db)))
+                basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(of: mine, by: caller, in: db)))
             if assignsServerIDs {
                 for summary in try Self.summaries(of: PullPage.parentKeys(of: rows), in: db) {
                     page.parents[summary.key] = summary
@@ -518,7 +518,8 @@ final class SQLiteStorage: ServerStorage {
 
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis {
         try await read { db in
-            PullBasis(memberships: try Access.projects(of: caller, in: db), newestSequence: try Self.newestSequence(in: db))
+            let mine = try Access.projects(of: caller, in: db)
+            return PullBasis(memberships: mine, newestSequence: try Self.newestSequence(of: mine, by: caller, in: db))
         }
     }
 
@@ -574,8 +575,19 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
-    private static func newestSequence(in db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT MAX(sequence) FROM records") ?? 0
+    /// The newest change a pull by `caller` could read: of the projects it reaches (`mine`) and of its
+    /// records no project references yet (one index seek each). The server's newest change discarded
+    /// every page read ahead on any write anywhere, and the next page's time told any reader when
+    /// someone wrote in a project they may not see (attack 111, F1).
+    private static func newestSequence(of mine: Set<UUID>, by caller: Caller, in db: Database) throws -> Int64 {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: """
+                SELECT MAX(newest) FROM (
+                    SELECT (SELECT MAX(sequence) FROM records WHERE project_id = page.value) AS newest FROM json_each(?) AS page
+                    UNION ALL SELECT MAX(sequence) FROM records WHERE project_id IS NULL AND owner_id = ?)
+                """),
+            // Ids' text holds no character JSON escapes.
+            arguments: ["[" + mine.map { "\"\($0.storageText)\"" }.joined(separator: ",") + "]", caller.userID.storageText]) ?? 0
     }
 
     // MARK: - Media
