@@ -586,7 +586,7 @@ final class SQLiteStorage: ServerStorage {
                     SELECT (SELECT MAX(sequence) FROM records WHERE project_id = page.value) AS newest FROM json_each(?) AS page
                     UNION ALL SELECT MAX(sequence) FROM records WHERE project_id IS NULL AND owner_id = ?)
                 """),
-            // Ids' text holds no character JSON escapes.
+            // An id's text needs no JSON escaping.
             arguments: ["[" + mine.map { "\"\($0.storageText)\"" }.joined(separator: ",") + "]", caller.userID.storageText]) ?? 0
     }
 
