@@ -58,9 +58,10 @@ enum MembershipEdit {
         let before = Roles.strongest(naming.filter { $0.deletion == nil }.compactMap { Roles.role(in: $0.fields, of: user) })
         // No role asked keeps a member's own: an operator correcting a name once demoted a foreman to
         // crew, reported only as "role changed" (attack finding 11 of stop 49). A new member, or one
-        // added back, gets the schema's default, the least it grants. A member with no role (their member
-        // record deleted) has none to keep, and is given none unasked: crew is a role the office never
-        // gave them (attack 46 finding 3).
+        // added back, gets the default the schema declares (the field-service schema's crew; an app's
+        // may be stronger than its weakest, as ContractorJobs' hand is above its client). A member with
+        // no role (their member record deleted) has none to keep, and is given none unasked: crew is a
+        // role the office never gave them (attack 46 finding 3).
         guard let role = asked ?? (hasMembership ? before : schema.defaultRole) else {
             throw ServerError(
                 .invalidSeed,
