@@ -107,6 +107,15 @@ struct IdempotencyKeyTests {
             #expect(later.checkpoint == again.checkpoint, "the office's \(change.operation) shows in the checkpoint")
         }
         #expect(try await server.server.storedRecord(issue.recordID)?.version == 3)
+
+        // Added back, she may see the project again, but the issue was deleted while she was away:
+        // a change of it is answered as for nothing there (the late-joiner rule), and so is the key,
+        // on both routes (attack 111, F4).
+        _ = try await server.server.addMember(TestServer.alice, to: TestServer.projectA, role: "foreman")
+        let back = try await alice.push(PushRequest(mutations: [issue]))
+        #expect(back.results.first?.outcome.rejectedCode == .notFound, "\(back.results)")
+        let asked = try await alice.pushAnswers(PushAnswersRequest(idempotencyKeys: [issue.idempotencyKey]))
+        #expect(asked.results.isEmpty, "\(asked.results)")
     }
 
     @Test("A key sent again with another change of its record is refused; the same change is its duplicate", arguments: Backend.available)

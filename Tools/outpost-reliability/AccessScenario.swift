@@ -530,14 +530,25 @@ private final class AccessRun {
 
     /// A change the server took, sent again under its key by the token that sent it (a device whose answer
     /// was lost): its `duplicate` answer is the caller's only while they may still see the record. To a
-    /// member who left its project, or holds no role there now, it is as nothing there: answered
+    /// member who left its project, holds no role there now, or whose membership began again after the
+    /// record's delete, it is as nothing there: answered
     /// `duplicate`, its checkpoint followed the record, and polling the key told a removed member of each
     /// edit and delete the office made to it since (attack 110, F1).
     private func resendATakenChange() async throws {
         guard random.chance(0.5), let sent = taken.randomElement(using: &random),
             let project = projectOf[sent.mutation.recordID], let token = tokens.first(where: { $0.token == sent.token })
         else { return }
-        let want: AccessAnswer = !token.live ? .unauthorized : table.role(of: token.user, in: project) == nil ? .hidden : .allowed
+        let id = sent.mutation.recordID
+        // A member record deleted since: when, the table does not say, so whether it was deleted before
+        // the sender's membership began again is not known here.
+        if let name = names[id], table.record(name, in: project)?.live != true { return }
+        var want: AccessAnswer = !token.live ? .unauthorized : table.role(of: token.user, in: project) == nil ? .hidden : .allowed
+        // A log deleted while the sender was away is as nothing there to them, its key too (attack 111, F4).
+        if want == .allowed, let deletedAt = logs.first(where: { $0.id == id })?.deletedAt,
+            table.deletedBeforeMembership(at: deletedAt, of: token.user, in: project)
+        {
+            want = .hidden
+        }
         let answer = try await push([sent.mutation], token: sent.token, resending: true)
         expect("send a taken change again under its key", want, answer.first!, who: token.user, in: project)
     }

@@ -475,15 +475,19 @@ final class PostgresStorage: ServerStorage {
             // The caller's access read once, and each record's project and creator joined in.
             let access = try await PostgresAccess.access(of: caller, on: connection, logger: logger)
             var answers: [(key: UUID, outcome: String)] = []
-            for try await (key, outcome, project, owner) in try await connection.query(
+            for try await (key, outcome, project, owner, deleted, updatedAt) in try await connection.query(
                 """
-                SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id FROM applied_mutations a
+                SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id, r.deletion IS NOT NULL, r.updated_at
+                FROM applied_mutations a
                 JOIN records r ON r.entity = a.entity AND r.id = a.record_id
                 WHERE a.user_id = \(caller.userID.storageText) AND a.idempotency_key = ANY(\(keys.map(\.storageText)))
                 """, logger: logger
-            ).decode((String, String, String?, String).self) {
-                // A record the caller may no longer see (removed, no role): as unknown, fail closed.
-                guard let key = UUID(uuidString: key), access.canSee(recordOf: project, ownedBy: owner, caller: caller) else { continue }
+            ).decode((String, String, String?, String, Bool, Int64).self) {
+                // A record the caller may no longer see (removed, no role, deleted while they were away):
+                // as unknown, fail closed.
+                guard let key = UUID(uuidString: key),
+                    access.canSee(recordOf: project, ownedBy: owner, deleted: deleted, updatedAt: updatedAt, caller: caller)
+                else { continue }
                 answers.append((key, outcome))
             }
             return answers

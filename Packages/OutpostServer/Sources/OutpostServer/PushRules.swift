@@ -112,11 +112,13 @@ struct PushRules: Sendable {
                         message: "this idempotency key was used for another change of this record; a key names one change: send this one under a key of its own"))
                 } else if let record = snapshot.records[RecordKey(entity: mutation.entity, id: mutation.recordID)],
                     !record.summary.isVisible(to: caller, memberships: snapshot.memberships)
+                        || Self.deletedBeforeJoining(record, snapshot: snapshot)
                 {
-                    // A record the caller may no longer see (they left its project, or hold no role there):
-                    // answered as any change of it now is, as `/push/answers` leaves its key out. Answered
-                    // `duplicate`, its checkpoint followed the record, and a removed member polling the
-                    // key learnt of each edit and delete the office made since (attack 110, F1).
+                    // A record the caller may no longer see (they left its project, or hold no role there,
+                    // or it was deleted while they were away): answered as any change of it now is, as
+                    // `/push/answers` leaves its key out (`Access.canSee`). Answered `duplicate`, its
+                    // checkpoint followed the record, and a removed member polling the key learnt of each
+                    // edit and delete the office made since (attacks 110 F1, 111 F4).
                     outcome = .rejected(reason: Self.noSuchRecord(mutation.entity, mutation.recordID).errorBody)
                 } else {
                     outcome = .duplicate(original: try OutcomeJSON.decode(stored.outcome))

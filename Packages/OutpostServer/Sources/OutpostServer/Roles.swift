@@ -158,4 +158,16 @@ struct ProjectAccess: Sendable, Hashable {
         guard let projectText else { return UUID(uuidString: ownerText) == caller.userID }
         return UUID(uuidString: projectText).map { roles[$0] != nil } ?? false
     }
+
+    /// `canSee`, and not a record deleted before the caller's membership of its project began
+    /// (`updatedAt`, epoch milliseconds, is a tombstone's time of delete): what a change of the record
+    /// would be answered as for nothing there (`PushRules`), the key of a change of it is too.
+    func canSee(
+        recordOf projectText: String?, ownedBy ownerText: String, deleted: Bool, updatedAt: Int64, caller: Caller
+    ) -> Bool {
+        guard canSee(recordOf: projectText, ownedBy: ownerText, caller: caller) else { return false }
+        guard deleted, let projectText, let project = UUID(uuidString: projectText), let joined = joinedAt[project], joined > 0
+        else { return true }
+        return updatedAt >= joined
+    }
 }

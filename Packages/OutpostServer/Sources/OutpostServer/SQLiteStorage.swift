@@ -249,15 +249,19 @@ final class SQLiteStorage: ServerStorage {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id FROM applied_mutations AS a
+                        SELECT a.idempotency_key, a.outcome, r.project_id, r.owner_id, r.deletion IS NOT NULL AS deleted, r.updated_at
+                        FROM applied_mutations AS a
                         JOIN records AS r ON r.entity = a.entity AND r.id = a.record_id
                         WHERE a.user_id = ? AND a.idempotency_key IN (\(Self.placeholders(chunk.count)))
                         """,
                     arguments: [caller.userID.storageText] + StatementArguments(chunk))
                 for row in rows {
-                    // A record the caller may no longer see (removed, no role): as unknown, fail closed.
+                    // A record the caller may no longer see (removed, no role, deleted while they were
+                    // away): as unknown, fail closed.
                     guard let key = UUID(hyphenatedText: row["idempotency_key"]),
-                        access.canSee(recordOf: row["project_id"], ownedBy: row["owner_id"], caller: caller)
+                        access.canSee(
+                            recordOf: row["project_id"], ownedBy: row["owner_id"], deleted: row["deleted"],
+                            updatedAt: row["updated_at"], caller: caller)
                     else { continue }
                     answers.append((key, row["outcome"]))
                 }
