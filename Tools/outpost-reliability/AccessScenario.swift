@@ -543,11 +543,13 @@ private final class AccessRun {
         // the sender's membership began again is not known here.
         if let name = names[id], table.record(name, in: project)?.live != true { return }
         var want: AccessAnswer = !token.live ? .unauthorized : table.role(of: token.user, in: project) == nil ? .hidden : .allowed
-        // A log deleted while the sender was away is as nothing there to them, its key too (attack 111, F4).
-        if want == .allowed, let deletedAt = logs.first(where: { $0.id == id })?.deletedAt,
-            table.deletedBeforeMembership(at: deletedAt, of: token.user, in: project)
-        {
-            want = .hidden
+        if let log = logs.first(where: { $0.id == id }) {
+            // Edited once deleted, a log is left alone: whether the edit brought it back is not known here.
+            if !log.live, log.deletedAt == nil { return }
+            // A log deleted while the sender was away is as nothing there to them, its key too (attack 111, F4).
+            if want == .allowed, let deletedAt = log.deletedAt, table.deletedBeforeMembership(at: deletedAt, of: token.user, in: project) {
+                want = .hidden
+            }
         }
         let answer = try await push([sent.mutation], token: sent.token, resending: true)
         expect("send a taken change again under its key", want, answer.first!, who: token.user, in: project)
