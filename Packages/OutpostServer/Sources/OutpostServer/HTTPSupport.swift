@@ -149,11 +149,8 @@ struct ProtocolMiddleware<Context: RequestContext>: RouterMiddleware {
     /// request's line) counts up per instance, and any caller, with no token, counted every request an
     /// instance took between two of their own, pushes to projects they may not see included (attack 111, F3).
     static func randomRequestID() -> String {
-        func hex(_ value: UInt64) -> String {
-            let digits = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - digits.count) + digits
-        }
-        return hex(UInt64.random(in: .min ... .max)) + hex(UInt64.random(in: .min ... .max))
+        var generator = SystemRandomNumberGenerator()
+        return withUnsafeBytes(of: (generator.next() as UInt64, generator.next() as UInt64)) { $0.hexText }
     }
 
     /// A path as a log line carries it: a client picks the path, so its length is bounded here (an

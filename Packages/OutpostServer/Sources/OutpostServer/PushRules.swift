@@ -374,10 +374,8 @@ struct PushRules: Sendable {
     /// not move it): a device's deletion clock runs by the device's time, which may be anything within the
     /// allowance, and a membership begins by the server's.
     private static func deletedBeforeJoining(_ record: StoredRecord, snapshot: PushSnapshot) -> Bool {
-        guard record.deletion != nil, let project = record.projectID,
-            let joined = snapshot.access.joinedAt[project], joined > 0
-        else { return false }
-        return record.updatedAt.milliseconds < joined
+        snapshot.access.deletedBeforeJoining(
+            record.projectID, deleted: record.deletion != nil, updatedAt: record.updatedAt.milliseconds)
     }
 
     /// The answer to a record that does not exist, or that the caller may not see: one answer for both.

@@ -159,15 +159,20 @@ struct ProjectAccess: Sendable, Hashable {
         return UUID(uuidString: projectText).map { roles[$0] != nil } ?? false
     }
 
-    /// `canSee`, and not a record deleted before the caller's membership of its project began
-    /// (`updatedAt`, epoch milliseconds, is a tombstone's time of delete): what a change of the record
-    /// would be answered as for nothing there (`PushRules`), the key of a change of it is too.
+    /// `canSee`, and not a record deleted before the caller's membership of its project began: what a
+    /// change of the record is answered as for nothing there (`PushRules`), the key of a change of it is too.
     func canSee(
         recordOf projectText: String?, ownedBy ownerText: String, deleted: Bool, updatedAt: Int64, caller: Caller
     ) -> Bool {
-        guard canSee(recordOf: projectText, ownedBy: ownerText, caller: caller) else { return false }
-        guard deleted, let projectText, let project = UUID(uuidString: projectText), let joined = joinedAt[project], joined > 0
-        else { return true }
-        return updatedAt >= joined
+        canSee(recordOf: projectText, ownedBy: ownerText, caller: caller)
+            && !deletedBeforeJoining(projectText.flatMap(UUID.init(uuidString:)), deleted: deleted, updatedAt: updatedAt)
+    }
+
+    /// Whether a record of `project`, `deleted`, was deleted before the caller's membership of it began,
+    /// by the server's time: its `updatedAt` (epoch milliseconds), which a tombstone keeps from its
+    /// delete. Such a record was never the member's to read (the late-joiner rule).
+    func deletedBeforeJoining(_ project: UUID?, deleted: Bool, updatedAt: Int64) -> Bool {
+        guard deleted, let project, let joined = joinedAt[project], joined > 0 else { return false }
+        return updatedAt < joined
     }
 }
