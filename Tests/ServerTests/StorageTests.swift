@@ -348,6 +348,8 @@ struct StorageTests {
         for (name, path) in reserves {
             Self.expectBounds(of: path, named: name, taking: [0, .max], refusing: [-1, .min])
         }
+        Self.expectBounds(
+            of: \.requestsWorkedAtOncePerUser, named: "requests worked on at once", taking: [1, .max], refusing: [0, -1, .min])
     }
 
     /// `validate()` takes each of `taken` for the setting at `path` and refuses each of `refused` as

@@ -101,66 +101,23 @@ final class BundleGate: @unchecked Sendable {
 /// until `/health` answered 503 after 7–12 s and a push took 20–25 s (attack 55). A turn covers one
 /// batch's synchronous work and never a send, so a stalled client holds none, and downloads take turns
 /// in the order they asked.
-final class EncodingTurns: @unchecked Sendable {
-    // @unchecked: every stored property but `limit` is only touched under `lock`.
-    private let lock = NSLock()
-    private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-    private var busy = 0
-    private var mostBusy = 0
+struct EncodingTurns: Sendable {
+    private let turns: Turns<Bool>
     /// Batches encoded at once, at most.
-    let limit: Int
+    var limit: Int { turns.limit }
 
     /// One fewer than this machine's cores, so one is always left for every other request.
     static var forThisMachine: Int { max(1, ProcessInfo.processInfo.activeProcessorCount - 1) }
 
     init(limit: Int = EncodingTurns.forThisMachine) {
-        precondition(limit > 0, "at least one turn")
-        self.limit = limit
-        free = limit
+        turns = Turns(limit: limit)
     }
 
     /// `work`'s result, once it has run in a turn: after any earlier waiters, never beside `limit` others.
     func run<Result>(_ work: () throws -> Result) async rethrows -> Result {
-        await take()
-        defer { give() }
-        return try work()
+        try await turns.run(for: true, work)
     }
 
     /// The most turns that were ever taken at once (for tests).
-    var peak: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return mostBusy
-    }
-
-    private func take() async {
-        await withCheckedContinuation { (turn: CheckedContinuation<Void, Never>) in
-            lock.lock()
-            guard free > 0 else {
-                waiting.append(turn)
-                lock.unlock()
-                return
-            }
-            free -= 1
-            busy += 1
-            mostBusy = max(mostBusy, busy)
-            lock.unlock()
-            turn.resume()
-        }
-    }
-
-    private func give() {
-        lock.lock()
-        guard !waiting.isEmpty else {
-            free += 1
-            busy -= 1
-            lock.unlock()
-            return
-        }
-        // Handed straight to the longest waiter: `busy` stays as it is.
-        let next = waiting.removeFirst()
-        lock.unlock()
-        next.resume()
-    }
+    var peak: Int { turns.peak }
 }

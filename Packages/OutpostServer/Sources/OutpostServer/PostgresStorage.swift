@@ -425,6 +425,18 @@ final class PostgresStorage: ServerStorage {
         return nil
     }
 
+    func membershipCount(of caller: Caller) async throws(ServerError) -> Int {
+        let logger = self.logger
+        return try await withConnection { connection in
+            for try await count in try await connection.query(
+                "SELECT count(*) FROM memberships WHERE user_id = \(caller.userID.storageText)", logger: logger
+            ).decode(Int64.self) {
+                return Int(count)
+            }
+            return 0
+        }
+    }
+
     func newestSequence(of records: [RecordKey]) async throws(ServerError) -> Int64 {
         guard !records.isEmpty else { return 0 }
         let logger = self.logger

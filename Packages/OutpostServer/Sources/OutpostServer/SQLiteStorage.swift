@@ -527,6 +527,12 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func membershipCount(of caller: Caller) async throws(ServerError) -> Int {
+        try await read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM memberships WHERE user_id = ?", arguments: [caller.userID.storageText]) ?? 0
+        }
+    }
+
     func backUp(to path: String) async throws(ServerError) {
         guard !FileManager.default.fileExists(atPath: path) else {
             throw ServerError(.invalidConfiguration, message: "\(path) exists; a backup is written to a new file", path: path)

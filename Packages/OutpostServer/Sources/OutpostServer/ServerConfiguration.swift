@@ -87,6 +87,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// Requests a token may make per minute on this instance, bursts included; past it a request is
     /// answered 429 `rate_limited` with `Retry-After`. Nil for no limit.
     public var requestsPerMinutePerToken: Int?
+    /// How many pushes and pulls of one user the server works on at once; the user's others wait their
+    /// turn, in the order they came (their bodies read, their connections held). A device has one or two
+    /// under way; the bound keeps one user's parallel requests, whose cost grows with their projects,
+    /// from holding every core while everyone else's wait. Default 4.
+    public var requestsWorkedAtOncePerUser: Int = 4
     /// How pushes that meet a newer server version are settled, per entity: the same policy the apps'
     /// devices merge with (`Device(policy:)`, `SyncEngine(policy:)`). Every response names its
     /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:
@@ -183,6 +188,7 @@ public struct ServerConfiguration: Sendable, Hashable {
             "a caller's bodies under way must take the largest body and chunk the server accepts")
         try check(bodies.total >= bodies.perCaller, "the bodies under way in all must take one caller's")
         try check((requestsPerMinutePerToken ?? 1) >= 1, "the per-token request limit must be at least 1 a minute")
+        try check(requestsWorkedAtOncePerUser >= 1, "a user's requests worked on at once must be at least 1")
         try check(Logger.Level(rawValue: logLevel) != nil, "unknown log level '\(logLevel)'")
         try check(postgresURL != nil || !databasePath.isEmpty, "a SQLite file or a PostgreSQL URL is required")
         try check(!mediaDirectory.isEmpty && mediaDirectory != ".media", "a media folder is required")

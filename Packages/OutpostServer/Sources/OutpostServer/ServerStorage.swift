@@ -35,6 +35,9 @@ protocol ServerStorage: Sendable {
     /// The caller's memberships and the newest change sequence, now: a pull page read ahead of its request
     /// is served only if they still equal the page's `basis`.
     func pullBasis(of caller: Caller) async throws(ServerError) -> PullBasis
+    /// How many memberships the office gave the caller, a role or not: at least as many as the projects
+    /// they reach, counted without reading a member record.
+    func membershipCount(of caller: Caller) async throws(ServerError) -> Int
     /// This server's salt for member record ids (`Roles.memberRecordID`; "" for a server seeded before).
     func memberIDSalt() async throws(ServerError) -> String
     /// This server's key for sealing cursors (`CursorSeal`): the stored one, or `proposal` stored now
