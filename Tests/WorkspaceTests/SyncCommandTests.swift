@@ -158,6 +158,58 @@ struct SyncCommandTests {
         #expect(try LocalStore.open(at: db).status().failedChanges == 0)
     }
 
+    /// Text a server wrote reaches the terminal on its one line, escaped: a server's error message was
+    /// printed raw in `outpost sync`'s "last transport error" line and a refusal's reason in `outpost
+    /// unsent`, so an escape sequence cleared the screen and retitled the window, and a carriage return
+    /// or newline forged a "sync complete: 0 pending" line (attack 114, F6). `conflicts list` escaped it.
+    @Test("Text a server wrote is printed on its own line with its control and direction characters escaped")
+    func serverTextIsPrintedEscaped() async throws {
+        let (folder, db, store) = try await Self.deviceWithOneChange()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let evil = "x\u{1B}[2J\u{1B}]0;owned\u{07}\rsync complete: 0 pending\nFAKE LINE\u{202E}live\u{2028}sep"
+        func expectEscaped(_ printed: String, _ command: String) {
+            let raw: Set<UInt32> = [0x1B, 0x07, 0x0D, 0x202E, 0x2028]
+            #expect(!printed.unicodeScalars.contains { raw.contains($0.value) }, "\(command): \(printed.debugDescription)")
+            #expect(!printed.contains("\nFAKE LINE"), "\(command) printed a line the server wrote: \(printed.debugDescription)")
+            #expect(printed.contains("\\u{1B}[2J"), "\(command) shows the text, escaped: \(printed.debugDescription)")
+        }
+        // A refusal's reason, as a server gave it.
+        let claimed = try #require(try store.claimMutations(limit: 1, now: Date()).first)
+        try store.fail(claimed, reason: "invalid_request: " + evil)
+        let unsent = try await Outpost.run(["unsent", "--db", db])
+        expectEscaped(unsent.output + unsent.errorOutput, "outpost unsent")
+        // An error's message, from a server that answers every request 500.
+        let script = """
+            import http.server, json, os, socketserver, subprocess, sys, threading
+            outpost, folder = sys.argv[1], sys.argv[2]
+            body = json.dumps({"code": "internal", "message": \(String(decoding: try JSONEncoder().encode(evil), as: UTF8.self))}).encode()
+            class Handler(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def log_message(self, *args): pass
+                def do_POST(self):
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self.send_response(500)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Outpost-Protocol-Version", "1")
+                    self.end_headers()
+                    self.wfile.write(body)
+                do_GET = do_POST
+            server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            with open(os.path.join(folder, "sync.out"), "w") as out:
+                child = subprocess.Popen([outpost, "sync", "--db", os.path.join(folder, "device.sqlite"), "--retry-failed",
+                    "--server", "http://127.0.0.1:%d" % server.server_address[1], "--token", "t"], stdout=out, stderr=out)
+                _, status, usage = os.wait4(child.pid, 0)
+            server.shutdown()
+            print(json.dumps({"sync": {"status": os.waitstatus_to_exitcode(status), "peakKB": usage.ru_maxrss,
+                                       "output": open(os.path.join(folder, "sync.out"), encoding="utf-8", errors="replace").read()}}))
+            """
+        let sync = try #require(try await OutpostScript.runs(script, folder: folder)["sync"])
+        #expect(sync.output.contains("last transport error"), "\(sync.output)")
+        expectEscaped(sync.output, "outpost sync")
+    }
+
     /// A server's answer is bounded while it arrives: a pull answered with 2.3 MB of gzip that inflates to
     /// 512 MB took `outpost sync` to 1,086 MB before it was refused, when the client inflated whole
     /// bodies. Judged by memory, not time: the peak (`wait4`'s `ru_maxrss`) of a sync against that bomb

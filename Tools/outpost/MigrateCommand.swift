@@ -1,5 +1,6 @@
 import ArgumentParser
 import OutpostFieldService
+import OutpostSchema
 import OutpostStore
 
 /// `outpost migrate`: upgrade (or create) a local database to the latest schema, or to a given version.
@@ -39,26 +40,12 @@ struct CommandFailure: Error, CustomStringConvertible {
     init(_ message: String) { description = terminalSafe(message) }
 }
 
-/// `text` with every control character but tab and newline written as `\u{…}`: an error message can
-/// quote a value from a bundle or a server, and an escape sequence printed raw would drive the
-/// terminal (recolour it, retitle the window, or fake whole output lines with a carriage return).
+/// `text` on one line, each control, direction and hidden character written as `\u{…}`
+/// (`OneLineText.escaping`): an error message can quote a value from a bundle or a server, and an
+/// escape sequence printed raw would drive the terminal (recolour it, retitle the window), a carriage
+/// return or newline fake whole output lines, a direction override turn them around (attack 114, F6:
+/// tab and newline passed here before). Every line `outpost` prints that quotes such text goes
+/// through it.
 func terminalSafe(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
-    var safe = ""
-    for scalar in text.unicodeScalars {
-        if isUnsafe(scalar) {
-            safe += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-        } else {
-            safe.unicodeScalars.append(scalar)
-        }
-    }
-    return safe
-}
-
-private func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
-    switch scalar.value {
-    case 0x09, 0x0A: false
-    case 0x00..<0x20, 0x7F..<0xA0: true
-    default: false
-    }
+    OneLineText.escaping(text)
 }

@@ -107,9 +107,10 @@ struct SyncCommand: AsyncParsableCommand {
             if report.quarantined > 0 {
                 print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")
             }
-            if let error = report.lastTransportError { print("last transport error: \(error)") }
+            // The error and the policy names quote the server's own text.
+            if let error = report.lastTransportError { print("last transport error: \(terminalSafe("\(error)"))") }
             if let pause = report.pause { print("paused: \(pause.rawValue)") }
-            for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(difference)") }
+            for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(terminalSafe("\(difference)"))") }
         }
         if !report.isComplete { throw ExitCode(2) }
     }
