@@ -22,34 +22,37 @@ struct RequestTurnsTests {
         return true
     }
 
-    @Test("Alice's requests past her turns wait while her pushes wait for the database; Bob's pull is answered meanwhile")
+    @Test("Alice's requests past her turns wait while her push waits for the database, her next push behind it; Bob's pull is answered meanwhile")
     func aUsersRequestsPastHerTurnsWaitAndNoOneElses() async throws {
         let server = try await TestServer.start(.sqlite) { configuration in
-            configuration.requestsWorkedAtOncePerUser = 2
+            configuration.requestsWorkedAtOncePerUser = 1
             // The pushes wait for the held lock for as long as the test needs, however busy the host.
             configuration.databaseLockWaitSeconds = 600
         }
         defer { Task { await server.stop() } }
         let turns = server.server.requestTurns
         let alice = TestServer.alice
-        // Another process's write transaction: Alice's two pushes wait for it, each in a turn of hers.
+        // Another process's write transaction: Alice's first push waits for it in her one turn, her second
+        // push behind it (one push of a user at a time), holding no turn.
         let lock = HeldWriteLock(path: server.databasePath)
         try await lock.waitUntilHeld()
         let push = try wireJSON(PushRequest(mutations: [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]))
         let pushes = (0..<2).map { _ in
             Task { try await server.send("POST", "/push", token: TestServer.aliceToken, body: push).status }
         }
-        #expect(try await eventually { turns.line(of: alice).working == 2 }, "both pushes hold a turn")
+        let pushTurns = server.server.pushTurns
+        #expect(try await eventually { turns.line(of: alice) == (1, 0) && pushTurns.line(of: alice) == (1, 1) }, "one push at a time")
         let pull = try wireJSON(PullRequest(cursor: nil, limit: 100))
         let alicesPull = Task { try await server.send("POST", "/pull", token: TestServer.aliceToken, body: pull).status }
         #expect(try await eventually { turns.line(of: alice).waiting == 1 }, "her pull waits its turn")
         // Bob's pull needs no turn of Alice's: answered while all three of hers wait.
         #expect(try await server.send("POST", "/pull", token: TestServer.bobToken, body: pull).status == 200)
-        #expect(turns.line(of: alice) == (2, 1), "Alice's pull still waits behind her pushes")
+        #expect(turns.line(of: alice) == (1, 1), "Alice's pull still waits behind her push")
+        #expect(pushTurns.line(of: alice) == (1, 1), "and her second push behind her first")
         try await lock.release()
         for push in pushes { #expect(try await push.value == 200) }
         #expect(try await alicesPull.value == 200)
-        #expect(try await eventually { turns.line(of: alice) == (0, 0) }, "every turn given back")
+        #expect(try await eventually { turns.line(of: alice) == (0, 0) && pushTurns.line(of: alice) == (0, 0) }, "every turn given back")
     }
 
     /// Holds its work until `release()`, and says when it has started.

@@ -90,8 +90,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Requests a token may make per minute on this instance, bursts included; past it a request gets 429 with Retry-After. No limit when absent.")
     var requestsPerMinute: Int?
 
-    @Option(help: "How many pushes and pulls of one user are worked on at once; the user's others wait their turn.")
-    var requestsAtOncePerUser: Int = 4
+    @Option(help: "How many pushes and pulls of one user are worked on at once (pushes one at a time); the user's others wait their turn.")
+    var requestsAtOncePerUser: Int = 2
 
     @Option(help: "The most connections held open at once; a new one past it displaces the one idle longest.")
     var maxConnections: Int = 1_024

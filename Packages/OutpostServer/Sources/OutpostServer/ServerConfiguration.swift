@@ -88,10 +88,11 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// answered 429 `rate_limited` with `Retry-After`. Nil for no limit.
     public var requestsPerMinutePerToken: Int?
     /// How many pushes and pulls of one user the server works on at once; the user's others wait their
-    /// turn, in the order they came (their bodies read, their connections held). A device has one or two
-    /// under way; the bound keeps one user's parallel requests, whose cost grows with their projects,
-    /// from holding every core while everyone else's wait. Default 4.
-    public var requestsWorkedAtOncePerUser: Int = 4
+    /// turn, in the order they came (their bodies read, their connections held), and a user's pushes go
+    /// one at a time besides. A device has one or two under way; the bound keeps one user's parallel
+    /// requests, whose cost grows with their projects, from holding every core while everyone else's wait.
+    /// Default 2: four let one member's pulls take both cores of a 2-core server (attack 113, F2).
+    public var requestsWorkedAtOncePerUser: Int = 2
     /// How pushes that meet a newer server version are settled, per entity: the same policy the apps'
     /// devices merge with (`Device(policy:)`, `SyncEngine(policy:)`). Every response names its
     /// overrides (`Outpost-Conflict-Policy`), and a device whose policy differs stops before it pushes:

@@ -40,8 +40,15 @@ public struct SyncServer: Sendable {
     /// at once kept both cores busy, and another member's pull went from 0.03 to 7–9 s (attack 112, F1).
     /// In turns, one user's parallel requests queue behind each other, not in front of everyone else's.
     /// Uploads and bundle downloads take none: they wait on the network, bounded by `BodiesInFlight` and
-    /// `BundleGate`, and a body trickling in must not hold a turn.
+    /// `BundleGate`, and a body trickling in must not hold a turn. A page read ahead for a user is read
+    /// in one of their turns too: 32 one-record pulls of a 990-project member, each followed by a page
+    /// read ahead outside any turn, still cost another member 3–4 times what a one-project member's did
+    /// (attack 113, F3).
     let requestTurns: Turns<UUID>
+    /// A user's pushes wait here, one at a time, before they take a request turn: every push waits for
+    /// the one writer, and four 8 MB pushes of one member in line for it made another member's one-record
+    /// push 76 times slower (attack 113, F2); with one at a time, what one push costs.
+    let pushTurns = Turns<UUID>(limit: 1)
     private let readAhead: PreparedPulls
     /// The seal on the cursors this server writes, its key read once.
     private let cursorSeal = CursorSeal()
@@ -414,11 +421,14 @@ public struct SyncServer: Sendable {
         router.post("push") { request, _ -> Response in
             let caller = try await server.authenticate(request)
             var request = request
-            let push = try server.readPush(try await request.data(limit: server.configuration.maximumBodyBytes))
-            let answer = try await server.requestTurns.inTurn(of: caller.userID) { () async throws(ServerError) in
-                try await server.push(push, by: caller)
+            let body = try await request.data(limit: server.configuration.maximumBodyBytes)
+            // Read (8 MB of JSON is CPU work), applied and its answer written in the user's turn.
+            let answer = try await server.pushTurns.inTurn(of: caller.userID) { () async throws(ServerError) in
+                try await server.requestTurns.inTurn(of: caller.userID) { () async throws(ServerError) in
+                    try PushResponseJSON.encode(try await server.push(try server.readPush(body), by: caller))
+                }
             }
-            return jsonResponse(bytes: try PushResponseJSON.encode(answer), for: request)
+            return jsonResponse(bytes: answer, for: request)
         }
 
         router.post("push/answers") { request, _ -> Response in
@@ -767,7 +777,7 @@ public struct SyncServer: Sendable {
                 projects: pull.projects, gzip: gzip, sharedClock: pull.acceptsSharedClock, checkpoint: checkpoint,
                 ownSequences: own, rereadProjects: reread),
             by: caller, storage: storage, seal: cursorSeal, rules: rules, maximumPageBytes: configuration.maximumPullPageBytes,
-            readAhead: configuration.readsPullsAhead ? readAhead : nil, metrics: metrics)
+            readAhead: configuration.readsPullsAhead ? readAhead : nil, turns: requestTurns, metrics: metrics)
         metrics.add("outpost_pulled_records_total", answer.records)
         return answer.body
     }
@@ -889,7 +899,7 @@ public struct SyncServer: Sendable {
     /// read ahead.
     private static func pull(
         _ request: PreparedPulls.Request, by caller: Caller, storage: any ServerStorage, seal: CursorSeal, rules: PushRules,
-        maximumPageBytes: Int, readAhead: PreparedPulls?, metrics: ServerMetrics
+        maximumPageBytes: Int, readAhead: PreparedPulls?, turns: Turns<UUID>, metrics: ServerMetrics
     ) async throws(ServerError) -> PreparedPulls.Answer {
         @Sendable func read(_ request: PreparedPulls.Request) async throws(ServerError) -> PreparedPulls.Answer {
             var page = try await storage.pull(
@@ -921,7 +931,9 @@ public struct SyncServer: Sendable {
         if let answer { result = answer } else { result = try await read(request) }
         if let readAhead, result.hasMore {
             let next = request.continued(after: result)
-            await readAhead.prepare(next) { try? await read(next) }
+            await readAhead.prepare(next) {
+                try? await turns.inTurn(of: caller.userID) { () async throws(ServerError) in try await read(next) }
+            }
         }
         return result
     }
