@@ -153,7 +153,7 @@ struct RequestTurnsTests {
 }
 
 /// Answers a caller has not read count against the caller's bound with its bodies under way, and only
-/// there (`BodiesInFlight.takeAnswer`): one member's tokens leaving 15 MB conflict answers unread on 32
+/// there (`BodiesInFlight.take`, `inAll` false): one member's tokens leaving 15 MB conflict answers unread on 32
 /// connections each took a server from 133 MB to 2.4 GB (attack 113, F1). `ConnectionGuard` closes the
 /// connection whose answer would pass the bound, which drops what it held.
 struct AnswersInFlightTests {
@@ -169,7 +169,7 @@ struct AnswersInFlightTests {
             let caller = ["alice", "bob", "carol"].randomElement(using: &random)!
             if !taken.isEmpty, Int.random(in: 0..<3, using: &random) == 0 {
                 let given = taken.remove(at: Int.random(in: 0..<taken.count, using: &random))
-                if given.answer { bodies.giveAnswer(given.bytes, for: given.caller) } else { bodies.give(given.bytes, for: given.caller) }
+                bodies.give(given.bytes, for: given.caller, inAll: !given.answer)
                 held[given.caller, default: 0] -= given.bytes
                 continue
             }
@@ -179,7 +179,7 @@ struct AnswersInFlightTests {
             // A body also meets the total of all callers, counted from bodies alone.
             let bodiesHeld = taken.filter { !$0.answer }.map(\.bytes).reduce(0, +)
             let expected = answer ? fits : fits && bodiesHeld + bytes <= perCaller * 2
-            let took = answer ? bodies.takeAnswer(bytes, for: caller) : bodies.take(bytes, for: caller)
+            let took = bodies.take(bytes, for: caller, inAll: !answer)
             #expect(took == expected, "seed \(seed): \(answer ? "answer" : "body") of \(bytes) for \(caller) holding \(held[caller, default: 0])")
             if took {
                 held[caller, default: 0] += bytes
@@ -188,7 +188,7 @@ struct AnswersInFlightTests {
             #expect(bodies.held(by: caller) == held[caller, default: 0], "seed \(seed)")
         }
         for given in taken {
-            if given.answer { bodies.giveAnswer(given.bytes, for: given.caller) } else { bodies.give(given.bytes, for: given.caller) }
+            bodies.give(given.bytes, for: given.caller, inAll: !given.answer)
         }
         for caller in ["alice", "bob", "carol"] { #expect(bodies.held(by: caller) == 0, "seed \(seed): \(caller)'s bytes came back") }
         // The total was given back whole: a body of the whole bound fits again.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OutpostBundles
 import OutpostFieldService
+import OutpostSchema
 import OutpostStore
 import OutpostWire
 
@@ -28,7 +29,7 @@ struct BundleValidateCommand: ParsableCommand {
     func run() throws {
         let errors = BundleValidator().errors(inBundleAt: URL(fileURLWithPath: path))
         guard errors.isEmpty else {
-            for error in errors { FileHandle.standardError.write(Data((terminalSafe("\(error)") + "\n").utf8)) }
+            for error in errors { FileHandle.standardError.write(Data((OneLineText.escaping("\(error)") + "\n").utf8)) }
             throw CommandFailure("\(path): \(errors.count) error\(errors.count == 1 ? "" : "s")")
         }
         print("\(path): valid")

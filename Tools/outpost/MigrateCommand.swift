@@ -35,17 +35,11 @@ struct MigrateCommand: ParsableCommand {
 }
 
 /// A failure already explained to the user: the message goes to standard error, the exit code is 1.
+/// On one line, each control, direction and hidden character written as `\u{…}` (`OneLineText.escaping`,
+/// as every line `outpost` prints that quotes a bundle's or a server's text): an escape sequence printed
+/// raw would drive the terminal (recolour it, retitle the window), a carriage return or newline fake
+/// whole output lines, a direction override turn them around (attack 114, F6).
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ message: String) { description = terminalSafe(message) }
-}
-
-/// `text` on one line, each control, direction and hidden character written as `\u{…}`
-/// (`OneLineText.escaping`): an error message can quote a value from a bundle or a server, and an
-/// escape sequence printed raw would drive the terminal (recolour it, retitle the window), a carriage
-/// return or newline fake whole output lines, a direction override turn them around (attack 114, F6:
-/// tab and newline passed here before). Every line `outpost` prints that quotes such text goes
-/// through it.
-func terminalSafe(_ text: String) -> String {
-    OneLineText.escaping(text)
+    init(_ message: String) { description = OneLineText.escaping(message) }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OutpostFieldService
+import OutpostSchema
 import OutpostStore
 
 /// `outpost status`: what a sync status bar would show for a local database.
@@ -26,11 +27,11 @@ struct StatusCommand: ParsableCommand {
             print("failed changes:       \(status.failedChanges)")
             print("open conflicts:       \(status.openConflicts)")
             print("last successful sync: \(status.lastSuccessfulSync.map { $0.formatted(.iso8601) } ?? "never")")
-            if let warning = status.clockWarning { print("clock:                \(terminalSafe(warning))") }
+            if let warning = status.clockWarning { print("clock:                \(OneLineText.escaping(warning))") }
             if status.quarantinedRecords > 0 {
                 print("quarantined records:  \(status.quarantinedRecords) pulled records this version could not take in:")
                 for record in try openExistingStore(db).quarantinedRecords().prefix(10) {
-                    print("  \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()): \(terminalSafe(record.reason))")
+                    print("  \(record.entity.rawValue) \(record.recordID.uuidString.lowercased()): \(OneLineText.escaping(record.reason))")
                 }
             }
             for project in status.leftProjects {
@@ -134,7 +135,7 @@ struct UnsentCommand: ParsableCommand {
         print("\(unsent.count) unsent change\(unsent.count == 1 ? "" : "s")")
         for change in unsent {
             // A refusal's reason quotes the server's text.
-            let reason = terminalSafe((change.unreadable.map { ": unreadable: \($0)" } ?? "") + (change.lastError.map { ": \($0)" } ?? ""))
+            let reason = OneLineText.escaping((change.unreadable.map { ": unreadable: \($0)" } ?? "") + (change.lastError.map { ": \($0)" } ?? ""))
             print("  \(change.status.rawValue) \(change.operation.rawValue) \(change.entity.rawValue) \(change.recordID.uuidString.lowercased())\(reason)")
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OutpostConflicts
 import OutpostFieldService
+import OutpostSchema
 import OutpostStore
 import OutpostSync
 import OutpostWire
@@ -108,9 +109,9 @@ struct SyncCommand: AsyncParsableCommand {
                 print("quarantined \(report.quarantined) pulled records this version could not take in (outpost status lists them)")
             }
             // The error and the policy names quote the server's own text.
-            if let error = report.lastTransportError { print("last transport error: \(terminalSafe("\(error)"))") }
+            if let error = report.lastTransportError { print("last transport error: \(OneLineText.escaping("\(error)"))") }
             if let pause = report.pause { print("paused: \(pause.rawValue)") }
-            for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(terminalSafe("\(difference)"))") }
+            for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(OneLineText.escaping("\(difference)"))") }
         }
         if !report.isComplete { throw ExitCode(2) }
     }
