@@ -67,7 +67,7 @@ struct MediaQuotaTests {
         let stalled = Data("12345678".utf8), other = Data("photo2".utf8)
         let alices = try await Self.attachments([stalled], on: server)
         let carols = try await Self.attachments([other], on: server, token: TestServer.carolToken)
-        let alice = Caller(userID: TestServer.alice), carol = Caller(userID: TestServer.carol)
+        let alice = TestServer.caller(TestServer.alice), carol = TestServer.caller(TestServer.carol)
         let media = server.server.media
         let now = Date()
         let first = try await media.receive(

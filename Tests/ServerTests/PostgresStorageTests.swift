@@ -69,7 +69,7 @@ struct PostgresStorageTests {
         #expect(try await TestPostgres.strings("SELECT value::text FROM counters WHERE name = 'change_sequence'",
                                                url: database.url) == ["6"])
         #expect(try await second.caller(forTokenDigest: TokenDigest.hex(of: TestServer.aliceToken))
-            == Caller(userID: TestServer.alice))
+            == TestServer.caller(TestServer.alice))
         await first.close()
         await second.close()
 

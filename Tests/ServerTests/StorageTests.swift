@@ -21,7 +21,7 @@ struct StorageTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("server.sqlite").path
-        let caller = Caller(userID: TestServer.alice)
+        let caller = TestServer.caller(TestServer.alice)
         let batch = [Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))]
         let first: [MutationResult]
         do {
@@ -34,7 +34,7 @@ struct StorageTests {
         #expect(first[0].outcome.appliedVersion == 1)
         #expect(replay[0].outcome == .duplicate(original: first[0].outcome))
         // Someone else's key is neither applied nor answered with its result.
-        let stolen = try await reopened.push(batch, by: Caller(userID: TestServer.bob), now: Timestamp.now())
+        let stolen = try await reopened.push(batch, by: TestServer.caller(TestServer.bob), now: Timestamp.now())
         #expect(stolen[0].outcome.rejectedCode == .forbidden)
         let queue = try DatabaseQueue(path: path)
         #expect(try ServerSchema.migrator.appliedVersions(in: queue) == ServerSchema.steps.map(\.version))
@@ -46,7 +46,7 @@ struct StorageTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-storage-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let caller = Caller(userID: TestServer.alice)
+        let caller = TestServer.caller(TestServer.alice)
         let fresh = folder.appendingPathComponent("fresh.sqlite").path
         let old = folder.appendingPathComponent("old.sqlite").path
         // A file made by a build that left SQLite's default page size.
@@ -75,7 +75,7 @@ struct StorageTests {
     func batchSeesItsOwnWrites(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let caller = Caller(userID: TestServer.alice)
+        let caller = TestServer.caller(TestServer.alice)
         let issue = UUID()
         let create = Sample.create(.issue, id: issue, fields: Sample.issueFields(project: TestServer.projectA))
         let orphan = Sample.create(.mediaAttachment, fields: Sample.attachmentFields(issue: UUID(), bytes: Data("x".utf8)))
@@ -96,7 +96,7 @@ struct StorageTests {
     func pullMergesProjects(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let carol = Caller(userID: TestServer.carol)
+        let carol = TestServer.caller(TestServer.carol)
         let batch = (0..<7).map { index in
             Sample.create(
                 .issue, fields: Sample.issueFields(project: index % 2 == 0 ? TestServer.projectA : TestServer.projectB))
@@ -115,7 +115,7 @@ struct StorageTests {
         #expect(seen.map(\.sequence) == seen.map(\.sequence).sorted())
         #expect(Set(seen.map(\.sequence)).count == seen.count)
         #expect(Set(batch.map(\.recordID)).isSubset(of: Set(seen.map(\.recordID))))
-        let alice = try await Self.pull(storage, after: .start, limit: 100, by: Caller(userID: TestServer.alice))
+        let alice = try await Self.pull(storage, after: .start, limit: 100, by: TestServer.caller(TestServer.alice))
         #expect(alice.changes.filter { $0.entity == .issue }.count == 4)
         #expect(!alice.changes.contains { $0.recordID == TestServer.projectB })
     }
@@ -124,7 +124,7 @@ struct StorageTests {
     func largePagesStayInOrder(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let carol = Caller(userID: TestServer.carol)
+        let carol = TestServer.caller(TestServer.carol)
         let creates = (0..<1_100).map { index in
             Sample.create(
                 .issue, fields: Sample.issueFields(project: index % 3 == 0 ? TestServer.projectB : TestServer.projectA))
@@ -151,7 +151,7 @@ struct StorageTests {
     func sharedClocksReadAsTheSamePage(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let alice = Caller(userID: TestServer.alice)
+        let alice = TestServer.caller(TestServer.alice)
         let whole = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Written whole"))
         let edited = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Then edited"))
         let deleted = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Then deleted"))
@@ -374,7 +374,7 @@ struct StorageTests {
     func bundleIsOneSnapshot(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let alice = Caller(userID: TestServer.alice)
+        let alice = TestServer.caller(TestServer.alice)
         let issues = (0..<1_200).map { index in
             Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Issue \(index)"))
         }
@@ -410,7 +410,7 @@ struct StorageTests {
     func bundlePagesAreBoundedInBytes(_ backend: Backend) async throws {
         let (storage, folder) = try await Self.seeded(backend)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let alice = Caller(userID: TestServer.alice)
+        let alice = TestServer.caller(TestServer.alice)
         let large = String(repeating: "x", count: 900 * 1024)
         let issues = (0..<24).map { index in
             var fields = Sample.issueFields(project: TestServer.projectA, title: "Large \(index)")
@@ -443,7 +443,7 @@ struct StorageTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         // Carol, a member of both projects, tries to link B's opportunity to A as well: refused, since a
         // record names only records of its own project; and even so, A's bundle must not carry it.
-        let carol = Caller(userID: TestServer.carol)
+        let carol = TestServer.caller(TestServer.carol)
         let opportunity = UUID()
         let fields = Opportunity(id: opportunity, name: "Oak Avenue deal", customerName: "Bob's client").record.fields
         let written = try await storage.push([
@@ -460,7 +460,7 @@ struct StorageTests {
         #expect(written[2].outcome.rejectedCode == .invalidRequest)
 
         var bundled: [EntityRecord] = []
-        for try await batch in try await storage.bundle(project: TestServer.projectA, by: Caller(userID: TestServer.alice)).decodedBatches {
+        for try await batch in try await storage.bundle(project: TestServer.projectA, by: TestServer.caller(TestServer.alice)).decodedBatches {
             bundled += batch
         }
         #expect(bundled.contains { $0.id == TestServer.projectA })
@@ -497,7 +497,7 @@ struct StorageTests {
         let database = try await TestPostgres.createDatabase()
         let storage = try PostgresStorage(url: database.url, assignsServerIDs: false, logger: PostgresStorageTests.quiet)
         try await storage.load(TestServer.seed, now: Timestamp.now())
-        let alice = Caller(userID: TestServer.alice)
+        let alice = TestServer.caller(TestServer.alice)
         let issues = (0..<600).map { _ in Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA)) }
         _ = try await storage.push(Array(issues[..<500]), by: alice, now: Timestamp.now())
         _ = try await storage.push(Array(issues[500...]), by: alice, now: Timestamp.now())
@@ -610,7 +610,7 @@ struct StorageTests {
             let refused = await #expect(throws: ServerError.self) { try await storage.load(seed, now: Timestamp.now()) }
             #expect(refused?.code == .invalidSeed)
             #expect(refused?.message.contains(named) == true, "\(refused?.message ?? "")")
-            let basis = try await storage.pullBasis(of: Caller(userID: user))
+            let basis = try await storage.pullBasis(of: TestServer.caller(user))
             #expect(basis.memberships.isEmpty && basis.newestSequence == 0, "nothing was written")
         }
         // The same user in two entries for different projects, with a role in each, is a seed's way to
@@ -625,7 +625,7 @@ struct StorageTests {
                     .init(userID: user, name: "A", role: "viewer", projects: [other]),
                 ]),
             now: Timestamp.now())
-        #expect(try await storage.pullBasis(of: Caller(userID: user)).memberships == [project, other])
+        #expect(try await storage.pullBasis(of: TestServer.caller(user)).memberships == [project, other])
     }
 
     /// A SQLite storage on a new file in a folder of its own, nothing loaded; the caller removes the folder.

@@ -24,6 +24,12 @@ final class TestServer: Sendable {
     static let aliceToken = "alice-token-123"
     static let bobToken = "bob-token-456"
     static let carolToken = "carol-token-789"
+    /// A caller as a request bearing `user`'s token of the seed is let in (a user without one bears a
+    /// token no one was issued, which a push's transaction refuses).
+    static func caller(_ user: UUID) -> Caller {
+        let token = [alice: aliceToken, bob: bobToken, carol: carolToken][user] ?? "no token of \(user)"
+        return Caller(userID: user, tokenDigest: TokenDigest.hex(of: token))
+    }
     /// The scraper's token every test server takes for `/metrics` (`ServerConfiguration.metricsToken`).
     static let metricsToken = "scraper-token-0ab"
 

@@ -3,6 +3,16 @@ import Foundation
 /// The user a request's bearer token belongs to; every route checks project access for this user.
 package struct Caller: Sendable, Hashable {
     package let userID: UUID
+    /// The SHA-256 of the token the request came with. A request is let in when it arrives and worked
+    /// on when its turn comes, behind the user's others and the database's one writer: the token is asked
+    /// for again then (`SyncServer.requireTokenStillHeld`, and inside a push's transaction), so a token
+    /// the office revokes meanwhile has nothing more read or written (attack 113, F7).
+    package let tokenDigest: String
+
+    package init(userID: UUID, tokenDigest: String) {
+        self.userID = userID
+        self.tokenDigest = tokenDigest
+    }
 }
 
 /// Whom a stored token belongs to, and whether it is an admin token. The two kinds never stand in for

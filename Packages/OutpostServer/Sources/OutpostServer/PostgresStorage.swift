@@ -270,6 +270,16 @@ final class PostgresStorage: ServerStorage {
         activity.push(into: named, begun: true)
         defer { activity.push(into: named, begun: false) }
         return try await write { connection in
+            // Read in the transaction that writes the push, after the write lock: a push that waited its
+            // turn or for the lock while the office revoked its token writes nothing (attack 113, F7).
+            var held = false
+            for try await _ in try await connection.query(
+                """
+                SELECT 1 FROM tokens WHERE token_sha256 = \(caller.tokenDigest) AND user_id = \(caller.userID.storageText)
+                AND NOT admin AND (expires_at IS NULL OR expires_at > \(now.milliseconds))
+                """, logger: logger
+            ).decode(Int.self) { held = true }
+            guard held else { throw ServerError.tokenGoneWhileWaiting }
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try await Self.write(plan, on: connection, logger: logger)

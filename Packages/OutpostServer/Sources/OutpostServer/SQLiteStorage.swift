@@ -224,6 +224,17 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    /// Throws 401 unless the token `caller` came with is still theirs, a member's and unexpired, read in
+    /// the transaction that writes their push: a push that waited its turn or for the writer while the
+    /// office revoked the token writes nothing (attack 113, F7).
+    private static func requireLiveToken(of caller: Caller, now: Date, in db: Database) throws {
+        let held = try Bool.fetchOne(
+            db,
+            sql: "SELECT 1 FROM tokens WHERE token_sha256 = ? AND user_id = ? AND NOT admin AND (expires_at IS NULL OR expires_at > ?)",
+            arguments: [caller.tokenDigest, caller.userID.storageText, now.milliseconds]) ?? false
+        guard held else { throw ServerError.tokenGoneWhileWaiting }
+    }
+
     // MARK: - Push
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
@@ -233,6 +244,7 @@ final class SQLiteStorage: ServerStorage {
         activity.push(into: named, begun: true)
         defer { activity.push(into: named, begun: false) }
         return try await write { db in
+            try Self.requireLiveToken(of: caller, now: now, in: db)
             let snapshot = try Self.loadSnapshot(for: batch, in: db)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try Self.write(plan, in: db)

@@ -99,6 +99,10 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
         ServerError(status: 400, .invalidRequest, message, underlying: underlying)
     }
     static func unauthorized(_ message: String) -> ServerError { ServerError(status: 401, .unauthorized, message) }
+    /// A request let in by a token that was revoked or expired (or names another user) by the time its
+    /// work began: nothing of it is read or written.
+    static let tokenGoneWhileWaiting = unauthorized(
+        "the bearer token was revoked or expired while this request waited its turn: nothing of it was read or written")
     static func forbidden(_ message: String) -> ServerError { ServerError(status: 403, .forbidden, message) }
     static func notFound(_ message: String) -> ServerError { ServerError(status: 404, .notFound, message) }
     /// A change (a push's mutation, a file's upload) to a project an operator archived, told to members only.

@@ -184,7 +184,7 @@ extension ServerStorage {
     /// syncs nothing.
     func caller(forTokenDigest digest: String) async throws(ServerError) -> Caller? {
         guard let holder = try await tokenHolder(forDigest: digest), !holder.isAdmin else { return nil }
-        return Caller(userID: holder.userID)
+        return Caller(userID: holder.userID, tokenDigest: digest)
     }
 }
 

@@ -569,11 +569,21 @@ public struct SyncServer: Sendable {
     /// expired; 429 `rate_limited` with `Retry-After` past the token's request limit.
     /// An admin token is refused here (401): it reaches the `/admin` routes only.
     package func caller(bearing token: String) async throws(ServerError) -> Caller {
-        let (holder, _) = try await holder(of: token)
+        let (holder, digest) = try await holder(of: token)
         guard !holder.isAdmin else {
             throw ServerError.unauthorized("an admin token reaches only the /admin routes; sync with a member's token")
         }
-        return Caller(userID: holder.userID)
+        return Caller(userID: holder.userID, tokenDigest: digest)
+    }
+
+    /// 401 unless the token `caller` was let in by is still theirs, a member's and unexpired. A request is
+    /// let in when it arrives and worked on in its turn, behind the user's other requests: one waiting
+    /// when the office revokes a lost phone's token must not be answered after the revocation (attack
+    /// 113, F7). One read of the token's row per request worked on.
+    func requireTokenStillHeld(by caller: Caller) async throws(ServerError) {
+        guard let holder = try await storage.tokenHolder(forDigest: caller.tokenDigest), holder.userID == caller.userID,
+            !holder.isAdmin
+        else { throw ServerError.tokenGoneWhileWaiting }
     }
 
     /// The operator an admin token (`issueToken(admin: true)`) belongs to: 401 as `caller(bearing:)` for an
@@ -674,6 +684,7 @@ public struct SyncServer: Sendable {
         guard request.idempotencyKeys.count <= PushAnswersRequest.maximumKeys else {
             throw ServerError.badRequest("at most \(PushAnswersRequest.maximumKeys) idempotency keys per request")
         }
+        try await requireTokenStillHeld(by: caller)
         var results: [MutationResult] = []
         for (key, outcome) in try await storage.storedAnswers(for: Array(Set(request.idempotencyKeys)), by: caller) {
             results.append(MutationResult(idempotencyKey: key, outcome: .duplicate(original: try OutcomeJSON.decode(outcome))))
@@ -688,6 +699,9 @@ public struct SyncServer: Sendable {
         guard push.mutations.count <= configuration.maximumBatchSize else {
             throw ServerError(status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
         }
+        // The storage asks again in the transaction that writes it; this spares a revoked token's waiting
+        // push the history check.
+        try await requireTokenStillHeld(by: caller)
         try checkDatabaseDiskReserve()
         let held = try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
@@ -740,6 +754,7 @@ public struct SyncServer: Sendable {
         // The API document's range: above it the number is refused rather than capped, as any value
         // outside a documented range is (the cap, maximumPullLimit, applies within it).
         guard (1...Int(Int32.max)).contains(pull.limit) else { throw ServerError.badRequest("limit must be 1 to \(Int32.max)") }
+        try await requireTokenStillHeld(by: caller)
         if let cursor = pull.cursor { try await checkProjectCount(of: cursor, by: caller) }
         let held = try await checkHistory(pull.checkpoint)
         var after = PullCursor.start
