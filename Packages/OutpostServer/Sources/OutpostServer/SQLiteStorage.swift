@@ -731,8 +731,11 @@ final class SQLiteStorage: ServerStorage {
             guard let projectRecord = try StoredRecord.fetch(schema.scope, id: project, in: db),
                 try Access.isMember(caller, of: project, in: db)
             else { throw ServerError.notFound("no project \(project.storageText) of yours") }
+            // The project's newest change, by the index of its changes in order: `asOf` is when it was
+            // made. MAX(updated_at) read every row of the project (44 ms for 50,000 records, before the
+            // first byte of every download went out; issue 41).
             let newestRow = try Row.fetchOne(
-                db, sql: "SELECT MAX(updated_at) AS updated_at, MAX(sequence) AS sequence FROM records WHERE project_id = ?",
+                db, sql: "SELECT updated_at, sequence FROM records WHERE project_id = ? ORDER BY sequence DESC LIMIT 1",
                 arguments: [project.storageText])
             var newest = newestRow?["updated_at"] as Int64?
             var sequence = newestRow?["sequence"] as Int64? ?? 0
