@@ -32,6 +32,13 @@ public struct SyncServer: Sendable {
     static let maximumConcurrentBundlesPerCaller = 2
     private let bundleGate = BundleGate(
         limit: SyncServer.maximumConcurrentBundles, limitPerCaller: SyncServer.maximumConcurrentBundlesPerCaller)
+    /// Original downloads of one member under way at once, at most: a device downloads one at a time
+    /// (`Device.original(of:)`), so four leave room for a member's few devices and a retry.
+    static let maximumConcurrentOriginalsPerCaller = 4
+    /// Each member's original downloads under way (`BundleGate`'s counting, per caller only: the bound
+    /// in all is the connections'). Without it one member's 24 at once made everyone else's requests 28
+    /// times slower over loopback (attack 113, F6).
+    private let originalsGate = BundleGate(limit: .max, limitPerCaller: SyncServer.maximumConcurrentOriginalsPerCaller)
     /// The turns downloads take to encode a batch, so downloads never take every core (see `EncodingTurns`).
     let bundleEncoding = EncodingTurns()
     /// The turns a user's pushes and pulls take once their bodies have arrived
@@ -487,6 +494,14 @@ public struct SyncServer: Sendable {
             let id = try Self.uuid(context.parameters.get("attachmentID"))
             RequestAttribution.note("attachment", id)
             let original = try await server.mediaOriginal(of: id, by: caller)
+            // Held by the body until its last byte is written or the connection ends (the slot frees
+            // itself with its last reference, whichever way the answer goes).
+            guard let slot = server.originalsGate.enter(for: caller.userID) else {
+                throw ServerError(
+                    status: 503, .unavailable,
+                    "\(SyncServer.maximumConcurrentOriginalsPerCaller) downloads of originals of yours are under way; try again shortly",
+                    retryAfterSeconds: 5)
+            }
             let size = original.byteCount
             let progress = await WriteProgress.of(context.channel)
             var headers: HTTPFields = [.contentType: "application/octet-stream", .acceptRanges: "bytes"]
@@ -497,7 +512,7 @@ public struct SyncServer: Sendable {
             guard let range = MediaRange(header: request.headers[.range]) else {
                 let body = size == 0 ? ResponseBody() : try await Self.paced(
                     FileIO().loadFile(path: original.path, range: 0...Int(size - 1), context: context, chunkLength: BundleDownload.pieceBytes),
-                    by: progress, metrics: metrics)
+                    by: progress, metrics: metrics, holding: slot)
                 headers[.contentLength] = String(size)
                 return Response(status: .ok, headers: headers, body: body)
             }
@@ -509,7 +524,7 @@ public struct SyncServer: Sendable {
             headers[.contentLength] = String(last - range.first + 1)
             let body = try await Self.paced(
                 FileIO().loadFile(path: original.path, range: Int(range.first)...Int(last), context: context, chunkLength: BundleDownload.pieceBytes),
-                by: progress, metrics: metrics)
+                by: progress, metrics: metrics, holding: slot)
             return Response(status: .partialContent, headers: headers, body: body)
         }
 
@@ -1001,10 +1016,13 @@ public struct SyncServer: Sendable {
     /// is handed to the connection only once its socket has taken all but `aheadOfSocketBytes` of the
     /// pieces before it. Handed on as fast as the disk gave them, every slow reader held megabytes of
     /// its file in the server (96 readers at 1 KB/s took it from 57 MB to 980 MB; attack 99, F1).
-    static func paced(_ body: ResponseBody, by progress: WriteProgress?, metrics: ServerMetrics) -> ResponseBody {
+    static func paced(
+        _ body: ResponseBody, by progress: WriteProgress?, metrics: ServerMetrics, holding slot: BundleGate.Slot? = nil
+    ) -> ResponseBody {
         // Body bytes of earlier answers on this connection count from the first piece on, as for a bundle.
         let handed = NIOLockedValueBox<(base: Int?, bytes: Int)>((nil, 0))
         return body.map { piece in
+            withExtendedLifetime(slot) {}  // the download's place, kept as long as its body
             let due = handed.withLockedValue { state -> Int in
                 let base = state.base ?? progress?.written ?? 0
                 state.base = base
