@@ -33,4 +33,21 @@ struct BundleHeaderTests {
         let edited = records.first { $0["id"] as? String == issues[0].recordID.uuidString.lowercased() }
         #expect((edited?["updatedAt"] as? String).flatMap(Timestamp.date(from:)) == newest, "the edit is the newest change")
     }
+
+    /// Attack 115, F1: two pushes take their time before the write lock and their sequence under it, so
+    /// the later change can carry the older time (PostgreSQL's instances wrote so under load). Read as
+    /// the newest change's time, `asOf` was older than a record in the bundle.
+    @Test("A bundle's asOf is the newest updatedAt even when a later change carries an older time", arguments: Backend.available)
+    func asOfIsTheNewestTimeNotTheLastChangesTime(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let storage = server.server.storage, alice = TestServer.caller(TestServer.alice)
+        let later = Timestamp.now().addingTimeInterval(60), earlier = Timestamp.now().addingTimeInterval(30)
+        let first = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Stamped later"))
+        let second = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA, title: "Stamped earlier"))
+        #expect(try await storage.push([first], by: alice, now: later).first?.outcome.appliedVersion == 1)
+        #expect(try await storage.push([second], by: alice, now: earlier).first?.outcome.appliedVersion == 1)
+        let bundle = try await storage.bundle(project: TestServer.projectA, by: alice)
+        #expect(bundle.asOf == Date(milliseconds: later.milliseconds), "asOf \(String(describing: bundle.asOf)), the newest record \(later)")
+    }
 }

@@ -78,17 +78,15 @@ struct PostgresBundleCursor {
         self.project = project
     }
 
-    /// Finds the project's linked opportunity; when the newest change of the bundle's records was made
-    /// (`asOf`), and the newest change sequence of the project's records (deleted ones included).
+    /// Finds the project's linked opportunity; the newest `updatedAt` of all the bundle's records, and
+    /// the newest change sequence of the project's records (deleted ones included).
     mutating func open(_ projectRecord: StoredRecord, for caller: Caller, on connection: PostgresConnection, logger: Logger)
         async throws -> (asOf: Date?, sequence: Int64)
     {
         var newest: Int64? = nil
         var sequence: Int64 = 0
-        // The project's newest change, by the index of its changes in order (as the SQLite backend):
-        // MAX(updated_at) read every row of the project before the first byte went out.
         let rows = try await connection.query(
-            "SELECT updated_at, sequence FROM records WHERE project_id = \(project.storageText) ORDER BY sequence DESC LIMIT 1",
+            "SELECT MAX(updated_at), COALESCE(MAX(sequence), 0) FROM records WHERE project_id = \(project.storageText)",
             logger: logger)
         for try await (value, newestSequence) in rows.decode((Int64?, Int64).self) {
             newest = value
