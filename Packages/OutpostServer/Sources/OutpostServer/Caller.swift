@@ -13,6 +13,13 @@ package struct Caller: Sendable, Hashable {
         self.userID = userID
         self.tokenDigest = tokenDigest
     }
+
+    /// Whether `holder`, what the token's row says now (nil: revoked or expired), still lets this caller
+    /// sync: the same member, and not an admin token.
+    func isStillLetIn(by holder: TokenHolder?) -> Bool {
+        guard let holder else { return false }
+        return holder.userID == userID && !holder.isAdmin
+    }
 }
 
 /// Whom a stored token belongs to, and whether it is an admin token. The two kinds never stand in for

@@ -248,16 +248,23 @@ final class PostgresStorage: ServerStorage {
     func tokenHolder(forDigest digest: String) async throws(ServerError) -> TokenHolder? {
         let logger = self.logger
         return try await withConnection { connection in
-            for try await (userID, admin) in try await connection.query(
-                """
-                SELECT user_id, admin FROM tokens
-                WHERE token_sha256 = \(digest) AND (expires_at IS NULL OR expires_at > \(Timestamp.now().milliseconds))
-                """, logger: logger
-            ).decode((String, Bool).self) {
-                return UUID(uuidString: userID).map { TokenHolder(userID: $0, isAdmin: admin) }
-            }
-            return nil
+            try await Self.tokenHolder(forDigest: digest, now: Timestamp.now(), on: connection, logger: logger)
         }
+    }
+
+    /// The holder of the token with `digest`, unexpired at `now`; nil for none.
+    private static func tokenHolder(forDigest digest: String, now: Date, on connection: PostgresConnection, logger: Logger)
+        async throws -> TokenHolder?
+    {
+        for try await (userID, admin) in try await connection.query(
+            """
+            SELECT user_id, admin FROM tokens
+            WHERE token_sha256 = \(digest) AND (expires_at IS NULL OR expires_at > \(now.milliseconds))
+            """, logger: logger
+        ).decode((String, Bool).self) {
+            return UUID(uuidString: userID).map { TokenHolder(userID: $0, isAdmin: admin) }
+        }
+        return nil
     }
 
     // MARK: - Push
@@ -272,14 +279,8 @@ final class PostgresStorage: ServerStorage {
         return try await write { connection in
             // Read in the transaction that writes the push, after the write lock: a push that waited its
             // turn or for the lock while the office revoked its token writes nothing (attack 113, F7).
-            var held = false
-            for try await _ in try await connection.query(
-                """
-                SELECT 1 FROM tokens WHERE token_sha256 = \(caller.tokenDigest) AND user_id = \(caller.userID.storageText)
-                AND NOT admin AND (expires_at IS NULL OR expires_at > \(now.milliseconds))
-                """, logger: logger
-            ).decode(Int.self) { held = true }
-            guard held else { throw ServerError.tokenGoneWhileWaiting }
+            let holder = try await Self.tokenHolder(forDigest: caller.tokenDigest, now: now, on: connection, logger: logger)
+            guard caller.isStillLetIn(by: holder) else { throw ServerError.tokenGoneWhileWaiting }
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try await Self.write(plan, on: connection, logger: logger)

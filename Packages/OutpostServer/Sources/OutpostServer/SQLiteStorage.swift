@@ -213,26 +213,18 @@ final class SQLiteStorage: ServerStorage {
     // MARK: - Tokens
 
     func tokenHolder(forDigest digest: String) async throws(ServerError) -> TokenHolder? {
-        try await read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT user_id, admin FROM tokens WHERE token_sha256 = ? AND (expires_at IS NULL OR expires_at > ?)",
-                    arguments: [digest, Timestamp.now().milliseconds]),
-                let user = UUID(hyphenatedText: row["user_id"] as String)
-            else { return nil }
-            return TokenHolder(userID: user, isAdmin: row["admin"] as Bool)
-        }
+        try await read { db in try Self.tokenHolder(forDigest: digest, now: Timestamp.now(), in: db) }
     }
 
-    /// Throws 401 unless the token `caller` came with is still theirs, a member's and unexpired, read in
-    /// the transaction that writes their push: a push that waited its turn or for the writer while the
-    /// office revoked the token writes nothing (attack 113, F7).
-    private static func requireLiveToken(of caller: Caller, now: Date, in db: Database) throws {
-        let held = try Bool.fetchOne(
-            db,
-            sql: "SELECT 1 FROM tokens WHERE token_sha256 = ? AND user_id = ? AND NOT admin AND (expires_at IS NULL OR expires_at > ?)",
-            arguments: [caller.tokenDigest, caller.userID.storageText, now.milliseconds]) ?? false
-        guard held else { throw ServerError.tokenGoneWhileWaiting }
+    /// The holder of the token with `digest`, unexpired at `now`; nil for none.
+    private static func tokenHolder(forDigest digest: String, now: Date, in db: Database) throws -> TokenHolder? {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT user_id, admin FROM tokens WHERE token_sha256 = ? AND (expires_at IS NULL OR expires_at > ?)",
+                arguments: [digest, now.milliseconds]),
+            let user = UUID(hyphenatedText: row["user_id"] as String)
+        else { return nil }
+        return TokenHolder(userID: user, isAdmin: row["admin"] as Bool)
     }
 
     // MARK: - Push
@@ -244,7 +236,11 @@ final class SQLiteStorage: ServerStorage {
         activity.push(into: named, begun: true)
         defer { activity.push(into: named, begun: false) }
         return try await write { db in
-            try Self.requireLiveToken(of: caller, now: now, in: db)
+            // Read in the transaction that writes the push: a push that waited its turn or for the writer
+            // while the office revoked its token writes nothing (attack 113, F7).
+            guard caller.isStillLetIn(by: try Self.tokenHolder(forDigest: caller.tokenDigest, now: now, in: db)) else {
+                throw ServerError.tokenGoneWhileWaiting
+            }
             let snapshot = try Self.loadSnapshot(for: batch, in: db)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try Self.write(plan, in: db)

@@ -594,11 +594,12 @@ public struct SyncServer: Sendable {
     /// 401 unless the token `caller` was let in by is still theirs, a member's and unexpired. A request is
     /// let in when it arrives and worked on in its turn, behind the user's other requests: one waiting
     /// when the office revokes a lost phone's token must not be answered after the revocation (attack
-    /// 113, F7). One read of the token's row per request worked on.
+    /// 113, F7). One read of the token's row per request worked on; a push reads it in the transaction
+    /// that writes it instead (`ServerStorage.push`).
     func requireTokenStillHeld(by caller: Caller) async throws(ServerError) {
-        guard let holder = try await storage.tokenHolder(forDigest: caller.tokenDigest), holder.userID == caller.userID,
-            !holder.isAdmin
-        else { throw ServerError.tokenGoneWhileWaiting }
+        guard caller.isStillLetIn(by: try await storage.tokenHolder(forDigest: caller.tokenDigest)) else {
+            throw ServerError.tokenGoneWhileWaiting
+        }
     }
 
     /// The operator an admin token (`issueToken(admin: true)`) belongs to: 401 as `caller(bearing:)` for an
@@ -714,9 +715,6 @@ public struct SyncServer: Sendable {
         guard push.mutations.count <= configuration.maximumBatchSize else {
             throw ServerError(status: 413, .batchTooLarge, "at most \(configuration.maximumBatchSize) mutations per push")
         }
-        // The storage asks again in the transaction that writes it; this spares a revoked token's waiting
-        // push the history check.
-        try await requireTokenStillHeld(by: caller)
         try checkDatabaseDiskReserve()
         let held = try await checkHistory(push.checkpoint)
         let results = try await storage.push(push.mutations, by: caller, now: Timestamp.now())
