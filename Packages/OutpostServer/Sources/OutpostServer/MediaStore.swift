@@ -101,19 +101,9 @@ actor MediaStore {
     func receive(
         _ data: Data, range: ContentRange, sha256: String, for attachmentID: UUID, by caller: Caller, now: Date
     ) async throws(ServerError) -> MediaUploadStatus {
-        let (record, role, archived) = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: true)
-        guard record.deletion == nil else { throw ServerError.noMediaAttachment(attachmentID) }
-        guard record.ownerID == caller.userID else {
-            throw ServerError.forbidden("only the member who attached this file may upload it")
-        }
-        // The role the office gives now, not the one the member had when they attached it.
-        guard Roles.mayWrite(record.entity, as: role) else {
-            throw ServerError.forbidden("a \(role) may not upload files in this project")
-        }
-        // As a push is (`PushRules`), after the access checks: an upload that completes is a change of the
-        // project (its checkpoint moved), and an archived one took files that counted against its quotas
-        // and reached every member (attack 85, F3).
-        if archived, let project = record.projectID { throw ServerError.projectArchived(project) }
+        let attachment = try await storage.mediaAttachment(attachmentID, by: caller, checkingArchive: true)
+        if let refusal = Self.uploadRefusal(attachment, of: attachmentID, by: caller) { throw refusal }
+        let record = attachment.record
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw ServerError.badRequest("\(SyncProtocol.mediaDigestHeader) must be 64 lowercase hex digits") }
         guard case .text(sha256) = record.fields["sha256"] ?? .null else {
@@ -185,7 +175,7 @@ actor MediaStore {
         if state.receivedBytes == state.totalBytes {
             guard try Self.sha256(of: part) == sha256 else {
                 try? FileManager.default.removeItem(at: part)
-                try await storage.setMediaUpload(nil, for: attachmentID, now: now)
+                try await storage.setMediaUpload(nil, for: attachmentID, now: now, uploadedBy: nil)
                 throw ServerError(status: 422, .checksumMismatch, "the file's SHA-256 does not match; upload it again")
             }
             do {
@@ -196,10 +186,43 @@ actor MediaStore {
             }
             state.complete = true
         }
-        let saved = try await storage.setMediaUpload(state, for: attachmentID, now: now)
+        let saved: MediaUploadState?
+        do {
+            // Access asked again in the transaction that saves the chunk (`uploadRefusal`).
+            saved = try await storage.setMediaUpload(state, for: attachmentID, now: now, uploadedBy: caller)
+        } catch {
+            // A file not recorded as finished goes back to being the upload's part, so the upload resumes
+            // from what the database holds (the bytes past it are dropped then) instead of from nothing.
+            if state.complete { try? FileManager.default.moveItem(at: fileURL(of: attachmentID), to: part) }
+            throw error
+        }
         return MediaUploadStatus(
             attachmentID: attachmentID, receivedBytes: state.receivedBytes, totalBytes: state.totalBytes,
             complete: state.complete, checkpoint: try await checkpoint(of: saved))
+    }
+
+    /// Why `caller` may not add to the file of `attachment` (as `ServerStorage.mediaAttachment` reads it
+    /// for them), nil when they may. Asked when a chunk arrives, and again by the storage in the
+    /// transaction that saves its state (`setMediaUpload(_:for:now:uploadedBy:)`): a last chunk waiting
+    /// for the database's writer while the office revoked the token, removed the member, made them a
+    /// viewer or archived the project completed the file for every teammate (attack 115, F2).
+    static func uploadRefusal(
+        _ attachment: (record: StoredRecord, role: String, archived: Bool), of attachmentID: UUID, by caller: Caller
+    ) -> ServerError? {
+        let record = attachment.record
+        guard record.deletion == nil else { return ServerError.noMediaAttachment(attachmentID) }
+        guard record.ownerID == caller.userID else {
+            return ServerError.forbidden("only the member who attached this file may upload it")
+        }
+        // The role the office gives now, not the one the member had when they attached it.
+        guard Roles.mayWrite(record.entity, as: attachment.role) else {
+            return ServerError.forbidden("a \(attachment.role) may not upload files in this project")
+        }
+        // As a push is (`PushRules`), after the access checks: an upload that completes is a change of the
+        // project (its checkpoint moved), and an archived one took files that counted against its quotas
+        // and reached every member (attack 85, F3).
+        if attachment.archived, let project = record.projectID { return ServerError.projectArchived(project) }
+        return nil
     }
 
     /// Takes a new upload's whole size from its project's and its uploader's quotas, one admission at a
@@ -220,7 +243,8 @@ actor MediaStore {
                 }
             }
             try await storage.setMediaUpload(
-                MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now)
+                MediaUploadState(totalBytes: total, receivedBytes: 0, sha256: sha256, complete: false), for: attachmentID, now: now,
+                uploadedBy: caller)
         }
     }
 
@@ -243,7 +267,7 @@ actor MediaStore {
     ) async throws(ServerError) {
         try await oneAdmissionAtATime { () async throws(ServerError) in
             try await checkQuotas(for: held.totalBytes, of: attachmentID, record: record, by: caller, now: now)
-            try await storage.setMediaUpload(held, for: attachmentID, now: now)
+            try await storage.setMediaUpload(held, for: attachmentID, now: now, uploadedBy: caller)
         }
     }
 
@@ -339,7 +363,7 @@ actor MediaStore {
     private func discardUpload(of id: UUID, now: Date) async throws(ServerError) {
         try? FileManager.default.removeItem(at: fileURL(of: id))
         try? FileManager.default.removeItem(at: partURL(of: id))
-        _ = try await storage.setMediaUpload(nil, for: id, now: now)
+        _ = try await storage.setMediaUpload(nil, for: id, now: now, uploadedBy: nil)
     }
 
     /// How long an unfinished upload's bytes are kept after its last chunk: a device that never comes
@@ -363,7 +387,7 @@ actor MediaStore {
             defer { lock.release() }
             if (try? await storage.mediaUpload(id))??.complete == true { continue }
             try? FileManager.default.removeItem(at: part)
-            _ = try? await storage.setMediaUpload(nil, for: id, now: now)
+            _ = try? await storage.setMediaUpload(nil, for: id, now: now, uploadedBy: nil)
             dropped += 1
         }
         // Files of attachments deleted since: nobody can reach them, and their room goes back.

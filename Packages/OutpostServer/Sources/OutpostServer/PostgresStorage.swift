@@ -522,27 +522,33 @@ final class PostgresStorage: ServerStorage {
     {
         let logger = self.logger
         return try await read { connection in
-            // One answer for an attachment that does not exist and one the caller may not see.
-            let missing = ServerError.noMediaAttachment(id)
-            var found: StoredRecord?
-            for entity in ServedSchema.current.media.sorted() where found == nil {
-                found = try await PostgresRecords.fetch(entity, id: id, on: connection, logger: logger)
-            }
-            guard let record = found, let project = record.projectID,
-                let role = try await PostgresAccess.access(of: caller, on: connection, logger: logger, project: project)
-                    .roles[project]
-            else { throw missing }
-            var archived = false
-            // Asked for an upload only: a download of what was stored is not a change.
-            if checkingArchive {
-                for try await _ in try await connection.query(
-                    "SELECT project_id FROM archived_projects WHERE project_id = \(project.storageText)", logger: logger
-                ).decode(String.self) {
-                    archived = true
-                }
-            }
-            return (record, role, archived)
+            try await Self.mediaAttachment(id, by: caller, checkingArchive: checkingArchive, on: connection, logger: logger)
         }
+    }
+
+    private static func mediaAttachment(
+        _ id: UUID, by caller: Caller, checkingArchive: Bool, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (record: StoredRecord, role: String, archived: Bool) {
+        // One answer for an attachment that does not exist and one the caller may not see.
+        let missing = ServerError.noMediaAttachment(id)
+        var found: StoredRecord?
+        for entity in ServedSchema.current.media.sorted() where found == nil {
+            found = try await PostgresRecords.fetch(entity, id: id, on: connection, logger: logger)
+        }
+        guard let record = found, let project = record.projectID,
+            let role = try await PostgresAccess.access(of: caller, on: connection, logger: logger, project: project)
+                .roles[project]
+        else { throw missing }
+        var archived = false
+        // Asked for an upload only: a download of what was stored is not a change.
+        if checkingArchive {
+            for try await _ in try await connection.query(
+                "SELECT project_id FROM archived_projects WHERE project_id = \(project.storageText)", logger: logger
+            ).decode(String.self) {
+                archived = true
+            }
+        }
+        return (record, role, archived)
     }
 
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState? {
@@ -604,7 +610,7 @@ final class PostgresStorage: ServerStorage {
     }
 
     @discardableResult
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState? {
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date, uploadedBy caller: Caller?) async throws(ServerError) -> MediaUploadState? {
         let logger = self.logger
         guard let state else {
             try await withConnection { connection in
@@ -625,16 +631,27 @@ final class PostgresStorage: ServerStorage {
                     completed_sequence = EXCLUDED.completed_sequence
                 """, logger: logger)
         }
-        guard state.complete, state.completedSequence == nil else {
+        let finishes = state.complete && state.completedSequence == nil
+        guard finishes || caller != nil else {
             try await withConnection { connection in try await upsert(connection, state) }
             return state
         }
-        let finished = state
+        let chunk = state
         // A finished upload takes the next change sequence in the write transaction pushes take, so
-        // the counter's trigger marks the history as for any change.
+        // the counter's trigger marks the history as for any change. A chunk's uploader is asked for
+        // under the same lock the office's revocations, removals, role changes and archives take: one
+        // that committed while the chunk waited holds (attack 115, F2).
         return try await write { connection in
-            var saved = finished
-            saved.completedSequence = try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger)
+            if let caller {
+                let holder = try await Self.tokenHolder(forDigest: caller.tokenDigest, now: Timestamp.now(), on: connection, logger: logger)
+                guard caller.isStillLetIn(by: holder) else { throw ServerError.tokenGoneWhileWaiting }
+                let attachment = try await Self.mediaAttachment(id, by: caller, checkingArchive: true, on: connection, logger: logger)
+                if let refusal = MediaStore.uploadRefusal(attachment, of: id, by: caller) { throw refusal }
+            }
+            var saved = chunk
+            if finishes {
+                saved.completedSequence = try await PostgresRecords.nextValue("change_sequence", on: connection, logger: logger)
+            }
             try await upsert(connection, saved)
             return saved
         }

@@ -617,17 +617,21 @@ final class SQLiteStorage: ServerStorage {
     func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
     {
-        try await read { db in
-            // One answer for an attachment that does not exist and one the caller may not see.
-            let missing = ServerError.noMediaAttachment(id)
-            let found = try ServedSchema.current.media.sorted().lazy.compactMap { try StoredRecord.fetch($0, id: id, in: db) }.first
-            guard let record = found, let project = record.projectID,
-                let role = try Access.access(of: caller, in: db, project: project).roles[project]
-            else { throw missing }
-            let archived = try checkingArchive && Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM archived_projects WHERE project_id = ?)", arguments: [project.storageText]) == true
-            return (record, role, archived)
-        }
+        try await read { db in try Self.mediaAttachment(id, by: caller, checkingArchive: checkingArchive, in: db) }
+    }
+
+    private static func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool, in db: Database) throws
+        -> (record: StoredRecord, role: String, archived: Bool)
+    {
+        // One answer for an attachment that does not exist and one the caller may not see.
+        let missing = ServerError.noMediaAttachment(id)
+        let found = try ServedSchema.current.media.sorted().lazy.compactMap { try StoredRecord.fetch($0, id: id, in: db) }.first
+        guard let record = found, let project = record.projectID,
+            let role = try Access.access(of: caller, in: db, project: project).roles[project]
+        else { throw missing }
+        let archived = try checkingArchive && Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM archived_projects WHERE project_id = ?)", arguments: [project.storageText]) == true
+        return (record, role, archived)
     }
 
     func mediaUpload(_ id: UUID) async throws(ServerError) -> MediaUploadState? {
@@ -685,11 +689,20 @@ final class SQLiteStorage: ServerStorage {
     }
 
     @discardableResult
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState? {
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date, uploadedBy caller: Caller?) async throws(ServerError) -> MediaUploadState? {
         try await write { db in
             guard var state else {
                 try db.execute(sql: "DELETE FROM media_uploads WHERE attachment_id = ?", arguments: [id.storageText])
                 return nil
+            }
+            if let caller {
+                // In the transaction that saves the chunk: the office's revocation, removal, role change
+                // or archive that committed while it waited for the writer holds (attack 115, F2).
+                guard caller.isStillLetIn(by: try Self.tokenHolder(forDigest: caller.tokenDigest, now: Timestamp.now(), in: db)) else {
+                    throw ServerError.tokenGoneWhileWaiting
+                }
+                let attachment = try Self.mediaAttachment(id, by: caller, checkingArchive: true, in: db)
+                if let refusal = MediaStore.uploadRefusal(attachment, of: id, by: caller) { throw refusal }
             }
             if state.complete, state.completedSequence == nil {
                 // The counter's trigger writes this commit's mark (`history_marks`).

@@ -80,7 +80,7 @@ protocol ServerStorage: Sendable {
     /// `completedSequence` yet takes the next change sequence in the same transaction, which marks the
     /// history (`history_marks`) as a pushed change does; returns the state as saved.
     @discardableResult
-    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date) async throws(ServerError) -> MediaUploadState?
+    func setMediaUpload(_ state: MediaUploadState?, for id: UUID, now: Date, uploadedBy caller: Caller?) async throws(ServerError) -> MediaUploadState?
 
     /// A project's records (its opportunity and every record belonging to it, tombstones included),
     /// parents first, for a bundle (404 unknown project, 403 not the caller's, both before it returns).
