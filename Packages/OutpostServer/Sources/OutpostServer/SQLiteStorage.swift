@@ -383,43 +383,19 @@ final class SQLiteStorage: ServerStorage {
         try db.execute(sql: "UPDATE counters SET value = ? WHERE name = 'server_id'", arguments: [lastServerID])
     }
 
-    /// The pull's query. Each project is its own arm, read in sequence order from `records_by_project`
-    /// and cut at the page size, and the arms are merged: a page costs at most (projects + 1) × page
-    /// rows, however many changes wait after the cursor. (One `OR` over every project made SQLite
-    /// gather and sort all of them for every page.) The arms merge only sequence numbers, read from
-    /// the indexes alone; `pull` then reads the page's rows by sequence. Merged whole, each arm's rows
-    /// (about 1 KB each) were copied into a temporary B-tree to be sorted again (`USE TEMP B-TREE FOR
-    /// ORDER BY`), though the index had read them in order: 5.4 against 2.2 ms per 500-record page.
-    /// Past `maximumArms` projects it walks `records_by_sequence` instead, which stops at the page size
-    /// too and reads the rows at once (`readsRows`).
-    private static func pullQuery(after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?)
-        -> (sql: String, arguments: StatementArguments, readsRows: Bool)
+    /// The pull's query for at most `maximumArms` projects. Each project is its own arm, read in
+    /// sequence order from `records_by_project` and cut at the page size, and the arms are merged: a page
+    /// costs at most (projects + 1) × page rows, however many changes wait after the cursor. (One `OR`
+    /// over every project made SQLite gather and sort all of them for every page.) The arms merge only
+    /// sequence numbers, read from the indexes alone; `pull` then reads the page's rows by sequence.
+    /// Merged whole, each arm's rows (about 1 KB each) were copied into a temporary B-tree to be sorted
+    /// again (`USE TEMP B-TREE FOR ORDER BY`), though the index had read them in order: 5.4 against
+    /// 2.2 ms per 500-record page. Past `maximumArms` projects a page walks `records_by_sequence`
+    /// instead, within a bounded window (`walkWindow`).
+    static func pullQuery(after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?)
+        -> (sql: String, arguments: StatementArguments)
     {
-        let maximumArms = 200
         var arguments: StatementArguments = []
-        guard projects.count <= maximumArms else {
-            // One condition per distinct position: after a catch-up every project stands at the same one.
-            let lowest = cursor.lowestPosition(among: projects, includingBase: caller != nil)
-            var conditions: [String] = []
-            var groupArguments: StatementArguments = []
-            for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)).sorted(by: { $0.key < $1.key }) {
-                conditions.append("(project_id IN (\(placeholders(group.count))) AND sequence > ?)")
-                groupArguments += StatementArguments(group.map(\.storageText).sorted())
-                groupArguments += [position]
-            }
-            if let caller {
-                conditions.append("(project_id IS NULL AND owner_id = ? AND sequence > ?)")
-                groupArguments += [caller.userID.storageText, cursor.base]
-            }
-            arguments += [lowest]
-            arguments += groupArguments
-            arguments += [limit + 1]
-            let sql = """
-                SELECT * FROM records INDEXED BY records_by_sequence WHERE sequence > ?
-                AND (\(conditions.joined(separator: " OR "))) ORDER BY sequence LIMIT ?
-                """
-            return (sql, arguments, true)
-        }
         var arms: [String] = []
         for project in projects.sortedByStorageText({ $0 }) {
             arms.append(
@@ -433,9 +409,76 @@ final class SQLiteStorage: ServerStorage {
                 """)
             arguments += [caller.userID.storageText, cursor.base, limit + 1]
         }
-        guard !arms.isEmpty else { return ("SELECT * FROM records WHERE 0", [], true) }
+        guard !arms.isEmpty else { return ("SELECT sequence FROM records WHERE 0", []) }
         arguments += [limit + 1]
-        return (arms.joined(separator: " UNION ALL ") + " ORDER BY sequence LIMIT ?", arguments, false)
+        return (arms.joined(separator: " UNION ALL ") + " ORDER BY sequence LIMIT ?", arguments)
+    }
+
+    /// More projects than a compound query takes arms for (SQLite allows 500; 200 keeps the statement short).
+    static let maximumArms = 200
+
+    /// How many rows of `records_by_sequence` a page past `maximumArms` projects may walk, per record it
+    /// may hold. A walk from the lowest position checked every row after it against the caller's
+    /// projects, other projects' included: a cursor that named one project at an old position made each
+    /// page read the server's whole history since (attack 113, F4).
+    static let walkedRowsPerPageRecord = 20
+
+    /// The sequences a page past `maximumArms` projects walks, `first...last`, and the newest the
+    /// server holds; nil when nothing of the caller's waits. `first` is the next change of any of
+    /// `projects` (or of the caller's own unlinked records) after its position, found per project through
+    /// `records_by_project` (one index step each), so the walk starts on a change of the caller's; it
+    /// stops `walkedRowsPerPageRecord` × `limit` rows later, or at the newest.
+    static func walkWindow(
+        after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, in db: Database
+    ) throws -> (first: Int64, last: Int64, newest: Int64)? {
+        var next: Int64?
+        let nextOfProjects = try db.cachedStatement(sql: """
+            SELECT MIN(next) FROM (
+                SELECT (SELECT MIN(sequence) FROM records WHERE project_id = page.value AND sequence > ?) AS next
+                FROM json_each(?) AS page)
+            """)
+        // One statement per distinct position: after a catch-up every project stands at the same one.
+        for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)) {
+            // An id's text needs no JSON escaping.
+            let ids = "[" + group.map { "\"\($0.storageText)\"" }.joined(separator: ",") + "]"
+            if let found = try Int64.fetchOne(nextOfProjects, arguments: [position, ids]) { next = min(next ?? found, found) }
+        }
+        if let caller, let found = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT MIN(sequence) FROM records WHERE project_id IS NULL AND owner_id = ? AND sequence > ?"),
+            arguments: [caller.userID.storageText, cursor.base])
+        {
+            next = min(next ?? found, found)
+        }
+        guard let first = next,
+            let newest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(sequence) FROM records"))
+        else { return nil }
+        let (end, overflow) = first.addingReportingOverflow(Int64(walkedRowsPerPageRecord) * Int64(max(limit, 1)) - 1)
+        return (first, overflow ? newest : min(end, newest), newest)
+    }
+
+    /// The walk of `records_by_sequence` over `window` for more than `maximumArms` projects, each row
+    /// checked against its project's position; rows read at once.
+    static func walkQuery(
+        after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, window: ClosedRange<Int64>
+    ) -> (sql: String, arguments: StatementArguments) {
+        // One condition per distinct position: after a catch-up every project stands at the same one.
+        var conditions: [String] = []
+        var arguments: StatementArguments = [window.lowerBound, window.upperBound]
+        for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)).sorted(by: { $0.key < $1.key }) {
+            conditions.append("(project_id IN (\(placeholders(group.count))) AND sequence > ?)")
+            arguments += StatementArguments(group.map(\.storageText).sorted())
+            arguments += [position]
+        }
+        if let caller {
+            conditions.append("(project_id IS NULL AND owner_id = ? AND sequence > ?)")
+            arguments += [caller.userID.storageText, cursor.base]
+        }
+        arguments += [limit + 1]
+        let sql = """
+            SELECT * FROM records INDEXED BY records_by_sequence WHERE sequence BETWEEN ? AND ?
+            AND (\(conditions.joined(separator: " OR "))) ORDER BY sequence LIMIT ?
+            """
+        return (sql, arguments)
     }
 
     private static let summaryColumns = "entity, id, server_id, project_id, owner_id, sequence"
@@ -492,14 +535,26 @@ final class SQLiteStorage: ServerStorage {
                 throw ServerError.forbidden("you are not a member of project \(other.storageText)")
             }
             let read = Array(projects.map { Set($0) } ?? mine)
-            let query = Self.pullQuery(after: cursor, limit: limit, projects: read, unlinkedOf: projects == nil ? caller : nil)
+            let unlinkedOf = projects == nil ? caller : nil
             var extent = PullPage.Extent(limit: limit, maximumBytes: maximumBytes)
             var rows: [StoredRow]
             let hasMore: Bool
-            if query.readsRows {
-                // Rows are read one by one until the page is full; the row that did not fit says more wait.
-                (rows, hasMore) = try StoredRow.fetchPage(db, sql: query.sql, arguments: query.arguments, extent: &extent)
+            // The page's end: every change of the projects read up to it was in the page.
+            var through: Int64?
+            if read.count > Self.maximumArms {
+                if let window = try Self.walkWindow(after: cursor, limit: limit, projects: read, unlinkedOf: unlinkedOf, in: db) {
+                    let query = Self.walkQuery(
+                        after: cursor, limit: limit, projects: read, unlinkedOf: unlinkedOf, window: window.first...window.last)
+                    // Rows are read one by one until the page is full; the row that did not fit says more wait.
+                    let (found, stopped) = try StoredRow.fetchPage(db, sql: query.sql, arguments: query.arguments, extent: &extent)
+                    rows = found
+                    // A page the window ended read every change up to the window's end, past its last row.
+                    (hasMore, through) = stopped ? (true, found.last?.sequence) : (window.last < window.newest, window.last)
+                } else {
+                    (rows, hasMore) = ([], false)
+                }
             } else {
+                let query = Self.pullQuery(after: cursor, limit: limit, projects: read, unlinkedOf: unlinkedOf)
                 // One more than a page is asked for, to know whether more wait; only the page's rows
                 // are read, in the same read transaction, so the sequences still name them. They come
                 // sorted, and the rows are read in sequence order. The rows' statement is prepared once
@@ -511,12 +566,13 @@ final class SQLiteStorage: ServerStorage {
                 (rows, _) = try StoredRow.fetchPage(
                     db.cachedStatement(sql: Self.rowsBySequence), arguments: [Self.jsonArray(sequences)], extent: &extent)
                 hasMore = rows.count < sequences.count
+                through = rows.last?.sequence
             }
             let left = cursor.projectsLeft(outside: mine)
             var page = PullPage(
                 rows: rows,
                 nextCursor: cursor.advanced(
-                    through: rows.last?.sequence, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
+                    through: through, reading: read, includingBase: projects == nil, memberships: mine.union(left.untold)),
                 hasMore: hasMore || !left.untold.isEmpty, leftProjects: left.told,
                 basis: PullBasis(memberships: mine, newestSequence: try Self.newestSequence(of: mine, by: caller, in: db)))
             if assignsServerIDs {
