@@ -79,9 +79,13 @@ struct UploadAfterAccessEndsTests {
             try await server.server.storage.setMediaUpload(unfinished, for: id, now: Timestamp.now(), uploadedBy: uploader)
         }
 
-        // Nothing of it was saved: a teammate finds no original, and the server holds what it held.
+        // Nothing of it was saved: a teammate finds no original, and the server holds what it held, on
+        // its disk too (the refused chunk's bytes are not kept until a next chunk that may never come).
         let held = try await server.server.storage.mediaUpload(id)
         #expect(held?.receivedBytes == 60_000 && held?.complete == false, "\(String(describing: held))")
+        let part = server.server.media.partURL(of: id)
+        #expect((try? FileManager.default.attributesOfItem(atPath: part.path)[.size] as? Int) == 60_000, "the part file keeps the refused chunk's bytes")
+        #expect(!FileManager.default.fileExists(atPath: server.server.media.fileURL(of: id).path))
         do {
             _ = try await server.server.mediaOriginal(of: id, by: TestServer.caller(TestServer.carol))
             Issue.record("a teammate downloaded a file whose upload was refused")
