@@ -171,9 +171,38 @@ public final class Device: Sendable {
     /// than the store keeps (`keepingFree`), it is refused before it starts and stopped as it arrives,
     /// with `storageFull`, nothing imported. What an earlier pre-sync killed midway left in the store's
     /// scratch folder is removed first.
+    ///
+    /// A server too busy to start the download now (503 or 429, as when too many bundles stream) is
+    /// asked again after the wait it names (at most `preSyncBusyWait`), up to `preSyncBusyRetries`
+    /// times; then its answer is thrown. Nothing is imported meanwhile. A refusal of any other kind is
+    /// thrown at once.
     @discardableResult
     public func preSync(
         project: UUID, format: BundleFormat = .json, progress: (@Sendable (ImportProgress) -> Void)? = nil
+    ) async throws(OutpostError) -> ImportSummary {
+        var retries = 0
+        while true {
+            do {
+                return try await preSyncOnce(project: project, format: format, progress: progress)
+            } catch .transport(let busy) where retries < Self.preSyncBusyRetries && [429, 503].contains(busy.status ?? 0) {
+                retries += 1
+                // A cancelled wait ends the pre-sync with the server's answer.
+                do {
+                    try await Task.sleep(for: min(busy.retryAfter ?? Self.preSyncBusyWait, Self.preSyncBusyWait))
+                } catch {
+                    throw .transport(busy)
+                }
+            }
+        }
+    }
+
+    /// How many times a pre-sync asks a busy server again (`preSync`).
+    public static let preSyncBusyRetries = 3
+    /// The longest a pre-sync waits before asking a busy server again, whatever its `Retry-After` says.
+    public static let preSyncBusyWait: Duration = .seconds(30)
+
+    private func preSyncOnce(
+        project: UUID, format: BundleFormat, progress: (@Sendable (ImportProgress) -> Void)?
     ) async throws(OutpostError) -> ImportSummary {
         let connection = try connected()
         // In the store's scratch folder, marked as this process's: what a crash leaves there is removed
