@@ -85,12 +85,17 @@ struct PostgresBundleCursor {
     {
         var newest: Int64? = nil
         var sequence: Int64 = 0
-        let rows = try await connection.query(
-            "SELECT MAX(updated_at), COALESCE(MAX(sequence), 0) FROM records WHERE project_id = \(project.storageText)",
-            logger: logger)
-        for try await (value, newestSequence) in rows.decode((Int64?, Int64).self) {
+        // Two statements, each one step of its index (`records_by_project_time`, `records_by_project`):
+        // asked together, the planner reads every row of the project for both.
+        for try await value in try await connection.query(
+            "SELECT MAX(updated_at) FROM records WHERE project_id = \(project.storageText)", logger: logger
+        ).decode(Int64?.self) {
             newest = value
-            sequence = newestSequence
+        }
+        for try await value in try await connection.query(
+            "SELECT COALESCE(MAX(sequence), 0) FROM records WHERE project_id = \(project.storageText)", logger: logger
+        ).decode(Int64.self) {
+            sequence = value
         }
         for relation in ServedSchema.current.scopeParents {
             guard case .uuid(let above) = projectRecord.fields[relation.field] ?? .null,

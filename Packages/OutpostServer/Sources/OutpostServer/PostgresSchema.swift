@@ -27,6 +27,7 @@ enum PostgresSchema {
         MigrationStep(version: 9, name: "archived projects", sql: version9),
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
         MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
+        MigrationStep(version: 12, name: "a project's newest change time", sql: version12),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -34,8 +35,11 @@ enum PostgresSchema {
     /// on a large `records` table, across every instance); these are built after the step commits, with
     /// `CREATE INDEX CONCURRENTLY`, which PostgreSQL runs only outside a transaction. A step that adds an
     /// index to a table that may be large (records, applied mutations, memberships) lists it here rather
-    /// than in its SQL. None of the shipped steps needed one: steps 1 and 2 ran on empty tables.
-    static let concurrentIndexes: [Int: [ConcurrentIndex]] = [:]
+    /// than in its SQL. Steps 1 and 2 ran on empty tables.
+    static let concurrentIndexes: [Int: [ConcurrentIndex]] = [
+        // A bundle's `asOf`, its project's newest `updated_at`, in one index step (`PostgresBundle`).
+        12: [ConcurrentIndex(name: "records_by_project_time", definition: "ON records (project_id, updated_at)")],
+    ]
 
     /// An index built with `CREATE INDEX CONCURRENTLY` once its step has committed.
     struct ConcurrentIndex: Sendable {
@@ -336,5 +340,11 @@ enum PostgresSchema {
     /// As the SQLite step 11: what each key's change wrote, as its digest.
     private static let version11 = """
         ALTER TABLE applied_mutations ADD COLUMN change_digest TEXT;
+        """
+
+    /// Its index is built after the step commits (`concurrentIndexes`); the step itself only says so
+    /// where an operator reading the schema looks.
+    private static let version12 = """
+        COMMENT ON COLUMN records.updated_at IS 'epoch ms of the change; records_by_project_time (step 12) indexes it by project for a bundle''s asOf';
         """
 }

@@ -18,6 +18,7 @@ enum ServerSchema {
         MigrationStep(version: 9, name: "archived projects", sql: version9),
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
         MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
+        MigrationStep(version: 12, name: "a project's newest change time", sql: version12),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -179,5 +180,12 @@ enum ServerSchema {
     /// before has none, and is answered as before.
     static let version11 = """
         ALTER TABLE applied_mutations ADD COLUMN change_digest TEXT;
+        """
+
+    /// A bundle's `asOf` is its project's newest `updated_at`, read before its first byte goes out:
+    /// without an index that read every row of the project (44 ms for 50,000 records, 71 ms for a cold
+    /// file, `sqlite3 .timer`), with it one index step. One more index entry per pushed record.
+    static let version12 = """
+        CREATE INDEX records_by_project_time ON records(project_id, updated_at);
         """
 }
