@@ -392,7 +392,7 @@ final class SQLiteStorage: ServerStorage {
     /// again (`USE TEMP B-TREE FOR ORDER BY`), though the index had read them in order: 5.4 against
     /// 2.2 ms per 500-record page. Past `maximumArms` projects a page walks `records_by_sequence`
     /// instead, within a bounded window (`walkWindow`).
-    static func pullQuery(after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?)
+    private static func pullQuery(after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?)
         -> (sql: String, arguments: StatementArguments)
     {
         var arguments: StatementArguments = []
@@ -428,7 +428,7 @@ final class SQLiteStorage: ServerStorage {
     /// `projects` (or of the caller's own unlinked records) after its position, found per project through
     /// `records_by_project` (one index step each), so the walk starts on a change of the caller's; it
     /// stops `walkedRowsPerPageRecord` × `limit` rows later, or at the newest.
-    static func walkWindow(
+    private static func walkWindow(
         after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, in db: Database
     ) throws -> (first: Int64, last: Int64, newest: Int64)? {
         var next: Int64?
@@ -458,7 +458,7 @@ final class SQLiteStorage: ServerStorage {
 
     /// The walk of `records_by_sequence` over `window` for more than `maximumArms` projects, each row
     /// checked against its project's position; rows read at once.
-    static func walkQuery(
+    private static func walkQuery(
         after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, window: ClosedRange<Int64>
     ) -> (sql: String, arguments: StatementArguments) {
         // One condition per distinct position: after a catch-up every project stands at the same one.
