@@ -14,16 +14,12 @@ struct OriginalsPerUserTests {
         defer { Task { await server.stop() } }
         let size = 24 << 20
         let photo = try #require(try await OriginalsTests.alicesPhotos(1, size: size, on: server).first)
-        func request(_ token: String) -> String {
-            "GET /media/\(photo.attachment.id.uuidString.lowercased()) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                + "Authorization: Bearer \(token)\r\nOutpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\n"
-                + "Connection: close\r\n\r\n"
-        }
+        let path = "/media/\(photo.attachment.id.uuidString.lowercased())"
         // Carol's downloads that read nothing past the status line: each stays under way.
         var stopped: [RawConnection] = []
         for _ in 0..<SyncServer.maximumConcurrentOriginalsPerCaller {
             let connection = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-            connection.send(request(TestServer.carolToken))
+            connection.sendGET(path, token: TestServer.carolToken)
             #expect(await connection.answerStatus() == 200)
             stopped.append(connection)
         }
@@ -33,7 +29,7 @@ struct OriginalsPerUserTests {
         #expect(refused.headers["retry-after"] != nil)
         // Alice is not held back by Carol's downloads.
         let alices = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-        alices.send(request(TestServer.aliceToken))
+        alices.sendGET(path, token: TestServer.aliceToken)
         let received = await alices.readSteadily(chunk: 256 * 1024, pause: .milliseconds(1))
         #expect(Data(received.suffix(size)) == photo.bytes, "Alice's original came whole")
         // Carol's stalled downloads end (their client hangs up): her places come back.
@@ -42,7 +38,7 @@ struct OriginalsPerUserTests {
         for _ in 0..<100 where status != 200 {
             try await Task.sleep(for: .milliseconds(100))
             let again = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-            again.send(request(TestServer.carolToken))
+            again.sendGET(path, token: TestServer.carolToken)
             status = await again.answerStatus() ?? 0
         }
         #expect(status == 200, "Carol downloads again once her stalled downloads ended")

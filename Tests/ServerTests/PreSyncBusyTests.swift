@@ -34,9 +34,7 @@ struct PreSyncBusyTests {
         var held: [RawConnection] = []
         for _ in 0..<SyncServer.maximumConcurrentBundlesPerCaller {
             let connection = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-            connection.send(
-                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(TestServer.aliceToken)\r\n"
-                    + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nConnection: close\r\n\r\n")
+            connection.sendGET(path, token: TestServer.aliceToken)
             #expect(await connection.answerStatus() == 200)
             held.append(connection)
         }

@@ -37,6 +37,13 @@ final class RawConnection: Sendable {
 
     deinit { close(socket) }
 
+    /// Sends a `GET` of `path` with `token`, as a device asks, closing the connection after the answer.
+    func sendGET(_ path: String, token: String) {
+        send(
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                + "Outpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\nConnection: close\r\n\r\n")
+    }
+
     func send(_ text: String) {
         _ = text.withCString { Glibc.send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
@@ -516,11 +523,9 @@ struct BundleHangUpTests {
         defer { Task { await server.stop() } }
         let size = 24 << 20
         let photo = try #require(try await OriginalsTests.alicesPhotos(1, size: size, on: server).first)
-        let request = "GET /media/\(photo.attachment.id.uuidString.lowercased()) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            + "Authorization: Bearer \(TestServer.carolToken)\r\nOutpost-Protocol-Version: 1\r\nOutpost-Schema-Version: 7\r\n"
-            + "Connection: close\r\n\r\n"
+        let path = "/media/\(photo.attachment.id.uuidString.lowercased())"
         let stopped = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-        stopped.send(request)
+        stopped.sendGET(path, token: TestServer.carolToken)
         #expect(await stopped.answerStatus() == 200)
         // It reads nothing more. Whatever the server would hand on, it has within a couple of seconds.
         var handed = try await Self.gauge("outpost_original_bytes_total", of: server) ?? 0
@@ -537,7 +542,7 @@ struct BundleHangUpTests {
         #expect(handed < most, "\(Int(handed)) bytes of a \(size)-byte original handed to a connection whose client read 64 KB")
         // Read steadily, the whole file comes.
         let steady = try RawConnection(port: server.port, receiveBuffer: 64 * 1024)
-        steady.send(request)
+        steady.sendGET(path, token: TestServer.carolToken)
         let received = await steady.readSteadily(chunk: 256 * 1024, pause: .milliseconds(1))
         #expect(received.count > size, "\(received.count) bytes")
         #expect(Data(received.suffix(size)) == photo.bytes, "the original came whole and unchanged")

@@ -267,6 +267,16 @@ final class PostgresStorage: ServerStorage {
         return nil
     }
 
+    /// Throws `tokenGoneWhileWaiting` unless `caller`'s token still lets it in at `now`: read in the
+    /// transaction that writes, after the write lock, so a revocation that committed while the work
+    /// waited holds.
+    private static func requireStillLetIn(_ caller: Caller, now: Date, on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        let holder = try await tokenHolder(forDigest: caller.tokenDigest, now: now, on: connection, logger: logger)
+        guard caller.isStillLetIn(by: holder) else { throw ServerError.tokenGoneWhileWaiting }
+    }
+
     // MARK: - Push
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
@@ -279,8 +289,7 @@ final class PostgresStorage: ServerStorage {
         return try await write { connection in
             // Read in the transaction that writes the push, after the write lock: a push that waited its
             // turn or for the lock while the office revoked its token writes nothing (attack 113, F7).
-            let holder = try await Self.tokenHolder(forDigest: caller.tokenDigest, now: now, on: connection, logger: logger)
-            guard caller.isStillLetIn(by: holder) else { throw ServerError.tokenGoneWhileWaiting }
+            try await Self.requireStillLetIn(caller, now: now, on: connection, logger: logger)
             let snapshot = try await Self.loadSnapshot(for: batch, on: connection, logger: logger)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try await Self.write(plan, on: connection, logger: logger)
@@ -643,8 +652,7 @@ final class PostgresStorage: ServerStorage {
         // that committed while the chunk waited holds (attack 115, F2).
         return try await write { connection in
             if let caller {
-                let holder = try await Self.tokenHolder(forDigest: caller.tokenDigest, now: Timestamp.now(), on: connection, logger: logger)
-                guard caller.isStillLetIn(by: holder) else { throw ServerError.tokenGoneWhileWaiting }
+                try await Self.requireStillLetIn(caller, now: Timestamp.now(), on: connection, logger: logger)
                 let attachment = try await Self.mediaAttachment(id, by: caller, checkingArchive: true, on: connection, logger: logger)
                 if let refusal = MediaStore.uploadRefusal(attachment, of: id, by: caller) { throw refusal }
             }

@@ -227,6 +227,14 @@ final class SQLiteStorage: ServerStorage {
         return TokenHolder(userID: user, isAdmin: row["admin"] as Bool)
     }
 
+    /// Throws `tokenGoneWhileWaiting` unless `caller`'s token still lets it in at `now`: read in the
+    /// transaction that writes, so a revocation that committed while the work waited holds.
+    private static func requireStillLetIn(_ caller: Caller, now: Date, in db: Database) throws {
+        guard caller.isStillLetIn(by: try tokenHolder(forDigest: caller.tokenDigest, now: now, in: db)) else {
+            throw ServerError.tokenGoneWhileWaiting
+        }
+    }
+
     // MARK: - Push
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
@@ -238,9 +246,7 @@ final class SQLiteStorage: ServerStorage {
         return try await write { db in
             // Read in the transaction that writes the push: a push that waited its turn or for the writer
             // while the office revoked its token writes nothing (attack 113, F7).
-            guard caller.isStillLetIn(by: try Self.tokenHolder(forDigest: caller.tokenDigest, now: now, in: db)) else {
-                throw ServerError.tokenGoneWhileWaiting
-            }
+            try Self.requireStillLetIn(caller, now: now, in: db)
             let snapshot = try Self.loadSnapshot(for: batch, in: db)
             let plan = try rules.plan(batch, snapshot: snapshot)
             try Self.write(plan, in: db)
@@ -429,7 +435,8 @@ final class SQLiteStorage: ServerStorage {
     /// `records_by_project` (one index step each), so the walk starts on a change of the caller's; it
     /// stops `walkedRowsPerPageRecord` × `limit` rows later, or at the newest.
     private static func walkWindow(
-        after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, in db: Database
+        after cursor: PullCursor, limit: Int, groups: [(position: Int64, projects: [UUID])], unlinkedOf caller: Caller?,
+        in db: Database
     ) throws -> (first: Int64, last: Int64, newest: Int64)? {
         var next: Int64?
         let nextOfProjects = try db.cachedStatement(sql: """
@@ -437,8 +444,7 @@ final class SQLiteStorage: ServerStorage {
                 SELECT (SELECT MIN(sequence) FROM records WHERE project_id = page.value AND sequence > ?) AS next
                 FROM json_each(?) AS page)
             """)
-        // One statement per distinct position: after a catch-up every project stands at the same one.
-        for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)) {
+        for (position, group) in groups {
             // An id's text needs no JSON escaping.
             let ids = "[" + group.map { "\"\($0.storageText)\"" }.joined(separator: ",") + "]"
             if let found = try Int64.fetchOne(nextOfProjects, arguments: [position, ids]) { next = min(next ?? found, found) }
@@ -459,12 +465,12 @@ final class SQLiteStorage: ServerStorage {
     /// The walk of `records_by_sequence` over `window` for more than `maximumArms` projects, each row
     /// checked against its project's position; rows read at once.
     private static func walkQuery(
-        after cursor: PullCursor, limit: Int, projects: [UUID], unlinkedOf caller: Caller?, window: ClosedRange<Int64>
+        after cursor: PullCursor, limit: Int, groups: [(position: Int64, projects: [UUID])], unlinkedOf caller: Caller?,
+        window: ClosedRange<Int64>
     ) -> (sql: String, arguments: StatementArguments) {
-        // One condition per distinct position: after a catch-up every project stands at the same one.
         var conditions: [String] = []
         var arguments: StatementArguments = [window.lowerBound, window.upperBound]
-        for (position, group) in Dictionary(grouping: projects, by: cursor.position(of:)).sorted(by: { $0.key < $1.key }) {
+        for (position, group) in groups {
             conditions.append("(project_id IN (\(placeholders(group.count))) AND sequence > ?)")
             arguments += StatementArguments(group.map(\.storageText).sorted())
             arguments += [position]
@@ -542,9 +548,13 @@ final class SQLiteStorage: ServerStorage {
             // The page's end: every change of the projects read up to it was in the page.
             var through: Int64?
             if read.count > Self.maximumArms {
-                if let window = try Self.walkWindow(after: cursor, limit: limit, projects: read, unlinkedOf: unlinkedOf, in: db) {
+                // The projects by position, one condition or statement each: after a catch-up every
+                // project stands at the same one.
+                let groups = Dictionary(grouping: read, by: cursor.position(of:)).sorted { $0.key < $1.key }
+                    .map { (position: $0.key, projects: $0.value) }
+                if let window = try Self.walkWindow(after: cursor, limit: limit, groups: groups, unlinkedOf: unlinkedOf, in: db) {
                     let query = Self.walkQuery(
-                        after: cursor, limit: limit, projects: read, unlinkedOf: unlinkedOf, window: window.first...window.last)
+                        after: cursor, limit: limit, groups: groups, unlinkedOf: unlinkedOf, window: window.first...window.last)
                     // Rows are read one by one until the page is full; the row that did not fit says more wait.
                     let (found, stopped) = try StoredRow.fetchPage(db, sql: query.sql, arguments: query.arguments, extent: &extent)
                     rows = found
@@ -754,9 +764,7 @@ final class SQLiteStorage: ServerStorage {
             if let caller {
                 // In the transaction that saves the chunk: the office's revocation, removal, role change
                 // or archive that committed while it waited for the writer holds (attack 115, F2).
-                guard caller.isStillLetIn(by: try Self.tokenHolder(forDigest: caller.tokenDigest, now: Timestamp.now(), in: db)) else {
-                    throw ServerError.tokenGoneWhileWaiting
-                }
+                try Self.requireStillLetIn(caller, now: Timestamp.now(), in: db)
                 let attachment = try Self.mediaAttachment(id, by: caller, checkingArchive: true, in: db)
                 if let refusal = MediaStore.uploadRefusal(attachment, of: id, by: caller) { throw refusal }
             }
