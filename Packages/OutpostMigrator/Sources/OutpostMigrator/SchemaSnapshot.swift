@@ -47,46 +47,86 @@ struct SchemaSnapshot: Equatable {
     var rowCounts: [String: Int] = [:]
 
     /// Reads the snapshot; `excluding` names tables the migrator itself owns.
+    ///
+    /// Each pragma is read for every table at once (a join of `sqlite_schema` with the pragma's table
+    /// function), and the row counts by one statement: read table by table, a fresh store's fifteen
+    /// steps compiled about 5,000 statements for their thirty snapshots, 0.4 s of its first open in a
+    /// release build and 1 s in a debug one (`perf`, issue 41).
     static func capture(_ db: Database, excluding ignored: Set<String>) throws -> SchemaSnapshot {
         var snapshot = SchemaSnapshot()
         let objects = try Row.fetchAll(db, sql: """
             SELECT type, name, sql FROM sqlite_schema
             WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name
             """)
+        var tables: [String] = []
         for object in objects {
             let type: String = object["type"], name: String = object["name"]
             guard !ignored.contains(name) else { continue }
             switch type {
             case "table":
+                tables.append(name)
                 snapshot.tableSQL[name] = Self.folded(object["sql"] as String? ?? "")
-                for key in try Row.fetchAll(db, sql: "SELECT * FROM pragma_foreign_key_list(?)", arguments: [name]) {
-                    snapshot.foreignKeys.insert(ForeignKey(
-                        table: name, parent: key["table"], from: key["from"], onDelete: key["on_delete"], onUpdate: key["on_update"]))
-                }
-                snapshot.tables[name] = try Row.fetchAll(db, sql: "SELECT * FROM pragma_table_xinfo(?)", arguments: [name])
-                    .map { row in
-                        Column(
-                            name: row["name"], declaredType: row["type"], notNull: row["notnull"],
-                            defaultSQL: row["dflt_value"], primaryKeyPosition: row["pk"], hidden: row["hidden"])
-                    }
-                for index in try Row.fetchAll(db, sql: "SELECT * FROM pragma_index_list(?)", arguments: [name]) {
-                    let indexName: String = index["name"]
-                    let keys = try Row.fetchAll(
-                        db, sql: "SELECT coalesce(name, '<expression>') AS name, coll FROM pragma_index_xinfo(?) WHERE key ORDER BY seqno",
-                        arguments: [indexName])
-                    let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", arguments: [indexName])
-                    snapshot.indexes[indexName] = Index(
-                        table: name, isUnique: index["unique"], origin: index["origin"], isPartial: index["partial"],
-                        columns: keys.map { $0["name"] }, collations: keys.map { ($0["coll"] as String?)?.uppercased() ?? "BINARY" },
-                        sql: sql.map(Self.folded))
-                }
-                snapshot.rowCounts[name] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(name.quotedDatabaseIdentifier)")
+                snapshot.tables[name] = []
             case "view":
                 snapshot.views[name] = object["sql"]
             case "trigger":
                 snapshot.triggers[name] = object["sql"]
             default:
-                continue  // indexes are read per table above, with their columns
+                continue  // indexes are read per table below, with their columns
+            }
+        }
+        guard !tables.isEmpty else { return snapshot }
+        // The tables read, as the join's filter: SQLite's own and the ignored ones are left out above.
+        let read = Set(tables)
+        for key in try Row.fetchAll(db, sql: """
+            SELECT m.name AS owner, f."table" AS parent, f."from" AS "from", f.on_delete, f.on_update
+            FROM sqlite_schema AS m, pragma_foreign_key_list(m.name) AS f WHERE m.type = 'table'
+            """) where read.contains(key["owner"]) {
+            snapshot.foreignKeys.insert(ForeignKey(
+                table: key["owner"], parent: key["parent"], from: key["from"], onDelete: key["on_delete"], onUpdate: key["on_update"]))
+        }
+        for row in try Row.fetchAll(db, sql: """
+            SELECT m.name AS owner, c.* FROM sqlite_schema AS m, pragma_table_xinfo(m.name) AS c
+            WHERE m.type = 'table' ORDER BY m.name, c.cid
+            """) {
+            let table: String = row["owner"]
+            guard read.contains(table) else { continue }
+            snapshot.tables[table, default: []].append(Column(
+                name: row["name"], declaredType: row["type"], notNull: row["notnull"], defaultSQL: row["dflt_value"],
+                primaryKeyPosition: row["pk"], hidden: row["hidden"]))
+        }
+        // Each index's key columns and collations in key order, and its CREATE INDEX text.
+        var keys: [String: [(name: String, collation: String)]] = [:]
+        for row in try Row.fetchAll(db, sql: """
+            SELECT i.name AS index_name, coalesce(x.name, '<expression>') AS name, x.coll
+            FROM sqlite_schema AS m, pragma_index_list(m.name) AS i, pragma_index_xinfo(i.name) AS x
+            WHERE m.type = 'table' AND x.key ORDER BY i.name, x.seqno
+            """) {
+            keys[row["index_name"], default: []].append((row["name"], (row["coll"] as String?)?.uppercased() ?? "BINARY"))
+        }
+        var indexSQL: [String: String] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL") {
+            indexSQL[row["name"]] = row["sql"]
+        }
+        for index in try Row.fetchAll(db, sql: """
+            SELECT m.name AS owner, i.name, i."unique", i.origin, i.partial
+            FROM sqlite_schema AS m, pragma_index_list(m.name) AS i WHERE m.type = 'table'
+            """) where read.contains(index["owner"]) {
+            let indexName: String = index["name"]
+            let columns = keys[indexName] ?? []
+            snapshot.indexes[indexName] = Index(
+                table: index["owner"], isUnique: index["unique"], origin: index["origin"], isPartial: index["partial"],
+                columns: columns.map(\.name), collations: columns.map(\.collation), sql: indexSQL[indexName].map(Self.folded))
+        }
+        // Table names come from sqlite_schema, quoted as identifiers; each row names its table by argument.
+        // In groups: SQLite takes at most 500 terms in one compound SELECT.
+        for start in stride(from: 0, to: tables.count, by: 400) {
+            let group = Array(tables[start..<min(start + 400, tables.count)])
+            let counts = group.map { "SELECT ?, count(*) FROM \($0.quotedDatabaseIdentifier)" }
+            for row in try Row.fetchAll(
+                db, sql: counts.joined(separator: " UNION ALL "), arguments: StatementArguments(group))
+            {
+                snapshot.rowCounts[row[0]] = row[1]
             }
         }
         return snapshot
@@ -94,7 +134,25 @@ struct SchemaSnapshot: Equatable {
 
     /// SQL with runs of white space folded to one space, for comparing definitions.
     static func folded(_ sql: String) -> String {
-        sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+        // ASCII text (all SQL the steps write) folds byte by byte, as `isWhitespace` would: by
+        // characters, the fold was a tenth of a snapshot.
+        let utf8 = Array(sql.utf8)
+        guard utf8.allSatisfy({ $0 < 0x80 }) else {
+            return sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+        }
+        var folded: [UInt8] = []
+        folded.reserveCapacity(utf8.count)
+        var pendingSpace = false
+        for byte in utf8 {
+            if byte == 0x20 || (0x09...0x0D).contains(byte) {
+                pendingSpace = !folded.isEmpty
+            } else {
+                if pendingSpace { folded.append(0x20) }
+                pendingSpace = false
+                folded.append(byte)
+            }
+        }
+        return String(decoding: folded, as: UTF8.self)
     }
 }
 
