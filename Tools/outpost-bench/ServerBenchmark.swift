@@ -119,13 +119,12 @@ struct ServerBenchmark: BenchmarkSuite {
             PullVariant(name: "\(SyncEngine.defaultPullDepth) pages fetched ahead", transport: pusher, depth: SyncEngine.defaultPullDepth),
         ], expecting: report.pulled, folder: folder)
 
-        // The same pull with half-size pages, the engine's default before: what the page size is worth.
-        let halfPages = SyncEngine(
-            store: try LocalStore.open(at: folder.appendingPathComponent("device-half-pages.sqlite").path), transport: pusher,
-            pullLimit: pullLimit / 2)
-        started = clock.now
-        let halfReport = try await halfPages.sync()
-        let halfPagesRate = Double(halfReport.pulled) / (clock.now - started).seconds
+        // What the page size is worth: the same pull with the engine's default before, 1,000 a page (the
+        // bench server caps pages at the engine's size), alternating with the default.
+        let sizes = try await alternatingPulls([
+            PullVariant(name: "1,000/page (the default before)", transport: pusher, limit: 1_000),
+            PullVariant(name: "\(pullLimit.formatted())/page (the default)", transport: pusher),
+        ], expecting: report.pulled, folder: folder)
 
         // What the shared clock is worth: the same pull as a client that reads only per-field clocks asks
         // for it, and with the shared clock again.
@@ -163,9 +162,7 @@ struct ServerBenchmark: BenchmarkSuite {
         rows.append(BenchmarkRow(
             metric: "  floor: sqlite3 .import of the same issue rows and their field_clocks rows", value: ownWritesFloor,
             unit: "records/s", peer: "sqlite3 .import of the issue rows alone", peerValue: peerPull))
-        rows.append(BenchmarkRow(
-            metric: "  the same pull, \(pullLimit / 2)/page", value: halfPagesRate, unit: "records/s"))
-        for entry in depths {
+        for entry in sizes + depths {
             rows.append(BenchmarkRow(
                 metric: "  the same pull, \(entry.name) (mean of 2, each first once)",
                 value: Double(report.pulled) * 2 / entry.seconds, unit: "records/s"))
@@ -267,7 +264,7 @@ struct ServerBenchmark: BenchmarkSuite {
             peer: "sqlite3 .import of the same issue rows", peerValue: peerImportRate))
         rows.append(BenchmarkRow(
             metric: "  pre-sync rate against the pull's (issue 41: at least the rate of a pull)",
-            value: presyncRecords / presyncSeconds, unit: "records/s", peer: "the pull of this run, 1000/page",
+            value: presyncRecords / presyncSeconds, unit: "records/s", peer: "the pull of this run, \(pullLimit)/page",
             peerValue: pullRate, target: "≥ 1.0× the pull", met: presyncRecords / presyncSeconds >= pullRate))
         rows.append(BenchmarkRow(
             metric: "  of which: bundle download alone (\(String(format: "%.1f", Double(bundleBytes) / 1_048_576)) MB of JSON, "
@@ -360,6 +357,8 @@ struct ServerBenchmark: BenchmarkSuite {
         let name: String
         let transport: any SyncTransport
         var depth = SyncEngine.defaultPullDepth
+        /// Changes asked for per page; nil for the engine's default.
+        var limit: Int?
     }
 
     /// Each variant's pull of everything into a fresh store, twice, alternating so that each goes
@@ -374,7 +373,8 @@ struct ServerBenchmark: BenchmarkSuite {
             for index in round == 0 ? Array(variants.indices) : variants.indices.reversed() {
                 let engine = SyncEngine(
                     store: try LocalStore.open(at: folder.appendingPathComponent("device-\(UUID().uuidString).sqlite").path),
-                    transport: variants[index].transport, pullLimit: pullLimit, pullDepth: variants[index].depth)
+                    transport: variants[index].transport, pullLimit: variants[index].limit ?? pullLimit,
+                    pullDepth: variants[index].depth)
                 let started = clock.now
                 let cpuBefore = PullBenchmark.processCPUSeconds()
                 let run = try await engine.sync()

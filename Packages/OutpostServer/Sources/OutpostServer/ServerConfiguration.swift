@@ -117,7 +117,7 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// Creates a configuration; only the database path has no default.
     public init(
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
-        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 1000,
+        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 5000,
         maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...15,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
