@@ -50,8 +50,8 @@ struct SchemaSnapshot: Equatable {
     ///
     /// Each pragma is read for every table at once (a join of `sqlite_schema` with the pragma's table
     /// function), and the row counts by one statement: read table by table, a fresh store's fifteen
-    /// steps compiled about 5,000 statements for their thirty snapshots, 0.4 s of its first open in a
-    /// release build and 1 s in a debug one (`perf`, issue 41).
+    /// steps compiled some 3,500 statements for their thirty snapshots, 0.3 s of its first open in a
+    /// release build and 0.6 s in a debug one (`perf`, issue 41).
     static func capture(_ db: Database, excluding ignored: Set<String>) throws -> SchemaSnapshot {
         var snapshot = SchemaSnapshot()
         let objects = try Row.fetchAll(db, sql: """
