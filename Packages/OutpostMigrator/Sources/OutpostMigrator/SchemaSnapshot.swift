@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// SQLite's own view of a schema at one moment: every table's columns (`pragma table_xinfo`), every
@@ -76,22 +77,22 @@ struct SchemaSnapshot: Equatable {
             }
         }
         guard !tables.isEmpty else { return snapshot }
-        // The tables read, as the join's filter: SQLite's own and the ignored ones are left out above.
-        let read = Set(tables)
+        // The tables read, as the joins' filter: SQLite's own and the ignored ones are left out above, and
+        // no pragma runs on them (an ignored virtual table whose module is not loaded would fail it).
+        let readList = StatementArguments([String(decoding: try JSONEncoder().encode(tables), as: UTF8.self)])
+        let ofRead = "m.type = 'table' AND m.name IN (SELECT value FROM json_each(?))"
         for key in try Row.fetchAll(db, sql: """
             SELECT m.name AS owner, f."table" AS parent, f."from" AS "from", f.on_delete, f.on_update
-            FROM sqlite_schema AS m, pragma_foreign_key_list(m.name) AS f WHERE m.type = 'table'
-            """) where read.contains(key["owner"]) {
+            FROM sqlite_schema AS m, pragma_foreign_key_list(m.name) AS f WHERE \(ofRead)
+            """, arguments: readList) {
             snapshot.foreignKeys.insert(ForeignKey(
                 table: key["owner"], parent: key["parent"], from: key["from"], onDelete: key["on_delete"], onUpdate: key["on_update"]))
         }
         for row in try Row.fetchAll(db, sql: """
             SELECT m.name AS owner, c.* FROM sqlite_schema AS m, pragma_table_xinfo(m.name) AS c
-            WHERE m.type = 'table' ORDER BY m.name, c.cid
-            """) {
-            let table: String = row["owner"]
-            guard read.contains(table) else { continue }
-            snapshot.tables[table, default: []].append(Column(
+            WHERE \(ofRead) ORDER BY m.name, c.cid
+            """, arguments: readList) {
+            snapshot.tables[row["owner"], default: []].append(Column(
                 name: row["name"], declaredType: row["type"], notNull: row["notnull"], defaultSQL: row["dflt_value"],
                 primaryKeyPosition: row["pk"], hidden: row["hidden"]))
         }
@@ -100,8 +101,8 @@ struct SchemaSnapshot: Equatable {
         for row in try Row.fetchAll(db, sql: """
             SELECT i.name AS index_name, coalesce(x.name, '<expression>') AS name, x.coll
             FROM sqlite_schema AS m, pragma_index_list(m.name) AS i, pragma_index_xinfo(i.name) AS x
-            WHERE m.type = 'table' AND x.key ORDER BY i.name, x.seqno
-            """) {
+            WHERE \(ofRead) AND x.key ORDER BY i.name, x.seqno
+            """, arguments: readList) {
             keys[row["index_name"], default: []].append((row["name"], (row["coll"] as String?)?.uppercased() ?? "BINARY"))
         }
         var indexSQL: [String: String] = [:]
@@ -110,8 +111,8 @@ struct SchemaSnapshot: Equatable {
         }
         for index in try Row.fetchAll(db, sql: """
             SELECT m.name AS owner, i.name, i."unique", i.origin, i.partial
-            FROM sqlite_schema AS m, pragma_index_list(m.name) AS i WHERE m.type = 'table'
-            """) where read.contains(index["owner"]) {
+            FROM sqlite_schema AS m, pragma_index_list(m.name) AS i WHERE \(ofRead)
+            """, arguments: readList) {
             let indexName: String = index["name"]
             let columns = keys[indexName] ?? []
             snapshot.indexes[indexName] = Index(
