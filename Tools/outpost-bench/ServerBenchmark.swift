@@ -157,7 +157,8 @@ struct ServerBenchmark: BenchmarkSuite {
         rows.append(BenchmarkRow(
             metric: "pull \(count) records into a fresh store (SyncEngine.sync, \(pullLimit)/page)", value: pullRate,
             unit: "records/s", peer: "sqlite3 .import of the same issue rows", peerValue: peerPull,
-            target: "≥ 50,000 records/s", met: pullRate >= 50_000))
+            // Issue 41's target is the ratio (the host's speed moves the records/s), issue 8's the rate.
+            target: "≥ 0.6× peer, ≥ 50,000 records/s", met: pullRate >= 0.6 * peerPull && pullRate >= 50_000))
         // What SQLite alone costs for the rows a pull must write (each record and its clocks): with no
         // Swift at all, the pull's ratio to `.import` could be no better than this row's.
         rows.append(BenchmarkRow(
