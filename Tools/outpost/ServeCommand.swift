@@ -50,7 +50,7 @@ struct ServeCommand: AsyncParsableCommand {
     var maxBatch: Int = 500
 
     @Option(help: "The most changes one pull page returns.")
-    var maxPull: Int = 5000
+    var maxPull: Int = ServerConfiguration.defaultMaximumPullLimit
 
     @Option(help: "Bytes of stored records after which a pull page stops early (at least one change goes).")
     var maxPullBytes: Int = 4 * 1024 * 1024

@@ -114,10 +114,15 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// they are not for anyone who can reach the port. Never written anywhere.
     public var metricsToken: String?
 
+    /// The most changes one pull page returns unless configured otherwise: `SyncEngine.defaultPullLimit`'s
+    /// page, so a device pulling with its engine's default gets whole pages. One value for the
+    /// configuration, `outpost serve --max-pull` and the in-process test server.
+    public static let defaultMaximumPullLimit = 5_000
+
     /// Creates a configuration; only the database path has no default.
     public init(
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
-        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 5000,
+        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = ServerConfiguration.defaultMaximumPullLimit,
         maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
         maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...15,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,

@@ -34,7 +34,7 @@ public actor InProcessServer: SyncTransport {
     /// (as `outpost serve --server-ids` does); `policy` is the server's conflict policy. Commits are not
     /// flushed to the disk (`durableCommits: false`): a test's server never outlives a power cut.
     public init(
-        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = 5000,
+        assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = ServerConfiguration.defaultMaximumPullLimit,
         policy: ConflictPolicy = ConflictPolicy()
     ) async throws(ServerError) {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-test-server-\(UUID().uuidString)")
