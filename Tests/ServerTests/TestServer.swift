@@ -162,7 +162,12 @@ final class TestServer: Sendable {
             _ = try await TestPostgres.strings(sql, url: postgres.url)
             return
         }
-        let queue = try DatabaseQueue(path: databasePath)
+        // Waits for the server's writer, as its own connections do: with GRDB's default (no wait), a
+        // write the server made at that moment (a token's use noted, say) failed the test with
+        // "database is locked" on a busy 2-core run.
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(30)
+        let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
         defer { try? queue.close() }
         try await queue.write { db in try db.execute(sql: sql) }
     }
