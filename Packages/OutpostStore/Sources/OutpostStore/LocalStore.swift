@@ -15,6 +15,8 @@ public final class LocalStore: Sendable {
     /// This device's node id in every clock it issues, created on first open and kept in the file.
     public let node: NodeID
     let pool: DatabasePool
+    /// Copies the WAL into the file once a commit leaves it past `checkpointPages`.
+    let checkpointer: WALCheckpointer
     let writer: StoreWriter
     let observers = StoreObservers()
     /// The owner this store's claims name (see `claimMutations`).
@@ -61,13 +63,17 @@ public final class LocalStore: Sendable {
         var configuration = LocalDatabase.configuration(
             busyTimeout: Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
         let pragma = synchronous.rawValue
+        let checkpointer = WALCheckpointer(
+            path: path, synchronous: pragma, backgroundPages: Self.checkpointPages, inlinePages: Self.inlineCheckpointPages)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
             // about nine pages, most of them the same hot leaves again and again, so checkpoints four
             // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%).
             // The WAL file is cut back to 20 MB after a checkpoint so it never stays larger.
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.checkpointPages)")
+            // Past that, on a connection of its own (`WALCheckpointer`): the commit returns once durable.
+            // Every connection the pool opens holds the checkpointer; only the writer ever commits.
+            checkpointer.install(on: db)
             try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")
         }
         let pool = try StoreError.mapping(path: path) {
@@ -83,24 +89,31 @@ public final class LocalStore: Sendable {
                 return try StoreWriter.loadClockState(db)
             }
         }
-        return LocalStore(path: path, pool: pool, node: node, last: last, keepingFree: keepingFree, volume: volume)
+        return LocalStore(
+            path: path, pool: pool, checkpointer: checkpointer, node: node, last: last, keepingFree: keepingFree, volume: volume)
     }
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
+    /// WAL pages past which a commit checkpoints on the writer, the background copy having fallen behind.
+    static let inlineCheckpointPages = 16_000
 
-    private init(path: String, pool: DatabasePool, node: NodeID, last: HybridTimestamp?, keepingFree: Int64, volume: StoreVolume) {
+    private init(path: String, pool: DatabasePool, checkpointer: WALCheckpointer, node: NodeID, last: HybridTimestamp?, keepingFree: Int64, volume: StoreVolume) {
         self.path = path
         self.keptFreeBytes = keepingFree
         self.volume = volume
         let owner = ClaimOwner.current()
         self.claimOwner = owner
         self.pool = pool
+        self.checkpointer = checkpointer
         self.node = node
         self.writer = StoreWriter(clock: HybridLogicalClock(node: node, last: last), origin: owner.text)
     }
 
-    deinit { claimOwner.release() }
+    deinit {
+        checkpointer.close()
+        claimOwner.release()
+    }
 
     /// SQL that reads `column` of the store's file, holding record ids as their text or as their 16 bytes
     /// (`audit_log.record_id`, toolkit step 6 on), as their text: for the store's own queries and for
