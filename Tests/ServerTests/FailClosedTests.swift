@@ -275,7 +275,7 @@ struct FailClosedTests {
         let server = try await TestServer.start(.sqlite)
         let bobInB = try await server.server.memberRecordID(project: TestServer.projectB, user: TestServer.bob)
         defer { Task { await server.stop() } }
-        let damaged = try await DatabaseQueue(path: server.databasePath).write { db in
+        let damaged = try await server.openFile().write { db in
             try db.execute(
                 sql: "UPDATE records SET fields = json_set(fields, '$.role', json(?)) WHERE id = ?",
                 arguments: [damagedRole, bobInB.storageText])

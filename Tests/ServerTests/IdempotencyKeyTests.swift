@@ -211,7 +211,7 @@ struct IdempotencyKeyTests {
         let transport = server.transport(token: TestServer.aliceToken)
         let issue = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectA))
         let original = try await transport.push(PushRequest(mutations: [issue])).results[0].outcome
-        let cleared = try await DatabaseQueue(path: server.databasePath).write { db in
+        let cleared = try await server.openFile().write { db in
             try db.execute(
                 sql: "UPDATE applied_mutations SET change_digest = NULL WHERE idempotency_key = ?",
                 arguments: [issue.idempotencyKey.uuidString.lowercased()])

@@ -162,14 +162,18 @@ final class TestServer: Sendable {
             _ = try await TestPostgres.strings(sql, url: postgres.url)
             return
         }
-        // Waits for the server's writer, as its own connections do: with GRDB's default (no wait), a
-        // write the server made at that moment (a token's use noted, say) failed the test with
-        // "database is locked" on a busy 2-core run.
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(30)
-        let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
+        let queue = try openFile()
         defer { try? queue.close() }
         try await queue.write { db in try db.execute(sql: sql) }
+    }
+
+    /// The SQLite server's file, for a test's own writes: it waits for the server's writer, as the server's
+    /// own connections do. With GRDB's default (no wait), a write the server made at that moment (a
+    /// token's use noted, say) failed the test with "database is locked" on a busy 2-core run.
+    func openFile() throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(30)
+        return try DatabaseQueue(path: databasePath, configuration: configuration)
     }
 
     /// How long a test's request may wait: far above what any answer takes, so a test machine busy
