@@ -31,9 +31,12 @@ extension LocalStore {
             try checkRoomForPulledData(waiting: "packing waits", needing: Int64(pages - free) * Int64(pageSize) * 2)
             try pool.vacuum()
             // The WAL now holds the whole file: back into it and cut short, where no reader holds it.
-            // A background copy the vacuum's commit asked for would make this one busy: it goes first.
-            checkpointer.waitForPendingCheckpoint()
-            _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            // A background copy the vacuum's commit asked for would make this one busy: it goes first,
+            // waited for on the writer, so that no commit between the two asks for another.
+            _ = try? pool.writeWithoutTransaction { db in
+                checkpointer.waitForPendingCheckpoint()
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
             return true
         } catch {
             return false

@@ -63,8 +63,10 @@ public final class LocalStore: Sendable {
         var configuration = LocalDatabase.configuration(
             busyTimeout: Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
         let pragma = synchronous.rawValue
-        let checkpointer = WALCheckpointer(
-            path: path, synchronous: pragma, backgroundPages: Self.checkpointPages, inlinePages: Self.inlineCheckpointPages)
+        let checkpointer = try StoreError.mapping(path: path) {
+            try WALCheckpointer(
+                path: path, synchronous: pragma, backgroundPages: Self.checkpointPages, inlinePages: Self.inlineCheckpointPages)
+        }
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Checkpoint every 4,000 pages (16 MB of WAL) instead of SQLite's 1,000: a local write dirties
@@ -95,8 +97,9 @@ public final class LocalStore: Sendable {
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).
     static let checkpointPages = 4_000
-    /// WAL pages past which a commit checkpoints on the writer, the background copy having fallen behind.
-    static let inlineCheckpointPages = 16_000
+    /// WAL pages past which a commit checkpoints on the writer, the background copy having fallen behind
+    /// (the WAL's bound, with one transaction; see `WALCheckpointer`).
+    static let inlineCheckpointPages = 8_000
 
     private init(path: String, pool: DatabasePool, checkpointer: WALCheckpointer, node: NodeID, last: HybridTimestamp?, keepingFree: Int64, volume: StoreVolume) {
         self.path = path
