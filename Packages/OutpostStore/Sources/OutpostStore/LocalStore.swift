@@ -76,7 +76,7 @@ public final class LocalStore: Sendable {
             // about nine pages, most of them the same hot leaves again and again, so checkpoints four
             // times rarer copy far fewer pages and wait on far fewer syncs (writes/s +40%).
             // The WAL file is cut back to 20 MB after a checkpoint so it never stays larger.
-            // Past that, on a connection of its own (`WALCheckpointer`): the commit returns once durable.
+            // Past that, on a connection of its own (`WALCheckpointer`): the commit returns once committed.
             // Every connection the pool opens holds the checkpointer; only the writer ever commits.
             checkpointer.install(on: db)
             try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")

@@ -4,7 +4,7 @@ import GRDBSQLite
 
 /// Copies the store's write-ahead log into its file on a thread of its own, once a commit leaves the log
 /// past `LocalStore.checkpointPages`, so that the write that crossed the line returns as soon as it is
-/// durable in the log.
+/// committed to the log (synced there with `synchronous = FULL`; see below for NORMAL).
 ///
 /// Why: SQLite's automatic checkpoint runs inside the commit that crosses its threshold, on the writer.
 /// An import commits every record in one transaction, so its commit copied the whole import a second
@@ -68,7 +68,7 @@ final class WALCheckpointer: @unchecked Sendable {
             let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
             if pages >= checkpointer.inlinePages {
                 // What SQLite's automatic checkpoint does; a failure (a reader in the way) is not the
-                // commit's, which is already durable. A background copy under way would make it busy,
+                // commit's, which is already committed. A background copy under way would make it busy,
                 // and the log would pass the line by a few more commits (the test of that found 304
                 // pages over a line of 200): it is waited for, and this copies what it left.
                 checkpointer.waitWhileCopying()

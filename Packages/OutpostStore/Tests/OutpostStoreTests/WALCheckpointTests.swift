@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 import Testing
 
-/// A commit that leaves the write-ahead log past the line returns once durable and leaves the copy into
+/// A commit that leaves the write-ahead log past the line returns once committed and leaves the copy into
 /// the file to a connection of its own; past the higher line the writer copies it itself, so the log
 /// stays bounded when the background copy falls behind (issue 41: an import's commit copied 50,000
 /// records a second time before returning, 0.14–0.18 s of a 1.1 s pre-sync).
