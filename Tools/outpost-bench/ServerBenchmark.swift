@@ -195,7 +195,7 @@ struct ServerBenchmark: BenchmarkSuite {
         // device that did not pre-sync pulls the same project. Each pre-sync into a fresh store, each
         // pull into one, alternating so that each goes first once: one run moved by a third with the host.
         // Each device is closed before the next run starts (untimed): a store copies its write-ahead log
-        // into its file on a thread of its own once a commit is durable, and that copy belongs to no
+        // into its file on a thread of its own once a commit is in the log, and that copy belongs to no
         // later run.
         let plainTransport = server.transport(token: Self.surveyorToken)
         let (summary, firstPreSync) = try await Self.timed(on: presyncPath, transport: fieldTransport) {
