@@ -337,7 +337,11 @@ public actor SyncEngine {
             transport: transport)
         defer { ahead.stop() }
         var storedNothing = 0
-        while let fetched = try await ahead.next() {
+        let clock = ContinuousClock()
+        while true {
+            let asked = clock.now
+            guard let fetched = try await ahead.next() else { break }
+            report.pullWaiting += clock.now - asked
             // The first answer names the server's policy: a page merged with another policy than
             // the server's would settle local changes the server would settle otherwise.
             if await checkPolicy(&report) { break }
@@ -356,6 +360,7 @@ public actor SyncEngine {
                 for change in response.changes { seen[change.entity, default: []].insert(change.recordID) }
             }
             // A record of a project this device did not ask for is quarantined, not stored.
+            let applying = clock.now
             let applied = try await store.applyPulledPage(
                 PulledPage(
                     changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
@@ -364,6 +369,7 @@ public actor SyncEngine {
                     ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough,
                     sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
+            report.pullApplying += clock.now - applying
             report.leftProjects += applied.leftProjects
             // The device's own versions it refused are not among the page's records.
             let refused = applied.quarantined - applied.refusedOwnVersions

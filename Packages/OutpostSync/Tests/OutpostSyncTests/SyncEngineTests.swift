@@ -322,4 +322,40 @@ import Testing
         #expect(report.failed == 0)
         #expect(try device.store.status().pendingChanges == 0)
     }
+
+    /// A run's report tells where its pull spent its time, so a slow sync can be told apart: waiting for
+    /// pages (the server, the network) or applying them on this device. A server that takes 150 ms a
+    /// page keeps the engine waiting for each page of 2 records, whose apply takes a few milliseconds.
+    @Test func theReportSaysHowLongThePullWaitedAndApplied() async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        let teammate = try await store(openedBeside: device, keepingFree: 0)
+        for index in 0..<5 { try await teammate.save(Issue(projectID: project, title: "Snag \(index)"), now: now) }
+        _ = try await SyncEngine(store: teammate, transport: server).sync(now: { self.now })
+
+        let slow = SlowPulls(base: server, delay: .milliseconds(150))
+        let engine = SyncEngine(store: device.store, transport: slow, pullLimit: 2)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let report = try await engine.sync(now: { self.now })
+        let elapsed = clock.now - started
+        #expect(report.isComplete && report.pulled >= 6, "\(report.pulled)")
+        // The first page at least kept the engine waiting its 150 ms (its fetch began a moment before the
+        // engine asked for it); each page of 2 records applied in far less than the next page took.
+        #expect(report.pullWaiting >= .milliseconds(140), "\(report.pullWaiting)")
+        #expect(report.pullApplying > .zero && report.pullApplying < report.pullWaiting, "\(report.pullApplying)")
+        #expect(report.pullWaiting + report.pullApplying <= elapsed)
+    }
+}
+
+/// The in-process server, each pull answered `delay` late.
+private struct SlowPulls: ForwardingTransport {
+    let base: InProcessServer
+    let delay: Duration
+
+    func pull(_ request: PullRequest) async throws(TransportError) -> PullResponse {
+        try? await Task.sleep(for: delay)
+        return try await base.pull(request)
+    }
 }
