@@ -164,6 +164,14 @@ struct ServerBenchmark: BenchmarkSuite {
         rows.append(BenchmarkRow(
             metric: "  floor: sqlite3 .import of the same issue rows and their field_clocks rows", value: ownWritesFloor,
             unit: "records/s", peer: "sqlite3 .import of the issue rows alone", peerValue: peerPull))
+        // Where the pull's time went: the engine applies one page at a time while the next ones are fetched
+        // and decoded, so the pull is as fast as the slower of the two (issue 41: the apply, 87-91%).
+        rows.append(BenchmarkRow(
+            metric: "  of which: the engine applying pages, one at a time (SyncReport.pullApplying)", value: report.pullApplying.seconds,
+            unit: "s", peer: "the whole pull", peerValue: pullSeconds))
+        rows.append(BenchmarkRow(
+            metric: "  of which: the engine waiting for the next page (SyncReport.pullWaiting)", value: report.pullWaiting.seconds,
+            unit: "s", peer: "the whole pull", peerValue: pullSeconds))
         for entry in sizes + depths {
             rows.append(BenchmarkRow(
                 metric: "  the same pull, \(entry.name) (mean of 2, each first once)",

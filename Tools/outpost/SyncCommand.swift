@@ -84,11 +84,16 @@ struct SyncCommand: AsyncParsableCommand {
                 "kept": "\(report.rebuilt?.kept ?? 0)",
                 "unheldImportsRemoved": "\(report.unheldImports.removed)", "unheldImportsResent": "\(report.unheldImports.recreated)",
                 "filesRemoved": "\(swept)", "error": report.lastTransportError.map { "\($0)" } ?? "",
+                "pullApplyingSeconds": Self.seconds(report.pullApplying), "pullWaitingSeconds": Self.seconds(report.pullWaiting),
             ]
             try printJSON(summary)
         } else {
             print("pulled \(report.pulled), sent \(report.pushed), failed \(report.failed), conflicts \(report.conflictsSurfaced), photos uploaded \(report.mediaUploaded)")
             print("traffic: \(report.bytesSent) bytes sent, \(report.bytesReceived) received; \(status.pendingChanges) changes still pending")
+            if report.pulled > 0 {
+                // Which side a slow pull waits on: this device's store, or the server and the network.
+                print("pull: \(Self.seconds(report.pullApplying)) s applying pages, \(Self.seconds(report.pullWaiting)) s waiting for them")
+            }
             if report.historyChanged {
                 print(
                     "the server was restored from a backup: pulled everything again; sent again \(report.resent) changes "
@@ -114,6 +119,11 @@ struct SyncCommand: AsyncParsableCommand {
             for difference in report.conflictPolicyDifferences { print("  conflict policy differs: \(OneLineText.escaping("\(difference)"))") }
         }
         if !report.isComplete { throw ExitCode(2) }
+    }
+
+    /// A duration as seconds with two decimals, as the report prints it.
+    static func seconds(_ duration: Duration) -> String {
+        String(format: "%.2f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
     }
 }
 
