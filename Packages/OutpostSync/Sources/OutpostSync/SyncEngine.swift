@@ -337,11 +337,11 @@ public actor SyncEngine {
             transport: transport)
         defer { ahead.stop() }
         var storedNothing = 0
-        let clock = ContinuousClock()
+        // On the engine's clock, the one its budgets are measured with.
         while true {
-            let asked = clock.now
+            let asked = elapsed()
             guard let fetched = try await ahead.next() else { break }
-            report.pullWaiting += clock.now - asked
+            report.pullWaiting += elapsed() - asked
             // The first answer names the server's policy: a page merged with another policy than
             // the server's would settle local changes the server would settle otherwise.
             if await checkPolicy(&report) { break }
@@ -360,7 +360,7 @@ public actor SyncEngine {
                 for change in response.changes { seen[change.entity, default: []].insert(change.recordID) }
             }
             // A record of a project this device did not ask for is quarantined, not stored.
-            let applying = clock.now
+            let applying = elapsed()
             let applied = try await store.applyPulledPage(
                 PulledPage(
                     changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
@@ -369,7 +369,7 @@ public actor SyncEngine {
                     ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough,
                     sentRereadProjects: fetched.sentRereadProjects),
                 policy: policy, now: quarantinedAt)
-            report.pullApplying += clock.now - applying
+            report.pullApplying += elapsed() - applying
             report.leftProjects += applied.leftProjects
             // The device's own versions it refused are not among the page's records.
             let refused = applied.quarantined - applied.refusedOwnVersions

@@ -28,9 +28,10 @@ public struct SyncReport: Sendable {
     public var quarantined = 0
     /// Whether every page was fetched.
     public var pullCompleted = false
-    /// Of this run's pull, the time spent waiting for the next page: the server reading and sending it,
-    /// the network, and this device decoding it (decoding runs while the page before is applied, and
-    /// counts only as far as it holds the pull up). A slow pull that mostly waits is held up there.
+    /// Of this run's pull, on the engine's clock (the one its budgets use), the time spent waiting for
+    /// the next page: the server reading and sending it, the network, and this device decoding it
+    /// (decoding runs while the page before is applied, and counts only as far as it holds the pull up).
+    /// A slow pull that mostly waits is held up there.
     public var pullWaiting: Duration = .zero
     /// Of this run's pull, the time spent applying pages to the store (`LocalStore.applyPulledPage`),
     /// one after another on its writer. A slow pull that mostly applies is held up by this device: a
