@@ -170,7 +170,7 @@ extension PushMutation: WireReadable {
                 baseVersion = try reader.integer()
             case "fields":
                 try reader.firstOccurrence(of: 6, key, in: &seen)
-                fields = try reader.fields()
+                fields = try reader.fields(expecting: entity?.description.fields.count)
             case "clocks":
                 try reader.firstOccurrence(of: 7, key, in: &seen)
                 clocks = try ServerRecord.clocks(&reader)
@@ -395,7 +395,7 @@ extension ServerRecord: WireReadable {
                 version = try reader.integer()
             case "fields":
                 try reader.firstOccurrence(of: 5, key, in: &seen)
-                fields = try reader.fields()
+                fields = try reader.fields(expecting: entity?.description.fields.count)
             case "clocks":
                 try reader.firstOccurrence(of: 6, key, in: &seen)
                 clocks = try Self.clocks(&reader)
