@@ -174,9 +174,10 @@ struct ServerBenchmark: BenchmarkSuite {
         rows.append(BenchmarkRow(
             metric: "  of which: the engine waiting for the next page (SyncReport.pullWaiting)", value: report.pullWaiting.seconds,
             unit: "s", peer: "the whole pull", peerValue: pullSeconds))
-        // The server runs in this process on the same cores: near 1.0× here, the pull is as fast as the
-        // CPU that both ends spend per record, and the device's writer alone cannot move it much (issue 41:
-        // a build writing no field clocks at all applied pages 20% faster, and pulled only about 8% faster).
+        // The server runs in this process on the same cores (SQLite, `BenchServer`): with this near 1.0×,
+        // both cores are busy, and the pull is as fast as the CPU that both ends spend per record, which the
+        // device's writer alone cannot move much (issue 41: a build writing no field clocks at all applied
+        // pages 20% faster and pulled only about 8% faster). Other processes on the host also take cores.
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
         rows.append(BenchmarkRow(
             metric: "  its CPU, client and server together (one process)", value: pullCPU, unit: "s",

@@ -15,6 +15,10 @@ public struct JSONReader: Sendable {
     /// in one record of a 20 MiB page held a device near 1 GB (attack 83).
     public static let maximumFields = 1_000
 
+    /// The room a record's field table is made with before its fields are read (`fields(expecting:)`):
+    /// a record has tens of fields, and grown from empty a table is rebuilt four times on the way.
+    public static let defaultFieldRoom = 20
+
     /// A reader of `data`, positioned before its one top-level value.
     public init(_ data: Data) {
         bytes = [UInt8](data)
@@ -347,15 +351,18 @@ public struct JSONReader: Sendable {
 
     /// An object of field values, `{"name": value, …}`; a repeated name is refused.
     ///
-    /// `expecting`: how many fields the record should have, its entity's catalog count when the entity
-    /// was read first (a server writes its keys sorted, `entity` before `fields`). The table is made that
-    /// size: the 20 it took before, for an issue's 10 fields, made a 32-bucket table for this dictionary
-    /// and the clocks mapped from it, twice the memory that a fresh pull allocated and touched per record.
+    /// - Parameter count: how many fields the record should have (its entity's catalog count, when the
+    ///   entity was read before its fields, as every writer of the wire sorts its keys), or nil when that
+    ///   is not known. The table is made room for that many and no more than `defaultFieldRoom`: a table
+    ///   too big for its record costs the memory of every record of a page, and the clocks mapped from
+    ///   its fields take a table of the same size.
     public mutating func fields(expecting count: Int? = nil) throws(JSONReaderError) -> [String: FieldValue] {
         try beginObject()
-        // A record has tens of fields: growing from empty would rehash the table four times. More
-        // fields than expected (a newer schema's) grow it as they come.
-        var fields = [String: FieldValue](minimumCapacity: min(count ?? 20, Self.maximumFields))
+        // Only ever smaller than the room a record is given without a count: the count comes from the
+        // entity the peer names, not from what it sends, and a table sized by a wide entity's for a
+        // record of no fields would let a page of them take far more memory than its fields bound allows.
+        // A record of more fields grows its table as they come.
+        var fields = [String: FieldValue](minimumCapacity: min(count ?? Self.defaultFieldRoom, Self.defaultFieldRoom))
         while let name = try nextKey() {
             let position = index
             guard fields.count < Self.maximumFields else {

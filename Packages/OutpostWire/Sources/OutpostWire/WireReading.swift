@@ -440,7 +440,8 @@ extension ServerRecord: WireReadable {
     /// `{"field": "clock", …}`; a repeated field is refused.
     static func clocks(_ reader: inout JSONReader) throws(JSONReaderError) -> [String: HybridTimestamp] {
         var clocks: [String: HybridTimestamp] = [:]
-        clocks.reserveCapacity(20)  // a clock per field: see `JSONReader.fields()`
+        // A clock per field. Not sized by the entity as the fields are: `clocks` sorts before `entity`.
+        clocks.reserveCapacity(JSONReader.defaultFieldRoom)
         // Most fields of a record share one write's clock: its text is parsed once, then matched.
         var previous: (text: ArraySlice<UInt8>, clock: HybridTimestamp)?
         try reader.beginObject()

@@ -416,26 +416,42 @@ import Testing
         #expect(shared > 100 && withOthers > 50)
     }
 
-    /// A record's fields are read into a table sized for its entity's catalog (the server writes
-    /// `entity` before `fields`): sized for 20, an issue's 10 fields and the clocks mapped from them took
-    /// twice the memory, and a fresh 100,000-record pull spent 7% more CPU (issue 41). A record of more
-    /// fields than its entity declares still reads whole.
+    /// A record's fields are read into a table sized for its entity's catalog when the entity comes
+    /// first, as every writer of the wire sorts its keys: made with the room for 20, an issue's 10
+    /// fields, and the clocks mapped from them, took twice the memory (issue 41). Whatever entity a
+    /// peer names, the table is never made bigger than that room; a record of more fields than its
+    /// entity declares still reads whole. Pulled records and pushed mutations alike.
     @Test func aRecordsFieldsAreSizedByItsEntityAndMoreStillRead() throws {
-        func page(fields names: [String]) -> Data {
+        let clock = HybridTimestamp(physicalMilliseconds: 1_790_000_000_000, counter: 1, node: NodeID(7))
+        let catalog = EntityType.issue.description.fields.map(\.name)
+        let sized = [String: FieldValue](minimumCapacity: catalog.count).capacity
+        let unsized = [String: FieldValue](minimumCapacity: JSONReader.defaultFieldRoom).capacity
+        try #require(sized < unsized, "an issue has fewer fields than a table's default room")
+        func pulled(_ names: [String]) throws -> ServerRecord {
             let members = names.sorted().map { "\"\($0)\":{\"text\":\"x\"}" }.joined(separator: ",")
-            let clock = HybridTimestamp(physicalMilliseconds: 1_790_000_000_000, counter: 1, node: NodeID(7)).encoded
-            let record = "{\"clock\":\"\(clock)\",\"createdAt\":\"2026-10-01T10:00:00.000Z\",\"deleted\":false,"
+            let record = "{\"clock\":\"\(clock.encoded)\",\"createdAt\":\"2026-10-01T10:00:00.000Z\",\"deleted\":false,"
                 + "\"entity\":\"issue\",\"fields\":{\(members)},\"recordID\":\"9E039982-F0FE-11F1-B721-02FC00000001\","
                 + "\"sequence\":1,\"updatedAt\":\"2026-10-01T10:00:00.000Z\",\"version\":1}"
-            return Data("{\"changes\":[\(record)],\"hasMore\":false,\"nextCursor\":\"c1\"}".utf8)
+            return try #require(try PullResponse(json: Data("{\"changes\":[\(record)],\"hasMore\":false,\"nextCursor\":\"c1\"}".utf8)).changes.first)
         }
-        let catalog = EntityType.issue.description.fields.map(\.name)
-        let record = try #require(try PullResponse(json: page(fields: catalog)).changes.first)
-        #expect(record.fields.count == catalog.count)
-        #expect(record.fields.capacity < 20, "a table of \(record.fields.capacity) for \(catalog.count) fields")
-        #expect(record.clocks.count == catalog.count && record.clocks.capacity < 20)
-        let wider = try #require(try PullResponse(json: page(fields: catalog + (1...30).map { "newer\($0)" })).changes.first)
-        #expect(wider.fields.count == catalog.count + 30 && wider.clocks.count == catalog.count + 30)
+        func pushed(_ names: [String]) throws -> PushMutation {
+            let fields = Dictionary(uniqueKeysWithValues: names.map { ($0, FieldValue.text("x")) })
+            let batch = PushRequest(mutations: [PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: UUID(), serverID: nil, baseVersion: 1,
+                fields: fields, clocks: fields.mapValues { _ in clock }, deletion: nil, createdAt: nil)])
+            return try #require(try PushRequest(json: batch.json()).mutations.first)
+        }
+        let record = try pulled(catalog), mutation = try pushed(catalog)
+        #expect(record.fields.count == catalog.count && mutation.fields.count == catalog.count)
+        #expect(record.fields.capacity == sized, "a table of \(record.fields.capacity) for \(catalog.count) fields")
+        #expect(record.clocks.capacity == sized && mutation.fields.capacity == sized)
+        let extra = catalog + (1...30).map { "newer\($0)" }
+        let (wider, widerMutation) = (try pulled(extra), try pushed(extra))
+        #expect(wider.fields.count == extra.count && wider.clocks.count == extra.count && widerMutation.fields.count == extra.count)
+        // The room a peer's entity asks for is capped: a record of no fields naming an entity of a
+        // thousand gets no bigger table than one naming none.
+        var reader = JSONReader(bytes: Array("{}".utf8))
+        #expect(try reader.fields(expecting: JSONReader.maximumFields).capacity <= unsized)
     }
 
     /// `clocks` beside `clock` names the fields with another clock; a record with neither, or with
