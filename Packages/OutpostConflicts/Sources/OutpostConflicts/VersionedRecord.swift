@@ -21,7 +21,7 @@ public struct VersionedRecord: Sendable, Hashable {
     {
         // The common case, every value with its clock and no clock without one, is checked without
         // sorting: this runs for every pulled record. Names are sorted only to report the first.
-        guard record.fields.count != clocks.count || record.fields.keys.contains(where: { clocks[$0] == nil }) else {
+        guard record.fields.count != clocks.count || !Self.sameNames(record.fields, clocks) else {
             self.init(unchecked: record, clocks: clocks, deletion: deletion)
             return
         }
@@ -36,6 +36,15 @@ public struct VersionedRecord: Sendable, Hashable {
                 message: "has a clock but no value")
         }
         self.init(unchecked: record, clocks: clocks, deletion: deletion)
+    }
+
+    /// Whether two dictionaries of the same count hold the same keys. Clocks mapped from the fields
+    /// (`mapValues`, as a pulled record's shared clock is expanded) keep their table's layout, so their
+    /// keys come in the same order and are compared without hashing a name; any other pair is looked
+    /// up name by name.
+    private static func sameNames(_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) -> Bool {
+        if fields.keys.elementsEqual(clocks.keys) { return true }
+        return !fields.keys.contains(where: { clocks[$0] == nil })
     }
 
     /// A record written whole at `clock`, as a create is; a tombstone in `record.sync` is stamped at `clock` too.

@@ -4,6 +4,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import Testing
 
 /// Each strategy's rule and tie-breaks, on small hand-made versions of one daily log.
@@ -131,5 +132,38 @@ import Testing
         // As many clocks as values, but not for the same fields.
         let swapped = #expect(throws: ConflictError.self) { try VersionedRecord(record: record, clocks: ["hours": F.clock(0)]) }
         #expect(swapped?.code == .missingClock && swapped?.field == "notes")
+    }
+
+    /// The law the pairing check keeps, whichever way the two tables were built: a version is made
+    /// exactly when the values and the clocks name the same fields. Clocks mapped from the values (a
+    /// pulled record's shared clock) are compared in table order, any other pair name by name; seeded
+    /// cases of both, of equal and unequal counts, with names swapped, dropped or added.
+    @Test(arguments: 0..<8) func aVersionIsMadeExactlyWhenValuesAndClocksNameTheSameFields(seed: UInt64) {
+        var random = SeededGenerator(seed: 4_100 + seed)
+        let names = (0..<24).map { "field\($0)" }
+        for _ in 0..<300 {
+            let fieldNames = Set(names.shuffled(using: &random).prefix(Int.random(in: 0...12, using: &random)))
+            let fields = Dictionary(uniqueKeysWithValues: fieldNames.map { ($0, FieldValue.integer(1)) })
+            var clocks: [String: HybridTimestamp]
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:  // mapped from the values: the same table layout
+                clocks = fields.mapValues { _ in F.clock(0) }
+            case 1:  // the same names, inserted one by one in another order
+                clocks = [:]
+                for name in fieldNames.shuffled(using: &random) { clocks[name] = F.clock(0) }
+            case 2:  // mapped, then one name swapped for another: as many clocks, not the same fields
+                clocks = fields.mapValues { _ in F.clock(0) }
+                if let dropped = fieldNames.randomElement(using: &random), let added = names.first(where: { !fieldNames.contains($0) }) {
+                    clocks[dropped] = nil
+                    clocks[added] = F.clock(0)
+                }
+            default:  // any other names
+                let other = names.shuffled(using: &random).prefix(max(0, fieldNames.count + Int.random(in: -1...1, using: &random)))
+                clocks = Dictionary(uniqueKeysWithValues: other.map { ($0, F.clock(0)) })
+            }
+            let record = EntityRecord(entity: .dailyLog, id: F.id, fields: fields, sync: F.sync())
+            let made = try? VersionedRecord(record: record, clocks: clocks)
+            #expect((made != nil) == (Set(fields.keys) == Set(clocks.keys)), "values \(fields.keys.sorted()), clocks \(clocks.keys.sorted())")
+        }
     }
 }
