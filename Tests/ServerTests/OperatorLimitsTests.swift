@@ -196,6 +196,64 @@ struct OperatorLimitsTests {
         }
     }
 
+    /// Each record a push changes is read whole before the rules run: one member's 110 KB push of 400
+    /// one-field edits of issues holding 3 MiB of text each took the server from 0.4 to 3.8 GB (attack
+    /// 118, F4). A push of more than one mutation whose records the caller may see hold more than
+    /// `PushBatch.maximumTargetBytes` is refused whole (413 `batch_too_large`, nothing applied): halves
+    /// go through. Records the caller may not see weigh nothing, and are never read: weighed, the refusal
+    /// told which ids another project holds.
+    @Test("A push whose records to change hold too many bytes is refused whole; others' records weigh nothing", arguments: Backend.available)
+    func theRecordsAPushChangesAreBounded(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let text = String(repeating: "x", count: (1 << 20) - 1_000)
+        func large(in project: UUID) -> PushMutation {
+            Sample.create(.issue, fields: Sample.issueFields(project: project).merging(["details": .text(text)]) { _, new in new })
+        }
+        func create(_ records: [PushMutation], token: String) async throws {
+            for start in stride(from: 0, to: records.count, by: 6) {
+                let batch = Array(records[start..<min(start + 6, records.count)])
+                let answer = try await server.transport(token: token).push(PushRequest(mutations: batch))
+                #expect(answer.results.allSatisfy { $0.outcome.appliedVersion == 1 })
+            }
+        }
+        func edits(_ ids: [UUID]) -> [PushMutation] {
+            ids.map { Sample.update(.issue, id: $0, baseVersion: 1, fields: ["priority": .text("high")], clock: Sample.clock(1_000)) }
+        }
+        func freshlyApplied(_ results: some Sequence<MutationResult>) -> Bool {
+            results.allSatisfy { if case .applied = $0.outcome { true } else { false } }
+        }
+        func shape(_ result: MutationResult, of id: UUID) -> String {
+            guard case .rejected(let reason) = result.outcome else { return "not refused: \(result.outcome)" }
+            return "\(reason.code.rawValue): " + reason.message.replacingOccurrences(of: id.storageText, with: "<id>")
+        }
+        let count = Int(PushBatch.maximumTargetBytes >> 20) + 2
+        let alices = (0..<count).map { _ in large(in: TestServer.projectA) }
+        let bobs = (0..<count / 2 + 3).map { _ in large(in: TestServer.projectB) }
+        try await create(alices, token: TestServer.aliceToken)
+        try await create(bobs, token: TestServer.bobToken)
+        let alice = server.transport(token: TestServer.aliceToken)
+        let own = edits(alices.map(\.recordID))
+
+        let refused = await #expect(throws: TransportError.self) { try await alice.push(PushRequest(mutations: own)) }
+        #expect(refused?.status == 413 && refused?.serverCode == .batchTooLarge, "\(String(describing: refused))")
+        #expect(refused?.message.contains("\(PushBatch.maximumTargetBytes >> 20) MiB") == true)
+
+        // Half her own edits, with as many of Bob's records as would take them past the bound were they
+        // weighed: hers apply, freshly (the refused push applied none); his are unknown to her, answered
+        // as random ids are.
+        let half = count / 2
+        let mixed = try await alice.push(PushRequest(mutations: Array(own.prefix(half)) + edits(bobs.map(\.recordID))))
+        #expect(freshlyApplied(mixed.results.prefix(half)), "\(mixed.results.prefix(half).map(\.outcome))")
+        let randomIDs = bobs.map { _ in UUID() }
+        let unknown = try await alice.push(PushRequest(mutations: edits(randomIDs)))
+        let asBobs = zip(mixed.results.dropFirst(half), bobs).map { shape($0, of: $1.recordID) }
+        let asUnknown = zip(unknown.results, randomIDs).map { shape($0, of: $1) }
+        #expect(asBobs == asUnknown && asBobs.allSatisfy { $0.hasPrefix("not_found") }, "\(Set(asBobs)) against \(Set(asUnknown))")
+        let rest = try await alice.push(PushRequest(mutations: Array(own.dropFirst(half))))
+        #expect(freshlyApplied(rest.results), "\(rest.results.map(\.outcome))")
+    }
+
     @Test("Every way PostgreSQL can be unreachable is a 503 a device waits out, not a 500")
     func unreachableStatesAreUnavailable() {
         for state in ["57P01", "57P02", "57P03", "08006", "08001", "08003", "53300"] {

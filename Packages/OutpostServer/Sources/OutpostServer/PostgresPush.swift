@@ -31,16 +31,35 @@ extension PostgresStorage {
             snapshot.applied[key] = AppliedMutation(
                 userID: user, entity: entity, recordID: record, outcome: outcome, changeDigest: digest)
         }
+        // Where each target belongs and how big it is first (octet_length reads a TOASTed value's length,
+        // not the value), then whole only the ones the caller may see, within their bound.
+        snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
         let targets = Array(batch.targets)
-        for row in try await PostgresRecords.fetchRows(
+        var stored: [(summary: RecordSummary, bytes: Int)] = []
+        for try await (entity, id, serverID, project, owner, sequence, bytes) in try await connection.query(
             """
-            SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM records r
+            SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence,
+                   octet_length(r.fields)::bigint + octet_length(r.clocks)::bigint FROM records r
             JOIN unnest(\(targets.map(\.entity.rawValue))::text[], \(targets.map(\.id.storageText))::text[]) AS k(entity, id)
               ON r.entity = k.entity AND r.id = k.id
-            """, on: connection, logger: logger)
-        {
-            let record = try row.decoded()
-            snapshot.records[record.key] = record
+            """, logger: logger
+        ).decode((String, String, Int64?, String?, String, Int64, Int64).self) {
+            stored.append((try PostgresRecords.summary((entity, id, serverID, project, owner, sequence)), Int(bytes)))
+        }
+        let toRead = try batch.targetsToRead(stored, access: snapshot.access)
+        for (summary, _) in stored where !toRead.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        if !toRead.isEmpty {
+            let read = Array(toRead)
+            for row in try await PostgresRecords.fetchRows(
+                """
+                SELECT \(unescaped: PostgresRecords.qualifiedColumns) FROM records r
+                JOIN unnest(\(read.map(\.entity.rawValue))::text[], \(read.map(\.id.storageText))::text[]) AS k(entity, id)
+                  ON r.entity = k.entity AND r.id = k.id
+                """, on: connection, logger: logger)
+            {
+                let record = try row.decoded()
+                snapshot.records[record.key] = record
+            }
         }
         let references = batch.references(stored: snapshot.records)
         let missing = Array(references.keys.filter { snapshot.records[$0] == nil })
@@ -63,7 +82,6 @@ extension PostgresStorage {
                 }
             }
         }
-        snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
         if !snapshot.access.projects.isEmpty {
             for try await project in try await connection.query(
                 "SELECT project_id FROM archived_projects WHERE project_id = ANY(\(snapshot.access.projects.map(\.storageText)))",

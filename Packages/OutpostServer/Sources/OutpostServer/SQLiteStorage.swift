@@ -309,7 +309,25 @@ final class SQLiteStorage: ServerStorage {
                     changeDigest: row["change_digest"])
             }
         }
+        // Where each target belongs and how big it is first (each value read and let go, one row at a
+        // time), then whole only the ones the caller may see, within their bound.
+        snapshot.access = try Access.access(of: batch.caller, in: db)
+        var stored: [(summary: RecordSummary, bytes: Int)] = []
         for (entity, ids) in grouped(batch.targets) {
+            for chunk in chunks(ids) {
+                let rows = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT \(summaryColumns), length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)) AS bytes
+                        FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))
+                        """,
+                    arguments: StatementArguments([entity.rawValue] + chunk))
+                while let row = try rows.next() { stored.append((try RecordSummary(row: row), row["bytes"])) }
+            }
+        }
+        let read = try batch.targetsToRead(stored, access: snapshot.access)
+        for (summary, _) in stored where !read.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        for (entity, ids) in grouped(read) {
             for chunk in chunks(ids) {
                 let records = try StoredRecord.fetchAll(
                     db, sql: "SELECT * FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))",
@@ -335,7 +353,6 @@ final class SQLiteStorage: ServerStorage {
                 }
             }
         }
-        snapshot.access = try Access.access(of: batch.caller, in: db)
         for chunk in chunks(snapshot.access.projects.map(\.storageText)) {
             let archived = try String.fetchAll(
                 db, sql: "SELECT project_id FROM archived_projects WHERE project_id IN (\(placeholders(chunk.count)))",

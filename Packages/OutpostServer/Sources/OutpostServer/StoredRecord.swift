@@ -79,3 +79,15 @@ extension HybridTimestamp {
     /// instant (a record a broken server or an import left there must not trap an operator's edit).
     fileprivate var next: HybridTimestamp { successor(on: NodeID(0)) }
 }
+
+extension StoredRecord {
+    /// A target of a push the caller may not see, as the rules take it: where it belongs, and nothing of
+    /// its contents, which are never read (`PushBatch.targetsToRead`). The rules answer any change of it
+    /// as one of a record that does not exist before they look at anything else (`PushRules.apply`).
+    init(unread summary: RecordSummary) {
+        self.init(
+            entity: summary.key.entity, id: summary.key.id, serverID: summary.serverID, projectID: summary.projectID,
+            ownerID: summary.ownerID, version: 0, sequence: summary.sequence, fields: [:], clocks: [:], deletion: nil,
+            createdAt: .distantPast, updatedAt: .distantPast)
+    }
+}
