@@ -142,10 +142,24 @@ public enum PrimedDeflate {
 
 /// A gzip member written a piece at a time, for a body sent as it is made (a pre-sync bundle, which
 /// is never whole in memory). One stream per body; not shared between tasks.
+///
+/// Past its first MiB it never shrinks its input more than `maximumRatio` times, at any point: a device
+/// refuses a download that inflates more than 200 times its bytes so far (`maximumInflationRatio`, a
+/// gzip bomb's guard), and a project holding one member's 1 MiB text of a repeated letter, which deflate
+/// shrinks a thousand times, made its bundle one no device could pre-sync (attack 118, F1). Where the
+/// input shrinks further, it goes stored (level 0) until the whole is back under half the ratio.
 public final class GzipStream {
+    /// The most times the input so far may be the output so far, past the first MiB: half a device's
+    /// default guard, so a piece compressed between two checks cannot take the whole past it.
+    public static let maximumRatio: UInt = 100
+    /// Pieces are deflated this much at a time, the ratio checked between: a 1 MiB text in one call
+    /// went past any ratio before it could be checked.
+    static let slice = 64 * 1024
     /// zlib's state points back at its `z_stream`, so the stream lives at one address for its life.
     private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
     private var finished = false
+    /// Whether pieces now go stored: the input shrank past `maximumRatio`.
+    private var storing = false
     /// Where zlib writes, reused by every piece.
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
 
@@ -170,7 +184,39 @@ public final class GzipStream {
     /// this is often empty for a small piece.
     public func compress(_ bytes: [UInt8]) -> [UInt8] {
         precondition(!finished, "GzipStream.compress after finish")
-        return run(bytes, flush: Z_NO_FLUSH)
+        guard bytes.count > Self.slice else {
+            var output = run(bytes, flush: Z_NO_FLUSH)
+            keepRatio(into: &output)
+            return output
+        }
+        var output: [UInt8] = []
+        for start in stride(from: 0, to: bytes.count, by: Self.slice) {
+            output += run(Array(bytes[start..<min(start + Self.slice, bytes.count)]), flush: Z_NO_FLUSH)
+            keepRatio(into: &output)
+        }
+        return output
+    }
+
+    /// Switches to stored blocks once the input so far passes `maximumRatio` times the output (past the
+    /// first MiB), and back to the default level once it is under half that.
+    private func keepRatio(into output: inout [UInt8]) {
+        let input = UInt(stream.pointee.total_in), written = UInt(stream.pointee.total_out)
+        let shrinksTooFar = input > 1 << 20 && input > Self.maximumRatio * max(written, 1)
+        let backUnder = input <= Self.maximumRatio / 2 * written
+        guard storing ? backUnder : shrinksTooFar else { return }
+        storing.toggle()
+        // zlib deflates what it holds at the old level first, and asks for more room until it is done.
+        while true {
+            let status = buffer.withUnsafeMutableBufferPointer { chunk -> Int32 in
+                stream.pointee.next_out = chunk.baseAddress
+                stream.pointee.avail_out = uInt(chunk.count)
+                return deflateParams(stream, storing ? 0 : Z_DEFAULT_COMPRESSION, Z_DEFAULT_STRATEGY)
+            }
+            output.append(contentsOf: buffer[0..<(buffer.count - Int(stream.pointee.avail_out))])
+            stream.pointee.next_out = nil
+            if status == Z_OK { return }
+            precondition(status == Z_BUF_ERROR, "zlib deflateParams failed: \(status)")
+        }
     }
 
     /// The rest of the member, trailer included; the stream takes nothing after it.

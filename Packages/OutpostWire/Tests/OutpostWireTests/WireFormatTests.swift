@@ -142,6 +142,44 @@ import Testing
         #expect(Gzip.compress(json).count < json.count / 4)
     }
 
+    /// The law a device's bomb guard reads a download by (`maximumInflationRatio`, 200): past the first
+    /// MiB, no prefix of the wire inflates to more than 200 times its bytes. A project with one member's
+    /// 1 MiB text of a repeated letter made a bundle no device could pre-sync (attack 118, F1). Seeded
+    /// bodies of such texts between plain records and noise, in pieces of seeded sizes, read back 4 KiB
+    /// of wire at a time: every prefix keeps the law, and the whole inflates to what went in.
+    @Test func noPrefixOfAGzipStreamInflatesPastADevicesGuard() throws {
+        let json = [UInt8](try WireCoding.encoder().encode(PushRequest(mutations: (0..<50).map { _ in Fixtures.createIssue() })))
+        for seed in UInt64(1)...12 {
+            var random = SeededGenerator(seed: seed)
+            var input: [UInt8] = []
+            for _ in 0..<Int.random(in: 2...6, using: &random) {
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: input += [UInt8](repeating: UInt8(ascii: "x"), count: Int.random(in: 1...(1 << 20), using: &random))
+                case 1: input += json
+                default: input += (0..<Int.random(in: 0...100_000, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+                }
+            }
+            let stream = GzipStream()
+            var wire: [UInt8] = [], offset = 0
+            while offset < input.count {
+                let end = min(input.count, offset + Int.random(in: 1...(3 << 20), using: &random))
+                wire += stream.compress(Array(input[offset..<end]))
+                offset = end
+            }
+            wire += stream.finish()
+            let reader = GunzipStream(limit: 1 << 30)
+            var inflated: [UInt8] = [], worst = 0.0
+            for start in stride(from: 0, to: wire.count, by: 4_096) {
+                let end = min(wire.count, start + 4_096)
+                try wire[start..<end].withUnsafeBytes { bytes in try reader.inflate(bytes) { inflated += $0 } }
+                if reader.inflatedCount > 1 << 20 { worst = max(worst, Double(reader.inflatedCount) / Double(end)) }
+            }
+            try reader.finish()
+            #expect(worst <= 200, "seed \(seed): a prefix inflated \(Int(worst)) times its wire bytes")
+            #expect(inflated == input, "seed \(seed)")
+        }
+    }
+
     /// A gzip body is its members one after another (RFC 1952): read whole (a request's body, on the
     /// server) or as it arrives (a download, on the device), every member is inflated and any byte after
     /// the last is refused. The server read only the first member and dropped what followed, junk or a
