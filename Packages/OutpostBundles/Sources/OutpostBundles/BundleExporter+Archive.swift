@@ -102,13 +102,27 @@ extension BundleExporter {
         }
     }
 
+    /// Adds `source` deflated, or stored when deflated it would shrink past what an importer takes
+    /// (`BundleLimits.maximumCompressionRatio`, a zip bomb's guard): a 1 MiB text of one letter made the
+    /// manifest expand 631 times, a silent voice note 1,020 times, and the export of a project with
+    /// either was an archive `outpost import` refused (attack 118, F2).
     private static func add(_ source: URL, as name: String, to archive: Archive, stamp: Date) throws {
+        try add(source, as: name, to: archive, stamp: stamp, method: .deflate)
+        guard let entry = archive[name], entry.uncompressedSize > 1 << 20,
+            entry.uncompressedSize / max(entry.compressedSize, 1) > UInt64(BundleLimits.standard.maximumCompressionRatio)
+        else { return }
+        // Rare (an entry shrinking 200 times), so the archive's rewrite that a removal costs is too.
+        try archive.remove(entry)
+        try add(source, as: name, to: archive, stamp: stamp, method: .none)
+    }
+
+    private static func add(_ source: URL, as name: String, to archive: Archive, stamp: Date, method: CompressionMethod) throws {
         let handle = try FileHandle(forReadingFrom: source)
         defer { try? handle.close() }
         let size = Int64((try FileManager.default.attributesOfItem(atPath: source.path)[.size] as? NSNumber)?.int64Value ?? 0)
         try archive.addEntry(
             with: name, type: .file, uncompressedSize: size, modificationDate: stamp, permissions: 0o644,
-            compressionMethod: .deflate
+            compressionMethod: method
         ) { (position: Int64, chunk: Int) -> Data in
             try handle.seek(toOffset: UInt64(position))
             return try handle.read(upToCount: chunk) ?? Data()
