@@ -143,13 +143,13 @@ public enum PrimedDeflate {
 /// A gzip member written a piece at a time, for a body sent as it is made (a pre-sync bundle, which
 /// is never whole in memory). One stream per body; not shared between tasks.
 ///
-/// Past its first MiB it never shrinks its input more than `maximumRatio` times, at any point: a device
+/// Past its first half MiB it never shrinks its input more than `maximumRatio` times, at any point: a device
 /// refuses a download that inflates more than 200 times its bytes so far (`maximumInflationRatio`, a
 /// gzip bomb's guard), and a project holding one member's 1 MiB text of a repeated letter, which deflate
 /// shrinks a thousand times, made its bundle one no device could pre-sync (attack 118, F1). Where the
 /// input shrinks further, it goes stored (level 0) until the whole is back under half the ratio.
 public final class GzipStream {
-    /// The most times the input so far may be the output so far, past the first MiB: half a device's
+    /// The most times the input so far may be the output so far, past the first half MiB: half a device's
     /// default guard, so a piece compressed between two checks cannot take the whole past it.
     public static let maximumRatio: UInt = 100
     /// Pieces are deflated this much at a time, the ratio checked between: a 1 MiB text in one call
@@ -185,23 +185,26 @@ public final class GzipStream {
     public func compress(_ bytes: [UInt8]) -> [UInt8] {
         precondition(!finished, "GzipStream.compress after finish")
         guard bytes.count > Self.slice else {
-            var output = run(bytes, flush: Z_NO_FLUSH)
-            keepRatio(into: &output)
-            return output
+            var output: [UInt8] = []
+            keepRatio(taking: bytes.count, into: &output)
+            return output + run(bytes, flush: Z_NO_FLUSH)
         }
         var output: [UInt8] = []
         for start in stride(from: 0, to: bytes.count, by: Self.slice) {
-            output += run(Array(bytes[start..<min(start + Self.slice, bytes.count)]), flush: Z_NO_FLUSH)
-            keepRatio(into: &output)
+            let end = min(start + Self.slice, bytes.count)
+            keepRatio(taking: end - start, into: &output)
+            output += run(Array(bytes[start..<end]), flush: Z_NO_FLUSH)
         }
         return output
     }
 
-    /// Switches to stored blocks once the input so far passes `maximumRatio` times the output (past the
-    /// first MiB), and back to the default level once it is under half that.
-    private func keepRatio(into output: inout [UInt8]) {
-        let input = UInt(stream.pointee.total_in), written = UInt(stream.pointee.total_out)
-        let shrinksTooFar = input > 1 << 20 && input > Self.maximumRatio * max(written, 1)
+    /// Before `count` more bytes go in: switches to stored blocks when they could take the input past
+    /// `maximumRatio` times the output so far (beyond its first half MiB: zlib holds output back, so the
+    /// whole first MiB a device allows could otherwise go out as a few hundred bytes), and back to the
+    /// default level once the input is under half that ratio.
+    private func keepRatio(taking count: Int, into output: inout [UInt8]) {
+        let input = UInt(stream.pointee.total_in) + UInt(count), written = UInt(stream.pointee.total_out)
+        let shrinksTooFar = input > max(1 << 19, Self.maximumRatio * written)
         let backUnder = input <= Self.maximumRatio / 2 * written
         guard storing ? backUnder : shrinksTooFar else { return }
         storing.toggle()
