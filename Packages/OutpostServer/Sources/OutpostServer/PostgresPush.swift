@@ -35,7 +35,7 @@ extension PostgresStorage {
         // not the value), then whole only the ones the caller may see, within their bound.
         snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
         let targets = Array(batch.targets)
-        var stored: [(summary: RecordSummary, bytes: Int)] = []
+        var stored: [RecordSummary] = [], sizes: [RecordKey: Int] = [:]
         for try await (entity, id, serverID, project, owner, sequence, bytes) in try await connection.query(
             """
             SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence,
@@ -44,10 +44,14 @@ extension PostgresStorage {
               ON r.entity = k.entity AND r.id = k.id
             """, logger: logger
         ).decode((String, String, Int64?, String?, String, Int64, Int64).self) {
-            stored.append((try PostgresRecords.summary((entity, id, serverID, project, owner, sequence)), Int(bytes)))
+            let summary = try PostgresRecords.summary((entity, id, serverID, project, owner, sequence))
+            stored.append(summary)
+            sizes[summary.key] = Int(bytes)
         }
-        let toRead = try batch.targetsToRead(stored, access: snapshot.access)
-        for (summary, _) in stored where !toRead.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        let toRead = batch.targetsToRead(among: stored, access: snapshot.access)
+        for summary in stored where !toRead.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        var weighed = 0
+        for key in toRead { try batch.weigh(sizes[key] ?? 0, into: &weighed) }
         if !toRead.isEmpty {
             let read = Array(toRead)
             for row in try await PostgresRecords.fetchRows(

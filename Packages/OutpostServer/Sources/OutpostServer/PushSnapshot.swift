@@ -86,23 +86,24 @@ struct PushBatch: Sendable {
     /// for `PushRules.maximumAnswerRecordBytes`. Twice that bound: a conflict answers with its record.
     static let maximumTargetBytes = 32 << 20
 
-    /// Of the batch's targets as stored (each with the bytes of its fields and clocks), the ones to read
-    /// whole: those the caller may see (`RecordSummary.isVisible`), which the rules answer by. Any other
-    /// is answered as a record that does not exist, so its contents are never read, nor counted: a
-    /// refusal weighed with another project's records would tell which ids that project holds.
-    /// Throws 413 `batch_too_large` when the ones read would pass `maximumTargetBytes`.
-    func targetsToRead(_ stored: [(summary: RecordSummary, bytes: Int)], access: ProjectAccess) throws(ServerError) -> Set<RecordKey> {
-        var read = Set<RecordKey>(), bytes = 0
-        for (summary, size) in stored where summary.isVisible(to: caller, memberships: access.projects) {
-            read.insert(summary.key)
-            bytes += size
-        }
-        guard mutations.count == 1 || bytes <= Self.maximumTargetBytes else {
+    /// Of the batch's targets as stored, the ones to read whole: those the caller may see
+    /// (`RecordSummary.isVisible`), which the rules answer by. Any other is answered as a record that
+    /// does not exist, so its contents are never read, nor weighed (`weigh`): a refusal weighed with
+    /// another project's records would tell which ids that project holds.
+    func targetsToRead(among stored: [RecordSummary], access: ProjectAccess) -> Set<RecordKey> {
+        Set(stored.lazy.filter { $0.isVisible(to: self.caller, memberships: access.projects) }.map(\.key))
+    }
+
+    /// Adds a target's `bytes` (its fields and clocks as stored) to `total`, and throws 413
+    /// `batch_too_large` once the targets to read pass `maximumTargetBytes`: weighed as they are found,
+    /// a backend reads no further than the bound.
+    func weigh(_ bytes: Int, into total: inout Int) throws(ServerError) {
+        total += bytes
+        guard mutations.count == 1 || total <= Self.maximumTargetBytes else {
             throw ServerError(
                 status: 413, .batchTooLarge,
                 "the records this push changes hold more than \(Self.maximumTargetBytes >> 20) MiB: send fewer mutations at once")
         }
-        return read
     }
 
     /// The records the batch refers to, given the targets as stored (round 2: summaries of those that

@@ -309,24 +309,25 @@ final class SQLiteStorage: ServerStorage {
                     changeDigest: row["change_digest"])
             }
         }
-        // Where each target belongs and how big it is first (each value read and let go, one row at a
-        // time), then whole only the ones the caller may see, within their bound.
+        // Where each target belongs first, then how big the ones the caller may see are (each value read
+        // and let go, one row at a time, no further than their bound), then those whole.
         snapshot.access = try Access.access(of: batch.caller, in: db)
-        var stored: [(summary: RecordSummary, bytes: Int)] = []
-        for (entity, ids) in grouped(batch.targets) {
+        let stored = try summaries(of: batch.targets, in: db)
+        let read = batch.targetsToRead(among: stored, access: snapshot.access)
+        for summary in stored where !read.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        var weighed = 0
+        for (entity, ids) in grouped(read) {
             for chunk in chunks(ids) {
-                let rows = try Row.fetchCursor(
+                let sizes = try Int.fetchCursor(
                     db,
                     sql: """
-                        SELECT \(summaryColumns), length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)) AS bytes
+                        SELECT length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB))
                         FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))
                         """,
                     arguments: StatementArguments([entity.rawValue] + chunk))
-                while let row = try rows.next() { stored.append((try RecordSummary(row: row), row["bytes"])) }
+                while let size = try sizes.next() { try batch.weigh(size, into: &weighed) }
             }
         }
-        let read = try batch.targetsToRead(stored, access: snapshot.access)
-        for (summary, _) in stored where !read.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
         for (entity, ids) in grouped(read) {
             for chunk in chunks(ids) {
                 let records = try StoredRecord.fetchAll(
