@@ -252,6 +252,28 @@ struct OperatorLimitsTests {
         #expect(asBobs == asUnknown && asBobs.allSatisfy { $0.hasPrefix("not_found") }, "\(Set(asBobs)) against \(Set(asUnknown))")
         let rest = try await alice.push(PushRequest(mutations: Array(own.dropFirst(half))))
         #expect(freshlyApplied(rest.results), "\(rest.results.map(\.outcome))")
+
+        // Nor does a record deleted before she joined its project weigh anything (review of F4's fix):
+        // answered as unknown, its last values must not tip her push into a refusal a random id does not.
+        let tombstone = Sample.create(.issue, fields: Sample.issueFields(project: TestServer.projectB)
+            .merging(["details": .text(text), "modelElementID": .text(text)]) { _, new in new })
+        try await create([tombstone], token: TestServer.bobToken)
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: tombstone.recordID, baseVersion: 1,
+            deletion: Sample.clock(2_000))
+        #expect(try await server.transport(token: TestServer.bobToken).push(PushRequest(mutations: [delete])).results.first?.outcome.appliedVersion == 2)
+        try await Task.sleep(for: .milliseconds(5))
+        _ = try await server.server.addMember(.init(userID: TestServer.alice, name: "Alice", role: "crew", projects: [TestServer.projectB]))
+        let nearlyAll = Array(edits(alices.map(\.recordID)).prefix(count - 3))
+        for (round, target) in [tombstone.recordID, UUID()].enumerated() {
+            let answer = try await alice.push(PushRequest(mutations: nearlyAll.map { edit in
+                Sample.update(
+                    .issue, id: edit.recordID, baseVersion: Int64(2 + round), fields: ["priority": .text(["low", "critical"][round])],
+                    clock: Sample.clock(Int64(3_000 + round)))
+            } + edits([target])))
+            #expect(freshlyApplied(answer.results.dropLast()), "\(answer.results.dropLast().map(\.outcome))")
+            #expect(answer.results.last.map { shape($0, of: target) }?.hasPrefix("not_found") == true, "\(String(describing: answer.results.last))")
+        }
     }
 
     @Test("Every way PostgreSQL can be unreachable is a 503 a device waits out, not a 500")

@@ -35,21 +35,21 @@ extension PostgresStorage {
         // not the value), then whole only the ones the caller may see, within their bound.
         snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
         let targets = Array(batch.targets)
-        var stored: [RecordSummary] = [], sizes: [RecordKey: Int] = [:]
-        for try await (entity, id, serverID, project, owner, sequence, bytes) in try await connection.query(
+        var stored: [TargetSummary] = [], sizes: [RecordKey: Int] = [:]
+        for try await (entity, id, serverID, project, owner, sequence, deleted, updatedAt, bytes) in try await connection.query(
             """
-            SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence,
+            SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence, r.deletion IS NOT NULL, r.updated_at,
                    octet_length(r.fields)::bigint + octet_length(r.clocks)::bigint FROM records r
             JOIN unnest(\(targets.map(\.entity.rawValue))::text[], \(targets.map(\.id.storageText))::text[]) AS k(entity, id)
               ON r.entity = k.entity AND r.id = k.id
             """, logger: logger
-        ).decode((String, String, Int64?, String?, String, Int64, Int64).self) {
+        ).decode((String, String, Int64?, String?, String, Int64, Bool, Int64, Int64).self) {
             let summary = try PostgresRecords.summary((entity, id, serverID, project, owner, sequence))
-            stored.append(summary)
+            stored.append(TargetSummary(summary: summary, deleted: deleted, updatedAt: updatedAt))
             sizes[summary.key] = Int(bytes)
         }
         let toRead = batch.targetsToRead(among: stored, access: snapshot.access)
-        for summary in stored where !toRead.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        for target in stored where !toRead.contains(target.summary.key) { snapshot.records[target.summary.key] = StoredRecord(unread: target) }
         var weighed = 0
         for key in toRead { try batch.weigh(sizes[key] ?? 0, into: &weighed) }
         if !toRead.isEmpty {

@@ -32,6 +32,15 @@ struct RecordSummary: Sendable, Hashable {
     var sequence: Int64
 }
 
+/// A push's target as first found, without its contents: where it belongs, and whether and when it was
+/// deleted, which tell whether the caller may see it (`PushBatch.targetsToRead`).
+struct TargetSummary: Sendable, Hashable {
+    var summary: RecordSummary
+    var deleted: Bool
+    /// Milliseconds since 1970, as stored.
+    var updatedAt: Int64
+}
+
 /// An idempotency key's stored answer.
 struct AppliedMutation: Sendable, Hashable {
     var userID: UUID
@@ -86,12 +95,16 @@ struct PushBatch: Sendable {
     /// for `PushRules.maximumAnswerRecordBytes`. Twice that bound: a conflict answers with its record.
     static let maximumTargetBytes = 32 << 20
 
-    /// Of the batch's targets as stored, the ones to read whole: those the caller may see
-    /// (`RecordSummary.isVisible`), which the rules answer by. Any other is answered as a record that
-    /// does not exist, so its contents are never read, nor weighed (`weigh`): a refusal weighed with
-    /// another project's records would tell which ids that project holds.
-    func targetsToRead(among stored: [RecordSummary], access: ProjectAccess) -> Set<RecordKey> {
-        Set(stored.lazy.filter { $0.isVisible(to: self.caller, memberships: access.projects) }.map(\.key))
+    /// Of the batch's targets as stored, the ones to read whole: those the caller may see, by the rule
+    /// the push rules answer by (`RecordSummary.isVisible`, and not deleted before the caller joined its
+    /// project: `ProjectAccess.deletedBeforeJoining`). Any other is answered as a record that does not
+    /// exist, so its contents are never read, nor weighed (`weigh`): a refusal weighed with another
+    /// project's records, or a tombstone's last values, would tell which ids exist and how big they are.
+    func targetsToRead(among stored: [TargetSummary], access: ProjectAccess) -> Set<RecordKey> {
+        Set(stored.lazy.filter { target in
+            target.summary.isVisible(to: self.caller, memberships: access.projects)
+                && !access.deletedBeforeJoining(target.summary.projectID, deleted: target.deleted, updatedAt: target.updatedAt)
+        }.map(\.summary.key))
     }
 
     /// Adds a target's `bytes` (its fields and clocks as stored) to `total`, and throws 413

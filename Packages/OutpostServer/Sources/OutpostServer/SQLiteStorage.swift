@@ -312,9 +312,23 @@ final class SQLiteStorage: ServerStorage {
         // Where each target belongs first, then how big the ones the caller may see are (each value read
         // and let go, one row at a time, no further than their bound), then those whole.
         snapshot.access = try Access.access(of: batch.caller, in: db)
-        let stored = try summaries(of: batch.targets, in: db)
+        var stored: [TargetSummary] = []
+        for (entity, ids) in grouped(batch.targets) {
+            for chunk in chunks(ids) {
+                for row in try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT \(summaryColumns), deletion IS NOT NULL AS deleted, updated_at
+                        FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))
+                        """,
+                    arguments: StatementArguments([entity.rawValue] + chunk))
+                {
+                    stored.append(TargetSummary(summary: try RecordSummary(row: row), deleted: row["deleted"], updatedAt: row["updated_at"]))
+                }
+            }
+        }
         let read = batch.targetsToRead(among: stored, access: snapshot.access)
-        for summary in stored where !read.contains(summary.key) { snapshot.records[summary.key] = StoredRecord(unread: summary) }
+        for target in stored where !read.contains(target.summary.key) { snapshot.records[target.summary.key] = StoredRecord(unread: target) }
         var weighed = 0
         for (entity, ids) in grouped(read) {
             for chunk in chunks(ids) {

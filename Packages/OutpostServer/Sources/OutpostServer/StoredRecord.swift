@@ -81,13 +81,15 @@ extension HybridTimestamp {
 }
 
 extension StoredRecord {
-    /// A target of a push the caller may not see, as the rules take it: where it belongs, and nothing of
-    /// its contents, which are never read (`PushBatch.targetsToRead`). The rules answer any change of it
-    /// as one of a record that does not exist before they look at anything else (`PushRules.apply`).
-    init(unread summary: RecordSummary) {
+    /// A target of a push the caller may not see, as the rules take it: where it belongs, whether and
+    /// when it was deleted (what the rules tell that by), and nothing of its contents, which are never
+    /// read (`PushBatch.targetsToRead`). The rules answer any change of it as one of a record that does
+    /// not exist before they look at anything else (`PushRules.apply`).
+    init(unread target: TargetSummary) {
+        let summary = target.summary
         self.init(
             entity: summary.key.entity, id: summary.key.id, serverID: summary.serverID, projectID: summary.projectID,
-            ownerID: summary.ownerID, version: 0, sequence: summary.sequence, fields: [:], clocks: [:], deletion: nil,
-            createdAt: .distantPast, updatedAt: .distantPast)
+            ownerID: summary.ownerID, version: 0, sequence: summary.sequence, fields: [:], clocks: [:],
+            deletion: target.deleted ? HybridTimestamp(physicalMilliseconds: 0, counter: 0, node: NodeID(0)) : nil, createdAt: .distantPast, updatedAt: Date(milliseconds: target.updatedAt))
     }
 }
