@@ -107,25 +107,34 @@ extension BundleExporter {
     /// manifest expand 631 times, a silent voice note 1,020 times, and the export of a project with
     /// either was an archive `outpost import` refused (attack 118, F2).
     private static func add(_ source: URL, as name: String, to archive: Archive, stamp: Date) throws {
-        try add(source, as: name, to: archive, stamp: stamp, method: .deflate)
-        guard let entry = archive[name], entry.uncompressedSize > 1 << 20,
-            entry.uncompressedSize / max(entry.compressedSize, 1) > UInt64(BundleLimits.standard.maximumCompressionRatio)
-        else { return }
-        // Rare (an entry shrinking 200 times), so the archive's rewrite that a removal costs is too.
-        try archive.remove(entry)
-        try add(source, as: name, to: archive, stamp: stamp, method: .none)
-    }
-
-    private static func add(_ source: URL, as name: String, to archive: Archive, stamp: Date, method: CompressionMethod) throws {
         let handle = try FileHandle(forReadingFrom: source)
         defer { try? handle.close() }
         let size = Int64((try FileManager.default.attributesOfItem(atPath: source.path)[.size] as? NSNumber)?.int64Value ?? 0)
         try archive.addEntry(
             with: name, type: .file, uncompressedSize: size, modificationDate: stamp, permissions: 0o644,
-            compressionMethod: method
+            compressionMethod: try method(for: handle, size: size)
         ) { (position: Int64, chunk: Int) -> Data in
             try handle.seek(toOffset: UInt64(position))
             return try handle.read(upToCount: chunk) ?? Data()
         }
+    }
+
+    /// Deflate for an entry of `size` bytes read from `handle`, unless deflated it would shrink past half
+    /// the importer's ratio: decided before it goes in, by deflating it into a count. A file that does
+    /// not shrink that far shows it within its first MiBs (a photo in its first), so only one that keeps
+    /// shrinking is deflated through. (Looked up and removed once in, it made an export of 10,000
+    /// entries 45 times slower, and each removal copied the archive so far: review of F2's fix.)
+    private static func method(for handle: FileHandle, size: Int64) throws -> CompressionMethod {
+        let ratio = BundleLimits.standard.maximumCompressionRatio / 2
+        guard size > 1 << 20 else { return .deflate }
+        defer { try? handle.seek(toOffset: 0) }
+        let probe = GzipStream(keepingDevicesRatio: false)
+        var shrunk: Int64 = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            shrunk += Int64(probe.compress([UInt8](chunk)).count)
+            if shrunk * ratio >= size { return .deflate }
+        }
+        shrunk += Int64(probe.finish().count)
+        return shrunk * ratio >= size ? .deflate : .none
     }
 }

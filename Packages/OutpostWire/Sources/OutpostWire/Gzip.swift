@@ -160,12 +160,17 @@ public final class GzipStream {
     private var finished = false
     /// Whether pieces now go stored: the input shrank past `maximumRatio`.
     private var storing = false
+    /// Whether it keeps `maximumRatio`; without, it shrinks what it can, to measure how far bytes go.
+    private let keepsRatio: Bool
     /// Where zlib writes, reused by every piece.
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Starts a member at zlib's default level (6): a bundle's JSON shrinks about 20 times for about
-    /// 6 ms of CPU per megabyte.
-    public init() {
+    /// 6 ms of CPU per megabyte. With `keepingDevicesRatio` false, it shrinks everything as far as it
+    /// goes, never stored for its ratio: to measure how far bytes shrink (the zip exporter's choice of
+    /// an entry's method), not for a body a device reads.
+    public init(keepingDevicesRatio: Bool = true) {
+        keepsRatio = keepingDevicesRatio
         stream.initialize(to: z_stream())
         // windowBits 15 + 16 asks zlib for a gzip header and trailer instead of zlib's own.
         let started = deflateInit2_(
@@ -203,6 +208,7 @@ public final class GzipStream {
     /// whole first MiB a device allows could otherwise go out as a few hundred bytes), and back to the
     /// default level once the input is under half that ratio.
     private func keepRatio(taking count: Int, into output: inout [UInt8]) {
+        guard keepsRatio else { return }
         let input = UInt(stream.pointee.total_in) + UInt(count), written = UInt(stream.pointee.total_out)
         let shrinksTooFar = input > max(1 << 19, Self.maximumRatio * written)
         let backUnder = input <= Self.maximumRatio / 2 * written
