@@ -24,12 +24,15 @@ public struct ShippedFile: Sendable, Hashable {
     }
 
     /// The archive entries for `files` (one per digest), in name order, so the archive does not depend
-    /// on the order records came in.
+    /// on the order records came in. A name that reads as a digest is never taken as plain: it could be
+    /// another file's, which goes under its digest (two entries of one name, an archive the importer
+    /// refused: review of attack 118 F2's fix).
     static func entries(for files: [ShippedFile]) -> [(reference: FileReference, source: URL)] {
         var uses: [String: Int] = [:]
         for file in files { uses[file.name, default: 0] += 1 }
         let entries = files.map { file -> (reference: FileReference, source: URL) in
-            let plain = uses[file.name] == 1 && !file.name.contains("/") && ArchivePath.problem(with: file.name) == nil
+            let readsAsDigest = file.name.utf8.count == 64 && file.name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+            let plain = uses[file.name] == 1 && !readsAsDigest && !file.name.contains("/") && ArchivePath.problem(with: file.name) == nil
                 && file.name.unicodeScalars.allSatisfy {
                     $0.properties.isAlphabetic || $0.properties.numericType != nil || "._- ()".unicodeScalars.contains($0)
                 }

@@ -4,6 +4,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import OutpostWire
 import Testing
 
@@ -41,5 +42,21 @@ import Testing
         var count = 0
         while let batch = try read.nextBatch() { count += batch.count }
         #expect(count == records.count)
+    }
+
+    /// Each shipped file gets an entry name of its own. A file named as another file's digest took the
+    /// very name that file, unable to keep its own (used twice, or not plain), went under: two entries
+    /// of one name, and an archive the importer refused (review of attack 118 F2's fix). Seeded sets of
+    /// such names, digests, repeats and plain names.
+    @Test(arguments: 0..<6)
+    func noTwoShippedFilesShareAnEntryName(seed: Int) {
+        var random = SeededGenerator(seed: UInt64(9_100 + seed))
+        let digests = (0..<8).map { _ in String((0..<64).map { _ in "0123456789abcdef".randomElement(using: &random)! }) }
+        let names = ["photo.jpg", "a/b.jpg", "note.wav"] + digests.prefix(4)
+        let files = digests.map { digest in
+            ShippedFile(name: names.randomElement(using: &random)!, byteSize: 1, sha256: digest, source: URL(fileURLWithPath: "/dev/null"))
+        }
+        let entries = ShippedFile.entries(for: files).map(\.reference.name)
+        #expect(Set(entries).count == entries.count, "\(entries)")
     }
 }
