@@ -338,10 +338,12 @@ struct RestoreTests {
             }
             #expect(error.status == 409, "sequence \(other) of the same commit")
         }
-        // Only text the server writes is taken.
+        // Only text the server writes is taken. (A mark of digits alone reads the same in capitals: one
+        // in about 1,850 runs made that case the valid checkpoint itself, and the test failed.)
         let sequence = try #require(checkpoint.split(separator: ".").first)
         let mark = try #require(checkpoint.split(separator: ".").last)
-        for text in ["00\(sequence).\(mark)", "+\(sequence).\(mark)", "\(sequence).\(mark.uppercased())"] {
+        let capitals = mark.uppercased() == mark ? [] : ["\(sequence).\(mark.uppercased())"]
+        for text in ["00\(sequence).\(mark)", "+\(sequence).\(mark)"] + capitals {
             let error = try await #require(throws: TransportError.self) {
                 _ = try await bob.pull(PullRequest(cursor: nil, limit: 1, checkpoint: text))
             }
