@@ -31,8 +31,7 @@ public struct ShippedFile: Sendable, Hashable {
         var uses: [String: Int] = [:]
         for file in files { uses[file.name, default: 0] += 1 }
         let entries = files.map { file -> (reference: FileReference, source: URL) in
-            let readsAsDigest = file.name.utf8.count == 64 && file.name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-            let plain = uses[file.name] == 1 && !readsAsDigest && !file.name.contains("/") && ArchivePath.problem(with: file.name) == nil
+            let plain = uses[file.name] == 1 && !JSONBundleReader.isSHA256(file.name) && !file.name.contains("/") && ArchivePath.problem(with: file.name) == nil
                 && file.name.unicodeScalars.allSatisfy {
                     $0.properties.isAlphabetic || $0.properties.numericType != nil || "._- ()".unicodeScalars.contains($0)
                 }

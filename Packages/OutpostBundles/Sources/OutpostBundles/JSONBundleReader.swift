@@ -275,7 +275,7 @@ private struct RecordDecoder {
         guard !name.isEmpty, name.utf8.count <= 1024 else { throw fail("\(path).name", "must hold 1 to 1024 bytes") }
         let size = try integer(byKey["byteSize"], "\(path).byteSize", minimum: 0, entity: nil, id: nil)
         let digest = try string(byKey["sha256"], "\(path).sha256", entity: nil, id: nil)
-        guard Self.isSHA256(digest) else { throw fail("\(path).sha256", "must be 64 lowercase hex digits") }
+        guard JSONBundleReader.isSHA256(digest) else { throw fail("\(path).sha256", "must be 64 lowercase hex digits") }
         return FileReference(name: name, byteSize: size, sha256: digest)
     }
 
@@ -306,7 +306,7 @@ private struct RecordDecoder {
             if case .day = field.kind, !Self.isDayShaped(text) {
                 throw fail(path(), "'\(text)' is not a day (YYYY-MM-DD)", entity: entity, id: id, field: field.name)
             }
-            if case .sha256 = field.kind, !Self.isSHA256(text) {
+            if case .sha256 = field.kind, !JSONBundleReader.isSHA256(text) {
                 throw fail(path(), "is not 64 lowercase hex digits", entity: entity, id: id, field: field.name)
             }
             guard let converted = FieldText.value(text, kind: field.kind) else {
@@ -367,15 +367,18 @@ private struct RecordDecoder {
         return bytes.enumerated().allSatisfy { $0.offset == 4 || $0.offset == 7 || (0x30...0x39).contains($0.element) }
     }
 
-    private static func isSHA256(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-    }
-
     private func fail(
         _ path: String, _ message: String, entity: EntityType? = nil, id: UUID? = nil, field: String? = nil
     ) -> BundleError {
         var place = self.place
         place.jsonPath = path
         return BundleError(.schemaViolation, message: message, entity: entity, id: id, field: field).located(place)
+    }
+}
+
+extension JSONBundleReader {
+    /// Whether `text` is a digest as bundles write it: 64 lowercase hex digits.
+    static func isSHA256(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 }
