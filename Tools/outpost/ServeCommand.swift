@@ -69,6 +69,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most media bytes one member's live attachments may hold, across projects.")
     var maxUserMediaBytes: Int64 = 25 << 30
 
+    @Option(help: "The most bytes one project's records may hold as stored: past it a change that adds bytes is refused.")
+    var maxProjectRecordBytes: Int64 = 4 << 30
+
+    @Option(help: "The most bytes the records one member created may hold, across projects.")
+    var maxUserRecordBytes: Int64 = 1 << 30
+
     @Option(help: "Free disk bytes media uploads leave for the database: an upload past it is refused (507).")
     var mediaDiskReserve: Int64 = 256 << 20
 
@@ -149,6 +155,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
             configuration.maximumMediaBytesPerProject = maxProjectMediaBytes
             configuration.maximumMediaBytesPerUser = maxUserMediaBytes
+            configuration.maximumRecordBytesPerProject = maxProjectRecordBytes
+            configuration.maximumRecordBytesPerUser = maxUserRecordBytes
             configuration.mediaDiskReserveBytes = mediaDiskReserve
             configuration.databaseDiskReserveBytes = databaseDiskReserve
             configuration.databaseLockWaitSeconds = databaseLockWait

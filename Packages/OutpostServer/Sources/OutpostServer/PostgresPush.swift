@@ -51,7 +51,19 @@ extension PostgresStorage {
         let toRead = batch.targetsToRead(among: stored, access: snapshot.access)
         for target in stored where !toRead.contains(target.summary.key) { snapshot.records[target.summary.key] = StoredRecord(unread: target) }
         var weighed = 0
-        for key in toRead { try batch.weigh(sizes[key] ?? 0, into: &weighed) }
+        for key in toRead {
+            try batch.weigh(sizes[key] ?? 0, into: &weighed)
+            snapshot.storedBytes[key] = sizes[key]
+        }
+        let holders = RecordBytesHolder.asked(by: batch.caller, access: snapshot.access, stored: stored)
+        for try await (holder, id, bytes) in try await connection.query(
+            """
+            SELECT holder, id, bytes FROM record_usage
+            WHERE (holder = 'project' AND id = ANY(\(holders.projects))) OR (holder = 'owner' AND id = ANY(\(holders.owners)))
+            """, logger: logger
+        ).decode((String, String, Int64).self) {
+            if let key = RecordBytesHolder(holder: holder, id: id) { snapshot.recordBytes[key] = bytes }
+        }
         if !toRead.isEmpty {
             let read = Array(toRead)
             for row in try await PostgresRecords.fetchRows(

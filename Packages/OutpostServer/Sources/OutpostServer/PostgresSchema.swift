@@ -28,6 +28,7 @@ enum PostgresSchema {
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
         MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
         MigrationStep(version: 12, name: "a project's newest change time", sql: version12),
+        MigrationStep(version: 13, name: "the bytes each project's and each creator's records hold", sql: version13),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -346,5 +347,25 @@ enum PostgresSchema {
     /// where an operator reading the schema looks.
     private static let version12 = """
         COMMENT ON COLUMN records.updated_at IS 'epoch ms of the change; records_by_project_time (step 12) indexes it by project for a bundle''s asOf';
+        """
+
+    /// As the SQLite step 13: the bytes each project's and each creator's records hold, kept by a
+    /// trigger (one line: steps are split at a semicolon that ends a line).
+    private static let version13 = """
+        CREATE TABLE record_usage (
+            holder TEXT NOT NULL,
+            id TEXT NOT NULL,
+            bytes BIGINT NOT NULL,
+            PRIMARY KEY (holder, id)
+        );
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'project', project_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
+            FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'owner', owner_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
+            FROM records GROUP BY owner_id;
+        CREATE FUNCTION outpost_count_record_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP <> 'INSERT' THEN UPDATE record_usage SET bytes = bytes - (octet_length(OLD.fields)::bigint + octet_length(OLD.clocks)::bigint) WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id); END IF; IF TG_OP <> 'DELETE' THEN IF NEW.project_id IS NOT NULL THEN INSERT INTO record_usage (holder, id, bytes) VALUES ('project', NEW.project_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; INSERT INTO record_usage (holder, id, bytes) VALUES ('owner', NEW.owner_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; RETURN NULL; END $$;
+        CREATE TRIGGER record_usage_follows_records AFTER INSERT OR DELETE OR UPDATE OF fields, clocks, project_id, owner_id ON records
+            FOR EACH ROW EXECUTE FUNCTION outpost_count_record_bytes();
         """
 }

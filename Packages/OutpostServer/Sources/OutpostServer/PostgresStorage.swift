@@ -281,7 +281,9 @@ final class PostgresStorage: ServerStorage {
 
     func push(_ mutations: [PushMutation], by caller: Caller, now: Date) async throws(ServerError) -> [MutationResult] {
         let logger = self.logger
-        let rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds)
+        let rules = PushRules(
+            assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds,
+            storedBytes: PostgresRecords.storedBytes)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         let named = batch.namedProjects
         activity.push(into: named, begun: true)
@@ -1223,8 +1225,9 @@ enum PostgresRecords {
         fields.reserveCapacity(records.count)
         clocks.reserveCapacity(records.count)
         for record in records {
-            fields.append(String(decoding: try encoder.encode(record.fields), as: UTF8.self))
-            clocks.append(String(decoding: try encoder.encode(record.clocks.mapValues(\.encoded)), as: UTF8.self))
+            let text = try storedText(record.fields, record.clocks, encoder: encoder)
+            fields.append(text.fields)
+            clocks.append(text.clocks)
         }
         try await connection.query(
             """
@@ -1242,6 +1245,20 @@ enum PostgresRecords {
                 clocks = EXCLUDED.clocks, deletion = EXCLUDED.deletion, created_at = EXCLUDED.created_at,
                 updated_at = EXCLUDED.updated_at
             """, logger: logger)
+    }
+
+    /// A record's `fields` and `clocks` columns as `save` writes them.
+    static func storedText(
+        _ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp], encoder: JSONEncoder = WireCoding.encoder()
+    ) throws -> (fields: String, clocks: String) {
+        (String(decoding: try encoder.encode(fields), as: UTF8.self),
+         String(decoding: try encoder.encode(clocks.mapValues(\.encoded)), as: UTF8.self))
+    }
+
+    /// The bytes `save` writes a record's fields and clocks in, as `record_usage` counts them.
+    @Sendable static func storedBytes(_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) throws -> Int {
+        let text = try storedText(fields, clocks)
+        return text.fields.utf8.count + text.clocks.utf8.count
     }
 
     /// The next value of a counter, inside the caller's (locked) write transaction.

@@ -24,14 +24,25 @@ struct PushRules: Sendable {
     /// How many projects a member may belong to and still create one, and how many fields and clocks a
     /// push's answer may carry: the protocol's figures, lower only in tests, which would otherwise need
     /// thousands of records (and the CPU a parallel run shares) to reach them.
+    /// The records quotas are the configuration's (`ServerConfiguration.maximumRecordBytesPerProject`).
     struct Bounds: Sendable, Hashable {
         var projectsPerMember = PushRules.maximumProjectsPerMember
         var answerFields = PushResponse.maximumFieldsPerAnswer
+        var recordBytesPerProject: Int64 = ServerConfiguration.defaultRecordBytesPerProject
+        var recordBytesPerUser: Int64 = ServerConfiguration.defaultRecordBytesPerUser
     }
 
     let bounds: Bounds
+    /// The bytes a record's fields and clocks take as its backend stores them (`record_usage` counts
+    /// the same), for the records quotas.
+    let storedBytes: @Sendable (_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) throws -> Int
 
-    init(assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max, bounds: Bounds = Bounds()) {
+    init(
+        assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max, bounds: Bounds = Bounds(),
+        storedBytes: @escaping @Sendable (_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) throws -> Int =
+            PushRules.storedJSONBytes
+    ) {
+        self.storedBytes = storedBytes
         self.bounds = bounds
         self.assignsServerIDs = assignsServerIDs
         self.policy = policy
@@ -281,6 +292,11 @@ struct PushRules: Sendable {
         if let project, snapshot.archivedProjects.contains(project) {
             throw ServerError.projectArchived(project)
         }
+        let owner = existing?.ownerID ?? caller.userID
+        let bytes = Int64(try storedBytes(merged.record.fields, merged.clocks))
+        let growth = try checkRecordQuotas(
+            growingBy: bytes - Int64(existing.map { snapshot.storedBytes[$0.key] ?? 0 } ?? 0), project: project, owner: owner,
+            caller: caller, snapshot: snapshot)
 
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, by: caller, snapshot: &snapshot, plan: &plan) }
@@ -301,6 +317,9 @@ struct PushRules: Sendable {
         }
         snapshot.records[key] = stored
         snapshot.summaries[key] = stored.summary
+        snapshot.storedBytes[key] = Int(bytes)
+        if let project { snapshot.recordBytes[.project(project), default: 0] += growth }
+        snapshot.recordBytes[.owner(owner), default: 0] += growth
         if let serverID = stored.serverID {
             snapshot.serverIDs[ServerIDKey(entity: stored.entity, serverID: serverID)] = key
         }
@@ -311,6 +330,42 @@ struct PushRules: Sendable {
             makeOwner(of: stored, caller: caller, snapshot: &snapshot, plan: &plan)
         }
         return .applied(version: stored.version, serverID: stored.serverID.map(String.init))
+    }
+
+    /// The bytes `StoredJSON` writes a record's fields and clocks in, as the SQLite backend stores them.
+    @Sendable static func storedJSONBytes(_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) throws -> Int {
+        try StoredJSON.fields(fields).utf8.count + StoredJSON.clocks(clocks).utf8.count
+    }
+
+    /// Refuses a change that would take the bytes its project's records hold, or those of its record's
+    /// creator, past their quota (`Bounds.recordBytesPerProject`, `recordBytesPerUser`): 413
+    /// `payload_too_large` for the mutation, which its device keeps, shown as refused. A change that adds
+    /// nothing (a shorter text, a delete) always goes, so a full project can still be tidied. One member's
+    /// pushes of large texts grew a database by 1.9 GB a minute until the disk was full, and every
+    /// project's pushes failed (attack 118, F3): a member may create a thousand projects, so the
+    /// creator's quota is what bounds one member. Returns `growth`.
+    private func checkRecordQuotas(
+        growingBy growth: Int64, project: UUID?, owner: UUID, caller: Caller, snapshot: PushSnapshot
+    ) throws(ServerError) -> Int64 {
+        guard growth > 0 else { return growth }
+        if let project {
+            let held = snapshot.recordBytes[.project(project)] ?? 0
+            guard held + growth <= bounds.recordBytesPerProject else {
+                throw ServerError(
+                    status: 413, .payloadTooLarge,
+                    "this change adds \(growth) bytes to this project's records, which hold \(held) of their quota of "
+                        + "\(bounds.recordBytesPerProject): shorten some texts, or ask the office to raise the quota")
+            }
+        }
+        let held = snapshot.recordBytes[.owner(owner)] ?? 0
+        guard held + growth <= bounds.recordBytesPerUser else {
+            let whose = owner == caller.userID ? "the records you created" : "the records this record's creator created"
+            throw ServerError(
+                status: 413, .payloadTooLarge,
+                "this change adds \(growth) bytes to \(whose), which hold \(held) of their quota of "
+                    + "\(bounds.recordBytesPerUser): shorten some texts, or ask the office to raise the quota")
+        }
+        return growth
     }
 
     /// A member record that gives its user a role they had none of (brought back, made anew, or naming a

@@ -164,6 +164,13 @@ struct PushSnapshot: Sendable {
     var archivedProjects: Set<UUID> = []
     /// The caller's display name, for the member record that makes them the owner of a project they create.
     var callerName = ""
+    /// The bytes of fields and clocks each target the caller may see holds as stored (what `weigh` read),
+    /// and each record the batch wrote: what a change of it adds to the records quotas is told from it.
+    var storedBytes: [RecordKey: Int] = [:]
+    /// The bytes the records of the caller's projects, of the targets' projects and creators, and of the
+    /// caller hold (`record_usage`, `recordBytesHolders`), for the records quotas; a holder with no row
+    /// holds none.
+    var recordBytes: [RecordBytesHolder: Int64] = [:]
 
     /// The projects the caller may reach.
     var memberships: Set<UUID> { access.projects }
@@ -180,6 +187,43 @@ struct PushSnapshot: Sendable {
 /// What the rules decided for a batch: the answers, and the writes the backend makes in the same
 /// transaction (record rows as upserts of their final state, applied-mutation rows, memberships, the
 /// counters' final values).
+/// Whose records a row of `record_usage` counts: a project's, or their creator's (`owner_id`).
+enum RecordBytesHolder: Hashable, Sendable {
+    case project(UUID)
+    case owner(UUID)
+
+    /// The row's `holder` and `id` columns.
+    var column: (holder: String, id: String) {
+        switch self {
+        case .project(let id): ("project", id.storageText)
+        case .owner(let id): ("owner", id.storageText)
+        }
+    }
+
+    /// The holders a push's quota checks may ask about: the projects the caller may reach (any new
+    /// record goes into one of them, or into one the batch creates, which holds nothing yet) and those
+    /// of the stored targets, the targets' creators and the caller.
+    static func asked(by caller: Caller, access: ProjectAccess, stored: [TargetSummary]) -> (projects: [String], owners: [String]) {
+        var projects = access.projects
+        var owners: Set<UUID> = [caller.userID]
+        for target in stored {
+            if let project = target.summary.projectID { projects.insert(project) }
+            owners.insert(target.summary.ownerID)
+        }
+        return (projects.map(\.storageText), owners.map(\.storageText))
+    }
+
+    /// A row read back, nil for a holder this build does not write.
+    init?(holder: String, id: String) {
+        guard let id = UUID(hyphenatedText: id) else { return nil }
+        switch holder {
+        case "project": self = .project(id)
+        case "owner": self = .owner(id)
+        default: return nil
+        }
+    }
+}
+
 struct PushPlan: Sendable {
     var results: [MutationResult] = []
     /// Final state of every record the batch created or changed, in sequence order when written.

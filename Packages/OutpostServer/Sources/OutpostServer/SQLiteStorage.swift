@@ -332,14 +332,18 @@ final class SQLiteStorage: ServerStorage {
         var weighed = 0
         for (entity, ids) in grouped(read) {
             for chunk in chunks(ids) {
-                let sizes = try Int.fetchCursor(
+                let sizes = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB))
+                        SELECT id, length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB))
                         FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))
                         """,
                     arguments: StatementArguments([entity.rawValue] + chunk))
-                while let size = try sizes.next() { try batch.weigh(size, into: &weighed) }
+                while let row = try sizes.next() {
+                    let size: Int = row[1]
+                    try batch.weigh(size, into: &weighed)
+                    if let id = UUID(hyphenatedText: row[0]) { snapshot.storedBytes[RecordKey(entity: entity, id: id)] = size }
+                }
             }
         }
         for (entity, ids) in grouped(read) {
@@ -348,6 +352,17 @@ final class SQLiteStorage: ServerStorage {
                     db, sql: "SELECT * FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))",
                     arguments: StatementArguments([entity.rawValue] + chunk))
                 for record in records { snapshot.records[record.key] = record }
+            }
+        }
+        let holders = RecordBytesHolder.asked(by: batch.caller, access: snapshot.access, stored: stored)
+        for (holder, ids) in [("project", holders.projects), ("owner", holders.owners)] {
+            for chunk in chunks(ids) {
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT id, bytes FROM record_usage WHERE holder = ? AND id IN (\(placeholders(chunk.count)))",
+                    arguments: StatementArguments([holder] + chunk))
+                {
+                    if let key = RecordBytesHolder(holder: holder, id: row[0]) { snapshot.recordBytes[key] = row[1] }
+                }
             }
         }
         let references = batch.references(stored: snapshot.records)
@@ -1373,13 +1388,19 @@ extension StoredRecord {
         try StoredRow.fetchAll(db, sql: sql, arguments: arguments).map { try $0.decoded() }
     }
 
-    /// Inserts or replaces the row.
+    /// Inserts the row, or updates the one of its entity and id: an update, not a replace, so the
+    /// `record_usage` triggers see the old row go (`ServerSchema.version13`).
     func save(in db: Database) throws {
         try db.cachedStatement(
             sql: """
-                INSERT OR REPLACE INTO records (entity, id, server_id, project_id, owner_id, version, sequence, fields,
+                INSERT INTO records (entity, id, server_id, project_id, owner_id, version, sequence, fields,
                     clocks, deletion, created_at, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (entity, id) DO UPDATE SET
+                    server_id = excluded.server_id, project_id = excluded.project_id, owner_id = excluded.owner_id,
+                    version = excluded.version, sequence = excluded.sequence, fields = excluded.fields,
+                    clocks = excluded.clocks, deletion = excluded.deletion, created_at = excluded.created_at,
+                    updated_at = excluded.updated_at
                 """
         ).execute(
             arguments: [

@@ -37,6 +37,18 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var maximumMediaBytesPerProject: Int64 = 100 << 30
     /// The most media bytes one member's live attachments may hold, across projects. Default 25 GiB.
     public var maximumMediaBytesPerUser: Int64 = 25 << 30
+    /// The most bytes one project's records may hold as the server stores them (fields and clocks; a
+    /// deleted record keeps its last values, and its bytes): past it a change that adds bytes is
+    /// refused (`payload_too_large` for that mutation; its device keeps it, shown as refused), and one
+    /// that adds none still goes. Default 4 GiB.
+    public var maximumRecordBytesPerProject: Int64 = defaultRecordBytesPerProject
+    /// The most bytes the records one member created may hold, across projects, as
+    /// `maximumRecordBytesPerProject` counts them: a member may create up to a thousand projects, so
+    /// this is what bounds one member. One crew token's pushes of large texts grew a database by
+    /// 1.9 GB a minute until the disk was full and every project's pushes failed. Default 1 GiB.
+    public var maximumRecordBytesPerUser: Int64 = defaultRecordBytesPerUser
+    static let defaultRecordBytesPerProject: Int64 = 4 << 30
+    static let defaultRecordBytesPerUser: Int64 = 1 << 30
     /// The request body bytes one caller (one bearer token) may have under way at once, from a body's
     /// first byte until its answer is written: a body past it has its connection closed. Nil: four of
     /// the largest body or chunk the server takes. One member's token held 150 push bodies, each one byte
@@ -45,8 +57,17 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// The request body bytes every caller together may have under way at once (as
     /// `maximumBodyBytesInFlightPerCaller`). Nil: 128 MiB, or four callers' bound if that is more.
     public var maximumBodyBytesInFlight: Int?
-    /// The push bounds the protocol fixes (`PushRules.Bounds`); tests lower them.
+    /// The push bounds the protocol fixes (`PushRules.Bounds`); tests lower them. The records quotas in
+    /// them are `maximumRecordBytesPerProject` and `maximumRecordBytesPerUser` (`effectivePushBounds`).
     var pushBounds = PushRules.Bounds()
+
+    /// `pushBounds` with the records quotas set here.
+    var effectivePushBounds: PushRules.Bounds {
+        var bounds = pushBounds
+        bounds.recordBytesPerProject = maximumRecordBytesPerProject
+        bounds.recordBytesPerUser = maximumRecordBytesPerUser
+        return bounds
+    }
     /// The free disk space media uploads leave on the media folder's volume, for the database (on one
     /// machine, the same disk): an upload that would go below it is refused (507 `insufficient_storage`)
     /// and structured pushes keep working. One member's unfinished upload once filled the disk, and every
@@ -175,6 +196,8 @@ public struct ServerConfiguration: Sendable, Hashable {
         try check(maximumMediaBytes >= 1, "the media file limit must be at least 1 byte")
         try check(
             maximumMediaBytesPerProject >= 1 && maximumMediaBytesPerUser >= 1, "media quotas must be at least 1 byte")
+        try check(
+            maximumRecordBytesPerProject >= 1 && maximumRecordBytesPerUser >= 1, "records quotas must be at least 1 byte")
         try check(schemaVersions.lowerBound >= 1, "schema versions start at 1")
         // Each wait at most a day: SQLite takes its busy timeout as milliseconds in an Int32 (24.8 days)
         // and PostgreSQL a statement six times the lock wait; a longer one stopped the process with a

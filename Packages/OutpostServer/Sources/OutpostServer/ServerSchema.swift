@@ -19,6 +19,7 @@ enum ServerSchema {
         MigrationStep(version: 10, name: "admin tokens", sql: version10),
         MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
         MigrationStep(version: 12, name: "a project's newest change time", sql: version12),
+        MigrationStep(version: 13, name: "the bytes each project's and each creator's records hold", sql: version13),
     ]
 
     static let migrator = Migrator(steps: steps)
@@ -187,5 +188,55 @@ enum ServerSchema {
     /// file, `sqlite3 .timer`), with it one index step. One more index entry per pushed record.
     static let version12 = """
         CREATE INDEX records_by_project_time ON records(project_id, updated_at);
+        """
+
+    /// The bytes of fields and clocks the records of each project (`holder` 'project') and of each
+    /// creator (`holder` 'owner', the record's `owner_id`) hold, for the records quotas
+    /// (`ServerConfiguration.maximumRecordBytesPerProject`). Kept by triggers, so no write path (a push,
+    /// an operator's edit, a membership change) can forget it; a deleted record keeps its last values,
+    /// so it keeps its bytes. A row with `INSERT OR REPLACE` would delete the old row without its
+    /// trigger: records are written by upsert (`StoredRecord.save(in:)`).
+    static let version13 = """
+        CREATE TABLE record_usage (
+            holder TEXT NOT NULL,
+            id TEXT NOT NULL,
+            bytes INTEGER NOT NULL,
+            PRIMARY KEY (holder, id)
+        ) WITHOUT ROWID;
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'project', project_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
+            FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'owner', owner_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
+            FROM records WHERE true GROUP BY owner_id;
+        CREATE TRIGGER record_usage_on_insert AFTER INSERT ON records
+        BEGIN
+            INSERT INTO record_usage (holder, id, bytes)
+                SELECT 'project', NEW.project_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                WHERE NEW.project_id IS NOT NULL
+                ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
+            INSERT INTO record_usage (holder, id, bytes)
+                SELECT 'owner', NEW.owner_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                WHERE true
+                ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER record_usage_on_update AFTER UPDATE OF fields, clocks, project_id, owner_id ON records
+        BEGIN
+            UPDATE record_usage SET bytes = bytes - (length(CAST(OLD.fields AS BLOB)) + length(CAST(OLD.clocks AS BLOB)))
+                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id);
+            INSERT INTO record_usage (holder, id, bytes)
+                SELECT 'project', NEW.project_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                WHERE NEW.project_id IS NOT NULL
+                ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
+            INSERT INTO record_usage (holder, id, bytes)
+                SELECT 'owner', NEW.owner_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                WHERE true
+                ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER record_usage_on_delete AFTER DELETE ON records
+        BEGIN
+            UPDATE record_usage SET bytes = bytes - (length(CAST(OLD.fields AS BLOB)) + length(CAST(OLD.clocks AS BLOB)))
+                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id);
+        END;
         """
 }

@@ -95,7 +95,7 @@ public struct SyncServer: Sendable {
         self.readAhead = readAhead
         self.rules = PushRules(
             assignsServerIDs: configuration.assignsServerIDs, policy: configuration.conflictPolicy,
-            maximumMediaBytes: configuration.maximumMediaBytes, bounds: configuration.pushBounds)
+            maximumMediaBytes: configuration.maximumMediaBytes, bounds: configuration.effectivePushBounds)
         try configuration.validate()
         self.rateLimiter = configuration.requestsPerMinutePerToken.map(RequestRateLimiter.init(perMinute:))
         self.requestTurns = Turns(limit: configuration.requestsWorkedAtOncePerUser)
@@ -115,13 +115,13 @@ public struct SyncServer: Sendable {
                     maximumMediaBytes: configuration.maximumMediaBytes,
                     waits: .init(lockSeconds: configuration.databaseLockWaitSeconds,
                                  idleTransactionSeconds: configuration.idleTransactionSeconds),
-                    logger: logger, activity: activity, bounds: configuration.pushBounds)
+                    logger: logger, activity: activity, bounds: configuration.effectivePushBounds)
             } else {
                 try SQLiteStorage(
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
                     maximumMediaBytes: configuration.maximumMediaBytes, lockWaitSeconds: configuration.databaseLockWaitSeconds,
-                    activity: activity, bounds: configuration.pushBounds)
+                    activity: activity, bounds: configuration.effectivePushBounds)
             }
         self.storage = storage
         self.activity = activity

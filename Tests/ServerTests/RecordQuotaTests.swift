@@ -1,0 +1,183 @@
+import Foundation
+import GRDB
+import OutpostConflicts
+import OutpostFieldService
+import OutpostFieldServiceTesting
+import OutpostMigrator
+import OutpostSchema
+@testable import OutpostServer
+import OutpostTesting
+import OutpostWire
+import PostgresNIO
+import Testing
+
+/// Records have quotas, by project and by creator, as media does: one crew token pushing large texts
+/// grew a database by 1.9 GB a minute until the disk was full and every project's pushes failed
+/// (attack 118, F3). The bytes counted are kept by triggers (`record_usage`), so the law under test is
+/// that they are always the bytes the records hold, whatever wrote them.
+@Suite("Records quotas: by project and by creator, counted as stored", .fieldService)
+struct RecordQuotaTests {
+    /// Issues whose details take `bytes` bytes.
+    static func issue(in project: UUID, bytes: Int) -> PushMutation {
+        Sample.create(.issue, fields: Sample.issueFields(project: project).merging(["details": .text(String(repeating: "d", count: bytes))]) { _, new in new })
+    }
+
+    static func refusal(_ result: MutationResult?) -> ErrorBody? {
+        guard case .rejected(let reason) = result?.outcome else { return nil }
+        return reason
+    }
+
+    /// What `record_usage` counts, and what the records hold, as `holder id bytes` lines in one order.
+    static func countedAndHeld(on server: TestServer, _ backend: Backend) async throws -> (counted: [String], held: [String]) {
+        let size = backend == .postgres
+            ? "(octet_length(fields)::bigint + octet_length(clocks)::bigint)" : "(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))"
+        let text = backend == .postgres ? "::text" : ""
+        let counted = try await server.strings(
+            "SELECT holder || ' ' || id || ' ' || bytes\(text) FROM record_usage WHERE bytes <> 0 ORDER BY 1")
+        let held = try await server.strings("""
+            SELECT line FROM (
+                SELECT 'project ' || project_id || ' ' || sum\(size)\(text) AS line FROM records WHERE project_id IS NOT NULL GROUP BY project_id
+                UNION ALL
+                SELECT 'owner ' || owner_id || ' ' || sum\(size)\(text) AS line FROM records GROUP BY owner_id
+            ) AS lines ORDER BY 1
+            """)
+        return (counted, held)
+    }
+
+    @Test("Past its project's or its creator's records quota a change is refused, a change that adds nothing still goes", arguments: Backend.available)
+    func changesPastAQuotaAreRefused(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend) {
+            $0.maximumRecordBytesPerProject = 150_000
+            $0.maximumRecordBytesPerUser = 100_000
+        }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+
+        // Alice's own issues, one push each, until her quota refuses one: nothing of it is stored.
+        var hers: [PushMutation] = []
+        var refused: (PushMutation, ErrorBody)?
+        for _ in 0..<20 where refused == nil {
+            let create = Self.issue(in: TestServer.projectA, bytes: 9_000)
+            let result = try await alice.push(PushRequest(mutations: [create])).results.first
+            if let reason = Self.refusal(result) { refused = (create, reason) } else { hers.append(create) }
+        }
+        let (refusedCreate, reason) = try #require(refused, "twenty issues of 9 KB passed a quota of 100 KB")
+        #expect(hers.count >= 8 && hers.count <= 11, "\(hers.count) issues of 9 KB within 100 KB")
+        #expect(reason.code == .payloadTooLarge && reason.message.contains("the records you created"), "\(reason)")
+        #expect(reason.message.contains("100000"), "\(reason.message)")
+        let edit = Sample.update(.issue, id: refusedCreate.recordID, baseVersion: 1, fields: ["priority": .text("low")])
+        #expect(try await alice.push(PushRequest(mutations: [edit])).results.first?.outcome.rejectedCode == .notFound)
+
+        // At her quota, edits that add nothing go: a shorter text, a delete. Then the room they freed takes
+        // the refused issue.
+        for (index, create) in hers.prefix(2).enumerated() {
+            let shorter = Sample.update(.issue, id: create.recordID, baseVersion: 1, fields: ["details": .text("short")], clock: Sample.clock(Int64(2_000 + index)))
+            #expect(try await alice.push(PushRequest(mutations: [shorter])).results.first?.outcome.appliedVersion == 2)
+        }
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: hers[2].recordID, baseVersion: 1,
+            deletion: Sample.clock(3_000))
+        #expect(try await alice.push(PushRequest(mutations: [delete])).results.first?.outcome.appliedVersion == 2)
+        var again = refusedCreate
+        again.idempotencyKey = UUID()
+        #expect(try await alice.push(PushRequest(mutations: [again])).results.first?.outcome.appliedVersion == 1)
+
+        // Carol's issues in project A meet the project's quota before her own.
+        var carols = 0
+        var projectRefusal: ErrorBody?
+        for _ in 0..<20 where projectRefusal == nil {
+            let result = try await carol.push(PushRequest(mutations: [Self.issue(in: TestServer.projectA, bytes: 9_000)])).results.first
+            if let reason = Self.refusal(result) { projectRefusal = reason } else { carols += 1 }
+        }
+        let full = try #require(projectRefusal, "twenty more issues of 9 KB passed a project's quota of 150 KB")
+        #expect(full.code == .payloadTooLarge && full.message.contains("this project's records"), "\(full)")
+        #expect(carols >= 3 && carols <= 7, "\(carols) of Carol's issues beside Alice's 90 KB, within 150 KB")
+        // Project B is another project: her issue there goes.
+        let elsewhere = try await carol.push(PushRequest(mutations: [Self.issue(in: TestServer.projectB, bytes: 9_000)]))
+        #expect(elsewhere.results.first?.outcome.appliedVersion == 1, "\(String(describing: elsewhere.results.first))")
+
+        // One push of several: each is judged on what the ones before it left.
+        let batch = (0..<4).map { _ in Self.issue(in: TestServer.projectB, bytes: 9_000) }
+        let answers = try await carol.push(PushRequest(mutations: batch)).results
+        let applied = answers.prefix { $0.outcome.appliedVersion == 1 }.count
+        #expect(applied < 4 && answers.dropFirst(applied).allSatisfy { Self.refusal($0)?.code == .payloadTooLarge }, "\(answers.map(\.outcome))")
+        let counts = try await Self.countedAndHeld(on: server, backend)
+        #expect(counts.counted == counts.held)
+    }
+
+    /// The law: whatever writes records (creates, growing and shrinking edits, deletes, stale edits
+    /// answered as conflicts, an operator adding and removing members), `record_usage` holds exactly the
+    /// bytes the records hold, per project and per creator. Seeded; a failure names its seed.
+    @Test("The bytes counted for each project and creator are the bytes their records hold, after any writes", arguments: Backend.available)
+    func countedBytesFollowEveryWrite(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let writers: [(token: String, projects: [UUID])] = [
+            (TestServer.aliceToken, [TestServer.projectA]), (TestServer.bobToken, [TestServer.projectB]),
+            (TestServer.carolToken, [TestServer.projectA, TestServer.projectB]),
+        ]
+        for seed in UInt64(1)...3 {
+            var random = SeededGenerator(seed: seed)
+            var held: [(id: UUID, token: String, version: Int64)] = []
+            for step in 0..<24 {
+                let writer = writers.randomElement(using: &random)!
+                let clock = Sample.clock(Int64(seed * 100_000 + UInt64(step) * 10))
+                let choice = Int.random(in: 0..<10, using: &random)
+                switch held.isEmpty ? 0 : choice {
+                case 0..<4:
+                    let create = Self.issue(in: writer.projects.randomElement(using: &random)!, bytes: Int.random(in: 0...6_000, using: &random))
+                    if try await server.transport(token: writer.token).push(PushRequest(mutations: [create])).results.first?.outcome.appliedVersion == 1 {
+                        held.append((create.recordID, writer.token, 1))
+                    }
+                case 4..<7:
+                    let index = Int.random(in: 0..<held.count, using: &random)
+                    // Sometimes on a stale version: answered as a conflict, nothing written.
+                    let stale = Bool.random(using: &random)
+                    let edit = Sample.update(
+                        .issue, id: held[index].id, baseVersion: stale ? held[index].version - 1 : held[index].version,
+                        fields: ["details": .text(String(repeating: "e", count: Int.random(in: 0...6_000, using: &random)))], clock: clock)
+                    let result = try await server.transport(token: held[index].token).push(PushRequest(mutations: [edit])).results.first
+                    if let version = result?.outcome.appliedVersion { held[index].version = version }
+                case 7:
+                    let index = Int.random(in: 0..<held.count, using: &random)
+                    let delete = PushMutation(
+                        idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: held[index].id,
+                        baseVersion: held[index].version, deletion: clock)
+                    let result = try await server.transport(token: held[index].token).push(PushRequest(mutations: [delete])).results.first
+                    if let version = result?.outcome.appliedVersion { held[index].version = version }
+                case 8:
+                    _ = try await server.server.addMember(.init(userID: TestServer.bob, name: "Bob", role: "crew", projects: [TestServer.projectA]))
+                default:
+                    _ = try await server.server.removeMember(TestServer.bob, from: TestServer.projectA)
+                }
+                let counts = try await Self.countedAndHeld(on: server, backend)
+                #expect(counts.counted == counts.held, "seed \(seed), step \(step)")
+                if counts.counted != counts.held { return }
+            }
+        }
+    }
+
+    /// A server upgraded in place counts the records it held before the step that keeps the counts: the
+    /// step's own counting statements, run on a database whose counts are gone, count them again.
+    @Test("The step that keeps the counts counts what a database held before it", arguments: Backend.available)
+    func anUpgradeCountsWhatWasHeld(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        for index in 0..<6 {
+            let token = [TestServer.aliceToken, TestServer.carolToken][index % 2]
+            let project = index % 3 == 0 ? TestServer.projectA : (index % 2 == 1 ? TestServer.projectB : TestServer.projectA)
+            _ = try await server.transport(token: token).push(PushRequest(mutations: [Self.issue(in: project, bytes: 100 * index)]))
+        }
+        let before = try await Self.countedAndHeld(on: server, backend)
+        #expect(before.counted == before.held && before.counted.count >= 4)
+        // As the step found them: no counts (its backfill runs again, as on a database of step 12).
+        try await server.execute("DELETE FROM record_usage")
+        let step = try #require((backend == .postgres ? PostgresSchema.steps : ServerSchema.steps).first { $0.version == 13 })
+        let backfill = try #require(step.sql).components(separatedBy: ";\n").filter { $0.contains("INSERT INTO record_usage") && $0.contains("GROUP BY") }
+        #expect(backfill.count == 2)
+        for statement in backfill { try await server.execute(statement) }
+        let after = try await Self.countedAndHeld(on: server, backend)
+        #expect(after.counted == before.counted)
+    }
+}
