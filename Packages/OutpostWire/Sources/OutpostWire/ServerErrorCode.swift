@@ -46,7 +46,9 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// 400: the request's `checkpoint` is not text this server writes (damaged on the device). Nothing
     /// was applied; the device starts over as after `historyChanged`.
     public static let unknownCheckpoint = Self(rawValue: "unknown_checkpoint")
-    /// 413: the body is larger than the server accepts.
+    /// 413: the body is larger than the server accepts; a media upload past a media quota. Per mutation:
+    /// the change would take its project's records, or its creator's, past their quota (kept on the
+    /// device, shown as refused).
     public static let payloadTooLarge = Self(rawValue: "payload_too_large")
     /// 413: a push carries more mutations than `maximumBatchSize`.
     public static let batchTooLarge = Self(rawValue: "batch_too_large")
