@@ -350,7 +350,10 @@ enum PostgresSchema {
         """
 
     /// As the SQLite step 13: the bytes each project's and each creator's records hold, kept by a
-    /// trigger (one line: steps are split at a semicolon that ends a line).
+    /// trigger (its function on one line: steps are split at a semicolon that ends a line). The trigger
+    /// comes before the counting: this step's lock on `records` holds off another instance's writes from
+    /// then to its commit, and the count sees every write committed before it, so none is missed or
+    /// counted twice.
     private static let version13 = """
         CREATE TABLE record_usage (
             holder TEXT NOT NULL,
@@ -358,14 +361,14 @@ enum PostgresSchema {
             bytes BIGINT NOT NULL,
             PRIMARY KEY (holder, id)
         );
+        CREATE FUNCTION outpost_count_record_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP <> 'INSERT' THEN UPDATE record_usage SET bytes = bytes - (octet_length(OLD.fields)::bigint + octet_length(OLD.clocks)::bigint) WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id); END IF; IF TG_OP <> 'DELETE' THEN IF NEW.project_id IS NOT NULL THEN INSERT INTO record_usage (holder, id, bytes) VALUES ('project', NEW.project_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; INSERT INTO record_usage (holder, id, bytes) VALUES ('owner', NEW.owner_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; RETURN NULL; END $$;
+        CREATE TRIGGER record_usage_follows_records AFTER INSERT OR DELETE OR UPDATE OF fields, clocks, project_id, owner_id ON records
+            FOR EACH ROW EXECUTE FUNCTION outpost_count_record_bytes();
         INSERT INTO record_usage (holder, id, bytes)
             SELECT 'project', project_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
             FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
         INSERT INTO record_usage (holder, id, bytes)
             SELECT 'owner', owner_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
             FROM records GROUP BY owner_id;
-        CREATE FUNCTION outpost_count_record_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP <> 'INSERT' THEN UPDATE record_usage SET bytes = bytes - (octet_length(OLD.fields)::bigint + octet_length(OLD.clocks)::bigint) WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id); END IF; IF TG_OP <> 'DELETE' THEN IF NEW.project_id IS NOT NULL THEN INSERT INTO record_usage (holder, id, bytes) VALUES ('project', NEW.project_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; INSERT INTO record_usage (holder, id, bytes) VALUES ('owner', NEW.owner_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; RETURN NULL; END $$;
-        CREATE TRIGGER record_usage_follows_records AFTER INSERT OR DELETE OR UPDATE OF fields, clocks, project_id, owner_id ON records
-            FOR EACH ROW EXECUTE FUNCTION outpost_count_record_bytes();
         """
 }

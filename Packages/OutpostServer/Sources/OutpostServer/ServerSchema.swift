@@ -195,7 +195,8 @@ enum ServerSchema {
     /// (`ServerConfiguration.maximumRecordBytesPerProject`). Kept by triggers, so no write path (a push,
     /// an operator's edit, a membership change) can forget it; a deleted record keeps its last values,
     /// so it keeps its bytes. A row with `INSERT OR REPLACE` would delete the old row without its
-    /// trigger: records are written by upsert (`StoredRecord.save(in:)`).
+    /// trigger: records are written by upsert (`StoredRecord.save(in:)`). Triggers first, then the
+    /// counting of what is held, as on PostgreSQL (`PostgresSchema.version13`).
     static let version13 = """
         CREATE TABLE record_usage (
             holder TEXT NOT NULL,
@@ -203,12 +204,6 @@ enum ServerSchema {
             bytes INTEGER NOT NULL,
             PRIMARY KEY (holder, id)
         ) WITHOUT ROWID;
-        INSERT INTO record_usage (holder, id, bytes)
-            SELECT 'project', project_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
-            FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
-        INSERT INTO record_usage (holder, id, bytes)
-            SELECT 'owner', owner_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
-            FROM records WHERE true GROUP BY owner_id;
         CREATE TRIGGER record_usage_on_insert AFTER INSERT ON records
         BEGIN
             INSERT INTO record_usage (holder, id, bytes)
@@ -238,5 +233,11 @@ enum ServerSchema {
             UPDATE record_usage SET bytes = bytes - (length(CAST(OLD.fields AS BLOB)) + length(CAST(OLD.clocks AS BLOB)))
                 WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id);
         END;
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'project', project_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
+            FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
+        INSERT INTO record_usage (holder, id, bytes)
+            SELECT 'owner', owner_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
+            FROM records WHERE true GROUP BY owner_id;
         """
 }
