@@ -188,7 +188,9 @@ struct SchemaChangeCheck {
             if let lost = before.rowCounts[table].map({ $0 - (after.rowCounts[table] ?? 0) }), lost > 0 {
                 found.append("deleted \(lost) row\(lost == 1 ? "" : "s") from \(table)")
             }
-            if let old = before.tableSQL[table], let new = after.tableSQL[table], !Self.onlyAddsColumns(old, new) {
+            if let old = before.tableSQL[table], let new = after.tableSQL[table],
+                !Self.onlyAddsColumns(old, new, added: newColumns.count - columns.count)
+            {
                 found.append(
                     "redefined table \(table) (its definition changed beyond columns added at its end: a rebuild may "
                         + "change collations, checks or references that older rows and apps rely on)")
@@ -225,15 +227,25 @@ struct SchemaChangeCheck {
         return found
     }
 
-    /// Whether `new` is `old` with column definitions added at the end of its column list, as ALTER TABLE
-    /// ADD COLUMN writes it (SQLite splices the new definition in before the list's closing parenthesis).
-    static func onlyAddsColumns(_ old: String, _ new: String) -> Bool {
+    /// Whether `new` is `old` with `added` column definitions spliced in as ALTER TABLE ADD COLUMN writes
+    /// them: one run of text, starting or ending with its comma, inserted at a comma of the definition
+    /// before its closing parenthesis. SQLite puts it after the last column, which is before the table's
+    /// constraints when it has any (`PRIMARY KEY (entity, id)`): read as "at the very end", a column
+    /// added to such a table was refused as a rebuild. A run that adds no column (a constraint) is not
+    /// one.
+    static func onlyAddsColumns(_ old: String, _ new: String, added: Int) -> Bool {
         guard old != new else { return true }
-        guard let close = old.lastIndex(of: ")") else { return false }
-        let head = old[..<close], tail = old[close...]
-        guard new.hasPrefix(head), new.hasSuffix(tail), new.count > old.count else { return false }
-        let added = new.dropFirst(head.count).dropLast(tail.count)
-        return added.trimmingCharacters(in: .whitespaces).hasPrefix(",")
+        guard added > 0, new.count > old.count, let close = old.lastIndex(of: ")") else { return false }
+        let before = Array(old), after = Array(new)
+        var prefix = 0
+        while prefix < before.count, before[prefix] == after[prefix] { prefix += 1 }
+        var suffix = 0
+        while suffix < before.count - prefix, before[before.count - 1 - suffix] == after[after.count - 1 - suffix] { suffix += 1 }
+        // All of `old` kept around one insertion, inside the definition's parentheses.
+        guard prefix + suffix == before.count, prefix <= old.distance(from: old.startIndex, to: close) else { return false }
+        let inserted = String(after[prefix..<(after.count - suffix)]).trimmingCharacters(in: .whitespaces)
+        let kept = String(before[..<prefix]).trimmingCharacters(in: .whitespaces)
+        return inserted.hasPrefix(",") || (kept.hasSuffix(",") && inserted.hasSuffix(","))
     }
 
     /// Why a trigger a step adds writes to or hides existing data, or nil: it may write only tables the

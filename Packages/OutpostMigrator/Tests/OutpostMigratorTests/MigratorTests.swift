@@ -314,6 +314,35 @@ enum CrewSchema {
         #expect(try database.queue.read { try $0.columns(in: "crews").map(\.name) } == ["id", "name", "size"])
     }
 
+    /// SQLite writes an added column after the last column, which is before the table's constraints
+    /// when it has any: such a table took no column (read as a rebuild), while a rebuild that adds only
+    /// a constraint is still one.
+    @Test func aColumnAddedBeforeATablesConstraintsIsAllowed() throws {
+        let database = try TemporaryDatabase()
+        let table = MigrationStep(version: 4, name: "assignments", sql: """
+            CREATE TABLE assignments (
+                crew_id TEXT NOT NULL,
+                job_id TEXT NOT NULL,
+                hours INTEGER,
+                PRIMARY KEY (crew_id, job_id)
+            ) WITHOUT ROWID;
+            INSERT INTO assignments VALUES ('c1', 'j1', 3);
+            """)
+        try CrewSchema.with(table).migrate(database.queue)
+        let added = MigrationStep(version: 5, name: "who assigned", sql: "ALTER TABLE assignments ADD COLUMN assigned_by TEXT; ALTER TABLE assignments ADD COLUMN note TEXT DEFAULT (',');")
+        #expect(try Migrator(steps: [CrewSchema.v1, CrewSchema.v2, CrewSchema.v3, table, added]).migrate(database.queue).applied == [5])
+        let constraint = MigrationStep(version: 6, name: "a check", sql: """
+            CREATE TABLE assignments_new (crew_id TEXT NOT NULL, job_id TEXT NOT NULL, hours INTEGER, assigned_by TEXT,
+                note TEXT DEFAULT (','), PRIMARY KEY (crew_id, job_id), CHECK (hours > 0)) WITHOUT ROWID;
+            INSERT INTO assignments_new SELECT * FROM assignments;
+            DROP TABLE assignments;
+            ALTER TABLE assignments_new RENAME TO assignments;
+            """)
+        #expect { try Migrator(steps: [CrewSchema.v1, CrewSchema.v2, CrewSchema.v3, table, added, constraint]).migrate(database.queue) } throws: { error in
+            (error as? MigrationError)?.message.contains("redefined table assignments") == true
+        }
+    }
+
     @Test func aNotNullColumnWithoutDefaultIsRefused() throws {
         let database = try TemporaryDatabase()
         try CrewSchema.migrator.migrate(database.queue)
