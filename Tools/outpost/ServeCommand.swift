@@ -72,7 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most bytes one project's records may hold as stored: past it a change that adds bytes is refused.")
     var maxProjectRecordBytes: Int64 = 4 << 30
 
-    @Option(help: "The most bytes the records one member created may hold, across projects.")
+    @Option(help: "The most bytes the records one member wrote last may hold, across projects.")
     var maxUserRecordBytes: Int64 = 1 << 30
 
     @Option(help: "Free disk bytes media uploads leave for the database: an upload past it is refused (507).")

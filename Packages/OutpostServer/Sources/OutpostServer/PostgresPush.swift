@@ -35,31 +35,31 @@ extension PostgresStorage {
         // not the value), then whole only the ones the caller may see, within their bound.
         snapshot.access = try await PostgresAccess.access(of: batch.caller, on: connection, logger: logger)
         let targets = Array(batch.targets)
-        var stored: [TargetSummary] = [], sizes: [RecordKey: Int] = [:]
-        for try await (entity, id, serverID, project, owner, sequence, deleted, updatedAt, bytes) in try await connection.query(
+        var stored: [TargetSummary] = [], sizes: [RecordKey: StoredSize] = [:]
+        for try await (entity, id, serverID, project, owner, sequence, deleted, updatedAt, bytes, writer) in try await connection.query(
             """
             SELECT r.entity, r.id, r.server_id, r.project_id, r.owner_id, r.sequence, r.deletion IS NOT NULL, r.updated_at,
-                   octet_length(r.fields)::bigint + octet_length(r.clocks)::bigint FROM records r
+                   octet_length(r.fields)::bigint + octet_length(r.clocks)::bigint, coalesce(r.written_by, r.owner_id) FROM records r
             JOIN unnest(\(targets.map(\.entity.rawValue))::text[], \(targets.map(\.id.storageText))::text[]) AS k(entity, id)
               ON r.entity = k.entity AND r.id = k.id
             """, logger: logger
-        ).decode((String, String, Int64?, String?, String, Int64, Bool, Int64, Int64).self) {
+        ).decode((String, String, Int64?, String?, String, Int64, Bool, Int64, Int64, String).self) {
             let summary = try PostgresRecords.summary((entity, id, serverID, project, owner, sequence))
             stored.append(TargetSummary(summary: summary, deleted: deleted, updatedAt: updatedAt))
-            sizes[summary.key] = Int(bytes)
+            sizes[summary.key] = StoredSize(bytes: Int(bytes), writer: UUID(uuidString: writer) ?? summary.ownerID)
         }
         let toRead = batch.targetsToRead(among: stored, access: snapshot.access)
         for target in stored where !toRead.contains(target.summary.key) { snapshot.records[target.summary.key] = StoredRecord(unread: target) }
         var weighed = 0
         for key in toRead {
-            try batch.weigh(sizes[key] ?? 0, into: &weighed)
+            try batch.weigh(sizes[key]?.bytes ?? 0, into: &weighed)
             snapshot.storedBytes[key] = sizes[key]
         }
-        let holders = RecordBytesHolder.asked(by: batch.caller, access: snapshot.access, stored: stored)
+        let projects = RecordBytesHolder.asked(access: snapshot.access, stored: stored)
         for try await (holder, id, bytes) in try await connection.query(
             """
             SELECT holder, id, bytes FROM record_usage
-            WHERE (holder = 'project' AND id = ANY(\(holders.projects))) OR (holder = 'owner' AND id = ANY(\(holders.owners)))
+            WHERE (holder = 'project' AND id = ANY(\(projects))) OR (holder = 'writer' AND id = \(batch.caller.userID.storageText))
             """, logger: logger
         ).decode((String, String, Int64).self) {
             if let key = RecordBytesHolder(holder: holder, id: id) { snapshot.recordBytes[key] = bytes }

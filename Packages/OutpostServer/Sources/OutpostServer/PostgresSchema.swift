@@ -120,6 +120,10 @@ enum PostgresSchema {
     private static func applySteps(_ steps: [MigrationStep], on connection: PostgresConnection, logger: Logger) async throws(ServerError) {
         do {
             try await connection.withTransaction(logger: logger) { connection in
+                // Each statement of a step sees what committed before it, whatever the database's default
+                // isolation: step 13 counts records after its trigger holds other instances' writes off,
+                // and a snapshot taken at the lock below would miss those committed in between.
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger)
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLockKey))", logger: logger).collect()
                 try await connection.query(
                     """
@@ -349,26 +353,28 @@ enum PostgresSchema {
         COMMENT ON COLUMN records.updated_at IS 'epoch ms of the change; records_by_project_time (step 12) indexes it by project for a bundle''s asOf';
         """
 
-    /// As the SQLite step 13: the bytes each project's and each creator's records hold, kept by a
-    /// trigger (its function on one line: steps are split at a semicolon that ends a line). The trigger
-    /// comes before the counting: this step's lock on `records` holds off another instance's writes from
-    /// then to its commit, and the count sees every write committed before it, so none is missed or
-    /// counted twice.
+    /// As the SQLite step 13: who last wrote each record from a device, and the bytes each project's
+    /// and each writer's records hold, kept by a trigger (its function on one line: steps are split at a
+    /// semicolon that ends a line). The trigger comes before the counting: its lock on `records` holds
+    /// off another instance's writes from then to the step's commit, and the count, in a transaction of
+    /// READ COMMITTED (`applySteps`), sees every write committed before it, so none is missed or counted
+    /// twice.
     private static let version13 = """
+        ALTER TABLE records ADD COLUMN written_by TEXT;
         CREATE TABLE record_usage (
             holder TEXT NOT NULL,
             id TEXT NOT NULL,
             bytes BIGINT NOT NULL,
             PRIMARY KEY (holder, id)
         );
-        CREATE FUNCTION outpost_count_record_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP <> 'INSERT' THEN UPDATE record_usage SET bytes = bytes - (octet_length(OLD.fields)::bigint + octet_length(OLD.clocks)::bigint) WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id); END IF; IF TG_OP <> 'DELETE' THEN IF NEW.project_id IS NOT NULL THEN INSERT INTO record_usage (holder, id, bytes) VALUES ('project', NEW.project_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; INSERT INTO record_usage (holder, id, bytes) VALUES ('owner', NEW.owner_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; RETURN NULL; END $$;
-        CREATE TRIGGER record_usage_follows_records AFTER INSERT OR DELETE OR UPDATE OF fields, clocks, project_id, owner_id ON records
+        CREATE FUNCTION outpost_count_record_bytes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP <> 'INSERT' THEN UPDATE record_usage SET bytes = bytes - (octet_length(OLD.fields)::bigint + octet_length(OLD.clocks)::bigint) WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'writer' AND id = coalesce(OLD.written_by, OLD.owner_id)); END IF; IF TG_OP <> 'DELETE' THEN IF NEW.project_id IS NOT NULL THEN INSERT INTO record_usage (holder, id, bytes) VALUES ('project', NEW.project_id, octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; INSERT INTO record_usage (holder, id, bytes) VALUES ('writer', coalesce(NEW.written_by, NEW.owner_id), octet_length(NEW.fields)::bigint + octet_length(NEW.clocks)::bigint) ON CONFLICT (holder, id) DO UPDATE SET bytes = record_usage.bytes + EXCLUDED.bytes; END IF; RETURN NULL; END $$;
+        CREATE TRIGGER record_usage_follows_records AFTER INSERT OR DELETE OR UPDATE OF fields, clocks, project_id, owner_id, written_by ON records
             FOR EACH ROW EXECUTE FUNCTION outpost_count_record_bytes();
         INSERT INTO record_usage (holder, id, bytes)
             SELECT 'project', project_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
             FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
         INSERT INTO record_usage (holder, id, bytes)
-            SELECT 'owner', owner_id, sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
-            FROM records GROUP BY owner_id;
+            SELECT 'writer', coalesce(written_by, owner_id), sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
+            FROM records GROUP BY coalesce(written_by, owner_id);
         """
 }

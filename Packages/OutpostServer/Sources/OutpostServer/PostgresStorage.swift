@@ -1217,7 +1217,7 @@ enum PostgresRecords {
     }
 
     /// Inserts the rows, or replaces those with the same entity and id, in one statement. Arrays cannot
-    /// carry NULL here, so a missing server id travels as -1, a missing project or deletion as ''.
+    /// carry NULL here, so a missing server id travels as -1, a missing project, deletion or writer as ''.
     static func save(_ records: [StoredRecord], on connection: PostgresConnection, logger: Logger) async throws {
         guard !records.isEmpty else { return }
         let encoder = WireCoding.encoder()
@@ -1231,19 +1231,20 @@ enum PostgresRecords {
         }
         try await connection.query(
             """
-            INSERT INTO records (\(unescaped: columns))
-            SELECT e, i, NULLIF(s, -1), NULLIF(p, ''), o, v, q, f, c, NULLIF(d, ''), ca, ua FROM unnest(
+            INSERT INTO records (\(unescaped: columns), written_by)
+            SELECT e, i, NULLIF(s, -1), NULLIF(p, ''), o, v, q, f, c, NULLIF(d, ''), ca, ua, NULLIF(w, '') FROM unnest(
                 \(records.map(\.entity.rawValue))::text[], \(records.map(\.id.storageText))::text[],
                 \(records.map { $0.serverID ?? -1 })::bigint[], \(records.map { $0.projectID?.storageText ?? "" })::text[],
                 \(records.map(\.ownerID.storageText))::text[], \(records.map(\.version))::bigint[],
                 \(records.map(\.sequence))::bigint[], \(fields)::text[], \(clocks)::text[],
                 \(records.map { $0.deletion?.encoded ?? "" })::text[], \(records.map(\.createdAt.milliseconds))::bigint[],
-                \(records.map(\.updatedAt.milliseconds))::bigint[]) AS n(e, i, s, p, o, v, q, f, c, d, ca, ua)
+                \(records.map(\.updatedAt.milliseconds))::bigint[], \(records.map { $0.writtenBy?.storageText ?? "" })::text[])
+                AS n(e, i, s, p, o, v, q, f, c, d, ca, ua, w)
             ON CONFLICT (entity, id) DO UPDATE SET
                 server_id = EXCLUDED.server_id, project_id = EXCLUDED.project_id, owner_id = EXCLUDED.owner_id,
                 version = EXCLUDED.version, sequence = EXCLUDED.sequence, fields = EXCLUDED.fields,
                 clocks = EXCLUDED.clocks, deletion = EXCLUDED.deletion, created_at = EXCLUDED.created_at,
-                updated_at = EXCLUDED.updated_at
+                updated_at = EXCLUDED.updated_at, written_by = EXCLUDED.written_by
             """, logger: logger)
     }
 

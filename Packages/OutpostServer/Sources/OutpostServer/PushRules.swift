@@ -292,11 +292,13 @@ struct PushRules: Sendable {
         if let project, snapshot.archivedProjects.contains(project) {
             throw ServerError.projectArchived(project)
         }
-        let owner = existing?.ownerID ?? caller.userID
+        // What the change adds to its project's records, and to those the caller wrote last: the whole
+        // record when someone else wrote it last, since it becomes the caller's.
         let bytes = Int64(try storedBytes(merged.record.fields, merged.clocks))
-        let growth = try checkRecordQuotas(
-            growingBy: bytes - Int64(existing.map { snapshot.storedBytes[$0.key] ?? 0 } ?? 0), project: project, owner: owner,
-            caller: caller, snapshot: snapshot)
+        let before = existing.flatMap { snapshot.storedBytes[$0.key] }
+        let growth = bytes - Int64(before?.bytes ?? 0)
+        let taken = before?.writer == caller.userID ? growth : bytes
+        try checkRecordQuotas(growth: growth, taken: taken, project: project, caller: caller, snapshot: snapshot)
 
         // Nothing below can fail: the mutation is applied.
         if mutation.entity == schema.scope { link(aboveScopeOf: merged.record, by: caller, snapshot: &snapshot, plan: &plan) }
@@ -310,16 +312,17 @@ struct PushRules: Sendable {
             entity: mutation.entity, id: mutation.recordID, serverID: existing?.serverID,
             projectID: project, ownerID: existing?.ownerID ?? caller.userID, version: (existing?.version ?? 0) + 1,
             sequence: snapshot.changeSequence, fields: merged.record.fields, clocks: merged.clocks,
-            deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: updatedAt)
+            deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: updatedAt,
+            writtenBy: caller.userID)
         if stored.serverID == nil, assignsServerIDs {
             snapshot.lastServerID += 1
             stored.serverID = snapshot.lastServerID
         }
         snapshot.records[key] = stored
         snapshot.summaries[key] = stored.summary
-        snapshot.storedBytes[key] = Int(bytes)
+        snapshot.storedBytes[key] = StoredSize(bytes: Int(bytes), writer: caller.userID)
         if let project { snapshot.recordBytes[.project(project), default: 0] += growth }
-        snapshot.recordBytes[.owner(owner), default: 0] += growth
+        snapshot.recordBytes[.writer(caller.userID), default: 0] += taken
         if let serverID = stored.serverID {
             snapshot.serverIDs[ServerIDKey(entity: stored.entity, serverID: serverID)] = key
         }
@@ -337,17 +340,22 @@ struct PushRules: Sendable {
         try StoredJSON.fields(fields).utf8.count + StoredJSON.clocks(clocks).utf8.count
     }
 
-    /// Refuses a change that would take the bytes its project's records hold, or those of its record's
-    /// creator, past their quota (`Bounds.recordBytesPerProject`, `recordBytesPerUser`): 413
-    /// `payload_too_large` for the mutation, which its device keeps, shown as refused. A change that adds
-    /// nothing (a shorter text, a delete) always goes, so a full project can still be tidied. One member's
-    /// pushes of large texts grew a database by 1.9 GB a minute until the disk was full, and every
-    /// project's pushes failed (attack 118, F3): a member may create a thousand projects, so the
-    /// creator's quota is what bounds one member. Returns `growth`.
+    /// Refuses a change that adds bytes past its project's records quota or past the caller's own
+    /// (`Bounds.recordBytesPerProject`, `recordBytesPerUser`): 413 `payload_too_large` for the mutation,
+    /// which its device keeps, shown as refused. A change that adds nothing (a shorter text, a delete)
+    /// always goes, so a full project can still be tidied. One member's pushes of large texts grew a
+    /// database by 1.9 GB a minute until the disk was full and every project's pushes failed (attack
+    /// 118, F3); a member may create a thousand projects, so their own quota is what bounds one member.
+    /// It counts the records they wrote last (`taken`: the whole record when another wrote it last), not
+    /// those they created: counted for the creator, one member's edits of another's records filled the
+    /// other's quota and blocked them in projects the first was not in, and the refusal told the first
+    /// the other's total (attack 119, F2, F3). Only the caller's own total and that of a project they
+    /// are a member of are told. A project adopting its creator's opportunity (`link`) takes it whole,
+    /// unchecked: bounded by that member's own quota, which already counts it.
     private func checkRecordQuotas(
-        growingBy growth: Int64, project: UUID?, owner: UUID, caller: Caller, snapshot: PushSnapshot
-    ) throws(ServerError) -> Int64 {
-        guard growth > 0 else { return growth }
+        growth: Int64, taken: Int64, project: UUID?, caller: Caller, snapshot: PushSnapshot
+    ) throws(ServerError) {
+        guard growth > 0 else { return }
         if let project {
             let held = snapshot.recordBytes[.project(project)] ?? 0
             guard held + growth <= bounds.recordBytesPerProject else {
@@ -357,15 +365,14 @@ struct PushRules: Sendable {
                         + "\(bounds.recordBytesPerProject): shorten some texts, or ask the office to raise the quota")
             }
         }
-        let held = snapshot.recordBytes[.owner(owner)] ?? 0
-        guard held + growth <= bounds.recordBytesPerUser else {
-            let whose = owner == caller.userID ? "the records you created" : "the records this record's creator created"
+        let held = snapshot.recordBytes[.writer(caller.userID)] ?? 0
+        guard held + taken <= bounds.recordBytesPerUser else {
+            let whole = taken > growth ? " (another member wrote this record last: its \(taken) bytes become yours)" : ""
             throw ServerError(
                 status: 413, .payloadTooLarge,
-                "this change adds \(growth) bytes to \(whose), which hold \(held) of their quota of "
+                "this change adds \(growth) bytes\(whole) to the records you wrote last, which hold \(held) of your quota of "
                     + "\(bounds.recordBytesPerUser): shorten some texts, or ask the office to raise the quota")
         }
-        return growth
     }
 
     /// A member record that gives its user a role they had none of (brought back, made anew, or naming a

@@ -164,12 +164,12 @@ struct PushSnapshot: Sendable {
     var archivedProjects: Set<UUID> = []
     /// The caller's display name, for the member record that makes them the owner of a project they create.
     var callerName = ""
-    /// The bytes of fields and clocks each target the caller may see holds as stored (what `weigh` read),
-    /// and each record the batch wrote: what a change of it adds to the records quotas is told from it.
-    var storedBytes: [RecordKey: Int] = [:]
-    /// The bytes the records of the caller's projects, of the targets' projects and creators, and of the
-    /// caller hold (`record_usage`, `recordBytesHolders`), for the records quotas; a holder with no row
-    /// holds none.
+    /// The bytes of fields and clocks each target the caller may see holds as stored (what `weigh` read)
+    /// and who wrote it last, and the same of each record the batch wrote: what a change of it adds to
+    /// the records quotas is told from it.
+    var storedBytes: [RecordKey: StoredSize] = [:]
+    /// The bytes the records of the caller's projects and of the targets' projects hold, and those the
+    /// caller wrote last (`record_usage`), for the records quotas; a holder with no row holds none.
     var recordBytes: [RecordBytesHolder: Int64] = [:]
 
     /// The projects the caller may reach.
@@ -184,33 +184,25 @@ struct PushSnapshot: Sendable {
     }
 }
 
-/// What the rules decided for a batch: the answers, and the writes the backend makes in the same
-/// transaction (record rows as upserts of their final state, applied-mutation rows, memberships, the
-/// counters' final values).
-/// Whose records a row of `record_usage` counts: a project's, or their creator's (`owner_id`).
+/// A stored record's fields and clocks in bytes, and whose quota they count against: the member whose
+/// push wrote it last, or its creator for the office's writes (`coalesce(written_by, owner_id)`).
+struct StoredSize: Sendable, Hashable {
+    var bytes: Int
+    var writer: UUID
+}
+
+/// Whose records a row of `record_usage` counts: a project's, or those a member wrote last.
 enum RecordBytesHolder: Hashable, Sendable {
     case project(UUID)
-    case owner(UUID)
+    case writer(UUID)
 
-    /// The row's `holder` and `id` columns.
-    var column: (holder: String, id: String) {
-        switch self {
-        case .project(let id): ("project", id.storageText)
-        case .owner(let id): ("owner", id.storageText)
-        }
-    }
-
-    /// The holders a push's quota checks may ask about: the projects the caller may reach (any new
-    /// record goes into one of them, or into one the batch creates, which holds nothing yet) and those
-    /// of the stored targets, the targets' creators and the caller.
-    static func asked(by caller: Caller, access: ProjectAccess, stored: [TargetSummary]) -> (projects: [String], owners: [String]) {
+    /// The projects a push's quota checks may ask about: those the caller may reach (any new record goes
+    /// into one of them, or into one the batch creates, which holds nothing yet) and those of the stored
+    /// targets. The caller's own row is the only writer's asked: another member's total is never told.
+    static func asked(access: ProjectAccess, stored: [TargetSummary]) -> [String] {
         var projects = access.projects
-        var owners: Set<UUID> = [caller.userID]
-        for target in stored {
-            if let project = target.summary.projectID { projects.insert(project) }
-            owners.insert(target.summary.ownerID)
-        }
-        return (projects.map(\.storageText), owners.map(\.storageText))
+        for target in stored { if let project = target.summary.projectID { projects.insert(project) } }
+        return projects.map(\.storageText)
     }
 
     /// A row read back, nil for a holder this build does not write.
@@ -218,7 +210,7 @@ enum RecordBytesHolder: Hashable, Sendable {
         guard let id = UUID(hyphenatedText: id) else { return nil }
         switch holder {
         case "project": self = .project(id)
-        case "owner": self = .owner(id)
+        case "writer": self = .writer(id)
         default: return nil
         }
     }

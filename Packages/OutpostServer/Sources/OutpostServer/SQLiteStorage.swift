@@ -335,14 +335,16 @@ final class SQLiteStorage: ServerStorage {
                 let sizes = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT id, length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB))
+                        SELECT id, length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)), coalesce(written_by, owner_id)
                         FROM records WHERE entity = ? AND id IN (\(placeholders(chunk.count)))
                         """,
                     arguments: StatementArguments([entity.rawValue] + chunk))
                 while let row = try sizes.next() {
                     let size: Int = row[1]
                     try batch.weigh(size, into: &weighed)
-                    if let id = UUID(hyphenatedText: row[0]) { snapshot.storedBytes[RecordKey(entity: entity, id: id)] = size }
+                    if let id = UUID(hyphenatedText: row[0]), let writer = UUID(hyphenatedText: row[2]) {
+                        snapshot.storedBytes[RecordKey(entity: entity, id: id)] = StoredSize(bytes: size, writer: writer)
+                    }
                 }
             }
         }
@@ -354,8 +356,8 @@ final class SQLiteStorage: ServerStorage {
                 for record in records { snapshot.records[record.key] = record }
             }
         }
-        let holders = RecordBytesHolder.asked(by: batch.caller, access: snapshot.access, stored: stored)
-        for (holder, ids) in [("project", holders.projects), ("owner", holders.owners)] {
+        let projects = RecordBytesHolder.asked(access: snapshot.access, stored: stored)
+        for (holder, ids) in [("project", projects), ("writer", [batch.caller.userID.storageText])] {
             for chunk in chunks(ids) {
                 for row in try Row.fetchAll(
                     db, sql: "SELECT id, bytes FROM record_usage WHERE holder = ? AND id IN (\(placeholders(chunk.count)))",
@@ -1394,19 +1396,19 @@ extension StoredRecord {
         try db.cachedStatement(
             sql: """
                 INSERT INTO records (entity, id, server_id, project_id, owner_id, version, sequence, fields,
-                    clocks, deletion, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    clocks, deletion, created_at, updated_at, written_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (entity, id) DO UPDATE SET
                     server_id = excluded.server_id, project_id = excluded.project_id, owner_id = excluded.owner_id,
                     version = excluded.version, sequence = excluded.sequence, fields = excluded.fields,
                     clocks = excluded.clocks, deletion = excluded.deletion, created_at = excluded.created_at,
-                    updated_at = excluded.updated_at
+                    updated_at = excluded.updated_at, written_by = excluded.written_by
                 """
         ).execute(
             arguments: [
                 entity.rawValue, id.storageText, serverID, projectID?.storageText, ownerID.storageText, version, sequence,
                 try StoredJSON.fields(fields), StoredJSON.clocks(clocks), deletion?.encoded,
-                createdAt.milliseconds, updatedAt.milliseconds,
+                createdAt.milliseconds, updatedAt.milliseconds, writtenBy?.storageText,
             ])
     }
 }

@@ -42,10 +42,14 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// refused (`payload_too_large` for that mutation; its device keeps it, shown as refused), and one
     /// that adds none still goes. Default 4 GiB.
     public var maximumRecordBytesPerProject: Int64 = defaultRecordBytesPerProject
-    /// The most bytes the records one member created may hold, across projects, as
-    /// `maximumRecordBytesPerProject` counts them: a member may create up to a thousand projects, so
-    /// this is what bounds one member. One crew token's pushes of large texts grew a database by
-    /// 1.9 GB a minute until the disk was full and every project's pushes failed. Default 1 GiB.
+    /// The most bytes the records one member wrote last may hold, across projects, as
+    /// `maximumRecordBytesPerProject` counts them (a record another member writes becomes theirs to
+    /// count; the office's writes count for the record's creator): a member may create up to a thousand
+    /// projects, so this is what bounds one member. One crew token's pushes of large texts grew a
+    /// database by 1.9 GB a minute until the disk was full and every project's pushes failed. Deleting
+    /// a record frees none of its bytes (the server keeps its last values); shortening its texts does.
+    /// The disk holds about three times the bytes counted for small records (ids, indexes, the answers
+    /// kept for idempotency keys). Default 1 GiB.
     public var maximumRecordBytesPerUser: Int64 = defaultRecordBytesPerUser
     static let defaultRecordBytesPerProject: Int64 = 4 << 30
     static let defaultRecordBytesPerUser: Int64 = 1 << 30

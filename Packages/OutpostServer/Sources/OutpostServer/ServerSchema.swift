@@ -190,14 +190,19 @@ enum ServerSchema {
         CREATE INDEX records_by_project_time ON records(project_id, updated_at);
         """
 
-    /// The bytes of fields and clocks the records of each project (`holder` 'project') and of each
-    /// creator (`holder` 'owner', the record's `owner_id`) hold, for the records quotas
-    /// (`ServerConfiguration.maximumRecordBytesPerProject`). Kept by triggers, so no write path (a push,
-    /// an operator's edit, a membership change) can forget it; a deleted record keeps its last values,
-    /// so it keeps its bytes. A row with `INSERT OR REPLACE` would delete the old row without its
-    /// trigger: records are written by upsert (`StoredRecord.save(in:)`). Triggers first, then the
-    /// counting of what is held, as on PostgreSQL (`PostgresSchema.version13`).
+    /// Who last wrote each record from a device (`written_by`, the pushing member; NULL for the office's
+    /// writes and every row from before this step, which count for their creator, `owner_id`), and the
+    /// bytes of fields and clocks the records of each project (`holder` 'project') and of each writer
+    /// (`holder` 'writer') hold, for the records quotas (`ServerConfiguration.maximumRecordBytesPerProject`).
+    /// A record's bytes count for whoever wrote it last: counted for its creator, one member's edits of
+    /// another's records filled the other's quota and blocked them in projects the first was not in
+    /// (attack 119, F2). Kept by triggers, so no write path (a push, an operator's edit, a membership
+    /// change, a move) can forget it; a deleted record keeps its last values, so it keeps its bytes. A
+    /// row with `INSERT OR REPLACE` would delete the old row without its trigger: records are written by
+    /// upsert (`StoredRecord.save(in:)`). Triggers first, then the counting of what is held, as on
+    /// PostgreSQL (`PostgresSchema.version13`).
     static let version13 = """
+        ALTER TABLE records ADD COLUMN written_by TEXT;
         CREATE TABLE record_usage (
             holder TEXT NOT NULL,
             id TEXT NOT NULL,
@@ -211,33 +216,33 @@ enum ServerSchema {
                 WHERE NEW.project_id IS NOT NULL
                 ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
             INSERT INTO record_usage (holder, id, bytes)
-                SELECT 'owner', NEW.owner_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                SELECT 'writer', coalesce(NEW.written_by, NEW.owner_id), length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
                 WHERE true
                 ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
         END;
-        CREATE TRIGGER record_usage_on_update AFTER UPDATE OF fields, clocks, project_id, owner_id ON records
+        CREATE TRIGGER record_usage_on_update AFTER UPDATE OF fields, clocks, project_id, owner_id, written_by ON records
         BEGIN
             UPDATE record_usage SET bytes = bytes - (length(CAST(OLD.fields AS BLOB)) + length(CAST(OLD.clocks AS BLOB)))
-                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id);
+                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'writer' AND id = coalesce(OLD.written_by, OLD.owner_id));
             INSERT INTO record_usage (holder, id, bytes)
                 SELECT 'project', NEW.project_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
                 WHERE NEW.project_id IS NOT NULL
                 ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
             INSERT INTO record_usage (holder, id, bytes)
-                SELECT 'owner', NEW.owner_id, length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
+                SELECT 'writer', coalesce(NEW.written_by, NEW.owner_id), length(CAST(NEW.fields AS BLOB)) + length(CAST(NEW.clocks AS BLOB))
                 WHERE true
                 ON CONFLICT (holder, id) DO UPDATE SET bytes = bytes + excluded.bytes;
         END;
         CREATE TRIGGER record_usage_on_delete AFTER DELETE ON records
         BEGIN
             UPDATE record_usage SET bytes = bytes - (length(CAST(OLD.fields AS BLOB)) + length(CAST(OLD.clocks AS BLOB)))
-                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'owner' AND id = OLD.owner_id);
+                WHERE (holder = 'project' AND id = OLD.project_id) OR (holder = 'writer' AND id = coalesce(OLD.written_by, OLD.owner_id));
         END;
         INSERT INTO record_usage (holder, id, bytes)
             SELECT 'project', project_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
             FROM records WHERE project_id IS NOT NULL GROUP BY project_id;
         INSERT INTO record_usage (holder, id, bytes)
-            SELECT 'owner', owner_id, sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
-            FROM records WHERE true GROUP BY owner_id;
+            SELECT 'writer', coalesce(written_by, owner_id), sum(length(CAST(fields AS BLOB)) + length(CAST(clocks AS BLOB)))
+            FROM records WHERE true GROUP BY coalesce(written_by, owner_id);
         """
 }

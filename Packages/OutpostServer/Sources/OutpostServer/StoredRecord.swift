@@ -21,6 +21,10 @@ struct StoredRecord: Sendable, Hashable {
     var deletion: HybridTimestamp?
     var createdAt: Date
     var updatedAt: Date
+    /// The member whose push wrote this version (`written_by`), whose records quota its bytes count
+    /// against; nil for the office's writes, which count for `ownerID`. Written, never read back: a
+    /// push's rules learn a target's writer with its size (`PushSnapshot.storedBytes`).
+    var writtenBy: UUID? = nil
 
     /// The wire form; references stay client ids (see `SQLiteStorage.wireRecord` for server-id mode).
     var serverRecord: ServerRecord {

@@ -47,7 +47,7 @@ public struct ServerErrorCode: RawRepresentable, Sendable, Hashable, Codable, Cu
     /// was applied; the device starts over as after `historyChanged`.
     public static let unknownCheckpoint = Self(rawValue: "unknown_checkpoint")
     /// 413: the body is larger than the server accepts; a media upload past a media quota. Per mutation:
-    /// the change would take its project's records, or its creator's, past their quota (kept on the
+    /// the change would take its project's records, or those its caller wrote last, past their quota (kept on the
     /// device, shown as refused).
     public static let payloadTooLarge = Self(rawValue: "payload_too_large")
     /// 413: a push carries more mutations than `maximumBatchSize`.
