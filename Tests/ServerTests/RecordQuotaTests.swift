@@ -162,6 +162,50 @@ struct RecordQuotaTests {
         }
     }
 
+    /// Edits that add no bytes pass every records quota, and each applied one kept its idempotency answer
+    /// for ever: one crew token grew a database by 85 MB a minute so (attack 119, F1). A member's newest
+    /// answers are kept; an older key sent again is answered from the record as it stands (a conflict),
+    /// never written twice, and another member's answers stay.
+    @Test("Only a member's newest idempotency answers are kept, and an older key sent again writes nothing twice", arguments: Backend.available)
+    func onlyTheNewestAnswersAreKept(_ backend: Backend) async throws {
+        let kept = 40
+        let server = try await TestServer.start(backend) { $0.pushBounds.answersKeptPerUser = kept }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+        let carols = Self.issue(in: TestServer.projectB, bytes: 10)
+        #expect(try await carol.push(PushRequest(mutations: [carols])).results.first?.outcome.appliedVersion == 1)
+        let issue = Self.issue(in: TestServer.projectA, bytes: 10)
+        #expect(try await alice.push(PushRequest(mutations: [issue])).results.first?.outcome.appliedVersion == 1)
+        var edits: [PushMutation] = []
+        for round in 0..<12 {
+            let batch = (0..<20).map { index in
+                Sample.update(
+                    .issue, id: issue.recordID, baseVersion: Int64(1 + round * 20 + index),
+                    fields: ["title": .text(index % 2 == 0 ? "a" : "b")], clock: Sample.clock(Int64(10_000 + round * 100 + index)))
+            }
+            var answers: [MutationResult] = []
+            for edit in batch { answers += try await alice.push(PushRequest(mutations: [edit])).results }
+            #expect(answers.allSatisfy { $0.outcome.appliedVersion != nil }, "\(answers.map(\.outcome))")
+            edits += batch
+            try await Task.sleep(for: .milliseconds(2))  // answers of one instant are pruned together
+        }
+        let rows = try await server.strings(
+            "SELECT CAST(count(*) AS TEXT) FROM applied_mutations WHERE user_id = '\(TestServer.alice.storageText)'")
+        let held = Int(rows.first ?? "") ?? -1
+        #expect(held >= kept && held <= kept + Int(PushRules.answerPruningInterval) + 1, "\(held) answers kept of 241")
+        // The newest key is answered as the duplicate it is; the oldest, pruned, as the record stands now.
+        let newest = try await alice.push(PushRequest(mutations: [edits.last!])).results.first?.outcome
+        guard case .duplicate = newest else { Issue.record("the newest key: \(String(describing: newest))"); return }
+        let oldest = try await alice.push(PushRequest(mutations: [edits.first!])).results.first?.outcome
+        guard case .conflict(let record) = oldest else { Issue.record("the oldest key: \(String(describing: oldest))"); return }
+        #expect(record.version == 241, "written again: version \(record.version)")
+        // Carol's one answer is hers, not pruned with Alice's.
+        guard case .duplicate = try await carol.push(PushRequest(mutations: [carols])).results.first?.outcome else {
+            Issue.record("Carol's answer went with Alice's"); return
+        }
+    }
+
     /// The law: whatever writes records (creates, growing and shrinking edits, deletes, stale edits
     /// answered as conflicts, an operator adding and removing members), `record_usage` holds exactly the
     /// bytes the records hold, per project and per creator. Seeded; a failure names its seed.

@@ -177,6 +177,14 @@ extension PostgresStorage {
                     \(plan.applied.map(\.outcome))::text[], \(plan.applied.map(\.changeDigest))::text[]) AS a(k, u, e, r, o, d)
                 """, logger: logger)
         }
+        if let keep = plan.answersToKeep {
+            let user = keep.userID.storageText
+            try await connection.query(
+                """
+                DELETE FROM applied_mutations WHERE user_id = \(user) AND applied_at < (
+                    SELECT applied_at FROM applied_mutations WHERE user_id = \(user) ORDER BY applied_at DESC LIMIT 1 OFFSET \(keep.count))
+                """, logger: logger)
+        }
         try await connection.query(
             """
             UPDATE counters SET value = CASE name WHEN 'change_sequence' THEN \(plan.changeSequence)

@@ -29,6 +29,7 @@ enum PostgresSchema {
         MigrationStep(version: 11, name: "what each idempotency key's change wrote", sql: version11),
         MigrationStep(version: 12, name: "a project's newest change time", sql: version12),
         MigrationStep(version: 13, name: "the bytes each project's and each creator's records hold", sql: version13),
+        MigrationStep(version: 14, name: "a member's idempotency answers by time", sql: version14),
     ]
 
     /// Indexes a step builds without stalling writers, by the step's version. `CREATE INDEX` inside a
@@ -40,6 +41,8 @@ enum PostgresSchema {
     static let concurrentIndexes: [Int: [ConcurrentIndex]] = [
         // A bundle's `asOf`, its project's newest `updated_at`, in one index step (`PostgresBundle`).
         12: [ConcurrentIndex(name: "records_by_project_time", definition: "ON records (project_id, updated_at)")],
+        // A member's idempotency answers newest first, for keeping only the newest (`PushRules.answersKeptPerUser`).
+        14: [ConcurrentIndex(name: "applied_mutations_by_user_time", definition: "ON applied_mutations (user_id, applied_at)")],
     ]
 
     /// An index built with `CREATE INDEX CONCURRENTLY` once its step has committed.
@@ -376,5 +379,10 @@ enum PostgresSchema {
         INSERT INTO record_usage (holder, id, bytes)
             SELECT 'writer', coalesce(written_by, owner_id), sum(octet_length(fields)::bigint + octet_length(clocks)::bigint)
             FROM records GROUP BY coalesce(written_by, owner_id);
+        """
+
+    /// As the SQLite step 14; its index is built after the step commits (`concurrentIndexes`).
+    private static let version14 = """
+        COMMENT ON COLUMN applied_mutations.applied_at IS 'epoch ms; applied_mutations_by_user_time (step 14) keeps a member''s newest answers';
         """
 }

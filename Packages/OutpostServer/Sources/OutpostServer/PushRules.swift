@@ -30,7 +30,21 @@ struct PushRules: Sendable {
         var answerFields = PushResponse.maximumFieldsPerAnswer
         var recordBytesPerProject: Int64 = ServerConfiguration.defaultRecordBytesPerProject
         var recordBytesPerUser: Int64 = ServerConfiguration.defaultRecordBytesPerUser
+        var answersKeptPerUser = PushRules.answersKeptPerUser
     }
+
+    /// How many of a member's idempotency answers the server keeps, the newest; a push that passes a
+    /// multiple of `answerPruningInterval` in the change sequence lets the older ones go. Kept for ever,
+    /// they grew a database by 85 MB a minute from one crew token pushing 500 edits that add no bytes,
+    /// past every records quota (attack 119, F1). An answer matters while its device has not heard it, a
+    /// push or two; a key sent again past this many newer ones is answered as a new change, and a create
+    /// of a record that exists, or a change on a version since passed, is a conflict its device merges,
+    /// never a second write. About 5 MB a member.
+    static let answersKeptPerUser = 20_000
+
+    /// The change sequence numbers between a member's prunings of their answers: one push of 500 always
+    /// passes one; a push of one, one in 16. Pruning reads the member's kept answers in time order.
+    static let answerPruningInterval: Int64 = 16
 
     let bounds: Bounds
     /// The bytes a record's fields and clocks take as its backend stores them (`record_usage` counts
@@ -172,6 +186,11 @@ struct PushRules: Sendable {
         }
         plan.changeSequence = snapshot.changeSequence
         plan.lastServerID = snapshot.lastServerID
+        if !plan.applied.isEmpty,
+            initial.changeSequence / Self.answerPruningInterval != snapshot.changeSequence / Self.answerPruningInterval
+        {
+            plan.answersToKeep = (caller.userID, bounds.answersKeptPerUser)
+        }
         return plan
     }
 

@@ -234,6 +234,9 @@ struct PushPlan: Sendable {
     /// The counters' values after the batch.
     var changeSequence: Int64 = 0
     var lastServerID: Int64 = 0
+    /// Set when the batch prunes the caller's idempotency answers: keep their newest `count`
+    /// (`PushRules.answersKeptPerUser`), by `applied_at`; answers of the same instant as the last kept stay.
+    var answersToKeep: (userID: UUID, count: Int)?
 }
 
 extension StoredRecord {

@@ -429,6 +429,14 @@ final class SQLiteStorage: ServerStorage {
                 applied.recordID.storageText, applied.outcome, now, applied.changeDigest,
             ])
         }
+        if let keep = plan.answersToKeep {
+            try db.cachedStatement(
+                sql: """
+                    DELETE FROM applied_mutations WHERE user_id = ?1 AND applied_at < (
+                        SELECT applied_at FROM applied_mutations WHERE user_id = ?1 ORDER BY applied_at DESC LIMIT 1 OFFSET ?2)
+                    """
+            ).execute(arguments: [keep.userID.storageText, keep.count])
+        }
         try writeCounters(changeSequence: plan.changeSequence, lastServerID: plan.lastServerID, in: db)
     }
 
