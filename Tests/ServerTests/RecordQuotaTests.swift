@@ -136,6 +136,38 @@ struct RecordQuotaTests {
         #expect(counts.counted == counts.held)
     }
 
+    /// A change that adds no bytes leaves the record counted for its writer: taken over by a delete or a
+    /// same-size edit, an office user who deleted a crew member's junk held it past their quota for good,
+    /// and two members passed a record back and forth past both quotas (attack 120, N1).
+    @Test("A delete, or an edit that adds no bytes, leaves a record counted for the member who wrote it", arguments: Backend.available)
+    func changesAddingNothingLeaveTheWriter(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+        func total(_ user: UUID) async throws -> Int64 {
+            let rows = try await server.strings("SELECT CAST(bytes AS TEXT) FROM record_usage WHERE holder = 'writer' AND id = '\(user.storageText)'")
+            return rows.first.flatMap { Int64($0) } ?? 0
+        }
+        let junk = Self.issue(in: TestServer.projectA, bytes: 30_000), other = Self.issue(in: TestServer.projectA, bytes: 30_000)
+        #expect(try await alice.push(PushRequest(mutations: [junk, other])).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        let (alices, carols) = (try await total(TestServer.alice), try await total(TestServer.carol))
+        let delete = PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: junk.recordID, baseVersion: 1, deletion: Sample.clock(3_000))
+        let sameSize = Sample.update(.issue, id: other.recordID, baseVersion: 1, fields: ["details": .text(String(repeating: "s", count: 30_000))])
+        let answers = try await carol.push(PushRequest(mutations: [delete, sameSize])).results
+        #expect(answers.allSatisfy { $0.outcome.appliedVersion == 2 }, "\(answers.map(\.outcome))")
+        #expect(try await total(TestServer.carol) == carols, "Carol took over what she deleted or rewrote to the same size")
+        #expect(try await total(TestServer.alice) == alices)
+        // One that adds bytes makes the record Carol's, whole.
+        let longer = Sample.update(
+            .issue, id: other.recordID, baseVersion: 2, fields: ["details": .text(String(repeating: "l", count: 30_010))], clock: Sample.clock(4_000))
+        #expect(try await carol.push(PushRequest(mutations: [longer])).results.first?.outcome.appliedVersion == 3)
+        #expect(try await total(TestServer.carol) > carols + 30_000)
+        let counts = try await Self.countedAndHeld(on: server, backend)
+        #expect(counts.counted == counts.held)
+    }
+
     /// The rules measure a change as its backend stores it, to the byte: a quota of exactly what the
     /// record would take lets it in, one byte less refuses it. Texts that take more room once stored
     /// (quotes, backslashes, tabs and line feeds, accents, emoji) included.

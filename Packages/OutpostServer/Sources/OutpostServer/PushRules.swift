@@ -294,7 +294,7 @@ struct PushRules: Sendable {
         }
         try checkReferences(merged.record, existing: existing, project: project, caller: caller, snapshot: snapshot)
         // The creator of a new project is its owner; in any other project the caller's role decides.
-        if mutation.entity == schema.scope, existing == nil, snapshot.access.roles.count >= bounds.projectsPerMember {
+        if mutation.entity == schema.scope, existing == nil, snapshot.access.membershipCount >= bounds.projectsPerMember {
             throw ServerError.forbidden(
                 "you belong to \(bounds.projectsPerMember) projects, the most a member may make more in; "
                     + "the office can archive one you no longer need and take you off it, or create this one (outpost admin create-project)")
@@ -311,12 +311,16 @@ struct PushRules: Sendable {
         if let project, snapshot.archivedProjects.contains(project) {
             throw ServerError.projectArchived(project)
         }
-        // What the change adds to its project's records, and to those the caller wrote last: the whole
-        // record when someone else wrote it last, since it becomes the caller's.
+        // What the change adds to its project's records, and to those the caller wrote last. A change
+        // that adds bytes makes the record the caller's, whole; one that adds none (a delete, a shorter
+        // or same-size text) leaves it its writer's: taken over so, an office user who deleted a crew
+        // member's junk was left holding it past their quota for good, and two members passed a record
+        // back and forth past both quotas (attack 120, N1).
         let bytes = Int64(try storedBytes(merged.record.fields, merged.clocks))
         let before = existing.flatMap { snapshot.storedBytes[$0.key] }
         let growth = bytes - Int64(before?.bytes ?? 0)
-        let taken = before?.writer == caller.userID ? growth : bytes
+        let writer = growth > 0 ? caller.userID : before?.writer ?? caller.userID
+        let taken = before?.writer == caller.userID ? growth : (writer == caller.userID ? bytes : 0)
         try checkRecordQuotas(growth: growth, taken: taken, project: project, caller: caller, snapshot: snapshot)
 
         // Nothing below can fail: the mutation is applied.
@@ -332,14 +336,14 @@ struct PushRules: Sendable {
             projectID: project, ownerID: existing?.ownerID ?? caller.userID, version: (existing?.version ?? 0) + 1,
             sequence: snapshot.changeSequence, fields: merged.record.fields, clocks: merged.clocks,
             deletion: merged.deletion, createdAt: existing?.createdAt ?? merged.record.sync.createdAt, updatedAt: updatedAt,
-            writtenBy: caller.userID)
+            writtenBy: writer)
         if stored.serverID == nil, assignsServerIDs {
             snapshot.lastServerID += 1
             stored.serverID = snapshot.lastServerID
         }
         snapshot.records[key] = stored
         snapshot.summaries[key] = stored.summary
-        snapshot.storedBytes[key] = StoredSize(bytes: Int(bytes), writer: caller.userID)
+        snapshot.storedBytes[key] = StoredSize(bytes: Int(bytes), writer: writer)
         if let project { snapshot.recordBytes[.project(project), default: 0] += growth }
         snapshot.recordBytes[.writer(caller.userID), default: 0] += taken
         if let serverID = stored.serverID {
@@ -365,11 +369,11 @@ struct PushRules: Sendable {
     /// always goes, so a full project can still be tidied. One member's pushes of large texts grew a
     /// database by 1.9 GB a minute until the disk was full and every project's pushes failed (attack
     /// 118, F3); a member may create a thousand projects, so their own quota is what bounds one member.
-    /// It counts the records they wrote last (`taken`: the whole record when another wrote it last), not
-    /// those they created: counted for the creator, one member's edits of another's records filled the
-    /// other's quota and blocked them in projects the first was not in, and the refusal told the first
-    /// the other's total (attack 119, F2, F3). Only the caller's own total and that of a project they
-    /// are a member of are told. A project adopting its creator's opportunity (`link`) takes it whole,
+    /// It counts the records they wrote last (`taken`: the whole record when it adds bytes to another's),
+    /// not those they created: counted for the creator, one member's edits of another's records filled
+    /// the other's quota and blocked them in projects the first was not in, and the refusal told the
+    /// first the other's total (attack 119, F2, F3). Only a project's total is told, to its members; not
+    /// even the caller's own. A project adopting its creator's opportunity (`link`) takes it whole,
     /// unchecked: bounded by that member's own quota, which already counts it.
     private func checkRecordQuotas(
         growth: Int64, taken: Int64, project: UUID?, caller: Caller, snapshot: PushSnapshot
@@ -386,11 +390,13 @@ struct PushRules: Sendable {
         }
         let held = snapshot.recordBytes[.writer(caller.userID)] ?? 0
         guard held + taken <= bounds.recordBytesPerUser else {
-            let whole = taken > growth ? " (another member wrote this record last: its \(taken) bytes become yours)" : ""
+            // Not how much they hold: others' edits of records they wrote move it, in projects they may
+            // have left (attack 120, N3).
+            let whole = taken > growth ? " (another member wrote this record last: its \(taken) bytes would become yours)" : ""
             throw ServerError(
                 status: 413, .payloadTooLarge,
-                "this change adds \(growth) bytes\(whole) to the records you wrote last, which hold \(held) of your quota of "
-                    + "\(bounds.recordBytesPerUser): shorten some texts, or ask the office to raise the quota")
+                "this change adds \(growth) bytes\(whole), past your quota of \(bounds.recordBytesPerUser) bytes for the records you "
+                    + "wrote last: shorten some texts, or ask the office to raise the quota")
         }
     }
 
@@ -444,6 +450,7 @@ struct PushRules: Sendable {
         snapshot.summaries[member.key] = member.summary
         plan.records[member.key] = member
         snapshot.access.roles[project.id] = schema.strongestRole
+        snapshot.access.membershipCount += 1
         snapshot.access.ownMemberRecords[project.id] = [id]
         snapshot.access.joinedAt[project.id] = 0
         snapshot.projectsWithMembers.insert(project.id)

@@ -43,8 +43,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// that adds none still goes. Default 4 GiB.
     public var maximumRecordBytesPerProject: Int64 = defaultRecordBytesPerProject
     /// The most bytes the records one member wrote last may hold, across projects, as
-    /// `maximumRecordBytesPerProject` counts them (a record another member writes becomes theirs to
-    /// count; the office's writes count for the record's creator): a member may create up to a thousand
+    /// `maximumRecordBytesPerProject` counts them (a record another member adds bytes to becomes theirs
+    /// to count, one they delete or change without adding bytes stays its writer's; the office's writes
+    /// count for the record's creator): a member may create up to a thousand
     /// projects, so this is what bounds one member. One crew token's pushes of large texts grew a
     /// database by 1.9 GB a minute until the disk was full and every project's pushes failed. Deleting
     /// a record frees none of its bytes (the server keeps its last values); shortening its texts does.
