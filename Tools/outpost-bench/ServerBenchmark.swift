@@ -501,9 +501,19 @@ struct ServerBenchmark: BenchmarkSuite {
             "SELECT * FROM applied_mutations WHERE user_id = '\(user.uuidString.lowercased())' AND entity = 'issue';",
         ])
         let inserts = try String(contentsOf: recordRows, encoding: .utf8).split(separator: "\n")
-        let applied = try String(contentsOf: appliedRows, encoding: .utf8).split(separator: "\n")
-        guard inserts.count == applied.count, !inserts.isEmpty else {
-            throw BenchmarkFailure("the server holds \(inserts.count) issue rows and \(applied.count) applied mutations")
+        let kept = try String(contentsOf: appliedRows, encoding: .utf8).split(separator: "\n")
+        // The server keeps a member's newest answers only (`PushRules.answersKeptPerUser`), having written
+        // one for every change: the older ones are written again as copies of those kept, each under a key of
+        // its own (the row's first value), as many rows of the same size as the server wrote.
+        guard !inserts.isEmpty, !kept.isEmpty, kept.count <= inserts.count else {
+            throw BenchmarkFailure("the server holds \(inserts.count) issue rows and \(kept.count) applied mutations")
+        }
+        let applied = inserts.indices.map { index -> String in
+            let row = kept[index % kept.count]
+            guard index >= kept.count, let open = row.firstIndex(of: "'") else { return String(row) }
+            let keyStart = row.index(after: open)
+            guard let keyEnd = row[keyStart...].firstIndex(of: "'") else { return String(row) }
+            return String(row[..<keyStart]) + UUID().uuidString.lowercased() + String(row[keyEnd...])
         }
         let script = try BufferedFile(folder.appendingPathComponent("replay.sql"))
         try script.write("PRAGMA journal_mode=WAL;\nPRAGMA synchronous=FULL;\n")

@@ -31,6 +31,7 @@ struct PushRules: Sendable {
         var recordBytesPerProject: Int64 = ServerConfiguration.defaultRecordBytesPerProject
         var recordBytesPerUser: Int64 = ServerConfiguration.defaultRecordBytesPerUser
         var answersKeptPerUser = PushRules.answersKeptPerUser
+        var answerPruningInterval = PushRules.answerPruningInterval
     }
 
     /// How many of a member's idempotency answers the server keeps, the newest; a push that passes a
@@ -42,9 +43,10 @@ struct PushRules: Sendable {
     /// never a second write. About 5 MB a member.
     static let answersKeptPerUser = 20_000
 
-    /// The change sequence numbers between a member's prunings of their answers: one push of 500 always
-    /// passes one; a push of one, one in 16. Pruning reads the member's kept answers in time order.
-    static let answerPruningInterval: Int64 = 16
+    /// The change sequence numbers between a member's prunings of their answers: a push of 500 passes
+    /// one every other push; a push of one, one in 1,024. Pruning reads the member's kept answers in time
+    /// order, 20,000 index entries: done on every push of 500, it held a 100,000-create push run back.
+    static let answerPruningInterval: Int64 = 1_024
 
     let bounds: Bounds
     /// The bytes a record's fields and clocks take as its backend stores them (`record_usage` counts
@@ -187,7 +189,7 @@ struct PushRules: Sendable {
         plan.changeSequence = snapshot.changeSequence
         plan.lastServerID = snapshot.lastServerID
         if !plan.applied.isEmpty,
-            initial.changeSequence / Self.answerPruningInterval != snapshot.changeSequence / Self.answerPruningInterval
+            initial.changeSequence / bounds.answerPruningInterval != snapshot.changeSequence / bounds.answerPruningInterval
         {
             plan.answersToKeep = (caller.userID, bounds.answersKeptPerUser)
         }
