@@ -66,6 +66,14 @@ public struct ServerConfiguration: Sendable, Hashable {
     /// them are `maximumRecordBytesPerProject` and `maximumRecordBytesPerUser` (`effectivePushBounds`).
     var pushBounds = PushRules.Bounds()
 
+    /// Keeps only `count` of each member's newest idempotency answers, pruned once a member's applied
+    /// answers reach `interval` more: for tests of what a device does once its lost answer is gone,
+    /// which the protocol's figures (20,000) would need a long run to reach.
+    package mutating func keepAnswers(_ count: Int, pruningEvery interval: Int64) {
+        pushBounds.answersKeptPerUser = count
+        pushBounds.answerPruningInterval = interval
+    }
+
     /// `pushBounds` with the records quotas set here.
     var effectivePushBounds: PushRules.Bounds {
         var bounds = pushBounds

@@ -33,9 +33,11 @@ public actor InProcessServer: SyncTransport {
     /// Starts an empty server with one user. With `assignsServerIDs` every create gets an integer id
     /// (as `outpost serve --server-ids` does); `policy` is the server's conflict policy. Commits are not
     /// flushed to the disk (`durableCommits: false`): a test's server never outlives a power cut.
+    /// `answersKept` lowers how many idempotency answers the server keeps per member (20,000), and how
+    /// many more a member's pushes add before the older ones go.
     public init(
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = ServerConfiguration.defaultMaximumPullLimit,
-        policy: ConflictPolicy = ConflictPolicy()
+        policy: ConflictPolicy = ConflictPolicy(), answersKept: (count: Int, pruningEvery: Int64)? = nil
     ) async throws(ServerError) {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-test-server-\(UUID().uuidString)")
         do {
@@ -43,11 +45,12 @@ public actor InProcessServer: SyncTransport {
         } catch {
             throw ServerError(.invalidConfiguration, message: "could not create \(folder.path)", underlying: error)
         }
-        server = try SyncServer(
-            configuration: ServerConfiguration(
-                databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0,
-                assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
-                maximumPullLimit: maximumPullLimit, logLevel: "error", conflictPolicy: policy, durableCommits: false))
+        var configuration = ServerConfiguration(
+            databasePath: folder.appendingPathComponent("server.sqlite").path, port: 0,
+            assignsServerIDs: assignsServerIDs, maximumBatchSize: maximumBatchSize,
+            maximumPullLimit: maximumPullLimit, logLevel: "error", conflictPolicy: policy, durableCommits: false)
+        if let answersKept { configuration.keepAnswers(answersKept.count, pruningEvery: answersKept.pruningEvery) }
+        server = try SyncServer(configuration: configuration)
         userID = UUID()
         token = "test-\(UUID().uuidString)"
         try await server.load(ServerSeed(

@@ -69,6 +69,7 @@ public enum ToolkitSchema {
         MigrationStep(version: 4, name: "toolkit 4: the audit chain's head, kept beside it; short field clocks", sql: auditHeadSQL),
         MigrationStep(version: 5, name: "toolkit 5: finished mutations' keys in 16 bytes; compact field clocks", sql: version5),
         MigrationStep(version: 6, name: "toolkit 6: audit entries name their record in 16 bytes", sql: version6),
+        MigrationStep(version: 7, name: "toolkit 7: queued changes whose answer went unheard", sql: version7),
     ]
 
     /// The migrator of the toolkit's history.
@@ -145,6 +146,15 @@ public enum ToolkitSchema {
     /// are. The step changes no table: it marks the file as one builds before it, which read the
     /// column as text only, refuse.
     static let version6 = "SELECT 1;"
+
+    /// Marks a queued change a request carried whose answer never came (`MutationQueue.markUnheard`):
+    /// the server may have taken it, and once the server keeps its answer no longer (a member's newest
+    /// 20,000), nothing tells that from a change it never got. Merged as concurrent with a teammate's
+    /// edit made on top of it, such a change won under client wins and was sent again over that edit,
+    /// lost without a trace (attack 121, F1).
+    static let version7 = """
+        ALTER TABLE mutation_queue ADD COLUMN unheard INTEGER NOT NULL DEFAULT 0;
+        """
 
     /// The audit chain's head (`AuditTrail.headKey`): its newest entry's sequence and hash, which each
     /// append rewrites in its transaction. Set here from the chain an older build wrote (the genesis,

@@ -517,7 +517,15 @@ extension StoreWriter {
                 clocks: Dictionary(uniqueKeysWithValues: local.fields.keys.map { ($0, stored.fields[$0] ?? .origin) }),
                 deletion: local.sync.isDeleted ? (stored.deletion ?? .origin) : nil
             ).change(of: waiting.fields)
-            let resolution = try policy.resolve(client: client, server: remote)
+            // A change a request carried whose answer never came may be on the server already, and the
+            // server's change of the record since may have been made on top of it: once the server keeps
+            // its answer no longer, nothing tells that from a concurrent change. It does not win over a
+            // change it cannot place: under client wins the server's version stands and the change is
+            // offered to its user, like any value that loses. Won, it went again over a teammate's later
+            // edit, lost without a trace (attack 121, F1).
+            var strategy = policy[entity]
+            if waiting.unheard, strategy == .clientWins { strategy = .serverWins }
+            let resolution = try strategy.resolve(client: client, server: remote)
             written = resolution.merged.record
             written.sync = SyncMetadata(
                 serverID: remote.record.sync.serverID ?? local.sync.serverID, version: remote.record.sync.version,
@@ -531,7 +539,7 @@ extension StoreWriter {
             // Nor is the delete this device's write brought the record back from: it knew of it (a copy
             // read before it surfaced it when saved).
             report.conflictsSurfaced += try Conflicts.record(
-                resolution, strategy: policy[entity], in: db, now: now,
+                resolution, strategy: strategy, in: db, now: now,
                 // After a restore, a server value that a write of this device replaced is one the restore
                 // brought back, not a concurrent write (told by value: the restored history's clocks are
                 // not the ones this device saw, and a teammate's write since may carry an older clock).
@@ -553,7 +561,7 @@ extension StoreWriter {
                     && waiting.fields.contains { remote.clocks[$0] != nil && remote.clocks[$0] == stored.fields[$0] }
                 if revivesThisDelete || ownWriteTaken {
                     try Conflicts.lostDeletion(
-                        remote.deletion ?? revived, of: written, thisNode: clock.node, strategy: policy[entity], in: db, now: now)
+                        remote.deletion ?? revived, of: written, thisNode: clock.node, strategy: strategy, in: db, now: now)
                     report.conflictsSurfaced += 1
                     settlesUnseenDelete = true
                 }

@@ -357,7 +357,7 @@ enum MutationQueue {
     static func unfinishedChange(_ entity: EntityType, _ id: UUID, in db: Database) throws -> UnfinishedChange? {
         let rows = try Row.fetchAll(
             db, sql: """
-                SELECT seq, payload, base_version, status, \(auditFieldsColumn) FROM mutation_queue
+                SELECT seq, payload, base_version, status, unheard, \(auditFieldsColumn) FROM mutation_queue
                 WHERE record_id = ? AND entity = ? AND status != 'done'
                 """,
             arguments: [id.storageText, entity.rawValue])
@@ -373,6 +373,7 @@ enum MutationQueue {
             change.revives = change.revives ?? payload.revives
             change.deleteUnseen = change.deleteUnseen || payload.deleteUnseen
             change.resent = change.resent || payload.resent
+            change.unheard = change.unheard || row["unheard"] as Bool
             change.baseVersion = min(change.baseVersion, row["base_version"])
             if row["status"] != MutationStatus.failed.rawValue { change.goesOut = true }
         }
@@ -400,6 +401,9 @@ enum MutationQueue {
         var deleteUnseen = false
         /// Whether any of it was sent again after a server restore (`Payload.resent`).
         var resent = false
+        /// Whether a request carried any of it and its answer never came (`markUnheard`): the server may
+        /// have taken it, and a server change of the record since may have been made on top of it.
+        var unheard = false
         /// Whether any of it will go out without the user's say: pending or in flight, not only failed
         /// changes, which wait for `retryFailedMutations`.
         var goesOut = false
@@ -474,6 +478,15 @@ enum MutationQueue {
             try db.execute(
                 sql: "UPDATE mutation_queue SET payload = ?, operation = ?, base_version = ? WHERE seq = ?",
                 arguments: [try payload.encoded(), operation.rawValue, serverVersion, sequence])
+        }
+    }
+
+    /// Marks `mutations` as sent in a request whose answer never came (toolkit step 7). Kept while each
+    /// waits, under whatever key it goes next: whether the server took the request stays unknown.
+    static func markUnheard(_ mutations: [Mutation], in db: Database) throws {
+        for mutation in mutations {
+            try db.cachedStatement(sql: "UPDATE mutation_queue SET unheard = 1 WHERE seq = ? AND lower(idempotency_key) = ?")
+                .execute(arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
         }
     }
 

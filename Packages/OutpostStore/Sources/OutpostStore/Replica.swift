@@ -39,7 +39,8 @@ public protocol Replica: Sendable {
     func settle(_ batch: OutgoingBatch, with response: PushResponse, policy: ConflictPolicy, retryLimit: Int, now: Date)
         async throws(StoreError) -> Settlement
 
-    /// Settles a batch the server never answered, as the engine's retry policy decided for each change.
+    /// Settles a batch the server never answered, as the engine's retry policy decided for each change;
+    /// each is marked as one the server may have taken (a change absent from `failures` goes back in line).
     func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement
 
     /// Puts claimed changes back in line as they were, no attempt charged.
@@ -191,6 +192,8 @@ extension LocalStore: Replica {
 
     public func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement {
         var settlement = Settlement()
+        // The request may have reached the server: whether it took each change stays unknown.
+        try write { db in try MutationQueue.markUnheard(batch.mutations, in: db) }
         var back: [Mutation] = []
         for mutation in batch.mutations {
             switch failures[mutation.idempotencyKey] ?? .putBack {

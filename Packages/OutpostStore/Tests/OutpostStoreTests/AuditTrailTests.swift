@@ -349,6 +349,7 @@ import Testing
             // Step 4 and the steps after it, undone, so the file looks as step 4 found it.
             try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 4")
             try db.execute(sql: "DROP TABLE finished_keys")
+            try db.execute(sql: "ALTER TABLE mutation_queue DROP COLUMN unheard")  // step 7's
         }
         let reopened = try LocalStore.open(at: folder.path)
         #expect(try !reopened.verifyAudit().isIntact)

@@ -203,8 +203,11 @@ import Testing
         #expect(toolkitVersion == ToolkitSchema.migrator.latestVersion)
         // The toolkit adopted the tables as they were: the schema, bookkeeping aside, is v14's, plus
         // what the toolkit's later steps add (the versions imports wrote, step 2; the keys of finished
-        // mutations, steps 3 and 5).
-        let adopted = try LocalDatabase.schemaSQL(at: database.path)
+        // mutations, steps 3 and 5; the queue's `unheard` column, step 7).
+        let withColumn = try LocalDatabase.schemaSQL(at: database.path)
+        let column = ", unheard INTEGER NOT NULL DEFAULT 0"
+        #expect(withColumn.contains(column))
+        let adopted = withColumn.replacingOccurrences(of: column, with: "")
             .split(separator: "\n", omittingEmptySubsequences: false)
             .filter { !$0.contains("imported_versions") && !$0.contains("finished_mutations") && !$0.contains("finished_keys") }
             .joined(separator: "\n")

@@ -730,7 +730,7 @@ public actor SyncEngine {
         // A run cut short (a background window expired) was not refused: no attempt charged and no
         // backoff. Charged, ten short windows failed a change for good that never met a server error.
         guard error.code != .cancelled else {
-            try store.putBack(batch.mutations)
+            _ = try store.settle(batch, failures: [:])  // back in line, the request perhaps taken
             return
         }
         var failures: [UUID: PushFailure] = [:]

@@ -199,6 +199,122 @@ import Testing
         #expect(try device.store.fetch(Issue.self, id: issue.id)?.sync.syncStatus == .synced)
     }
 
+    /// Attack 121, F1: a change whose answer was lost, once the server keeps that answer no longer (it
+    /// keeps a member's newest answers only), cannot be told from one the server never got. Its merge
+    /// judged the teammate's edit made on top of it as concurrent, and under client wins sent the change
+    /// again over it: the later edit was gone, with no conflict anywhere. A change the server may have
+    /// taken does not win over a server change this device cannot place: the teammate's value stands,
+    /// and the device's own is offered to its user as a conflict.
+    @Test func aChangeWhoseAnswerIsGoneDoesNotWriteOverALaterEdit() async throws {
+        let policy = ConflictPolicy(overriding: [.issue: .clientWins])
+        let device = try Device()
+        let server = try await InProcessServer(policy: policy, answersKept: (count: 2, pruningEvery: 1))
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 21))
+        var issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        #expect(try await engine.sync(now: { self.now }).pushed == 1)
+        // The device's edit reaches the server; its answer does not.
+        issue.title = "Leak, device"
+        issue = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        await server.inject(.dropResponse, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        #expect(try await server.record(issue.id)?.fields["title"] == .text("Leak, device"))
+        // Another device of the user writes over it, having seen it; then the user's other changes
+        // leave the answer behind.
+        let later = HybridTimestamp(
+            physicalMilliseconds: Int64(now.timeIntervalSince1970 * 1000) + 30_000, counter: 0, node: NodeID(0x7E57))
+        let version = try #require(try await server.record(issue.id)?.version)
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: version,
+            fields: ["title": .text("Leak, teammate")], clocks: ["title": later]))
+        for index in 0..<4 { try await server.create(Issue(projectID: project, title: "Other \(index)")) }
+
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(60) })
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(120) })
+        #expect(try await server.record(issue.id)?.fields["title"] == .text("Leak, teammate"), "the later edit was written over")
+        #expect(try device.store.fetch(Issue.self, id: issue.id)?.title == "Leak, teammate")
+        let offered = try device.store.openConflicts().filter { $0.recordID == issue.id && $0.field == "title" }
+        #expect(
+            offered.contains { $0.losingSide == .client && $0.localValue == .text("Leak, device") },
+            "the device's value was dropped unseen: \(offered)")
+        #expect(try device.store.status().pendingChanges == 0)
+    }
+
+    /// The family of `aChangeWhoseAnswerIsGoneDoesNotWriteOverALaterEdit`, under every strategy an edit
+    /// can meet (append only refuses edits): the device edits or deletes; its request reaches the server
+    /// with the answer lost and then pruned, or never reaches it; another device of the user edits or
+    /// deletes the record (having seen the device's change when it reached the server, stamped before or
+    /// after it, by the seed, when it did not). The laws: a change the server took does not move the
+    /// server again (the later change stands, whatever the strategy); a change it never got is never
+    /// dropped unseen (it stands on the server, or its user is offered it as a conflict); and the device
+    /// ends as the server.
+    @Test(arguments: [ConflictPolicyName.fieldMerge, .lastWriteWins, .serverWins, .manual, .clientWins])
+    func aChangeWhoseAnswerIsGoneNeverUndoesALaterOne(_ name: ConflictPolicyName) async throws {
+        let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(name)])
+        var random = SeededGenerator(seed: 121)
+        for (deviceDeletes, teammateDeletes, reached) in [(false, false), (false, true), (true, false)].flatMap({ ops in
+            [true, false].map { (ops.0, ops.1, $0) }
+        }) {
+            let case_ = "device \(deviceDeletes ? "deletes" : "edits"), teammate \(teammateDeletes ? "deletes" : "edits"), "
+                + (reached ? "answer lost and gone" : "request lost")
+            let device = try Device()
+            let server = try await InProcessServer(policy: policy, answersKept: (count: 2, pruningEvery: 1))
+            let project = try await server.newProject()
+            let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 22))
+            var issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+            _ = try await engine.sync(now: { self.now })
+            if deviceDeletes {
+                _ = try await device.store.delete(.issue, id: issue.id, now: now.addingTimeInterval(10))
+            } else {
+                issue.title = "Leak, device"
+                issue = try await device.store.save(issue, now: now.addingTimeInterval(10))
+            }
+            await server.inject(reached ? .dropResponse : .dropRequest, on: .push)
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+            let taken = try #require(try await server.record(issue.id))
+            #expect((taken.version == 2) == reached, "\(case_): version \(taken.version)")
+            // Stamped after the device's change when it saw it; when it did not, before or after it.
+            let offset: Int64 = reached || Bool.random(using: &random) ? 30_000 : 5_000
+            let stamp = HybridTimestamp(
+                physicalMilliseconds: Int64(now.timeIntervalSince1970 * 1000) + offset, counter: 0, node: NodeID(0x7E57))
+            let outcome = try await server.apply(
+                teammateDeletes
+                    ? PushMutation(
+                        idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: issue.id, baseVersion: taken.version,
+                        deletion: stamp)
+                    : PushMutation(
+                        idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: taken.version,
+                        fields: ["title": .text("Leak, teammate")], clocks: ["title": stamp]))
+            guard case .applied = outcome else { Issue.record("\(case_): the teammate's change: \(outcome)"); continue }
+            for index in 0..<4 { try await server.create(Issue(projectID: project, title: "Other \(index)")) }
+            let before = try #require(try await server.record(issue.id))
+
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(60) })
+            _ = try await engine.sync(now: { self.now.addingTimeInterval(120) })
+            let after = try #require(try await server.record(issue.id))
+            if reached {
+                #expect(
+                    after.version == before.version && after.fields == before.fields && (after.deletion == nil) == (before.deletion == nil),
+                    "\(case_): the device's change moved the server again: \(before.fields) -> \(after.fields)")
+            }
+            let offered = try device.store.openConflicts().filter { $0.recordID == issue.id && $0.losingSide == .client }
+            if reached {
+                // Taken at version 2: what came after it was made on top of it, and loses nothing of it.
+            } else if deviceDeletes {
+                #expect(after.deletion != nil || offered.contains { $0.field == nil }, "\(case_): the device's delete was dropped unseen")
+            } else {
+                #expect(
+                    after.fields["title"] == .text("Leak, device") && after.deletion == nil
+                        || offered.contains { $0.field == "title" && $0.localValue == .text("Leak, device") } || offered.contains { $0.field == nil },
+                    "\(case_): the device's edit was dropped unseen: \(after.fields["title"] as Any), \(offered)")
+            }
+            let held = try #require(try device.store.record(.issue, id: issue.id))
+            #expect(held.sync.isDeleted == (after.deletion != nil), "\(case_): the device and the server differ on the delete")
+            if after.deletion == nil { #expect(held["title"] == after.fields["title"] ?? .null, "\(case_): the device and the server differ") }
+            #expect(try device.store.status().pendingChanges == 0, "\(case_)")
+        }
+    }
+
     @Test func retriesFollowTheBackoffSchedule() async throws {
         let device = try Device()
         let server = try await InProcessServer()
