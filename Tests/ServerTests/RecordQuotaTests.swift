@@ -241,6 +241,42 @@ struct RecordQuotaTests {
         }
     }
 
+    /// Pruning went by the change sequence that every member's pushes move: a member whose pushes stopped
+    /// one short of each multiple of the interval, another member's push crossing it, was never pruned,
+    /// and grew a database by 128 MB a minute (attack 121, F2). It goes by the member's own applied
+    /// answers, whoever else pushes between.
+    @Test("A member's answers are pruned whoever else pushes between their pushes", arguments: Backend.available)
+    func answersArePrunedWhoeverElsePushes(_ backend: Backend) async throws {
+        let (kept, interval) = (40, Int64(16))
+        let server = try await TestServer.start(backend) {
+            $0.pushBounds.answersKeptPerUser = kept
+            $0.pushBounds.answerPruningInterval = interval
+        }
+        defer { Task { await server.stop() } }
+        let alice = server.transport(token: TestServer.aliceToken)
+        let carol = server.transport(token: TestServer.carolToken)
+        let issue = Self.issue(in: TestServer.projectA, bytes: 10)
+        let created = try await alice.push(PushRequest(mutations: [issue])).results.first
+        var sequence = try #require(created?.sequence)
+        for index in 0..<200 {
+            // Carol takes the sequence number that would have been Alice's multiple of the interval.
+            if (sequence + 1) % interval == 0 {
+                let carols = try await carol.push(PushRequest(mutations: [Self.issue(in: TestServer.projectB, bytes: 10)])).results.first
+                sequence = try #require(carols?.sequence)
+            }
+            let edit = Sample.update(
+                .issue, id: issue.recordID, baseVersion: Int64(1 + index), fields: ["title": .text(index % 2 == 0 ? "a" : "b")],
+                clock: Sample.clock(Int64(20_000 + index)))
+            let answer = try await alice.push(PushRequest(mutations: [edit])).results.first
+            sequence = try #require(answer?.sequence, "\(String(describing: answer?.outcome))")
+            if index % 16 == 15 { try await Task.sleep(for: .milliseconds(2)) }  // answers of one instant are pruned together
+        }
+        let rows = try await server.strings(
+            "SELECT CAST(count(*) AS TEXT) FROM applied_mutations WHERE user_id = '\(TestServer.alice.storageText)'")
+        let held = Int(rows.first ?? "") ?? -1
+        #expect(held >= kept && held <= kept + Int(interval) + 16, "\(held) of Alice's 201 answers kept")
+    }
+
     /// The law: whatever writes records (creates, growing and shrinking edits, deletes, stale edits
     /// answered as conflicts, an operator adding and removing members), `record_usage` holds exactly the
     /// bytes the records hold, per project and per creator. Seeded; a failure names its seed.

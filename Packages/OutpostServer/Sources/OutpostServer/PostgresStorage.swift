@@ -25,6 +25,8 @@ final class PostgresStorage: ServerStorage {
     let maximumMediaBytes: Int64
     /// The push bounds (`PushRules.Bounds`).
     let bounds: PushRules.Bounds
+    /// Each member's answers since their last pruning, across this process's pushes (`AnswerPruning`).
+    private let answerPruning = AnswerPruning()
     private let client: PostgresClient
     private let connectionConfiguration: PostgresConnection.Configuration
     private let runTask: Task<Void, Never>
@@ -283,7 +285,7 @@ final class PostgresStorage: ServerStorage {
         let logger = self.logger
         let rules = PushRules(
             assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds,
-            storedBytes: PostgresRecords.storedBytes)
+            storedBytes: PostgresRecords.storedBytes, answerPruning: answerPruning)
         let batch = PushBatch(mutations: mutations, caller: caller, now: now)
         let named = batch.namedProjects
         activity.push(into: named, begun: true)

@@ -2,6 +2,7 @@ import Foundation
 import OutpostConflicts
 import OutpostSchema
 import OutpostWire
+import Synchronization
 
 /// What the server does with a push, in memory and for any backend: per mutation, answer a repeated
 /// idempotency key with its original result, check the shape and clocks, translate server-id
@@ -43,10 +44,14 @@ struct PushRules: Sendable {
     /// never a second write. About 5 MB a member.
     static let answersKeptPerUser = 20_000
 
-    /// The change sequence numbers between a member's prunings of their answers: a push of 500 passes
-    /// one every other push; a push of one, one in 1,024. Pruning reads the member's kept answers in time
-    /// order, 20,000 index entries: done on every push of 500, it held a 100,000-create push run back.
+    /// The applied answers a member's pushes add between prunings of their answers (`AnswerPruning`):
+    /// a push of 500 prunes every other push; a push of one, one in 1,024. Pruning reads the member's kept
+    /// answers in time order, 20,000 index entries: done on every push of 500, it held a 100,000-create
+    /// push run back.
     static let answerPruningInterval: Int64 = 1_024
+
+    /// Counts, per member, the answers their pushes added since the last pruning of their answers.
+    let answerPruning: AnswerPruning
 
     let bounds: Bounds
     /// The bytes a record's fields and clocks take as its backend stores them (`record_usage` counts
@@ -56,9 +61,11 @@ struct PushRules: Sendable {
     init(
         assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), maximumMediaBytes: Int64 = .max, bounds: Bounds = Bounds(),
         storedBytes: @escaping @Sendable (_ fields: [String: FieldValue], _ clocks: [String: HybridTimestamp]) throws -> Int =
-            PushRules.storedJSONBytes
+            PushRules.storedJSONBytes,
+        answerPruning: AnswerPruning = AnswerPruning()
     ) {
         self.storedBytes = storedBytes
+        self.answerPruning = answerPruning
         self.bounds = bounds
         self.assignsServerIDs = assignsServerIDs
         self.policy = policy
@@ -188,9 +195,7 @@ struct PushRules: Sendable {
         }
         plan.changeSequence = snapshot.changeSequence
         plan.lastServerID = snapshot.lastServerID
-        if !plan.applied.isEmpty,
-            initial.changeSequence / bounds.answerPruningInterval != snapshot.changeSequence / bounds.answerPruningInterval
-        {
+        if !plan.applied.isEmpty, answerPruning.add(plan.applied.count, by: caller.userID, every: bounds.answerPruningInterval) {
             plan.answersToKeep = (caller.userID, bounds.answersKeptPerUser)
         }
         return plan
@@ -857,5 +862,30 @@ private struct Authorship {
             writesForOthers
                 ? "a \(role) changes \(entity.rawValue) records of members of weaker roles only, and their own"
                 : "a \(role) changes only their own \(entity.rawValue) records: this one's \(field) names another member")
+    }
+}
+
+/// How many applied answers each member's pushes added since their older answers were last let go, in
+/// this process (`PushRules.answersKeptPerUser`). Pruning went by the change sequence, which every
+/// member's pushes move: a member whose pushes stopped one short of each multiple of the interval, another
+/// member's push crossing it, was never pruned, and grew a database by 128 MB a minute (attack 121, F2).
+/// Counted in memory: a restart starts each count again, which delays a pruning by at most one interval,
+/// and several servers on one database each prune after an interval of the pushes they applied.
+final class AnswerPruning: Sendable {
+    private let counts = Mutex<[UUID: Int64]>([:])
+
+    init() {}
+
+    /// Adds `applied` answers of `user`; true (and the count starts again) once they reach `interval`.
+    func add(_ applied: Int, by user: UUID, every interval: Int64) -> Bool {
+        counts.withLock { counts in
+            let total = counts[user, default: 0] + Int64(applied)
+            guard total >= interval else {
+                counts[user] = total
+                return false
+            }
+            counts[user] = nil
+            return true
+        }
     }
 }
