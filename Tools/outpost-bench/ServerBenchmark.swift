@@ -219,6 +219,10 @@ struct ServerBenchmark: BenchmarkSuite {
         let (summary, firstPreSync) = try await Self.timed(on: presyncPath, transport: fieldTransport) {
             try await $0.preSync(project: Self.bundleProject)
         }
+        // The same pre-sync of an XML bundle (issue 41: "for XML and JSON bundles"), in the same alternation.
+        let (xmlSummary, firstXMLPreSync) = try await Self.timed(
+            on: folder.appendingPathComponent("presync-xml.sqlite").path, transport: server.transport(token: Self.surveyorToken)
+        ) { try await $0.preSync(project: Self.bundleProject, format: .xml) }
         let (plain, firstPull) = try await Self.timed(
             on: folder.appendingPathComponent("no-presync.sqlite").path, transport: plainTransport
         ) { try await $0.sync() }
@@ -226,10 +230,17 @@ struct ServerBenchmark: BenchmarkSuite {
         let (secondPull, secondPullSeconds) = try await Self.timed(
             on: folder.appendingPathComponent("no-presync-2.sqlite").path, transport: server.transport(token: Self.surveyorToken)
         ) { try await $0.sync() }
+        let (_, secondXMLPreSync) = try await Self.timed(
+            on: folder.appendingPathComponent("presync-xml-2.sqlite").path, transport: server.transport(token: Self.surveyorToken)
+        ) { try await $0.preSync(project: Self.bundleProject, format: .xml) }
         let (_, secondPreSync) = try await Self.timed(
             on: folder.appendingPathComponent("presync-2.sqlite").path, transport: server.transport(token: Self.surveyorToken)
         ) { try await $0.preSync(project: Self.bundleProject) }
         let presyncSeconds = (firstPreSync + secondPreSync) / 2
+        let xmlPresyncSeconds = (firstXMLPreSync + secondXMLPreSync) / 2
+        guard xmlSummary.total.inserted == summary.total.inserted else {
+            throw BenchmarkFailure("the XML pre-sync imported \(xmlSummary.total.inserted) records, the JSON one \(summary.total.inserted)")
+        }
         let samePullSeconds = (firstPull + secondPullSeconds) / 2
         guard plain.isComplete, secondPull.pulled == plain.pulled else {
             throw BenchmarkFailure("the pulls of the pre-synced project brought \(plain.pulled) and \(secondPull.pulled) records")
@@ -302,6 +313,11 @@ struct ServerBenchmark: BenchmarkSuite {
             value: presyncRecords / presyncSeconds, unit: "records/s",
             peer: "a fresh device's sync of the same project, \(pullLimit)/page", peerValue: samePullRate, target: "≥ 1.0× the pull",
             met: presyncRecords / presyncSeconds >= samePullRate))
+        rows.append(BenchmarkRow(
+            metric: "  the same pre-sync of an XML bundle, against the same pull (mean of 2 each, alternating)",
+            value: presyncRecords / xmlPresyncSeconds, unit: "records/s",
+            peer: "a fresh device's sync of the same project, \(pullLimit)/page", peerValue: samePullRate, target: "≥ 1.0× the pull",
+            met: presyncRecords / xmlPresyncSeconds >= samePullRate))
         rows.append(BenchmarkRow(
             metric: "  pre-sync rate against the pull of \(count) records above", value: presyncRecords / presyncSeconds,
             unit: "records/s", peer: "the pull of this run, \(pullLimit)/page", peerValue: pullRate))
