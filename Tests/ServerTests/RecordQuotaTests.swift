@@ -239,6 +239,11 @@ struct RecordQuotaTests {
         guard case .duplicate = try await carol.push(PushRequest(mutations: [carols])).results.first?.outcome else {
             Issue.record("Carol's answer went with Alice's"); return
         }
+        // Asked about keys, the server says whether one it leaves out may be one it let go: all of
+        // Carol's answers are kept, some of Alice's are gone.
+        #expect(try await carol.pushAnswers(PushAnswersRequest(idempotencyKeys: [UUID()])).keepsEveryAnswer == true)
+        let alices = try await alice.pushAnswers(PushAnswersRequest(idempotencyKeys: [edits.first!.idempotencyKey]))
+        #expect(alices.keepsEveryAnswer == false && alices.results.isEmpty)
     }
 
     /// Pruning went by the change sequence that every member's pushes move: a member whose pushes stopped

@@ -530,6 +530,20 @@ final class PostgresStorage: ServerStorage {
         }
     }
 
+    func keepsEveryAnswer(of caller: Caller) async throws(ServerError) -> Bool {
+        let logger = self.logger, kept = bounds.answersKeptPerUser
+        return try await read { connection in
+            // The member's index (step 14) walked to the `kept`-th answer at most.
+            let rows = try await connection.query(
+                """
+                SELECT count(*) FROM (
+                    SELECT 1 FROM applied_mutations WHERE user_id = \(caller.userID.storageText) LIMIT 1 OFFSET \(kept - 1)) AS past
+                """, logger: logger)
+            for try await count in rows.decode(Int64.self) { return count == 0 }
+            return false
+        }
+    }
+
     func mediaAttachment(_ id: UUID, by caller: Caller, checkingArchive: Bool) async throws(ServerError)
         -> (record: StoredRecord, role: String, archived: Bool)
     {

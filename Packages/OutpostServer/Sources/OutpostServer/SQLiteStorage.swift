@@ -284,6 +284,16 @@ final class SQLiteStorage: ServerStorage {
         }
     }
 
+    func keepsEveryAnswer(of caller: Caller) async throws(ServerError) -> Bool {
+        let kept = rules.bounds.answersKeptPerUser
+        return try await read { db in
+            // The member's index (step 14) walked to the `kept`-th answer at most.
+            try Bool.fetchOne(
+                db, sql: "SELECT NOT EXISTS (SELECT 1 FROM applied_mutations WHERE user_id = ? LIMIT 1 OFFSET ?)",
+                arguments: [caller.userID.storageText, kept - 1]) ?? false
+        }
+    }
+
     /// The push seam's loading half: what `batch` touches, in a handful of queries (the counters first).
     private static func loadSnapshot(for batch: PushBatch, in db: Database) throws -> PushSnapshot {
         var snapshot = PushSnapshot()

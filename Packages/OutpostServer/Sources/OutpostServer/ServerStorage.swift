@@ -23,6 +23,9 @@ protocol ServerStorage: Sendable {
     /// The stored answers (`OutcomeJSON`) of those of `keys` the caller's own pushes applied, to records
     /// the caller may still see (`POST /push/answers`); every other key is left out, as if unknown.
     func storedAnswers(for keys: [UUID], by caller: Caller) async throws(ServerError) -> [(key: UUID, outcome: String)]
+    /// Whether every answer the caller's pushes were given is still kept: fewer than
+    /// `PushRules.answersKeptPerUser` of theirs are held, and only pruning lets one go, which keeps that many.
+    func keepsEveryAnswer(of caller: Caller) async throws(ServerError) -> Bool
 
     /// The page of changes after `cursor` the caller may see (only `projects` when given: 403 if one is not theirs),
     /// each project's after its own position there (`PullCursor`), merged in sequence order.

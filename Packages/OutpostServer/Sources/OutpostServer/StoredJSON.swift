@@ -63,6 +63,9 @@ package enum PushResponseJSON {
             json.string(checkpoint)
             json.raw(",")
         }
+        if let keepsEveryAnswer = response.keepsEveryAnswer {
+            json.raw(keepsEveryAnswer ? #""keepsEveryAnswer":true,"# : #""keepsEveryAnswer":false,"#)
+        }
         json.raw(#""results":["#)
         for (index, result) in results.enumerated() {
             if index > 0 { json.raw(",") }

@@ -705,7 +705,9 @@ public struct SyncServer: Sendable {
         for (key, outcome) in try await storage.storedAnswers(for: Array(Set(request.idempotencyKeys)), by: caller) {
             results.append(MutationResult(idempotencyKey: key, outcome: .duplicate(original: try OutcomeJSON.decode(outcome))))
         }
-        return PushResponse(results: results.sorted { $0.idempotencyKey.uuidString < $1.idempotencyKey.uuidString })
+        return PushResponse(
+            results: results.sorted { $0.idempotencyKey.uuidString < $1.idempotencyKey.uuidString },
+            keepsEveryAnswer: try await storage.keepsEveryAnswer(of: caller))
     }
 
     /// `/push`: one result per mutation, in order (413 for a batch over the limit), and where the

@@ -103,8 +103,13 @@ extension LocalStore {
             """, arguments: stale + [syncClass.rawValue, now.storageMilliseconds, limit])
         guard !seqs.isEmpty else { return ([], 0) }
         let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+        // A stale claim taken over was in flight when its process stopped: whether the server took it is
+        // unknown (`unheard`, as `requeueInFlightMutations` marks one it puts back).
         try db.execute(
-            sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1, claimed_by = ?, claim_expires_at = ? WHERE seq IN (\(marks))",
+            sql: """
+                UPDATE mutation_queue SET unheard = CASE WHEN status = 'inFlight' THEN 1 ELSE unheard END, status = 'inFlight',
+                    sent = 1, claimed_by = ?, claim_expires_at = ? WHERE seq IN (\(marks))
+                """,
             arguments: [owner, expires] + StatementArguments(seqs))
         let (claimed, unreadable) = try MutationQueue.readable(sequences: seqs, in: db)
         for (sequence, reason) in unreadable {
@@ -127,10 +132,17 @@ extension LocalStore {
     @discardableResult
     func requeueInFlightMutations(now: Date = Timestamp.now()) throws(StoreError) -> Int {
         try write { db in
-            try db.execute(sql: "UPDATE mutation_queue SET status = 'pending' WHERE status NOT IN ('pending', 'inFlight', 'done', 'failed')")
+            // One sent before is marked as a change the server may have taken (`unheard`): the app was
+            // stopped or killed with its request under way, the commonest way an answer is lost, and
+            // put back unmarked it won under client wins over a teammate's later edit once its answer
+            // was gone (attack 122, F1).
+            try db.execute(sql: """
+                UPDATE mutation_queue SET status = 'pending', unheard = max(unheard, sent)
+                WHERE status NOT IN ('pending', 'inFlight', 'done', 'failed')
+                """)
             let strays = db.changesCount
             try db.execute(
-                sql: "UPDATE mutation_queue AS m SET status = 'pending' WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
+                sql: "UPDATE mutation_queue AS m SET status = 'pending', unheard = 1 WHERE m.status = 'inFlight' AND \(Self.claimIsStale)",
                 arguments: try Self.staleClaimArguments(now: now, in: db))
             let requeued = db.changesCount
             // Not counted: a change due again was not in flight.

@@ -481,12 +481,13 @@ enum MutationQueue {
         }
     }
 
-    /// Marks `mutations` as sent in a request whose answer never came (toolkit step 7). Kept while each
-    /// waits, under whatever key it goes next: whether the server took the request stays unknown.
-    static func markUnheard(_ mutations: [Mutation], in db: Database) throws {
+    /// Marks `mutations` as sent in a request whose answer never came (toolkit step 7), or, with
+    /// `unheard` false, as changes the server says it never took (`PushResponse.keepsEveryAnswer`). Kept
+    /// while each waits, under whatever key it goes next, until the server tells.
+    static func markUnheard(_ mutations: [Mutation], _ unheard: Bool = true, in db: Database) throws {
         for mutation in mutations {
-            try db.cachedStatement(sql: "UPDATE mutation_queue SET unheard = 1 WHERE seq = ? AND lower(idempotency_key) = ?")
-                .execute(arguments: [mutation.sequence, mutation.idempotencyKey.storageText])
+            try db.cachedStatement(sql: "UPDATE mutation_queue SET unheard = ? WHERE seq = ? AND lower(idempotency_key) = ?")
+                .execute(arguments: [unheard, mutation.sequence, mutation.idempotencyKey.storageText])
         }
     }
 

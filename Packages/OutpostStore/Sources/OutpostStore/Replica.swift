@@ -234,10 +234,11 @@ extension LocalStore: Replica {
             }
             if !taken.isEmpty { try? write { db in try OwnSequences.note(taken, in: db) } }
         }
-        var unanswered: [Mutation] = []
+        var unanswered: [Mutation] = [], leftOut: [Mutation] = []
         for mutation in batch.mutations {
             guard let outcome = results[mutation.idempotencyKey] else {
                 unanswered.append(mutation)
+                leftOut.append(mutation)
                 continue
             }
             // An answer naming a version no server gives, applied or a conflict's record, fresh or answered
@@ -308,6 +309,11 @@ extension LocalStore: Replica {
             case .duplicate:
                 unanswered.append(mutation)  // a duplicate of a duplicate is not an answer
             }
+        }
+        // A server that still keeps every answer it gave this member never took a change it leaves out:
+        // merged from now on by its strategy, as any change the server never got.
+        if response.keepsEveryAnswer == true, !leftOut.isEmpty {
+            try write { db in try MutationQueue.markUnheard(leftOut, false, in: db) }
         }
         try release(unanswered)
         settlement.unanswered = unanswered.count

@@ -240,9 +240,38 @@ import Testing
         #expect(try device.store.status().pendingChanges == 0)
     }
 
+    /// The other side of `aChangeWhoseAnswerIsGoneDoesNotWriteOverALaterEdit`: a change whose request
+    /// never reached a server that still keeps every answer it gave the user is one it never took (the
+    /// server says so, `keepsEveryAnswer`), and merges by its strategy: under client wins it wins over a
+    /// concurrent edit, which is offered instead.
+    @Test func aChangeTheServerSaysItNeverTookStillWinsUnderClientWins() async throws {
+        let policy = ConflictPolicy(overriding: [.issue: .clientWins])
+        let device = try Device()
+        let server = try await InProcessServer(policy: policy)
+        let project = try await server.newProject()
+        let engine = SyncEngine(store: device.store, transport: server, policy: policy, random: SeededGenerator(seed: 23))
+        var issue = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        _ = try await engine.sync(now: { self.now })
+        issue.title = "Leak, device"
+        issue = try await device.store.save(issue, now: now.addingTimeInterval(10))
+        await server.inject(.dropRequest, on: .push)
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+        let later = HybridTimestamp(
+            physicalMilliseconds: Int64(now.timeIntervalSince1970 * 1000) + 30_000, counter: 0, node: NodeID(0x7E57))
+        _ = try await server.apply(PushMutation(
+            idempotencyKey: UUID(), entity: .issue, operation: .update, recordID: issue.id, baseVersion: 1,
+            fields: ["title": .text("Leak, office")], clocks: ["title": later]))
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(60) })
+        _ = try await engine.sync(now: { self.now.addingTimeInterval(120) })
+        #expect(try await server.record(issue.id)?.fields["title"] == .text("Leak, device"), "client wins, the change never taken")
+        let offered = try device.store.openConflicts().filter { $0.recordID == issue.id && $0.field == "title" }
+        #expect(offered.contains { $0.losingSide == .server && $0.remoteValue == .text("Leak, office") }, "\(offered)")
+    }
+
     /// The family of `aChangeWhoseAnswerIsGoneDoesNotWriteOverALaterEdit`, under every strategy an edit
     /// can meet (append only refuses edits): the device edits or deletes; its request reaches the server
-    /// with the answer lost and then pruned, or never reaches it; another device of the user edits or
+    /// with the answer lost and then pruned (a cut connection, or the app killed while it was under way:
+    /// attack 122, F1), or never reaches it; another device of the user edits or
     /// deletes the record (having seen the device's change when it reached the server, stamped before or
     /// after it, by the seed, when it did not). The laws: a change the server took does not move the
     /// server again (the later change stands, whatever the strategy); a change it never got is never
@@ -252,11 +281,12 @@ import Testing
     func aChangeWhoseAnswerIsGoneNeverUndoesALaterOne(_ name: ConflictPolicyName) async throws {
         let policy = ConflictPolicy(overriding: [.issue: ConflictStrategy(name)])
         var random = SeededGenerator(seed: 121)
-        for (deviceDeletes, teammateDeletes, reached) in [(false, false), (false, true), (true, false)].flatMap({ ops in
-            [true, false].map { (ops.0, ops.1, $0) }
+        enum Fate: String { case answerLost = "answer lost and gone", killed = "app killed mid-push, answer gone", requestLost = "request lost" }
+        for (deviceDeletes, teammateDeletes, fate) in [(false, false), (false, true), (true, false)].flatMap({ ops in
+            [Fate.answerLost, .killed, .requestLost].map { (ops.0, ops.1, $0) }
         }) {
-            let case_ = "device \(deviceDeletes ? "deletes" : "edits"), teammate \(teammateDeletes ? "deletes" : "edits"), "
-                + (reached ? "answer lost and gone" : "request lost")
+            let reached = fate != .requestLost
+            let case_ = "device \(deviceDeletes ? "deletes" : "edits"), teammate \(teammateDeletes ? "deletes" : "edits"), \(fate.rawValue)"
             let device = try Device()
             let server = try await InProcessServer(policy: policy, answersKept: (count: 2, pruningEvery: 1))
             let project = try await server.newProject()
@@ -269,8 +299,16 @@ import Testing
                 issue.title = "Leak, device"
                 issue = try await device.store.save(issue, now: now.addingTimeInterval(10))
             }
-            await server.inject(reached ? .dropResponse : .dropRequest, on: .push)
-            _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+            if fate == .killed {
+                // The run claims and sends the change; the app is killed before the answer, and its claim
+                // is stale when the next run starts.
+                let batch = try device.store.nextBatch(limit: 10, now: now.addingTimeInterval(20))
+                _ = try await server.push(batch.request)
+                try device.store.write { try $0.execute(sql: "UPDATE mutation_queue SET claim_expires_at = 1") }
+            } else {
+                await server.inject(reached ? .dropResponse : .dropRequest, on: .push)
+                _ = try await engine.sync(now: { self.now.addingTimeInterval(20) })
+            }
             let taken = try #require(try await server.record(issue.id))
             #expect((taken.version == 2) == reached, "\(case_): version \(taken.version)")
             // Stamped after the device's change when it saw it; when it did not, before or after it.

@@ -516,6 +516,7 @@ extension PushResponse: WireReadable {
     private init(reading reader: inout JSONReader, answering count: Int) throws(JSONReaderError) {
         var results: [MutationResult]?
         var checkpoint: String?
+        var keepsEveryAnswer: Bool?
         var seen: UInt64 = 0
         try reader.beginObject()
         while let key = try reader.nextKey() {
@@ -540,11 +541,14 @@ extension PushResponse: WireReadable {
             case "checkpoint":
                 try reader.firstOccurrence(of: 1, key, in: &seen)
                 checkpoint = try reader.takeNull() ? nil : answeredCheckpoint(&reader)
+            case "keepsEveryAnswer":
+                try reader.firstOccurrence(of: 2, key, in: &seen)
+                keepsEveryAnswer = try reader.takeNull() ? nil : reader.bool()
             default: try reader.skipValue()
             }
         }
         guard let results else { throw reader.error("a push answer needs 'results'") }
-        self.init(results: results, checkpoint: checkpoint)
+        self.init(results: results, checkpoint: checkpoint, keepsEveryAnswer: keepsEveryAnswer)
     }
 }
 

@@ -59,7 +59,7 @@ enum Fixtures {
         ],
         "PushRequest": [PushRequest(mutations: [fullMutation], checkpoint: "41.0123456789abcdef")],
         "PushMutation": [fullMutation, createIssue(), SharedClockMutation(mutation: createIssue())],
-        "PushResponse": [PushResponse(results: [], checkpoint: "42.0123456789abcdef")],
+        "PushResponse": [PushResponse(results: [], checkpoint: "42.0123456789abcdef"), PushResponse(results: [], keepsEveryAnswer: true)],
         "MutationResult": (outcomes + [.duplicate(original: outcomes[0])]).map {
             MutationResult(idempotencyKey: UUID(), outcome: $0)
         } + [MutationResult(idempotencyKey: UUID(), outcome: .applied(version: 3, serverID: nil), sequence: 41)],
