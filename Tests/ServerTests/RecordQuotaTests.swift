@@ -22,6 +22,24 @@ struct RecordQuotaTests {
         Sample.create(.issue, fields: Sample.issueFields(project: project).merging(["details": .text(String(repeating: "d", count: bytes))]) { _, new in new })
     }
 
+    /// How many idempotency answers a member keeps, and how many more of theirs prune them, in the
+    /// answer tests: the protocol's figures (20,000 and 1,024) lowered.
+    static let fewAnswers = (kept: 40, interval: Int64(16))
+
+    /// A server keeping `fewAnswers`.
+    static func serverKeepingFewAnswers(_ backend: Backend) async throws -> TestServer {
+        try await TestServer.start(backend) {
+            $0.pushBounds.answersKeptPerUser = fewAnswers.kept
+            $0.pushBounds.answerPruningInterval = fewAnswers.interval
+        }
+    }
+
+    /// The idempotency answers the server holds for `user`.
+    static func answersHeld(of user: UUID, on server: TestServer) async throws -> Int {
+        let rows = try await server.strings("SELECT CAST(count(*) AS TEXT) FROM applied_mutations WHERE user_id = '\(user.storageText)'")
+        return Int(rows.first ?? "") ?? -1
+    }
+
     static func refusal(_ result: MutationResult?) -> ErrorBody? {
         guard case .rejected(let reason) = result?.outcome else { return nil }
         return reason
@@ -200,11 +218,8 @@ struct RecordQuotaTests {
     /// never written twice, and another member's answers stay.
     @Test("Only a member's newest idempotency answers are kept, and an older key sent again writes nothing twice", arguments: Backend.available)
     func onlyTheNewestAnswersAreKept(_ backend: Backend) async throws {
-        let (kept, interval) = (40, Int64(16))
-        let server = try await TestServer.start(backend) {
-            $0.pushBounds.answersKeptPerUser = kept
-            $0.pushBounds.answerPruningInterval = interval
-        }
+        let (kept, interval) = Self.fewAnswers
+        let server = try await Self.serverKeepingFewAnswers(backend)
         defer { Task { await server.stop() } }
         let alice = server.transport(token: TestServer.aliceToken)
         let carol = server.transport(token: TestServer.carolToken)
@@ -225,9 +240,7 @@ struct RecordQuotaTests {
             edits += batch
             try await Task.sleep(for: .milliseconds(2))  // answers of one instant are pruned together
         }
-        let rows = try await server.strings(
-            "SELECT CAST(count(*) AS TEXT) FROM applied_mutations WHERE user_id = '\(TestServer.alice.storageText)'")
-        let held = Int(rows.first ?? "") ?? -1
+        let held = try await Self.answersHeld(of: TestServer.alice, on: server)
         #expect(held >= kept && held <= kept + Int(interval) + 1, "\(held) answers kept of 241")
         // The newest key is answered as the duplicate it is; the oldest, pruned, as the record stands now.
         let newest = try await alice.push(PushRequest(mutations: [edits.last!])).results.first?.outcome
@@ -252,11 +265,8 @@ struct RecordQuotaTests {
     /// answers, whoever else pushes between.
     @Test("A member's answers are pruned whoever else pushes between their pushes", arguments: Backend.available)
     func answersArePrunedWhoeverElsePushes(_ backend: Backend) async throws {
-        let (kept, interval) = (40, Int64(16))
-        let server = try await TestServer.start(backend) {
-            $0.pushBounds.answersKeptPerUser = kept
-            $0.pushBounds.answerPruningInterval = interval
-        }
+        let (kept, interval) = Self.fewAnswers
+        let server = try await Self.serverKeepingFewAnswers(backend)
         defer { Task { await server.stop() } }
         let alice = server.transport(token: TestServer.aliceToken)
         let carol = server.transport(token: TestServer.carolToken)
@@ -276,9 +286,7 @@ struct RecordQuotaTests {
             sequence = try #require(answer?.sequence, "\(String(describing: answer?.outcome))")
             if index % 16 == 15 { try await Task.sleep(for: .milliseconds(2)) }  // answers of one instant are pruned together
         }
-        let rows = try await server.strings(
-            "SELECT CAST(count(*) AS TEXT) FROM applied_mutations WHERE user_id = '\(TestServer.alice.storageText)'")
-        let held = Int(rows.first ?? "") ?? -1
+        let held = try await Self.answersHeld(of: TestServer.alice, on: server)
         #expect(held >= kept && held <= kept + Int(interval) + 16, "\(held) of Alice's 201 answers kept")
     }
 
