@@ -401,8 +401,8 @@ enum MutationQueue {
         var deleteUnseen = false
         /// Whether any of it was sent again after a server restore (`Payload.resent`).
         var resent = false
-        /// Whether a request carried any of it and its answer never came (`markUnheard`): the server may
-        /// have taken it, and a server change of the record since may have been made on top of it.
+        /// Whether a request carried any of it and its answer never came (`mark(_:unheard:in:)`): the
+        /// server may have taken it, and a server change of the record since may have been made on top of it.
         var unheard = false
         /// Whether any of it will go out without the user's say: pending or in flight, not only failed
         /// changes, which wait for `retryFailedMutations`.
@@ -484,7 +484,7 @@ enum MutationQueue {
     /// Marks `mutations` as sent in a request whose answer never came (toolkit step 7), or, with
     /// `unheard` false, as changes the server says it never took (`PushResponse.keepsEveryAnswer`). Kept
     /// while each waits, under whatever key it goes next, until the server tells.
-    static func markUnheard(_ mutations: [Mutation], _ unheard: Bool = true, in db: Database) throws {
+    static func mark(_ mutations: [Mutation], unheard: Bool, in db: Database) throws {
         for mutation in mutations {
             try db.cachedStatement(sql: "UPDATE mutation_queue SET unheard = ? WHERE seq = ? AND lower(idempotency_key) = ?")
                 .execute(arguments: [unheard, mutation.sequence, mutation.idempotencyKey.storageText])

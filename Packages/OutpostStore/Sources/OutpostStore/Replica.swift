@@ -193,7 +193,7 @@ extension LocalStore: Replica {
     public func settle(_ batch: OutgoingBatch, failures: [UUID: PushFailure]) throws(StoreError) -> Settlement {
         var settlement = Settlement()
         // The request may have reached the server: whether it took each change stays unknown.
-        try write { db in try MutationQueue.markUnheard(batch.mutations, in: db) }
+        try write { db in try MutationQueue.mark(batch.mutations, unheard: true, in: db) }
         var back: [Mutation] = []
         for mutation in batch.mutations {
             switch failures[mutation.idempotencyKey] ?? .putBack {
@@ -313,7 +313,7 @@ extension LocalStore: Replica {
         // A server that still keeps every answer it gave this member never took a change it leaves out:
         // merged from now on by its strategy, as any change the server never got.
         if response.keepsEveryAnswer == true, !leftOut.isEmpty {
-            try write { db in try MutationQueue.markUnheard(leftOut, false, in: db) }
+            try write { db in try MutationQueue.mark(leftOut, unheard: false, in: db) }
         }
         try release(unanswered)
         settlement.unanswered = unanswered.count
