@@ -67,7 +67,7 @@ protocol BundleItemReader: AnyObject {
 
 /// Records as the bundle gives them, before any rule is checked: every catalog field present (`.null`
 /// when absent), synced, not orphaned.
-struct RecordShape {
+final class RecordShape: Sendable {
     let description: EntityDescription
     /// Every field null: a record's starting point, copied once per record.
     let emptyFields: [String: FieldValue]

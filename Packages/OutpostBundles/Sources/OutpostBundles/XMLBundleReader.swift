@@ -17,15 +17,16 @@ final class XMLBundleReader: BundleItemReader {
     private let sink = XMLErrorSink()
     private var symbols: [UnsafeRawPointer: Symbol] = [:]
     /// Each entity's fields by their interned element name: no Swift string per field element.
-    private var fieldSymbols: [EntityType: [UnsafeRawPointer: FieldDescription]] = [:]
+    private var fieldSymbols: [EntityType: [UnsafeRawPointer: FieldSlot]] = [:]
     private(set) var collectedErrors: [BundleError] = []
 
     private var section = Section.outside
     private var record: PartialRecord?
-    private var fieldName: String?
-    private var fieldKind: FieldKind?
+    /// The open record's entry of `fieldSymbols`, looked up once per record rather than once per field.
+    private var recordFields: [UnsafeRawPointer: FieldSlot] = [:]
+    /// The field element being read; nil between fields and for one the catalog does not have.
+    private var openField: FieldSlot?
     private var fieldText = ""
-    private var fieldIsOpen = false
     private var finished = false
 
     var bytesRead: Int64 { input.bytesRead }
@@ -94,7 +95,7 @@ final class XMLBundleReader: BundleItemReader {
         case NodeType.element:
             return try startElement(depth: depth)
         case NodeType.text, NodeType.cdata, NodeType.whitespace, NodeType.significantWhitespace:
-            if fieldIsOpen, let value = xmlTextReaderConstValue(reader) { try appendText(value) }
+            if openField != nil, let value = xmlTextReaderConstValue(reader) { try appendText(value) }
             return nil
         case NodeType.endElement:
             return try endElement(depth: depth)
@@ -126,19 +127,16 @@ final class XMLBundleReader: BundleItemReader {
             record = try startRecord(entity)
             if empty { return try finishRecord() }
         case (3, .records, _):
-            guard let record else { return nil }
-            guard let name = xmlTextReaderConstLocalName(reader),
-                let field = fieldSymbols[record.shape.description.type]?[UnsafeRawPointer(name)]
-                    ?? record.shape.description.field(named: String(cString: name))
+            guard let shape = record?.shape, let name = xmlTextReaderConstLocalName(reader),
+                let field = recordFields[UnsafeRawPointer(name)]
+                    ?? shape.description.field(named: String(cString: name)).map({ FieldSlot(name: $0.name, kind: $0.kind) })
             else {
                 // The schema reports it; a collecting read keeps going without it.
-                fieldIsOpen = false
+                openField = nil
                 return nil
             }
-            fieldName = field.name
-            fieldKind = field.kind
+            openField = field
             fieldText = ""
-            fieldIsOpen = true
             if empty { try finishField() }
         default:
             break  // anything else is the schema's to report
@@ -149,7 +147,7 @@ final class XMLBundleReader: BundleItemReader {
     private func endElement(depth: Int) throws(BundleError) -> BundleItem? {
         switch (depth, section) {
         case (3, .records):
-            if fieldIsOpen { try finishField() }
+            if openField != nil { try finishField() }
         case (2, .records):
             return try finishRecord()
         case (1, _):
@@ -169,14 +167,18 @@ final class XMLBundleReader: BundleItemReader {
     }
 
     private func finishField() throws(BundleError) {
-        fieldIsOpen = false
-        guard let name = fieldName, let kind = fieldKind, record != nil else { return }
-        guard let value = FieldText.value(fieldText, kind: kind) else {
+        guard let field = openField, record != nil else { return }
+        openField = nil
+        // Ids and instants are held to bundle.xsd's patterns here (`LibXML.patternsLeftToTheReader`):
+        // their parsers take no text the patterns refuse.
+        guard let value = FieldText.value(fieldText, kind: field.kind) else {
             record?.broken = true
-            try report(recordError(.schemaViolation, "'\(fieldText.prefix(80))' is not a valid \(kind.storageKind)", field: name), fatal: false)
+            try report(
+                recordError(.schemaViolation, "'\(fieldText.prefix(80))' is not a valid \(field.kind.storageKind)", field: field.name),
+                fatal: false)
             return
         }
-        record?.fields[name] = value
+        record?.fields[field.name] = value
     }
 
     // MARK: Records, files, header
@@ -184,7 +186,7 @@ final class XMLBundleReader: BundleItemReader {
     private func startRecord(_ entity: EntityType) throws(BundleError) -> PartialRecord {
         guard let shape = RecordShape.all[entity] else { preconditionFailure("no shape for \(entity)") }
         let line = Int(xmlGetLineNo(xmlTextReaderCurrentNode(reader)))
-        var partial = PartialRecord(shape: shape, fields: shape.emptyFields, line: line)
+        let partial = PartialRecord(shape: shape, fields: shape.emptyFields, line: line)
         var id: String?, serverID: String?, version: String?, created: String?, updated: String?, deleted: String?
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
             let value = attributeValue()
@@ -199,6 +201,7 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
+        recordFields = fieldSymbols[entity] ?? [:]
         partial.id = id.flatMap(UUID.init(hyphenatedText:))
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
@@ -206,6 +209,22 @@ final class XMLBundleReader: BundleItemReader {
         partial.updatedAt = updated.flatMap(Timestamp.date(from:))
         partial.deletedAt = deleted.flatMap(Timestamp.date(from:))
         partial.deletedAtIsValid = deleted == nil || partial.deletedAt != nil
+        // The id and the instants are held to bundle.xsd's patterns here, not by libxml2
+        // (`LibXML.patternsLeftToTheReader`): each text the parsers above did not take is refused.
+        func refuse(_ attribute: String, _ text: String?, parsed: Bool, as kind: FieldKind) throws(BundleError) {
+            guard let text, !parsed else { return }
+            partial.broken = true
+            var place = location
+            place.line = line
+            try report(
+                BundleError(.schemaViolation, message: "'\(text.prefix(80))' is not a valid \(kind.storageKind)",
+                    entity: entity, id: partial.id, field: attribute).located(place),
+                fatal: false)
+        }
+        try refuse("id", id, parsed: partial.id != nil, as: .uuid)
+        try refuse("createdAt", created, parsed: partial.createdAt != nil, as: .date)
+        try refuse("updatedAt", updated, parsed: partial.updatedAt != nil, as: .date)
+        try refuse("deletedAt", deleted, parsed: partial.deletedAt != nil, as: .date)
         return partial
     }
 
@@ -259,8 +278,13 @@ final class XMLBundleReader: BundleItemReader {
             let value = attributeValue()
             switch currentSymbol() {
             case .formatVersion: version = Int(value)
-            case .projectID: project = UUID(uuidString: value)
-            case .asOf: asOf = Timestamp.date(from: value)
+            // The id and the instant are held to bundle.xsd's patterns here (`LibXML.patternsLeftToTheReader`).
+            case .projectID:
+                project = UUID(hyphenatedText: value)
+                if project == nil { try report(error(.schemaViolation, "projectID: '\(value.prefix(80))' is not a valid uuid"), fatal: false) }
+            case .asOf:
+                asOf = Timestamp.date(from: value)
+                if asOf == nil { try report(error(.schemaViolation, "asOf: '\(value.prefix(80))' is not a valid date"), fatal: false) }
             case .checkpoints:
                 // The schema holds each to the pattern and the list to 64 while validating; checked
                 // again here, so no text the server never wrote reaches the store.
@@ -375,10 +399,10 @@ final class XMLBundleReader: BundleItemReader {
             symbols[UnsafeRawPointer(interned)] = symbol
         }
         for description in EntityCatalog.all {
-            var fields: [UnsafeRawPointer: FieldDescription] = [:]
+            var fields: [UnsafeRawPointer: FieldSlot] = [:]
             for field in description.fields {
                 guard let interned = xmlTextReaderConstString(reader, field.name) else { continue }
-                fields[UnsafeRawPointer(interned)] = field
+                fields[UnsafeRawPointer(interned)] = FieldSlot(name: field.name, kind: field.kind)
             }
             fieldSymbols[description.type] = fields
         }
@@ -397,10 +421,28 @@ final class XMLBundleReader: BundleItemReader {
 
     private enum Section { case outside, bundle, files, records }
 
-    private struct PartialRecord {
+    /// A field's name and kind, shared by reference: one retain per field element, not a copy of the
+    /// whole description with its strings.
+    private final class FieldSlot {
+        let name: String
+        let kind: FieldKind
+        init(name: String, kind: FieldKind) {
+            self.name = name
+            self.kind = kind
+        }
+    }
+
+    /// The record being read. A class: a struct this size was copied whole on each field's access
+    /// through the optional (`perf`, stop 94).
+    private final class PartialRecord {
         let shape: RecordShape
         var fields: [String: FieldValue]
         let line: Int
+        init(shape: RecordShape, fields: [String: FieldValue], line: Int) {
+            self.shape = shape
+            self.fields = fields
+            self.line = line
+        }
         var id: UUID?
         var serverID: String?
         var version: Int64?

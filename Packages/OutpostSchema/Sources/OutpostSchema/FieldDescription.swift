@@ -33,6 +33,18 @@ public enum FieldKind: Sendable, Hashable {
         case .blob: "blob"
         }
     }
+
+    /// Whether a non-null `value` is of this kind's storage kind: `value.kindName == storageKind`,
+    /// without comparing strings (it runs for every field of every record checked).
+    func holds(_ value: FieldValue) -> Bool {
+        switch (self, value) {
+        case (.text, .text), (.day, .text), (.sha256, .text), (.choice, .text): true
+        case (.integer, .integer), (.money, .integer), (.count, .integer): true
+        case (.real, .real), (.quantity, .real): true
+        case (.bool, .bool), (.date, .date), (.uuid, .uuid), (.blob, .blob): true
+        default: false
+        }
+    }
 }
 
 /// One domain field of an entity: its name (the typed model's property), kind and rules.
