@@ -89,9 +89,15 @@ public enum Timestamp {
                 fraction = (value * 1000 * 2 + scale) / (scale * 2)
             }
             let days = days(fromCivilYear: year, month: month, day: day)
-            return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + fraction
+            let milliseconds = ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + fraction
+            // Rounding up may cross into year 10000, which no text of this form names: refused, so that an
+            // instant read can always be written back and read again (an import is always exportable).
+            return milliseconds <= lastMilliseconds ? milliseconds : nil
         }
     }
+
+    /// 9999-12-31T23:59:59.999Z, the last instant the form names.
+    static let lastMilliseconds: Int64 = 253_402_300_799_999
 
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
         let (quotient, remainder) = value.quotientAndRemainder(dividingBy: divisor)

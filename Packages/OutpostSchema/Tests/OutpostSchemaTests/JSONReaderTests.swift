@@ -227,5 +227,35 @@ import Testing
         #expect(Timestamp.date(from: "2026-11-18T11:06:40.123456789Z") == Timestamp.date(from: "2026-11-18T11:06:40.123Z"))
         #expect(Timestamp.date(from: "2026-11-18T11:06:40.9996Z") == Timestamp.date(from: "2026-11-18T11:06:41.000Z"))
         #expect(Timestamp.date(from: "2026-11-18T11:06:40.5Z") == Timestamp.date(from: "2026-11-18T11:06:40.500Z"))
+        // Rounding up to the millisecond must not leave the years a text can name (attack 123, finding 1:
+        // imported as 10000-01-01, then exported as a bundle no import takes).
+        #expect(Timestamp.date(from: "9999-12-31T23:59:59.9995Z") == nil)
+        #expect(Timestamp.date(from: "9999-12-31T23:59:59.9994Z") == Timestamp.date(from: "9999-12-31T23:59:59.999Z"))
+    }
+
+    /// Every instant a text is read as can be written and read back as itself: what is imported can be
+    /// exported, and what is exported imported. Seeded texts of one to nine fraction digits, many at the
+    /// edges of the years a text can name.
+    @Test func everyInstantReadFromATextIsWrittenAsOneThatReadsBackTheSame() throws {
+        var random = SeededGenerator(seed: 10_000)
+        let digits = Array("0123456789")
+        var read = 0
+        for round in 0..<20_000 {
+            let year = [0, 9999, Int.random(in: 0...9999, using: &random)][round % 3]
+            let month = round % 3 == 1 ? 12 : Int.random(in: 1...12, using: &random)
+            let day = round % 3 == 1 ? 31 : Int.random(in: 1...28, using: &random)
+            let time = round % 3 == 1 ? "23:59:59" : String(format: "%02d:%02d:%02d", Int.random(in: 0...23, using: &random),
+                Int.random(in: 0...59, using: &random), Int.random(in: 0...59, using: &random))
+            let fraction = String((0..<Int.random(in: 1...9, using: &random)).map { _ in
+                round % 3 == 1 && Bool.random(using: &random) ? "9" : digits.randomElement(using: &random)!
+            })
+            let text = String(format: "%04d-%02d-%02dT", year, month, day) + time + "." + fraction + "Z"
+            guard let date = Timestamp.date(from: text) else { continue }
+            read += 1
+            let written = Timestamp.string(from: date)
+            #expect(Timestamp.date(from: written) == date, "\(text) → \(written)")
+            #expect(written.utf8.count == 24, "\(text) → \(written)")
+        }
+        #expect(read > 19_000)
     }
 }
