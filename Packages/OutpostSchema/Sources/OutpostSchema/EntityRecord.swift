@@ -30,23 +30,7 @@ public struct EntityRecord: Sendable, Hashable, Codable {
     /// then field rules (empty text, negative amounts, formats), then the entity's own rules.
     public var validationErrors: [ModelError] {
         let description = entity.description
-        // One pass and one lookup per catalog field for both the shape and the field rules: every record a
-        // bundle import reads is checked here, and a pass for each was a tenth of an XML import's reading
-        // thread (`perf`, stop 94). Field rules found before a shape error are dropped with the rest.
-        var shape: [ModelError] = []
-        var broken: [ModelError] = []
-        var known = 0
-        for field in description.fields {
-            let stored = fields[field.name]
-            if stored != nil { known += 1 }
-            let value = stored ?? .null
-            if let problem = shapeError(of: field, value) {
-                shape.append(problem)
-            } else if shape.isEmpty, let problem = fieldError(field, value) {
-                broken.append(problem)
-            }
-        }
-        if known < fields.count { shape.insert(contentsOf: unknownFieldErrors(description), at: 0) }
+        var (shape, broken) = fieldErrors(of: description, withRules: true)
         if !shape.isEmpty { return shape }
         for rule in description.rules {
             if let problem = rule(self) { broken.append(problem) }
@@ -62,18 +46,29 @@ public struct EntityRecord: Sendable, Hashable, Codable {
     /// Errors that make a typed conversion impossible (unknown or missing fields, values of the wrong
     /// kind or outside a choice): what a store refuses even from the server, which may skip other rules.
     public func shapeErrors() -> [ModelError] {
-        let description = entity.description
-        var errors: [ModelError] = []
-        // One lookup per catalog field; a name it did not visit is unknown. (This runs for every
-        // pulled record.)
+        fieldErrors(of: entity.description, withRules: false).shape
+    }
+
+    /// The shape errors (unknown fields first, then by catalog field), and with `withRules` the field rules
+    /// broken while the shape held, in one pass with one lookup per catalog field; a name it did not visit
+    /// is unknown. Every pulled record's shape and every imported record's rules are checked here: a pass
+    /// for each was a tenth of an XML import's reading thread (`perf`, stop 94).
+    private func fieldErrors(of description: EntityDescription, withRules: Bool) -> (shape: [ModelError], broken: [ModelError]) {
+        var shape: [ModelError] = []
+        var broken: [ModelError] = []
         var known = 0
         for field in description.fields {
             let stored = fields[field.name]
             if stored != nil { known += 1 }
-            if let problem = shapeError(of: field, stored ?? .null) { errors.append(problem) }
+            let value = stored ?? .null
+            if let problem = shapeError(of: field, value) {
+                shape.append(problem)
+            } else if withRules, shape.isEmpty, let problem = fieldError(field, value) {
+                broken.append(problem)
+            }
         }
-        if known < fields.count { errors.insert(contentsOf: unknownFieldErrors(description), at: 0) }
-        return errors
+        if known < fields.count { shape.insert(contentsOf: unknownFieldErrors(description), at: 0) }
+        return (shape, broken)
     }
 
     /// What makes `value` unfit for `field`'s kind, if anything: missing when required, of another kind,
