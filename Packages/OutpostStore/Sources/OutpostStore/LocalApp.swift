@@ -147,8 +147,8 @@ public enum ToolkitSchema {
     /// column as text only, refuse.
     static let version6 = "SELECT 1;"
 
-    /// Marks a queued change a request carried whose answer never came
-    /// (`MutationQueue.mark(_:unheard:in:)`): the server may have taken it, and once the server keeps its answer no longer (a member's newest
+    /// Marks a queued change a request carried whose answer never came (`MutationQueue.mark(_:unheard:in:)`):
+    /// the server may have taken it, and once the server keeps its answer no longer (a member's newest
     /// 20,000), nothing tells that from a change it never got. Merged as concurrent with a teammate's
     /// edit made on top of it, such a change won under client wins and was sent again over that edit,
     /// lost without a trace (attack 121, F1).
