@@ -24,6 +24,36 @@ enum FieldText {
         }
     }
 
+    /// The value an XML element's `text` stands for as a field of `kind`, read as `bundle.xsd` types it.
+    /// Numbers and flags are `xs:double` and `xs:boolean`, whose whitespace the schema collapses, and
+    /// blobs `xs:base64Binary`, which may break over lines: libxml2 takes `<latitude> 47.6 </latitude>`,
+    /// as a producer validating against the published schema may write it, so the reader takes it too
+    /// (attack 123, F4). Every other kind keeps its text: strings hold their whitespace, and libxml2
+    /// refuses it around an `xs:long`.
+    static func value(ofXMLText text: String, kind: FieldKind) -> FieldValue? {
+        switch kind {
+        case .real, .quantity, .bool: value(trimmingXMLWhitespace(text), kind: kind)
+        case .blob:
+            value(text.utf8.contains(where: isXMLWhitespace) ? String(decoding: text.utf8.filter { !isXMLWhitespace($0) }, as: UTF8.self) : text, kind: kind)
+        default: value(text, kind: kind)
+        }
+    }
+
+    /// XML's whitespace: space, tab, line feed, carriage return.
+    private static func isXMLWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    /// `text` without XML whitespace before or after it; itself, uncopied, when it has none there.
+    private static func trimmingXMLWhitespace(_ text: String) -> String {
+        let bytes = text.utf8
+        guard let first = bytes.first, let last = bytes.last, isXMLWhitespace(first) || isXMLWhitespace(last) else { return text }
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end, isXMLWhitespace(bytes[start]) { start = bytes.index(after: start) }
+        while end > start, isXMLWhitespace(bytes[bytes.index(before: end)]) { end = bytes.index(before: end) }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
     /// The text form of a non-null value, as both writers emit it.
     static func text(of value: FieldValue) -> String {
         switch value {

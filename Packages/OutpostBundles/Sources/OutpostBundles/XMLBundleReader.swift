@@ -171,7 +171,7 @@ final class XMLBundleReader: BundleItemReader {
         openField = nil
         // Ids and instants are held to bundle.xsd's patterns here (`LibXML.patternsLeftToTheReader`):
         // their parsers take no text the patterns refuse.
-        guard let value = FieldText.value(fieldText, kind: field.kind) else {
+        guard let value = FieldText.value(ofXMLText: fieldText, kind: field.kind) else {
             record?.broken = true
             try report(
                 recordError(.schemaViolation, "'\(fieldText.prefix(80))' is not a valid \(field.kind.storageKind)", field: field.name),

@@ -14,8 +14,9 @@ import Testing
 @Suite(.fieldService) struct StoredFieldsEncodingTests {
     private static let project = UUID(uuidString: "5eed0000-0000-4000-8000-000000000041")!
 
-    /// Text alphabets: plain ASCII (copied as it stands), and what needs escaping or is not ASCII.
-    private static let plain: [Unicode.Scalar] = ["a", "Z", "7", " ", "/", "~", "'", "{", "}", ":", ",", "\u{7F}"]
+    /// Text alphabets: plain ASCII (copied as it stands into JSON, and into XML but for its markup,
+    /// `&`, `<` and `>`), and what needs escaping or is not ASCII.
+    private static let plain: [Unicode.Scalar] = ["a", "Z", "7", " ", "/", "~", "'", "{", "}", ":", ",", "\u{7F}", "&", "<", ">"]
     private static let special: [Unicode.Scalar] = ["\"", "\\", "\n", "\t", "\u{0}", "\u{1F}", "é", "€", "\u{2028}", "😀"]
 
     private static func text(_ random: inout SeededGenerator) -> String {
