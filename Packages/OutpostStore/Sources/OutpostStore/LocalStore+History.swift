@@ -47,20 +47,30 @@ enum HistoryState {
         try SyncState.setList(importedKey, to: checkpoints, in: db)
     }
 
-    /// How many imported checkpoints a device keeps waiting: one fewer than a header carries, so an
-    /// export of this device carries them all with its own.
+    /// How many imported checkpoints a device with a checkpoint of its own keeps waiting: one fewer
+    /// than a header carries, so an export of this device carries them all with its own.
     static let maximumImported = BundleCheckpoints.maximumCount - 1
+
+    /// How many imported checkpoints may wait on a device whose own checkpoint is `own`: a device with
+    /// none keeps as many as a header carries, since its export carries no own one. It gets one only from
+    /// a pull, which first has the server confirm every waiting one (`SyncEngine`), so the two never
+    /// overflow a header together. Refusing the 64 another device's export may carry left a fresh device
+    /// unable to import it (attack 123, F3).
+    static func maximumImported(besides own: String?) -> Int {
+        own == nil ? BundleCheckpoints.maximumCount : maximumImported
+    }
 
     /// Keeps the checkpoints an imported bundle carried for the server to confirm, leaving out ones
     /// the device holds already. Returns the count that would wait, keeping nothing, when that is more
-    /// than `maximumImported`; nil when kept.
-    static func noteImported(_ checkpoints: [String], in db: Database) throws -> Int? {
+    /// than `maximumImported(besides:)`; nil when kept.
+    static func noteImported(_ checkpoints: [String], in db: Database) throws -> (waiting: Int, maximum: Int)? {
         let own = try checkpoint(in: db)
         let before = try importedCheckpoints(in: db)
         var kept = before
         for checkpoint in checkpoints where checkpoint != own && !kept.contains(checkpoint) { kept.append(checkpoint) }
         if kept == before { return nil }
-        guard kept.count <= maximumImported else { return kept.count }
+        let maximum = maximumImported(besides: own)
+        guard kept.count <= maximum else { return (kept.count, maximum) }
         try saveImported(kept, in: db)
         return nil
     }
@@ -71,9 +81,21 @@ enum HistoryState {
 
     /// What an export of this device carries: its own checkpoint, then the unconfirmed imported ones.
     /// A receiving device confirms every one, since the records may come from any of them.
+    /// One more than a header holds is refused, not cut: a device that kept a full header's worth with
+    /// no checkpoint of its own, then got one from a push before a pull had them confirmed (a run out of
+    /// budget before its pull), is asked to sync first; leaving one out would spare the receiving device
+    /// a question a restored server must be asked.
     static func exportCheckpoints(in db: Database) throws -> [String] {
         let own = try checkpoint(in: db).flatMap { BundleCheckpoints.isValid($0) ? $0 : nil }
-        return (own.map { [$0] } ?? []) + (try importedCheckpoints(in: db))
+        let carried = (own.map { [$0] } ?? []) + (try importedCheckpoints(in: db))
+        guard carried.count <= BundleCheckpoints.maximumCount else {
+            throw BundleError(
+                .limitExceeded,
+                message: "this device holds \(carried.count - 1) checkpoints of the server's history that imports brought and "
+                    + "the server has not confirmed, and one of its own: more than the \(BundleCheckpoints.maximumCount) a "
+                    + "bundle carries; sync, then export again")
+        }
+        return carried
     }
 
     static func isRebuilding(in db: Database) throws -> Bool {

@@ -97,11 +97,11 @@ extension LocalStore {
                     try session.finish(at: stream.documentLocation ?? SourceLocation(file: url.path))
                     // The records may come from a history a server restore has lost since: the next
                     // sync asks the server about each checkpoint the bundle carries.
-                    if let waiting = try HistoryState.noteImported(stream.checkpoints, in: db) {
+                    if let (waiting, maximum) = try HistoryState.noteImported(stream.checkpoints, in: db) {
                         throw BundleError(
                             .limitExceeded,
                             message: "this import would leave \(waiting) checkpoints of the server's history waiting for the "
-                                + "server to confirm them, more than the \(HistoryState.maximumImported) a device keeps; "
+                                + "server to confirm them, more than the \(maximum) this device keeps; "
                                 + "sync, then import again. Nothing was imported",
                             file: url.path)
                     }

@@ -198,25 +198,59 @@ import Testing
         try store.exportBundle(project: SampleProject.project, format: .xml, to: export)
         let exported = try String(contentsOf: export, encoding: .utf8)
         #expect(exported.contains("checkpoints=\"\((first + ["63.0123456789abcdef"]).joined(separator: " "))\""))
+        try store.importBundle(at: carrying("c.json", ["64.0123456789abcdef"]))
         let before = try workspace.snapshot(of: target)
-        #expect(throws: BundleError.self) { try store.importBundle(at: carrying("c.json", ["64.0123456789abcdef"])) }
+        #expect(throws: BundleError.self) { try store.importBundle(at: carrying("d.json", ["65.0123456789abcdef"])) }
         #expect(try workspace.snapshot(of: target) == before, "refused whole")
         try store.confirmImportedCheckpoint("5.0123456789abcdef")
-        try store.importBundle(at: carrying("c.json", ["64.0123456789abcdef"]))
-        #expect(try store.importedCheckpoints().count == 63)
-        // A header may carry 64 (an export's own and 63 waiting): more than a device keeps waiting, so
-        // refused, with the count it would have left; a version 1 bundle carries none.
+        try store.importBundle(at: carrying("d.json", ["65.0123456789abcdef"]))
+        #expect(try store.importedCheckpoints().count == 64)
+        // A header may carry 64 (an export's own and 63 waiting). A device with no checkpoint of its own
+        // keeps them all, and its export carries them on (a device that refused them could not import
+        // another device's export, attack 123, F3); one more is refused with the count it would leave.
         let fresh = try LocalStore.open(at: try workspace.database("fresh.sqlite"))
         let full = (1...64).map { "\($0 + 100).0123456789abcdef" }
+        try fresh.importBundle(at: carrying("full.json", full))
+        #expect(try fresh.importedCheckpoints() == full)
+        let freshExport = workspace.url("fresh-export.json")
+        try fresh.exportBundle(project: SampleProject.project, format: .json, to: freshExport)
+        let reimporting = try LocalStore.open(at: try workspace.database("reimporting.sqlite"))
+        try reimporting.importBundle(at: freshExport)
+        #expect(try reimporting.importedCheckpoints() == full, "an export of 64 imports on another fresh device")
         #expect {
-            try fresh.importBundle(at: carrying("full.json", full))
+            try fresh.importBundle(at: carrying("more.json", ["999.0123456789abcdef"]))
         } throws: { error in
-            (error as? BundleError)?.message.contains("would leave 64 checkpoints") == true
+            (error as? BundleError)?.message.contains("would leave 65 checkpoints") == true
         }
+        // Should its own come from a push before a pull had the server confirm them, an export asks for a
+        // sync rather than leave one out.
+        try fresh.write { db in try HistoryState.save(checkpoint: "901.0123456789abcdef", in: db) }
+        #expect {
+            try fresh.exportBundle(project: SampleProject.project, format: .json, to: workspace.url("too-many.json"))
+        } throws: { error in
+            (error as? BundleError)?.code == .limitExceeded && (error as? BundleError)?.message.contains("sync, then export again") == true
+        }
+        try fresh.confirmImportedCheckpoint(full[0])
+        try fresh.exportBundle(project: SampleProject.project, format: .json, to: workspace.url("after-a-confirm.json"))
+        try fresh.write { db in try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [HistoryState.checkpointKey]) }
+        try fresh.importBundle(at: carrying("first-again.json", [full[0]]))
+        // With a checkpoint of its own, a device keeps 63, so its export carries its own with them.
+        let synced = try LocalStore.open(at: try workspace.database("synced.sqlite"))
+        try synced.write { db in try HistoryState.save(checkpoint: "900.0123456789abcdef", in: db) }
+        #expect {
+            try synced.importBundle(at: carrying("full.json", full))
+        } throws: { error in
+            (error as? BundleError)?.message.contains("would leave 64 checkpoints of the server's history waiting for the server to confirm them, more than the 63") == true
+        }
+        try synced.importBundle(at: carrying("most.json", Array(full.prefix(63))))
+        let syncedExport = workspace.url("synced-export.xml")
+        try synced.exportBundle(project: SampleProject.project, format: .xml, to: syncedExport)
+        let carried = try String(contentsOf: syncedExport, encoding: .utf8)
+        #expect(carried.contains("checkpoints=\"\((["900.0123456789abcdef"] + full.prefix(63)).joined(separator: " "))\""))
         let versionOne = try workspace.file("v1.json", text.replacingOccurrences(
             of: "\"formatVersion\": 2,", with: "\"formatVersion\": 1, \"checkpoints\": [\"5.0123456789abcdef\"],"))
         #expect(throws: BundleError.self) { try fresh.importBundle(at: versionOne) }
-        #expect(try fresh.importedCheckpoints().isEmpty)
+        #expect(try fresh.importedCheckpoints() == Array(full.dropFirst()) + [full[0]], "kept as they were")
     }
 
     @Test func aRecordWhoseParentIsMissingIsKeptAndFlagged() throws {
