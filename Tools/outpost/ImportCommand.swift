@@ -11,9 +11,8 @@ struct ImportCommand: ParsableCommand {
         abstract: "Import a pre-sync bundle (.xml, .json or .zip) into a local database.",
         discussion: """
             The database is created or upgraded to the latest schema first. The import is one transaction: \
-            on any error nothing is written and the error says where, and a database the command created \
-            is removed again. Records with unsynced local changes are left as they are and counted. A \
-            progress bar shows on a terminal.
+            on any error nothing is written and the error says where. Records with unsynced local changes \
+            are left as they are and counted. A progress bar shows on a terminal.
             """
     )
 
@@ -29,30 +28,18 @@ struct ImportCommand: ParsableCommand {
     func run() throws {
         let showProgress = isatty(STDERR_FILENO) == 1
         let summary: ImportSummary
-        // A refused import into a path that held nothing leaves nothing: an empty database where a
-        // mistyped path pointed would be taken for a device's (attack 123, F8).
-        let creates = !FileManager.default.fileExists(atPath: db) && !FileManager.default.fileExists(atPath: db + ".files")
         do {
-            summary = try Self.importBundle(at: path, into: db, showingProgress: showProgress)
+            let store = try LocalStore.open(at: db)
+            summary = try store.importBundle(at: URL(fileURLWithPath: path)) { progress in
+                guard showProgress else { return }
+                BundleProgressBar.draw(progress)
+            }
         } catch {
             if showProgress { BundleProgressBar.clear() }
-            if creates {
-                // With the folder where a zip bundle's files go (`BundleFileStore`).
-                for suffix in ["", "-wal", "-shm", ".files"] { try? FileManager.default.removeItem(atPath: db + suffix) }
-            }
             throw CommandFailure("\(error)")
         }
         if showProgress { BundleProgressBar.clear() }
         try Self.show(summary, of: path, into: db, json: json)
-    }
-
-    /// The import, with the store closed when it returns (so its files can go).
-    private static func importBundle(at path: String, into db: String, showingProgress: Bool) throws -> ImportSummary {
-        let store = try LocalStore.open(at: db)
-        return try store.importBundle(at: URL(fileURLWithPath: path)) { progress in
-            guard showingProgress else { return }
-            BundleProgressBar.draw(progress)
-        }
     }
 
     /// Prints an import's summary, as a table or as JSON (shared with `outpost presync`).
