@@ -24,17 +24,22 @@ enum FieldText {
         }
     }
 
-    /// The value an XML element's `text` stands for as a field of `kind`, read as `bundle.xsd` types it.
-    /// Numbers and flags are `xs:double` and `xs:boolean`, whose whitespace the schema collapses, and
-    /// blobs `xs:base64Binary`, which may break over lines: libxml2 takes `<latitude> 47.6 </latitude>`,
-    /// as a producer validating against the published schema may write it, so the reader takes it too
-    /// (attack 123, F4). Every other kind keeps its text: strings hold their whitespace, and libxml2
-    /// refuses it around an `xs:long`.
+    /// The value an XML element's `text` stands for as a field of `kind`, read as libxml2 validates
+    /// `bundle.xsd` (the import's stream validates every value before it reaches here). Numbers and flags
+    /// are `xs:double` and `xs:boolean`, whose whitespace the schema collapses, and blobs
+    /// `xs:base64Binary`, which may break over lines: libxml2 takes `<latitude> 47.6 </latitude>`, as a
+    /// producer validating against the published schema may write it, so the reader takes it too
+    /// (attack 123, F4). Every other kind keeps its text: strings hold their whitespace, and libxml2 2.9
+    /// refuses it around an `xs:long` (which the XSD standard collapses too: a validator other than
+    /// libxml2 passes `<sortOrder> 5 </sortOrder>`, which an import refuses).
     static func value(ofXMLText text: String, kind: FieldKind) -> FieldValue? {
         switch kind {
         case .real, .quantity, .bool: value(trimmingXMLWhitespace(text), kind: kind)
         case .blob:
-            value(text.utf8.contains(where: isXMLWhitespace) ? String(decoding: text.utf8.filter { !isXMLWhitespace($0) }, as: UTF8.self) : text, kind: kind)
+            // Decoded from the bytes left: a blob may be megabytes, not worth a String of its own.
+            text.utf8.contains(where: isXMLWhitespace)
+                ? Data(base64Encoded: Data(text.utf8.filter { !isXMLWhitespace($0) })).map(FieldValue.blob)
+                : value(text, kind: kind)
         default: value(text, kind: kind)
         }
     }

@@ -52,10 +52,10 @@ enum HistoryState {
     static let maximumImported = BundleCheckpoints.maximumCount - 1
 
     /// How many imported checkpoints may wait on a device whose own checkpoint is `own`: a device with
-    /// none keeps as many as a header carries, since its export carries no own one. It gets one only from
-    /// a pull, which first has the server confirm every waiting one (`SyncEngine`), so the two never
-    /// overflow a header together. Refusing the 64 another device's export may carry left a fresh device
-    /// unable to import it (attack 123, F3).
+    /// none keeps as many as a header carries, since its export carries no own one. Refusing the 64
+    /// another device's export may carry left a fresh device unable to import it (attack 123, F3). It
+    /// usually gets its own from a pull, which first has the server confirm every waiting one
+    /// (`SyncEngine`); when it gets one with them still waiting, `exportCheckpoints` asks for a sync.
     static func maximumImported(besides own: String?) -> Int {
         own == nil ? BundleCheckpoints.maximumCount : maximumImported
     }
@@ -82,9 +82,10 @@ enum HistoryState {
     /// What an export of this device carries: its own checkpoint, then the unconfirmed imported ones.
     /// A receiving device confirms every one, since the records may come from any of them.
     /// One more than a header holds is refused, not cut: a device that kept a full header's worth with
-    /// no checkpoint of its own, then got one from a push before a pull had them confirmed (a run out of
-    /// budget before its pull), is asked to sync first; leaving one out would spare the receiving device
-    /// a question a restored server must be asked.
+    /// no checkpoint of its own, then got one before a pull had them confirmed (a push in a run whose
+    /// budget ran out before its pull, or a page applied after an import made during the pull), is asked
+    /// to sync, whose pull has them confirmed; leaving one out would spare the receiving device a
+    /// question a restored server must be asked.
     static func exportCheckpoints(in db: Database) throws -> [String] {
         let own = try checkpoint(in: db).flatMap { BundleCheckpoints.isValid($0) ? $0 : nil }
         let carried = (own.map { [$0] } ?? []) + (try importedCheckpoints(in: db))
