@@ -273,11 +273,13 @@ final class XMLBundleReader: BundleItemReader {
     }
 
     private func header() throws(BundleError) -> BundleItem? {
-        var version: Int?, project: UUID?, asOf: Date?, checkpoints: [String] = []
+        var version: Int?, versionText: String?, project: UUID?, asOf: Date?, checkpoints: [String] = []
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
             let value = attributeValue()
             switch currentSymbol() {
-            case .formatVersion: version = Int(value)
+            case .formatVersion:
+                versionText = value
+                version = Self.positiveInteger(value)
             // The id and the instant are held to bundle.xsd's patterns here (`LibXML.patternsLeftToTheReader`).
             case .projectID:
                 project = UUID(hyphenatedText: value)
@@ -296,6 +298,12 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
+        if let versionText, version == nil, Self.isPositiveIntegerText(versionText) {
+            // A version past any this build could number is one it does not read, not a broken header.
+            try report(error(.unsupportedFormatVersion,
+                "format version \(versionText.prefix(40)) is not one this build reads (it reads \(BundleFormat.readableVersionsText))"),
+                fatal: true)
+        }
         if let version, !BundleFormat.readableVersions.contains(version) {
             try report(error(.unsupportedFormatVersion,
                 "format version \(version) is not one this build reads (it reads \(BundleFormat.readableVersionsText))"), fatal: true)
@@ -304,8 +312,34 @@ final class XMLBundleReader: BundleItemReader {
             try report(error(.schemaViolation, "checkpoints came with format version 2; a version 1 bundle has none"), fatal: true)
         }
         try flushErrors(fatal: false)
-        guard let version, let project else { return nil }
+        guard let version, let project else {
+            // Never read past: the header is what holds the records to one project and carries the
+            // checkpoints (a `formatVersion` of " 2" dropped it without a word, attack 124, F1).
+            try report(error(.schemaViolation,
+                "the bundle element needs a formatVersion and a projectID this build reads "
+                    + "(formatVersion '\((versionText ?? "none").prefix(40))')"), fatal: true)
+            return nil
+        }
         return .header(BundleHeader(formatVersion: version, projectID: project, asOf: asOf, checkpoints: checkpoints))
+    }
+
+    /// An `xs:positiveInteger` as libxml2 validates it: XML whitespace around it (the schema collapses
+    /// it), an optional `+`, leading zeros; nil for any other text, and for one past `Int`.
+    static func positiveInteger(_ text: String) -> Int? {
+        guard isPositiveIntegerText(text) else { return nil }
+        let digits = text.utf8.filter { $0 >= 0x30 && $0 <= 0x39 }.drop { $0 == 0x30 }
+        guard digits.count <= 18 else { return nil }
+        return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+    }
+
+    /// Whether `text` is an `xs:positiveInteger`'s lexical form (see `positiveInteger`), however large.
+    static func isPositiveIntegerText(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        var body = bytes.drop(while: isSpace)
+        while let last = body.last, isSpace(last) { body = body.dropLast() }
+        if body.first == 0x2B { body = body.dropFirst() }
+        return !body.isEmpty && body.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && body.contains { $0 != 0x30 }
     }
 
     private func attributeValue() -> String {
