@@ -20,7 +20,7 @@ enum FieldText {
             }
         case .date: return Timestamp.date(from: text).map(FieldValue.date)
         case .uuid: return UUID(hyphenatedText: text).map(FieldValue.uuid)
-        case .blob: return Data(base64Encoded: text).map(FieldValue.blob)
+        case .blob: return .blob(fromBase64: Data(text.utf8))
         }
     }
 
@@ -38,7 +38,7 @@ enum FieldText {
         case .blob:
             // Decoded from the bytes left: a blob may be megabytes, not worth a String of its own.
             text.utf8.contains(where: isXMLWhitespace)
-                ? Data(base64Encoded: Data(text.utf8.filter { !isXMLWhitespace($0) })).map(FieldValue.blob)
+                ? .blob(fromBase64: Data(text.utf8.filter { !isXMLWhitespace($0) }))
                 : value(text, kind: kind)
         default: value(text, kind: kind)
         }

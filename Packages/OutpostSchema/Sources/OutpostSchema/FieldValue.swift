@@ -30,6 +30,18 @@ public enum FieldValue: Sendable, Hashable {
     }
 }
 
+extension FieldValue {
+    /// The blob `base64` stands for, when it has `xs:base64Binary`'s standard form (RFC 4648): groups of
+    /// four, padding only at the end, and zero the bits the padding leaves out; nil for any other text.
+    /// Foundation's decoder takes more (`"//=/"` became FF 3F, `"===="` a zero byte), and a bundle or a
+    /// wire answer stored bytes its text never stood for (attack 124, F2): the bytes must write back as
+    /// the very text. Every reader of a blob's text goes through here.
+    public static func blob(fromBase64 base64: Data) -> FieldValue? {
+        guard let bytes = Data(base64Encoded: base64), bytes.base64EncodedData() == base64 else { return nil }
+        return .blob(bytes)
+    }
+}
+
 extension FieldValue: Codable {
     // JSON has one number type, so every non-null value travels as a one-key object naming its kind:
     // {"integer": 3} and {"real": 3} stay distinct, and a date keeps millisecond precision.
@@ -54,7 +66,12 @@ extension FieldValue: Codable {
         case .real: self = .real(try container.decode(Double.self, forKey: kind))
         case .text: self = .text(try container.decode(String.self, forKey: kind))
         case .uuid: self = .uuid(try container.decode(UUID.self, forKey: kind))
-        case .blob: self = .blob(try container.decode(Data.self, forKey: kind))
+        case .blob:
+            let text = try container.decode(String.self, forKey: kind)
+            guard let blob = FieldValue.blob(fromBase64: Data(text.utf8)) else {
+                throw DecodingError.dataCorruptedError(forKey: kind, in: container, debugDescription: "A blob is not valid base64.")
+            }
+            self = blob
         case .date:
             let text = try container.decode(String.self, forKey: kind)
             guard let date = Timestamp.date(from: text) else {

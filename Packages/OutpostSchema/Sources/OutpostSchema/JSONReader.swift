@@ -280,8 +280,8 @@ public struct JSONReader: Sendable {
             value = .uuid(try uuid(at: start))
         case .blob:
             let text = try string()
-            guard let data = Data(base64Encoded: text) else { throw error("a blob is not valid base64", at: start) }
-            value = .blob(data)
+            guard let blob = FieldValue.blob(fromBase64: Data(text.utf8)) else { throw error("a blob is not valid base64", at: start) }
+            value = blob
         }
         skipWhitespace()
         guard try closes(UInt8(ascii: "}")) else { throw error("a field value has more than one key", at: start) }
