@@ -162,7 +162,12 @@ final class XMLBundleReader: BundleItemReader {
         let text = String(cString: value)
         if fieldText.isEmpty { fieldText = text } else { fieldText += text }
         if fieldText.utf8.count > limits.maximumStringBytes {
-            try report(error(.limitExceeded, "a value is longer than \(limits.maximumStringBytes) bytes"), fatal: true)
+            let message = "a value is longer than \(limits.maximumStringBytes) bytes"
+            // Named by its record and field when it is one, as every other error about a value is.
+            if let field = openField, record != nil {
+                try report(recordError(.limitExceeded, message, field: field.name), fatal: true)
+            }
+            try report(error(.limitExceeded, message), fatal: true)
         }
     }
 

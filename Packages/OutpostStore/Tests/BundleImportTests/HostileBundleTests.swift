@@ -105,6 +105,12 @@ import ZIPFoundation
                 return url
             },
             check: { $0.message.contains("UTF-8") }),
+        // Longer than a value may be: the error names the record and the field (attack 124, F3), as every
+        // other error about a value does.
+        Case(name: "an XML value past the size limit", code: .limitExceeded,
+            make: { try $0.xml("long.xml", replacing: "<title>Outlet missing cover</title>",
+                with: "<title>" + String(repeating: "é", count: 600_000) + "</title>") },
+            check: { $0.line != nil && $0.entity == .issue && $0.id != nil && $0.field == "title" }),
         Case(name: "a declared encoding other than UTF-8", code: .forbiddenConstruct,
             make: { try $0.xml("utf7.xml", replacing: "encoding=\"UTF-8\"", with: "encoding=\"UTF-7\"") },
             check: { $0.message.contains("utf-7") }),
