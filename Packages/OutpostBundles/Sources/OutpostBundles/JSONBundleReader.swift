@@ -124,8 +124,8 @@ final class JSONBundleReader: BundleItemReader {
                 throw schemaError("must be \"outpost-bundle\"")
             }
         case "formatVersion":
-            guard case .number(let number) = try tokenizer.readValue(depth: 1), number.isInteger,
-                let version = Int(number.text), version >= 1
+            guard case .number(let number) = try tokenizer.readValue(depth: 1), let whole = number.wholeValue,
+                let version = Int(exactly: whole), version >= 1
             else { throw schemaError("must be a positive integer") }
             guard BundleFormat.readableVersions.contains(version) else {
                 throw locate(BundleError(.unsupportedFormatVersion,
@@ -314,8 +314,9 @@ private struct RecordDecoder {
             }
             return converted
         case .integer, .money, .count:
-            guard case .number(let number) = value, number.isInteger else { throw mismatch("an integer") }
-            guard let integer = Int64(number.text) else {
+            guard case .number(let number) = value else { throw mismatch("an integer") }
+            guard let integer = number.wholeValue else {
+                guard number.isInteger else { throw mismatch("an integer") }
                 throw fail(path(), "\(number.text) does not fit in 64 bits", entity: entity, id: id, field: field.name)
             }
             if field.kind != .integer, integer < 0 {
@@ -342,12 +343,12 @@ private struct RecordDecoder {
 
     private func integer(_ value: JSONValue?, _ path: @autoclosure () -> String, minimum: Int64, entity: EntityType?, id: UUID?) throws(BundleError) -> Int64 {
         guard let value else { throw fail(path(), "is required", entity: entity, id: id) }
-        guard case .number(let number) = value, number.isInteger else {
+        guard case .number(let number) = value, let integer = number.wholeValue else {
+            // An integer past 64 bits was told "must be an integer, found integer".
+            if case .number(let number) = value, number.isInteger {
+                throw fail(path(), "is \(number.text), past the largest integer a bundle holds (\(Int64.max))", entity: entity, id: id)
+            }
             throw fail(path(), "must be an integer, found \(value.typeName)", entity: entity, id: id)
-        }
-        // An integer past 64 bits was told "must be an integer, found integer".
-        guard let integer = Int64(number.text) else {
-            throw fail(path(), "is \(number.text), past the largest integer a bundle holds (\(Int64.max))", entity: entity, id: id)
         }
         guard integer >= minimum else { throw fail(path(), "is \(integer), must be at least \(minimum)", entity: entity, id: id) }
         return integer

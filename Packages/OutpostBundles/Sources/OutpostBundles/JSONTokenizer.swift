@@ -253,6 +253,16 @@ private struct FrameState {
 struct JSONNumber: Hashable {
     var text: String
     var isInteger: Bool
+
+    /// The 64-bit integer this number writes, when it is whole: `bundle.schema.json` is JSON Schema
+    /// 2020-12, whose `integer` takes `1.0` and `1e2` as well as `1`, and the reader refused them
+    /// (attack 124, F4). Read exactly from the digits by the wire's reader (`JSONReader.integer()`); nil
+    /// for a number with a fraction or outside 64 bits.
+    var wholeValue: Int64? {
+        if isInteger { return Int64(text) }
+        var reader = JSONReader(bytes: Array(text.utf8))
+        return try? reader.integer()
+    }
 }
 
 /// A small JSON value: one record or one file reference, never the whole document. Not `indirect`:
