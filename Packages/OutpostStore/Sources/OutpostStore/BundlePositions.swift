@@ -10,7 +10,8 @@ import OutpostWire
 /// A position is kept only for an import that took every record of the bundle as it was, into a store
 /// that held none of them: a bundle leaves out deleted records, so a device that held some of the
 /// project's records must pull from the beginning to hear of their deletes, and a record the import
-/// skipped (the store held a version the server gave it) would never come again.
+/// skipped (the store held a version the server gave it) would never come again. Any other import of
+/// the project forgets a position kept before, for the same reason.
 enum BundlePositions {
     static let key = "bundle_positions"
 
@@ -26,6 +27,14 @@ enum BundlePositions {
         var kept = try all(in: db).filter { !$0.hasPrefix(prefix) }
         kept.append(prefix + checkpoint)
         try SyncState.setList(key, to: Array(kept.suffix(maximumCount)), in: db)
+    }
+
+    /// Forgets `project`'s position, if one is kept: the project is then read from the device's cursor.
+    static func forget(project: UUID, in db: Database) throws {
+        let prefix = project.storageText + "="
+        let all = try all(in: db)
+        guard all.contains(where: { $0.hasPrefix(prefix) }) else { return }
+        try SyncState.setList(key, to: all.filter { !$0.hasPrefix(prefix) }, in: db)
     }
 
     /// Forgets the positions a pull sent: its cursor holds them now, or the server left them out and

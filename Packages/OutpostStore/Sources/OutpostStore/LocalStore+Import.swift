@@ -114,6 +114,11 @@ extension LocalStore {
                         !session.carriesServerIDs, let project = stream.projectID
                     {
                         try BundlePositions.save(project: project, checkpoint: stream.checkpoints[0], in: db)
+                    } else if let project = stream.projectID {
+                        // Any other import of the project forgets where an earlier one left it: an older bundle
+                        // imported after a newer one brought back records deleted between the two, and the
+                        // pull, starting at the newer one's position, never sent the deletes (attack 125, F1).
+                        try BundlePositions.forget(project: project, in: db)
                     }
                     // A file's records are its holder's word until a read of the whole project confirms them.
                     // Whatever the counts say: a record kept as it was may still be noted as the file's (one

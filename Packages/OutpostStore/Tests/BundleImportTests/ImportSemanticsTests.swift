@@ -253,6 +253,35 @@ import Testing
         #expect(try fresh.importedCheckpoints() == Array(full.dropFirst()) + [full[0]], "kept as they were")
     }
 
+    /// Two pre-syncs of one project overlapped, the older bundle imported last: it brought back records
+    /// deleted between the two snapshots, and the next pull, starting at the newer bundle's position, never
+    /// sent their deletes (attack 125, F1). An import that keeps no position forgets the one kept before.
+    @Test func anOlderServerBundleImportedAfterANewerOneLeavesNoPositionPastIt() throws {
+        let (workspace, url) = try exported(.json)
+        // A server that names records by their own ids keeps no position (a pull links them): these have none.
+        let text = try String(contentsOf: url, encoding: .utf8)
+            .replacingOccurrences(of: #""serverID": "[^"]*", "#, with: "", options: .regularExpression)
+        func fromServer(_ name: String, _ checkpoint: String, dropping dropped: UUID? = nil) throws -> URL {
+            var lines = text.replacingOccurrences(of: "\"formatVersion\": 2,", with: "\"formatVersion\": 2, \"checkpoints\": [\"\(checkpoint)\"],")
+                .components(separatedBy: "\n")
+            if let dropped { lines.removeAll { $0.contains("\"id\": \"\(dropped.uuidString.lowercased())\"") } }
+            // The line before the closing bracket must not end in a comma once a record is gone.
+            var joined = lines.joined(separator: "\n").replacingOccurrences(of: "},\n  ]", with: "}\n  ]")
+            if !joined.contains("\n  ]") { joined = lines.joined(separator: "\n") }
+            return try workspace.file(name, joined)
+        }
+        // The newer snapshot no longer holds an issue the office deleted; the older one does.
+        let deleted = try #require(SampleProject.records.last { $0.entity == .issue }).id
+        let newer = try fromServer("newer.json", "90.0123456789abcdef", dropping: deleted)
+        let older = try fromServer("older.json", "50.0123456789abcdef")
+        let store = try LocalStore.open(at: try workspace.database("device.sqlite"))
+        try store.importBundle(at: newer, fromServer: true)
+        #expect(try store.bundlePositions().count == 1, "a fresh device keeps the newer bundle's position")
+        try store.importBundle(at: older, fromServer: true)
+        #expect(try workspace.record(.issue, deleted, in: store.path) != nil, "the older bundle brought the issue back")
+        #expect(try store.bundlePositions().isEmpty, "no position past the delete the older bundle predates")
+    }
+
     @Test func aRecordWhoseParentIsMissingIsKeptAndFlagged() throws {
         let workspace = try Workspace()
         let strayIssue = SampleProject.id(777)
