@@ -50,7 +50,7 @@ enum FieldText {
     }
 
     /// `text` without XML whitespace before or after it; itself, uncopied, when it has none there.
-    private static func trimmingXMLWhitespace(_ text: String) -> String {
+    static func trimmingXMLWhitespace(_ text: String) -> String {
         let bytes = text.utf8
         guard let first = bytes.first, let last = bytes.last, isXMLWhitespace(first) || isXMLWhitespace(last) else { return text }
         var start = bytes.startIndex, end = bytes.endIndex

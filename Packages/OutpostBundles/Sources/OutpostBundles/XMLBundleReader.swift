@@ -164,10 +164,8 @@ final class XMLBundleReader: BundleItemReader {
         if fieldText.utf8.count > limits.maximumStringBytes {
             let message = "a value is longer than \(limits.maximumStringBytes) bytes"
             // Named by its record and field when it is one, as every other error about a value is.
-            if let field = openField, record != nil {
-                try report(recordError(.limitExceeded, message, field: field.name), fatal: true)
-            }
-            try report(error(.limitExceeded, message), fatal: true)
+            let field = record == nil ? nil : openField
+            try report(field.map { recordError(.limitExceeded, message, field: $0.name) } ?? error(.limitExceeded, message), fatal: true)
         }
     }
 
@@ -278,13 +276,14 @@ final class XMLBundleReader: BundleItemReader {
     }
 
     private func header() throws(BundleError) -> BundleItem? {
-        var version: Int?, versionText: String?, project: UUID?, asOf: Date?, checkpoints: [String] = []
+        var version: Int?, versionText: String?, versionDigits: Substring?, project: UUID?, asOf: Date?, checkpoints: [String] = []
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
             let value = attributeValue()
             switch currentSymbol() {
             case .formatVersion:
                 versionText = value
-                version = Self.positiveInteger(value)
+                versionDigits = Self.positiveIntegerDigits(value)
+                version = versionDigits.flatMap { Int($0) }
             // The id and the instant are held to bundle.xsd's patterns here (`LibXML.patternsLeftToTheReader`).
             case .projectID:
                 project = UUID(hyphenatedText: value)
@@ -303,7 +302,7 @@ final class XMLBundleReader: BundleItemReader {
             }
         }
         xmlTextReaderMoveToElement(reader)
-        if let versionText, version == nil, Self.isPositiveIntegerText(versionText) {
+        if let versionText, version == nil, versionDigits != nil {
             // A version past any this build could number is one it does not read, not a broken header.
             try report(error(.unsupportedFormatVersion,
                 "format version \(versionText.prefix(40)) is not one this build reads (it reads \(BundleFormat.readableVersionsText))"),
@@ -328,23 +327,15 @@ final class XMLBundleReader: BundleItemReader {
         return .header(BundleHeader(formatVersion: version, projectID: project, asOf: asOf, checkpoints: checkpoints))
     }
 
-    /// An `xs:positiveInteger` as libxml2 validates it: XML whitespace around it (the schema collapses
-    /// it), an optional `+`, leading zeros; nil for any other text, and for one past `Int`.
-    static func positiveInteger(_ text: String) -> Int? {
-        guard isPositiveIntegerText(text) else { return nil }
-        let digits = text.utf8.filter { $0 >= 0x30 && $0 <= 0x39 }.drop { $0 == 0x30 }
-        guard digits.count <= 18 else { return nil }
-        return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-    }
-
-    /// Whether `text` is an `xs:positiveInteger`'s lexical form (see `positiveInteger`), however large.
-    static func isPositiveIntegerText(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
-        var body = bytes.drop(while: isSpace)
-        while let last = body.last, isSpace(last) { body = body.dropLast() }
-        if body.first == 0x2B { body = body.dropFirst() }
-        return !body.isEmpty && body.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && body.contains { $0 != 0x30 }
+    /// The digits of an `xs:positiveInteger` as libxml2 validates it: XML whitespace around it (the
+    /// schema collapses it), an optional `+` and leading zeros left out; nil for any other text. However
+    /// many: past `Int`, it is a version no build reads.
+    static func positiveIntegerDigits(_ text: String) -> Substring? {
+        var body = Substring(FieldText.trimmingXMLWhitespace(text))
+        if body.first == "+" { body = body.dropFirst() }
+        let digits = body.drop { $0 == "0" }
+        guard !digits.isEmpty, body.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return digits
     }
 
     private func attributeValue() -> String {

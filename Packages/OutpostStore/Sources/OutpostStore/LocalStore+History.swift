@@ -47,17 +47,14 @@ enum HistoryState {
         try SyncState.setList(importedKey, to: checkpoints, in: db)
     }
 
-    /// How many imported checkpoints a device with a checkpoint of its own keeps waiting: one fewer
-    /// than a header carries, so an export of this device carries them all with its own.
-    static let maximumImported = BundleCheckpoints.maximumCount - 1
-
-    /// How many imported checkpoints may wait on a device whose own checkpoint is `own`: a device with
-    /// none keeps as many as a header carries, since its export carries no own one. Refusing the 64
+    /// How many imported checkpoints may wait on a device whose own checkpoint is `own`: one fewer than a
+    /// header carries, so an export of this device carries them all with its own; a device with none
+    /// keeps as many as a header carries, since its export carries no own one. Refusing the 64
     /// another device's export may carry left a fresh device unable to import it (attack 123, F3). It
     /// usually gets its own from a pull, which first has the server confirm every waiting one
     /// (`SyncEngine`); when it gets one with them still waiting, `exportCheckpoints` asks for a sync.
     static func maximumImported(besides own: String?) -> Int {
-        own == nil ? BundleCheckpoints.maximumCount : maximumImported
+        own == nil ? BundleCheckpoints.maximumCount : BundleCheckpoints.maximumCount - 1
     }
 
     /// Keeps the checkpoints an imported bundle carried for the server to confirm, leaving out ones
