@@ -233,6 +233,112 @@ struct OriginalsTests {
         await server.stop()
     }
 
+    @Test("A project's originals in the cache are its newest that fit the budget: a teammate's new photo displaces the oldest, a run changes nothing when nothing changed, a lowered budget is kept, and no lock file stays")
+    func aProjectsOriginalsKeepTheNewest() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let photos = try await Self.alicesPhotos(3, size: 100_000, on: server)
+        let (carol, transport) = try await Self.carolsDevice(on: server, cacheBytes: 250_000)
+        let first = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(first == OriginalsSummary(downloaded: 2, leftOverBudget: 1, bytesReceived: 200_000), "\(first)")
+        let newest = try await Self.alicesPhotos(1, size: 100_000, on: server, seed: 2)[0]
+        try await carol.sync()
+        // The cache was full of the project's older photos: the newest displaces the oldest it held
+        // (every run left it "over the budget" before; attack 125, F4).
+        let second = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(second == OriginalsSummary(downloaded: 1, alreadyHeld: 1, leftOverBudget: 2, bytesReceived: 100_000), "\(second)")
+        #expect(try carol.store.originalFile(of: newest.attachment).isHeld)
+        #expect(carol.store.originalsCacheBytes() == 200_000)
+        // Nothing new: nothing comes, nothing goes (no run evicts one file for another it evicts next).
+        let before = await transport.transferred
+        let third = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(third == OriginalsSummary(alreadyHeld: 2, leftOverBudget: 2), "\(third)")
+        #expect(await transport.transferred.since(before).requests == 0)
+        #expect(photos.filter { (try? carol.store.originalFile(of: $0.attachment).isHeld) == true }.count == 1)
+
+        // The app lowers its budget: the next sync, or any originals call, brings the cache under it,
+        // the least recently used going first.
+        _ = try await carol.original(of: newest.attachment)
+        let lowered = try Device(
+            path: carol.store.path, app: .fieldService, transport: server.transport(token: TestServer.carolToken),
+            originalsCacheBytes: 150_000)
+        try await lowered.sync()
+        #expect(lowered.store.originalsCacheBytes() <= 150_000, "\(lowered.store.originalsCacheBytes())")
+        #expect(try lowered.store.originalFile(of: newest.attachment).isHeld, "the one used last stays")
+        let tighter = try Device(
+            path: carol.store.path, app: .fieldService, transport: server.transport(token: TestServer.carolToken),
+            originalsCacheBytes: 50_000)
+        _ = try await tighter.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(tighter.store.originalsCacheBytes() == 0)
+
+        // Each download took a lock file beside its original; none is left once the downloads end.
+        let left = try FileManager.default.contentsOfDirectory(atPath: carol.store.originalsFolder.path)
+        #expect(left.allSatisfy { !$0.hasSuffix(".lock") }, "\(left)")
+        await server.stop()
+    }
+
+    @Test("Seeded: after each run the cache holds exactly the project's newest originals that fit the budget, as photos arrive and the budget changes; a run after it asks the server nothing", arguments: [1, 2, 3] as [UInt64])
+    func theCacheFollowsItsModel(seed: UInt64) async throws {
+        let server = try await TestServer.start(.sqlite)
+        let alice = try Device(
+            path: server.directory.appendingPathComponent("alice.sqlite").path, app: .fieldService,
+            transport: server.transport(token: TestServer.aliceToken))
+        let issue = try await alice.save(Issue(projectID: TestServer.projectA, title: "Cracked sill"))
+        var random = SeededGenerator(seed: seed)
+        var photos: [(attachment: MediaAttachment, size: Int64)] = []  // oldest first
+        var budget: Int64 = 250_000
+        let path = server.directory.appendingPathComponent("carol.sqlite").path
+        func carolsDevice() throws -> (Device, HTTPTransport) {
+            let transport = server.transport(token: TestServer.carolToken)
+            return (try Device(path: path, app: .fieldService, transport: transport, originalsCacheBytes: budget), transport)
+        }
+        var (carol, transport) = try carolsDevice()
+        for step in 0..<8 {
+            for _ in 0..<Int.random(in: 0...2, using: &random) {
+                let size = Int.random(in: 10_000...120_000, using: &random)
+                let file = server.directory.appendingPathComponent("IMG_\(photos.count).jpg")
+                try Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }).write(to: file)
+                try await Task.sleep(for: .milliseconds(5))  // each photo taken at its own millisecond
+                photos.append((try await alice.attachPhoto(to: issue, fileAt: file), Int64(size)))
+            }
+            try await alice.sync(conditions: SyncConditions(mediaRequested: true))
+            if Int.random(in: 0..<4, using: &random) == 0 {
+                budget = Int64.random(in: 50_000...400_000, using: &random)
+                (carol, transport) = try carolsDevice()
+            }
+            try await carol.sync()
+            _ = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+            // The model: newest first, each one that still fits.
+            var taken: Int64 = 0
+            var expected: Set<UUID> = []
+            for photo in photos.reversed() where taken + photo.size <= budget {
+                taken += photo.size
+                expected.insert(photo.attachment.id)
+            }
+            let held = Set(try photos.filter { try carol.store.originalFile(of: $0.attachment).isHeld }.map(\.attachment.id))
+            #expect(held == expected, "seed \(seed), step \(step), budget \(budget)")
+            #expect(carol.store.originalsCacheBytes() == taken, "seed \(seed), step \(step)")
+            let before = await transport.transferred
+            let again = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+            #expect(again.downloaded == 0 && again.alreadyHeld == expected.count, "\(again)")
+            #expect(await transport.transferred.since(before).requests == 0, "seed \(seed), step \(step)")
+        }
+        await server.stop()
+    }
+
+    @Test("Asked for a project's originals, a server's answer that is broken (no digest, a body past its size) is a refusal, told apart from an upload not finished")
+    func aBrokenAnswerIsARefusal() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let photos = try await Self.alicesPhotos(2, size: 10_000, on: server)
+        let broken = BrokenOriginal(base: server.transport(token: TestServer.carolToken), attachment: photos[1].attachment.id)
+        let carol = try Device(
+            path: server.directory.appendingPathComponent("carol-broken.sqlite").path, app: .fieldService,
+            transport: broken)
+        try await carol.sync()
+        let summary = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(summary == OriginalsSummary(downloaded: 1, refused: 1, bytesReceived: 10_000), "\(summary)")
+        await server.stop()
+    }
+
     @Test("Downloads stay within the cache budget, least recently used first; the device's own originals are never evicted")
     func theCacheKeepsItsBudget() async throws {
         let server = try await TestServer.start(.sqlite)
@@ -284,5 +390,23 @@ struct OriginalsTests {
         #expect(error.code == .overBudget, "\(error)")
         #expect(await transport.transferred.since(asked).requests == 0, "refused before asking the server")
         await server.stop()
+    }
+}
+
+/// A server whose answer for one original is broken (names no digest of the whole file), as a proxy
+/// that strips headers answers; every other call reaches the real server.
+struct BrokenOriginal: ForwardingTransport {
+    let base: HTTPTransport
+    let attachment: UUID
+
+    func downloadOriginal(of attachmentID: UUID, byteCount: Int64, appendingTo partial: URL)
+        async throws(TransportError) -> OriginalDownload
+    {
+        guard attachmentID == attachment else {
+            return try await base.downloadOriginal(of: attachmentID, byteCount: byteCount, appendingTo: partial)
+        }
+        throw TransportError(
+            .invalidResponse, request: "GET /media/\(attachmentID)", status: 200,
+            message: "the answer names no X-Outpost-SHA256 of the whole file")
     }
 }

@@ -13,8 +13,11 @@ struct OriginalsCommand: AsyncParsableCommand {
             The database must have pulled the attachment records (outpost sync). Each file is checked against \
             its record's SHA-256 before it is kept in <db>.originals/; a download cut off resumes at the next \
             run. Prints each file's path, or with --project what it downloaded, held already, left over the \
-            budget and could not get yet (a teammate's upload not finished). Exits 1 on a refusal (not a \
-            member, a checksum mismatch, no such attachment on this device).
+            budget (the project's newest originals that fit are kept, older ones evicted for them) and could \
+            not get yet (a teammate's upload not finished, or an attachment the server no longer shows this \
+            device: sync). Exits 1 when the server's bytes are not the record's or its answer is broken, and \
+            with --attachment also when the server refuses it (not a member, not uploaded yet) or the \
+            device holds no such attachment. A lowered --cache-bytes is kept from this run on.
             """
     )
 
@@ -55,7 +58,7 @@ struct OriginalsCommand: AsyncParsableCommand {
                 // one attachment (it exited 0 with nothing said; attack 101, F5).
                 if summary.refused > 0 {
                     throw CommandFailure(
-                        "refused \(summary.refused) original(s) whose bytes the server gave do not match their record's SHA-256; nothing of them was kept, and the next run asks again")
+                        "refused \(summary.refused) original(s) the server gave with bytes that do not match their record's SHA-256 or with a broken answer; nothing of them was kept, and the next run asks again")
                 }
             }
         } catch let error as CommandFailure {

@@ -297,9 +297,13 @@ public final class Device: Sendable {
 
     /// Downloads the originals of `project`'s media records that this device does not hold yet: the
     /// files' half of a pre-sync, on office Wi-Fi the night before (`preSync(project:)` brings the
-    /// records). Each as `original(of:)` fetches one; the project's originals in the cache, with those
-    /// downloaded here, stay within `originalsCacheBytes` (else the cache would evict the first ones for
-    /// the last): an original that would pass it is left, and counted.
+    /// records). Each as `original(of:)` fetches one. The cache keeps the project's newest originals (by
+    /// when their records were created) that fit `originalsCacheBytes` together, evicting older ones and
+    /// other projects' least recently used for them; an original past the budget is left, and counted.
+    /// Choosing them by the records, not by what the cache held, lets a teammate's new photo in once the
+    /// cache is full (it was "over the budget" on every run; attack 125, F4), and a run that finds
+    /// nothing new downloads and evicts nothing. One the server cannot give keeps its place for the next
+    /// run rather than let an older one in to be evicted again then.
     public func downloadOriginals(ofProject project: UUID) async throws(OutpostError) -> OriginalsSummary {
         let files: [OriginalFile]
         do {
@@ -307,31 +311,39 @@ public final class Device: Sendable {
         } catch {
             throw .store(error)
         }
+        store.evictOriginals(within: originalsCacheBytes)
         var summary = OriginalsSummary()
-        // The project's originals in the cache count against the budget with those this call downloads.
+        // The device's own files (attached here) are not the cache's, and take none of its budget.
         let cache = store.originalsFolder.standardizedFileURL.path + "/"
-        var taken = files.filter { $0.isHeld && $0.url.standardizedFileURL.path.hasPrefix(cache) }.reduce(0) { $0 + $1.byteCount }
-        for file in files {
-            if file.isHeld {
-                summary.alreadyHeld += 1
-                continue
-            }
+        let own = Set(files.filter { $0.isHeld && !$0.url.standardizedFileURL.path.hasPrefix(cache) })
+        summary.alreadyHeld += own.count
+        var wanted: [OriginalFile] = []
+        var taken: Int64 = 0
+        for file in files where !own.contains(file) {
             guard taken + file.byteCount <= originalsCacheBytes else {
                 summary.leftOverBudget += 1
                 continue
             }
+            taken += file.byteCount
+            wanted.append(file)
+        }
+        let spared = Set(wanted.map(\.url))
+        for file in wanted {
             do throws(OutpostError) {
-                let fetched = try await original { () throws(StoreError) in
+                let fetched = try await original(sparing: spared) { () throws(StoreError) in
                     try store.originalFile(of: file.entity, id: file.attachmentID)
                 }
-                taken += file.byteCount
-                summary.downloaded += 1
+                if fetched.received > 0 || !file.isHeld {
+                    summary.downloaded += 1
+                } else {
+                    summary.alreadyHeld += 1
+                }
                 summary.bytesReceived += fetched.received
             } catch {
                 // One original the server cannot give (its upload not finished, deleted since) or whose
                 // bytes are wrong does not stop the others; a connection that fails does.
                 guard Self.concernsOneOriginal(error) else { throw error }
-                if case .store(let error) = error, error.code == .checksumMismatch {
+                if Self.isRefusal(error) {
                     summary.refused += 1
                 } else {
                     summary.unavailable += 1
@@ -349,8 +361,22 @@ public final class Device: Sendable {
         }
     }
 
-    /// The original `find` names, downloaded unless held; the bytes this call received with it.
-    private func original(_ find: () throws(StoreError) -> OriginalFile) async throws(OutpostError) -> (url: URL, received: Int64) {
+    /// The server's fault, which a user must hear of: bytes that are not the record's, or an answer
+    /// that is not one (no digest, a body past its size). Counted as "not available yet", it left
+    /// `outpost originals --project` exiting 0 (attack 125, F5).
+    private static func isRefusal(_ error: OutpostError) -> Bool {
+        switch error {
+        case .transport(let error): error.code == .invalidResponse
+        case .store(let error): error.code == .checksumMismatch
+        default: false
+        }
+    }
+
+    /// The original `find` names, downloaded unless held; the bytes this call received with it. Keeping
+    /// it evicts other originals over the budget, never `spared`.
+    private func original(
+        sparing spared: Set<URL> = [], _ find: () throws(StoreError) -> OriginalFile
+    ) async throws(OutpostError) -> (url: URL, received: Int64) {
         let held: OriginalFile
         do {
             held = try find()
@@ -378,7 +404,7 @@ public final class Device: Sendable {
             } catch {
                 throw .store(error)
             }
-            result = .success(file.isHeld ? (file.url, 0) : try await download(file, over: connection.transport))
+            result = .success(file.isHeld ? (file.url, 0) : try await download(file, over: connection.transport, sparing: spared))
             withExtendedLifetime(lock) {}
         } catch {
             result = .failure(error)
@@ -411,7 +437,9 @@ public final class Device: Sendable {
         }
     }
 
-    private func download(_ file: OriginalFile, over transport: any SyncTransport) async throws(OutpostError) -> (URL, Int64) {
+    private func download(
+        _ file: OriginalFile, over transport: any SyncTransport, sparing spared: Set<URL>
+    ) async throws(OutpostError) -> (URL, Int64) {
         let held = ((try? FileManager.default.attributesOfItem(atPath: file.url.path))?[.size] as? NSNumber)?.int64Value ?? 0
         if held > file.byteCount { try? FileManager.default.removeItem(at: file.url) }
         var received: Int64 = 0
@@ -436,7 +464,7 @@ public final class Device: Sendable {
             }
         }
         do {
-            return (try store.keepOriginal(file, within: originalsCacheBytes), received)
+            return (try store.keepOriginal(file, within: originalsCacheBytes, sparing: spared), received)
         } catch {
             throw .store(error)
         }
@@ -454,9 +482,11 @@ public final class Device: Sendable {
         } catch {
             throw .store(error)
         }
-        // What the run deleted, or took away with a project, takes its cached original with it. A sweep
-        // that fails leaves a file for the next run; it is no reason to report the sync as failed.
+        // What the run deleted, or took away with a project, takes its cached original with it, and a
+        // budget the app lowered holds from now. A sweep that fails leaves a file for the next run; it
+        // is no reason to report the sync as failed.
         _ = try? store.sweepOriginals()
+        store.evictOriginals(within: originalsCacheBytes)
         return report
     }
 
@@ -559,13 +589,14 @@ public struct OriginalsSummary: Sendable, Hashable {
     public var downloaded = 0
     /// Originals the device held already: its own, or downloaded before.
     public var alreadyHeld = 0
-    /// Originals not downloaded because they would have taken this call past the cache budget.
+    /// Originals not downloaded, or not kept, because the project's newer originals fill the cache budget.
     public var leftOverBudget = 0
     /// Originals the server could not give now (an upload not finished, an attachment deleted since the
     /// last pull); each is asked for again next time.
     public var unavailable = 0
-    /// Originals the server gave with bytes that are not the record's (`checksumMismatch`): nothing of
-    /// them is kept, and each is asked for again next time. Counted apart from `unavailable`, which is
+    /// Originals the server gave with bytes that are not the record's (`checksumMismatch`), or with an
+    /// answer that is not one (`invalidResponse`: no digest, a body past its size): nothing of them is
+    /// kept, and each is asked for again next time. Counted apart from `unavailable`, which is
     /// the normal state of a teammate's upload not finished yet, since this one is a server's fault a
     /// user must hear of.
     public var refused = 0

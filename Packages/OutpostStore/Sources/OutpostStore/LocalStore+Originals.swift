@@ -41,22 +41,28 @@ extension LocalStore {
     }
 
     /// The originals of `project`'s media records this device holds (deleted ones and records with no
-    /// file yet left out), each as `originalFile(of:)` finds it: for a pre-sync that brings the files
-    /// too. The records are found as a bundle export finds a project's (by their owning parents).
+    /// file yet left out), each as `originalFile(of:)` finds it, the record created last first: for a
+    /// pre-sync that brings the files too, where a crew wants the newest photos when the budget cannot
+    /// hold them all. Not by last change: a finished upload changes a record, so photos taken an hour
+    /// apart and uploaded in one sync tied. The records are found as a bundle export finds a project's (by their owning parents).
     public func originalFiles(ofProject project: UUID) throws(StoreError) -> [OriginalFile] {
-        let media = try read { db -> [(EntityType, UUID)] in
+        let media = try read { db -> [(entity: EntityType, id: UUID, created: Date)] in
             do {
-                var media: [(EntityType, UUID)] = []
+                var media: [(entity: EntityType, id: UUID, created: Date)] = []
                 try Self.forEachProjectRecord(of: project, in: db) { record in
-                    if record.entity.description.syncClass == .media, record.sync.deletedAt == nil { media.append((record.entity, record.id)) }
+                    if record.entity.description.syncClass == .media, record.sync.deletedAt == nil {
+                        media.append((record.entity, record.id, record.sync.createdAt))
+                    }
                 }
                 return media
             } catch let error as BundleError {
                 throw StoreError(.mediaNotFound, path: path, message: error.message, underlying: error)
             }
         }
+        // Ties (records written in one millisecond) by id, so every run orders them alike.
+        let ordered = media.sorted { ($0.created, $0.id.storageText) > ($1.created, $1.id.storageText) }
         var files: [OriginalFile] = []
-        for (entity, id) in media {
+        for (entity, id, _) in ordered {
             do {
                 files.append(try originalFile(of: entity, id: id))
             } catch where error.code == .mediaNotFound {
@@ -124,26 +130,31 @@ extension LocalStore {
     /// its share extension): an exclusive `flock` on `<id>-<sha256>.lock` in the cache folder, released
     /// when the returned lock is dropped. Nil while another holds it: two writers of one partial file let
     /// one's bytes land after the other had checked and kept the file, and a corrupt original was served.
+    /// The lock file goes when the lock is dropped: one per original ever downloaded piled up in the
+    /// cache (attack 125, F4).
     public func lockOriginalDownload(_ file: OriginalFile) throws(StoreError) -> OriginalDownloadLock? {
         let url = file.url.deletingPathExtension().appendingPathExtension("lock")
-        Self.removeIfLink(url)
-        let descriptor = openLockFile(url.path)
-        guard descriptor >= 0 else {
-            throw StoreError(.databaseFailure, path: url.path, message: "cannot open the download's lock file (errno \(errno))")
+        while true {
+            Self.removeIfLink(url)
+            let descriptor = openLockFile(url.path, creating: true)
+            guard descriptor >= 0 else {
+                throw StoreError(.databaseFailure, path: url.path, message: "cannot open the download's lock file (errno \(errno))")
+            }
+            switch OriginalDownloadLock.take(descriptor, at: url.path) {
+            case .held(let lock): return lock
+            case .busy: return nil
+            case .removed: continue  // its holder removed it on letting go: the lock is the next file's
+            }
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
-            return nil
-        }
-        return OriginalDownloadLock(descriptor: descriptor)
     }
 
     /// Keeps a download that holds all of `file`'s bytes: checks it against the record's SHA-256 (a
     /// mismatch removes it and throws `checksumMismatch`, so the next request starts from 0), puts it in
     /// the cache and then removes the least recently used originals until the cache holds at most
-    /// `budget` bytes. The one just kept stays (`Device` refuses to download one larger than the whole
-    /// budget). Returns where it now is.
-    public func keepOriginal(_ file: OriginalFile, within budget: Int64) throws(StoreError) -> URL {
+    /// `budget` bytes (`evictOriginals(within:sparing:)`). The one just kept stays (`Device` refuses to
+    /// download one larger than the whole budget), and so do `spared` (the originals a download of a
+    /// project's files wants to keep). Returns where it now is.
+    public func keepOriginal(_ file: OriginalFile, within budget: Int64, sparing spared: Set<URL> = []) throws(StoreError) -> URL {
         let kept = file.url.deletingPathExtension()
         Self.removeIfLink(file.url)
         let digest = try StoreError.mapping(path: path) { try Self.measure(file.url) }
@@ -157,7 +168,7 @@ extension LocalStore {
             try? FileManager.default.removeItem(at: kept)
             try FileManager.default.moveItem(at: file.url, to: kept)
         }
-        evictOriginals(keeping: kept, within: budget)
+        evictOriginals(within: budget, sparing: spared.union([kept]))
         return kept
     }
 
@@ -169,6 +180,7 @@ extension LocalStore {
     @discardableResult
     public func sweepOriginals() throws(StoreError) -> Int {
         let bundleFiles = try sweepBundleFiles()
+        sweepOriginalLocks()
         let files = cachedOriginals()
         guard !files.isEmpty else { return bundleFiles }
         let tables = EntityCatalog.all.filter { $0.syncClass == .media }.map(\.table)
@@ -219,17 +231,40 @@ extension LocalStore {
         cachedOriginals().reduce(0) { $0 + $1.size }
     }
 
-    private func evictOriginals(keeping kept: URL, within budget: Int64) {
+    /// Removes the least recently used originals (and partial downloads) until the cache holds at most
+    /// `budget` bytes, leaving `spared` (an original's cached or partial file names it, as
+    /// `OriginalFile.url` does) and downloads under way. `Device` runs it after each sync and before a
+    /// project's downloads, so a budget the app lowered holds from then on, not from the next download.
+    public func evictOriginals(within budget: Int64, sparing spared: Set<URL> = []) {
         var files = cachedOriginals()
         var total = files.reduce(0) { $0 + $1.size }
         files.sort { $0.used < $1.used }
+        let sparedNames = Set(spared.map { Self.originalName(of: $0) })
         // A partial written in the last ten minutes is a download under way (its writer would go on into
         // a removed file); an older one is a cut download no one resumed, and goes like any other.
         let busy = Date().addingTimeInterval(-600)
-        for file in files where total > budget && file.url.lastPathComponent != kept.lastPathComponent
+        for file in files where total > budget && !sparedNames.contains(Self.originalName(of: file.url))
             && !(file.url.pathExtension == "partial" && file.used > busy)
         {
             if (try? FileManager.default.removeItem(at: file.url)) != nil { total -= file.size }
+        }
+    }
+
+    /// `<id>-<sha256>`: what an original's cached file and its partial download have in common.
+    private static func originalName(of url: URL) -> String {
+        url.pathExtension == "partial" ? url.deletingPathExtension().lastPathComponent : url.lastPathComponent
+    }
+
+    /// Removes the lock files no download holds: one a process left when it was killed mid-download,
+    /// and those every download left before a lock took its file with it.
+    func sweepOriginalLocks() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: originalsFolder.path)) ?? []
+        for name in names where name.hasSuffix(".lock") {
+            let path = originalsFolder.appendingPathComponent(name).path
+            let descriptor = openLockFile(path, creating: false)
+            guard descriptor >= 0 else { continue }
+            // Taken, it is removed as any lock is when dropped; held by a download, it stays.
+            if case .held(let lock) = OriginalDownloadLock.take(descriptor, at: path) { withExtendedLifetime(lock) {} }
         }
     }
 
@@ -250,21 +285,52 @@ extension LocalStore {
     }
 }
 
-/// One process's hold on an original's download (`LocalStore.lockOriginalDownload`); released when dropped.
+/// One process's hold on an original's download (`LocalStore.lockOriginalDownload`); released when
+/// dropped, and its lock file removed then.
 public final class OriginalDownloadLock: Sendable {
     private let descriptor: Int32
+    private let path: String
 
-    init(descriptor: Int32) {
+    private init(descriptor: Int32, path: String) {
         self.descriptor = descriptor
+        self.path = path
+    }
+
+    enum Taking {
+        case held(OriginalDownloadLock)
+        case busy
+        /// The file was removed (or replaced) by the lock's last holder while this one waited for it.
+        case removed
+    }
+
+    /// Takes the `flock` on `descriptor`, the open lock file at `path`, without waiting; closes the
+    /// descriptor unless it returns the lock. Removing a lock file on letting go is safe only because a
+    /// taker checks that the file it locked is still the one at `path`: one opened before its holder
+    /// removed it would otherwise be a second lock beside the next process's, on a new file.
+    static func take(_ descriptor: Int32, at path: String) -> Taking {
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            return .busy
+        }
+        var opened = stat(), named = stat()
+        guard fstat(descriptor, &opened) == 0, lstat(path, &named) == 0,
+            opened.st_dev == named.st_dev, opened.st_ino == named.st_ino
+        else {
+            close(descriptor)
+            return .removed
+        }
+        return .held(OriginalDownloadLock(descriptor: descriptor, path: path))
     }
 
     deinit {
+        // Removed while still held, so no one can lock this file and believe it the current one.
+        unlink(path)
         close(descriptor)
     }
 }
 
-/// Opens (creating) a lock file, never through a link; at file scope, where `open` is the system's and
-/// not `LocalStore.open`.
-private func openLockFile(_ path: String) -> Int32 {
-    open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
+/// Opens a lock file (creating it when asked), never through a link; at file scope, where `open` is the
+/// system's and not `LocalStore.open`.
+private func openLockFile(_ path: String, creating: Bool) -> Int32 {
+    open(path, O_RDWR | O_NOFOLLOW | (creating ? O_CREAT : 0), 0o644)
 }
