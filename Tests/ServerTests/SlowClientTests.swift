@@ -6,6 +6,7 @@ import OutpostWire
 import Testing
 
 #if canImport(Glibc)
+import GRDB
 import Glibc
 #endif
 
@@ -432,6 +433,70 @@ struct BundleHangUpTests {
         #expect(tail.hasSuffix("0\r\n\r\n") && tail.contains("</bundle>"), "ends with \(tail.debugDescription)")
     }
 
+    /// Attack 125, F2: a member downloaded a project larger than the spool lets the encoder run ahead
+    /// (256 MiB), plain, at 26 KB/s, starting another every 50 s. The encoder waited for room with its
+    /// snapshot held for as long as the client read, and SQLite's WAL grew by every push meanwhile: 1.5
+    /// GB in 7 minutes. The encoder now waits for room at most `bundleSnapshotWaitSeconds` in all; past
+    /// it the download is cut, its snapshot let go, and the operator counts it.
+    @Test("A bundle reader too slow for its spool has its download cut once the encoder has waited the server's limit, and the snapshot is let go", arguments: Backend.available)
+    func aReaderTooSlowForTheSpoolIsCut(_ backend: Backend) async throws {
+        let server = try await Self.serverWithAHeavyPage(backend) {
+            $0.stalledWriteSeconds = 60
+            $0.bundleSpoolAheadBytes = 1 << 20
+            $0.bundleSnapshotWaitSeconds = 2
+        }
+        defer { Task { await server.stop() } }
+        let connection = try Self.requestTheHeavyPage(from: server)
+        #expect(await connection.answerStatus() == 200)
+        // About 400 KB/s: the 13 MB page would take some 30 s to read.
+        let reading = Task { await connection.readSteadily(chunk: 8 * 1024, pause: .milliseconds(20), seconds: 60) }
+        let started = ContinuousClock.now
+        let released = try await Self.gauge("outpost_bundle_snapshots_held", of: server, reaches: 0, within: .seconds(15))
+        #expect(released, "the download still held its snapshot \(ContinuousClock.now - started) in")
+        let received = await reading.value
+        #expect(ContinuousClock.now - started < .seconds(20), "the download was not cut")
+        #expect(received.count < 13_000_000, "\(received.count) bytes")
+        let tail = String(decoding: received.suffix(64), as: UTF8.self)
+        #expect(!tail.contains("</bundle>"), "a cut download must not end as a whole one: \(tail.debugDescription)")
+        #expect(try await Self.gauge("outpost_bundle_snapshot_cuts_total", of: server) == 1)
+        #expect(try await Self.gauge("outpost_bundle_downloads_streaming", of: server, reaches: 0, within: .seconds(10)))
+    }
+
+    /// Attack 125, F2, its second half: the WAL a held snapshot let grow stayed at its largest size until
+    /// the server restarted. Once the snapshot is let go and the WAL checkpointed, the next write cuts it
+    /// back to `SQLiteStorage.walSizeLimitBytes`.
+    @Test("The WAL a held snapshot let grow shrinks back once it is let go")
+    func theWALShrinksBack() async throws {
+        let server = try await TestServer.start(.sqlite) {
+            $0.maximumRecordBytesPerProject = 1 << 30
+            $0.maximumRecordBytesPerUser = 1 << 30
+        }
+        defer { Task { await server.stop() } }
+        let transport = server.transport(token: TestServer.aliceToken)
+        let wal = server.databasePath + "-wal"
+        func walBytes() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? NSNumber)?.intValue ?? 0 }
+        func pushHeavy(_ count: Int) async throws {
+            for _ in 0..<count {
+                let heavy = (0..<4).map { _ in
+                    var fields = Sample.issueFields(project: TestServer.projectA)
+                    fields["details"] = .text(String(repeating: "w", count: 900 * 1024))
+                    return Sample.create(.issue, fields: fields)
+                }
+                #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+            }
+        }
+        do {
+            // A reader's snapshot, as a slow bundle download held one.
+            let reader = try DatabasePool(path: server.databasePath)
+            let snapshot = try reader.makeSnapshot()
+            try await pushHeavy(12)  // some 44 MB of records
+            #expect(try await snapshot.read { try Int.fetchOne($0, sql: "SELECT 1") } == 1)
+            #expect(walBytes() > SQLiteStorage.walSizeLimitBytes, "\(walBytes())")
+        }
+        try await pushHeavy(3)
+        #expect(walBytes() <= SQLiteStorage.walSizeLimitBytes + 8 << 20, "\(walBytes()) bytes of WAL once nothing holds it")
+    }
+
     /// A gauge of the server's `/metrics` as it stands; nil when it is not there.
     static func gauge(_ name: String, of server: TestServer) async throws -> Double? {
         let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix(name + " ") }
@@ -450,8 +515,10 @@ struct BundleHangUpTests {
 
     /// A server with a 2-second stall timeout whose project A holds three issues of 900 KB of '&': one
     /// page (4 MiB of stored fields), 13 MB of XML.
-    static func serverWithAHeavyPage(_ backend: Backend) async throws -> TestServer {
-        let server = try await TestServer.start(backend) { $0.stalledWriteSeconds = 2 }
+    static func serverWithAHeavyPage(
+        _ backend: Backend, configure: (inout ServerConfiguration) -> Void = { $0.stalledWriteSeconds = 2 }
+    ) async throws -> TestServer {
+        let server = try await TestServer.start(backend, configure: configure)
         let heavy = (0..<3).map { index in
             var fields = Sample.issueFields(project: TestServer.projectA, title: "Heavy \(index)")
             fields["details"] = .text(String(repeating: "&", count: 900 * 1024))

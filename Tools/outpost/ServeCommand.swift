@@ -87,6 +87,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a client may leave an answer unread before its connection is closed.")
     var stalledWriteTimeout: Int = 60
 
+    @Option(help: "Seconds in all a bundle download's encoder may wait, its database snapshot held, for a client reading more than 256 MiB behind it; past it the download is cut.")
+    var bundleSnapshotWait: Int = 60
+
     @Option(help: "Seconds a request waits for a lock (another instance's or process's write) before a 503; on PostgreSQL a statement gets six times this.")
     var databaseLockWait: Int = 10
 
@@ -145,6 +148,7 @@ struct ServeCommand: AsyncParsableCommand {
                 readsPullsAhead: !noReadAhead,
                 conflictPolicy: SyncProtocol.conflictPolicy(fromText: conflictPolicy, strict: true) ?? ConflictPolicy(),
                 idleTimeoutSeconds: idleTimeout, stalledWriteSeconds: stalledWriteTimeout, maximumConnections: maxConnections)
+            configuration.bundleSnapshotWaitSeconds = bundleSnapshotWait
             configuration.requestsPerMinutePerToken = requestsPerMinute
             configuration.requestsWorkedAtOncePerUser = requestsAtOncePerUser
             configuration.tlsCertificatePath = tlsCertificate

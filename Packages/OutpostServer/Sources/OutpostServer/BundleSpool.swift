@@ -15,10 +15,14 @@ import Foundation
 /// held the snapshot for as long as the slowest client took to read; a reader at 1 KB/s kept it for
 /// hours while the WAL grew by every push (608 MB while 200 MB was pushed, attack 56). Spooled, the
 /// snapshot is held about as long as encoding takes. The encoder stays at most `aheadLimit` bytes
-/// ahead of the sender, so one download takes at most that much disk; past it, it waits as before.
+/// ahead of the sender, so one download takes at most that much disk; past it, it waits for the
+/// client, snapshot held, at most `waitLimit` in all, and then fails with `WaitedTooLong`: a client
+/// reading a bundle past the limit at 26 KB/s kept it for hours (attack 125, F2).
 actor BundleSpool {
     private let descriptor: Int32
     private let aheadLimit: Int
+    private let waitLimit: Duration
+    private var waited: Duration = .zero
     private var written = 0
     private var consumed = 0
     private var finished = false
@@ -28,7 +32,7 @@ actor BundleSpool {
     private var writer: CheckedContinuation<Void, Never>?
 
     /// A spool in `directory` (the system's temporary folder by default).
-    init(aheadLimit: Int, in directory: URL = FileManager.default.temporaryDirectory) throws {
+    init(aheadLimit: Int, waitLimit: Duration, in directory: URL = FileManager.default.temporaryDirectory) throws {
         let path = directory.appendingPathComponent("outpost-bundle-\(UUID().uuidString).spool").path
         #if canImport(Glibc)
             let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -39,6 +43,7 @@ actor BundleSpool {
         unlink(path)
         self.descriptor = descriptor
         self.aheadLimit = aheadLimit
+        self.waitLimit = waitLimit
     }
 
     deinit {
@@ -50,10 +55,20 @@ actor BundleSpool {
     }
 
     /// Appends `bytes` once the sender is less than `aheadLimit` behind; throws once the sender closed
-    /// the spool (the client is gone).
+    /// the spool (the client is gone), and `WaitedTooLong` once this download's waits for room reach
+    /// `waitLimit`.
     func append(_ bytes: [UInt8]) async throws {
         while !closed, written - consumed >= aheadLimit {
+            let remaining = waitLimit - waited
+            guard remaining > .zero else { throw WaitedTooLong(limit: waitLimit, aheadBytes: aheadLimit) }
+            let started = ContinuousClock.now
+            let timer = Task { [weak self] in
+                try await Task.sleep(for: remaining)
+                await self?.wakeWriter()
+            }
             await withCheckedContinuation { writer = $0 }
+            timer.cancel()
+            waited += ContinuousClock.now - started
         }
         if closed { throw CancellationError() }
         var offset = 0
@@ -86,8 +101,7 @@ actor BundleSpool {
     /// The sender stopped (the client is gone): an encoder waiting for room, or appending, stops.
     func close() {
         closed = true
-        writer?.resume()
-        writer = nil
+        wakeWriter()
     }
 
     /// Up to `maximum` bytes from `offset`, waiting for the encoder; nil at the end of a finished
@@ -108,8 +122,7 @@ actor BundleSpool {
                     done += result
                 }
                 consumed = offset + count
-                writer?.resume()
-                writer = nil
+                wakeWriter()
                 return bytes
             }
             if finished { return nil }
@@ -120,6 +133,20 @@ actor BundleSpool {
     private func wakeReader() {
         reader?.resume()
         reader = nil
+    }
+
+    private func wakeWriter() {
+        writer?.resume()
+        writer = nil
+    }
+
+    /// The encoder waited `limit` in all for a client to read, holding its snapshot: the download is cut.
+    struct WaitedTooLong: Error, CustomStringConvertible {
+        let limit: Duration
+        let aheadBytes: Int
+        var description: String {
+            "the client read the bundle so slowly that its encoder, \(aheadBytes) bytes ahead, waited \(limit) holding the database snapshot; the download was cut"
+        }
     }
 
     /// A spool file the system refused to create, write or read.

@@ -101,6 +101,9 @@ final class SQLiteStorage: ServerStorage {
                 try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)")
                 try db.execute(sql: "PRAGMA mmap_size = \(256 << 20)")
                 try db.execute(sql: "PRAGMA cache_size = -32768")
+                // A WAL a long reader let grow is cut back to this once checkpointed; without it, it
+                // stayed at its largest (1.5 GB) until the server restarted (attack 125, F2).
+                try db.execute(sql: "PRAGMA journal_size_limit = \(Self.walSizeLimitBytes)")
             }
             pool = try DatabasePool(path: path, configuration: configuration)
             // An `applied` answer must survive a power loss, not only a crash of the process: a device
@@ -205,6 +208,9 @@ final class SQLiteStorage: ServerStorage {
         _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         try? pool.close()
     }
+
+    /// The size a WAL is cut back to once it has been checkpointed (`journal_size_limit`).
+    static let walSizeLimitBytes = 16 << 20
 
     func probeDatabase() async throws(ServerError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }

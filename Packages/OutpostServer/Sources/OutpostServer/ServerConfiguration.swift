@@ -115,6 +115,15 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var idleTimeoutSeconds: Int
     /// Seconds a client may leave an answer unread (the socket full) before its connection is closed.
     public var stalledWriteSeconds: Int
+    /// Seconds, in all, a bundle's encoder may wait for its client to read (its spool holds 256 MiB
+    /// ahead of the client) while it holds the project's database snapshot; past it the download is cut
+    /// (`outpost_bundle_snapshot_cuts_total`). A snapshot held keeps SQLite from checkpointing its WAL
+    /// and PostgreSQL from vacuuming: a member reading a large plain bundle at 26 KB/s grew the WAL by
+    /// every push, 1.5 GB in 7 minutes (attack 125, F2). Only a client reading a bundle past 256 MiB
+    /// more slowly than that waits at all: a device asks for gzip, some 8 million records in 256 MiB.
+    public var bundleSnapshotWaitSeconds: Int = 60
+    /// How far a bundle's encoder may run ahead of its client, on disk (`BundleSpool`); tests lower it.
+    var bundleSpoolAheadBytes = BundleDownload.spoolAheadBytes
     /// The most connections held open at once. A new one past it takes the place of the connection idle
     /// longest (no request under way); when every connection has a request under way, it is closed.
     public var maximumConnections: Int
@@ -217,6 +226,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         // runtime trap, after it had created the database file, rather than being refused here.
         for (seconds, name) in [
             (idleTimeoutSeconds, "the idle timeout"), (stalledWriteSeconds, "the stalled-write timeout"),
+            (bundleSnapshotWaitSeconds, "the bundle snapshot wait"),
             (databaseLockWaitSeconds, "the database lock wait"), (idleTransactionSeconds, "the idle transaction limit"),
         ] {
             try check((1...Self.longestWaitSeconds).contains(seconds), "\(name) must be 1 to \(Self.longestWaitSeconds) seconds (a day), not \(seconds)")

@@ -912,7 +912,8 @@ public struct SyncServer: Sendable {
         }
         let spool: BundleSpool
         do {
-            spool = try BundleSpool(aheadLimit: BundleDownload.spoolAheadBytes)
+            spool = try BundleSpool(
+                aheadLimit: configuration.bundleSpoolAheadBytes, waitLimit: .seconds(configuration.bundleSnapshotWaitSeconds))
         } catch {
             throw ServerError(
                 status: 503, .unavailable, "cannot create the bundle's spool file (\(error)); try again shortly", retryAfterSeconds: 5)
@@ -921,7 +922,7 @@ public struct SyncServer: Sendable {
         metrics.count("outpost_bundles_total", [("format", format.rawValue)])
         return BundleDownload(
             source: source, project: project, format: format, slot: slot, encoding: bundleEncoding, metrics: metrics,
-            spool: spool)
+            spool: spool, logger: logger)
     }
 
     /// A pull's answer: the page read ahead for this very request when nothing it depends on changed
@@ -1046,6 +1047,7 @@ package struct BundleDownload: Sendable {
     let encoding: EncodingTurns
     let metrics: ServerMetrics
     let spool: BundleSpool
+    let logger: Logger
 
     /// The most one write to the connection holds: in pieces of 64 KiB, each awaited. A page (megabytes
     /// of escaped XML) written as one piece left the connection unwritable until the client had read
@@ -1078,6 +1080,10 @@ package struct BundleDownload: Sendable {
                 try await encode(gzip: gzip)
                 await spool.finish()
             } catch {
+                if error is BundleSpool.WaitedTooLong {
+                    metrics.count("outpost_bundle_snapshot_cuts_total", [])
+                    logger.warning("bundle download cut", metadata: ["project": "\(project.storageText)", "reason": "\(error)"])
+                }
                 await spool.fail(error)
             }
             slot.doneReading()
