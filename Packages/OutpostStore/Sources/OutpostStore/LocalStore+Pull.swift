@@ -243,7 +243,13 @@ extension StoreWriter {
             // Concatenated only when there is something to add: `+` copied every record of the page (a
             // retain of each of its strings and dictionaries), 5% of a fresh pull's apply.
             let changes = report.revivedRecords.isEmpty ? page.changes : report.revivedRecords + page.changes
-            let pageIDs = Set(changes.map(\.record.id))
+            // The records the page brings live, which a child in it may name as present: a parent the page
+            // holds deleted (its last state in the page) is as gone as one never sent. Counted present,
+            // a fresh device kept the live issue of a deleted project as a plain one, where a device that
+            // held the project flagged it orphaned (attack 125, F3).
+            var arrivesDeleted: [UUID: Bool] = [:]
+            for change in changes { arrivesDeleted[change.record.id] = change.isDeleted }
+            let pageIDs = Set(arrivesDeleted.compactMap { $0.value ? nil : $0.key })
             // A server id names one record. One the server gave two records (a broken or hostile server)
             // would make a reference to it resolve to either: the second record is quarantined instead.
             var named: [ServerIDs.Name: UUID] = [:]
@@ -334,6 +340,9 @@ extension StoreWriter {
             }
             // A record the page changed and then brought again as it now stands was still changed.
             report.unchangedRecords.subtract(changedHere)
+            // The server sends changes in the order it took them: a project renamed after its issues comes
+            // pages after them, and a fresh device flagged every one of them orphaned for good.
+            try EntityTables.settleOrphans(childrenOf: reads.arrivedParents, in: db)
             for change in page.changes where change.record.entity == EntityCatalog.schema.scope {
                 try LeftProjects.forget(change.record.id, in: db)
             }
@@ -596,12 +605,15 @@ extension StoreWriter {
         if !written.sync.isDeleted {
             written.sync.isOrphaned = try reads.hasMissingParent(written, besides: pageIDs, in: db)
             if written.sync.isOrphaned { report.orphaned += 1 }
+            // Here at last, or back: children an earlier page flagged may have their parent now.
+            if local?.sync.isDeleted ?? true { reads.arrived(entity, id) }
         }
         try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
         try ServerIDs.noteUnmapped(in: written, db: db)
         try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
+            reads.parentGone(entity, id)
         }
     }
 

@@ -20,6 +20,10 @@ struct PulledPageReads {
     /// Whether a parent outside the page is missing or deleted; parents outside the page do not change
     /// while it is applied (only a reference column or the orphan flag may), so one answer serves it all.
     private var parentMissing: [Key: Bool] = [:]
+    /// Records of entities others name as parents that the page stored live where the device held none
+    /// or a deleted one (`arrived`): their children flagged orphaned are looked at again.
+    private(set) var arrivedParents: [EntityType: [UUID]] = [:]
+    private let parentEntities = Set(EntityCatalog.all.flatMap { $0.parents.map(\.entity) })
     /// Records of the page whose `field_clocks` row does not read (`FieldClocks.Unreadable`).
     private var unreadableClocks: Set<Key> = []
     /// Keys of quarantined records, to clear only entries that exist.
@@ -152,6 +156,17 @@ struct PulledPageReads {
     }
 
     /// `EntityTables.hasMissingParent`, with each parent outside the page looked up once per page.
+    /// Notes that the page stored `id` live where the device held none, or a deleted one.
+    mutating func arrived(_ entity: EntityType, _ id: UUID) {
+        if parentEntities.contains(entity) { arrivedParents[entity, default: []].append(id) }
+    }
+
+    /// Notes that the page deleted `id`: a child later in the page whose parent it is, read as present
+    /// before the delete, is an orphan (the cached answer kept it a plain record).
+    mutating func parentGone(_ entity: EntityType, _ id: UUID) {
+        parentMissing[Key(entity: entity, id: id)] = true
+    }
+
     mutating func hasMissingParent(_ record: EntityRecord, besides arriving: Set<UUID>, in db: Database) throws -> Bool {
         for relation in record.entity.description.parents {
             guard case .uuid(let parent) = record[relation.field], !arriving.contains(parent) else { continue }

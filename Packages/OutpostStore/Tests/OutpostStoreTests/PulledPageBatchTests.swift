@@ -6,6 +6,7 @@ import OutpostFieldService
 import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
+import OutpostTesting
 import Testing
 
 /// A pulled page reads what its records need once for the whole page (`PulledPageReads`); these pin
@@ -103,8 +104,73 @@ import Testing
             cursor: "c-2"))
         #expect(try store.fetch(Issue.self, id: early.id)?.isOrphaned == true)
         #expect(try store.fetch(Issue.self, id: late.id)?.isOrphaned == true)
-        #expect(try store.fetch(Issue.self, id: afterDelete.id) != nil)
-        #expect(second.orphaned >= 2)
+        #expect(try store.fetch(Issue.self, id: afterDelete.id)?.isOrphaned == true, "its parent arrived deleted")
+        #expect(second.orphaned == 3)
+    }
+
+    /// Attack 125, F3: a fresh device whose first page held a deleted project and its live issue kept the
+    /// issue as a plain one, where a device that held the project, or a pre-synced one, flags it
+    /// orphaned. A parent arriving in the same page spares its child only when it arrives live, in
+    /// whichever order the page holds them.
+    @Test(arguments: [false, true])
+    func aChildWhoseParentArrivesDeletedInItsPageIsAnOrphan(parentFirst: Bool) async throws {
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let project = Project(name: "Closed annex")
+        let issue = Issue(projectID: project.id, title: "Left open")
+        let parent = remote(project, version: 2, at: 1_000, deleted: true), child = remote(issue, version: 1, at: 1_001)
+        let report = try await store.applyPulledPage(PulledPage(changes: parentFirst ? [parent, child] : [child, parent], cursor: "c-1"))
+        #expect(try store.fetch(Issue.self, id: issue.id)?.isOrphaned == true)
+        #expect(report.orphaned == 1)
+        // A parent whose page holds it deleted and then live again (restored) spares its child.
+        let otherFolder = try TemporaryDatabase()
+        let other = try LocalStore.open(at: otherFolder.path)
+        _ = try await other.applyPulledPage(PulledPage(
+            changes: [parent, child, remote(project, version: 3, at: 1_002)], cursor: "c-1"))
+        #expect(try other.fetch(Issue.self, id: issue.id)?.isOrphaned == false)
+    }
+
+    /// The family of attack 125, F3, as a law: however the server's history is cut into pages and
+    /// ordered within them, and whatever the device held before, once it has pulled it all an issue is
+    /// flagged orphaned exactly when its project is deleted or was never sent.
+    @Test(arguments: 0..<12)
+    func orphanFlagsAreTheServerStatesWhateverThePages(seed: Int) async throws {
+        var random = SeededGenerator(seed: UInt64(1_000 + seed))
+        let folder = try TemporaryDatabase()
+        let store = try LocalStore.open(at: folder.path)
+        let projects = (0..<4).map { Project(name: "Site \($0)") }
+        let deleted = Set(projects.filter { _ in Bool.random(using: &random) }.map(\.id))
+        let neverSent = projects[3].id  // a project this device may not see
+        let issues = (0..<12).map { Issue(projectID: projects[Int.random(in: 0..<4, using: &random)].id, title: "Issue \($0)") }
+        var time: Int64 = 1_000
+        func next() -> Int64 { time += 1; return time }
+        // Some devices held the projects before (live), as a device synced earlier did.
+        var history: [VersionedRecord] = []
+        let heldBefore = Bool.random(using: &random)
+        if heldBefore {
+            _ = try await store.applyPulledPage(PulledPage(
+                changes: projects.filter { $0.id != neverSent }.map { remote($0, version: 1, at: next()) }, cursor: "c-0"))
+        }
+        history += projects.filter { $0.id != neverSent }.map {
+            remote($0, version: 2, at: next(), deleted: deleted.contains($0.id))
+        }
+        history += issues.map { remote($0, version: 1, at: next()) }
+        history.shuffle(using: &random)
+        var pages: [[VersionedRecord]] = []
+        while !history.isEmpty {
+            let size = min(history.count, Int.random(in: 1...8, using: &random))
+            pages.append(Array(history.prefix(size)))
+            history.removeFirst(size)
+        }
+        for (index, page) in pages.enumerated() {
+            _ = try await store.applyPulledPage(PulledPage(changes: page, cursor: "c-\(index + 1)"))
+        }
+        for issue in issues {
+            let expected = deleted.contains(issue.projectID) || issue.projectID == neverSent
+            #expect(
+                try store.fetch(Issue.self, id: issue.id)?.isOrphaned == expected,
+                "seed \(seed): issue of a project \(expected ? "gone" : "live"), held before: \(heldBefore), pages \(pages.map(\.count))")
+        }
     }
 
     @Test func aRecordWithALocalChangeIsMergedBesideOnesWithout() async throws {
