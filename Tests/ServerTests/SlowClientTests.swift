@@ -497,6 +497,44 @@ struct BundleHangUpTests {
         #expect(walBytes() <= SQLiteStorage.walSizeLimitBytes + 8 << 20, "\(walBytes()) bytes of WAL once nothing holds it")
     }
 
+    /// Attack 125, F2, its third half: downloads cut after the snapshot wait still overlap (a member
+    /// starting one every 50 s), and while some reader always holds an old snapshot SQLite can never
+    /// finish a checkpoint, so the WAL grows for as long as they go on. A bundle is refused (503, try
+    /// again) while the log holds more than `bundleWALLimitBytes` that no checkpoint could copy back; once
+    /// the readers are gone the next one is served, however large the file still is.
+    @Test("While the WAL holds more than its limit that readers keep from being checkpointed, a new bundle is refused with 503; once they let go, it is served")
+    func aBundleWaitsForTheLogToBeCheckpointed() async throws {
+        let server = try await TestServer.start(.sqlite) {
+            $0.maximumRecordBytesPerProject = 1 << 30
+            $0.maximumRecordBytesPerUser = 1 << 30
+            $0.bundleWALLimitBytes = 8 << 20
+        }
+        defer { Task { await server.stop() } }
+        let transport = server.transport(token: TestServer.aliceToken)
+        let path = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
+        func pushHeavy(_ count: Int) async throws {
+            for _ in 0..<count {
+                let heavy = (0..<4).map { _ in
+                    var fields = Sample.issueFields(project: TestServer.projectA)
+                    fields["details"] = .text(String(repeating: "w", count: 900 * 1024))
+                    return Sample.create(.issue, fields: fields)
+                }
+                #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+            }
+        }
+        do {
+            let reader = try DatabasePool(path: server.databasePath)
+            let snapshot = try reader.makeSnapshot()
+            try await pushHeavy(4)  // some 15 MB the snapshot keeps in the log
+            let refused = try await server.send("GET", path, token: TestServer.aliceToken)
+            #expect(refused.status == 503, "\(refused.status)")
+            #expect(refused.headers["retry-after"] == "30")
+            #expect(try await snapshot.read { try Int.fetchOne($0, sql: "SELECT 1") } == 1)
+        }
+        let served = try await server.send("GET", path, token: TestServer.aliceToken, headers: ["Accept-Encoding": "identity"])
+        #expect(served.status == 200, "\(served.status)")
+    }
+
     /// A gauge of the server's `/metrics` as it stands; nil when it is not there.
     static func gauge(_ name: String, of server: TestServer) async throws -> Double? {
         let line = try await server.scrape().split(separator: "\n").first { $0.hasPrefix(name + " ") }

@@ -75,9 +75,10 @@ final class SQLiteStorage: ServerStorage {
     init(
         path: String, assignsServerIDs: Bool, policy: ConflictPolicy = ConflictPolicy(), durableCommits: Bool = true,
         maximumMediaBytes: Int64 = .max, lockWaitSeconds: Int = 10, activity: DatabaseActivity = DatabaseActivity(),
-        bounds: PushRules.Bounds = PushRules.Bounds()
+        bounds: PushRules.Bounds = PushRules.Bounds(), bundleWALLimitBytes: Int = 256 << 20
     ) throws(ServerError) {
         self.path = path
+        self.bundleWALLimitBytes = bundleWALLimitBytes
         self.lockWaitSeconds = lockWaitSeconds
         self.activity = activity
         self.rules = PushRules(assignsServerIDs: assignsServerIDs, policy: policy, maximumMediaBytes: maximumMediaBytes, bounds: bounds)
@@ -211,6 +212,8 @@ final class SQLiteStorage: ServerStorage {
 
     /// The size a WAL is cut back to once it has been checkpointed (`journal_size_limit`).
     static let walSizeLimitBytes = 16 << 20
+    /// See `refuseBundlesWhileTheLogIsBehind`.
+    private let bundleWALLimitBytes: Int
 
     func probeDatabase() async throws(ServerError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
@@ -863,6 +866,7 @@ final class SQLiteStorage: ServerStorage {
     // MARK: - Bundles
 
     func bundle(project: UUID, by caller: Caller) async throws(ServerError) -> BundleRecords {
+        try await refuseBundlesWhileTheLogIsBehind()
         let snapshot: DatabaseSnapshot
         do {
             snapshot = try pool.makeSnapshot()
@@ -906,6 +910,32 @@ final class SQLiteStorage: ServerStorage {
         }
         let cursor = BundleCursor(snapshot: snapshot, path: path, project: project, aboveScope: aboveScope)
         return BundleRecords(asOf: asOf, checkpoint: checkpoint, next: { try await cursor.next() })
+    }
+
+    /// Refuses a bundle (503, try again) while the WAL holds more than `bundleWALLimitBytes` that no
+    /// checkpoint can copy back yet. A download cut after its snapshot wait still overlapped the next
+    /// (a member starting one every 50 s): with some reader always on an old snapshot, SQLite never
+    /// finishes a checkpoint and the WAL grows for as long as they go on (attack 125, F2). Refused new
+    /// snapshots, the old ones end within the wait and the log is checkpointed. The file's size is read
+    /// first (a stat); only past the limit does a passive checkpoint, which waits for no reader, say
+    /// how much of it is still behind.
+    private func refuseBundlesWhileTheLogIsBehind() async throws(ServerError) {
+        let walBytes = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? NSNumber)?.intValue ?? 0
+        guard walBytes > bundleWALLimitBytes else { return }
+        let behindBytes: Int
+        do {
+            behindBytes = try await pool.writeWithoutTransaction { db in
+                let frames = try db.checkpoint(.passive)
+                return (frames.walFrameCount - frames.checkpointedFrameCount) * (try Int.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize)
+            }
+        } catch {
+            throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
+        }
+        guard behindBytes > bundleWALLimitBytes else { return }
+        throw ServerError(
+            status: 503, .unavailable,
+            "the database's log holds \(behindBytes) bytes that long reads keep from being checkpointed; bundles wait until it is: try again shortly",
+            retryAfterSeconds: 30)
     }
 
     fileprivate static func read<T: Sendable>(

@@ -124,6 +124,9 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var bundleSnapshotWaitSeconds: Int = 60
     /// How far a bundle's encoder may run ahead of its client, on disk (`BundleSpool`); tests lower it.
     var bundleSpoolAheadBytes = BundleDownload.spoolAheadBytes
+    /// On SQLite, a bundle is refused (503) while the WAL holds more than this that readers keep from
+    /// being checkpointed (`SQLiteStorage.refuseBundlesWhileTheLogIsBehind`); tests lower it.
+    var bundleWALLimitBytes = 256 << 20
     /// The most connections held open at once. A new one past it takes the place of the connection idle
     /// longest (no request under way); when every connection has a request under way, it is closed.
     public var maximumConnections: Int

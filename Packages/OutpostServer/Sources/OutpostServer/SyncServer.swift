@@ -121,7 +121,7 @@ public struct SyncServer: Sendable {
                     path: configuration.databasePath, assignsServerIDs: configuration.assignsServerIDs,
                     policy: configuration.conflictPolicy, durableCommits: configuration.durableCommits,
                     maximumMediaBytes: configuration.maximumMediaBytes, lockWaitSeconds: configuration.databaseLockWaitSeconds,
-                    activity: activity, bounds: configuration.effectivePushBounds)
+                    activity: activity, bounds: configuration.effectivePushBounds, bundleWALLimitBytes: configuration.bundleWALLimitBytes)
             }
         self.storage = storage
         self.activity = activity
