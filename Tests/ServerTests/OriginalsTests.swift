@@ -325,6 +325,41 @@ struct OriginalsTests {
         await server.stop()
     }
 
+    @Test("A partial download counts against the budget and goes like any original once no download holds it; one a download holds stays (attack 126, F2)")
+    func partialDownloadsStayWithinTheBudget() async throws {
+        let server = try await TestServer.start(.sqlite)
+        let photos = try await Self.alicesPhotos(3, size: 100_000, on: server)
+        let (carol, _) = try await Self.carolsDevice(on: server, cacheBytes: 250_000)
+        // Cut downloads of every photo: 90 KB each, just written.
+        var partials: [OriginalFile] = []
+        for photo in photos {
+            let partial = try carol.store.originalFile(of: photo.attachment)
+            try photo.bytes.prefix(90_000).write(to: partial.url)
+            partials.append(partial)
+        }
+        // Another process is downloading the one the budget leaves out (the last in the store's order,
+        // newest first): its partial is not to be touched.
+        let last = try #require(try carol.store.originalFiles(ofProject: TestServer.projectA).last)
+        let oldest = try #require(partials.first { $0.attachmentID == last.attachmentID })
+        var elsewhere = try carol.store.lockOriginalDownload(oldest)
+        #expect(elsewhere != nil)
+        let summary = try await carol.downloadOriginals(ofProject: TestServer.projectA)
+        #expect(summary.downloaded == 2, "\(summary)")
+        #expect(FileManager.default.fileExists(atPath: oldest.url.path), "the held partial stays")
+        #expect(carol.store.originalsCacheBytes() == 290_000, "\(carol.store.originalsCacheBytes())")
+        // Let go (the process was killed mid-download): the next sync keeps the budget with the partial,
+        // which was used least recently, not with a whole original (one just written was spared, and a
+        // newest original went in its place).
+        #expect(elsewhere != nil)
+        elsewhere = nil
+        try await carol.sync()
+        #expect(!FileManager.default.fileExists(atPath: oldest.url.path))
+        #expect(carol.store.originalsCacheBytes() == 200_000, "\(carol.store.originalsCacheBytes())")
+        let left = try FileManager.default.contentsOfDirectory(atPath: carol.store.originalsFolder.path)
+        #expect(left.allSatisfy { !$0.hasSuffix(".lock") }, "\(left)")
+        await server.stop()
+    }
+
     @Test("Asked for a project's originals, a server's answer that is broken (no digest, a body past its size) is a refusal, told apart from an upload not finished")
     func aBrokenAnswerIsARefusal() async throws {
         let server = try await TestServer.start(.sqlite)

@@ -333,7 +333,9 @@ public final class Device: Sendable {
                 let fetched = try await original(sparing: spared) { () throws(StoreError) in
                     try store.originalFile(of: file.entity, id: file.attachmentID)
                 }
-                if fetched.received > 0 || !file.isHeld {
+                // One another process brought while this run waited for it was held, not downloaded here
+                // (attack 126, F5); an empty original has no bytes to receive.
+                if fetched.received > 0 || (file.byteCount == 0 && !file.isHeld) {
                     summary.downloaded += 1
                 } else {
                     summary.alreadyHeld += 1

@@ -133,7 +133,11 @@ extension LocalStore {
     /// The lock file goes when the lock is dropped: one per original ever downloaded piled up in the
     /// cache (attack 125, F4).
     public func lockOriginalDownload(_ file: OriginalFile) throws(StoreError) -> OriginalDownloadLock? {
-        let url = file.url.deletingPathExtension().appendingPathExtension("lock")
+        try lockDownload(at: file.url.deletingPathExtension().appendingPathExtension("lock"))
+    }
+
+    /// `lockOriginalDownload` by the lock file's place.
+    private func lockDownload(at url: URL) throws(StoreError) -> OriginalDownloadLock? {
         while true {
             Self.removeIfLink(url)
             let descriptor = openLockFile(url.path, creating: true)
@@ -240,13 +244,18 @@ extension LocalStore {
         var total = files.reduce(0) { $0 + $1.size }
         files.sort { $0.used < $1.used }
         let sparedNames = Set(spared.map { Self.originalName(of: $0) })
-        // A partial written in the last ten minutes is a download under way (its writer would go on into
-        // a removed file); an older one is a cut download no one resumed, and goes like any other.
-        let busy = Date().addingTimeInterval(-600)
-        for file in files where total > budget && !sparedNames.contains(Self.originalName(of: file.url))
-            && !(file.url.pathExtension == "partial" && file.used > busy)
-        {
+        for file in files where total > budget && !sparedNames.contains(Self.originalName(of: file.url)) {
+            // A partial whose download's lock another holds is a download under way (its writer would go
+            // on into a removed file); one no one holds is a cut download, and goes like any other. Told
+            // apart by its age (ten minutes) before, every partial of a run cut more often than that
+            // stayed, and the cache grew past its budget with them (attack 126, F2).
+            var lock: OriginalDownloadLock?
+            if file.url.pathExtension == "partial" {
+                lock = try? lockDownload(at: file.url.deletingPathExtension().appendingPathExtension("lock"))
+                if lock == nil { continue }
+            }
             if (try? FileManager.default.removeItem(at: file.url)) != nil { total -= file.size }
+            withExtendedLifetime(lock) {}
         }
     }
 
