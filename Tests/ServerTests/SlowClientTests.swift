@@ -475,25 +475,15 @@ struct BundleHangUpTests {
         let transport = server.transport(token: TestServer.aliceToken)
         let wal = server.databasePath + "-wal"
         func walBytes() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? NSNumber)?.intValue ?? 0 }
-        func pushHeavy(_ count: Int) async throws {
-            for _ in 0..<count {
-                let heavy = (0..<4).map { _ in
-                    var fields = Sample.issueFields(project: TestServer.projectA)
-                    fields["details"] = .text(String(repeating: "w", count: 900 * 1024))
-                    return Sample.create(.issue, fields: fields)
-                }
-                #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
-            }
-        }
         do {
             // A reader's snapshot, as a slow bundle download held one.
             let reader = try DatabasePool(path: server.databasePath)
             let snapshot = try reader.makeSnapshot()
-            try await pushHeavy(12)  // some 44 MB of records
+            try await Self.pushHeavy(12, through: transport)  // some 44 MB of records
             #expect(try await snapshot.read { try Int.fetchOne($0, sql: "SELECT 1") } == 1)
             #expect(walBytes() > SQLiteStorage.walSizeLimitBytes, "\(walBytes())")
         }
-        try await pushHeavy(3)
+        try await Self.pushHeavy(3, through: transport)
         #expect(walBytes() <= SQLiteStorage.walSizeLimitBytes + 8 << 20, "\(walBytes()) bytes of WAL once nothing holds it")
     }
 
@@ -512,20 +502,10 @@ struct BundleHangUpTests {
         defer { Task { await server.stop() } }
         let transport = server.transport(token: TestServer.aliceToken)
         let path = "/projects/\(TestServer.projectA.uuidString.lowercased())/bundle?format=json"
-        func pushHeavy(_ count: Int) async throws {
-            for _ in 0..<count {
-                let heavy = (0..<4).map { _ in
-                    var fields = Sample.issueFields(project: TestServer.projectA)
-                    fields["details"] = .text(String(repeating: "w", count: 900 * 1024))
-                    return Sample.create(.issue, fields: fields)
-                }
-                #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
-            }
-        }
         do {
             let reader = try DatabasePool(path: server.databasePath)
             let snapshot = try reader.makeSnapshot()
-            try await pushHeavy(4)  // some 15 MB the snapshot keeps in the log
+            try await Self.pushHeavy(4, through: transport)  // some 15 MB the snapshot keeps in the log
             let refused = try await server.send("GET", path, token: TestServer.aliceToken)
             #expect(refused.status == 503, "\(refused.status)")
             #expect(refused.headers["retry-after"] == "30")
@@ -533,6 +513,18 @@ struct BundleHangUpTests {
         }
         let served = try await server.send("GET", path, token: TestServer.aliceToken, headers: ["Accept-Encoding": "identity"])
         #expect(served.status == 200, "\(served.status)")
+    }
+
+    /// Pushes `count` batches of four issues of 900 KB each to project A: some 3.6 MB of records a batch.
+    static func pushHeavy(_ count: Int, through transport: some SyncTransport) async throws {
+        for _ in 0..<count {
+            let heavy = (0..<4).map { _ in
+                var fields = Sample.issueFields(project: TestServer.projectA)
+                fields["details"] = .text(String(repeating: "w", count: 900 * 1024))
+                return Sample.create(.issue, fields: fields)
+            }
+            #expect(try await transport.push(PushRequest(mutations: heavy)).results.allSatisfy { $0.outcome.appliedVersion == 1 })
+        }
     }
 
     /// A gauge of the server's `/metrics` as it stands; nil when it is not there.
