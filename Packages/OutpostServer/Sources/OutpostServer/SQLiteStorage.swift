@@ -912,29 +912,32 @@ final class SQLiteStorage: ServerStorage {
         return BundleRecords(asOf: asOf, checkpoint: checkpoint, next: { try await cursor.next() })
     }
 
-    /// Refuses a bundle (503, try again) while the WAL holds more than `bundleWALLimitBytes` that no
-    /// checkpoint can copy back yet. A download cut after its snapshot wait still overlapped the next
-    /// (a member starting one every 50 s): with some reader always on an old snapshot, SQLite never
-    /// finishes a checkpoint and the WAL grows for as long as they go on (attack 125, F2). Refused new
-    /// snapshots, the old ones end within the wait and the log is checkpointed. The file's size is read
-    /// first (a stat); only past the limit does a passive checkpoint, which waits for no reader, say
-    /// how much of it is still behind.
+    /// Refuses a bundle (503, try again) while the WAL holds more than `bundleWALLimitBytes` and
+    /// readers keep it from starting again. A download cut after its snapshot wait still overlapped the
+    /// next (a member starting one every 15 s): SQLite starts its log again only once a checkpoint has
+    /// copied all of it back, which no checkpoint can while some reader is on an older snapshot, so the
+    /// WAL grew for as long as they went on (attack 125, F2). Counting only what a checkpoint could not
+    /// copy let them in, since each reader is younger than the last (attack 126, F1). Refused new
+    /// snapshots, the old ones end within the wait, the log is copied back whole, and the next write
+    /// starts it again. The file's size is read first (a stat); only past the limit does a passive
+    /// checkpoint, which waits for no reader, say how long the log is and whether all of it is back.
     private func refuseBundlesWhileTheLogIsBehind() async throws(ServerError) {
         let walBytes = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? NSNumber)?.intValue ?? 0
         guard walBytes > bundleWALLimitBytes else { return }
-        let behindBytes: Int
+        let log: (bytes: Int, copiedBack: Bool)
         do {
-            behindBytes = try await pool.writeWithoutTransaction { db in
+            log = try await pool.writeWithoutTransaction { db in
                 let frames = try db.checkpoint(.passive)
-                return (frames.walFrameCount - frames.checkpointedFrameCount) * (try Int.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize)
+                let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize
+                return (frames.walFrameCount * pageSize, frames.checkpointedFrameCount >= frames.walFrameCount)
             }
         } catch {
             throw ServerError(.databaseFailure, message: "\(error)", path: path, underlying: error)
         }
-        guard behindBytes > bundleWALLimitBytes else { return }
+        guard log.bytes > bundleWALLimitBytes, !log.copiedBack else { return }
         throw ServerError(
             status: 503, .unavailable,
-            "the database's log holds \(behindBytes) bytes that long reads keep from being checkpointed; bundles wait until it is: try again shortly",
+            "the database's log holds \(log.bytes) bytes that long reads keep from being checkpointed; bundles wait until it is: try again shortly",
             retryAfterSeconds: 30)
     }
 
