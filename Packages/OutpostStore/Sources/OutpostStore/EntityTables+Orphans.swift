@@ -28,44 +28,45 @@ extension EntityTables {
     static func settleOrphans(childrenOf parents: [EntityType: [UUID]], in db: Database) throws -> Int {
         var settled = 0
         for (entity, ids) in parents {
-            for child in EntityCatalog.all {
-                for relation in child.parents where relation.entity == entity {
-                    let table = child.table.quotedDatabaseIdentifier
-                    let column = ColumnName.forField(relation.field).quotedDatabaseIdentifier
-                    // An empty table has no orphans: one step, where the walk costs a millisecond a page.
-                    guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table))")) == true else { continue }
-                    let orphans = try String.fetchAll(
-                        db.cachedStatement(sql: """
-                            SELECT c.id FROM json_each(?) AS p CROSS JOIN \(table) AS c ON c.\(column) = p.value
-                            WHERE c.is_orphaned = 1 AND c.deleted_at IS NULL
-                            """),
-                        arguments: [PulledPageReads.jsonArray(ids)])
-                    for text in orphans {
-                        guard let id = UUID(uuidString: text), let record = try fetchRecord(child.type, id: id, in: db),
-                            try !hasMissingParent(record, in: db)
-                        else { continue }
-                        try db.cachedStatement(sql: "UPDATE \(table) SET is_orphaned = 0 WHERE id = ?").execute(arguments: [text])
-                        settled += 1
-                    }
+            for (child, table, column) in childColumns(of: entity) {
+                // An empty table has no orphans: one step, where the walk costs a millisecond a page.
+                guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table))")) == true else { continue }
+                let orphans = try String.fetchAll(
+                    db.cachedStatement(sql: """
+                        SELECT c.id FROM json_each(?) AS p CROSS JOIN \(table) AS c ON c.\(column) = p.value
+                        WHERE c.is_orphaned = 1 AND c.deleted_at IS NULL
+                        """),
+                    arguments: [PulledPageReads.jsonArray(ids)])
+                for text in orphans {
+                    guard let id = UUID(uuidString: text), let record = try fetchRecord(child.type, id: id, in: db),
+                        try !hasMissingParent(record, in: db)
+                    else { continue }
+                    try db.cachedStatement(sql: "UPDATE \(table) SET is_orphaned = 0 WHERE id = ?").execute(arguments: [text])
+                    settled += 1
                 }
             }
         }
         return settled
     }
 
+    /// Each entity naming `entity` as a parent, with its table and that parent's column, quoted for SQL.
+    private static func childColumns(of entity: EntityType) -> [(child: EntityDescription, table: String, column: String)] {
+        EntityCatalog.all.flatMap { child in
+            child.parents.filter { $0.entity == entity }.map {
+                (child, child.table.quotedDatabaseIdentifier, ColumnName.forField($0.field).quotedDatabaseIdentifier)
+            }
+        }
+    }
+
     /// Flags the live children of a deleted record as orphaned; returns how many were newly flagged.
     @discardableResult
     static func flagOrphans(childrenOf entity: EntityType, id: UUID, in db: Database) throws -> Int {
         var flagged = 0
-        for child in EntityCatalog.all {
-            for relation in child.parents where relation.entity == entity {
-                let table = child.table.quotedDatabaseIdentifier
-                let column = ColumnName.forField(relation.field).quotedDatabaseIdentifier
-                try db.execute(
-                    sql: "UPDATE \(table) SET is_orphaned = 1 WHERE \(column) = ? AND deleted_at IS NULL AND is_orphaned = 0",
-                    arguments: [id.storageText])
-                flagged += db.changesCount
-            }
+        for (_, table, column) in childColumns(of: entity) {
+            try db.execute(
+                sql: "UPDATE \(table) SET is_orphaned = 1 WHERE \(column) = ? AND deleted_at IS NULL AND is_orphaned = 0",
+                arguments: [id.storageText])
+            flagged += db.changesCount
         }
         return flagged
     }

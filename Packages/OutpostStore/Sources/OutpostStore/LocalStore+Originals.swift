@@ -140,7 +140,7 @@ extension LocalStore {
     private func lockDownload(at url: URL) throws(StoreError) -> OriginalDownloadLock? {
         while true {
             Self.removeIfLink(url)
-            let descriptor = openLockFile(url.path, creating: true)
+            let descriptor = openLockFile(url.path)
             guard descriptor >= 0 else {
                 throw StoreError(.databaseFailure, path: url.path, message: "cannot open the download's lock file (errno \(errno))")
             }
@@ -269,11 +269,8 @@ extension LocalStore {
     func sweepOriginalLocks() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: originalsFolder.path)) ?? []
         for name in names where name.hasSuffix(".lock") {
-            let path = originalsFolder.appendingPathComponent(name).path
-            let descriptor = openLockFile(path, creating: false)
-            guard descriptor >= 0 else { continue }
             // Taken, it is removed as any lock is when dropped; held by a download, it stays.
-            if case .held(let lock) = OriginalDownloadLock.take(descriptor, at: path) { withExtendedLifetime(lock) {} }
+            _ = try? lockDownload(at: originalsFolder.appendingPathComponent(name))
         }
     }
 
@@ -338,8 +335,8 @@ public final class OriginalDownloadLock: Sendable {
     }
 }
 
-/// Opens a lock file (creating it when asked), never through a link; at file scope, where `open` is the
-/// system's and not `LocalStore.open`.
-private func openLockFile(_ path: String, creating: Bool) -> Int32 {
-    open(path, O_RDWR | O_NOFOLLOW | (creating ? O_CREAT : 0), 0o644)
+/// Opens (creating) a lock file, never through a link; at file scope, where `open` is the system's and
+/// not `LocalStore.open`.
+private func openLockFile(_ path: String) -> Int32 {
+    open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o644)
 }
