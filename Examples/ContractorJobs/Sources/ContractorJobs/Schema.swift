@@ -111,6 +111,12 @@ public enum ContractorJobs {
             ALTER TABLE jobs ADD COLUMN status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'inProgress', 'done'));
             ALTER TABLE jobs ADD COLUMN due_day TEXT;
             """),
+        // Every parent column has an index: the store finds a job's crew, or a crew member's notes, by it
+        // (a pulled parent's orphans, a deleted one's children) and refuses to open without one.
+        MigrationStep(version: 4, name: "1.3: crew by job, notes by author", sql: """
+            CREATE INDEX crew_members_by_job ON crew_members(job_id);
+            CREATE INDEX notes_by_author ON notes(author_id);
+            """),
     ]
 
     /// The app's local database: what a device opens.

@@ -40,6 +40,7 @@ public enum LocalSchema {
         MigrationStep(
             version: 15, name: "3.2: the issue list's index holds its keys, not a second copy of every row", sql: version15,
             droppingRedundantIndexes: ["issues_in_list_order"]),
+        MigrationStep(version: 16, name: "3.3: an index on every parent column", sql: version16),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -440,5 +441,21 @@ extension LocalSchema {
     static let version15 = """
         CREATE INDEX issues_by_list_order ON issues(project_id, deleted_at, created_at, id);
         DROP INDEX issues_in_list_order;
+        """
+
+    /// A record's children are found by the column naming their parent: a pulled page settles the
+    /// orphans of the parents it brings, a delete flags a parent's children. These parent columns had
+    /// no index, and each lookup read the whole child table (a pull of 100,000 issues into a store
+    /// holding as many, an asset in most pages, ran 20 times slower). The store now refuses a parent
+    /// column without one (`DeclaredColumns`). Optional parents index only the rows that name one:
+    /// an issue with no asset and no assignee costs nothing more.
+    static let version16 = """
+        CREATE INDEX issues_by_assignee ON issues(assignee_id) WHERE assignee_id IS NOT NULL;
+        CREATE INDEX issues_by_asset ON issues(asset_id) WHERE asset_id IS NOT NULL;
+        CREATE INDEX comments_by_author ON comments(author_id);
+        CREATE INDEX daily_logs_by_author ON daily_logs(author_id);
+        CREATE INDEX time_entries_by_member ON time_entries(member_id);
+        CREATE INDEX time_entries_by_clock_in ON time_entries(clock_in_id) WHERE clock_in_id IS NOT NULL;
+        CREATE INDEX scope_items_by_measure ON scope_items(measure_id) WHERE measure_id IS NOT NULL;
         """
 }

@@ -2,7 +2,7 @@ import GRDB
 import OutpostSchema
 
 /// Checks that a database's tables hold every declared field, each in a column of a type its kind
-/// is stored as: the app's entity tables come from its own migration steps, and a step the schema
+/// is stored as, and an index on each parent column: the app's entity tables come from its own migration steps, and a step the schema
 /// needs but nobody wrote is found when the store opens, named, rather than by a failing write.
 enum DeclaredColumns {
     /// The SQLite type each field kind is stored with (the sync columns are the toolkit's own).
@@ -16,7 +16,8 @@ enum DeclaredColumns {
     }
 
     /// Throws `schemaMismatch` for the first declared table, sync column or field the database lacks or
-    /// holds with another type, naming the entity, the field and the step to write.
+    /// holds with another type, or parent column without an index starting with it, naming the entity,
+    /// the field and the step to write.
     static func check(_ entities: [EntityDescription], in db: Database, path: String) throws(StoreError) {
         for description in entities {
             let columns: [String: String]
@@ -54,6 +55,27 @@ enum DeclaredColumns {
                 guard type == wanted else {
                     throw mismatch(field.name, "column \(description.table).\(name) is \(type.isEmpty ? "untyped" : type), the field needs \(wanted)")
                 }
+            }
+            guard !description.parents.isEmpty else { continue }
+            let leading: Set<String>
+            do {
+                leading = Set(try String.fetchAll(db, sql: """
+                    SELECT x.name FROM pragma_index_list(?) AS i, pragma_index_xinfo(i.name) AS x WHERE x.seqno = 0
+                    """, arguments: [description.table]))
+            } catch {
+                throw StoreError(failure: error, path: path)
+            }
+            // A record's children are found by their parent's column (the orphans of a parent a pull
+            // brings, the children a delete flags): without an index, each lookup read the whole child
+            // table, and a pull into a store of 100,000 issues ran 20 times slower.
+            for relation in description.parents where !leading.contains(ColumnName.forField(relation.field)) {
+                let column = ColumnName.forField(relation.field)
+                let partial = relation.isRequired ? "" : " WHERE \(column) IS NOT NULL"
+                throw mismatch(
+                    relation.field,
+                    "table \(description.table) has no index on \(column), the column naming its parent \(relation.entity.rawValue): "
+                        + "finding a parent's children would read the whole table; a migration step that creates one is missing "
+                        + "(CREATE INDEX \(description.table)_by_\(column) ON \(description.table)(\(column))\(partial))")
             }
         }
     }

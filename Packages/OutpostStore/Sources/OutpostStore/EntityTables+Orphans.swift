@@ -32,10 +32,7 @@ extension EntityTables {
                 // An empty table has no orphans: one step, where the walk costs a millisecond a page.
                 guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table))")) == true else { continue }
                 let orphans = try String.fetchAll(
-                    db.cachedStatement(sql: """
-                        SELECT c.id FROM json_each(?) AS p CROSS JOIN \(table) AS c ON c.\(column) = p.value
-                        WHERE c.is_orphaned = 1 AND c.deleted_at IS NULL
-                        """),
+                    db.cachedStatement(sql: orphanedChildrenSQL(table: table, column: column)),
                     arguments: [PulledPageReads.jsonArray(ids)])
                 for text in orphans {
                     guard let id = UUID(uuidString: text), let record = try fetchRecord(child.type, id: id, in: db),
@@ -49,8 +46,25 @@ extension EntityTables {
         return settled
     }
 
+    /// The orphans among the live children of the parents in a JSON array of ids (`settleOrphans`).
+    /// `table` and `column` are quoted. It probes the index on the parent column that every declared
+    /// parent has (`DeclaredColumns.check`): without one SQLite read the whole child table for each
+    /// parent: applying 100,000 pulled records (an asset in most pages) into a store holding as many ran
+    /// at 0.03× sqlite3's `.import` of the same rows, 0.69× with the index (`outpost-bench pull`).
+    static func orphanedChildrenSQL(table: String, column: String) -> String {
+        """
+        SELECT c.id FROM json_each(?) AS p CROSS JOIN \(table) AS c ON c.\(column) = p.value
+        WHERE c.is_orphaned = 1 AND c.deleted_at IS NULL
+        """
+    }
+
+    /// Flags the live children of one parent id as orphaned (`flagOrphans`), through the same index.
+    static func flagChildrenSQL(table: String, column: String) -> String {
+        "UPDATE \(table) SET is_orphaned = 1 WHERE \(column) = ? AND deleted_at IS NULL AND is_orphaned = 0"
+    }
+
     /// Each entity naming `entity` as a parent, with its table and that parent's column, quoted for SQL.
-    private static func childColumns(of entity: EntityType) -> [(child: EntityDescription, table: String, column: String)] {
+    static func childColumns(of entity: EntityType) -> [(child: EntityDescription, table: String, column: String)] {
         EntityCatalog.all.flatMap { child in
             child.parents.filter { $0.entity == entity }.map {
                 (child, child.table.quotedDatabaseIdentifier, ColumnName.forField($0.field).quotedDatabaseIdentifier)
@@ -63,9 +77,7 @@ extension EntityTables {
     static func flagOrphans(childrenOf entity: EntityType, id: UUID, in db: Database) throws -> Int {
         var flagged = 0
         for (_, table, column) in childColumns(of: entity) {
-            try db.execute(
-                sql: "UPDATE \(table) SET is_orphaned = 1 WHERE \(column) = ? AND deleted_at IS NULL AND is_orphaned = 0",
-                arguments: [id.storageText])
+            try db.execute(sql: flagChildrenSQL(table: table, column: column), arguments: [id.storageText])
             flagged += db.changesCount
         }
         return flagged
