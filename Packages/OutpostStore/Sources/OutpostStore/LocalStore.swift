@@ -60,15 +60,17 @@ public final class LocalStore: Sendable {
         // Migrate before opening the WAL pool: a file this build must refuse (written by a newer app)
         // is then refused before anything, the journal mode included, is changed.
         try LocalDatabase.migrate(at: path, app: app)
-        var configuration = LocalDatabase.configuration(
-            busyTimeout: Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18)
+        let busySeconds = Double(busyTimeout.components.seconds) + Double(busyTimeout.components.attoseconds) / 1e18
+        var configuration = LocalDatabase.configuration(busyTimeout: busySeconds)
         let pragma = synchronous.rawValue
         // A full-sync store checkpoints on the writer at the first line, as SQLite's rule did: each of its
         // commits syncs the WAL, and a WAL that grows instead of starting over adds its size to every
         // sync (writes/s 0.71× → 0.48× the sqlite3 CLI with the background copy).
         let writerLine = synchronous == .full ? Self.checkpointPages : Self.inlineCheckpointPages
         let checkpointer = try StoreError.mapping(path: path) {
-            try WALCheckpointer(path: path, synchronous: pragma, backgroundPages: Self.checkpointPages, inlinePages: writerLine)
+            try WALCheckpointer(
+                path: path, synchronous: pragma, backgroundPages: Self.checkpointPages, inlinePages: writerLine,
+                busyTimeout: busySeconds)
         }
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
@@ -82,11 +84,13 @@ public final class LocalStore: Sendable {
             try db.execute(sql: "PRAGMA journal_size_limit = \(20 << 20)")
         }
         let pool = try StoreError.mapping(path: path) {
-            let pool = try DatabasePool(path: path, configuration: configuration)
-            // Again on the writer, after the pool is open: GRDB turns its writer to NORMAL when it sets
-            // up WAL, after `prepareDatabase` ran, so `.full` set there alone was silently NORMAL.
-            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = \(pragma)") }
-            return pool
+            try Self.whileTurningToWAL(waitingAtMost: busySeconds) {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                // Again on the writer, after the pool is open: GRDB turns its writer to NORMAL when it sets
+                // up WAL, after `prepareDatabase` ran, so `.full` set there alone was silently NORMAL.
+                try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = \(pragma)") }
+                return pool
+            }
         }
         let (node, last) = try StoreError.mapping(path: path) {
             try pool.write { db in
@@ -96,6 +100,25 @@ public final class LocalStore: Sendable {
         }
         return LocalStore(
             path: path, pool: pool, checkpointer: checkpointer, node: node, last: last, keepingFree: keepingFree, volume: volume)
+    }
+
+    /// Runs `open` (the pool's opening) again while SQLite answers busy, for at most `seconds`, pausing
+    /// a few milliseconds more each time (to 100 ms, with jitter). The pool turns a new file to WAL,
+    /// which takes the file's exclusive lock: of two processes doing so at once, SQLite fails one at
+    /// once, without its busy handler (waiting, each holding its shared lock, they would deadlock), and
+    /// only a new attempt goes on. Six processes opening one new store at once lost some of their opens
+    /// so, `databaseBusy` at once though the store waits a minute (attack 126, F6).
+    private static func whileTurningToWAL<Opened>(waitingAtMost seconds: TimeInterval, _ open: () throws -> Opened) throws -> Opened {
+        let deadline = Date().addingTimeInterval(seconds)
+        var pause: UInt32 = 2_000
+        while true {
+            do {
+                return try open()
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && Date() < deadline {
+                usleep(pause + UInt32.random(in: 0..<pause))
+                pause = min(pause * 2, 100_000)
+            }
+        }
     }
 
     /// WAL pages between automatic checkpoints (SQLite's `wal_autocheckpoint`).

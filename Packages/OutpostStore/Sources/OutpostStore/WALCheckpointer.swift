@@ -43,10 +43,15 @@ final class WALCheckpointer: @unchecked Sendable {
     /// there (opened later, a file deleted meanwhile would be created anew, empty). `queue` runs the
     /// background checkpoints, one at a time (a test suspends it to hold them back).
     init(
-        path: String, synchronous: String, backgroundPages: Int, inlinePages: Int,
+        path: String, synchronous: String, backgroundPages: Int, inlinePages: Int, busyTimeout: TimeInterval,
         queue: DispatchQueue = DispatchQueue(label: "outpost-store-checkpoint", qos: .utility)
     ) throws {
         var configuration = Configuration()
+        // As long as the store's own connections wait: opened while another process turned the new file
+        // to WAL or migrated it, this connection's first statement failed "database is locked" at once,
+        // and so did the store's open (6 processes opening one new store: 10 of 150 opens; attack 126,
+        // F6). Its checkpoints are passive and never wait.
+        configuration.busyMode = .timeout(busyTimeout)
         // A checkpoint syncs the file as the store's own writes do.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")

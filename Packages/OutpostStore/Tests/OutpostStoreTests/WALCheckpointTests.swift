@@ -37,7 +37,7 @@ import Testing
     @Test func aCommitPastTheLineLeavesTheCopyToTheBackground() throws {
         let queue = DispatchQueue(label: "held checkpoints")
         let (pool, checkpointer, path) = try pool {
-            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 10_000, queue: queue)
+            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 10_000, busyTimeout: 5, queue: queue)
         }
         defer { checkpointer.close() }
         let before = try fileSize(path)
@@ -55,7 +55,7 @@ import Testing
     @Test func aCommitBelowTheLineAsksForNoCopy() throws {
         let queue = DispatchQueue(label: "held checkpoints")
         let (pool, checkpointer, path) = try pool {
-            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 1_000, inlinePages: 10_000, queue: queue)
+            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 1_000, inlinePages: 10_000, busyTimeout: 5, queue: queue)
         }
         defer { checkpointer.close() }
         let before = try fileSize(path)
@@ -67,7 +67,7 @@ import Testing
     @Test func theWriterCopiesItselfWhenTheBackgroundFallsBehind() throws {
         let queue = DispatchQueue(label: "held checkpoints")
         let (pool, checkpointer, path) = try pool {
-            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 300, queue: queue)
+            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 300, busyTimeout: 5, queue: queue)
         }
         defer {
             queue.resume()
@@ -87,7 +87,7 @@ import Testing
     /// under that line and one transaction (review 129: 71–80 MB in a long pull with the line at 16,000).
     @Test func theLogStaysUnderTheWritersLineAndOneTransactionCommitAfterCommit() throws {
         let (pool, checkpointer, path) = try pool {
-            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 200)
+            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 200, busyTimeout: 5)
         }
         defer { checkpointer.close() }
         var largest = 0
@@ -105,7 +105,7 @@ import Testing
     @Test func aClosedCheckpointerStartsNoCopy() throws {
         let queue = DispatchQueue(label: "held checkpoints")
         let (pool, checkpointer, path) = try pool {
-            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 10_000, queue: queue)
+            try WALCheckpointer(path: $0, synchronous: "NORMAL", backgroundPages: 50, inlinePages: 10_000, busyTimeout: 5, queue: queue)
         }
         checkpointer.close()
         let before = try fileSize(path)
