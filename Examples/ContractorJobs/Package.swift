@@ -2,7 +2,7 @@
 import PackageDescription
 
 // A contractor job app built on Outpost as a team would build it: its own schema (jobs, crew, notes,
-// videos), its own three migration steps, its own server. It depends on Outpost's packages by path
+// videos), its own four migration steps, its own server. It depends on Outpost's packages by path
 // only, and names no field-service entity.
 let package = Package(
     name: "ContractorJobs",

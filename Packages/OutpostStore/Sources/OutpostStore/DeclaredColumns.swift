@@ -59,9 +59,7 @@ enum DeclaredColumns {
             guard !description.parents.isEmpty else { continue }
             let leading: Set<String>
             do {
-                leading = Set(try String.fetchAll(db, sql: """
-                    SELECT x.name FROM pragma_index_list(?) AS i, pragma_index_xinfo(i.name) AS x WHERE x.seqno = 0
-                    """, arguments: [description.table]))
+                leading = try usableLeadingColumns(of: description.table, in: db)
             } catch {
                 throw StoreError(failure: error, path: path)
             }
@@ -78,5 +76,33 @@ enum DeclaredColumns {
                         + "(CREATE INDEX \(description.table)_by_\(column) ON \(description.table)(\(column))\(partial))")
             }
         }
+    }
+
+    /// The columns of `table` an index starts with that a lookup by that column's value can use: compared
+    /// as stored (`BINARY`), on every row or on every row where the column is set (`WHERE column IS NOT
+    /// NULL`). An expression key has no column; an index of another collation, or partial on another
+    /// condition, does not serve an equality on the plain column, and SQLite read the whole table.
+    static func usableLeadingColumns(of table: String, in db: Database) throws -> Set<String> {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT x.name AS column, x.coll AS collation, i.partial AS partial, m.sql AS sql
+            FROM pragma_index_list(?) AS i JOIN pragma_index_xinfo(i.name) AS x ON x.seqno = 0
+            LEFT JOIN sqlite_schema AS m ON m.type = 'index' AND m.name = i.name
+            WHERE x.name IS NOT NULL
+            """, arguments: [table])
+        var usable: Set<String> = []
+        for row in rows {
+            let column: String = row["column"]
+            guard (row["collation"] as String?)?.uppercased() == "BINARY" else { continue }
+            if row["partial"] as Int == 1 {
+                // Only `WHERE <column> IS NOT NULL`, however spaced, cased or quoted.
+                guard let sql = (row["sql"] as String?)?.lowercased(), let clause = sql.range(of: "where", options: .backwards)
+                else { continue }
+                let condition = sql[clause.upperBound...]
+                    .filter { !"\"`[] \n\t;".contains($0) }
+                guard condition == column.lowercased() + "isnotnull" else { continue }
+            }
+            usable.insert(column)
+        }
+        return usable
     }
 }

@@ -102,19 +102,21 @@ public final class LocalStore: Sendable {
             path: path, pool: pool, checkpointer: checkpointer, node: node, last: last, keepingFree: keepingFree, volume: volume)
     }
 
-    /// Runs `open` (the pool's opening) again while SQLite answers busy, for at most `seconds`, pausing
-    /// a few milliseconds more each time (to 100 ms, with jitter). The pool turns a new file to WAL,
-    /// which takes the file's exclusive lock: of two processes doing so at once, SQLite fails one at
-    /// once, without its busy handler (waiting, each holding its shared lock, they would deadlock), and
-    /// only a new attempt goes on. Six processes opening one new store at once lost some of their opens
-    /// so, `databaseBusy` at once though the store waits a minute (attack 126, F6).
+    /// Runs `open` (the pool's opening) again while SQLite answers busy, until `seconds` have passed
+    /// since the first attempt, pausing a few milliseconds more each time (to 100 ms, with jitter); an
+    /// attempt under way at that moment may still wait its own busy timeout. The pool turns a new file
+    /// to WAL, which takes the file's exclusive lock: of two processes doing so at once, SQLite fails one
+    /// at once, without its busy handler (waiting, each holding its shared lock, they would deadlock),
+    /// and only a new attempt goes on. Six processes opening one new store at once lost some of their
+    /// opens so, `databaseBusy` at once though the store waits a minute (attack 126, F6).
     private static func whileTurningToWAL<Opened>(waitingAtMost seconds: TimeInterval, _ open: () throws -> Opened) throws -> Opened {
-        let deadline = Date().addingTimeInterval(seconds)
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .milliseconds(Int64(min(seconds, 86_400) * 1_000)))
         var pause: UInt32 = 2_000
         while true {
             do {
                 return try open()
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && Date() < deadline {
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && clock.now < deadline {
                 usleep(pause + UInt32.random(in: 0..<pause))
                 pause = min(pause * 2, 100_000)
             }

@@ -47,16 +47,17 @@ final class WALCheckpointer: @unchecked Sendable {
         queue: DispatchQueue = DispatchQueue(label: "outpost-store-checkpoint", qos: .utility)
     ) throws {
         var configuration = Configuration()
-        // As long as the store's own connections wait: opened while another process turned the new file
-        // to WAL or migrated it, this connection's first statement failed "database is locked" at once,
-        // and so did the store's open (6 processes opening one new store: 10 of 150 opens; attack 126,
-        // F6). Its checkpoints are passive and never wait.
+        // Opening waits as long as the store's own connections: opened while another process turned the
+        // new file to WAL or migrated it, this connection's first statement failed "database is locked" at
+        // once, and so did the store's open (6 processes opening one new store: 10 of 150 opens; attack
+        // 126, F6). Once open it waits for nothing again (below): the writer may wait for its copy.
         configuration.busyMode = .timeout(busyTimeout)
         // A checkpoint syncs the file as the store's own writes do.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
         }
         self.connection = try DatabaseQueue(path: path, configuration: configuration)
+        connection.inDatabase { db in _ = sqlite3_busy_timeout(db.sqliteConnection, 0) }
         self.queue = queue
         self.backgroundPages = Int32(backgroundPages)
         self.inlinePages = Int32(inlinePages)

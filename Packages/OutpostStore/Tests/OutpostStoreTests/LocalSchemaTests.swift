@@ -146,6 +146,9 @@ import Testing
         ("ALTER TABLE scopes DROP COLUMN notes; ALTER TABLE scopes ADD COLUMN notes INTEGER", "scope", "notes", "is INTEGER, the field needs TEXT"),
         ("DROP TABLE fees", "fee", nil, "has no table fees"),
         ("DROP INDEX issues_by_asset", "issue", "assetID", "has no index on asset_id"),
+        // Indexes SQLite cannot use for `asset_id = ?`: another collation, partial on another condition.
+        ("DROP INDEX issues_by_asset; CREATE INDEX issues_by_asset ON issues(asset_id COLLATE NOCASE)", "issue", "assetID", "has no index on asset_id"),
+        ("DROP INDEX issues_by_asset; CREATE INDEX issues_by_asset ON issues(asset_id) WHERE is_orphaned = 1", "issue", "assetID", "has no index on asset_id"),
     ])
     func aMissingOrMistypedColumnIsNamedWhenTheStoreOpens(_ change: String, entity: String, field: String?, says: String) throws {
         let database = try TemporaryDatabase()
@@ -155,6 +158,21 @@ import Testing
         #expect(error.code == .schemaMismatch)
         #expect(error.modelError?.entity.rawValue == entity && error.modelError?.field == field, "\(error)")
         #expect(error.message.contains(says), "\(error)")
+    }
+
+    /// An index of another shape beside the parent's (an expression key, which has no column) leaves the
+    /// store opening, and so does the parent's own index written another way: partial on the column being
+    /// set, quoted and spaced as the app likes, or with its collation named.
+    @Test(arguments: [
+        "CREATE INDEX comments_by_lower_body ON comments(lower(body))",
+        "DROP INDEX issues_by_asset; CREATE INDEX issues_by_asset ON issues(\"asset_id\", title)\n  WHERE \"asset_id\" IS NOT NULL",
+        "DROP INDEX issues_by_asset; CREATE INDEX issues_by_asset ON issues(asset_id COLLATE BINARY)",
+    ])
+    func anIndexWrittenAnotherWayStillOpens(_ change: String) throws {
+        let database = try TemporaryDatabase()
+        _ = try LocalStore.open(at: database.path)
+        try database.queue.write { try $0.execute(sql: change) }
+        _ = try LocalStore.open(at: database.path)
     }
 
     /// Every statement that finds records by their parent (a pulled page settling the orphans of the

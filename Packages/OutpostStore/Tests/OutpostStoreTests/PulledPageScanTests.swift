@@ -11,40 +11,43 @@ import OutpostTesting
 import Synchronization
 import Testing
 
-/// The steps SQLite took through whole tables (and into automatic indexes it built) on a connection
-/// whose statements are traced (`ScanCount`), by statement.
-private let scanSteps = Mutex<[String: Int]>([:])
+/// Counts the steps SQLite takes through whole tables (and into automatic indexes it builds) on a
+/// store's writer between `start` and `stop`, by statement: those that finish (SQLite's profile
+/// callback, which is handed this counter, so tests running at once count apart) and those still
+/// prepared at the end.
+private final class ScanCount: Sendable {
+    private let steps = Mutex<[String: Int]>([:])
 
-/// Adds `statement`'s full-scan and automatic-index steps to `scanSteps` and sets them back to zero.
-private func collectScanSteps(_ statement: OpaquePointer) {
-    let steps = Int(sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1))
-        + Int(sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_AUTOINDEX, 1))
-    guard steps > 0 else { return }
-    let sql = sqlite3_sql(statement).map { String(cString: $0) } ?? "?"
-    scanSteps.withLock { $0[sql, default: 0] += steps }
-}
-
-/// Counts the full-table-scan steps of every statement a store's writer runs between `start` and
-/// `stop`: those that finish (SQLite's profile callback) and those still prepared at the end.
-private enum ScanCount {
-    static func start(_ store: LocalStore) {
-        store.pool.writeWithoutTransaction { db in
-            let connection = db.sqliteConnection
-            sqlite3_trace_v2(connection, UInt32(SQLITE_TRACE_PROFILE), { _, _, statement, _ in
-                if let statement { collectScanSteps(OpaquePointer(statement)) }
-                return 0
-            }, nil)
-            walk(connection)
-        }
-        scanSteps.withLock { $0 = [:] }
+    /// Adds `statement`'s full-scan and automatic-index steps and sets them back to zero.
+    func collect(_ statement: OpaquePointer) {
+        let taken = Int(sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1))
+            + Int(sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_AUTOINDEX, 1))
+        guard taken > 0 else { return }
+        let sql = sqlite3_sql(statement).map { String(cString: $0) } ?? "?"
+        steps.withLock { $0[sql, default: 0] += taken }
     }
 
-    static func stop(_ store: LocalStore) -> [String: Int] {
+    func start(_ store: LocalStore) {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        store.pool.writeWithoutTransaction { db in
+            let connection = db.sqliteConnection
+            sqlite3_trace_v2(connection, UInt32(SQLITE_TRACE_PROFILE), { _, context, statement, _ in
+                if let context, let statement {
+                    Unmanaged<ScanCount>.fromOpaque(context).takeUnretainedValue().collect(OpaquePointer(statement))
+                }
+                return 0
+            }, context)
+            walk(connection)
+        }
+        steps.withLock { $0 = [:] }
+    }
+
+    func stop(_ store: LocalStore) -> [String: Int] {
         store.pool.writeWithoutTransaction { db in
             walk(db.sqliteConnection)
             sqlite3_trace_v2(db.sqliteConnection, 0, nil, nil)
         }
-        return scanSteps.withLock { $0 }
+        return steps.withLock { $0 }
     }
 
     /// Runs `work` on the store's writer connection, the one traced.
@@ -52,10 +55,10 @@ private enum ScanCount {
         try store.pool.writeWithoutTransaction(work)
     }
 
-    private static func walk(_ connection: OpaquePointer?) {
+    private func walk(_ connection: OpaquePointer?) {
         var statement = sqlite3_next_stmt(connection, nil)
         while let current = statement {
-            collectScanSteps(current)
+            collect(current)
             statement = sqlite3_next_stmt(connection, current)
         }
     }
@@ -89,9 +92,6 @@ private enum ScanCount {
         return [EntityRecord(entity: entity, id: UUID(), fields: fields, sync: SyncMetadata(createdAt: Date(timeIntervalSince1970: 1)))]
     }
 
-    /// The law, over every parent entity: a store holding a few hundred records of every entity takes
-    /// a page that brings a new record of each parent kind, deletes a held one of each, moves held
-    /// children under the new parents and edits others; the page reads no table whole.
     /// Records of every entity a store holds a few hundred of: a statement that reads a table whole
     /// takes at least this many steps.
     let perEntity = 120
@@ -113,6 +113,9 @@ private enum ScanCount {
         return (database, store, project, held)
     }
 
+    /// The law, over every parent entity: a store holding a few hundred records of every entity takes
+    /// a page that brings a new record of each parent kind, deletes a held one of each, moves held
+    /// children under the new parents and edits others; the page reads no table whole.
     @Test(arguments: 0..<3)
     func aPulledPageReadsNoTableWhole(seed: Int) async throws {
         var random = SeededGenerator(seed: 0x5CA_0000 + UInt64(seed))
@@ -121,11 +124,12 @@ private enum ScanCount {
         var time: Int64 = 2_000
 
         // The count sees a scan: a query by a column no index starts with.
-        ScanCount.start(store)
+        let control = ScanCount()
+        control.start(store)
         try ScanCount.onTheWriter(of: store) { db in
             _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM issues WHERE title = 'none'")
         }
-        let seen = ScanCount.stop(store)
+        let seen = control.stop(store)
         #expect(seen.values.reduce(0, +) >= perEntity, "\(seen)")
 
         let parents = Set(EntityCatalog.all.flatMap { $0.parents.map(\.entity) })
@@ -153,9 +157,10 @@ private enum ScanCount {
             page.append(remote(child, version: 3, at: time + 1))
         }
         page.shuffle(using: &random)
-        ScanCount.start(store)
+        let count = ScanCount()
+        count.start(store)
         let report = try await store.applyPulledPage(PulledPage(changes: page, cursor: "c-last"))
-        let steps = ScanCount.stop(store)
+        let steps = count.stop(store)
         #expect(report.applied > 0, "\(report)")
         // A scan of any entity table takes at least `perEntity` steps; a handful are tables of the
         // toolkit's that hold a row or two.
@@ -172,7 +177,8 @@ private enum ScanCount {
         let (database, store, project, held) = try await heldStore(using: &random)
         defer { withExtendedLifetime(database) {} }
         let parents = Set(EntityCatalog.all.flatMap { $0.parents.map(\.entity) })
-        ScanCount.start(store)
+        let count = ScanCount()
+        count.start(store)
         var deleted = 0
         for parent in parents.sorted(by: { $0.rawValue < $1.rawValue }) {
             for record in fresh(parent, in: project.id, using: &random) { _ = try await store.save(record) }
@@ -189,7 +195,7 @@ private enum ScanCount {
             if let text = child.entity.description.fields.first(where: { $0.kind == .text }) { child[text.name] = .text("edited here") }
             _ = try? await store.save(child)
         }
-        let steps = ScanCount.stop(store)
+        let steps = count.stop(store)
         #expect(deleted > 5)
         #expect(steps.values.reduce(0, +) < perEntity / 2, "seed \(seed): \(steps)")
     }
