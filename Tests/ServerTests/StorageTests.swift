@@ -313,10 +313,16 @@ struct StorageTests {
             PullResponse.self, from: Data(try page.json(rules: PushRules(assignsServerIDs: false), sharedClock: false)))
     }
 
-    @Test("The default schema versions end at the device schema's latest version")
-    func schemaVersionsFollowTheDevice() {
+    /// The API document's header bound too: left at 15 when the device schema went to 16, the contract
+    /// run found the server taking a version the document refuses.
+    @Test("The default schema versions end at the device schema's latest version, in the server and in the API document")
+    func schemaVersionsFollowTheDevice() async throws {
         let configuration = ServerConfiguration(databasePath: "unused.sqlite")
         #expect(configuration.schemaVersions.upperBound == LocalSchema.steps.count)
+        let document = try await YAMLNode.parse(contentsOf: try APIDocument.path())
+        let header = document["components"]?["parameters"]?["SchemaVersion"]
+        #expect(header?["schema"]?["maximum"]?.text == "\(LocalSchema.steps.count)")
+        #expect(header?["description"]?.text?.contains("\(LocalSchema.steps.count) today") == true)
     }
 
     @Test("Settings the server cannot run with are refused before anything is opened", arguments: [
