@@ -2,8 +2,9 @@ import GRDB
 import OutpostSchema
 
 /// Checks that a database's tables hold every declared field, each in a column of a type its kind
-/// is stored as, and an index on each parent column: the app's entity tables come from its own migration steps, and a step the schema
-/// needs but nobody wrote is found when the store opens, named, rather than by a failing write.
+/// is stored as, and an index on each parent column: the app's entity tables come from its own
+/// migration steps, and a step the schema needs but nobody wrote is found when the store opens, named,
+/// rather than by a failing write (or a pull that reads whole tables).
 enum DeclaredColumns {
     /// The SQLite type each field kind is stored with (the sync columns are the toolkit's own).
     static func columnType(of kind: FieldKind) -> String {
