@@ -83,7 +83,7 @@ enum DeclaredColumns {
     /// as stored (`BINARY`), on every row or on every row where the column is set (`WHERE column IS NOT
     /// NULL`). An expression key has no column; an index of another collation, or partial on another
     /// condition, does not serve an equality on the plain column, and SQLite read the whole table.
-    static func usableLeadingColumns(of table: String, in db: Database) throws -> Set<String> {
+    private static func usableLeadingColumns(of table: String, in db: Database) throws -> Set<String> {
         let rows = try Row.fetchAll(db, sql: """
             SELECT x.name AS column, x.coll AS collation, i.partial AS partial, m.sql AS sql
             FROM pragma_index_list(?) AS i JOIN pragma_index_xinfo(i.name) AS x ON x.seqno = 0

@@ -152,12 +152,13 @@ extension EntityDescription {
         }
     }
 
-    func remote(record: EntityRecord, version: Int64, at milliseconds: Int64) -> VersionedRecord {
+    /// The server's version `version` of `record`, stamped at `milliseconds` (deleted then, when asked).
+    func remote(record: EntityRecord, version: Int64, at milliseconds: Int64, deleted: Bool = false) -> VersionedRecord {
         var record = record
+        let at = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         record.sync = SyncMetadata(
-            serverID: nil, version: version, createdAt: Date(timeIntervalSince1970: 1),
-            updatedAt: Date(timeIntervalSince1970: Double(milliseconds) / 1000), deletedAt: nil, syncStatus: .synced,
-            isOrphaned: false)
+            serverID: nil, version: version, createdAt: Date(timeIntervalSince1970: 1), updatedAt: at,
+            deletedAt: deleted ? at : nil, syncStatus: .synced, isOrphaned: false)
         return VersionedRecord(
             record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
     }

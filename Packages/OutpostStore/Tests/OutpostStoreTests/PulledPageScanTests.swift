@@ -69,15 +69,9 @@ private final class ScanCount: Sendable {
 /// where the parent's column had no index, and applying 100,000 pulled records into a store holding as
 /// many ran at 0.03× sqlite3's `.import` (found by `outpost-bench pull`).
 @Suite(.fieldService) struct PulledPageScanTests {
-    let server = NodeID(0x5CA)
-
+    /// The server's versions, as the project-move tests make them.
     func remote(_ record: EntityRecord, version: Int64, at milliseconds: Int64, deleted: Bool = false) -> VersionedRecord {
-        var record = record
-        let at = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
-        record.sync = SyncMetadata(
-            serverID: nil, version: version, createdAt: Date(timeIntervalSince1970: 1), updatedAt: at,
-            deletedAt: deleted ? at : nil, syncStatus: .synced, isOrphaned: false)
-        return VersionedRecord(record: record, stampedAt: HybridTimestamp(physicalMilliseconds: milliseconds, counter: 0, node: server))
+        ProjectMoveTests().remote(record: record, version: version, at: milliseconds, deleted: deleted)
     }
 
     /// A new record of `entity` and the ancestors it needs: in `project` when it belongs to one, else
