@@ -37,30 +37,41 @@ final class XMLBundleReader: BundleItemReader {
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     private var symbols: [UnsafeRawPointer: Symbol] = [:]
     /// Each entity's fields by their interned element name: no Swift string per field element.
-    private var fieldSymbols: [EntityType: [UnsafeRawPointer: FieldSlot]] = [:]
+    /// A list, scanned: a record has tens of fields, and comparing pointers costs less than hashing one.
+    private var fieldSymbols: [EntityType: [(name: UnsafeRawPointer, slot: FieldSlot)]] = [:]
     private(set) var collectedErrors: [BundleError] = []
 
     /// Items made and not yet handed out, in document order.
     private var ready: [BundleItem] = []
     private var readyIndex = 0
     /// What ends the read once `ready` is handed out: the first error (or, collecting, a fatal one).
-    private var failure: BundleError?
+    private var failure: BundleError? {
+        didSet { stopped = failure != nil }
+    }
+    /// Whether `failure` is set: what every event checks, without copying an error to do so.
+    private var stopped = false
     private var finished = false
     private var fedToTheEnd = false
 
     private var section = Section.outside
     private var depth = 0
     private var record: PartialRecord?
-    private var pending: Pending?
+    private var pending: Pending? {
+        didSet { holdsPending = pending != nil }
+    }
+    private var holdsPending = false
     /// The open record's entry of `fieldSymbols`, looked up once per record rather than once per field.
-    private var recordFields: [UnsafeRawPointer: FieldSlot] = [:]
+    private var recordFields: [(name: UnsafeRawPointer, slot: FieldSlot)] = []
     /// The field element being read; nil between fields and for one the catalog does not have.
     private var openField: FieldSlot?
     /// The open field's text so far, as libxml2 hands it over (UTF-8, entities and references replaced).
     private var fieldBytes: [UInt8] = []
     /// A value our parsers refused, held until the validator had its say about the same element: its
     /// error (naming the element and the type) goes first, and ours only when it said nothing.
-    private var valueError: BundleError?
+    private var valueError: BundleError? {
+        didSet { holdsValueError = valueError != nil }
+    }
+    private var holdsValueError = false
     /// Bytes of text since the last tag outside any field: white space between elements, which nothing
     /// keeps, bounded as a value is, or a server answering with endless spaces keeps a device reading.
     private var looseTextBytes = 0
@@ -148,7 +159,7 @@ final class XMLBundleReader: BundleItemReader {
             fedToTheEnd = true
             _ = xmlParseChunk(parser, nil, 0, 1)
             settle()
-            if failure == nil, parser.pointee.wellFormed == 0 {
+            if !stopped, parser.pointee.wellFormed == 0 {
                 report(error(.malformedXML, "the document ends or breaks here"), fatal: true)
             }
             return
@@ -164,6 +175,7 @@ final class XMLBundleReader: BundleItemReader {
     /// The errors that arrived since the last event, each the pending item's or else the open record's;
     /// then the pending item, unless an error broke it.
     private func settle() {
+        guard holdsPending || holdsValueError || !sink.errors.isEmpty else { return }
         var schemaSpoke = false
         if !sink.errors.isEmpty {
             let errors = sink.errors
@@ -186,19 +198,19 @@ final class XMLBundleReader: BundleItemReader {
                 report(bundleError.located(location), fatal: reported.isFatal)
             }
         }
-        if let held = valueError {
+        if holdsValueError, let held = valueError {
             valueError = nil
             if !schemaSpoke { report(held, fatal: false) }
         }
-        guard let waiting = pending else { return }
+        guard holdsPending, let waiting = pending else { return }
         pending = nil
-        guard failure == nil || collecting else { return }
+        guard !stopped || collecting else { return }
         switch waiting {
         case .record(let partial):
             if let item = finishRecord(partial) { ready.append(item) }
         case .item(let item):
             // A header or file reference the schema refused goes no further.
-            if failure == nil { ready.append(item) }
+            if !stopped { ready.append(item) }
         }
     }
 
@@ -206,7 +218,7 @@ final class XMLBundleReader: BundleItemReader {
         _ name: UnsafePointer<xmlChar>?, attributeCount: Int, attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?
     ) {
         settle()
-        guard failure == nil else { return }
+        guard !stopped else { return }
         looseTextBytes = 0
         let level = depth
         depth += 1
@@ -214,7 +226,8 @@ final class XMLBundleReader: BundleItemReader {
             report(error(.limitExceeded, "elements nest deeper than \(limits.maximumDepth) levels"), fatal: true)
             return
         }
-        let symbol = name.flatMap { symbols[UnsafeRawPointer($0)] }
+        // A field's element (most of them) is looked up among its record's fields only.
+        let symbol = level < 3 ? name.flatMap { symbols[UnsafeRawPointer($0)] } : nil
         let attributes = Attributes(count: attributeCount, base: attributes)
         switch (level, section, symbol) {
         case (0, _, .bundle):
@@ -230,7 +243,7 @@ final class XMLBundleReader: BundleItemReader {
             record = startRecord(entity, attributes)
         case (3, .records, _):
             guard let shape = record?.shape, let name,
-                let field = recordFields[UnsafeRawPointer(name)]
+                let field = recordFields.first(where: { $0.name == UnsafeRawPointer(name) })?.slot
                     ?? shape.description.field(named: String(cString: name)).map({ FieldSlot(name: $0.name, kind: $0.kind) })
             else {
                 // The schema reports it; a collecting read keeps going without it.
@@ -246,7 +259,7 @@ final class XMLBundleReader: BundleItemReader {
 
     fileprivate func endElement() {
         settle()
-        guard failure == nil else { return }
+        guard !stopped else { return }
         looseTextBytes = 0
         depth -= 1
         switch (depth, section) {
@@ -268,14 +281,14 @@ final class XMLBundleReader: BundleItemReader {
     fileprivate func characters(_ text: UnsafePointer<xmlChar>?, count: Int) {
         guard openField != nil else {
             looseTextBytes += count
-            if looseTextBytes > limits.maximumStringBytes, failure == nil {
+            if looseTextBytes > limits.maximumStringBytes, !stopped {
                 report(error(.limitExceeded,
                     "a run of white space or text between elements is longer than \(limits.maximumStringBytes) bytes, the most a value may take"),
                     fatal: true)
             }
             return
         }
-        guard failure == nil, let text, count > 0 else { return }
+        guard !stopped, let text, count > 0 else { return }
         fieldBytes.append(contentsOf: UnsafeBufferPointer(start: text, count: count))
         if fieldBytes.count > limits.maximumStringBytes {
             let message = "a value is longer than \(limits.maximumStringBytes) bytes"
@@ -322,7 +335,7 @@ final class XMLBundleReader: BundleItemReader {
             default: break  // the schema reports unknown attributes
             }
         }
-        recordFields = fieldSymbols[entity] ?? [:]
+        recordFields = fieldSymbols[entity] ?? []
         partial.id = id.flatMap(UUID.init(hyphenatedText:))
         partial.serverID = serverID
         partial.version = version.flatMap { Int64($0) }
@@ -459,7 +472,7 @@ final class XMLBundleReader: BundleItemReader {
     /// Keeps `error` to throw once the items before it are handed out, or in collecting mode keeps it in
     /// the list (ending the read when it is fatal or the list is full). Ending the read stops the parser.
     private func report(_ error: BundleError, fatal: Bool) {
-        guard failure == nil else { return }
+        guard !stopped else { return }
         if collecting, collectedErrors.count < limits.maximumReportedErrors { collectedErrors.append(error) }
         guard !collecting || fatal || collectedErrors.count >= limits.maximumReportedErrors else { return }
         failure = error
@@ -496,10 +509,10 @@ final class XMLBundleReader: BundleItemReader {
             symbols[UnsafeRawPointer(interned)] = symbol
         }
         for description in EntityCatalog.all {
-            var fields: [UnsafeRawPointer: FieldSlot] = [:]
+            var fields: [(name: UnsafeRawPointer, slot: FieldSlot)] = []
             for field in description.fields {
                 guard let interned = xmlDictLookup(dictionary, field.name, -1) else { continue }
-                fields[UnsafeRawPointer(interned)] = FieldSlot(name: field.name, kind: field.kind)
+                fields.append((UnsafeRawPointer(interned), FieldSlot(name: field.name, kind: field.kind)))
             }
             fieldSymbols[description.type] = fields
         }
