@@ -1,7 +1,7 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// Pre-sync bundles, the format alone: a project's records in XML (read with libxml2's streaming reader)
+/// Pre-sync bundles, the format alone: a project's records in XML (read with libxml2's SAX2 parser)
 /// or JSON (read with a bounded incremental tokenizer), alone or zipped with the files they reference,
 /// validated against the frozen schemas, read as a stream of checked records and written by exporters.
 /// No database: the store imports the records (`LocalStore.importBundle`), the server exports them.

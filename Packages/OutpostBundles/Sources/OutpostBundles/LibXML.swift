@@ -11,9 +11,9 @@ import Foundation
 /// 2.14). Foundation's `XMLParser` installs a loader of its own; a process that uses it after us could
 /// replace ours, so the reader does not rely on the loader alone: it never passes `XML_PARSE_NOENT`,
 /// `XML_PARSE_DTDLOAD` or `XML_PARSE_HUGE`, always passes `XML_PARSE_NONET`, and refuses any DOCTYPE.
-/// Errors go through the thread's structured error handler, set and restored around each read (2.9's
-/// per-reader handler breaks once the XSD validator is attached; see XMLBundleReader). The compiled XSD
-/// is immutable after parsing and shared by every validation context.
+/// Parse errors go through the thread's structured error handler, set and restored around each chunk
+/// (see XMLBundleReader). The compiled XSD is immutable after parsing and shared by every validation
+/// context.
 enum LibXML {
     /// Runs the one-time setup; cheap after the first call.
     static func prepare() { _ = setUp }
@@ -26,9 +26,9 @@ enum LibXML {
 
     /// The parser options every bundle is read with: no network, no entity substitution, no DTD loading,
     /// no `XML_PARSE_HUGE`; plus `XML_PARSE_NO_XXE` where the library has it (2.13 and later).
-    /// Not `XML_PARSE_NOCDATA`: with it the streaming reader handed over no node for a CDATA section, so
-    /// its text was dropped without a word (`<title>a<![CDATA[b]]>c</title>` read as "ac"); without it a
-    /// CDATA section is a node of its own, read as the text it is.
+    /// Not `XML_PARSE_NOCDATA`: with it the streaming reader of before handed over no node for a CDATA
+    /// section, so its text was dropped without a word (`<title>a<![CDATA[b]]>c</title>` read as "ac");
+    /// without it a CDATA section comes as a block of its own, read as the text it is.
     static var parserOptions: Int32 {
         var options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
         options |= Int32(XML_PARSE_COMPACT.rawValue)
