@@ -192,6 +192,19 @@ import ZIPFoundation
         Case(name: "a run of white space longer than any value (JSON)", code: .limitExceeded,
             make: { try $0.json("spaces.json", replacing: "\"formatVersion\": 2,", with: "\"formatVersion\": 2," + String(repeating: " ", count: 8 << 20)) },
             check: { $0.line != nil && $0.message.contains("white space") }),
+        // Attack 127: a plain ASCII value or a run of white space just past the limit crashed the SAX
+        // reader (libxml2's fast path read on from a buffer the stop had freed).
+        Case(name: "a plain ASCII value just past the limit (XML)", code: .limitExceeded,
+            make: { try $0.xml("ascii.xml", replacing: "<customerName>Zoë Müller</customerName>",
+                with: "<customerName>" + String(repeating: "x", count: (1 << 20) + 1) + "</customerName>") },
+            check: { $0.line != nil && $0.entity == .opportunity && $0.field == "customerName" }),
+        Case(name: "a run of white space just past a value's limit (XML)", code: .limitExceeded,
+            make: { try $0.xml("run.xml", replacing: "</issue>\n    <issue", with: "</issue>" + String(repeating: " ", count: (1 << 20) + 1) + "<issue") },
+            check: { $0.line != nil && $0.message.contains("white space") }),
+        // Attack 127: text between records was charged to the record before it.
+        Case(name: "text between records (XML)", code: .schemaViolation,
+            make: { try $0.xml("stray.xml", replacing: "</issue>\n    <issue", with: "</issue>stray text<issue") },
+            check: { $0.line != nil && $0.entity == nil && $0.id == nil }),
         Case(name: "a run of white space longer than any value (XML)", code: .limitExceeded,
             make: { try $0.xml("spaces.xml", replacing: "</issue>\n    <issue", with: "</issue>" + String(repeating: " ", count: 11 << 20) + "<issue") },
             check: { $0.line != nil && $0.message.contains("white space") }),
