@@ -61,6 +61,10 @@ final class XMLBundleReader: BundleItemReader {
         didSet { holdsPending = pending != nil }
     }
     private var holdsPending = false
+    /// The record `pending` holds, if it holds one.
+    private var pendingRecord: PartialRecord? {
+        if case .record(let partial) = pending { partial } else { nil }
+    }
     /// The open record's entry of `fieldSymbols`, looked up once per record rather than once per field.
     private var recordFields: [(name: UnsafeRawPointer, slot: FieldSlot)] = []
     /// The field element being read; nil between fields and for one the catalog does not have.
@@ -188,16 +192,10 @@ final class XMLBundleReader: BundleItemReader {
                 schemaSpoke = schemaSpoke || reported.code == .schemaViolation
                 var bundleError = BundleError(reported.code, message: reported.message, line: reported.line,
                     column: reported.column)
-                if reported.code == .schemaViolation {
-                    if case .record(let partial) = pending {
-                        bundleError.entity = partial.shape.description.type
-                        bundleError.id = partial.id
-                        partial.broken = true
-                    } else if let partial = record {
-                        bundleError.entity = partial.shape.description.type
-                        bundleError.id = partial.id
-                        partial.broken = true
-                    }
+                if reported.code == .schemaViolation, let partial = pendingRecord ?? record {
+                    bundleError.entity = partial.shape.description.type
+                    bundleError.id = partial.id
+                    partial.broken = true
                 }
                 report(bundleError.located(location), fatal: reported.isFatal)
             }
@@ -231,7 +229,7 @@ final class XMLBundleReader: BundleItemReader {
             return
         }
         // A field's element (most of them) is looked up among its record's fields only.
-        let symbol = level < 3 ? name.flatMap { symbols[UnsafeRawPointer($0)] } : nil
+        let symbol = level < 3 ? symbol(name.map(UnsafeRawPointer.init)) : nil
         let attributes = Attributes(count: attributeCount, base: attributes)
         switch (level, section, symbol) {
         case (0, _, .bundle):

@@ -21,6 +21,14 @@ import Testing
     private static let opportunity = UUID(uuidString: "0b5e55ed-0000-4000-8000-000000000001")!
     private static let alphabet: [Unicode.Scalar] = ["a", "Z", "7", " ", "&", "<", ">", "\"", "'", "é", "€", "😀", "#", ";"]
 
+    /// The records the import's stream reads from `url`.
+    private static func records(at url: URL) throws -> [EntityRecord] {
+        let stream = try BundleImporter().open(url)
+        var records: [EntityRecord] = []
+        while let batch = try stream.nextBatch() { records += batch.map(\.record) }
+        return records
+    }
+
     /// One scalar spelled one of the ways XML allows it where it stands.
     private static func spell(_ scalar: Unicode.Scalar, inAttribute: Bool, using random: inout SeededGenerator) -> String {
         let references = ["&#\(scalar.value);", "&#x\(String(scalar.value, radix: 16, uppercase: Bool.random(using: &random)));"]
@@ -75,10 +83,7 @@ import Testing
             #expect(try LibXMLCheck.errors(validating: document, against: BundleSchema.xsd).isEmpty, "seed \(seed), round \(round)")
             let url = folder.appendingPathComponent("spelled-\(round).xml")
             try Data(document.utf8).write(to: url)
-            let stream = try BundleImporter().open(url)
-            var records: [EntityRecord] = []
-            while let batch = try stream.nextBatch() { records += batch.map(\.record) }
-            let read = records.first { $0.id == Self.opportunity }
+            let read = try Self.records(at: url).first { $0.id == Self.opportunity }
             #expect(read?.sync.serverID == text, "seed \(seed), round \(round): serverID \(read?.sync.serverID?.prefix(60).debugDescription ?? "nil")")
             #expect(read?["customerName"] == .text(text), "seed \(seed), round \(round)")
         }
@@ -93,10 +98,7 @@ import Testing
         func records(_ bytes: [UInt8], _ name: String) throws -> [EntityRecord] {
             let url = folder.appendingPathComponent(name)
             try Data(bytes).write(to: url)
-            let stream = try BundleImporter().open(url)
-            var records: [EntityRecord] = []
-            while let batch = try stream.nextBatch() { records += batch.map(\.record) }
-            return records
+            return try Self.records(at: url)
         }
         let plain = try records(Array(Self.example.utf8), "plain.xml")
         #expect(plain.count > 20)
