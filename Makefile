@@ -4,7 +4,7 @@
 # PyYAML and openapi-spec-validator, which the contract tests read the API document with).
 
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev
+APT_PACKAGES := libsqlite3-dev libxml2-dev zlib1g-dev libdeflate-dev
 # The peers `make bench` measures against (the sqlite3 CLI, xmllint).
 BENCH_APT_PACKAGES := sqlite3 libxml2-utils
 # The real parsers the contract tests read schemas/sync-api.yaml with (PyYAML, openapi-spec-validator),

@@ -35,9 +35,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
+        // libdeflate compresses the pull's pages (whole buffers, gzip format): in the same bytes' time
+        // zlib takes, it gives a smaller body (`outpost-bench server`; see `PageCompression`).
+        .systemLibrary(name: "CLibDeflate", providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
         .target(
             name: "OutpostServer",
             dependencies: [
+                "CLibDeflate",
                 .product(name: "OutpostSchema", package: "OutpostSchema"),
                 .product(name: "OutpostConflicts", package: "OutpostConflicts"),
                 .product(name: "OutpostMigrator", package: "OutpostMigrator"),

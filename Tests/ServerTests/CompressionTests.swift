@@ -5,6 +5,7 @@ import OutpostFieldServiceTesting
 import OutpostModels
 import OutpostSchema
 import OutpostSync
+import OutpostTesting
 import OutpostWire
 import Testing
 
@@ -81,5 +82,38 @@ struct CompressionTests {
         #expect(try records(gzipBundle.body) == plainRecords)
 
         await server.stop()
+    }
+
+    /// The law of the answers' compressor (`PageCompression`, libdeflate): what it gives is one gzip
+    /// member that zlib (the device's inflater) turns back into the very bytes, whatever their size and
+    /// content, from many answers at once (its compressors are shared between them).
+    @Test("A compressed answer inflates with zlib to the very bytes, for any size and content, from many answers at once")
+    func compressedAnswersInflateToTheirBytes() async throws {
+        for seed in UInt64(1)...3 {
+            var random = SeededGenerator(seed: seed)
+            let words = ["\"changes\":", "{\"text\":\"", "issue", "0B5E55ED-", "\"version\":", ",", "}", " "]
+            let bodies: [[UInt8]] = (0..<24).map { index in
+                let size = [0, 1, 2, SyncProtocol.compressionThreshold, 3 << 20][index % 5] + Int.random(in: 0..<4096, using: &random)
+                // Half JSON-like (what answers are), half random bytes (libdeflate stores those).
+                return index.isMultiple(of: 2)
+                    ? Array((0..<size).lazy.map { _ in words.randomElement(using: &random)! }.joined().utf8.prefix(size))
+                    : (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+            }
+            let inflated = await withTaskGroup(of: (Int, Data?).self) { group in
+                for (index, body) in bodies.enumerated() {
+                    group.addTask {
+                        let gzip = PageCompression.gzip(body)
+                        guard Gzip.isCompressed(gzip), case .complete(let plain) = Gzip.inflate(gzip, limit: 8 << 20) else { return (index, nil) }
+                        return (index, plain)
+                    }
+                }
+                var results = [Data?](repeating: nil, count: bodies.count)
+                for await (index, plain) in group { results[index] = plain }
+                return results
+            }
+            for (index, body) in bodies.enumerated() {
+                #expect(inflated[index] == Data(body), "seed \(seed), body \(index) of \(body.count) bytes")
+            }
+        }
     }
 }

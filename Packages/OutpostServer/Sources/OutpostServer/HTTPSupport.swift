@@ -307,7 +307,7 @@ package struct JSONBody: Sendable {
 
     init(_ bytes: [UInt8], gzip: Bool) {
         if bytes.count > SyncProtocol.compressionThreshold, gzip {
-            (data, isGzipped) = (Gzip.compress(Data(bytes)), true)
+            (data, isGzipped) = (PageCompression.gzip(bytes), true)
         } else {
             (data, isGzipped) = (Data(bytes), false)
         }
