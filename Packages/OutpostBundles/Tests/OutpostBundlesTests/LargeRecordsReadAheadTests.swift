@@ -8,19 +8,27 @@ import Testing
 
 /// Records are read ahead and batched by their bytes too, not only by count: 2,048 records of three
 /// 1 MB values each, read ahead while the import wrote, took an import to 1.35 GB for a 900 MB bundle
-/// (attack 68, finding 7).
+/// (attack 68, finding 7). Every string a record holds counts, its server id as much as its values:
+/// 400 records with a 1 MB server id each took an import to 453 MB (attack 127, finding 5).
 @Suite(.fieldService) struct LargeRecordsReadAheadTests {
-    /// A reader of `count` issues each holding `bytes` of details, counting what it has produced.
+    /// Where a large record holds its bytes.
+    enum Place: String, CaseIterable, Sendable {
+        case fieldValue, serverID
+    }
+
+    /// A reader of `count` issues each holding `bytes` in `place`, counting what it has produced.
     final class LargeIssues: BundleItemReader {
         let count: Int
-        let details: String
+        let text: String
+        let place: Place
         private let lock = NSLock()
         private var made = 0
         let project = UUID()
 
-        init(count: Int, bytes: Int) {
+        init(count: Int, bytes: Int, in place: Place) {
             self.count = count
-            details = String(repeating: "x", count: bytes)
+            self.place = place
+            text = String(repeating: "x", count: bytes)
         }
 
         var produced: Int { lock.withLock { made } }
@@ -35,13 +43,22 @@ import Testing
             }
             guard let index else { return nil }
             var issue = OutpostModels.Issue(projectID: project, title: "Large \(index)")
-            issue.details = details
-            return .record(issue.record, SourceLocation(file: "large.json"))
+            var record: EntityRecord
+            switch place {
+            case .fieldValue:
+                issue.details = text
+                record = issue.record
+            case .serverID:
+                record = issue.record
+                record.sync.serverID = "\(index)" + text
+            }
+            return .record(record, SourceLocation(file: "large.json"))
         }
     }
 
-    @Test func largeRecordsAreReadAheadByBytesNotByCount() throws {
-        let reader = LargeIssues(count: 200, bytes: 1_000_000)
+    @Test(arguments: Place.allCases)
+    func largeRecordsAreReadAheadByBytesNotByCount(_ place: Place) throws {
+        let reader = LargeIssues(count: 200, bytes: 1_000_000, in: place)
         let thread = ReaderThread(reader)
         defer { thread.finish() }
         var taken = 0, mostAhead = 0
@@ -57,16 +74,18 @@ import Testing
         #expect(mostAhead <= 30, "\(mostAhead) records of 1 MB were read ahead")
     }
 
-    @Test func aBatchOfLargeRecordsIsBoundedByBytes() throws {
+    @Test(arguments: Place.allCases)
+    func aBatchOfLargeRecordsIsBoundedByBytes(_ place: Place) throws {
         let project = UUID()
         let stamp = "2026-12-01T10:00:00.000Z"
         var records = [
             #"{"entity": "project", "id": "\#(project.uuidString.lowercased())", "version": 1, "createdAt": "\#(stamp)", "updatedAt": "\#(stamp)", "fields": {"name": "Large", "address": "", "status": "active"}}"#
         ]
-        let details = String(repeating: "y", count: 1_000_000)
+        let large = String(repeating: "y", count: 1_000_000)
         for index in 0..<12 {
+            let (details, serverID) = place == .fieldValue ? (large, "\(index)") : ("", "\(index)" + large)
             records.append(
-                #"{"entity": "issue", "id": "\#(UUID().uuidString.lowercased())", "version": 1, "createdAt": "\#(stamp)", "updatedAt": "\#(stamp)", "fields": {"projectID": "\#(project.uuidString.lowercased())", "title": "Large \#(index)", "details": "\#(details)", "status": "open", "priority": "medium"}}"#)
+                #"{"entity": "issue", "id": "\#(UUID().uuidString.lowercased())", "serverID": "\#(serverID)", "version": 1, "createdAt": "\#(stamp)", "updatedAt": "\#(stamp)", "fields": {"projectID": "\#(project.uuidString.lowercased())", "title": "Large \#(index)", "details": "\#(details)", "status": "open", "priority": "medium"}}"#)
         }
         let document = #"{"format": "outpost-bundle", "formatVersion": 2, "projectID": "\#(project.uuidString.lowercased())", "asOf": "\#(stamp)", "records": ["#
             + records.joined(separator: ",\n") + "]}"

@@ -184,10 +184,10 @@ import Testing
 /// Staged records of megabytes are moved into their table through an index of their ids, not sorted
 /// whole: SQLite's sort kept a row of each run it spilled, 1.6 MB of memory per record of three 1 MB
 /// values, 480 MiB for an import of 300 (attack 68, finding 7; `sqlite3` alone: 196 MB for 100 such rows
-/// sorted whole, 24 MB through an index).
+/// sorted whole, 24 MB through an index). A megabyte server id is as large (attack 127, finding 5).
 @Suite(.fieldService) struct LargeStagedRowsTests {
-    @Test(arguments: [(1_000_000, true), (1_000, false)])
-    func largeStagedRowsAreMovedThroughAnIndexOfTheirIds(details: Int, throughIndex: Bool) throws {
+    @Test(arguments: [(1_000_000, true, false), (1_000, false, false), (1_000_000, true, true), (1_000, false, true)])
+    func largeStagedRowsAreMovedThroughAnIndexOfTheirIds(details: Int, throughIndex: Bool, inServerID: Bool) throws {
         let workspace = try Workspace()
         _ = try LocalStore.open(at: workspace.databasePath)
         let project = UUID()
@@ -197,12 +197,20 @@ import Testing
             let table = try StagedTable(EntityType.issue.description, in: db)
             for id in ids {
                 var issue = OutpostModels.Issue(id: id, projectID: project, title: "Large")
-                issue.details = String(repeating: "w", count: details)
-                try table.stage(issue.record, at: SourceLocation())
+                var record = issue.record
+                if inServerID {
+                    record.sync.serverID = id.uuidString + String(repeating: "w", count: details)
+                } else {
+                    issue.details = String(repeating: "w", count: details)
+                    record = issue.record
+                }
+                try table.stage(record, at: SourceLocation())
             }
             try table.flush(location: SourceLocation())
             #expect(table.flushedThroughIndex == throughIndex)
-            let stored = try Int.fetchOne(db, sql: "SELECT count(*) FROM issues WHERE length(details) = ?", arguments: [details])
+            let stored = try Int.fetchOne(
+                db, sql: inServerID ? "SELECT count(*) FROM issues WHERE length(server_id) = ?" : "SELECT count(*) FROM issues WHERE length(details) = ?",
+                arguments: [inServerID ? 36 + details : details])
             #expect(stored == 3)
             try table.drop()
             return .rollback
