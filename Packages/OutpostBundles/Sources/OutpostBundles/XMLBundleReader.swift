@@ -53,6 +53,9 @@ final class XMLBundleReader: BundleItemReader {
     private var finished = false
     private var fedToTheEnd = false
     private var begun = false
+    /// Whether a byte other than white space (after a byte-order mark) has been fed: a document with none
+    /// is empty, which libxml2 calls "Extra content at the end of the document" (attack 127, F9).
+    private var fedContent = false
 
     private var section = Section.outside
     private var depth = 0
@@ -146,6 +149,9 @@ final class XMLBundleReader: BundleItemReader {
         }
     }
 
+    /// XML's white space (`S`, XML 1.0 §2.3).
+    private static let whiteSpace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+
     /// Pushes the next chunk of the document (or its end) through the parser.
     private func feed() {
         guard let parser else { return }
@@ -165,12 +171,32 @@ final class XMLBundleReader: BundleItemReader {
         }
         if count == 0 {
             fedToTheEnd = true
+            guard fedContent else {
+                report(error(.malformedXML, "the document is empty: a bundle is one <bundle> element"), fatal: true)
+                return
+            }
             _ = xmlParseChunk(parser, nil, 0, 1)
+            // Cut off: elements are still open, or none began. libxml2 says "Extra content at the end of
+            // the document" of that, which sends a user looking for content that is not there (F9).
+            if !stopped, depth > 0 || section == .outside {
+                let cutOff = section == .outside
+                    ? "the document ends before its <bundle> element begins"
+                    : "the document ends with \(depth) element\(depth == 1 ? "" : "s") still open: it is cut off"
+                for index in sink.errors.indices where sink.errors[index].isDocumentEnd {
+                    sink.errors[index].message = cutOff
+                }
+                // What the validator says of the elements the cut left unfinished ("Missing child
+                // element(s)") follows from the cut: the cut is told first.
+                sink.errors = sink.errors.filter(\.isFatal) + sink.errors.filter { !$0.isFatal }
+            }
             settle()
             if !stopped, parser.pointee.wellFormed == 0 {
                 report(error(.malformedXML, "the document ends or breaks here"), fatal: true)
             }
             return
+        }
+        if !fedContent {
+            fedContent = chunk[start..<count].contains { !Self.whiteSpace.contains($0) }
         }
         _ = chunk.withUnsafeBytes { bytes in
             xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(count - start), 0)
@@ -631,6 +657,9 @@ final class XMLErrorSink {
         var line: Int?
         var column: Int?
         var isFatal: Bool
+        /// libxml2's "Extra content at the end of the document" (`XML_ERR_DOCUMENT_END`), which its push
+        /// parser also says of a document that ends with elements open.
+        var isDocumentEnd = false
     }
     var errors: [Reported] = []
 }
@@ -662,5 +691,7 @@ private func collectXMLError(_ context: UnsafeMutableRawPointer?, _ error: xmlEr
     }
     let line = error.pointee.line > 0 ? Int(error.pointee.line) : sink.parser.map { Int(xmlSAX2GetLineNumber($0)) }
     let column = error.pointee.int2 > 0 ? Int(error.pointee.int2) : nil
-    sink.errors.append(.init(code: code, message: message, line: line, column: column, isFatal: fatal))
+    sink.errors.append(.init(
+        code: code, message: message, line: line, column: column, isFatal: fatal,
+        isDocumentEnd: domain != Int32(XML_FROM_SCHEMASV.rawValue) && error.pointee.code == Int32(XML_ERR_DOCUMENT_END.rawValue)))
 }
