@@ -188,6 +188,8 @@ private enum XSDFrame {
   <xs:simpleType name="sha256">
     <xs:restriction base="xs:string"><xs:pattern value="[0-9a-f]{64}"/></xs:restriction>
   </xs:simpleType>
+  <!-- At most 1 MiB of UTF-8 (what every write and server holds a text to): maxLength counts characters,
+       so it bounds the bytes only from above, and an importer refuses a longer text by its bytes. -->
   <xs:simpleType name="text">
     <xs:restriction base="xs:string"><xs:maxLength value="1048576"/></xs:restriction>
   </xs:simpleType>
@@ -289,6 +291,7 @@ private enum JSONFrame {
             ("pattern", .string("^[0-9a-f]{64}$")),
         ])),
         ("text", .object([
+            ("$comment", .string("At most 1 MiB of UTF-8 (what every write and server holds a text to): maxLength counts characters, so it bounds the bytes only from above, and an importer refuses a longer text by its bytes.")),
             ("type", .string("string")),
             ("maxLength", .integer(1048576)),
         ])),

@@ -291,7 +291,7 @@ enum JSONValue {
             var members: [(String, JSONValue)] = []
             while let key = try reader.nextKey() {
                 guard key.utf8.count <= limits.maximumStringBytes else {
-                    throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes")
+                    throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes of UTF-8 (the schema's maxLength counts characters)")
                 }
                 let value = try JSONValue(reading: &reader, limits: limits)
                 guard !members.contains(where: { $0.0 == key }) else {
@@ -312,7 +312,7 @@ enum JSONValue {
         case .string?:
             let text = try reader.string()
             guard text.utf8.count <= limits.maximumStringBytes else {
-                throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes")
+                throw LimitError(message: "a string is longer than \(limits.maximumStringBytes) bytes of UTF-8 (the schema's maxLength counts characters)")
             }
             self = .string(text)
         case .bool?:

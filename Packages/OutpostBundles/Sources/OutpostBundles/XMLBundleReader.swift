@@ -321,7 +321,7 @@ final class XMLBundleReader: BundleItemReader {
         guard !stopped, let text, count > 0 else { return }
         fieldBytes.append(contentsOf: UnsafeBufferPointer(start: text, count: count))
         if fieldBytes.count > limits.maximumStringBytes {
-            let message = "a value is longer than \(limits.maximumStringBytes) bytes"
+            let message = "a value is longer than \(limits.maximumStringBytes) bytes of UTF-8 (the schema's maxLength counts characters)"
             // Named by its record and field when it is one, as every other error about a value is.
             let field = record == nil ? nil : openField
             report(field.map { recordError(.limitExceeded, message, field: $0.name) } ?? error(.limitExceeded, message), fatal: true)

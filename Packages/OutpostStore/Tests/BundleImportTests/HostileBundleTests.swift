@@ -201,6 +201,17 @@ import ZIPFoundation
         Case(name: "a run of white space just past a value's limit (XML)", code: .limitExceeded,
             make: { try $0.xml("run.xml", replacing: "</issue>\n    <issue", with: "</issue>" + String(repeating: " ", count: (1 << 20) + 1) + "<issue") },
             check: { $0.line != nil && $0.message.contains("white space") }),
+        // Attack 127 F8: the schemas' maxLength counts characters, the limit UTF-8 bytes (what every
+        // write and server holds a text to): 600,000 "é" are within the one and past the other, and the
+        // refusal says which it counts.
+        Case(name: "a value within maxLength's characters, past the limit's bytes (XML)", code: .limitExceeded,
+            make: { try $0.xml("accents.xml", replacing: "<customerName>Zoë Müller</customerName>",
+                with: "<customerName>" + String(repeating: "é", count: 600_000) + "</customerName>") },
+            check: { $0.line != nil && $0.field == "customerName" && $0.message.contains("bytes of UTF-8") }),
+        Case(name: "a value within maxLength's characters, past the limit's bytes (JSON)", code: .limitExceeded,
+            make: { try $0.json("accents.json", replacing: "\"customerName\": \"Zoë Müller\"",
+                with: "\"customerName\": \"" + String(repeating: "é", count: 600_000) + "\"") },
+            check: { $0.line != nil && $0.message.contains("bytes of UTF-8") }),
         // Attack 127: text between records was charged to the record before it.
         Case(name: "text between records (XML)", code: .schemaViolation,
             make: { try $0.xml("stray.xml", replacing: "</issue>\n    <issue", with: "</issue>stray text<issue") },
