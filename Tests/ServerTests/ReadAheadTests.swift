@@ -156,6 +156,44 @@ struct ReadAheadTests {
         await server.stop()
     }
 
+    /// Attack 128, F1: four paged pulls of one user at once locked that user out for good, and the server
+    /// no longer stopped. Each request waited, in one of its user's two turns, for the page read ahead for
+    /// it, whose read waited for a turn. The law: however many pulls one user runs at once, each reads
+    /// every record, within a bound that measures the work and not a wait.
+    @Test("One user's pulls at once each read every record, however many", arguments: [2, 4, 8])
+    func concurrentPullsOfOneUserAllFinish(pulls: Int) async throws {
+        let ids = (0..<60).map { _ in UUID() }
+        let (server, carol) = try await Self.server(withIssues: ids, on: .sqlite)
+        let finished = try await withThrowingTaskGroup(of: Int?.self) { group in
+            for _ in 0..<pulls {
+                group.addTask {
+                    var cursor: String?, seen = Set<UUID>()
+                    for _ in 0..<100 {
+                        let page = try await carol.pull(PullRequest(cursor: cursor, limit: 3))
+                        seen.formUnion(page.changes.filter { $0.entity == .issue }.map(\.recordID))
+                        cursor = page.nextCursor
+                        if !page.hasMore { break }
+                    }
+                    return seen.count
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                return nil
+            }
+            var counts: [Int] = []
+            for try await result in group {
+                guard let count = result else { break }
+                counts.append(count)
+                if counts.count == pulls { break }
+            }
+            group.cancelAll()
+            return counts
+        }
+        #expect(finished == Array(repeating: ids.count, count: pulls), "\(finished.count) of \(pulls) pulls finished within 60 s")
+        await server.stop()
+    }
+
     @Test("Read-ahead holds at most its number of pages and reads, and never serves an expired page")
     func bounds() async throws {
         let request = { (after: Int64) in

@@ -48,9 +48,9 @@ public struct SyncServer: Sendable {
     /// In turns, one user's parallel requests queue behind each other, not in front of everyone else's.
     /// Uploads and bundle downloads take none: they wait on the network, bounded by `BodiesInFlight` and
     /// `BundleGate`, and a body trickling in must not hold a turn. A page read ahead for a user is read
-    /// in one of their turns too: 32 one-record pulls of a 990-project member, each followed by a page
-    /// read ahead outside any turn, still cost another member 3–4 times what a one-project member's did
-    /// (attack 113, F3).
+    /// in one of their turns too, when one is free (`Turns.inTurnIfFree`; a pull waits for it in a turn):
+    /// 32 one-record pulls of a 990-project member, each followed by a page read ahead outside any turn,
+    /// still cost another member 3–4 times what a one-project member's did (attack 113, F3).
     let requestTurns: Turns<UUID>
     /// A user's pushes wait here, one at a time, before they take a request turn: every push waits for
     /// the one writer, and four 8 MB pushes of one member in line for it made another member's one-record
@@ -962,8 +962,11 @@ public struct SyncServer: Sendable {
         if let answer { result = answer } else { result = try await read(request) }
         if let readAhead, result.hasMore {
             let next = request.continued(after: result)
+            // Only in a turn free now: this request, and the one that will wait for the page, hold turns of
+            // the same user, and a read waiting behind them waited for ever (attack 128, F1). With none
+            // free, no page is read ahead and the next request reads its own in its turn.
             await readAhead.prepare(next) {
-                try? await turns.inTurn(of: caller.userID) { () async throws(ServerError) in try await read(next) }
+                (try? await turns.inTurnIfFree(of: caller.userID) { () async throws(ServerError) in try await read(next) }) ?? nil
             }
         }
         return result

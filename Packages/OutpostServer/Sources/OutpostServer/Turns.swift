@@ -39,6 +39,24 @@ final class Turns<Key: Hashable & Sendable>: Sendable {
         return try await work()
     }
 
+    /// As `inTurn`, but only when a turn of `key`'s is free now and no one waits for one; nil, without
+    /// running `work`, otherwise. For work that a holder of one of `key`'s turns may wait for (a page
+    /// read ahead, which its pull awaits in its turn): waiting for a turn there waited for ever once
+    /// every turn was held by a pull awaiting such work (attack 128, F1).
+    func inTurnIfFree<Result>(of key: Key, _ work: () async throws(ServerError) -> Result) async throws(ServerError) -> Result? {
+        let taken = state.withLockedValue { state in
+            var line = state.lines[key, default: Line()]
+            guard line.working < limit, line.waiting.isEmpty else { return false }
+            line.working += 1
+            state.peak = max(state.peak, line.working)
+            state.lines[key] = line
+            return true
+        }
+        guard taken else { return nil }
+        defer { give(for: key) }
+        return try await work()
+    }
+
     /// The most turns of one key ever taken at once (for tests).
     var peak: Int { state.withLockedValue(\.peak) }
 
