@@ -40,6 +40,8 @@ struct CompressionTests {
         #expect(uncompressed.headers["content-encoding"] == nil)
         #expect(uncompressed.body.count > SyncProtocol.compressionThreshold)
         #expect(compressed.headers["content-encoding"] == "gzip")
+        // Either form varies by the request's Accept-Encoding, for caches in between (attack 128, F2).
+        #expect(compressed.headers["vary"] == "Accept-Encoding" && uncompressed.headers["vary"] == "Accept-Encoding")
         var inflated = compressed.body
         if compressed.body.first == 0x1f, case .complete(let plain) = Gzip.inflate(compressed.body, limit: 1 << 24) {
             inflated = plain

@@ -293,8 +293,10 @@ func jsonResponse(bytes: [UInt8], for request: Request) -> Response {
 }
 
 /// Answers JSON already encoded as it goes out (a pull page may be encoded before it is asked for).
+/// `Vary: Accept-Encoding` on every such answer, compressed or not: a cache in between must not hand a
+/// gzip body to a client that did not ask for one (attack 128, F2), nor a plain one to one that did.
 func jsonResponse(_ body: JSONBody) -> Response {
-    var headers: HTTPFields = [.contentType: "application/json"]
+    var headers: HTTPFields = [.contentType: "application/json", .vary: "Accept-Encoding"]
     if body.isGzipped { headers[.contentEncoding] = "gzip" }
     return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.data)))
 }
