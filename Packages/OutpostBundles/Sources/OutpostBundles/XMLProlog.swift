@@ -25,7 +25,7 @@ enum XMLProlog {
         if head.starts(with: [0xFE, 0xFF]) || head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0x00, 0x00])
             || (head.count >= 2 && (head[0] == 0x00 || head[1] == 0x00))
         {
-            throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this file is UTF-16 or UTF-32")
+            throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this file is UTF-16 or UTF-32", line: 1)
                 .located(location)
         }
         if starts("<?xml", at: head.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0),
@@ -36,7 +36,7 @@ enum XMLProlog {
             let value = declaration[range.upperBound...].drop { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "'" }
                 .prefix { $0 != "\"" && $0 != "'" && $0 != " " && $0 != "?" }
             guard value == "utf-8" || value == "utf8" else {
-                throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this one declares encoding '\(value)'")
+                throw BundleError(.forbiddenConstruct, message: "a bundle is UTF-8; this one declares encoding '\(value)'", line: 1)
                     .located(location)
             }
         }

@@ -104,7 +104,8 @@ import ZIPFoundation
                 try Data([0xFF, 0xFE] + Array(text.data(using: .utf16LittleEndian)!)).write(to: url)
                 return url
             },
-            check: { $0.message.contains("UTF-8") }),
+            // At line 1, as every refusal names where (attack 128, F3).
+            check: { $0.message.contains("UTF-8") && $0.line == 1 }),
         // Longer than a value may be: the error names the record and the field (attack 124, F3), as every
         // other error about a value does.
         Case(name: "an XML value past the size limit", code: .limitExceeded,
