@@ -44,15 +44,7 @@ final class Turns<Key: Hashable & Sendable>: Sendable {
     /// read ahead, which its pull awaits in its turn): waiting for a turn there waited for ever once
     /// every turn was held by a pull awaiting such work (attack 128, F1).
     func inTurnIfFree<Result>(of key: Key, _ work: () async throws(ServerError) -> Result) async throws(ServerError) -> Result? {
-        let taken = state.withLockedValue { state in
-            var line = state.lines[key, default: Line()]
-            guard line.working < limit, line.waiting.isEmpty else { return false }
-            line.working += 1
-            state.peak = max(state.peak, line.working)
-            state.lines[key] = line
-            return true
-        }
-        guard taken else { return nil }
+        guard state.withLockedValue({ claim(key, in: &$0) }) else { return nil }
         defer { give(for: key) }
         return try await work()
     }
@@ -69,18 +61,21 @@ final class Turns<Key: Hashable & Sendable>: Sendable {
         // Checked and queued under one lock, so a turn given back in between is not missed.
         await withCheckedContinuation { (turn: CheckedContinuation<Void, Never>) in
             let now = state.withLockedValue { state in
-                var line = state.lines[key, default: Line()]
-                defer { state.lines[key] = line }
-                guard line.working < limit else {
-                    line.waiting.append(turn)
-                    return false
-                }
-                line.working += 1
-                state.peak = max(state.peak, line.working)
-                return true
+                if claim(key, in: &state) { return true }
+                state.lines[key, default: Line()].waiting.append(turn)
+                return false
             }
             if now { turn.resume() }
         }
+    }
+
+    /// Takes a turn of `key`'s in `state` when one is free, under the caller's lock. No one waits while
+    /// one is free: `give` hands a turn straight to the longest waiter.
+    private func claim(_ key: Key, in state: inout State) -> Bool {
+        guard state.lines[key, default: Line()].working < limit else { return false }
+        state.lines[key, default: Line()].working += 1
+        state.peak = max(state.peak, state.lines[key, default: Line()].working)
+        return true
     }
 
     private func give(for key: Key) {
