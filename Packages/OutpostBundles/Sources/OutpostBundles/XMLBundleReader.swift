@@ -33,6 +33,9 @@ final class XMLBundleReader: BundleItemReader {
     private let pluggedContext = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
     private let validation: xmlSchemaValidCtxtPtr
     private var plug: xmlSchemaSAXPlugPtr?
+    /// Joins the pieces of each run of text before the plug sees them (`XMLTextRuns`); nil where the
+    /// plug takes events it cannot pass on.
+    private var textRuns: XMLTextRuns?
     private var parser: xmlParserCtxtPtr?
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     private var symbols: [UnsafeRawPointer: Symbol] = [:]
@@ -107,8 +110,17 @@ final class XMLBundleReader: BundleItemReader {
         pluggedContext.initialize(to: Unmanaged.passUnretained(self).toOpaque())
         xmlSchemaSetValidStructuredErrors(validation, collectXMLError, Unmanaged.passUnretained(sink).toOpaque())
         plug = xmlSchemaSAXPlug(validation, pluggedHandler, pluggedContext)
-        guard plug != nil, let parser = xmlCreatePushParserCtxt(pluggedHandler.pointee, pluggedContext.pointee, nil, 0, displayName)
-        else {
+        var parser: xmlParserCtxtPtr?
+        if plug != nil, let plugged = pluggedHandler.pointee, XMLTextRuns.canStandBefore(plugged.pointee) {
+            let runs = XMLTextRuns(plug: plugged.pointee, context: pluggedContext.pointee)
+            textRuns = runs
+            // The parser copies the callbacks it is given.
+            var front = runs.handler()
+            parser = xmlCreatePushParserCtxt(&front, runs.context, nil, 0, displayName)
+        } else if plug != nil {
+            parser = xmlCreatePushParserCtxt(pluggedHandler.pointee, pluggedContext.pointee, nil, 0, displayName)
+        }
+        guard let parser else {
             throw BundleError(.unreadableFile, message: "libxml2 could not start a parser", file: displayName)
         }
         self.parser = parser
@@ -175,6 +187,7 @@ final class XMLBundleReader: BundleItemReader {
                 report(error(.malformedXML, "the document is empty: a bundle is one <bundle> element"), fatal: true)
                 return
             }
+            textRuns?.passOnFromNow()
             _ = xmlParseChunk(parser, nil, 0, 1)
             // Cut off: elements are still open, or none began. libxml2 says "Extra content at the end of
             // the document" of that, which sends a user looking for content that is not there (F9).
@@ -201,6 +214,8 @@ final class XMLBundleReader: BundleItemReader {
         _ = chunk.withUnsafeBytes { bytes in
             xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(count - start), 0)
         }
+        // The chunk's last run of text goes on before its errors are settled, as it did unjoined.
+        textRuns?.flush()
         settle()
     }
 
