@@ -390,15 +390,23 @@ final class XMLBundleReader: BundleItemReader {
         partial.deletedAtIsValid = deleted == nil || partial.deletedAt != nil
         // The id and the instants are held to bundle.xsd's patterns here, not by libxml2
         // (`LibXML.patternsLeftToTheReader`): each text the parsers above did not take is refused.
-        func refuse(_ attribute: String, _ text: String?, parsed: Bool, as kind: FieldKind) {
-            guard let text, !parsed else { return }
+        func reject(_ attribute: String, _ code: BundleError.Code, _ message: String, fatal: Bool) {
             partial.broken = true
             var place = location
             place.line = line
-            report(
-                BundleError(.schemaViolation, message: "'\(text.prefix(80))' is not a valid \(kind.storageKind)",
-                    entity: entity, id: partial.id, field: attribute).located(place),
-                fatal: false)
+            report(BundleError(code, message: message, entity: entity, id: partial.id, field: attribute).located(place), fatal: fatal)
+        }
+        func refuse(_ attribute: String, _ text: String?, parsed: Bool, as kind: FieldKind) {
+            guard let text, !parsed else { return }
+            reject(attribute, .schemaViolation, "'\(text.prefix(80))' is not a valid \(kind.storageKind)", fatal: false)
+        }
+        // A server id is a text, held to the limit every text is (the JSON reader's holds each string to
+        // it): an XML record took a 2 MiB one, a JSON one was refused (attack 129, F2).
+        if let serverID, serverID.utf8.count > limits.maximumStringBytes {
+            reject(
+                "serverID", .limitExceeded,
+                "the server id is longer than \(limits.maximumStringBytes) bytes of UTF-8 (the schema's maxLength counts characters)",
+                fatal: true)
         }
         refuse("id", id, parsed: partial.id != nil, as: .uuid)
         refuse("createdAt", created, parsed: partial.createdAt != nil, as: .date)

@@ -213,6 +213,14 @@ import ZIPFoundation
             make: { try $0.json("accents.json", replacing: "\"customerName\": \"Zoë Müller\"",
                 with: "\"customerName\": \"" + String(repeating: "é", count: 600_000) + "\"") },
             check: { $0.line != nil && $0.message.contains("bytes of UTF-8") }),
+        // Attack 129 F2: the limit held a field's text and not a server id's: an XML record took a 2 MiB
+        // serverID (4 MiB in four-byte characters) that the same bundle as JSON was refused for.
+        Case(name: "a server id past the limit's bytes (XML)", code: .limitExceeded,
+            make: { try $0.xml("server-id.xml", replacing: "serverID=\"srv-11\"", with: "serverID=\"" + String(repeating: "é", count: 600_000) + "\"") },
+            check: { $0.line != nil && $0.field == "serverID" && $0.id != nil && $0.message.contains("bytes of UTF-8") }),
+        Case(name: "a server id past the limit's bytes (JSON)", code: .limitExceeded,
+            make: { try $0.json("server-id.json", replacing: "\"serverID\": \"srv-11\"", with: "\"serverID\": \"" + String(repeating: "é", count: 600_000) + "\"") },
+            check: { $0.line != nil && $0.message.contains("bytes of UTF-8") }),
         // Attack 127: text between records was charged to the record before it.
         Case(name: "text between records (XML)", code: .schemaViolation,
             make: { try $0.xml("stray.xml", replacing: "</issue>\n    <issue", with: "</issue>stray text<issue") },
