@@ -17,6 +17,8 @@ final class JSONTokenizer {
     private var count = 0
     /// The bytes of the value being framed.
     private var framed: [UInt8] = []
+    /// Whether the document's first bytes were read (a byte-order mark is skipped there only).
+    private var begun = false
     /// The 1-based line and column of the next unread byte.
     private(set) var line = 1
     private(set) var column = 1
@@ -85,6 +87,12 @@ final class JSONTokenizer {
             position = 0
             count = read
             if read == 0 { return nil }
+            // A UTF-8 byte-order mark before the document, which some editors write: skipped, as the XML
+            // reader skips one (RFC 8259 lets a parser ignore it). Refused, a bundle that crossed such a
+            // tool imported as XML and not as JSON (attack 128).
+            if !begun, read >= 3, buffer[0] == 0xEF, buffer[1] == 0xBB, buffer[2] == 0xBF { position = 3 }
+            begun = true
+            if position == count { return try peek() }
         }
         return buffer[position]
     }

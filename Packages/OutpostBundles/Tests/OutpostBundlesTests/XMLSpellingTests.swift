@@ -88,20 +88,4 @@ import Testing
             #expect(read?["customerName"] == .text(text), "seed \(seed), round \(round)")
         }
     }
-
-    /// Attack 127: the SAX reader refused a document that opens with a UTF-8 byte-order mark ("Document is
-    /// empty"), which libxml2 and the reader before it take.
-    @Test func aByteOrderMarkBeforeTheDeclarationReadsAsTheDocumentWithoutIt() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-bom-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        func records(_ bytes: [UInt8], _ name: String) throws -> [EntityRecord] {
-            let url = folder.appendingPathComponent(name)
-            try Data(bytes).write(to: url)
-            return try Self.records(at: url)
-        }
-        let plain = try records(Array(Self.example.utf8), "plain.xml")
-        #expect(plain.count > 20)
-        #expect(try records([0xEF, 0xBB, 0xBF] + Array(Self.example.utf8), "marked.xml") == plain)
-    }
 }
