@@ -26,7 +26,7 @@ struct RestoreTests {
         static func take(of server: TestServer) async throws -> Backup {
             let file = server.directory.appendingPathComponent("backup-\(UUID().uuidString)")
             if let postgres = server.postgres {
-                try Self.run("pg_dump", ["--format=custom", "--file=\(file.path)", postgres.url])
+                try await Self.run("pg_dump", ["--format=custom", "--file=\(file.path)", postgres.url])
             } else {
                 try await server.server.backUp(to: file.path)
             }
@@ -37,7 +37,7 @@ struct RestoreTests {
         func restore() async throws -> TestServer {
             try await server.restarted {
                 if let postgres = server.postgres {
-                    try Self.run("pg_restore", ["--clean", "--if-exists", "--single-transaction", "--dbname=\(postgres.url)", file.path])
+                    try await Self.run("pg_restore", ["--clean", "--if-exists", "--single-transaction", "--dbname=\(postgres.url)", file.path])
                 } else {
                     let database = server.databasePath
                     for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
@@ -48,13 +48,17 @@ struct RestoreTests {
         }
 
         /// Runs a PostgreSQL client tool of the installed cluster's version.
-        static func run(_ tool: String, _ arguments: [String]) throws {
+        static func run(_ tool: String, _ arguments: [String]) async throws {
             let folders = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
             guard let version = folders.sorted(by: { $0.compare($1, options: .numeric) == .orderedAscending }).last else {
                 throw CancellationError()
             }
-            // Not Foundation's Process: see SpawnedProgram.
-            let finished = try SpawnedProgram.run("/usr/lib/postgresql/\(version)/bin/\(tool)", arguments: arguments)
+            // Not Foundation's Process: see SpawnedProgram. A lock wait of its own, as the server's sessions
+            // have: with none, a restore waiting on a lock a session kept waits for ever, not fails.
+            var environment = ProcessInfo.processInfo.environment
+            environment["PGOPTIONS"] = "-c lock_timeout=60s"
+            let finished = try await SpawnedProgram.run(
+                "/usr/lib/postgresql/\(version)/bin/\(tool)", arguments: arguments, environment: environment)
             guard finished.status == 0, !finished.signaled else {
                 throw ServerError(.databaseFailure, message: "\(tool): \(String(decoding: finished.errors, as: UTF8.self))")
             }

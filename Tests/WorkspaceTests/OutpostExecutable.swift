@@ -84,10 +84,7 @@ enum ChildProcess {
         guard let executable = process.executableURL?.path else { throw CocoaError(.fileNoSuchFile) }
         let arguments = process.arguments ?? [], environment = process.environment
         let directory = process.currentDirectoryURL?.path
-        let finished = await offThePool {
-            Result { try SpawnedProgram.run(executable, arguments: arguments, environment: environment, directory: directory) }
-        }
-        let program = try finished.get()
+        let program = try await SpawnedProgram.run(executable, arguments: arguments, environment: environment, directory: directory)
         return (program.status, program.output, program.errors)
     }
 

@@ -116,7 +116,7 @@ import Testing
         #expect(exported == 3)
         let xsd = server.folder.appendingPathComponent("jobs.xsd")
         try BundleSchema.xsd(for: ContractorJobs.schema).write(to: xsd, atomically: true, encoding: .utf8)
-        let lint = try SpawnedProgram.run("/usr/bin/xmllint", arguments: ["--noout", "--schema", xsd.path, bundle.path])
+        let lint = try await SpawnedProgram.run("/usr/bin/xmllint", arguments: ["--noout", "--schema", xsd.path, bundle.path])
         #expect(lint.status == 0, "\(String(decoding: lint.errors, as: UTF8.self))")
         let newcomer = try server.device("newcomer", token: "lena-token")
         let summary = try newcomer.importBundle(at: bundle)
@@ -134,12 +134,12 @@ import Testing
 
     /// A file Outpost made before apps named their schemas (the field-service app's, then the only one)
     /// is refused by this app, which does not adopt such files, saying why.
-    @Test func aFileOfAnotherAppIsRefused() throws {
+    @Test func aFileOfAnotherAppIsRefused() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-foreign-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let legacy = folder.appendingPathComponent("field.sqlite").path
-        let sqlite = try SpawnedProgram.run("/usr/bin/sqlite3", arguments: [legacy, "CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL); INSERT INTO migrator_ledger VALUES (1, 'field app 1.0', 'x', 'then');"])
+        let sqlite = try await SpawnedProgram.run("/usr/bin/sqlite3", arguments: [legacy, "CREATE TABLE migrator_ledger (version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at TEXT NOT NULL); INSERT INTO migrator_ledger VALUES (1, 'field app 1.0', 'x', 'then');"])
         try #require(sqlite.status == 0, "\(String(decoding: sqlite.errors, as: UTF8.self))")
         do {
             _ = try Device(path: legacy, app: ContractorJobs.app)

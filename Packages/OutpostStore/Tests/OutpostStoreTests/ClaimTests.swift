@@ -47,7 +47,7 @@ import Testing
         let store = try LocalStore.open(at: folder.path)
         try await store.save(Issue(projectID: UUID(), title: "Leak"), now: now)
         // A process that claimed the change and was killed mid-push.
-        let dead = Int(try SpawnedProgram.run("/bin/true", arguments: []).processIdentifier)
+        let dead = Int(try await SpawnedProgram.run("/bin/true", arguments: []).processIdentifier)
         try await folder.queue.write { db in
             try db.execute(
                 sql: "UPDATE mutation_queue SET status = 'inFlight', sent = 1, claimed_by = ?, claim_expires_at = ?",

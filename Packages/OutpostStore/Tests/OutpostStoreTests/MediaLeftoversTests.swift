@@ -17,9 +17,9 @@ import Testing
     }
 
     /// The pid of a process that has exited.
-    func goneProcess() throws -> Int32 {
+    func goneProcess() async throws -> Int32 {
         // Not Foundation's Process: see SpawnedProgram.
-        try SpawnedProgram.run("/bin/true", arguments: []).processIdentifier
+        try await SpawnedProgram.run("/bin/true", arguments: []).processIdentifier
     }
 
     /// Only a record of a media entity carries a file: any other is refused before a byte is copied.
@@ -43,7 +43,7 @@ import Testing
         let orphan = store.mediaFolder.appendingPathComponent(UUID().storageText)
         try Data(repeating: 7, count: 500).write(to: orphan)
         // And one that died while copying, under its own pid; this process's copy in progress stays.
-        let gone = try goneProcess()
+        let gone = try await goneProcess()
         let deadCopy = store.mediaFolder.appendingPathComponent("\(UUID().storageText).\(gone).partial")
         let liveCopy = store.mediaFolder.appendingPathComponent("\(UUID().storageText).\(getpid()).partial")
         try Data([1]).write(to: deadCopy)

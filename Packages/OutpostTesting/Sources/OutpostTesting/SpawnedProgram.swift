@@ -36,9 +36,26 @@ public enum SpawnedProgram {
 
     /// Runs `executable` with `arguments` (standard input from /dev/null) in `directory` (or this
     /// process's), with `environment` (or this process's), and waits for its end, reading both of its
-    /// outputs meanwhile so neither fills and stalls it. Blocks the calling thread.
+    /// outputs meanwhile so neither fills and stalls it.
+    ///
+    /// Async, waiting on a thread of its own (`offThePool`), so no caller can hold a thread of Swift's
+    /// cooperative pool for as long as a program runs. It blocked its caller, and the restore tests ran
+    /// `pg_dump` and `pg_restore` through it: two at once hold both of the pool's threads on a 2-core
+    /// machine, and every in-process server stops answering (a stack sample of a full run caught a pool
+    /// thread waiting on `pg_dump`).
     public static func run(
         _ executable: String, arguments: [String], environment: [String: String]? = nil, directory: String? = nil
+    ) async throws(Failure) -> Finished {
+        let result = await offThePool {
+            Result { () throws(Failure) in
+                try runBlocking(executable, arguments: arguments, environment: environment, directory: directory)
+            }
+        }
+        return try result.get()
+    }
+
+    private static func runBlocking(
+        _ executable: String, arguments: [String], environment: [String: String]?, directory: String?
     ) throws(Failure) -> Finished {
         var output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
         guard pipe(&output) == 0, pipe(&errors) == 0 else {
