@@ -77,20 +77,37 @@ struct PullPrefetch: Sendable {
     /// changes the caller may not see can send some; a broken one inventing cursors would never stop.
     static let maximumEmptyPages = 1_000
 
+    /// How many bytes (`weight(of:)`) pages in a row that store nothing may bring: pages of one record
+    /// each, just under the answer's limit and refused, took 19 MiB a page, so the count alone let a run
+    /// download 19 GB it could not store (attack 130 F2). A run of a thousand refused pages of a
+    /// thousand small records each stays well under it.
+    static let maximumRefusedBytes = 256 << 20
+
+    /// The pages in a row, up to the last, that said more follow and stored nothing, and their bytes.
+    struct RefusedRun {
+        var pages = 0
+        var bytes = 0
+    }
+
     /// Refuses going on after `maximumEmptyPages` pages in a row that said more follow and stored
-    /// nothing (each of their records refused): such a page moves the pull on no more than an empty one,
-    /// and a server sending refused records without end kept a sync running for good (round 67 F1).
-    /// A page of this device's own versions stores something.
+    /// nothing (each of their records refused), or once such pages brought `maximumRefusedBytes`: such
+    /// a page moves the pull on no more than an empty one, and a server sending refused records without
+    /// end kept a sync running for good (round 67 F1). A page of this device's own versions stores something.
     static func checkStored(
-        _ response: PullResponse, refused: Int, revived: Int, storedNothingBefore pages: inout Int
+        _ response: PullResponse, refused: Int, revived: Int, storedNothingBefore run: inout RefusedRun
     ) throws(TransportError) {
         guard response.hasMore else { return }
         let storedNothing = !response.changes.isEmpty && response.ownRecords.isEmpty && refused >= response.changes.count && revived == 0
-        pages = storedNothing ? pages + 1 : 0
-        if pages > maximumEmptyPages {
+        guard storedNothing else {
+            run = RefusedRun()
+            return
+        }
+        run.pages += 1
+        run.bytes += weight(of: response)
+        if run.pages > maximumEmptyPages || run.bytes > maximumRefusedBytes {
             throw TransportError(
                 .invalidResponse, request: "POST /pull",
-                message: "the server sent \(maximumEmptyPages) pages in a row whose every record this device refused, each saying more follow")
+                message: "the server sent \(run.pages) pages in a row (\(run.bytes >> 20) MiB) whose every record this device refused, each saying more follow")
         }
     }
 

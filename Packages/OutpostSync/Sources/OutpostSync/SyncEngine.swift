@@ -336,7 +336,7 @@ public actor SyncEngine {
                 try store.rereadProjects().filter { projects?.contains($0) ?? true }.prefix(SyncProtocol.maximumRereadProjects)),
             transport: transport)
         defer { ahead.stop() }
-        var storedNothing = 0
+        var storedNothing = PullPrefetch.RefusedRun()
         // On the engine's clock, the one its budgets are measured with.
         while true {
             let asked = elapsed()

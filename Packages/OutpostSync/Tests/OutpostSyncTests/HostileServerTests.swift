@@ -91,7 +91,7 @@ import Testing
     /// Round 67 F1: pages of a thousand records the device refuses each (an unknown field), with a new
     /// cursor each, kept a sync running for good; one record a page got past the empty-page guard.
     @Test func aServerSendingOnlyRefusedRecordsForeverIsStopped() throws {
-        var pages = 0
+        var pages = PullPrefetch.RefusedRun()
         var thrown: TransportError?
         let record = ServerRecord(
             sequence: 1, entity: .issue, recordID: UUID(), version: 1, fields: [:], clocks: [:],
@@ -108,13 +108,44 @@ import Testing
         }
         #expect(thrown?.code == .invalidResponse)
         // One page that stored something starts the count again, and a last page is never refused.
-        var fresh = PullPrefetch.maximumEmptyPages
+        var fresh = PullPrefetch.RefusedRun(pages: PullPrefetch.maximumEmptyPages)
         try PullPrefetch.checkStored(
             PullResponse(changes: [record], nextCursor: "c", hasMore: true), refused: 0, revived: 0, storedNothingBefore: &fresh)
-        #expect(fresh == 0)
-        var last = PullPrefetch.maximumEmptyPages
+        #expect(fresh.pages == 0)
+        var last = PullPrefetch.RefusedRun(pages: PullPrefetch.maximumEmptyPages)
         try PullPrefetch.checkStored(
             PullResponse(changes: [record], nextCursor: "c", hasMore: false), refused: 1, revived: 0, storedNothingBefore: &last)
+    }
+
+    /// Attack 130 F2: pages of one record each, its title 19 MiB (just under the answer limit, refused
+    /// as longer than any text a server takes), with a new cursor each: the device downloaded 3.9 GB in
+    /// 40 s and stored nothing, and the count of such pages (1,000) let a run take 19 GB. Pages in a row
+    /// that store nothing are bounded by their bytes too.
+    @Test func refusedPagesInARowAreBoundedByTheirBytes() throws {
+        let title = String(repeating: "t", count: 19 << 20)
+        let record = ServerRecord(
+            sequence: 1, entity: .issue, recordID: UUID(), version: 1, fields: ["title": .text(title)], clocks: [:],
+            createdAt: now, updatedAt: now)
+        var run = PullPrefetch.RefusedRun()
+        var accepted = 0
+        var thrown: TransportError?
+        for page in 0...PullPrefetch.maximumEmptyPages {
+            do {
+                try PullPrefetch.checkStored(
+                    PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true), refused: 1, revived: 0,
+                    storedNothingBefore: &run)
+                accepted += 1
+            } catch {
+                thrown = error
+                break
+            }
+        }
+        #expect(thrown?.code == .invalidResponse)
+        #expect(accepted * (19 << 20) <= PullPrefetch.maximumRefusedBytes, "\(accepted) pages of 19 MiB taken")
+        // A page that stored something starts the count again.
+        try PullPrefetch.checkStored(
+            PullResponse(changes: [record], nextCursor: "c", hasMore: true), refused: 0, revived: 0, storedNothingBefore: &run)
+        #expect(run.pages == 0 && run.bytes == 0)
     }
 
     @Test func aCursorTooLongToSendBackIsRefusedBeforeItIsSaved() throws {
