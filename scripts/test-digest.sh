@@ -18,5 +18,7 @@ if [ "$status" -ne 0 ]; then
   grep -a -E "Fatal error|Precondition failed|Assertion failed|Program crashed|exited with unexpected signal" "$log" | head -n 10
   awk '/ crashed:$/ { on = 1; n = 0 } on && n < 40 { print; n++ } /^Registers:/ { on = 0 }' "$log" | head -n 60
   grep -a -E "^✘ Test .* failed|^✘ Test .* recorded an issue" "$log" | head -n 30
+  # A request a test saw go unanswered (TestServer.reportingAStall): what the server was doing then.
+  grep -a "^stall: " "$log" | head -n 40
 fi
 exit "$status"

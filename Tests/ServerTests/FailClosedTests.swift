@@ -32,7 +32,9 @@ struct FailClosedTests {
     }
 
     func outcomes(_ server: TestServer, _ token: String, _ mutations: [PushMutation]) async throws -> [MutationOutcome] {
-        try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
+        try await server.reportingAStall(of: "POST /push") {
+            try await server.transport(token: token).push(PushRequest(mutations: mutations)).results.map(\.outcome)
+        }
     }
 
     /// An issue of `project` and a photo of it holding `bytes`, pushed by `token`'s user; the photo's record.

@@ -3,6 +3,7 @@ import Foundation
 import OutpostFieldService
 import OutpostTesting
 import OutpostWire
+import Synchronization
 import Testing
 
 /// One user's pushes and pulls take turns (`SyncServer.requestTurns`): past their turns, a user's
@@ -104,6 +105,43 @@ struct RequestTurnsTests {
             running[key, default: 0] -= 1
             lock.unlock()
         }
+    }
+
+    /// The report a test server gives of a request still under way past its bound (`reportingAStall`):
+    /// the turn it holds, and on PostgreSQL the database's sessions, read without an error. Its job is
+    /// to tell, from a CI log, where a request that never came back was waiting.
+    @Test("A request still under way after its bound is reported with its server's turns, connections and database sessions",
+          arguments: Backend.available)
+    func aStalledRequestIsReported(_ backend: Backend) async throws {
+        let server = try await TestServer.start(backend)
+        defer { Task { await server.stop() } }
+        let reported = Reported()
+        let answer = try await server.reportingAStall(of: "a held turn", after: .milliseconds(50), to: { reported.keep($0) }) {
+            // Under way until the report is in (no clock decides it).
+            try await server.server.requestTurns.inTurn(of: TestServer.alice) { () async throws(ServerError) in
+                let deadline = ContinuousClock.now + .seconds(120)
+                while reported.lines.isEmpty, ContinuousClock.now < deadline { _ = try? await Task.sleep(for: .milliseconds(10)) }
+                return 7
+            }
+        }
+        #expect(answer == 7)
+        let lines = reported.lines
+        #expect(lines.first?.contains("a held turn to the server on port \(server.port)") == true, "\(lines)")
+        #expect(lines.contains("request turns held or awaited: [\"1 held, 0 waiting\"]"), "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("connections: ") }, "\(lines)")
+        #expect(!lines.contains { $0.contains("could not be read") }, "\(lines)")
+        // A request answered in time reports nothing.
+        let quiet = Reported()
+        _ = try await server.reportingAStall(of: "a quick one", after: .seconds(30), to: { quiet.keep($0) }) { 1 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(quiet.lines.isEmpty)
+    }
+
+    /// The lines a report gave.
+    private final class Reported: Sendable {
+        private let kept = Mutex<[String]>([])
+        func keep(_ lines: [String]) { kept.withLock { $0 += lines } }
+        var lines: [String] { kept.withLock { $0 } }
     }
 
     @Test("Turns per key: never more than the limit of one key at once, waiters in the order they came, other keys never wait",

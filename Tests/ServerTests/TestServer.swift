@@ -140,6 +140,48 @@ final class TestServer: Sendable {
         return (port, task)
     }
 
+    /// `work` (a request to this server), and, when it is still under way after `after`, a report on
+    /// standard error of what the server and its database are doing, each line starting `stall:` (the
+    /// test digest prints those). Why: twice a full CI run had a push on PostgreSQL go unanswered for
+    /// 180 s (FailClosedTests), never reproduced here, alone or in a full run; the report tells a
+    /// connection never taken in, a request waiting for its user's turn, and one waiting on the database
+    /// apart. It changes no outcome.
+    func reportingAStall<T>(
+        of name: String, after: Duration = .seconds(90),
+        to report: @escaping @Sendable ([String]) -> Void = { FileHandle.standardError.write(Data($0.map { "stall: \($0)\n" }.joined().utf8)) },
+        _ work: () async throws -> T
+    ) async throws -> T {
+        let server = self.server, postgres = self.postgres, port = self.port
+        let admittedBefore = server.openConnections.admittedCount
+        let watchdog = Task {
+            try await Task.sleep(for: after)
+            let connections = server.openConnections
+            var lines = [
+                "\(name) to the server on port \(port) (\(postgres == nil ? "SQLite" : "PostgreSQL")) unanswered after \(after)",
+                "connections: \(connections.current) open, \(connections.idleCount) idle, \(connections.stalledCount) unread; "
+                    + "\(connections.admittedCount - admittedBefore) taken in since the request began",
+                "database connections in use: \(server.activity.connectionsInUse)",
+                "request turns held or awaited: \(server.requestTurns.lines.map { "\($0.working) held, \($0.waiting) waiting" })",
+                "push turns held or awaited: \(server.pushTurns.lines.map { "\($0.working) held, \($0.waiting) waiting" })",
+            ]
+            if let postgres {
+                do {
+                    lines += try await TestPostgres.strings(
+                        "SELECT coalesce(state, '?') || ' ' || coalesce(wait_event_type, '-') || ':' || coalesce(wait_event, '-') || ' for '"
+                            + " || coalesce(extract(epoch FROM now() - coalesce(xact_start, query_start))::int::text, '?') || ' s: '"
+                            + " || left(coalesce(query, ''), 100) FROM pg_stat_activity WHERE datname = current_database()"
+                            + " AND pid <> pg_backend_pid()",
+                        url: postgres.url)
+                } catch {
+                    lines.append("pg_stat_activity could not be read: \(error)")
+                }
+            }
+            report(lines)
+        }
+        defer { watchdog.cancel() }
+        return try await work()
+    }
+
     /// Stops the server and removes its files (and its PostgreSQL database).
     func stop() async {
         task.cancel()

@@ -57,6 +57,12 @@ final class Turns<Key: Hashable & Sendable>: Sendable {
         state.withLockedValue { ($0.lines[key]?.working ?? 0, $0.lines[key]?.waiting.count ?? 0) }
     }
 
+    /// Every key with a turn taken or awaited now: how many of each (for a test's report of a request
+    /// that never came back).
+    var lines: [(key: Key, working: Int, waiting: Int)] {
+        state.withLockedValue { $0.lines.map { ($0.key, $0.value.working, $0.value.waiting.count) } }
+    }
+
     private func take(for key: Key) async {
         // Checked and queued under one lock, so a turn given back in between is not missed.
         await withCheckedContinuation { (turn: CheckedContinuation<Void, Never>) in
