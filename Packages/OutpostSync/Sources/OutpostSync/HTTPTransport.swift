@@ -477,11 +477,17 @@ public actor HTTPTransport: SyncTransport {
         // the transfer timeout: a full 4 MiB pull page must still arrive over a 15 KB/s field
         // connection (at 120 s, one over 30 KB/s timed out on every try).
         let deadline = max(silence * 4, configuration.transferTimeout)
+        // The answer's head must begin within the silence, once the body could have crossed at the
+        // slowest rate a transfer is held to (as a download's head must): the client's read timer is
+        // reset by every interim answer (`102 Processing`), and a server sending them without end held
+        // a sync, a core busy, for the whole deadline (attack 131 F3: 300 s, 1.4 GB in the first 60).
+        let bodyTime = Duration.seconds(Double(body?.count ?? 0) / Double(max(configuration.minimumTransferBytesPerSecond, 1)))
+        let headDeadline = min(deadline, silence + bodyTime)
         let limit = configuration.maximumResponseBytes
         let answer: Answer
         do {
             answer = try await Self.within(deadline) { [request] in
-                let response = try await client.execute(request, timeout: Self.timeAmount(deadline))
+                let response = try await client.execute(request, timeout: Self.timeAmount(headDeadline))
                 // Counted while it arrives, inflated: a body past the limit is cut off there.
                 let body = try await response.body.collect(upTo: limit)
                 return Answer(status: Int(response.status.code), headers: response.headers, body: Array(body.readableBytesView))

@@ -378,6 +378,34 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(40), "waited \(ContinuousClock.now - started) for an answer's head")
     }
 
+    /// Attack 131 F3: a server answering a pull with endless interim answers (`102 Processing`), each of
+    /// which reset the client's read timer, held `outpost sync` (a core busy, 1.4 GB of them read in 60 s)
+    /// until the exchange's whole deadline, 300 s. A structured answer's head must begin within the request
+    /// timeout, once the request's body could have crossed at the slowest rate a transfer is held to, as a
+    /// download's must. Here the whole deadline is 60 s and the request timeout 10 s.
+    @Test(arguments: ["POST /v1/pull", "POST /v1/push"])
+    func endlessInterimAnswersEndAtTheRequestTimeout(route: String) async throws {
+        let server = try await LocalHTTPServer(routes: [route: .init(body: "{}", interimSeconds: 0.2)])
+        defer { server.stop() }
+        let transport = Self.transport(to: server, transferTimeout: .seconds(60), minimumRate: 4096)
+        let started = ContinuousClock.now
+        do {
+            if route.hasSuffix("pull") {
+                _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+            } else {
+                let mutation = PushMutation(
+                    idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), baseVersion: 1,
+                    deletion: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, counter: 0, node: NodeID(1)))
+                _ = try await transport.push(PushRequest(mutations: [mutation]))
+            }
+            Issue.record("an answer of interim lines only was taken")
+        } catch {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        // Well under the 60 s it must not wait for, with room for a loaded host.
+        #expect(ContinuousClock.now - started < .seconds(40), "waited \(ContinuousClock.now - started) through interim answers")
+    }
+
     /// A download on a slow link: cut at the transfer timeout whatever it had brought, a pre-sync over
     /// such a link (25 MB at 80 KB/s) started again from its first byte on every try and never
     /// finished. The deadline moves by the time the bytes so far earned, asked when it comes: work

@@ -26,6 +26,10 @@ final class LocalHTTPServer {
         /// When 0 or more: promise the whole body's length, send this many of its bytes, then close the
         /// connection (a download cut by the network part way).
         var cutAfterBytes = -1
+        /// When above 0: instead of answering, send an interim answer (`102 Processing`) this many seconds
+        /// apart until the client goes away (a server that never gets to its answer, each line resetting
+        /// a client's read timer).
+        var interimSeconds = 0.0
     }
 
     /// One request as the server saw it.
@@ -180,6 +184,15 @@ final class LocalHTTPServer {
                     self.answer(404, error, {"Content-Type": "application/json"})
                     return
                 time.sleep(route["delaySeconds"])
+                if route["interimSeconds"] > 0:
+                    try:
+                        while True:
+                            self.wfile.write(b"HTTP/1.1 102 Processing\r\n\r\n")
+                            self.wfile.flush()
+                            time.sleep(route["interimSeconds"])
+                    except OSError:
+                        self.close_connection = True
+                        return
                 headers = dict({"Content-Type": "application/json", "Outpost-Protocol-Version": "1"}, **route["headers"])
                 data = route["body"].encode("utf-8")
                 if route["gzip"]:
