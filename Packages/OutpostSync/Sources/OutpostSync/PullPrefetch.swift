@@ -15,7 +15,10 @@ import OutpostWire
 struct PullPrefetch: Sendable {
     /// A page with its records converted for the store.
     struct FetchedPage: Sendable {
-        var response: PullResponse
+        let response: PullResponse
+        /// `weight(of: response)`, reckoned once: the read-ahead holds pages by it, and a run of refused
+        /// pages is bounded by it (`checkStored`).
+        let weight: Int
         var records: [VersionedRecord] = []
         /// Changes that could not be converted, with why.
         var unreadable: [(ServerRecord, String)] = []
@@ -23,6 +26,11 @@ struct PullPrefetch: Sendable {
         var sentBundlePositions: [String] = []
         /// The projects its request asked to read again that the answer named back (the first request's only).
         var sentRereadProjects: [UUID] = []
+
+        init(response: PullResponse) {
+            self.response = response
+            weight = PullPrefetch.weight(of: response)
+        }
     }
 
     private let pipeline: ReadAhead<FetchedPage, TransportError>
@@ -56,7 +64,7 @@ struct PullPrefetch: Sendable {
                     reread = []
                     try Self.checkProgress(
                         of: page.response, after: cursor, readingAgain: !page.sentRereadProjects.isEmpty, emptyPagesBefore: &emptyPages)
-                    pipeline.hand(page, weight: Self.weight(of: page.response))
+                    pipeline.hand(page, weight: page.weight)
                     guard page.response.hasMore else { break }
                     cursor = page.response.nextCursor
                 }
@@ -94,8 +102,9 @@ struct PullPrefetch: Sendable {
     /// a page moves the pull on no more than an empty one, and a server sending refused records without
     /// end kept a sync running for good (round 67 F1). A page of this device's own versions stores something.
     static func checkStored(
-        _ response: PullResponse, refused: Int, revived: Int, storedNothingBefore run: inout RefusedRun
+        _ page: FetchedPage, refused: Int, revived: Int, storedNothingBefore run: inout RefusedRun
     ) throws(TransportError) {
+        let response = page.response
         guard response.hasMore else { return }
         let storedNothing = !response.changes.isEmpty && response.ownRecords.isEmpty && refused >= response.changes.count && revived == 0
         guard storedNothing else {
@@ -103,7 +112,7 @@ struct PullPrefetch: Sendable {
             return
         }
         run.pages += 1
-        run.bytes += weight(of: response)
+        run.bytes += page.weight
         if run.pages > maximumEmptyPages || run.bytes > maximumRefusedBytes {
             throw TransportError(
                 .invalidResponse, request: "POST /pull",

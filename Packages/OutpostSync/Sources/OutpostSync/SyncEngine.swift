@@ -373,7 +373,7 @@ public actor SyncEngine {
             report.leftProjects += applied.leftProjects
             // The device's own versions it refused are not among the page's records.
             let refused = applied.quarantined - applied.refusedOwnVersions
-            try PullPrefetch.checkStored(response, refused: refused, revived: applied.revived, storedNothingBefore: &storedNothing)
+            try PullPrefetch.checkStored(fetched, refused: refused, revived: applied.revived, storedNothingBefore: &storedNothing)
             // Records an earlier build quarantined and this one applied count as pulled now.
             report.pulled += response.changes.count - refused + applied.revived
             report.quarantined += applied.quarantined

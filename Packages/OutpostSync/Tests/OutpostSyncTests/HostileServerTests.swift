@@ -99,7 +99,7 @@ import Testing
         for page in 0...PullPrefetch.maximumEmptyPages {
             do {
                 try PullPrefetch.checkStored(
-                    PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true), refused: 1, revived: 0,
+                    PullPrefetch.FetchedPage(response: PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true)), refused: 1, revived: 0,
                     storedNothingBefore: &pages)
             } catch {
                 thrown = error
@@ -110,11 +110,11 @@ import Testing
         // One page that stored something starts the count again, and a last page is never refused.
         var fresh = PullPrefetch.RefusedRun(pages: PullPrefetch.maximumEmptyPages)
         try PullPrefetch.checkStored(
-            PullResponse(changes: [record], nextCursor: "c", hasMore: true), refused: 0, revived: 0, storedNothingBefore: &fresh)
+            PullPrefetch.FetchedPage(response: PullResponse(changes: [record], nextCursor: "c", hasMore: true)), refused: 0, revived: 0, storedNothingBefore: &fresh)
         #expect(fresh.pages == 0)
         var last = PullPrefetch.RefusedRun(pages: PullPrefetch.maximumEmptyPages)
         try PullPrefetch.checkStored(
-            PullResponse(changes: [record], nextCursor: "c", hasMore: false), refused: 1, revived: 0, storedNothingBefore: &last)
+            PullPrefetch.FetchedPage(response: PullResponse(changes: [record], nextCursor: "c", hasMore: false)), refused: 1, revived: 0, storedNothingBefore: &last)
     }
 
     /// Attack 130 F2: pages of one record each, its title 19 MiB (just under the answer limit, refused
@@ -132,7 +132,7 @@ import Testing
         for page in 0...PullPrefetch.maximumEmptyPages {
             do {
                 try PullPrefetch.checkStored(
-                    PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true), refused: 1, revived: 0,
+                    PullPrefetch.FetchedPage(response: PullResponse(changes: [record], nextCursor: "c-\(page + 1)", hasMore: true)), refused: 1, revived: 0,
                     storedNothingBefore: &run)
                 accepted += 1
             } catch {
@@ -144,7 +144,7 @@ import Testing
         #expect(accepted * (19 << 20) <= PullPrefetch.maximumRefusedBytes, "\(accepted) pages of 19 MiB taken")
         // A page that stored something starts the count again.
         try PullPrefetch.checkStored(
-            PullResponse(changes: [record], nextCursor: "c", hasMore: true), refused: 0, revived: 0, storedNothingBefore: &run)
+            PullPrefetch.FetchedPage(response: PullResponse(changes: [record], nextCursor: "c", hasMore: true)), refused: 0, revived: 0, storedNothingBefore: &run)
         #expect(run.pages == 0 && run.bytes == 0)
     }
 
