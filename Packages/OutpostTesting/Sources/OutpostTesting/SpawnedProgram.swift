@@ -40,9 +40,9 @@ public enum SpawnedProgram {
     ///
     /// Async, waiting on a thread of its own (`offThePool`), so no caller can hold a thread of Swift's
     /// cooperative pool for as long as a program runs. It blocked its caller, and the restore tests ran
-    /// `pg_dump` and `pg_restore` through it: two at once hold both of the pool's threads on a 2-core
-    /// machine, and every in-process server stops answering (a stack sample of a full run caught a pool
-    /// thread waiting on `pg_dump`).
+    /// `pg_dump` and `pg_restore` through it, holding a pool thread each while they ran (a stack sample of
+    /// a full run caught one waiting on `pg_dump`): on a 2-core machine, tests blocked so starved
+    /// in-process servers (see Workspace.md's testing rules).
     public static func run(
         _ executable: String, arguments: [String], environment: [String: String]? = nil, directory: String? = nil
     ) async throws(Failure) -> Finished {
