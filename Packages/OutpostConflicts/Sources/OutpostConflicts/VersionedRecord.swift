@@ -62,11 +62,13 @@ public struct VersionedRecord: Sendable, Hashable {
     }
 
     /// Whether the record is a tombstone.
-    public var isDeleted: Bool { deletion != nil }
+    @inlinable public var isDeleted: Bool { deletion != nil }
 
     /// The newest clock the version carries: what a receiver passes to `HybridLogicalClock.receive`,
-    /// and what last-write-wins compares.
-    public var newestClock: HybridTimestamp? {
+    /// and what last-write-wins compares. Inlinable, as `isDeleted` is: called across modules on a record
+    /// inside an array (each pulled page's), the call copied the whole record out first, a retain of every
+    /// string and dictionary it holds (`perf`, a pull's apply).
+    @inlinable @inline(__always) public var newestClock: HybridTimestamp? {
         var newest = deletion
         for clock in clocks.values where newest.map({ clock > $0 }) ?? true { newest = clock }
         return newest

@@ -44,10 +44,11 @@ struct PulledPageReads {
     init(_ changes: [VersionedRecord], in db: Database) throws {
         quarantined = Set(try Quarantine.keys(in: db).map { Key(entity: $0.0, id: $0.1) })
         guard !changes.isEmpty else { return }
+        written.reserveCapacity(changes.count)
         let anyKnownDeletion = try KnownDeletions.any(in: db)
         anyImported = try ImportedVersions.any(in: db)
         var byEntity: [EntityType: [UUID]] = [:]
-        for change in changes { byEntity[change.record.entity, default: []].append(change.record.id) }
+        for index in changes.indices { byEntity[changes[index].record.entity, default: []].append(changes[index].record.id) }
         for (entity, ids) in byEntity {
             let idList = Self.jsonArray(ids)
             let layout = TableLayout.of(entity)
