@@ -36,6 +36,8 @@ final class XMLBundleReader: BundleItemReader {
     /// Joins the pieces of each run of text before the plug sees them (`XMLTextRuns`); nil where the
     /// plug takes events it cannot pass on.
     private var textRuns: XMLTextRuns?
+    /// Each start tag's attributes, counted before the parser sees them (`XMLAttributeCount`).
+    private var attributeCount: XMLAttributeCount
     private var parser: xmlParserCtxtPtr?
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     private var symbols: [UnsafeRawPointer: Symbol] = [:]
@@ -98,6 +100,7 @@ final class XMLBundleReader: BundleItemReader {
         input = try DocumentInput(path: path, limit: limits.maximumDocumentBytes, arrival: arrival)
         self.limits = limits
         self.collecting = collecting
+        attributeCount = XMLAttributeCount(limit: limits.maximumObjectMembers)
         guard let validation = xmlSchemaNewValidCtxt(LibXML.schema) else {
             handler.deallocate()
             pluggedHandler.deallocate()
@@ -210,6 +213,19 @@ final class XMLBundleReader: BundleItemReader {
         }
         if !fedContent {
             fedContent = chunk[start..<count].contains { !Self.whiteSpace.contains($0) }
+        }
+        let withinLimit = chunk.withUnsafeBytes { attributeCount.scan(UnsafeRawBufferPointer(rebasing: $0[start..<count])) }
+        guard withinLimit else {
+            settle()
+            var place = location
+            place.line = attributeCount.line
+            report(
+                BundleError(
+                    .limitExceeded,
+                    message: "an element has more than \(limits.maximumObjectMembers) attributes (namespace declarations included); no element of a bundle has more than six"
+                ).located(place),
+                fatal: true)
+            return
         }
         _ = chunk.withUnsafeBytes { bytes in
             xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(count - start), 0)
