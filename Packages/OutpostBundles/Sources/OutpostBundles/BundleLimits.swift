@@ -10,7 +10,8 @@ public struct BundleLimits: Sendable, Hashable {
     /// The longest single text value, attribute or field, in bytes (a 64 KiB thumbnail is 88 KiB of base64).
     public var maximumStringBytes = EntityRecord.maximumTextBytes
     /// The most members of one JSON object (a record has at most 8, its fields at most 10), and the
-    /// most attributes of one XML element, namespace declarations included (an element has at most 6).
+    /// most attributes of one XML element, namespace declarations and `xsi:` attributes included (the
+    /// format declares at most 6).
     public var maximumObjectMembers = 64
     /// The most entries a zip container may hold.
     public var maximumArchiveEntries = 100_000

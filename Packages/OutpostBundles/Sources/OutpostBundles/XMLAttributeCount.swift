@@ -5,9 +5,10 @@ import Foundation
 /// Why: libxml2 2.9 checks each attribute of a start tag against every one before it (duplicates), and
 /// each namespace declaration against every one before it, so one element's attributes cost quadratic
 /// time inside the parser, before any callback of ours runs: an element of 80,000 attributes (0.9 MB)
-/// took `outpost import` 1.3 s, one of 300,000 (3.3 MB) 17.6 s (attack 129, F3 and F4). No element of
-/// a bundle has more than six, so a tag with more than `BundleLimits.maximumObjectMembers` is refused
-/// before the parser sees it.
+/// took `outpost import` 1.3 s, one of 300,000 (3.3 MB) 17.6 s (attack 129, F3 and F4). No element the
+/// bundle format declares has more than six (the schema also lets namespace declarations and `xsi:`
+/// attributes stand anywhere), so a tag with more than `BundleLimits.maximumObjectMembers`, all of
+/// them counted, is refused before the parser sees it.
 ///
 /// An attribute (namespace declarations included) is the one `=` of its `Eq` outside quotes, in a start
 /// tag: text never holds a raw `<` and an attribute value never holds one either, so for a well-formed
@@ -18,8 +19,10 @@ struct XMLAttributeCount {
     /// The most attributes a start tag may have.
     let limit: Int
     private var state = State.text
-    /// The line the scan has reached, from 1.
+    /// The line the scan has reached, from 1; once a tag is refused, the line of its `<`.
     private(set) var line = 1
+    /// The line of the `<` of a tag that began in bytes scanned before and goes on.
+    private var openTagLine = 1
 
     private enum State {
         case text
@@ -45,22 +48,39 @@ struct XMLAttributeCount {
         self.limit = limit
     }
 
-    /// Scans the next bytes of the document; false once a start tag has more attributes than `limit`
-    /// (`line` is then the line where it passed the limit). The bytes after that are not scanned.
-    mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return true }
-        let count = bytes.count
-        guard let passed = firstPastTheLimit(base, count) else {
-            line += Self.newlines(base, count)
-            return true
-        }
-        line += Self.newlines(base, passed)
-        return false
+    /// What a scan found.
+    enum Verdict: Equatable {
+        /// Every start tag so far is within the limit.
+        case within
+        /// A start tag has more attributes than the limit: its `<` is at `tagStart` in the bytes just
+        /// scanned, or nil when it began in bytes scanned before. The bytes after it are not scanned.
+        case pastTheLimit(tagStart: Int?)
     }
 
-    /// The offset of the `=` that takes a start tag past the limit, or nil. Lines are counted apart, in
-    /// one pass over the chunk the compiler vectorizes, so this loop only follows the markup.
-    private mutating func firstPastTheLimit(_ base: UnsafePointer<UInt8>, _ count: Int) -> Int? {
+    /// Scans the next bytes of the document.
+    mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Verdict {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return .within }
+        let count = bytes.count
+        let firstLine = line
+        var lastOpen: Int?
+        guard firstPastTheLimit(base, count, lastOpen: &lastOpen) != nil else {
+            line += Self.newlines(base, count)
+            switch state {
+            case .open, .startTag:
+                if let lastOpen { openTagLine = firstLine + Self.newlines(base, lastOpen) }
+            default:
+                break
+            }
+            return .within
+        }
+        line = lastOpen.map { firstLine + Self.newlines(base, $0) } ?? openTagLine
+        return .pastTheLimit(tagStart: lastOpen)
+    }
+
+    /// The offset of the `=` that takes a start tag past the limit, or nil; `lastOpen` is the offset
+    /// of the last `<` in these bytes. Lines are counted apart (`newlines`), so this loop only follows
+    /// the markup.
+    private mutating func firstPastTheLimit(_ base: UnsafePointer<UInt8>, _ count: Int, lastOpen: inout Int?) -> Int? {
         var index = 0
         /// The offset of the next `byte` from `index`, or nil when the chunk holds none.
         func next(_ byte: UInt8) -> Int? {
@@ -73,6 +93,7 @@ struct XMLAttributeCount {
                 // Text is most of a document: the next tag is found without looking at each byte in Swift.
                 guard let tag = next(0x3C) else { return nil }
                 state = .open
+                lastOpen = tag
                 index = tag + 1
             case .endTag, .declaration:
                 guard let end = next(0x3E) else { return nil }

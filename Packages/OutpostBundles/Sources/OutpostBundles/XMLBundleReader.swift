@@ -214,15 +214,24 @@ final class XMLBundleReader: BundleItemReader {
         if !fedContent {
             fedContent = chunk[start..<count].contains { !Self.whiteSpace.contains($0) }
         }
-        let withinLimit = chunk.withUnsafeBytes { attributeCount.scan(UnsafeRawBufferPointer(rebasing: $0[start..<count])) }
-        guard withinLimit else {
+        let verdict = chunk.withUnsafeBytes { attributeCount.scan(UnsafeRawBufferPointer(rebasing: $0[start..<count])) }
+        if case .pastTheLimit(let tagStart) = verdict {
+            // What comes before the tag is parsed first, so an error before it is told first (and a
+            // validation collects the records before it); libxml2 parses a start tag only once its `>`
+            // has come, and none of the tag is fed.
+            if let tagStart, tagStart > 0 {
+                _ = chunk.withUnsafeBytes { bytes in
+                    xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(tagStart), 0)
+                }
+                textRuns?.flush()
+            }
             settle()
             var place = location
             place.line = attributeCount.line
             report(
                 BundleError(
                     .limitExceeded,
-                    message: "an element has more than \(limits.maximumObjectMembers) attributes (namespace declarations included); no element of a bundle has more than six"
+                    message: "an element has more than \(limits.maximumObjectMembers) attributes, namespace declarations and xsi: attributes included; no element the bundle format declares has more than six"
                 ).located(place),
                 fatal: true)
             return

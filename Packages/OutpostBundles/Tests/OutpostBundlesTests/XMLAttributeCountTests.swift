@@ -17,9 +17,9 @@ import Testing
         return (try? String(contentsOf: url, encoding: .utf8)) ?? ""
     }()
 
-    /// The most attributes and namespace declarations of one element of `document`, as libxml2's own
-    /// tree of it counts them; nil when libxml2 finds it not well-formed.
-    private static func mostAttributes(inDocument document: String) -> Int? {
+    /// The attributes and namespace declarations of each element of `document`, in document order, as
+    /// libxml2's own tree of it has them; nil when libxml2 finds it not well-formed.
+    private static func attributeCounts(inDocument document: String) -> [(count: Int, line: Int)]? {
         let bytes = Array(document.utf8)
         guard let tree = bytes.withUnsafeBufferPointer({ buffer in
             buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
@@ -28,8 +28,8 @@ import Testing
             }
         }) else { return nil }
         defer { xmlFreeDoc(tree) }
-        func most(_ node: xmlNodePtr?) -> Int {
-            var best = 0
+        var counts: [(count: Int, line: Int)] = []
+        func walk(_ node: xmlNodePtr?) {
             var child = node
             while let current = child {
                 if current.pointee.type == XML_ELEMENT_NODE {
@@ -38,13 +38,14 @@ import Testing
                     while let each = property { count += 1; property = each.pointee.next }
                     var namespace = current.pointee.nsDef
                     while let each = namespace { count += 1; namespace = each.pointee.next }
-                    best = max(best, count, most(current.pointee.children))
+                    counts.append((count, Int(xmlGetLineNo(current))))
+                    walk(current.pointee.children)
                 }
                 child = current.pointee.next
             }
-            return best
         }
-        return most(xmlDocGetRootElement(tree))
+        walk(xmlDocGetRootElement(tree))
+        return counts
     }
 
     /// More `=` than any limit tried: read as attributes, a decoy holding them would be refused.
@@ -58,10 +59,13 @@ import Testing
 
     /// A generated well-formed document of nested elements, some with many attributes (values holding
     /// `>`, `=` and the other quote), some with namespace declarations, decoys between them.
-    private static func document(_ random: inout SeededGenerator) -> String {
+    /// With the document, the line of each element's `<`, in document order.
+    private static func document(_ random: inout SeededGenerator) -> (text: String, lines: [Int]) {
         var text = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- start = -->\n"
+        var lines: [Int] = []
         func element(depth: Int) {
             let attributes = Int.random(in: 0...(Bool.random(using: &random) ? 8 : 90), using: &random)
+            lines.append(text.utf8.count { $0 == 0x0A } + 1)
             text += "<e"
             for index in 0..<attributes {
                 let spacing = [" ", "\n  ", "\t"].randomElement(using: &random)!
@@ -78,34 +82,46 @@ import Testing
             }
             text += ">"
             for _ in 0..<Int.random(in: 1...3, using: &random) {
-                text += decoys.randomElement(using: &random)!
+                let decoy = decoys.randomElement(using: &random)!
+                if decoy.hasPrefix("<e") { lines.append(text.utf8.count { $0 == 0x0A } + 1) }  // an element
+                text += decoy
                 element(depth: depth + 1)
             }
             text += "</e>"
         }
         element(depth: 0)
-        return text + "\n<!-- end -->\n"
+        return (text + "\n<!-- end -->\n", lines)
     }
 
     /// The law, over 300 generated documents each cut into chunks at random places: the count refuses a
-    /// document exactly when one of its elements has more attributes than the limit, by libxml2's count.
+    /// document exactly when one of its elements has more attributes than the limit, by libxml2's count,
+    /// and names the line of the first such element's `<`.
     @Test func theCountRefusesExactlyTheDocumentsLibxml2CountsPastTheLimit() throws {
         var random = SeededGenerator(seed: 0xA771_2B0C)
         var refused = 0
         for round in 0..<300 {
-            let document = Self.document(&random)
-            let most = try #require(Self.mostAttributes(inDocument: document), "round \(round): not well-formed:\n\(document)")
+            let (document, lines) = Self.document(&random)
+            let counts = try #require(Self.attributeCounts(inDocument: document), "round \(round): not well-formed:\n\(document)")
+            try #require(counts.count == lines.count, "round \(round): libxml2 sees \(counts.count) elements, \(lines.count) were written")
             let limit = [8, 40, 64].randomElement(using: &random)!
             var count = XMLAttributeCount(limit: limit)
             let bytes = Array(document.utf8)
             var start = 0, within = true
             while within, start < bytes.count {
                 let end = min(bytes.count, start + Int.random(in: 1...64, using: &random))
-                within = bytes[start..<end].withUnsafeBytes { count.scan($0) }
+                let verdict = bytes[start..<end].withUnsafeBytes { count.scan($0) }
+                if case .pastTheLimit(let tag?) = verdict {
+                    #expect(bytes[start + tag] == UInt8(ascii: "<"), "round \(round): the refused tag's offset is not its <")
+                }
+                within = verdict == .within
                 start = end
             }
-            #expect(within == (most <= limit), "round \(round): libxml2 counts \(most), limit \(limit):\n\(document)")
-            if !within { refused += 1 }
+            let first = counts.firstIndex { $0.count > limit }
+            #expect(within == (first == nil), "round \(round): libxml2 counts \(counts.map(\.count)), limit \(limit):\n\(document)")
+            if let first, !within {
+                refused += 1
+                #expect(count.line == lines[first], "round \(round): the refusal names line \(count.line), the tag's < is on \(lines[first])")
+            }
         }
         // Both answers were walked.
         #expect(refused > 30 && refused < 270, "\(refused) of 300 refused")
@@ -124,13 +140,39 @@ import Testing
         }
     }
 
-    /// A refusal names the line where the tag passes the limit.
-    @Test func aRefusalNamesTheTagsLine() {
-        var count = XMLAttributeCount(limit: 2)
-        let document = "<a>\n<!-- x=1 y=2 z=3 -->\n<b p='1'\nq=\"2\"\nr='3'/></a>"
-        let within = Array(document.utf8).withUnsafeBytes { count.scan($0) }
-        #expect(!within)
-        #expect(count.line == 5)
+    /// A refusal names the line of the tag's `<`, and where it stands in the bytes scanned, whether the
+    /// tag began in them or before.
+    @Test func aRefusalNamesTheTagsLineAndPlace() {
+        let document = Array("<a>\n<!-- x=1 y=2 z=3 -->\n<b p='1'\nq=\"2\"\nr='3'/></a>".utf8)
+        var whole = XMLAttributeCount(limit: 2)
+        #expect(document.withUnsafeBytes { whole.scan($0) } == .pastTheLimit(tagStart: 25))
+        #expect(document[25] == UInt8(ascii: "<") && whole.line == 3)
+        var split = XMLAttributeCount(limit: 2)
+        #expect(document[..<33].withUnsafeBytes { split.scan($0) } == .within)
+        #expect(document[33...].withUnsafeBytes { split.scan($0) } == .pastTheLimit(tagStart: nil))
+        #expect(split.line == 3)
+    }
+
+    /// What stands before the refused tag in its chunk is still read: an error there is told first,
+    /// and a validation lists it before the refusal.
+    @Test func anErrorBeforeTheRefusedTagIsToldFirst() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-attributes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let member = "<member id=\"0b5e55ed-0000-4000-8000-000000000010\""
+        #expect(Self.example.contains("<stage>won</stage>") && Self.example.contains(member))
+        let attributes = (0..<65).map { "a\($0)=\"x\"" }.joined(separator: " ")
+        let url = folder.appendingPathComponent("both.xml")
+        try Data(Self.example.replacingOccurrences(of: "<stage>won</stage>", with: "<stage>sold</stage>")
+            .replacingOccurrences(of: member, with: "<member \(attributes) id=\"0b5e55ed-0000-4000-8000-000000000010\"").utf8).write(to: url)
+        let refusal = #expect(throws: BundleError.self) {
+            let stream = try BundleImporter().open(url)
+            while try stream.nextBatch() != nil {}
+        }
+        #expect(refusal?.code == .schemaViolation && refusal?.line == 8, "\(String(describing: refusal))")
+        let listed = BundleValidator().errors(inBundleAt: url)
+        #expect(listed.map(\.code) == [.schemaViolation, .limitExceeded], "\(listed)")
+        #expect(listed.map(\.line) == [8, 19], "\(listed)")
     }
 
     /// An element of 300,000 attributes, or of as many namespace declarations, is refused as a limit

@@ -793,7 +793,10 @@ enum ServerIDs {
         // none, and the copy was a retain and a release of each of its strings and dictionaries.
         var record: EntityRecord?
         for relation in change.record.entity.description.parents {
-            guard case .text(let serverID) = change.record[relation.field],
+            // The copy once there is one: a field two relations name is translated by the first (a later
+            // relation sees the id it became), as the server's push rules do.
+            let value = record.map { $0[relation.field] } ?? change.record[relation.field]
+            guard case .text(let serverID) = value,
                 let clientID = try clientID(of: relation.entity, serverID: serverID, in: db)
             else { continue }
             if record == nil { record = change.record }
