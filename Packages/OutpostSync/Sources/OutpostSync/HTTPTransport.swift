@@ -21,7 +21,8 @@ public actor HTTPTransport: SyncTransport {
         public var schemaVersion: Int
         /// How long a structured request (health, push, pull) may stay silent, and a quarter of how
         /// long it may take in all; also how long a download (a bundle, an original) waits for its
-        /// answer to begin.
+        /// answer to begin. Past its head, a structured answer has this again plus the time its bytes
+        /// earn (`minimumTransferBytesPerSecond`).
         public var requestTimeout: Duration
         /// How long a media chunk may take to upload, and how long a download (a bundle, an original)
         /// may take beyond the time its bytes earn (`minimumTransferBytesPerSecond`).
@@ -481,16 +482,29 @@ public actor HTTPTransport: SyncTransport {
         // slowest rate a transfer is held to (as a download's head must): the client's read timer is
         // reset by every interim answer (`102 Processing`), and a server sending them without end held
         // a sync, a core busy, for the whole deadline (attack 131 F3: 300 s, 1.4 GB in the first 60).
-        let bodyTime = Duration.seconds(Double(body?.count ?? 0) / Double(max(configuration.minimumTransferBytesPerSecond, 1)))
+        let rate = Double(max(configuration.minimumTransferBytesPerSecond, 1))
+        let bodyTime = Duration.seconds(Double(body?.count ?? 0) / rate)
         let headDeadline = min(deadline, silence + bodyTime)
         let limit = configuration.maximumResponseBytes
+        // Past its head, the answer has the silence again and the time its bytes earn at the slowest
+        // rate a transfer is held to, within the deadline: a server dripping a byte every two seconds
+        // (each within the silence) held a sync for the whole deadline (attack 132 F3: 300 s). Counted
+        // inflated, as the client hands them over: at most about a thousand times the wire's bytes, and
+        // never past the deadline.
+        let arrived = NIOLockedValueBox<Int64>(0)
+        let earned: @Sendable () -> Duration = { .seconds(Double(arrived.withLockedValue { $0 }) / rate) }
         let answer: Answer
         do {
-            answer = try await Self.within(deadline) { [request] in
+            answer = try await Self.within(headDeadline + silence, extendedBy: earned, atMost: deadline) { [request] in
                 let response = try await client.execute(request, timeout: Self.timeAmount(headDeadline))
                 // Counted while it arrives, inflated: a body past the limit is cut off there.
-                let body = try await response.body.collect(upTo: limit)
-                return Answer(status: Int(response.status.code), headers: response.headers, body: Array(body.readableBytesView))
+                var collected = ByteBuffer()
+                for try await part in response.body {
+                    arrived.withLockedValue { $0 += Int64(part.readableBytes) }
+                    guard collected.readableBytes + part.readableBytes <= limit else { throw NIOTooManyBytesError(maxBytes: limit) }
+                    collected.writeImmutableBuffer(part)
+                }
+                return Answer(status: Int(response.status.code), headers: response.headers, body: Array(collected.readableBytesView))
             }
         } catch {
             throw classify(error, name: name, limit: limit)
@@ -512,9 +526,10 @@ public actor HTTPTransport: SyncTransport {
     /// client honours at once (it closes the connection). The client's own deadline covers only the
     /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
     /// cooperative pool cannot make it late. `extendedBy` says how much later than `deadline` the work
-    /// may end as it stands (a download's progress); asked when the deadline comes, which then moves.
+    /// may end as it stands (a download's progress); asked when the deadline comes, which then moves,
+    /// never past `atMost` if given.
     static func within<Value: Sendable>(
-        _ deadline: Duration, extendedBy earnedTime: (@Sendable () -> Duration)? = nil,
+        _ deadline: Duration, extendedBy earnedTime: (@Sendable () -> Duration)? = nil, atMost cap: Duration? = nil,
         _ work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let task = Task { try await work() }
@@ -530,7 +545,8 @@ public actor HTTPTransport: SyncTransport {
         // The handler holds its timer to move it; cancelling the timer below releases the handler.
         timer.setEventHandler { [timer] in
             if let earnedTime {
-                let left = deadline + earnedTime() - (ContinuousClock.now - started)
+                let allowed = min(deadline + earnedTime(), cap ?? .seconds(Int64.max))
+                let left = allowed - (ContinuousClock.now - started)
                 if left > .zero {
                     timer.schedule(deadline: .now() + left.seconds)
                     return
@@ -552,7 +568,9 @@ public actor HTTPTransport: SyncTransport {
                 task.cancel()
             }
         } catch {
-            if expired.withLockedValue({ $0 }) { throw TimedOut(deadline: deadline + (earnedTime?() ?? .zero)) }
+            if expired.withLockedValue({ $0 }) {
+                throw TimedOut(deadline: min(deadline + (earnedTime?() ?? .zero), cap ?? .seconds(Int64.max)))
+            }
             throw error
         }
     }

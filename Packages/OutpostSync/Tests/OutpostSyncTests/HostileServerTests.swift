@@ -311,6 +311,60 @@ import Testing
         }
     }
 
+    /// Attack 132 F3: a server dripping a byte every two seconds held `outpost sync` for the exchange's
+    /// whole deadline (300 s by default; every byte came within the silence allowed). Past its head, an
+    /// answer now has the silence allowed again and the time its bytes earn at the slowest rate a
+    /// transfer is held to, as a download has: a drip that earns nothing ends near the request timeout,
+    /// well before the deadline (judged with a wide margin: a loaded machine resumes a test late).
+    @Test(arguments: ["POST /v1/pull", "POST /v1/push"])
+    func anAnswerDrippedSlowerThanAnyTransferEndsNearTheRequestTimeout(dripped route: String) async throws {
+        let bodies = [
+            "POST /v1/pull": #"{"changes":[],"hasMore":false,"nextCursor":"c"}"#,
+            "POST /v1/push": #"{"results":[]}"#,
+        ]
+        let server = try await LocalHTTPServer(routes: [
+            route: .init(body: (bodies[route] ?? "") + String(repeating: " ", count: 400), dripSeconds: 0.2),
+        ])
+        defer { server.stop() }
+        let transport = HTTPTransport(
+            configuration: .init(
+                baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1), transferTimeout: .seconds(60)),
+            token: "t1")
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            if route == "POST /v1/pull" {
+                _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+            } else {
+                let mutation = PushMutation(
+                    idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), baseVersion: 1,
+                    deletion: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, counter: 0, node: NodeID(1)))
+                _ = try await transport.push(PushRequest(mutations: [mutation]))
+            }
+            Issue.record("the dripped answer was waited out")
+        } catch {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        // The whole answer would take 90 s; the exchange's deadline is 60 s; silence twice and the
+        // bytes' time come to about 2 s.
+        #expect(clock.now - started < .seconds(20), "\(clock.now - started)")
+    }
+
+    /// An answer arriving at the slowest rate a transfer is held to, or faster, is read whole however
+    /// long past the request timeout it takes.
+    @Test func anAnswerArrivingAtTheSlowestRateAllowedIsReadWhole() async throws {
+        let page = #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 3_000)
+        let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: page, dripSeconds: 0.1, dripBytes: 100)])
+        defer { server.stop() }
+        var configuration = HTTPTransport.Configuration(
+            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1), transferTimeout: .seconds(60))
+        // 1,000 bytes a second sent, 200 held to: 3 s of answer, earning 15 s past the request timeout.
+        configuration.minimumTransferBytesPerSecond = 200
+        let transport = HTTPTransport(configuration: configuration, token: "t1")
+        let answer = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+        #expect(answer.nextCursor == "c")
+    }
+
     /// A run's budget bounds the request in flight too, not only when the next batch starts: a server
     /// dripping a pull page a byte at a time held `outpost sync --budget 5` for as long as the page's
     /// own deadline (minutes; attack 92, finding 2), past the background time a mobile OS grants. The
