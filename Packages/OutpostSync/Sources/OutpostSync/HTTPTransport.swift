@@ -486,17 +486,24 @@ public actor HTTPTransport: SyncTransport {
         let bodyTime = Duration.seconds(Double(body?.count ?? 0) / rate)
         let headDeadline = min(deadline, silence + bodyTime)
         let limit = configuration.maximumResponseBytes
-        // Past its head, the answer has the silence again and the time its bytes earn at the slowest
-        // rate a transfer is held to, within the deadline: a server dripping a byte every two seconds
-        // (each within the silence) held a sync for the whole deadline (attack 132 F3: 300 s). Counted
-        // inflated, as the client hands them over: at most about a thousand times the wire's bytes, and
-        // never past the deadline.
+        // Once its head has come, the answer has the silence again and the time its bytes earn at the
+        // slowest rate a transfer is held to, within the deadline: a server dripping a byte every two
+        // seconds (each within the silence) held a sync for the whole deadline (attack 132 F3: 300 s).
+        // Counted inflated, as the client hands them over: at most about a thousand times the wire's
+        // bytes, and never past the deadline. Until the head comes only the deadline counts, as before:
+        // a process whose cooperative pool is busy for minutes starts the exchange late, not wrongly.
         let arrived = NIOLockedValueBox<Int64>(0)
-        let earned: @Sendable () -> Duration = { .seconds(Double(arrived.withLockedValue { $0 }) / rate) }
+        let headCame = NIOLockedValueBox<Duration?>(nil)
+        let started = ContinuousClock.now
+        let allowed: @Sendable () -> Duration = {
+            guard let head = headCame.withLockedValue({ $0 }) else { return deadline }
+            return head + silence + .seconds(Double(arrived.withLockedValue { $0 }) / rate)
+        }
         let answer: Answer
         do {
-            answer = try await Self.within(headDeadline + silence, extendedBy: earned, atMost: deadline) { [request] in
+            answer = try await Self.within(.zero, extendedBy: allowed, atMost: deadline, recheckingEvery: silence) { [request] in
                 let response = try await client.execute(request, timeout: Self.timeAmount(headDeadline))
+                headCame.withLockedValue { $0 = ContinuousClock.now - started }
                 // Counted while it arrives, inflated: a body past the limit is cut off there.
                 var collected = ByteBuffer()
                 for try await part in response.body {
@@ -527,10 +534,11 @@ public actor HTTPTransport: SyncTransport {
     /// wait for an answer's head, not its body. A dispatch timer, not a sleeping task, so a busy
     /// cooperative pool cannot make it late. `extendedBy` says how much later than `deadline` the work
     /// may end as it stands (a download's progress); asked when the deadline comes, which then moves,
-    /// never past `atMost` if given.
+    /// never past `atMost` if given, and asked again at least every `recheckingEvery` if given (for an
+    /// allowance that can shrink as the work goes on).
     static func within<Value: Sendable>(
         _ deadline: Duration, extendedBy earnedTime: (@Sendable () -> Duration)? = nil, atMost cap: Duration? = nil,
-        _ work: @escaping @Sendable () async throws -> Value
+        recheckingEvery recheck: Duration? = nil, _ work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let task = Task { try await work() }
         let expired = NIOLockedValueBox(false)
@@ -548,7 +556,7 @@ public actor HTTPTransport: SyncTransport {
                 let allowed = min(deadline + earnedTime(), cap ?? .seconds(Int64.max))
                 let left = allowed - (ContinuousClock.now - started)
                 if left > .zero {
-                    timer.schedule(deadline: .now() + left.seconds)
+                    timer.schedule(deadline: .now() + min(left, recheck ?? left).seconds)
                     return
                 }
             }

@@ -353,12 +353,13 @@ import Testing
     /// An answer arriving at the slowest rate a transfer is held to, or faster, is read whole however
     /// long past the request timeout it takes.
     @Test func anAnswerArrivingAtTheSlowestRateAllowedIsReadWhole() async throws {
-        let page = #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 3_000)
+        let page = #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 10_000)
         let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: page, dripSeconds: 0.1, dripBytes: 100)])
         defer { server.stop() }
         var configuration = HTTPTransport.Configuration(
-            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(1), transferTimeout: .seconds(60))
-        // 1,000 bytes a second sent, 200 held to: 3 s of answer, earning 15 s past the request timeout.
+            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(4), transferTimeout: .seconds(120))
+        // 1,000 bytes a second sent, 200 held to: 10 s of answer (past twice the request timeout),
+        // earning 50 s; room for a loaded host's slower drip.
         configuration.minimumTransferBytesPerSecond = 200
         let transport = HTTPTransport(configuration: configuration, token: "t1")
         let answer = try await transport.pull(PullRequest(cursor: nil, limit: 10))
