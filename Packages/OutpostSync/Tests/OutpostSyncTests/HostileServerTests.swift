@@ -353,13 +353,14 @@ import Testing
     /// An answer arriving at the slowest rate a transfer is held to, or faster, is read whole however
     /// long past the request timeout it takes.
     @Test func anAnswerArrivingAtTheSlowestRateAllowedIsReadWhole() async throws {
-        let page = #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 10_000)
+        let page = #"{"changes":[],"hasMore":false,"nextCursor":"c"}"# + String(repeating: " ", count: 12_000)
         let server = try await LocalHTTPServer(routes: ["POST /v1/pull": .init(body: page, dripSeconds: 0.1, dripBytes: 100)])
         defer { server.stop() }
         var configuration = HTTPTransport.Configuration(
-            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(4), transferTimeout: .seconds(120))
-        // 1,000 bytes a second sent, 200 held to: 10 s of answer (past twice the request timeout),
-        // earning 50 s; room for a loaded host's slower drip.
+            baseURL: server.baseURL, schemaVersion: 5, requestTimeout: .seconds(10), transferTimeout: .seconds(120))
+        // 1,000 bytes a second sent, 200 held to: 12 s of answer (past the silence allowed after the
+        // head), earning 60 s. The silence is long: under the full suite, a 4 s one saw the scripted
+        // server's drip pause past it.
         configuration.minimumTransferBytesPerSecond = 200
         let transport = HTTPTransport(configuration: configuration, token: "t1")
         let answer = try await transport.pull(PullRequest(cursor: nil, limit: 10))
