@@ -407,6 +407,23 @@ extension StoreWriter {
         return (before, after)
     }
 
+    /// Whether `remote` carries a write this device has never seen: a field's clock newer than any it
+    /// holds for that field (its own, the server's as last pulled, or a delete's), or a delete newer than
+    /// every clock it holds. A version read before a newer one carries none: every write it holds the
+    /// newer one holds too, or one later. Only for a record whose server clocks the device has (a bundle
+    /// carries none, and an imported row's numbers are judged by `ImportedVersions`).
+    static func bringsUnseenWrite(_ remote: VersionedRecord, over held: FieldClocks.Stored?) -> Bool {
+        guard let held, let server = held.server else { return false }
+        let heldDeletion = max(held.deletion ?? .origin, held.deferredTombstone?.deletion ?? .origin)
+        for (field, stamp) in remote.clocks
+        where stamp > max(held.fields[field] ?? .origin, server[field] ?? .origin, heldDeletion) {
+            return true
+        }
+        guard let deletion = remote.deletion else { return false }
+        let newestHeld = max(heldDeletion, held.fields.values.max() ?? .origin, server.values.max() ?? .origin)
+        return deletion > newestHeld
+    }
+
     /// A pulled record whose stored clocks do not read (`FieldClocks.Unreadable`, a damaged row): the row
     /// goes, and the record is settled without it. With no change of it waiting, the caller applies the
     /// server's version as for a record held without clocks (returns false). With one waiting, the clocks
@@ -459,10 +476,15 @@ extension StoreWriter {
         }
         // A page read before one already applied (two pulls at once, from two processes of one app)
         // must not move a record back to an older version; one an import wrote is the bundle's word, and
-        // the server's copy replaces it (`ImportedVersions`).
+        // the server's copy replaces it (`ImportedVersions`). So does a version carrying a write this
+        // device never saw, whatever its number: no page read before a newer one does, and the number
+        // held is wrong (attack 132 F1: a broken push answer 1,000 versions ahead left every later
+        // change of the record behind it, and the record stuck, for good).
+        let unseen = local.map { remote.record.sync.version < $0.sync.version } == true
+            && Self.bringsUnseenWrite(remote, over: before)
         let arrival = ServerArrival.decide(
             stored: local, incomingVersion: remote.record.sync.version, changeWaiting: waiting != nil, carriesClocks: true,
-            storedIsImported: imported)
+            storedIsImported: imported, bringsUnseenWrite: unseen)
         if arrival == .keepNewerStored || arrival == .keepWaitingChange { return }
         if imported { try ImportedVersions.forget(entity, id, in: db) }
         if local == nil, !remote.isContentlessTombstone, reads.isKnownDeleted(entity, id) {
@@ -506,7 +528,8 @@ extension StoreWriter {
             // have been edited: believed, it made the change look based on everything the server took,
             // and a role-based strategy let it overwrite a concurrent write unseen. It is judged as
             // concurrent instead: the strategy decides, and what loses is surfaced.
-            if imported, base.sync.version > remote.record.sync.version { base.sync.version = 0 }
+            // So is a base above the server's version that a wrong number held here made (`unseen`).
+            if imported || unseen, base.sync.version > remote.record.sync.version { base.sync.version = 0 }
             // A write bringing the record back from the very delete this device knew of was made after
             // it, whatever version it went out on (`heldVersion`); the fields it only carried take the
             // server's values, the newest there are, not the ones this device held from before the delete.

@@ -24,12 +24,15 @@ enum ServerArrival: Equatable {
     /// the server's version comes with its per-field clocks (a pull). `storedIsImported`: the stored
     /// version is one an import wrote and the server has not confirmed (`ImportedVersions`); a pull's
     /// copy is the server's word and replaces it whatever the numbers say, as a bundle's versions may
-    /// have been edited.
+    /// have been edited. `bringsUnseenWrite`: the server's version carries a write this device has never
+    /// seen (`StoreWriter.bringsUnseenWrite`), so it is no page read before a newer one, whatever its
+    /// number: the number held is wrong, and the server's copy replaces it as an import's does.
     static func decide(
-        stored: EntityRecord?, incomingVersion: Int64, changeWaiting: Bool, carriesClocks: Bool, storedIsImported: Bool = false
+        stored: EntityRecord?, incomingVersion: Int64, changeWaiting: Bool, carriesClocks: Bool, storedIsImported: Bool = false,
+        bringsUnseenWrite: Bool = false
     ) -> ServerArrival {
         guard let stored else { return .store }
-        if carriesClocks, storedIsImported { return changeWaiting ? .mergeWithWaitingChange : .store }
+        if carriesClocks, storedIsImported || bringsUnseenWrite { return changeWaiting ? .mergeWithWaitingChange : .store }
         if changeWaiting {
             if incomingVersion < stored.sync.version { return .keepWaitingChange }
             if carriesClocks { return .mergeWithWaitingChange }
