@@ -35,6 +35,18 @@ import Testing
         return HTTPTransport(configuration: configuration, token: "t1")
     }
 
+    /// A pull, or a push of one delete, as `route` names (its answer dropped).
+    static func exchange(_ route: String, through transport: HTTPTransport) async throws(TransportError) {
+        if route.hasSuffix("pull") {
+            _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
+        } else {
+            let mutation = PushMutation(
+                idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), baseVersion: 1,
+                deletion: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, counter: 0, node: NodeID(1)))
+            _ = try await transport.push(PushRequest(mutations: [mutation]))
+        }
+    }
+
     /// The error a download of the bundle `route` answers ends in (nil: the bundle was taken), after
     /// checking no bundle was left where an import would find it.
     static func downloadError(
@@ -333,14 +345,7 @@ import Testing
         let clock = ContinuousClock()
         let started = clock.now
         do {
-            if route == "POST /v1/pull" {
-                _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
-            } else {
-                let mutation = PushMutation(
-                    idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), baseVersion: 1,
-                    deletion: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, counter: 0, node: NodeID(1)))
-                _ = try await transport.push(PushRequest(mutations: [mutation]))
-            }
+            try await Self.exchange(route, through: transport)
             Issue.record("the dripped answer was waited out")
         } catch {
             #expect(error.code == .timedOut, "\(error)")
@@ -446,14 +451,7 @@ import Testing
         let transport = Self.transport(to: server, transferTimeout: .seconds(60), minimumRate: 4096)
         let started = ContinuousClock.now
         do {
-            if route.hasSuffix("pull") {
-                _ = try await transport.pull(PullRequest(cursor: nil, limit: 10))
-            } else {
-                let mutation = PushMutation(
-                    idempotencyKey: UUID(), entity: .issue, operation: .delete, recordID: UUID(), baseVersion: 1,
-                    deletion: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, counter: 0, node: NodeID(1)))
-                _ = try await transport.push(PushRequest(mutations: [mutation]))
-            }
+            try await Self.exchange(route, through: transport)
             Issue.record("an answer of interim lines only was taken")
         } catch {
             #expect(error.code == .timedOut, "\(error)")
