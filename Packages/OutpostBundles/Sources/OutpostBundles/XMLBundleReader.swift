@@ -214,34 +214,29 @@ final class XMLBundleReader: BundleItemReader {
         if !fedContent {
             fedContent = chunk[start..<count].contains { !Self.whiteSpace.contains($0) }
         }
+        // A tag past the attribute limit is refused before libxml2 sees it (`XMLAttributeCount`). What comes
+        // before it is parsed first, so an error there is told first (and a validation collects the
+        // records before it); libxml2 parses a start tag only once its `>` has come, and none is fed.
         let verdict = chunk.withUnsafeBytes { attributeCount.scan(UnsafeRawBufferPointer(rebasing: $0[start..<count])) }
-        if case .pastTheLimit(let tagStart) = verdict {
-            // What comes before the tag is parsed first, so an error before it is told first (and a
-            // validation collects the records before it); libxml2 parses a start tag only once its `>`
-            // has come, and none of the tag is fed.
-            if let tagStart, tagStart > 0 {
-                _ = chunk.withUnsafeBytes { bytes in
-                    xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(tagStart), 0)
-                }
-                textRuns?.flush()
+        var fed = count - start
+        if case .pastTheLimit(let tagStart) = verdict { fed = tagStart ?? 0 }
+        if fed > 0 || verdict == .within {
+            _ = chunk.withUnsafeBytes { bytes in
+                xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(fed), 0)
             }
-            settle()
-            var place = location
-            place.line = attributeCount.line
-            report(
-                BundleError(
-                    .limitExceeded,
-                    message: "an element has more than \(limits.maximumObjectMembers) attributes, namespace declarations and xsi: attributes included; no element the bundle format declares has more than six"
-                ).located(place),
-                fatal: true)
-            return
-        }
-        _ = chunk.withUnsafeBytes { bytes in
-            xmlParseChunk(parser, bytes.baseAddress!.assumingMemoryBound(to: CChar.self) + start, Int32(count - start), 0)
         }
         // The chunk's last run of text goes on before its errors are settled, as it did unjoined.
         textRuns?.flush()
         settle()
+        guard verdict != .within else { return }
+        var place = location
+        place.line = attributeCount.line
+        report(
+            BundleError(
+                .limitExceeded,
+                message: "an element has more than \(limits.maximumObjectMembers) attributes, namespace declarations and xsi: attributes included; no element the bundle format declares has more than six"
+            ).located(place),
+            fatal: true)
     }
 
     // MARK: Events

@@ -548,12 +548,13 @@ public actor HTTPTransport: SyncTransport {
         // cancelled timer source also leaves dispatch's queue at once, where a cancelled work item
         // waited out its deadline.
         let running = NIOLockedValueBox<Task<Value, any Error>?>(task)
+        let cap = cap ?? .seconds(Int64.max)
         let timer = DispatchSource.makeTimerSource(queue: .global())
         let started = ContinuousClock.now
         // The handler holds its timer to move it; cancelling the timer below releases the handler.
         timer.setEventHandler { [timer] in
             if let earnedTime {
-                let allowed = min(deadline + earnedTime(), cap ?? .seconds(Int64.max))
+                let allowed = min(deadline + earnedTime(), cap)
                 let left = allowed - (ContinuousClock.now - started)
                 if left > .zero {
                     timer.schedule(deadline: .now() + min(left, recheck ?? left).seconds)
@@ -577,7 +578,7 @@ public actor HTTPTransport: SyncTransport {
             }
         } catch {
             if expired.withLockedValue({ $0 }) {
-                throw TimedOut(deadline: min(deadline + (earnedTime?() ?? .zero), cap ?? .seconds(Int64.max)))
+                throw TimedOut(deadline: min(deadline + (earnedTime?() ?? .zero), cap))
             }
             throw error
         }
