@@ -235,6 +235,7 @@ extension LocalStore: Replica {
             if !taken.isEmpty { try? write { db in try OwnSequences.note(taken, in: db) } }
         }
         var unanswered: [Mutation] = [], leftOut: [Mutation] = []
+        var given: [ServerIDs.Name: UUID] = [:]
         for mutation in batch.mutations {
             guard let outcome = results[mutation.idempotencyKey] else {
                 unanswered.append(mutation)
@@ -258,6 +259,22 @@ extension LocalStore: Replica {
             if case .conflict(let record) = outcome.unwrapped, record.entity != mutation.entity || record.recordID != mutation.recordID {
                 unanswered.append(mutation)
                 continue
+            }
+            // Nor does an answer giving a server id that another record holds, here or earlier in this
+            // answer: a server id names one record, and a reference to one given twice resolved to either
+            // (attack 132, F5: a hostile server's answers named two new issues by one id, both stored).
+            // A pulled record so named is quarantined (`StoreWriter.applyPulled`).
+            if case .applied(_, let serverID?) = outcome.unwrapped {
+                let name = ServerIDs.Name(entity: mutation.entity, serverID: serverID)
+                var holder = given[name]
+                if holder == nil {
+                    holder = try read { db in try ServerIDs.clientID(of: mutation.entity, serverID: serverID, in: db) }
+                }
+                if let holder, holder != mutation.recordID {
+                    unanswered.append(mutation)
+                    continue
+                }
+                given[name] = mutation.recordID
             }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):

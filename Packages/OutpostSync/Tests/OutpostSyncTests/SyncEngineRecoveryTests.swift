@@ -657,6 +657,35 @@ extension SyncEngineTests {
         #expect(try device.store.openConflicts().isEmpty)
     }
 
+    /// An answer giving a server id another record holds (attack 132, F5): a hostile server's answers
+    /// named two new issues by one server id, and both were stored, so a reference to it resolved to
+    /// either. A server id names one record: the second answer settles nothing, as an answer at a
+    /// version no server gives, and its change waits; the first record keeps the id. Within one answer
+    /// and across answers.
+    @Test(arguments: [false, true])
+    func anAnswerGivingAnotherRecordsServerIDSettlesNothing(acrossAnswers: Bool) async throws {
+        let device = try Device()
+        let server = try await InProcessServer()
+        let project = try await server.newProject()
+        _ = try await SyncEngine(store: device.store, transport: server, random: SeededGenerator(seed: 38)).sync(now: { self.now })
+        let first = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let transport = OtherKeysTransport(base: server) { _ in .applied(version: 1, serverID: "S-1") }
+        if acrossAnswers {
+            _ = try await SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 39))
+                .sync(now: { self.now.addingTimeInterval(5) })
+            #expect(try device.store.serverID(of: .issue, clientID: first.id) == "S-1")
+        }
+        let second = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now.addingTimeInterval(10))
+        let report = try await SyncEngine(store: device.store, transport: transport, random: SeededGenerator(seed: 40))
+            .sync(now: { self.now.addingTimeInterval(20) })
+        #expect(report.failed == 0, "\(report)")
+        #expect(try device.store.serverID(of: .issue, clientID: first.id) == "S-1")
+        #expect(try device.store.serverID(of: .issue, clientID: second.id) == nil, "one server id names two records")
+        #expect(try device.store.record(.issue, id: second.id)?.sync.serverID == nil)
+        #expect(try device.store.unsentChanges().map(\.recordID) == [second.id])
+        #expect(try device.store.unsentChanges().first?.status == .pending)
+    }
+
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
         let device = try Device()
         let server = try await InProcessServer()
