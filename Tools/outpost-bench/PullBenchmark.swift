@@ -95,12 +95,14 @@ struct PullBenchmark: BenchmarkSuite {
     }
 
     /// Applies `changes` in pages of `pageSize`, each with its cursor; returns the seconds spent applying.
-    /// Building the pages is not timed.
+    /// Building the pages is not timed: each record is converted and prepared (`PreparedChange`) as the
+    /// sync engine does where it decodes a page, off the store's writer.
     private func apply(_ changes: [ServerRecord], pageSize: Int, into store: LocalStore) async throws -> Double {
         var pages: [PulledPage] = []
         for start in stride(from: 0, to: changes.count, by: pageSize) {
             let slice = changes[start..<min(start + pageSize, changes.count)]
-            pages.append(PulledPage(changes: try slice.map { try $0.versionedRecord }, cursor: "\(slice.last!.sequence)"))
+            pages.append(PulledPage(
+                prepared: try slice.map { PreparedChange(try $0.versionedRecord) }, cursor: "\(slice.last!.sequence)"))
         }
         let clock = ContinuousClock()
         let started = clock.now

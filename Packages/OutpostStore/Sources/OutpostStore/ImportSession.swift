@@ -288,6 +288,11 @@ final class ImportSession {
 struct ParentKey: Hashable {
     let entity: EntityType
     let id: UUID
+
+    /// Hashed by the id alone, as `PulledPageReads.Key`: ids are random. Equal still means both equal.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+    }
 }
 
 /// A set that forgets everything when full: parents repeat (every issue names the same project), so a

@@ -45,6 +45,9 @@ public struct PulledPage: Sendable {
     /// of those `LocalStore.rereadProjects()` gave the request): noted with the page, for
     /// `LocalStore.settleRereadImports(asked:)` once the pull reaches its last page.
     public let sentRereadProjects: [UUID]
+    /// What `init(prepared:…)` took worked out of each of `changes`, in the same order; empty for a
+    /// page made of plain records, whose writer works all of it out itself.
+    private(set) var checks: [PreparedChange.Checks] = []
 
     /// Creates a page of the `structured` stream unless told otherwise.
     public init(
@@ -67,12 +70,29 @@ public struct PulledPage: Sendable {
         self.rebuildsHistory = rebuildsHistory
     }
 
+    /// A page of records the sync engine prepared where it decoded them (`PreparedChange`), which the
+    /// store's writer then has less to do for; otherwise as `init(changes:…)`.
+    public init(
+        prepared: [PreparedChange], cursor: String?, stream: String = "structured", unreadable: [QuarantinedRecord] = [],
+        leftProjects: [UUID] = [], projects: Set<UUID>? = nil, checkpoint: String? = nil, rebuildsHistory: Bool = false,
+        sentBundlePositions: [String] = [], ownRecords: [OwnRecord] = [], passedOwnSequencesThrough: Int64? = nil,
+        sentRereadProjects: [UUID] = []
+    ) {
+        self.init(
+            changes: prepared.map(\.change), cursor: cursor, stream: stream, unreadable: unreadable, leftProjects: leftProjects,
+            projects: projects, checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions,
+            ownRecords: ownRecords, passedOwnSequencesThrough: passedOwnSequencesThrough, sentRereadProjects: sentRereadProjects)
+        checks = prepared.map(\.checks)
+    }
+
     /// The page with the records of projects this device did not ask for moved to `unreadable`.
     func scoped(to projects: Set<UUID>, reading record: (EntityType, UUID) throws -> EntityRecord?, at now: Date) throws -> PulledPage {
         let page = Dictionary(changes.map { ($0.record.id, $0.record) }, uniquingKeysWith: { first, _ in first })
         var kept: [VersionedRecord] = []
+        var keptChecks: [PreparedChange.Checks] = []
         var outside = unreadable
-        for change in changes {
+        for index in changes.indices {
+            let change = changes[index]
             if let project = try Self.project(of: change.record, in: page, reading: record), !projects.contains(project) {
                 outside.append(QuarantinedRecord(
                     entity: change.record.entity, recordID: change.record.id,
@@ -80,12 +100,15 @@ public struct PulledPage: Sendable {
                     quarantinedAt: now))
             } else {
                 kept.append(change)
+                if !checks.isEmpty { keptChecks.append(checks[index]) }
             }
         }
-        return PulledPage(
+        var scoped = PulledPage(
             changes: kept, cursor: cursor, stream: stream, unreadable: outside, leftProjects: leftProjects, projects: nil,
             checkpoint: checkpoint, rebuildsHistory: rebuildsHistory, sentBundlePositions: sentBundlePositions,
             ownRecords: ownRecords, passedOwnSequencesThrough: passedOwnSequencesThrough, sentRereadProjects: sentRereadProjects)
+        scoped.checks = keptChecks
+        return scoped
     }
 
     /// The project `record` belongs to, following its owning parents (the first parent each names)
@@ -294,14 +317,23 @@ extension StoreWriter {
             var statements = PageStatements()
             var changedHere = Set<UUID>(minimumCapacity: changes.count)
             var pageRecords: [UUID: EntityRecord]?
-            for remote in changes {
-                let translated = try ServerIDs.clientReferences(in: remote, db: db)
+            // The page's records as the engine prepared them (`PreparedChange`), after any revived ones.
+            let firstPrepared = page.checks.isEmpty ? changes.endIndex : report.revivedRecords.count
+            for index in changes.indices {
+                let remote = changes[index]
+                let prepared = index >= firstPrepared ? page.checks[index - firstPrepared] : nil
+                // Only a parent named by a server id (text) is translated, which `prepared` knows.
+                let translation = prepared?.namesParentByServerID == false ? nil : try ServerIDs.clientReferences(in: remote, db: db)
+                let translated = translation ?? remote
+                // What was prepared holds for the record as the server sent it, not once a reference
+                // of it is translated (rare: a server that names parents by its own ids).
+                let ready = translation == nil ? prepared : nil
                 let entity = remote.record.entity, id = remote.record.id
                 // One record that cannot be stored must not hold back its page, nor every later run.
                 // A pulled tombstone comes without its contents: there is nothing to check.
                 let contentless = translated.isContentlessTombstone
                 let sharesServerID = sharedServerID[.init(entity: entity, id: id)]
-                let unstorable = Quarantine.unstorableValue(in: translated.record)
+                let unstorable = ready.map(\.unstorable) ?? Quarantine.unstorableValue(in: translated.record)
                 let moved = contentless ? nil : try Self.projectMove(of: translated.record, reads: reads, in: db) {
                     // The page's own records count as parents of the new version, its latest copy of each:
                     // gathered once a page, the first time a record's parents change.
@@ -311,7 +343,7 @@ extension StoreWriter {
                     return gathered
                 }
                 if let problem = sharesServerID ?? unstorable ?? moved
-                    ?? (contentless ? nil : Quarantine.problem(with: translated.record))
+                    ?? (contentless ? nil : ready.map(\.shapeProblem) ?? Quarantine.problem(with: translated.record))
                 {
                     // Only a record refused for its shape is kept for a later build: no update of the
                     // app makes a server id the server gave twice name one record, nor takes a value no
@@ -336,8 +368,8 @@ extension StoreWriter {
                     reads.wrote(entity, id)  // read exactly: the record may now have a change waiting
                 }
                 try apply(
-                    translated, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements, report: &report,
-                    rebuildsHistory: page.rebuildsHistory, db: db, now: now)
+                    translated, prepared: ready, policy: policy, pageIDs: pageIDs, reads: &reads, statements: &statements,
+                    report: &report, rebuildsHistory: page.rebuildsHistory, db: db, now: now)
                 if !report.unchangedRecords.contains(id) { changedHere.insert(id) }
                 report.refusedRecords.remove(id)  // an earlier copy in the page was refused, this one stored
                 reads.wrote(entity, id)
@@ -455,7 +487,7 @@ extension StoreWriter {
     }
 
     private func apply(
-        _ remote: VersionedRecord, policy: ConflictPolicy, pageIDs: Set<UUID>, reads: inout PulledPageReads,
+        _ remote: VersionedRecord, prepared: PreparedChange.Checks?, policy: ConflictPolicy, pageIDs: Set<UUID>, reads: inout PulledPageReads,
         statements: inout PageStatements, report: inout PullReport, rebuildsHistory: Bool = false, db: Database, now: Date
     ) throws {
         let entity = remote.record.entity, id = remote.record.id
@@ -519,6 +551,8 @@ extension StoreWriter {
         }
         var written: EntityRecord
         var clocks: FieldClocks.Stored
+        // Set when the row takes the server's version as it is, of which `prepared` worked some out.
+        var asPrepared: PreparedChange.Checks?
         if arrival == .mergeWithWaitingChange, let local, let waiting {
             let stored = before ?? FieldClocks.Stored(fields: [:], deletion: nil, server: nil)
             // The change is judged on the version it was made on, which an import may have moved the row past.
@@ -619,6 +653,7 @@ extension StoreWriter {
             // write (found by the conflict model, seed 319).
             if let local { written.sync.updatedAt = max(local.sync.updatedAt, remote.record.sync.updatedAt) }
             clocks = FieldClocks.Stored(fields: remote.clocks, deletion: remote.deletion, server: remote.clocks)
+            asPrepared = prepared
             report.applied += 1
         }
         if let deferred = before?.deferredTombstone, deferred.version > remote.record.sync.version {
@@ -636,8 +671,16 @@ extension StoreWriter {
             if local?.sync.isDeleted ?? true { reads.arrived(entity, id) }
         }
         try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
-        try ServerIDs.noteUnmapped(in: written, db: db)
-        try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
+        if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
+        // Over nothing held, the row is the server's clocks as both sides' with no history: with one
+        // clock for every field, that clock's compact form.
+        if local == nil, let shared = asPrepared?.sharedClock {
+            try FieldClocks.write(
+                encoded: FieldClocks.Stored.compactForm(of: shared), entity, idText: id.storageText,
+                with: statements.fieldClocks(in: db))
+        } else {
+            try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
+        }
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
             reads.parentGone(entity, id)
@@ -810,8 +853,9 @@ enum ServerIDs {
         ).flatMap(UUID.init(uuidString:))
     }
 
-    /// The change with every parent reference that arrived as a server id (text) turned back into the client id.
-    static func clientReferences(in change: VersionedRecord, db: Database) throws -> VersionedRecord {
+    /// The change with every parent reference that arrived as a server id (text) turned back into the
+    /// client id; nil when it has none to turn (nearly every record).
+    static func clientReferences(in change: VersionedRecord, db: Database) throws -> VersionedRecord? {
         // The record is copied only once a reference is translated: nearly every pulled record has
         // none, and the copy was a retain and a release of each of its strings and dictionaries.
         var record: EntityRecord?
@@ -825,7 +869,7 @@ enum ServerIDs {
             if record == nil { record = change.record }
             record?[relation.field] = .uuid(clientID)
         }
-        guard let record else { return change }
+        guard let record else { return nil }
         return try VersionedRecord(record: record, clocks: change.clocks, deletion: change.deletion)
     }
 }

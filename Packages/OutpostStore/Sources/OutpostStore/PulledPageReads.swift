@@ -38,6 +38,12 @@ struct PulledPageReads {
     struct Key: Hashable {
         let entity: EntityType
         let id: UUID
+
+        /// Hashed by the id alone: ids are random, and the entity's name hashed with each was a tenth of
+        /// the hashing a pulled record costs the writer (`perf`, issue 41). Equal still means both equal.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(id)
+        }
     }
 
     /// Reads the page's records, their waiting changes and the quarantine log.

@@ -19,7 +19,7 @@ struct PullPrefetch: Sendable {
         /// `weight(of: response)`, reckoned once: the read-ahead holds pages by it, and a run of refused
         /// pages is bounded by it (`checkStored`).
         let weight: Int
-        var records: [VersionedRecord] = []
+        var records: [PreparedChange] = []
         /// Changes that could not be converted, with why.
         var unreadable: [(ServerRecord, String)] = []
         /// The bundle positions its request carried (the first request's only).
@@ -204,7 +204,7 @@ struct PullPrefetch: Sendable {
         // run: otherwise every later run would stop at the same page.
         for change in page.response.changes {
             do {
-                page.records.append(try change.versionedRecord)
+                page.records.append(PreparedChange(try change.versionedRecord))
             } catch {
                 page.unreadable.append((change, "\(error)"))
             }

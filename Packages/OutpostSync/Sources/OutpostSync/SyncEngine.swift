@@ -363,7 +363,7 @@ public actor SyncEngine {
             let applying = elapsed()
             let applied = try await store.applyPulledPage(
                 PulledPage(
-                    changes: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
+                    prepared: fetched.records, cursor: response.nextCursor, unreadable: unreadable,
                     leftProjects: response.leftProjects, projects: projects, checkpoint: response.checkpoint,
                     rebuildsHistory: rebuilding, sentBundlePositions: fetched.sentBundlePositions,
                     ownRecords: response.ownRecords, passedOwnSequencesThrough: response.hasMore ? nil : passedThrough,
