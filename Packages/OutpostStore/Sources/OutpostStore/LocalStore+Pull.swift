@@ -608,6 +608,11 @@ extension StoreWriter {
             // A server value this device already had when it wrote over it is not a conflict.
             // Nor is the delete this device's write brought the record back from: it knew of it (a copy
             // read before it surfaced it when saved).
+            // Nor is a field a revival only carried (its user never wrote it, and it holds the server's
+            // value) once a value its user wrote is surfaced with it: a restore with an edit that met
+            // another delete listed five "—" against "—" beside the edit (attack 132, F6). A restore with
+            // no edit keeps them: they are the only trace of the restore that lost.
+            let usersValueLost = resolution.losingValues.contains { $0.side == .client && !waiting.carried.contains($0.field) }
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: strategy, in: db, now: now,
                 // After a restore, a server value that a write of this device replaced is one the restore
@@ -616,7 +621,8 @@ extension StoreWriter {
                 // So is one an import brought, which the user saw and wrote over: a bundle carries no
                 // clocks, so the value is all there is to tell it by.
                 surfacing: { losing in
-                    losing.side == .client || seen[losing.field] != losing.clock
+                    losing.side == .client ? !(usersValueLost && waiting.carried.contains(losing.field))
+                        : seen[losing.field] != losing.clock
                         && !((rebuildsHistory || waiting.resent || imported)
                             && (stored.written?[losing.field] ?? []).contains { $0.previous == losing.value })
                 },
