@@ -852,9 +852,13 @@ enum ServerIDs {
         try linkWaitingReferences(to: entity, serverID: serverID, clientID: clientID, db: db)
     }
 
+    /// The record `serverID` names. In a store an earlier build let name two records by one id (attack
+    /// 132, F5), the one mapped first, the same one every time.
     static func clientID(of entity: EntityType, serverID: String, in db: Database) throws -> UUID? {
         try String.fetchOne(
-            db.cachedStatement(sql: "SELECT client_id FROM server_id_map WHERE entity = ? AND server_id = ?"),
+            db.cachedStatement(sql: """
+                SELECT client_id FROM server_id_map WHERE entity = ? AND server_id = ? ORDER BY mapped_at, client_id LIMIT 1
+                """),
             arguments: [entity.rawValue, serverID]
         ).flatMap(UUID.init(uuidString:))
     }

@@ -164,8 +164,20 @@ extension LocalStore {
     /// The record's row changes (its version, server id and status, or a delete set aside until now), so
     /// the acknowledgement reaches `changes()` as any other commit does: a screen showing what is
     /// still to sync refreshes.
-    func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) {
+    ///
+    /// Returns false, writing nothing, when `serverID` names another record here: a server id names one
+    /// record, and a reference to one given twice resolved to either (attack 132, F5: a hostile server's
+    /// answers named two new issues by one id, and both were stored). Checked in the write that stores
+    /// the mapping, so two processes settling answers at once cannot both take one id. The caller leaves
+    /// the change waiting, as for any answer that settles nothing.
+    @discardableResult
+    func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) -> Bool {
         try writeAnnouncing { db, changed in
+            if let serverID, let holder = try ServerIDs.clientID(of: mutation.entity, serverID: serverID, in: db),
+                holder != mutation.recordID
+            {
+                return false
+            }
             // An answer for the request as it was sent, when a merge has since moved the mutation onto a
             // newer version (the answer was lost; a pull brought a teammate's change on top and the merge
             // decided what this device still sends): that request is settled, and what the merge left goes
@@ -173,7 +185,7 @@ extension LocalStore {
             // it, and the device kept a value the server never took.
             if try MutationQueue.requeueAfterStaleAnswer(mutation, answeredAt: serverVersion, now: now, in: db) {
                 if let serverID { try ServerIDs.remember(serverID, for: mutation.entity, clientID: mutation.recordID, in: db, now: now) }
-                return
+                return true
             }
             // Only the mutation that was sent: one sent again since under a new key (a conflict rebased it,
             // a retry re-keyed it) is another request, and this late answer must not settle it.
@@ -189,7 +201,7 @@ extension LocalStore {
             // while finished mutations stayed in the queue as `done`.
             guard try MutationQueue.finish(mutation.sequence, key: mutation.idempotencyKey, in: db)
                 || MutationQueue.isFinished(mutation.idempotencyKey, in: db)
-            else { return }
+            else { return true }
             try db.execute(
                 sql: """
                     UPDATE mutation_queue SET base_version = ?
@@ -210,7 +222,7 @@ extension LocalStore {
                 let known = FieldClocks.Stored(fields: mutation.clocks, deletion: mutation.deletion, server: mutation.clocks)
                 try FieldClocks.write(known, mutation.entity, mutation.recordID, in: db)
             }
-            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return }
+            guard var record = try EntityTables.fetchRecord(mutation.entity, id: mutation.recordID, in: db) else { return true }
             record.sync.version = max(record.sync.version, serverVersion)
             if let serverID {
                 record.sync.serverID = serverID
@@ -229,6 +241,7 @@ extension LocalStore {
             let deleted = try Self.applyDeferredTombstone(of: record, acknowledgedAt: serverVersion, unfinished: unfinished, in: db)
             changed.append(StoreChange(
                 entity: record.entity, recordID: record.id, operation: deleted || record.sync.isDeleted ? .delete : .update))
+            return true
         }
     }
 
@@ -279,6 +292,15 @@ extension LocalStore {
     }
 
     /// Mutations claimed but not answered (a paused run, a batch cut short): back in line as they were.
+    /// Notes why a waiting change's last answer settled nothing (`Mutation.lastError`), leaving it as it is.
+    func note(_ reason: String, on mutation: Mutation) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE mutation_queue SET last_error = ? WHERE seq = ? AND lower(idempotency_key) = ?",
+                arguments: [reason, mutation.sequence, mutation.idempotencyKey.storageText])
+        }
+    }
+
     func release(_ mutations: [Mutation]) throws(StoreError) {
         try write { db in
             for mutation in mutations {

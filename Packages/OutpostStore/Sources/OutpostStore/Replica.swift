@@ -222,10 +222,14 @@ extension LocalStore: Replica {
             try write { db in try HistoryState.save(checkpoint: checkpoint, in: db) }
         }
         let results = Dictionary(response.results.map { ($0.idempotencyKey, $0.outcome) }, uniquingKeysWith: { first, _ in first })
+        // Changes answered as applied whose answer settled nothing: their sequences are not this device's.
+        var refused: Set<UUID> = []
         // After the changes are acknowledged (below): a sequence noted before its version was held here
-        // would let the next pull skip a record this device did not hold yet.
+        // would let the next pull skip a record this device did not hold yet. Nor is one noted for an
+        // answer that was refused: the next pull sent the record back as a version alone, which the
+        // device, holding none, quarantined under a misleading reason (review 137).
         defer {
-            let asked = Set(batch.mutations.map(\.idempotencyKey))
+            let asked = Set(batch.mutations.map(\.idempotencyKey)).subtracting(refused)
             let taken = response.results.compactMap { result -> Int64? in
                 guard asked.contains(result.idempotencyKey), case .applied(let version, _) = result.outcome,
                     SyncProtocol.recordVersions.contains(version)
@@ -235,7 +239,6 @@ extension LocalStore: Replica {
             if !taken.isEmpty { try? write { db in try OwnSequences.note(taken, in: db) } }
         }
         var unanswered: [Mutation] = [], leftOut: [Mutation] = []
-        var given: [ServerIDs.Name: UUID] = [:]
         for mutation in batch.mutations {
             guard let outcome = results[mutation.idempotencyKey] else {
                 unanswered.append(mutation)
@@ -260,25 +263,18 @@ extension LocalStore: Replica {
                 unanswered.append(mutation)
                 continue
             }
-            // Nor does an answer giving a server id that another record holds, here or earlier in this
-            // answer: a server id names one record, and a reference to one given twice resolved to either
-            // (attack 132, F5: a hostile server's answers named two new issues by one id, both stored).
-            // A pulled record so named is quarantined (`StoreWriter.applyPulled`).
-            if case .applied(_, let serverID?) = outcome.unwrapped {
-                let name = ServerIDs.Name(entity: mutation.entity, serverID: serverID)
-                var holder = given[name]
-                if holder == nil {
-                    holder = try read { db in try ServerIDs.clientID(of: mutation.entity, serverID: serverID, in: db) }
-                }
-                if let holder, holder != mutation.recordID {
-                    unanswered.append(mutation)
-                    continue
-                }
-                given[name] = mutation.recordID
-            }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
-                try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now)
+                // Nor does one giving a server id that another record holds (`acknowledge`).
+                guard try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now) else {
+                    // Waits like any answer that settles nothing, with its reason for whoever looks.
+                    try note(
+                        "the server named this record by server id \(serverID ?? ""), which names another \(mutation.entity.rawValue) "
+                            + "here; the change waits for an answer that does not", on: mutation)
+                    unanswered.append(mutation)
+                    refused.insert(mutation.idempotencyKey)
+                    continue
+                }
                 settlement.acknowledged += 1
             case .conflict(let serverRecord):
                 // Merge the server's current record with the pending change, then send the change again

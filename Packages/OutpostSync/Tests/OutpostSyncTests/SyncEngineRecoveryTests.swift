@@ -684,6 +684,27 @@ extension SyncEngineTests {
         #expect(try device.store.record(.issue, id: second.id)?.sync.serverID == nil)
         #expect(try device.store.unsentChanges().map(\.recordID) == [second.id])
         #expect(try device.store.unsentChanges().first?.status == .pending)
+        #expect(try device.store.unsentChanges().first?.lastError?.contains("server id S-1, which names another issue") == true)
+    }
+
+    /// An answer that settles nothing for giving another record's server id leaves no trace as this
+    /// device's own change (review 137): its sequence noted, the next pull sent the record back as a
+    /// version alone, which the device, holding none, quarantined under a misleading reason.
+    @Test func aRefusedAnswersSequenceIsNotNotedAsThisDevicesOwn() async throws {
+        let device = try Device()
+        let project = UUID()
+        let first = try await device.store.save(Issue(projectID: project, title: "Leak"), now: now)
+        let second = try await device.store.save(Issue(projectID: project, title: "Crack"), now: now)
+        let batch = try device.store.nextBatch(limit: 10, now: now)
+        #expect(batch.mutations.map(\.recordID) == [first.id, second.id])
+        let answer = PushResponse(results: batch.mutations.enumerated().map { index, mutation in
+            MutationResult(
+                idempotencyKey: mutation.idempotencyKey, outcome: .applied(version: 1, serverID: "S-1"), sequence: Int64(7 + index))
+        })
+        let settlement = try await device.store.settle(batch, with: answer, policy: ConflictPolicy(), retryLimit: 5, now: now)
+        #expect(settlement.acknowledged == 1 && settlement.unanswered == 1)
+        #expect(try device.store.ownSequences() == ["7"], "the refused answer's sequence 8 was noted as this device's own")
+        #expect(try device.store.unsentChanges().map(\.recordID) == [second.id])
     }
 
     @Test func anAcknowledgedEditMovesTheNextEditOfTheRecordOntoTheNewVersion() async throws {
