@@ -182,7 +182,14 @@ public struct ConflictModel: Sendable {
         func lose(server field: String) {
             if let write = server.values[field], unseen(write) { losses.append(Loss(device: device, field: field, value: write.value)) }
         }
-        func lose(own field: String, _ value: String) { losses.append(Loss(device: device, field: field, value: value)) }
+        // A field a restore only carried is not its user's (it holds the server's value): it is not offered
+        // back beside a value its user wrote (attack 132, F6). A restore with no value of its own keeps them.
+        var ownLosses: [Loss] = []
+        defer {
+            let usersValueLost = ownLosses.contains { !change.carried.contains($0.field ?? "") }
+            losses += ownLosses.filter { !(usersValueLost && change.carried.contains($0.field ?? "")) }
+        }
+        func lose(own field: String, _ value: String) { ownLosses.append(Loss(device: device, field: field, value: value)) }
         func loseDelete(own: Bool) {
             if own || change.revives != server.deletion?.id { losses.append(Loss(device: device, field: nil, value: nil)) }
         }
