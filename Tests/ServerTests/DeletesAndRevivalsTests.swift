@@ -501,6 +501,48 @@ extension DeletesAndRevivalsTests {
         }
     }
 
+    /// Attack 133, finding 1: a device deletes an issue offline, then restores it with an edit; a teammate's
+    /// edit reached the server first. Whatever the strategy, the device's own later restore superseded its
+    /// delete: the record stays live on the server. Under server wins and manual, the merge dropped the
+    /// restore's losing fields, and the delete queued before it, no longer followed by a write, went out
+    /// alone on the server's version and was applied: the teammate's edit vanished under a delete, while
+    /// the device showed the record live and nobody was told. (Append only refuses edits, the teammate's
+    /// and the restore, and takes deletes: there the delete stands, everywhere alike.)
+    @Test("A delete its own device then undid never reaches the server, whatever the strategy", arguments: ConflictPolicyName.allCases)
+    func aDeleteUndoneOnItsDeviceNeverReachesTheServer(_ strategy: ConflictPolicyName) async throws {
+        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a"), b = try crew.device("b")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        var renamed = try #require(try a.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        renamed.title = "Loose rail, north stairs"
+        _ = try await a.store.save(renamed)
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.store.delete(.issue, id: issue.id))
+        var restored = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        restored.details = "bolts sheared"
+        _ = try await b.store.save(restored)
+        for device in [b, a, b] { #expect(try await device.engine.sync().isComplete) }
+
+        // Append only takes deletes and refuses edits: A's rename was refused, B's delete went out before
+        // its restore (one push, nothing to merge), and the restore, an edit, was refused and listed.
+        let server = try #require(try await crew.onServer(issue.id))
+        #expect(!server.isDeleted || strategy == .appendOnly, "\(strategy): the delete B undid reached the server")
+        for device in [a, b] {
+            let held = try #require(try device.store.record(.issue, id: issue.id))
+            #expect(held.sync.isDeleted == server.isDeleted, "\(strategy): \(held) against \(server)")
+            #expect(server.isDeleted || held.fields == server.fields, "\(strategy): \(held) against \(server)")
+            #expect(try device.store.unsentChanges().isEmpty, "\(strategy)")
+        }
+        // B's edit stands, or is listed on B as the value that lost.
+        let surfaced = try b.store.openConflicts().filter { $0.recordID == issue.id }
+        #expect(server.fields["details"] == .text("bolts sheared")
+            || surfaced.contains { $0.field == "details" && $0.losingValue == .text("bolts sheared") }, "\(strategy): \(surfaced)")
+    }
+
     /// Attack 52's unconfirmed low finding, with the real store: a device deletes an issue offline, the
     /// office edits it later, the device's sync surfaces its delete as lost and keeps the record; an
     /// edit made on the device then goes out once. Nothing stays queued, nothing fails, and the lost

@@ -424,9 +424,12 @@ enum MutationQueue {
                 """,
             arguments: [id.storageText, entity.rawValue])
         var rebased: [(sequence: Int64, operation: MutationOperation, payload: Payload)] = []
+        // Whether each row wrote fields before the merge dropped the ones that lost.
+        var wroteFields: [Bool] = []
         for row in rows {
             // Written back whole: what is left to send is no longer what the audit entry recorded.
             var payload = try Payload.read(row, in: db)
+            wroteFields.append(!payload.fields.isEmpty)
             payload.keepFields(where: keep)
             // A carried field goes out with the value the merge took from the server.
             if let merged {
@@ -446,9 +449,13 @@ enum MutationQueue {
         // every try while the merge, seeing the newer write, kept it; it failed, and the newer write
         // behind it never left the device (attack 65, findings F1 and F2). A create keeps its fields: the
         // server has not got the record.
+        // Told by what the later write wrote, not by what the merge left of it: a revival whose every value
+        // lost (server wins, manual, append only) undid the delete all the same, and the delete, sent alone
+        // on the server's version, was applied over a teammate's edit that had won, while this device kept
+        // the record live and nobody was told (attack 133, F1).
         for index in rebased.indices.dropLast() {
             let later = rebased[(index + 1)...]
-            if rebased[index].payload.deletion != nil, later.contains(where: { !$0.payload.fields.isEmpty }) {
+            if rebased[index].payload.deletion != nil, wroteFields[(index + 1)...].contains(true) {
                 rebased[index].payload.deletion = nil
                 if rebased[index].operation == .delete { rebased[index].operation = .update }
             }
