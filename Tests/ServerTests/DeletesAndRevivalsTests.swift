@@ -543,6 +543,38 @@ extension DeletesAndRevivalsTests {
             || surfaced.contains { $0.field == "details" && $0.losingValue == .text("bolts sheared") }, "\(strategy): \(surfaced)")
     }
 
+    /// Attack 133, finding 4: B deletes an issue and syncs, then restores it raising its priority and
+    /// syncs; A, on its copy from before the delete, deletes the issue and syncs. Where A's delete wins,
+    /// what it hid from A is B's priority, nothing else: A listed a conflict for every field (the restore
+    /// stamped them all anew), five of them "—" against "—". A server value the device holds the same is
+    /// no conflict: the device saw it when it deleted (or wrote over) the record.
+    @Test("A delete that wins over a restore lists only the values the restore changed", arguments: ConflictPolicyName.allCases)
+    func aDeleteWinningOverARestoreListsOnlyWhatTheRestoreChanged(_ strategy: ConflictPolicyName) async throws {
+        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        defer { Task { await crew.stop() } }
+        let a = try crew.device("a"), b = try crew.device("b")
+        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+        #expect(try await a.engine.sync().isComplete)
+        #expect(try await b.engine.sync().isComplete)
+
+        #expect(try await b.store.delete(.issue, id: issue.id))
+        #expect(try await b.engine.sync().isComplete)
+        var restored = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        restored.priority = .high
+        _ = try await b.store.save(restored)
+        #expect(try await b.engine.sync().isComplete)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(try await a.store.delete(.issue, id: issue.id))
+        for device in [a, b, a] { #expect(try await device.engine.sync().isComplete) }
+
+        let listed = try a.store.openConflicts().filter { $0.recordID == issue.id && $0.field != nil }
+        #expect(listed.allSatisfy { $0.field == "priority" }, "\(strategy): \(listed.map { "\($0.field ?? "") \($0.localValue.map { "\($0)" } ?? "—") / \($0.remoteValue.map { "\($0)" } ?? "—")" })")
+        let server = try #require(try await crew.onServer(issue.id))
+        if server.isDeleted, strategy != .appendOnly {
+            #expect(listed.contains { $0.field == "priority" && $0.losingValue == .text("high") }, "\(strategy): the restore's priority went unlisted")
+        }
+    }
+
     /// Attack 52's unconfirmed low finding, with the real store: a device deletes an issue offline, the
     /// office edits it later, the device's sync surfaces its delete as lost and keeps the record; an
     /// edit made on the device then goes out once. Nothing stays queued, nothing fails, and the lost

@@ -158,7 +158,7 @@ public struct ConflictModel: Sendable {
         let revivesThisDelete = change.revives != nil && change.revives == server.deletion?.id
         let concurrent = change.base < server.version && !revivesThisDelete
         var losses: [Loss] = []
-        let merged = settle(change, concurrent: concurrent, seen: held.seen, device: device, losses: &losses)
+        let merged = settle(change, concurrent: concurrent, seen: held.seen, holding: held.view, device: device, losses: &losses)
         if change.deleteUnseen, revivesThisDelete, !merged.isDeleted { losses.append(Loss(device: device, field: nil, value: nil)) }
         surfaced += losses
         if merged != server {
@@ -176,11 +176,17 @@ public struct ConflictModel: Sendable {
 
     // MARK: The rules
 
-    private func settle(_ change: Change, concurrent: Bool, seen: Set<Int>, device: Int, losses: inout [Loss]) -> Record {
+    private func settle(
+        _ change: Change, concurrent: Bool, seen: Set<Int>, holding view: Record, device: Int, losses: inout [Loss]
+    ) -> Record {
         let server = self.server
         func unseen(_ write: Write) -> Bool { !seen.contains(write.id) && write.device != device }
+        // A server value the device holds the same is not hidden from it: it saw that value when it wrote
+        // over it or deleted the record (a restore stamps every field anew; attack 133, F4).
         func lose(server field: String) {
-            if let write = server.values[field], unseen(write) { losses.append(Loss(device: device, field: field, value: write.value)) }
+            if let write = server.values[field], unseen(write), write.value != view.values[field]?.value {
+                losses.append(Loss(device: device, field: field, value: write.value))
+            }
         }
         // A field a restore only carried is not its user's (it holds the server's value): it is not offered
         // back beside a value its user wrote (attack 132, F6). A restore with no value of its own keeps them.

@@ -620,9 +620,12 @@ extension StoreWriter {
                 // not the ones this device saw, and a teammate's write since may carry an older clock).
                 // So is one an import brought, which the user saw and wrote over: a bundle carries no
                 // clocks, so the value is all there is to tell it by.
+                // Nor is a server value this device holds the same: it saw that value when it wrote over
+                // it or deleted the record. A restore stamps every field anew, and a delete that won over
+                // one listed each as hidden, "—" against "—" among them (attack 133, F4).
                 surfacing: { losing in
                     losing.side == .client ? !(usersValueLost && waiting.carried.contains(losing.field))
-                        : seen[losing.field] != losing.clock
+                        : seen[losing.field] != losing.clock && local[losing.field] != losing.value
                         && !((rebuildsHistory || waiting.resent || imported)
                             && (stored.written?[losing.field] ?? []).contains { $0.previous == losing.value })
                 },
