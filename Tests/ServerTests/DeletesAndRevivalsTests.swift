@@ -40,6 +40,19 @@ struct DeletesAndRevivalsTests {
         }
 
         func stop() async { await server.stop() }
+
+        /// A crew whose issues settle by `strategy`, and devices A and B (Alice's) that both hold one
+        /// issue, synced.
+        static func twoDevicesHoldingAnIssue(
+            _ strategy: ConflictPolicyName
+        ) async throws -> (crew: Crew, a: (store: LocalStore, engine: SyncEngine), b: (store: LocalStore, engine: SyncEngine), issue: OutpostModels.Issue) {
+            let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+            let a = try crew.device("a"), b = try crew.device("b")
+            let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
+            #expect(try await a.engine.sync().isComplete)
+            #expect(try await b.engine.sync().isComplete)
+            return (crew, a, b, issue)
+        }
     }
 
     @Test("An old bundle never brings back a record deleted before the device held it, nor does another device's old export")
@@ -510,12 +523,8 @@ extension DeletesAndRevivalsTests {
     /// and the restore, and takes deletes: there the delete stands, everywhere alike.)
     @Test("A delete its own device then undid never reaches the server, whatever the strategy", arguments: ConflictPolicyName.allCases)
     func aDeleteUndoneOnItsDeviceNeverReachesTheServer(_ strategy: ConflictPolicyName) async throws {
-        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        let (crew, a, b, issue) = try await Crew.twoDevicesHoldingAnIssue(strategy)
         defer { Task { await crew.stop() } }
-        let a = try crew.device("a"), b = try crew.device("b")
-        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await a.engine.sync().isComplete)
-        #expect(try await b.engine.sync().isComplete)
 
         var renamed = try #require(try a.store.fetch(OutpostModels.Issue.self, id: issue.id))
         renamed.title = "Loose rail, north stairs"
@@ -550,12 +559,8 @@ extension DeletesAndRevivalsTests {
     /// no conflict: the device saw it when it deleted (or wrote over) the record.
     @Test("A delete that wins over a restore lists only the values the restore changed", arguments: ConflictPolicyName.allCases)
     func aDeleteWinningOverARestoreListsOnlyWhatTheRestoreChanged(_ strategy: ConflictPolicyName) async throws {
-        let crew = try await Crew.start(ConflictPolicy(overriding: [.issue: ConflictStrategy(strategy)]))
+        let (crew, a, b, issue) = try await Crew.twoDevicesHoldingAnIssue(strategy)
         defer { Task { await crew.stop() } }
-        let a = try crew.device("a"), b = try crew.device("b")
-        let issue = try await a.store.save(OutpostModels.Issue(projectID: TestServer.projectA, title: "Loose rail"))
-        #expect(try await a.engine.sync().isComplete)
-        #expect(try await b.engine.sync().isComplete)
 
         #expect(try await b.store.delete(.issue, id: issue.id))
         #expect(try await b.engine.sync().isComplete)
