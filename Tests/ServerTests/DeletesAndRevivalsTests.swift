@@ -552,6 +552,36 @@ extension DeletesAndRevivalsTests {
             || surfaced.contains { $0.field == "details" && $0.losingValue == .text("bolts sheared") }, "\(strategy): \(surfaced)")
     }
 
+    /// Review 138 of attack 133 F1's fix: on A, another task deletes an issue while a screen holds a copy
+    /// read before, and its user then saves that copy edited (a write that brings the record back from a
+    /// delete its user never saw); a teammate's edit reaches the server first. Wherever the record ends
+    /// live, the delete did not stand and its user never saw it undone: it is listed on A, once. Under
+    /// server wins and manual the merge dropped the stale write's values and the delete then went
+    /// without a trace.
+    @Test("A device's own unsent delete undone by a stale copy is listed once wherever the record ends live", arguments: ConflictPolicyName.allCases)
+    func anOwnUnsentDeleteUndoneByAStaleCopyIsListedOnce(_ strategy: ConflictPolicyName) async throws {
+        let (crew, a, b, issue) = try await Crew.twoDevicesHoldingAnIssue(strategy)
+        defer { Task { await crew.stop() } }
+        var renamed = try #require(try b.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        renamed.title = "Loose rail, north stairs"
+        _ = try await b.store.save(renamed)
+        #expect(try await b.engine.sync().isComplete)
+
+        var screen = try #require(try a.store.fetch(OutpostModels.Issue.self, id: issue.id))
+        #expect(try await a.store.delete(.issue, id: issue.id))
+        screen.details = "bolts sheared"
+        _ = try await a.store.save(screen)
+        for device in [a, b, a] { #expect(try await device.engine.sync().isComplete) }
+
+        let server = try #require(try await crew.onServer(issue.id))
+        let held = try #require(try a.store.record(.issue, id: issue.id))
+        #expect(held.sync.isDeleted == server.isDeleted, "\(strategy)")
+        let deletes = try a.store.openConflicts().filter { $0.recordID == issue.id && $0.field == nil }
+        if !server.isDeleted {
+            #expect(deletes.count == 1 && deletes.first?.losingSide == .client, "\(strategy): \(deletes)")
+        }
+    }
+
     /// Attack 133, finding 4: B deletes an issue and syncs, then restores it raising its priority and
     /// syncs; A, on its copy from before the delete, deletes the issue and syncs. Where A's delete wins,
     /// what it hid from A is B's priority, nothing else: A listed a conflict for every field (the restore

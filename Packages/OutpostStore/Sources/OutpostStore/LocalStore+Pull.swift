@@ -638,7 +638,12 @@ extension StoreWriter {
             if waiting.deleteUnseen, let revived = waiting.revives, resolution.merged.deletion == nil {
                 let ownWriteTaken = remote.deletion == nil
                     && waiting.fields.contains { remote.clocks[$0] != nil && remote.clocks[$0] == stored.fields[$0] }
-                if revivesThisDelete || ownWriteTaken {
+                // This device's own delete, still queued under the write that undid it: the server never
+                // had it, and the record stays live, so it did not stand, whether the write's values won or
+                // lost. Settled silently, it went without a trace (review 138 of attack 133's F1 fix: the
+                // rebase then drops the delete as superseded).
+                let ownDeleteUnsent = try revived.node == clock.node && MutationQueue.hasUnfinishedDelete(entity, id, in: db)
+                if revivesThisDelete || ownWriteTaken || ownDeleteUnsent {
                     try Conflicts.lostDeletion(
                         remote.deletion ?? revived, of: written, thisNode: clock.node, strategy: strategy, in: db, now: now)
                     report.conflictsSurfaced += 1

@@ -409,6 +409,16 @@ enum MutationQueue {
         var goesOut = false
     }
 
+    /// Whether a delete of the record waits unsent (or unanswered) in the queue.
+    static func hasUnfinishedDelete(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: """
+                SELECT EXISTS (SELECT 1 FROM mutation_queue
+                WHERE record_id = ? AND entity = ? AND operation = 'delete' AND status NOT IN ('done', 'failed'))
+                """,
+            arguments: [id.storageText, entity.rawValue]) ?? false
+    }
+
     /// After a merge, what is still to be sent for the record: each unfinished mutation keeps only the
     /// fields whose merged value came from this device (the rest lost, and is surfaced instead of being
     /// pushed over the winner), drops a delete that lost, moves onto the server's version, and becomes an
