@@ -291,7 +291,6 @@ extension LocalStore {
         }
     }
 
-    /// Mutations claimed but not answered (a paused run, a batch cut short): back in line as they were.
     /// Notes why a waiting change's last answer settled nothing (`Mutation.lastError`), leaving it as it is.
     func note(_ reason: String, on mutation: Mutation) throws(StoreError) {
         try write { db in
@@ -301,6 +300,7 @@ extension LocalStore {
         }
     }
 
+    /// Mutations claimed but not answered (a paused run, a batch cut short): back in line as they were.
     func release(_ mutations: [Mutation]) throws(StoreError) {
         try write { db in
             for mutation in mutations {
