@@ -690,8 +690,7 @@ extension StoreWriter {
         // clock for every field, that clock's compact form.
         if local == nil, let shared = asPrepared?.sharedClock {
             try FieldClocks.write(
-                encoded: FieldClocks.Stored.compactForm(of: shared), entity, idText: id.storageText,
-                with: statements.fieldClocks(in: db))
+                encoded: FieldClocks.Stored.compactForm(of: shared), entity, id, with: statements.fieldClocks(in: db))
         } else {
             try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
         }

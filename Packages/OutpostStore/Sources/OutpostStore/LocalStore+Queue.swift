@@ -165,17 +165,24 @@ extension LocalStore {
     /// the acknowledgement reaches `changes()` as any other commit does: a screen showing what is
     /// still to sync refreshes.
     ///
-    /// Returns false, writing nothing, when `serverID` names another record here: a server id names one
-    /// record, and a reference to one given twice resolved to either (attack 132, F5: a hostile server's
-    /// answers named two new issues by one id, and both were stored). Checked in the write that stores
-    /// the mapping, so two processes settling answers at once cannot both take one id. The caller leaves
-    /// the change waiting, as for any answer that settles nothing.
+    /// Returns false, writing only the reason into the change's `lastError`, when `serverID` names another
+    /// record here: a server id names one record, and a reference to one given twice resolved to either
+    /// (attack 132, F5: a hostile server's answers named two new issues by one id, and both were stored).
+    /// Checked in the write that stores the mapping, so two processes settling answers at once cannot
+    /// both take one id. The caller leaves the change waiting, as for any answer that settles nothing.
     @discardableResult
     func acknowledge(_ mutation: Mutation, serverVersion: Int64, serverID: String?, now: Date) throws(StoreError) -> Bool {
         try writeAnnouncing { db, changed in
             if let serverID, let holder = try ServerIDs.clientID(of: mutation.entity, serverID: serverID, in: db),
                 holder != mutation.recordID
             {
+                try db.execute(
+                    sql: "UPDATE mutation_queue SET last_error = ? WHERE seq = ? AND lower(idempotency_key) = ?",
+                    arguments: [
+                        "the server named this record by server id \(serverID), which names another \(mutation.entity.rawValue) "
+                            + "here; the change waits for an answer that does not",
+                        mutation.sequence, mutation.idempotencyKey.storageText,
+                    ])
                 return false
             }
             // An answer for the request as it was sent, when a merge has since moved the mutation onto a
@@ -288,15 +295,6 @@ extension LocalStore {
                     WHERE seq = ? AND status = 'inFlight' AND lower(idempotency_key) = ?
                     """,
                 arguments: [serverVersion, UUID.timeOrdered().storageText, mutation.sequence, mutation.idempotencyKey.storageText])
-        }
-    }
-
-    /// Notes why a waiting change's last answer settled nothing (`Mutation.lastError`), leaving it as it is.
-    func note(_ reason: String, on mutation: Mutation) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE mutation_queue SET last_error = ? WHERE seq = ? AND lower(idempotency_key) = ?",
-                arguments: [reason, mutation.sequence, mutation.idempotencyKey.storageText])
         }
     }
 

@@ -976,14 +976,14 @@ enum FieldClocks {
 
     /// `write` through `upsert`, a statement of `upsertSQL` the caller looked up once for many records.
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, with upsert: Statement) throws {
-        try write(encoded: clocks.encoded(for: entity), entity, idText: id.storageText, with: upsert)
+        try write(encoded: clocks.encoded(for: entity), entity, id, with: upsert)
     }
 
-    /// `write` of clocks already encoded (`Stored.encoded(for:)`) for the record stored as `idText`.
-    static func write(encoded: String, _ entity: EntityType, idText: String, with upsert: Statement) throws {
+    /// `write` of clocks already encoded (`Stored.encoded(for:)`).
+    static func write(encoded: String, _ entity: EntityType, _ id: UUID, with upsert: Statement) throws {
         try upsert.execute { row in
             row.bind(entity.rawValue)
-            row.bind(idText)
+            row.bind(id.storageText)
             row.bind(encoded)
         }
     }

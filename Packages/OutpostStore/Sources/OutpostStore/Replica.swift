@@ -265,12 +265,9 @@ extension LocalStore: Replica {
             }
             switch outcome.unwrapped {
             case .applied(let version, let serverID), .duplicate(.applied(let version, let serverID)):
-                // Nor does one giving a server id that another record holds (`acknowledge`).
+                // Nor does one giving a server id that another record holds (`acknowledge`, which keeps the
+                // reason in the change's `lastError`).
                 guard try acknowledge(mutation, serverVersion: version, serverID: serverID, now: now) else {
-                    // Waits like any answer that settles nothing, with its reason for whoever looks.
-                    try note(
-                        "the server named this record by server id \(serverID ?? ""), which names another \(mutation.entity.rawValue) "
-                            + "here; the change waits for an answer that does not", on: mutation)
                     unanswered.append(mutation)
                     refused.insert(mutation.idempotencyKey)
                     continue
