@@ -386,7 +386,7 @@ struct Round {
             for (device, conflicts) in surfacedByDevice.enumerated() {
                 for conflict in conflicts where conflict.entity == subject.entity && conflict.recordID == id {
                     let value = conflict.field == nil ? nil : conflict.losingValue.map(Self.text(of:))
-                    actual.append(ConflictModel.Loss(device: device, field: conflict.field, value: value))
+                    actual.append(ConflictModel.Loss(device: device, field: conflict.field, value: value, isRestore: conflict.kind == .restore))
                 }
             }
             let expected = model.surfaced.sorted()

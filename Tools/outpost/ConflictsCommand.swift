@@ -38,7 +38,7 @@ struct ConflictsCommand: AsyncParsableCommand {
                 headers: ["id", "entity", "record", "field", "strategy", "this device", "server", "lost"],
                 rows: conflicts.map { conflict in
                     [String(conflict.id), conflict.entity.rawValue, conflict.recordID.uuidString.lowercased(),
-                     conflict.field ?? "(delete)", conflict.strategy.rawValue, Self.show(conflict.localValue),
+                     conflict.field ?? "(\(conflict.kind.rawValue))", conflict.strategy.rawValue, Self.show(conflict.localValue),
                      Self.show(conflict.remoteValue), Self.show(conflict.losingSide)]
                 }
             ).rendered)

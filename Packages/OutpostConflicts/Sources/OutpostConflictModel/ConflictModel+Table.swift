@@ -3,7 +3,8 @@ import OutpostSchema
 extension ConflictModel {
     /// The two-device cases the conflicts README's table shows: devices A and B hold a record with fields
     /// `a` and `b`, synced. The first five are offline writes made by A, then by B, synced in the order
-    /// made and the other way round; the rest start with A's change synced and pulled by B.
+    /// made and the other way round; the rest start with A's change synced and pulled by B, then B acts
+    /// (or both write offline, synced both ways round).
     public static let tableCases: [TableCase] = [
         TableCase("A edits a, then B edits a", offline: [(0, .edit(["a": "A"])), (1, .edit(["a": "B"]))]),
         TableCase("A edits a, then B edits b", offline: [(0, .edit(["a": "A"])), (1, .edit(["b": "B"]))]),
@@ -12,6 +13,9 @@ extension ConflictModel {
         TableCase("A deletes, then B deletes", offline: [(0, .delete), (1, .delete)]),
         TableCase("A deletes; B restores it, its b changed", first: [.delete], then: .restore(["b": "B"])),
         TableCase("A edits a and deletes; B restores it unchanged", first: [.edit(["a": "A"]), .delete], then: .restore([:])),
+        TableCase(
+            "A deletes; B restores it unchanged, then A restores it and deletes", first: [.delete],
+            offline: [(1, .restore([:])), (0, .restore([:])), (0, .delete)]),
         TableCase("A edits a; B saves a copy read before, its b changed", first: [.edit(["a": "A"])], then: .staleSave(["b": "B"])),
         TableCase("A edits a; B saves a copy read before, its a changed", first: [.edit(["a": "A"])], then: .staleSave(["a": "B"])),
         TableCase("A deletes; B saves a copy read before, unchanged", first: [.delete], then: .staleSave([:])),
@@ -35,7 +39,8 @@ extension ConflictModel {
         for tableCase in tableCases {
             for order in tableCase.orders {
                 let cells = tableStrategies.map { tableCase.outcome(strategy: $0, order: order) }
-                let synced = tableCase.offline.isEmpty ? "A, then B" : order == [0, 1] ? "as made" : "B first"
+                let synced = tableCase.offline.isEmpty
+                    ? "A, then B" : order.first == tableCase.offline.first?.device ? "as made" : ["A", "B"][order[0]] + " first"
                 lines.append("| \(tableCase.name) | \(synced) | " + cells.joined(separator: " | ") + " |")
             }
         }
@@ -57,6 +62,14 @@ extension ConflictModel {
             then = nil
         }
 
+        /// A case whose offline writes follow A's change, synced and pulled by B.
+        init(_ name: String, first: [Operation], offline: [(Int, Operation)]) {
+            self.name = name
+            self.offline = offline.map { (device: $0.0, operation: $0.1) }
+            self.first = first
+            then = nil
+        }
+
         init(_ name: String, first: [Operation], then: Operation) {
             self.name = name
             offline = []
@@ -71,10 +84,12 @@ extension ConflictModel {
         func outcome(strategy: ConflictPolicyName, order: [Int]) -> String {
             var model = ConflictModel(strategy: strategy, values: ["a": "0", "b": "0"], devices: 2)
             model.beginRound()
-            if offline.isEmpty {
+            if !first.isEmpty {
                 for operation in first { model.apply(operation, on: 0) }
                 model.sync(0)
                 model.sync(1)
+            }
+            if offline.isEmpty {
                 if let then { model.apply(then, on: 1) }
                 model.sync(1)
                 model.sync(0)
@@ -89,7 +104,7 @@ extension ConflictModel {
                 : server.fieldValues.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             let names = ["A", "B"]
             let lost = model.surfaced.sorted().map { loss in
-                (loss.field.map { "\($0)=\(loss.value ?? "")" } ?? "delete") + " on \(names[loss.device])"
+                (loss.field.map { "\($0)=\(loss.value ?? "")" } ?? (loss.isRestore ? "restore" : "delete")) + " on \(names[loss.device])"
             }
             return lost.isEmpty ? state : "\(state); lost \(lost.joined(separator: ", "))"
         }

@@ -158,8 +158,17 @@ public struct ConflictModel: Sendable {
         let revivesThisDelete = change.revives != nil && change.revives == server.deletion?.id
         let concurrent = change.base < server.version && !revivesThisDelete
         var losses: [Loss] = []
-        let merged = settle(change, concurrent: concurrent, seen: held.seen, holding: held.view, device: device, losses: &losses)
+        var usersValueLost = false
+        let merged = settle(
+            change, concurrent: concurrent, seen: held.seen, holding: held.view, device: device, losses: &losses,
+            usersValueLost: &usersValueLost)
         if change.deleteUnseen, revivesThisDelete, !merged.isDeleted { losses.append(Loss(device: device, field: nil, value: nil)) }
+        // A restore that a delete undid, with no value of its user's offered: the restore itself is offered
+        // (overriding it brings the record back). Unlisted, it went without a trace under every strategy
+        // but append only, which listed each field it only carried instead.
+        if change.revives != nil, change.deletion == nil, merged.isDeleted, !usersValueLost {
+            losses.append(Loss(device: device, field: nil, value: nil, isRestore: true))
+        }
         surfaced += losses
         if merged != server {
             server = merged
@@ -177,7 +186,8 @@ public struct ConflictModel: Sendable {
     // MARK: The rules
 
     private func settle(
-        _ change: Change, concurrent: Bool, seen: Set<Int>, holding view: Record, device: Int, losses: inout [Loss]
+        _ change: Change, concurrent: Bool, seen: Set<Int>, holding view: Record, device: Int, losses: inout [Loss],
+        usersValueLost: inout Bool
     ) -> Record {
         let server = self.server
         func unseen(_ write: Write) -> Bool { !seen.contains(write.id) && write.device != device }
@@ -188,12 +198,13 @@ public struct ConflictModel: Sendable {
                 losses.append(Loss(device: device, field: field, value: write.value))
             }
         }
-        // A field a restore only carried is not its user's (it holds the server's value): it is not offered
-        // back beside a value its user wrote (attack 132, F6). A restore with no value of its own keeps them.
+        // A field a restore only carried is not its user's (it holds the server's value): it is never offered
+        // back (attack 132, F6); a restore that lost with no value of its own is offered as a restore (`sync`).
         var ownLosses: [Loss] = []
         defer {
-            let usersValueLost = ownLosses.contains { !change.carried.contains($0.field ?? "") }
-            losses += ownLosses.filter { !(usersValueLost && change.carried.contains($0.field ?? "")) }
+            let users = ownLosses.filter { !change.carried.contains($0.field ?? "") }
+            losses += users
+            usersValueLost = !users.isEmpty
         }
         func lose(own field: String, _ value: String) { ownLosses.append(Loss(device: device, field: field, value: value)) }
         func loseDelete(own: Bool) {
@@ -347,22 +358,27 @@ extension ConflictModel {
         public let device: Int
         /// The field; nil for a delete.
         public let field: String?
-        /// The value that lost; nil for a delete.
+        /// The value that lost; nil for a delete or a restore.
         public let value: String?
+        /// Whether a restore lost (a write that brought the record back, undone by a delete), not a delete;
+        /// only with no field.
+        public let isRestore: Bool
 
         /// A loss as the model or a device's conflicts table states it.
-        public init(device: Int, field: String?, value: String?) {
+        public init(device: Int, field: String?, value: String?, isRestore: Bool = false) {
             self.device = device
             self.field = field
             self.value = value
+            self.isRestore = isRestore
         }
 
         public static func < (a: Loss, b: Loss) -> Bool {
-            (a.device, a.field ?? "", a.value ?? "") < (b.device, b.field ?? "", b.value ?? "")
+            (a.device, a.field ?? "", a.value ?? "", a.isRestore ? 1 : 0) < (b.device, b.field ?? "", b.value ?? "", b.isRestore ? 1 : 0)
         }
 
         public var description: String {
-            field.map { "\($0)=\(value ?? "null") on device \(device)" } ?? "the delete on device \(device)"
+            field.map { "\($0)=\(value ?? "null") on device \(device)" }
+                ?? "the \(isRestore ? "restore" : "delete") on device \(device)"
         }
     }
 

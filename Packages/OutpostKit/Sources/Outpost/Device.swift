@@ -545,8 +545,8 @@ public final class Device: Sendable {
         }
     }
 
-    /// Settles a conflict: `override` brings back the losing side's value (`losingValue`) or the losing delete as a
-    /// new change, `discard` keeps the winner.
+    /// Settles a conflict: `override` brings back the losing side's value (`losingValue`), the losing delete or the
+    /// losing restore (`kind`) as a new change, `discard` keeps the winner.
     public func resolve(_ conflict: OpenConflict, choice: ConflictChoice) async throws(OutpostError) {
         do {
             try await store.resolveConflict(conflict.id, choice: choice)

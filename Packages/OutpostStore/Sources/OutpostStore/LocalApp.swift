@@ -70,6 +70,7 @@ public enum ToolkitSchema {
         MigrationStep(version: 5, name: "toolkit 5: finished mutations' keys in 16 bytes; compact field clocks", sql: version5),
         MigrationStep(version: 6, name: "toolkit 6: audit entries name their record in 16 bytes", sql: version6),
         MigrationStep(version: 7, name: "toolkit 7: queued changes whose answer went unheard", sql: version7),
+        MigrationStep(version: 8, name: "toolkit 8: conflicts say what lost: a value, a delete or a restore", sql: version8),
     ]
 
     /// The migrator of the toolkit's history.
@@ -154,6 +155,14 @@ public enum ToolkitSchema {
     /// lost without a trace (attack 121, F1).
     static let version7 = """
         ALTER TABLE mutation_queue ADD COLUMN unheard INTEGER NOT NULL DEFAULT 0;
+        """
+
+    /// What a conflict lost (`OpenConflict.Kind`): a restore that a delete undid, with no value of its
+    /// user's to offer, went unlisted under every strategy but append only (which listed each field it
+    /// only carried), since a conflict without a field meant a delete that lost. Rows from before this
+    /// step have none: a field names a value, no field a delete.
+    static let version8 = """
+        ALTER TABLE conflicts ADD COLUMN kind TEXT CHECK (kind IN ('value', 'delete', 'restore'));
         """
 
     /// The audit chain's head (`AuditTrail.headKey`): its newest entry's sequence and hash, which each

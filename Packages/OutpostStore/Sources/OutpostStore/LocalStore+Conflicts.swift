@@ -3,13 +3,26 @@ import GRDB
 import OutpostConflicts
 import OutpostSchema
 
-/// A value or delete that lost a conflict, kept until the user overrides or discards it.
+/// A value, delete or restore that lost a conflict, kept until the user overrides or discards it.
 public struct OpenConflict: Sendable, Hashable, Codable {
+    /// What lost.
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+        /// A field's value (`field`, `losingValue`).
+        case value
+        /// A delete: the record stayed or came back live.
+        case delete
+        /// A restore: a write that brought the record back from a delete, undone by another delete. Listed
+        /// only when no value its user wrote is listed with it (overriding one of those restores too).
+        case restore
+    }
+
     /// The conflict's number, for `resolveConflict`.
     public let id: Int64
     public let entity: EntityType
     public let recordID: UUID
-    /// The field that lost; nil when a delete lost.
+    /// What lost.
+    public let kind: Kind
+    /// The field that lost; nil when a delete or a restore lost.
     public let field: String?
     /// The strategy that decided.
     public let strategy: ConflictPolicyName
@@ -48,8 +61,8 @@ extension LocalStore {
         }
     }
 
-    /// Settles conflict `id`: `override` writes the losing value back (or deletes the record, when a
-    /// delete lost) as an ordinary local change that syncs; `discard` only closes the conflict. A value
+    /// Settles conflict `id`: `override` writes the losing value back (deletes the record, when a delete
+    /// lost; brings it back, when a restore lost) as an ordinary local change that syncs; `discard` only closes the conflict. A value
     /// that lost to a delete comes back with the record: an undelete the server applies on its version.
     /// `override` of a conflict whose record is no longer on the device throws `recordNotHeld` and leaves
     /// it open.
@@ -90,6 +103,9 @@ extension LocalStore {
                     changed[field] = losing
                     try await save(changed, now: now)
                 }
+            } else if conflict.kind == .restore {
+                // Saving the tombstone brings the record back with the values it holds.
+                if current.sync.isDeleted { try await save(current, now: now) }
             } else if !current.sync.isDeleted {
                 try await delete(conflict.entity, id: conflict.recordID, now: now)
             }
@@ -108,8 +124,11 @@ extension LocalStore {
         guard let entity = EntityType(rawValue: row["entity"]), let recordID = UUID(uuidString: row["record_id"]),
             let strategy = ConflictPolicyName(rawValue: row["strategy"])
         else { return nil }
+        let field: String? = row["field"]
+        // Rows written before toolkit step 8 name no kind: a field is a value, no field a delete.
+        let kind = (row["kind"] as String?).flatMap(OpenConflict.Kind.init(rawValue:)) ?? (field == nil ? .delete : .value)
         return OpenConflict(
-            id: row["id"], entity: entity, recordID: recordID, field: row["field"], strategy: strategy,
+            id: row["id"], entity: entity, recordID: recordID, kind: kind, field: field, strategy: strategy,
             localValue: value("local_value"), remoteValue: value("remote_value"),
             losingSide: (row["losing_side"] as String?).flatMap(Side.init(rawValue:)),
             createdAt: Date(storageMilliseconds: row["created_at"]))

@@ -609,9 +609,8 @@ extension StoreWriter {
             // Nor is the delete this device's write brought the record back from: it knew of it (a copy
             // read before it surfaced it when saved).
             // Nor is a field a revival only carried (its user never wrote it, and it holds the server's
-            // value) once a value its user wrote is surfaced with it: a restore with an edit that met
-            // another delete listed five "—" against "—" beside the edit (attack 132, F6). A restore with
-            // no edit keeps them: they are the only trace of the restore that lost.
+            // value): a restore with an edit that met another delete listed five "—" against "—" beside
+            // the edit (attack 132, F6). A restore that lost with no value of its user's is listed as one.
             let usersValueLost = resolution.losingValues.contains { $0.side == .client && !waiting.carried.contains($0.field) }
             report.conflictsSurfaced += try Conflicts.record(
                 resolution, strategy: strategy, in: db, now: now,
@@ -624,12 +623,21 @@ extension StoreWriter {
                 // it or deleted the record. A restore stamps every field anew, and a delete that won over
                 // one listed each as hidden, "—" against "—" among them (attack 133, F4).
                 surfacing: { losing in
-                    losing.side == .client ? !(usersValueLost && waiting.carried.contains(losing.field))
+                    losing.side == .client ? !waiting.carried.contains(losing.field)
                         : seen[losing.field] != losing.clock && local[losing.field] != losing.value
                         && !((rebuildsHistory || waiting.resent || imported)
                             && (stored.written?[losing.field] ?? []).contains { $0.previous == losing.value })
                 },
                 surfacingDeletion: { $0.side == .client || $0.clock != waiting.revives })
+            // A restore this device's user made (its latest word: the record live), undone by a delete, with
+            // no value of its user's listed: the restore itself is (override brings the record back). It
+            // went unlisted under every strategy but append only, which listed each field it only carried.
+            if waiting.revives != nil, !local.sync.isDeleted, let deletion = resolution.merged.deletion, !usersValueLost {
+                try Conflicts.insert(
+                    written, kind: .restore, field: nil, strategy: strategy, local: nil, remote: nil,
+                    localClock: waiting.clocks.values.max(), remoteClock: deletion, losingSide: .client, db: db, now: now)
+                report.conflictsSurfaced += 1
+            }
             // A write whose user never saw the delete it undid: that delete lost, unseen, once the record is
             // back by that write, kept by this merge or already taken by the server (its answer lost, the
             // pull brings the write back: its own stamps). Settled too, with nothing to surface, when the
@@ -793,13 +801,13 @@ enum Conflicts {
             let winnerClock = deletion ?? resolution.merged.clocks[losing.field]
             let (localClock, remoteClock) = losing.side == .client ? (losing.clock, winnerClock) : (winnerClock, losing.clock)
             try insert(
-                record, field: losing.field, strategy: strategy, local: local, remote: remote,
+                record, kind: .value, field: losing.field, strategy: strategy, local: local, remote: remote,
                 localClock: localClock, remoteClock: remoteClock, losingSide: losing.side, db: db, now: now)
             count += 1
         }
         if let deletion = resolution.losingDeletion, isDeletionConflict(deletion) {
             try insert(
-                record, field: nil, strategy: strategy, local: nil, remote: nil,
+                record, kind: .delete, field: nil, strategy: strategy, local: nil, remote: nil,
                 localClock: deletion.side == .client ? deletion.clock : nil,
                 remoteClock: deletion.side == .server ? deletion.clock : nil, losingSide: deletion.side, db: db, now: now)
             count += 1
@@ -815,13 +823,13 @@ enum Conflicts {
     ) throws {
         let own = deletion.node == thisNode
         try insert(
-            record, field: nil, strategy: strategy, local: nil, remote: nil, localClock: own ? deletion : nil,
+            record, kind: .delete, field: nil, strategy: strategy, local: nil, remote: nil, localClock: own ? deletion : nil,
             remoteClock: own ? nil : deletion, losingSide: own ? .client : .server, db: db, now: now)
     }
 
-    /// Writes one open conflict; `losingSide` is whose value (or delete) lost, which `override` brings back.
+    /// Writes one open conflict; `losingSide` is whose value (delete, restore) lost, which `override` brings back.
     static func insert(
-        _ record: EntityRecord, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
+        _ record: EntityRecord, kind: OpenConflict.Kind, field: String?, strategy: ConflictStrategy, local: FieldValue?, remote: FieldValue?,
         localClock: HybridTimestamp?, remoteClock: HybridTimestamp?, losingSide: Side, db: Database, now: Date
     ) throws {
         func json(_ value: FieldValue?) throws -> String? {
@@ -829,12 +837,12 @@ enum Conflicts {
         }
         try db.execute(
             sql: """
-                INSERT INTO conflicts (entity, record_id, field, strategy, local_value, remote_value, local_clock,
+                INSERT INTO conflicts (entity, record_id, kind, field, strategy, local_value, remote_value, local_clock,
                     remote_clock, losing_side, status, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)
                 """,
             arguments: [
-                record.entity.rawValue, record.id.storageText, field, strategy.name.rawValue, try json(local),
+                record.entity.rawValue, record.id.storageText, kind.rawValue, field, strategy.name.rawValue, try json(local),
                 try json(remote), localClock?.encoded, remoteClock?.encoded, losingSide.rawValue, now.storageMilliseconds,
             ])
     }

@@ -105,7 +105,7 @@ enum StaleCopy {
             let winner = written[item.field]
             let (local, remote) = item.side == .client ? (item.losing, winner) : (winner, item.losing)
             try Conflicts.insert(
-                written, field: item.field, strategy: strategy, local: local, remote: remote, localClock: stamp,
+                written, kind: .value, field: item.field, strategy: strategy, local: local, remote: remote, localClock: stamp,
                 remoteClock: clocks.fields[item.field], losingSide: item.side, db: db, now: now)
         }
     }

@@ -350,6 +350,7 @@ import Testing
             try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 4")
             try db.execute(sql: "DROP TABLE finished_keys")
             try db.execute(sql: "ALTER TABLE mutation_queue DROP COLUMN unheard")  // step 7's
+            try db.execute(sql: "ALTER TABLE conflicts DROP COLUMN kind")  // step 8's
         }
         let reopened = try LocalStore.open(at: folder.path)
         #expect(try !reopened.verifyAudit().isIntact)

@@ -81,6 +81,7 @@ import Testing
             try db.execute(sql: "DROP TABLE finished_keys")
             try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 3")
             try db.execute(sql: "ALTER TABLE mutation_queue DROP COLUMN unheard")  // step 7's
+            try db.execute(sql: "ALTER TABLE conflicts DROP COLUMN kind")  // step 8's
             try db.execute(sql: "UPDATE mutation_queue SET status = 'done' WHERE seq IN (?, ?)", arguments: [queued[0].sequence, queued[2].sequence])
         }
         let reopened = try LocalStore.open(at: folder.path)

@@ -249,11 +249,11 @@ import Testing
         #expect(toolkitVersion == ToolkitSchema.migrator.latestVersion)
         // The toolkit adopted the tables as they were: the schema, bookkeeping aside, is v14's, plus
         // what the toolkit's later steps add (the versions imports wrote, step 2; the keys of finished
-        // mutations, steps 3 and 5; the queue's `unheard` column, step 7).
+        // mutations, steps 3 and 5; the queue's `unheard` column, step 7; the conflicts' `kind`, step 8).
         let withColumn = try LocalDatabase.schemaSQL(at: database.path)
-        let column = ", unheard INTEGER NOT NULL DEFAULT 0"
-        #expect(withColumn.contains(column))
-        let adopted = withColumn.replacingOccurrences(of: column, with: "")
+        let columns = [", unheard INTEGER NOT NULL DEFAULT 0", ", kind TEXT CHECK (kind IN ('value', 'delete', 'restore'))"]
+        for column in columns { #expect(withColumn.contains(column), "\(column)") }
+        let adopted = columns.reduce(withColumn) { $0.replacingOccurrences(of: $1, with: "") }
             .split(separator: "\n", omittingEmptySubsequences: false)
             .filter { !$0.contains("imported_versions") && !$0.contains("finished_mutations") && !$0.contains("finished_keys") }
             .joined(separator: "\n")

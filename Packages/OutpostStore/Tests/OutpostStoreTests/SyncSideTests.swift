@@ -287,6 +287,23 @@ import Testing
         #expect(try store.fetch(Issue.self, id: issue.id)?.status == .inProgress)
     }
 
+    /// A conflict recorded before toolkit step 8 names no kind: one with a field is a value's, one without a
+    /// delete's (the only kinds there were), and overriding it does what it did then.
+    @Test func aConflictWithoutAKindReadsByItsField() async throws {
+        let (database, store, _) = try await storeWithALostStatus()
+        defer { withExtendedLifetime(database) {} }
+        #expect(try store.openConflicts().map(\.kind) == [.value])
+        try store.write { db in
+            try db.execute(sql: "UPDATE conflicts SET kind = NULL")
+            try db.execute(sql: """
+                INSERT INTO conflicts (entity, record_id, field, strategy, losing_side, status, created_at)
+                SELECT entity, record_id, NULL, strategy, 'client', 'open', created_at FROM conflicts
+                """)
+        }
+        let conflicts = try store.openConflicts()
+        #expect(conflicts.map(\.kind) == [.value, .delete] && conflicts.map(\.field) == ["status", nil])
+    }
+
     /// A losing value that no longer reads is an error, and the conflict stays open for another try.
     @Test func anUnreadableLosingValueIsRefusedAndTheConflictStaysOpen() async throws {
         let (database, store, issue) = try await storeWithALostStatus()
