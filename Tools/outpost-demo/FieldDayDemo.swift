@@ -172,7 +172,7 @@ struct FieldDayDemo {
         demo.check(conflicts.count == 1 && conflicts.first?.field == "status", "Alice's losing status is surfaced as a conflict")
         demo.check(conflicts.first?.losingSide == .client, "Alice's status, the older change, is the one that lost")
         if let conflict = conflicts.first {
-            say("Conflict on Alice's device: \(conflict.entity.rawValue) \"\(stain.title)\", field \(conflict.field ?? "(deleted)"): hers \(conflict.localValue.map(describe) ?? "-"), the server's \(conflict.remoteValue.map(describe) ?? "-"); \(conflict.losingSide == .server ? "the server's" : "hers") lost. She can override or discard.")
+            say("Conflict on Alice's device: \(conflict.entity.rawValue) \"\(stain.title)\", field \(conflict.field ?? "(\(conflict.kind.rawValue))"): hers \(conflict.localValue.map(describe) ?? "-"), the server's \(conflict.remoteValue.map(describe) ?? "-"); \(conflict.losingSide == .server ? "the server's" : "hers") lost. She can override or discard.")
             try await a.resolve(conflict, choice: .override)
             say("Alice chooses override: the losing value, \(conflict.losingValue.map(describe) ?? "-"), goes out again as a new change.")
         }

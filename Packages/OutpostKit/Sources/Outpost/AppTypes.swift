@@ -61,7 +61,7 @@ public typealias StoreStatus = OutpostStore.StoreStatus
 public typealias QuarantinedRecord = OutpostStore.QuarantinedRecord
 /// Why the store refused or failed; nothing was written. (`OutpostStore.StoreError`)
 public typealias StoreError = OutpostStore.StoreError
-/// A value or delete that lost, waiting for the user to keep or override it. (`OutpostStore.OpenConflict`)
+/// A value, delete or restore that lost, waiting for the user to keep or override it. (`OutpostStore.OpenConflict`)
 public typealias OpenConflict = OutpostStore.OpenConflict
 /// What the user decided about an open conflict. (`OutpostStore.ConflictChoice`)
 public typealias ConflictChoice = OutpostStore.ConflictChoice

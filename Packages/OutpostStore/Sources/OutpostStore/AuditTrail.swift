@@ -189,6 +189,9 @@ enum AuditTrail {
     /// same transaction as each entry. A chain cut short still holds from its start; its head names
     /// what was taken from its end (toolkit step 4 sets it for a chain an older build wrote).
     static let headKey = "audit_head"
+    /// The `sync_state` key of the last queued change from before the file had an audit chain (which
+    /// names no entry), as toolkit step 9 found it (0: none). Every later change names its entry.
+    static let queuedBeforeChainKey = "audit_queued_before_chain"
 
     private static func writeHead(seq: Int64, hash: Data, in db: Database) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_state (key, value) VALUES (?, ?)")
@@ -314,6 +317,23 @@ enum AuditTrail {
     /// must be one an entry of its record recorded for that field. Columns are read as SQL casts: a
     /// value stored in a form the store never writes is a mismatch, not a crash (attack 59, finding 3).
     private static func checkQueue(checked: Int, in db: Database) throws -> AuditReport? {
+        // A change queued since the chain began names the entry of its write: one that names none was
+        // written into the queue from outside, and went out as its user's write (attack 134, F6). With
+        // the mark gone, every such row is named.
+        if let unrecorded = try Row.fetchOne(db, sql: """
+            SELECT seq, CAST(entity AS TEXT), CAST(record_id AS TEXT), CAST(operation AS TEXT) FROM mutation_queue
+            WHERE audit_seq IS NULL
+              AND seq > coalesce((SELECT CAST(value AS INTEGER) FROM sync_state WHERE key = ?), 0)
+            ORDER BY seq LIMIT 1
+            """, arguments: [queuedBeforeChainKey])
+        {
+            let sequence: Int64 = unrecorded[0]
+            return AuditReport(
+                entriesChecked: checked, firstBrokenEntry: nil,
+                problem: "queued mutation \(sequence) (\(unrecorded[3] as String? ?? "") of \(unrecorded[1] as String? ?? "") "
+                    + "\(unrecorded[2] as String? ?? "")) names no audit entry: the queue was edited",
+                brokenMutation: sequence)
+        }
         let rows = try Row.fetchAll(db, sql: """
             SELECT q.seq, CAST(q.entity AS TEXT), CAST(q.record_id AS TEXT), CAST(q.operation AS TEXT),
                    quote(q.audit_seq), instr(CAST(q.payload AS TEXT), '"fieldsInAudit":true') > 0, CAST(q.payload AS TEXT),

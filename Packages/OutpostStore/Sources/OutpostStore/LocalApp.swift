@@ -71,6 +71,7 @@ public enum ToolkitSchema {
         MigrationStep(version: 6, name: "toolkit 6: audit entries name their record in 16 bytes", sql: version6),
         MigrationStep(version: 7, name: "toolkit 7: queued changes whose answer went unheard", sql: version7),
         MigrationStep(version: 8, name: "toolkit 8: conflicts say what lost: a value, a delete or a restore", sql: version8),
+        MigrationStep(version: 9, name: "toolkit 9: the last queued change from before the audit chain", sql: version9),
     ]
 
     /// The migrator of the toolkit's history.
@@ -163,6 +164,16 @@ public enum ToolkitSchema {
     /// step have none: a field names a value, no field a delete.
     static let version8 = """
         ALTER TABLE conflicts ADD COLUMN kind TEXT CHECK (kind IN ('value', 'delete', 'restore'));
+        """
+
+    /// The last queued change from before the file had an audit chain (`AuditTrail.queuedBeforeChainKey`):
+    /// such a change names no entry, and `verifyAudit` names every later one that names none, a change
+    /// written into the queue from outside, which the next sync sent as its user's (attack 134, F6).
+    /// Kept if it is there: run again after its ledger row went, it would take in rows added since.
+    
+    static let version9 = """
+        INSERT OR IGNORE INTO sync_state (key, value) VALUES ('\(AuditTrail.queuedBeforeChainKey)',
+            (SELECT coalesce(max(seq), 0) FROM mutation_queue WHERE audit_seq IS NULL));
         """
 
     /// The audit chain's head (`AuditTrail.headKey`): its newest entry's sequence and hash, which each

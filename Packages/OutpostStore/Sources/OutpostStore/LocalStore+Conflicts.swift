@@ -13,6 +13,8 @@ public struct OpenConflict: Sendable, Hashable, Codable {
         case delete
         /// A restore: a write that brought the record back from a delete, undone by another delete. Listed
         /// only when no value its user wrote is listed with it (overriding one of those restores too).
+        /// Overriding it brings the record back, except under append only, where a delete is final: the
+        /// write is refused again and listed again, and the record's last values stay on its tombstone.
         case restore
     }
 
@@ -34,6 +36,39 @@ public struct OpenConflict: Sendable, Hashable, Codable {
     public let losingSide: Side?
     /// When the conflict was found.
     public let createdAt: Date
+
+    /// Reads `kind` when it is there: JSON an earlier build wrote (`outpost conflicts list --json`) has
+    /// none, and a field names a value's conflict, no field a delete's, as the table's rows before
+    /// toolkit step 8 do.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(Int64.self, forKey: .id)
+        entity = try container.decode(EntityType.self, forKey: .entity)
+        recordID = try container.decode(UUID.self, forKey: .recordID)
+        field = try container.decodeIfPresent(String.self, forKey: .field)
+        kind = try container.decodeIfPresent(Kind.self, forKey: .kind) ?? (field == nil ? .delete : .value)
+        strategy = try container.decode(ConflictPolicyName.self, forKey: .strategy)
+        localValue = try container.decodeIfPresent(FieldValue.self, forKey: .localValue)
+        remoteValue = try container.decodeIfPresent(FieldValue.self, forKey: .remoteValue)
+        losingSide = try container.decodeIfPresent(Side.self, forKey: .losingSide)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+    }
+
+    init(
+        id: Int64, entity: EntityType, recordID: UUID, kind: Kind, field: String?, strategy: ConflictPolicyName,
+        localValue: FieldValue?, remoteValue: FieldValue?, losingSide: Side?, createdAt: Date
+    ) {
+        self.id = id
+        self.entity = entity
+        self.recordID = recordID
+        self.kind = kind
+        self.field = field
+        self.strategy = strategy
+        self.localValue = localValue
+        self.remoteValue = remoteValue
+        self.losingSide = losingSide
+        self.createdAt = createdAt
+    }
 
     /// The value that lost, which `override` brings back; nil when a delete lost or the side is unknown.
     public var losingValue: FieldValue? {

@@ -327,6 +327,45 @@ import Testing
         #expect(report.brokenMutation == 2 && report.problem?.contains("title") == true, "\(report)")
     }
 
+    /// A change written straight into the queue, with no audit entry, is named: it passed `audit verify`
+    /// (the walk read only rows that name an entry) and the next sync sent it as the user's write
+    /// (attack 134, F6). A row queued before the file had an audit chain (field-service v1…v4) names
+    /// none and is not one: toolkit step 9 noted the last of them.
+    @Test func aQueuedChangeWithNoAuditEntryIsNamed() async throws {
+        let folder = try TemporaryDatabase()
+        let (store, issues) = try await savePrimedIssues(2, in: folder)
+        #expect(try store.verifyAudit().isIntact)
+        let injected = try await folder.queue.write { db -> Int64 in
+            try db.execute(sql: """
+                INSERT INTO mutation_queue (idempotency_key, entity, record_id, operation, payload, created_at, base_version)
+                VALUES (?, 'issue', ?, 'update', '{"fields":{"title":{"text":"INJECTED"}},"clocks":{}}', 0, 1)
+                """, arguments: [UUID().uuidString, issues[0].id.storageText])
+            let sequence = db.lastInsertedRowID
+            // The row shows what the change sends, as the attack wrote it: nothing else tells the two apart.
+            try db.execute(sql: "UPDATE issues SET title = 'INJECTED' WHERE id = ?", arguments: [issues[0].id.storageText])
+            return sequence
+        }
+        let report = try store.verifyAudit()
+        #expect(!report.isIntact && report.brokenMutation == injected, "\(report)")
+        #expect(report.problem?.contains("names no audit entry") == true, "\(report)")
+    }
+
+    /// A file whose queue held changes from before its audit chain (no entry named) when toolkit step 9
+    /// ran keeps them unnamed: they are the file's own history, not an edit.
+    @Test func changesQueuedBeforeTheChainAreNotNamed() async throws {
+        let folder = try TemporaryDatabase()
+        _ = try await savePrimedIssues(2, in: folder)
+        try await folder.queue.write { db in
+            // As an older build left the file: its queue's rows named no entry, and step 9 had not run.
+            try db.execute(sql: "UPDATE mutation_queue SET audit_seq = NULL, payload = json_remove(payload, '$.fieldsInAudit')")
+            try db.execute(sql: "DELETE FROM outpost_ledger WHERE version >= 9")
+            try db.execute(sql: "DELETE FROM sync_state WHERE key = ?", arguments: [AuditTrail.queuedBeforeChainKey])
+        }
+        let reopened = try LocalStore.open(at: folder.path)
+        let report = try reopened.verifyAudit()
+        #expect(report.brokenMutation == nil, "\(report)")
+    }
+
     /// A primed payload stored as text reads the same in the walk and in the queue (attack 59, finding 4).
     @Test func aPrimedPayloadStoredAsTextReadsTheSameEverywhere() async throws {
         let folder = try TemporaryDatabase()
