@@ -508,6 +508,25 @@ extension ConvergenceScenario {
         for device in random.shuffled(fleet.devices.map(\.index)) {
             let store = fleet.devices[device].store
             for conflict in try store.openConflicts() where conflict.id > marks[device] ?? 0 && random.chance(0.5) {
+                // A lost restore: overridden, the record is back on the device (and, but under append only,
+                // everywhere once the devices settle); discarded, it stays deleted.
+                if conflict.kind == .restore, let before = try store.record(conflict.entity, id: conflict.recordID) {
+                    let choice: ConflictChoice = random.chance(0.7) ? .override : .discard
+                    try await store.resolveConflict(conflict.id, choice: choice, now: now())
+                    ConvergenceTally.shared.answered(choice)
+                    let live = try store.record(conflict.entity, id: conflict.recordID).map { !$0.sync.isDeleted }
+                    if live != (choice == .override ? true : !before.sync.isDeleted) {
+                        outcome.lost += 1
+                        outcome.problems.append(
+                            "round \(round): device \(device)'s \(choice.rawValue) of lost restore \(conflict.id) "
+                                + "(\(conflict.entity.rawValue)/\(conflict.recordID)) left it \(live == true ? "live" : "deleted")")
+                    }
+                    if choice == .override {
+                        outcome.mutations += 1
+                        revived["\(conflict.entity.rawValue)/\(conflict.recordID)"] = (conflict.entity, conflict.recordID)
+                    }
+                    continue
+                }
                 guard let field = conflict.field, let before = try store.record(conflict.entity, id: conflict.recordID)
                 else { continue }
                 let choice: ConflictChoice = random.chance(0.7) ? .override : .discard
