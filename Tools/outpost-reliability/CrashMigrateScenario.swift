@@ -211,8 +211,9 @@ enum CrashMigrateScenario {
             var lines: [String] = []
             for (table, columns) in versionOneColumns {
                 lines.append("== \(table)")
-                // The audit chain's head is a row toolkit step 4 adds (it changes none that was there).
-                let added = table == "sync_state" ? " WHERE key != 'audit_head'" : ""
+                // The audit chain's head is a row toolkit step 4 adds, and the last change queued before
+                // the chain one toolkit step 9 adds (they change none that was there).
+                let added = table == "sync_state" ? " WHERE key NOT IN ('audit_head', 'audit_queued_before_chain')" : ""
                 lines += try Row.fetchAll(db, sql: "SELECT \(columns) FROM \(table)" + added).map(\.description).sorted()
             }
             return lines.joined(separator: "\n")
