@@ -170,7 +170,6 @@ public enum ToolkitSchema {
     /// such a change names no entry, and `verifyAudit` names every later one that names none, a change
     /// written into the queue from outside, which the next sync sent as its user's (attack 134, F6).
     /// Kept if it is there: run again after its ledger row went, it would take in rows added since.
-    
     static let version9 = """
         INSERT OR IGNORE INTO sync_state (key, value) VALUES ('\(AuditTrail.queuedBeforeChainKey)',
             (SELECT coalesce(max(seq), 0) FROM mutation_queue WHERE audit_seq IS NULL));

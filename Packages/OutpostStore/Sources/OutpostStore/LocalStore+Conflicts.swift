@@ -16,6 +16,10 @@ public struct OpenConflict: Sendable, Hashable, Codable {
         /// Overriding it brings the record back, except under append only, where a delete is final: the
         /// write is refused again and listed again, and the record's last values stay on its tombstone.
         case restore
+
+        /// The kind of a conflict that names none: a row from before toolkit step 8, or JSON an earlier
+        /// build wrote. Those builds listed only values (with a field) and deletes (without one).
+        static func unrecorded(field: String?) -> Kind { field == nil ? .delete : .value }
     }
 
     /// The conflict's number, for `resolveConflict`.
@@ -38,15 +42,14 @@ public struct OpenConflict: Sendable, Hashable, Codable {
     public let createdAt: Date
 
     /// Reads `kind` when it is there: JSON an earlier build wrote (`outpost conflicts list --json`) has
-    /// none, and a field names a value's conflict, no field a delete's, as the table's rows before
-    /// toolkit step 8 do.
+    /// none (`Kind.unrecorded(field:)`).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(Int64.self, forKey: .id)
         entity = try container.decode(EntityType.self, forKey: .entity)
         recordID = try container.decode(UUID.self, forKey: .recordID)
         field = try container.decodeIfPresent(String.self, forKey: .field)
-        kind = try container.decodeIfPresent(Kind.self, forKey: .kind) ?? (field == nil ? .delete : .value)
+        kind = try container.decodeIfPresent(Kind.self, forKey: .kind) ?? .unrecorded(field: field)
         strategy = try container.decode(ConflictPolicyName.self, forKey: .strategy)
         localValue = try container.decodeIfPresent(FieldValue.self, forKey: .localValue)
         remoteValue = try container.decodeIfPresent(FieldValue.self, forKey: .remoteValue)
@@ -97,8 +100,8 @@ extension LocalStore {
     }
 
     /// Settles conflict `id`: `override` writes the losing value back (deletes the record, when a delete
-    /// lost; brings it back, when a restore lost) as an ordinary local change that syncs; `discard` only closes the conflict. A value
-    /// that lost to a delete comes back with the record: an undelete the server applies on its version.
+    /// lost; brings it back, when a restore lost) as an ordinary local change that syncs; `discard` only
+    /// closes the conflict. A value that lost to a delete comes back with the record: an undelete the server applies on its version.
     /// `override` of a conflict whose record is no longer on the device throws `recordNotHeld` and leaves
     /// it open.
     public func resolveConflict(_ id: Int64, choice: ConflictChoice, now: Date = Timestamp.now()) async throws(StoreError) {
@@ -160,8 +163,7 @@ extension LocalStore {
             let strategy = ConflictPolicyName(rawValue: row["strategy"])
         else { return nil }
         let field: String? = row["field"]
-        // Rows written before toolkit step 8 name no kind: a field is a value, no field a delete.
-        let kind = (row["kind"] as String?).flatMap(OpenConflict.Kind.init(rawValue:)) ?? (field == nil ? .delete : .value)
+        let kind = (row["kind"] as String?).flatMap(OpenConflict.Kind.init(rawValue:)) ?? .unrecorded(field: field)
         return OpenConflict(
             id: row["id"], entity: entity, recordID: recordID, kind: kind, field: field, strategy: strategy,
             localValue: value("local_value"), remoteValue: value("remote_value"),
