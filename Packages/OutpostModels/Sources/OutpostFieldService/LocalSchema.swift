@@ -41,6 +41,7 @@ public enum LocalSchema {
             version: 15, name: "3.2: the issue list's index holds its keys, not a second copy of every row", sql: version15,
             droppingRedundantIndexes: ["issues_in_list_order"]),
         MigrationStep(version: 16, name: "3.3: an index on every parent column", sql: version16),
+        MigrationStep(version: 17, name: "3.4: a record pulled whole keeps its clock in its row", sql: version17),
     ]
 
     /// The bookkeeping columns every entity table starts with. Instants are integer milliseconds since
@@ -457,5 +458,29 @@ extension LocalSchema {
         CREATE INDEX time_entries_by_member ON time_entries(member_id);
         CREATE INDEX time_entries_by_clock_in ON time_entries(clock_in_id) WHERE clock_in_id IS NOT NULL;
         CREATE INDEX scope_items_by_measure ON scope_items(measure_id) WHERE measure_id IS NOT NULL;
+        """
+
+    /// The toolkit's row clocks column (`LocalApp.rowClocksColumn`) on every entity table: a record a
+    /// pull stores whole over nothing held, one clock for all its fields, keeps that clock there instead
+    /// of in a row of `field_clocks` of its own, which was a fifth of a pulled record's apply and some
+    /// 75 bytes a record (issue 41). Rows written before keep their clocks where they are.
+    static let version17 = """
+        ALTER TABLE assets ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE comments ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE daily_logs ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE discounts ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE fees ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE finance_options ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE issues ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE measure_sheets ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE measures ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE media_attachments ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE members ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE opportunities ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE projects ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE reference_documents ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE scope_items ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE scopes ADD COLUMN sync_clocks TEXT;
+        ALTER TABLE time_entries ADD COLUMN sync_clocks TEXT;
         """
 }

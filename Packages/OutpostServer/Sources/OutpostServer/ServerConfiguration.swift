@@ -170,7 +170,7 @@ public struct ServerConfiguration: Sendable, Hashable {
         databasePath: String, host: String = "127.0.0.1", port: Int = 8080, mediaDirectory: String? = nil,
         assignsServerIDs: Bool = false, maximumBatchSize: Int = 500, maximumPullLimit: Int = ServerConfiguration.defaultMaximumPullLimit,
         maximumPullPageBytes: Int = 4 * 1024 * 1024, maximumBodyBytes: Int = 8 * 1024 * 1024, maximumChunkBytes: Int = 8 * 1024 * 1024,
-        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...16,
+        maximumMediaBytes: Int64 = 1024 * 1024 * 1024, schemaVersions: ClosedRange<Int> = 1...17,
         logLevel: String = "info", postgresURL: String? = nil, readsPullsAhead: Bool = true,
         conflictPolicy: ConflictPolicy = ConflictPolicy(), idleTimeoutSeconds: Int = 30, stalledWriteSeconds: Int = 60,
         maximumConnections: Int = 1_024, durableCommits: Bool = true, requestsPerMinutePerToken: Int? = nil

@@ -92,6 +92,16 @@ enum EntityTables {
         try upsert.execute { layout.bind(record, to: &$0) }
     }
 
+    /// `save` of a record that keeps its clocks in its row (`rowClock`, `LocalApp.rowClocksColumn`),
+    /// through the entity's `TableLayout.upsertWithRowClocks` statement.
+    static func save(_ record: EntityRecord, rowClock: String, with upsert: Statement) throws {
+        let layout = TableLayout.of(record.entity)
+        try upsert.execute {
+            layout.bind(record, to: &$0)
+            $0.bind(rowClock)
+        }
+    }
+
     /// The column holding `field` of any entity (`projectID` → `project_id`).
     static func column(for field: String) -> String {
         ColumnName.forField(field)
@@ -118,6 +128,14 @@ final class TableLayout: Sendable {
     let upsert: String
     /// A plain insert of a new row (an import into a table that started empty).
     let insert: String
+    /// `upsert` with the row clocks column (`LocalApp.rowClocksColumn`) as the last value.
+    let upsertWithRowClocks: String
+    /// `selectByIDList` with the row clocks column after `columns`.
+    let selectByIDListWithRowClocks: String
+    /// The row clocks column of one row.
+    let selectRowClocks: String
+    /// Sets the row clocks column of one row (the clocks, then the id).
+    let updateRowClocks: String
 
     private static let layouts: [EntityType: TableLayout] = Dictionary(
         uniqueKeysWithValues: EntityCatalog.all.map { ($0.type, TableLayout($0)) })
@@ -144,6 +162,17 @@ final class TableLayout: Sendable {
             .joined(separator: ", ")
         upsert = "INSERT INTO \(table) (\(list)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
         insert = "INSERT INTO main.\(table) (\(list)) VALUES (\(marks))"
+        let rowClocks = LocalApp.rowClocksColumn.quotedDatabaseIdentifier
+        upsertWithRowClocks = "INSERT INTO \(table) (\(list), \(rowClocks)) VALUES (\(marks), ?) ON CONFLICT(id) DO UPDATE SET \(updates), \(rowClocks) = excluded.\(rowClocks)"
+        selectByIDListWithRowClocks = "SELECT \(qualified), \(table).\(rowClocks) FROM json_each(?) AS page CROSS JOIN \(table) ON \(table).id = page.value"
+        selectRowClocks = "SELECT \(rowClocks) FROM \(table) WHERE id = ?"
+        updateRowClocks = "UPDATE \(table) SET \(rowClocks) = ? WHERE id = ?"
+    }
+
+    /// Whether this file's table of the entity has the row clocks column (`LocalApp.rowClocksColumn`):
+    /// an app's step adds it, so the file, not the catalog, says. From the connection's schema cache.
+    func keepsClocksInRow(in db: Database) throws -> Bool {
+        try db.columns(in: description.table).contains { $0.name == LocalApp.rowClocksColumn }
     }
 
     /// Live rows whose `column` (a catalog column, never input) equals a bound value.

@@ -30,6 +30,16 @@ public struct LocalApp: Sendable {
         Migrator(steps: steps, syncedTables: Set(schema.entities.map(\.table)), ledger: Migrator.ledgerTable)
     }
 
+    /// The column (`TEXT`, no default) an app's step may add to an entity table for the store to keep
+    /// there the clock of a record a pull stores whole, over nothing held, with one clock for every
+    /// field, instead of in a `field_clocks` row of its own: that second row was a fifth of a pulled
+    /// record's apply and some 75 bytes a record (issue 41). A table without it keeps every record's
+    /// clocks in `field_clocks`. Additive: `ALTER TABLE jobs ADD COLUMN \(LocalApp.rowClocksColumn) TEXT`.
+    /// A later step that adds a field to such a table must first move the clocks of its rows into
+    /// `field_clocks` (Workspace.md, "How to add a migration step"): the clock stands for the fields the
+    /// entity had when it was written.
+    public static let rowClocksColumn = "sync_clocks"
+
     /// The SQL that creates an entity table: the sync columns every entity table starts with (id,
     /// server id, version, times, deletion, sync status, orphan flag), then `columns`, the app's fields
     /// as snake_case columns of their kinds' types. `WITHOUT ROWID`: rows are found by their id.

@@ -475,8 +475,7 @@ extension StoreWriter {
         } else {
             guard reads.hasUnreadableClocks(entity, id) else { return false }
         }
-        try db.execute(
-            sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?", arguments: [entity.rawValue, id.storageText])
+        try FieldClocks.forget(entity, id, in: db)
         guard let waiting = try MutationQueue.unfinishedChange(entity, id, in: db) else { return false }
         // The waiting writes' own stamps; the values no change of this device waits on are older than
         // any stamp, so the pulled values replace them.
@@ -692,15 +691,23 @@ extension StoreWriter {
             // Here at last, or back: children an earlier page flagged may have their parent now.
             if local?.sync.isDeleted ?? true { reads.arrived(entity, id) }
         }
-        try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
-        if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
         // Over nothing held, the row is the server's clocks as both sides' with no history: with one
-        // clock for every field, that clock's compact form.
-        if local == nil, let shared = asPrepared?.sharedClock {
-            try FieldClocks.write(
-                encoded: FieldClocks.Stored.compactForm(of: shared), entity, id, with: statements.fieldClocks(in: db))
+        // clock for every field, that clock's compact form, which the new row keeps itself where its
+        // table has the column and no `field_clocks` row of the record would stand over it. Written as a
+        // second row, it was a fifth of a fresh pull's apply (`outpost-bench pull`, issue 41).
+        let encoded = local == nil
+            ? try asPrepared?.sharedClock.map(FieldClocks.Stored.compactForm(of:)) ?? clocks.encoded(for: entity) : nil
+        if let encoded, encoded.hasPrefix(FieldClocks.Stored.compactFormMarker), reads.mayKeepClockInRow(entity, id) {
+            try EntityTables.save(written, rowClock: encoded, with: statements.upsertWithRowClock(of: entity, in: db))
+            if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
         } else {
-            try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
+            try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
+            if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
+            if let encoded {
+                try FieldClocks.write(encoded: encoded, entity, id, with: statements.fieldClocks(in: db))
+            } else {
+                try FieldClocks.write(clocks, entity, id, with: statements.fieldClocks(in: db))
+            }
         }
         if remote.isDeleted {
             report.orphaned += try EntityTables.flagOrphans(childrenOf: entity, id: id, in: db)
@@ -759,12 +766,20 @@ extension StoreWriter {
 /// 1,000 characters.
 private struct PageStatements {
     private var upserts: [EntityType: Statement] = [:]
+    private var upsertsWithRowClock: [EntityType: Statement] = [:]
     private var fieldClocksUpsert: Statement?
 
     mutating func upsert(of entity: EntityType, in db: Database) throws -> Statement {
         if let statement = upserts[entity] { return statement }
         let statement = try db.cachedStatement(sql: TableLayout.of(entity).upsert)
         upserts[entity] = statement
+        return statement
+    }
+
+    mutating func upsertWithRowClock(of entity: EntityType, in db: Database) throws -> Statement {
+        if let statement = upsertsWithRowClock[entity] { return statement }
+        let statement = try db.cachedStatement(sql: TableLayout.of(entity).upsertWithRowClocks)
+        upsertsWithRowClock[entity] = statement
         return statement
     }
 

@@ -934,12 +934,32 @@ enum FieldClocks {
         }
     }
 
-    /// The record's clocks; nil when it has no row. A row that does not read throws `Unreadable`.
+    /// The record's clocks: its `field_clocks` row, or where it has none, the clock its entity row keeps
+    /// (`LocalApp.rowClocksColumn`, written only by a pull that stored the record whole over nothing
+    /// held); nil when it has neither. Clocks that do not read throw `Unreadable`.
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
-        guard let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
+        if let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
             .firstRow(arguments: [entity.rawValue, id.storageText], { $0.text(at: 0) }) ?? nil
+        {
+            return try Stored.read(text, entity: entity, id: id)
+        }
+        let layout = TableLayout.of(entity)
+        guard try layout.keepsClocksInRow(in: db),
+            let text = try db.cachedStatement(sql: layout.selectRowClocks).firstRow(arguments: [id.storageText], { $0.text(at: 0) }) ?? nil
         else { return nil }
         return try Stored.read(text, entity: entity, id: id)
+    }
+
+    /// Forgets the record's clocks, its `field_clocks` row and its row's clock alike: a row's clock left
+    /// behind would stand for clocks the record no longer has.
+    static func forget(_ entity: EntityType, _ id: UUID, in db: Database) throws {
+        try db.execute(
+            sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?", arguments: [entity.rawValue, id.storageText])
+        let layout = TableLayout.of(entity)
+        guard try layout.keepsClocksInRow(in: db) else { return }
+        try db.execute(
+            sql: "UPDATE \(entity.description.table.quotedDatabaseIdentifier) SET \(LocalApp.rowClocksColumn.quotedDatabaseIdentifier) = NULL WHERE id = ?",
+            arguments: [id.storageText])
     }
 
     /// `read`, nil for a row that does not read as for none: for a reader looking for something a
@@ -970,8 +990,24 @@ enum FieldClocks {
 
     static let upsertSQL = "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES (?, ?, ?)"
 
+    /// Writes the record's clocks. Their compact form (one clock for every field, the server's the same,
+    /// nothing else: a record the server took as this device wrote it) goes into the record's row where
+    /// its table keeps clocks there (`LocalApp.rowClocksColumn`), and its `field_clocks` row goes: 72 of
+    /// the ~500 bytes a synced issue cost the device (issue 41). Any other form is a `field_clocks` row,
+    /// which stands over the row's.
     static func write(_ clocks: Stored, _ entity: EntityType, _ id: UUID, in db: Database) throws {
-        try write(clocks, entity, id, with: db.cachedStatement(sql: upsertSQL))
+        let encoded = try clocks.encoded(for: entity)
+        let layout = TableLayout.of(entity)
+        if encoded.hasPrefix(Stored.compactFormMarker), try layout.keepsClocksInRow(in: db) {
+            try db.cachedStatement(sql: layout.updateRowClocks).execute(arguments: [encoded, id.storageText])
+            // No row yet (clocks written before their record): a clocks row, as in any table without the column.
+            if db.changesCount > 0 {
+                try db.cachedStatement(sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?")
+                    .execute(arguments: [entity.rawValue, id.storageText])
+                return
+            }
+        }
+        try write(encoded: encoded, entity, id, with: db.cachedStatement(sql: upsertSQL))
     }
 
     /// `write` through `upsert`, a statement of `upsertSQL` the caller looked up once for many records.

@@ -24,8 +24,12 @@ struct PulledPageReads {
     /// or a deleted one (`arrived`): their children flagged orphaned are looked at again.
     private(set) var arrivedParents: [EntityType: [UUID]] = [:]
     private let parentEntities = Set(EntityCatalog.all.flatMap { $0.parents.map(\.entity) })
-    /// Records of the page whose `field_clocks` row does not read (`FieldClocks.Unreadable`).
+    /// Records of the page whose clocks do not read (`FieldClocks.Unreadable`).
     private var unreadableClocks: Set<Key> = []
+    /// Entities whose table keeps the clock of a record pulled whole in its row (`LocalApp.rowClocksColumn`).
+    private var rowClockEntities: Set<EntityType> = []
+    /// Records of the page the device does not hold that have a `field_clocks` row all the same.
+    private var clocksWithoutRecord: Set<Key> = []
     /// Keys of quarantined records, to clear only entries that exist.
     private(set) var quarantined: Set<Key>
     /// Records of the page this device knows only as deleted (`KnownDeletions`).
@@ -58,26 +62,46 @@ struct PulledPageReads {
         for (entity, ids) in byEntity {
             let idList = Self.jsonArray(ids)
             let layout = TableLayout.of(entity)
+            let rowClocks = try layout.keepsClocksInRow(in: db)
+            if rowClocks { rowClockEntities.insert(entity) }
             var held: [UUID] = []
-            try db.cachedStatement(sql: layout.selectByIDList).forEachRow(arguments: [idList]) {
-                let record = try layout.record(from: $0)
-                stored[Key(entity: entity, id: record.id)] = (record, nil)
-                held.append(record.id)
-            }
-            if !held.isEmpty {
+            let clocksColumn = layout.columns.count
+            try db.cachedStatement(sql: rowClocks ? layout.selectByIDListWithRowClocks : layout.selectByIDList)
+                .forEachRow(arguments: [idList]) {
+                    let record = try layout.record(from: $0)
+                    let key = Key(entity: entity, id: record.id)
+                    stored[key] = (record, nil)
+                    held.append(record.id)
+                    guard rowClocks, let text = $0.text(at: clocksColumn) else { return }
+                    do {
+                        stored[key]?.clocks = try FieldClocks.Stored.read(text, entity: entity, id: record.id)
+                    } catch {
+                        unreadableClocks.insert(key)
+                    }
+                }
+            // A `field_clocks` row stands over the row's clock. Where rows keep clocks, looked up for every
+            // record of the page: one for a record not held would stand over the clock a pull keeps in
+            // its new row (`mayKeepClockInRow`).
+            if rowClocks || !held.isEmpty {
                 let clocks = try Row.fetchCursor(
                     db.cachedStatement(sql: """
                         SELECT field_clocks.record_id, field_clocks.clocks
                         FROM json_each(?) AS page CROSS JOIN field_clocks
                         ON field_clocks.entity = ? AND field_clocks.record_id = page.value
                         """),
-                    arguments: [Self.jsonArray(held), entity.rawValue])
+                    arguments: [rowClocks ? idList : Self.jsonArray(held), entity.rawValue])
                 while let row = try clocks.next() {
                     guard let id = UUID(hyphenatedText: row[0] as String) else { continue }
                     let key = Key(entity: entity, id: id)
+                    guard stored[key] != nil else {
+                        clocksWithoutRecord.insert(key)
+                        continue
+                    }
                     do {
                         stored[key]?.clocks = try FieldClocks.Stored.read(row[1], entity: entity, id: id)
+                        unreadableClocks.remove(key)
                     } catch {
+                        stored[key]?.clocks = nil
                         unreadableClocks.insert(key)
                     }
                 }
@@ -109,6 +133,15 @@ struct PulledPageReads {
                 if let id = UUID(hyphenatedText: text) { knownDeleted.insert(Key(entity: entity, id: id)) }
             }
         }
+    }
+
+    /// Whether a record the device did not hold when the page began, and the page has not written, may
+    /// keep its clock in the row the page stores (`LocalApp.rowClocksColumn`): its table has the column,
+    /// and no `field_clocks` row of it would stand over that clock.
+    func mayKeepClockInRow(_ entity: EntityType, _ id: UUID) -> Bool {
+        let key = Key(entity: entity, id: id)
+        return rowClockEntities.contains(entity) && !clocksWithoutRecord.contains(key) && !written.contains(key)
+            && stored[key] == nil
     }
 
     /// Whether the device knows the record only as a delete a pull brought (`KnownDeletions`); a page
