@@ -146,4 +146,143 @@ import Testing
         #expect(Set(read.fields.values) == [HybridTimestamp(physicalMilliseconds: 2_000, counter: 0, node: server)])
         #expect(try store.fetch(OutpostModels.Issue.self, id: issue.id)?.title == "Crack, level 4")
     }
+
+    /// The law: where a record's clocks are kept changes nothing a store does. Two copies of one store
+    /// (the same node), one whose tables have no row clocks column (an app that never added it: every
+    /// record's clocks in `field_clocks`, as before v17), take the same seeded steps: pulls of new,
+    /// changed, deleted and contentless records with shared and per-field clocks, local creates, edits
+    /// and deletes, and the server's acknowledgements. After each step every record reads the same clocks
+    /// from both, and every other table (less where the clocks are kept) holds the same.
+    @Test(arguments: 0..<16)
+    func clocksReadTheSameWhereverTheyAreKept(seed: Int) async throws {
+        var random = SeededGenerator(seed: UInt64(seed) &* 6_151 &+ 7)
+        let folder = try TemporaryDatabase()
+        let rowPath = folder.directory.appendingPathComponent("row.sqlite").path
+        let tablePath = folder.directory.appendingPathComponent("table.sqlite").path
+        let setup = try LocalStore.open(at: rowPath)
+        let project = Project(name: "Tower")
+        try await setup.applyPulledPage(PulledPage(changes: [remote(project, version: 1, at: 500)], cursor: "c-0"), now: now)
+        let copy = try DatabaseQueue(path: rowPath)
+        try copy.backup(to: DatabaseQueue(path: tablePath))
+        try await DatabaseQueue(path: tablePath).write { db in
+            for entity in EntityCatalog.all {
+                try db.execute(sql: "ALTER TABLE \(entity.table) DROP COLUMN \(LocalApp.rowClocksColumn)")
+            }
+        }
+        let rowStore = try LocalStore.open(at: rowPath), tableStore = try LocalStore.open(at: tablePath)
+        let stores = [rowStore, tableStore]
+
+        var issues = (0..<8).map { OutpostModels.Issue(projectID: project.id, title: "Issue \($0)") }
+        var versions: [UUID: Int64] = [:]
+        var time: Int64 = 1_000
+        for step in 0..<30 {
+            time += 10
+            let at = now.addingTimeInterval(Double(step))
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:  // a page from the server
+                var changes: [VersionedRecord] = []
+                for _ in 0..<Int.random(in: 1...4, using: &random) {
+                    let pick = Int.random(in: 0..<issues.count, using: &random)
+                    var issue = issues[pick]
+                    issue.title = "Issue \(pick), step \(step)"
+                    issues[pick] = issue
+                    let version = (versions[issue.id] ?? 0) + 1
+                    versions[issue.id] = version
+                    var change = remote(issue, version: version, at: time)
+                    let stamp = HybridTimestamp(physicalMilliseconds: time, counter: 0, node: server)
+                    switch Int.random(in: 0..<6, using: &random) {
+                    case 0:  // deleted, with its last values
+                        var record = change.record
+                        record.sync.deletedAt = stamp.date
+                        change = try VersionedRecord(record: record, clocks: change.clocks, deletion: stamp)
+                    case 1:  // deleted, without contents
+                        var sync = change.record.sync
+                        sync.deletedAt = stamp.date
+                        change = try VersionedRecord(
+                            record: EntityRecord(entity: .issue, id: issue.id, fields: [:], sync: sync), clocks: [:], deletion: stamp)
+                    case 2:  // a clock per field, older for some
+                        var clocks = change.clocks
+                        for name in clocks.keys where Bool.random(using: &random) {
+                            clocks[name] = HybridTimestamp(physicalMilliseconds: time - 5, counter: 1, node: server)
+                        }
+                        change = try VersionedRecord(record: change.record, clocks: clocks, deletion: nil)
+                    default:
+                        break
+                    }
+                    changes.append(change)
+                }
+                let prepared = Bool.random(using: &random)
+                var reports: [PullReport] = []
+                for store in stores {
+                    let page = prepared
+                        ? PulledPage(prepared: changes.map(PreparedChange.init), cursor: "c-\(step)")
+                        : PulledPage(changes: changes, cursor: "c-\(step)")
+                    reports.append(try await store.applyPulledPage(page, now: at))
+                }
+                #expect(reports[0] == reports[1], "seed \(seed), step \(step)")
+            case 4..<7:  // a local edit, where the record is held live
+                let pick = Int.random(in: 0..<issues.count, using: &random)
+                let details = "edit \(step)"
+                for store in stores {
+                    guard var held = try store.fetch(OutpostModels.Issue.self, id: issues[pick].id), !held.sync.isDeleted else { continue }
+                    held.details = details
+                    try await store.save(held, now: at)
+                }
+            case 7 where Bool.random(using: &random):  // a local create, then a record like any other
+                let created = OutpostModels.Issue(projectID: project.id, title: "Made here \(step)")
+                issues.append(created)
+                for store in stores { try await store.save(created, now: at) }
+            case 7:  // a local delete
+                let pick = Int.random(in: 0..<issues.count, using: &random)
+                for store in stores where try store.fetch(OutpostModels.Issue.self, id: issues[pick].id)?.sync.isDeleted == false {
+                    try await store.delete(.issue, id: issues[pick].id, now: at)
+                }
+            default:  // the server takes what was sent
+                for store in stores {
+                    for mutation in try store.claimMutations(limit: 10, now: at) {
+                        let version = (versions[mutation.recordID] ?? 0) + 1
+                        _ = try store.acknowledge(mutation, serverVersion: version, serverID: nil, now: at)
+                    }
+                }
+                // The server's versions move once, past both stores' acknowledgements of the same changes.
+                for issue in issues { versions[issue.id] = (versions[issue.id] ?? 0) + 1 }
+            }
+            for issue in issues {
+                let id = issue.id
+                let row = try await DatabaseQueue(path: rowPath).read { db in try? FieldClocks.read(.issue, id, in: db) }
+                let table = try await DatabaseQueue(path: tablePath).read { db in try? FieldClocks.read(.issue, id, in: db) }
+                #expect(row?.fields == table?.fields && row?.server == table?.server && row?.deletion == table?.deletion
+                    && row?.pulled == table?.pulled && row?.written == table?.written && row?.deferredTombstone == table?.deferredTombstone
+                    && row?.heldVersion == table?.heldVersion, "seed \(seed), step \(step): clocks of \(id) differ")
+            }
+            let rowContents = try contents(rowPath), tableContents = try contents(tablePath)
+            for name in Set(rowContents.keys).union(tableContents.keys) where rowContents[name] != tableContents[name] {
+                Testing.Issue.record("seed \(seed), step \(step): \(name) differs:\n\(rowContents[name] ?? [])\n\(tableContents[name] ?? [])")
+            }
+        }
+    }
+
+    /// Every table but where clocks are kept (`field_clocks`, the row clocks column), less what names
+    /// the store instance (the journal's origin, the clock's reserved window, the random idempotency
+    /// keys of its changes, of which only how many were finished is kept).
+    func contents(_ path: String) throws -> [String: [[String: DatabaseValue]]] {
+        var tables = try DatabaseQueue(path: path).read { try Fixture.contents($0) }
+        tables["field_clocks"] = nil
+        tables["finished_keys"] = tables["finished_keys"].map { [["count": $0.count.databaseValue]] }
+        tables["mutation_queue"] = tables["mutation_queue"]?.map { $0.filter { $0.key != "idempotency_key" } }
+        tables["change_journal"] = tables["change_journal"]?.map { $0.filter { $0.key != "origin" } }
+        tables["sync_state"] = tables["sync_state"]?.filter { $0["key"] != "clock_last".databaseValue }
+        return tables.mapValues { rows in
+            rows.map { row in
+                row.filter { $0.key != LocalApp.rowClocksColumn }.mapValues { value in
+                    // JSON texts with their keys sorted, as `PreparedPageTests` compares them.
+                    guard let text = String.fromDatabaseValue(value), text.hasPrefix("{") || text.hasPrefix("["),
+                        let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)),
+                        let sorted = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                    else { return value }
+                    return String(decoding: sorted, as: UTF8.self).databaseValue
+                }
+            }
+        }
+    }
 }
