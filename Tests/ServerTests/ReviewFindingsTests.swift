@@ -137,8 +137,10 @@ struct ReviewFindingsTests {
         #expect(try await engine.sync().isComplete)
         // What the hostile pull left: every clock of the record, local and the server's, at the end of time.
         try await DatabaseQueue(path: crew.path).write { db in
+            // A clocks row, as a pull over a record held writes it: it stands over a clock the row keeps
+            // (an acknowledged create's, v17 on).
             try db.execute(
-                sql: "UPDATE field_clocks SET clocks = '@ffffffffffff-0000-00000000000000ff' WHERE record_id = ?",
+                sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES ('issue', ?, '@ffffffffffff-0000-00000000000000ff')",
                 arguments: [issue.id.storageText])
             #expect(db.changesCount == 1)
         }
@@ -165,8 +167,10 @@ struct ReviewFindingsTests {
         defer { Task { await server.stop() } }
         let (crew, office, crewEngine, officeEngine, issue) = try await crewAndOffice(server)
         try await DatabaseQueue(path: crew.path).write { db in
+            // A clocks row, as a pull over a record held writes it: it stands over a clock the row keeps
+            // (an acknowledged create's, v17 on).
             try db.execute(
-                sql: "UPDATE field_clocks SET clocks = '@ffffffffffff-0000-00000000000000ff' WHERE record_id = ?",
+                sql: "INSERT OR REPLACE INTO field_clocks (entity, record_id, clocks) VALUES ('issue', ?, '@ffffffffffff-0000-00000000000000ff')",
                 arguments: [issue.id.storageText])
             #expect(db.changesCount == 1)
         }

@@ -210,11 +210,21 @@ struct PullBenchmark: BenchmarkSuite {
     /// Writes the issue rows of `path` as CSV; with `excludingCSV`, only those not already in first.csv
     /// (the rows the second stream added).
     private func exportIssues(of path: String, to csv: URL, excludingCSV: Bool = false) throws {
+        let columns = try Self.peerIssueColumns(of: path)
         let query = excludingCSV
-            ? "SELECT * FROM issues WHERE created_at >= \(Int64(1_790_000_000_000) + 10_000_000);"
-            : "SELECT * FROM issues;"
+            ? "SELECT \(columns) FROM issues WHERE created_at >= \(Int64(1_790_000_000_000) + 10_000_000);"
+            : "SELECT \(columns) FROM issues;"
         let job = try ChildProcess.run("/usr/bin/env", ["sqlite3", "-bail", "-readonly", path, ".mode csv", ".output \(csv.path)", query])
         guard job.status == 0 else { throw BenchmarkFailure("sqlite3 export exited with \(job.status); is sqlite3 installed?") }
+    }
+
+    /// The issue columns a peer `.import` writes: every one, but the row's clocks (`sync_clocks`, v17) as
+    /// empty text. The peer writes the rows as they stood before the clocks moved into them (review 140,
+    /// F4: exported whole, the peer wrote each record's clocks too, and its rate fell with the pull's
+    /// work); the floor row imports the clocks.
+    static func peerIssueColumns(of path: String) throws -> String {
+        let names = try DatabaseQueue(path: path).read { db in try db.columns(in: "issues").map(\.name) }
+        return names.map { $0 == LocalApp.rowClocksColumn ? "''" : $0.quotedDatabaseIdentifier }.joined(separator: ", ")
     }
 
     /// Rows per second of `sqlite3 .import`: first.csv into a freshly migrated device database, then all.csv

@@ -41,7 +41,9 @@ enum DeclaredColumns {
                 throw mismatch(nil, "table \(description.table) has no sync column \(column); create it as the toolkit's tables are")
             }
             // Each field its own column, none of them one the toolkit keeps the sync metadata in.
-            var taken: [String: String] = Dictionary(uniqueKeysWithValues: TableLayout.syncColumns.map { ($0, "the sync metadata") })
+            // Nor the row clocks column: a write of the record's clocks would overwrite the field's value.
+            var taken: [String: String] = Dictionary(
+                uniqueKeysWithValues: (TableLayout.syncColumns + [LocalApp.rowClocksColumn]).map { ($0, "the sync metadata") })
             for field in description.fields {
                 let name = ColumnName.forField(field.name)
                 if let other = taken.updateValue(field.name, forKey: name) {

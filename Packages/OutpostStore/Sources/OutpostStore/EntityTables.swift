@@ -170,9 +170,15 @@ final class TableLayout: Sendable {
     }
 
     /// Whether this file's table of the entity has the row clocks column (`LocalApp.rowClocksColumn`):
-    /// an app's step adds it, so the file, not the catalog, says. From the connection's schema cache.
+    /// an app's step adds it, so the file, not the catalog, says. Asked of SQLite each time, whose schema
+    /// follows the file: GRDB's cache of a table's columns is cleared on a writer for its own changes
+    /// only, so a store open while an update of the app added the column (another process) read the
+    /// records it keeps in rows as having no clocks at all (review 140, F1). A few microseconds, once a
+    /// page or a write.
     func keepsClocksInRow(in db: Database) throws -> Bool {
-        try db.columns(in: description.table).contains { $0.name == LocalApp.rowClocksColumn }
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT 1 FROM pragma_table_info(?) WHERE name = ?"),
+            arguments: [description.table, LocalApp.rowClocksColumn]) != nil
     }
 
     /// Live rows whose `column` (a catalog column, never input) equals a bound value.

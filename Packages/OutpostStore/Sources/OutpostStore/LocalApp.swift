@@ -31,10 +31,12 @@ public struct LocalApp: Sendable {
     }
 
     /// The column (`TEXT`, no default) an app's step may add to an entity table for the store to keep
-    /// there the clock of a record a pull stores whole, over nothing held, with one clock for every
-    /// field, instead of in a `field_clocks` row of its own: that second row was a fifth of a pulled
-    /// record's apply and some 75 bytes a record (issue 41). A table without it keeps every record's
-    /// clocks in `field_clocks`. Additive: `ALTER TABLE jobs ADD COLUMN \(LocalApp.rowClocksColumn) TEXT`.
+    /// there the clocks of a record that has one clock for every field, the server's the same (a record
+    /// a pull stored whole over nothing held, or one this device made once the server took it), instead
+    /// of in a `field_clocks` row of its own: that second row was a fifth of a pulled record's apply and
+    /// some 72 bytes a record (issue 41). A `field_clocks` row of the record, which a change to other
+    /// clocks writes, stands over it. A table without the column keeps every record's clocks in
+    /// `field_clocks`; no field may be named for it (`syncClocks`). Additive: `ALTER TABLE jobs ADD COLUMN \(LocalApp.rowClocksColumn) TEXT`.
     /// A later step that adds a field to such a table must first move the clocks of its rows into
     /// `field_clocks` (Workspace.md, "How to add a migration step"): the clock stands for the fields the
     /// entity had when it was written.

@@ -935,8 +935,9 @@ enum FieldClocks {
     }
 
     /// The record's clocks: its `field_clocks` row, or where it has none, the clock its entity row keeps
-    /// (`LocalApp.rowClocksColumn`, written only by a pull that stored the record whole over nothing
-    /// held); nil when it has neither. Clocks that do not read throw `Unreadable`.
+    /// (`LocalApp.rowClocksColumn`: the compact form, which a pull storing the record whole over nothing
+    /// held writes there, and `write` wherever the row exists); nil when it has neither. Clocks that do
+    /// not read throw `Unreadable`.
     static func read(_ entity: EntityType, _ id: UUID, in db: Database) throws -> Stored? {
         if let text = try db.cachedStatement(sql: "SELECT clocks FROM field_clocks WHERE entity = ? AND record_id = ?")
             .firstRow(arguments: [entity.rawValue, id.storageText], { $0.text(at: 0) }) ?? nil

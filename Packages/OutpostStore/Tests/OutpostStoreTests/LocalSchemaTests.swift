@@ -206,6 +206,8 @@ import Testing
     @Test(arguments: [
         (["projectID", "projectId"], "projectId", "also field projectID's"),
         (["version"], "version", "also the sync metadata's"),
+        // The column the store keeps a record's clocks in (review 140).
+        (["syncClocks"], "syncClocks", "also the sync metadata's"),
     ])
     func fieldsThatShareAColumnAreRefused(_ names: [String], field: String, says: String) throws {
         let database = try TemporaryDatabase()

@@ -4,6 +4,7 @@ import GRDB
 import OutpostConflicts
 import OutpostFieldService
 import OutpostFieldServiceTesting
+import OutpostMigrator
 import OutpostModels
 import OutpostSchema
 import OutpostTesting
@@ -103,6 +104,39 @@ import Testing
         #expect(edited.fields["title"] == stamp)
         #expect(edited.fields["status"] != stamp)
         #expect(edited.server == created.fields)
+    }
+
+    /// Two processes of the app on one file, the second an update that adds the row clocks column
+    /// (v17) while the first has the file open: the first reads the clocks the second keeps in rows.
+    /// Its writer connection had the table's columns cached from before (GRDB clears a writer's cache
+    /// for its own changes only), so it read a record the second pulled whole as having no clocks at
+    /// all, and stamped its edit without following the server's clock of the value it replaced
+    /// (review 140, F1).
+    @Test func aStoreOpenBeforeAnotherProcessAddedTheColumnReadsTheRowClock() async throws {
+        let database = try TemporaryDatabase()
+        let before = LocalApp(schema: EntityCatalog.fieldService, steps: Array(LocalSchema.steps.prefix(16)))
+        let first = try LocalStore.open(at: database.path, app: before)
+        let project = Project(name: "Tower")
+        let early = OutpostModels.Issue(projectID: project.id, title: "Early")
+        // The server's clock runs a minute ahead of this device's (well within the drift allowance).
+        let ahead = now.storageMilliseconds + 60_000
+        try await first.applyPulledPage(
+            PulledPage(changes: [remote(project, version: 1, at: 1_000), remote(early, version: 1, at: 1_001)], cursor: "c-1"),
+            now: now)
+
+        let second = try LocalStore.open(at: database.path, app: .fieldService)
+        let issue = OutpostModels.Issue(projectID: project.id, title: "Crack", status: .open)
+        try await second.applyPulledPage(PulledPage(changes: [remote(issue, version: 1, at: ahead)], cursor: "c-2"), now: now)
+        #expect(try clockRows(database, issue.id).row != nil)
+
+        var edited = try #require(try first.fetch(OutpostModels.Issue.self, id: issue.id))
+        edited.title = "Crack, level 3"
+        try await first.save(edited, now: now)
+        let after = try #require(try clocks(database, issue.id))
+        let serverStamp = HybridTimestamp(physicalMilliseconds: ahead, counter: 0, node: server)
+        #expect(after.fields.count == FieldClocks.catalogNames(of: .issue).count, "fields with a clock: \(after.fields.keys.sorted())")
+        #expect(after.server?["status"] == serverStamp, "the server's clocks as pulled")
+        #expect(try #require(after.fields["title"]) > serverStamp, "the edit follows the clock of the value it replaced")
     }
 
     /// A `field_clocks` row left for a record the device does not hold (written by hand, or by a build
