@@ -296,27 +296,14 @@ import Testing
         }
     }
 
-    /// Every table but where clocks are kept (`field_clocks`, the row clocks column), less what names
-    /// the store instance (the journal's origin, the clock's reserved window, the random idempotency
-    /// keys of its changes, of which only how many were finished is kept).
+    /// Every table as `PreparedPageTests` compares two stores, but where clocks are kept (`field_clocks`,
+    /// the row clocks column) and the random idempotency keys of the changes (of which only how many
+    /// were finished is kept).
     func contents(_ path: String) throws -> [String: [[String: DatabaseValue]]] {
-        var tables = try DatabaseQueue(path: path).read { try Fixture.contents($0) }
+        var tables = try PreparedPageTests().contents(path)
         tables["field_clocks"] = nil
         tables["finished_keys"] = tables["finished_keys"].map { [["count": $0.count.databaseValue]] }
         tables["mutation_queue"] = tables["mutation_queue"]?.map { $0.filter { $0.key != "idempotency_key" } }
-        tables["change_journal"] = tables["change_journal"]?.map { $0.filter { $0.key != "origin" } }
-        tables["sync_state"] = tables["sync_state"]?.filter { $0["key"] != "clock_last".databaseValue }
-        return tables.mapValues { rows in
-            rows.map { row in
-                row.filter { $0.key != LocalApp.rowClocksColumn }.mapValues { value in
-                    // JSON texts with their keys sorted, as `PreparedPageTests` compares them.
-                    guard let text = String.fromDatabaseValue(value), text.hasPrefix("{") || text.hasPrefix("["),
-                        let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)),
-                        let sorted = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                    else { return value }
-                    return String(decoding: sorted, as: UTF8.self).databaseValue
-                }
-            }
-        }
+        return tables.mapValues { rows in rows.map { $0.filter { $0.key != LocalApp.rowClocksColumn } } }
     }
 }
