@@ -36,10 +36,10 @@ public struct LocalApp: Sendable {
     /// of in a `field_clocks` row of its own: that second row was a fifth of a pulled record's apply and
     /// some 72 bytes a record (issue 41). A `field_clocks` row of the record, which a change to other
     /// clocks writes, stands over it. A table without the column keeps every record's clocks in
-    /// `field_clocks`; no field may be named for it (`syncClocks`). Additive: `ALTER TABLE jobs ADD COLUMN \(LocalApp.rowClocksColumn) TEXT`.
-    /// A later step that adds a field to such a table must first move the clocks of its rows into
-    /// `field_clocks` (Workspace.md, "How to add a migration step"): the clock stands for the fields the
-    /// entity had when it was written.
+    /// `field_clocks`; no field may be named for it (`syncClocks`). Added as any column is:
+    /// `ALTER TABLE jobs ADD COLUMN sync_clocks TEXT`. A later step that adds a field to such a table
+    /// must first move the clocks of its rows into `field_clocks` (Workspace.md, "How to add a migration
+    /// step"): the clock stands for the fields the entity had when it was written.
     public static let rowClocksColumn = "sync_clocks"
 
     /// The SQL that creates an entity table: the sync columns every entity table starts with (id,
