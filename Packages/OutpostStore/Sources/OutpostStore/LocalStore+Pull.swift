@@ -697,12 +697,16 @@ extension StoreWriter {
         // second row, it was a fifth of a fresh pull's apply (`outpost-bench pull`, issue 41).
         let encoded = local == nil
             ? try asPrepared?.sharedClock.map(FieldClocks.Stored.compactForm(of:)) ?? clocks.encoded(for: entity) : nil
-        if let encoded, encoded.hasPrefix(FieldClocks.Stored.compactFormMarker), reads.mayKeepClockInRow(entity, id) {
-            try EntityTables.save(written, rowClock: encoded, with: statements.upsertWithRowClock(of: entity, in: db))
-            if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
+        let rowClock = encoded.flatMap {
+            $0.hasPrefix(FieldClocks.Stored.compactFormMarker) && reads.mayKeepClockInRow(entity, id) ? $0 : nil
+        }
+        if let rowClock {
+            try EntityTables.save(written, rowClock: rowClock, with: statements.upsertWithRowClock(of: entity, in: db))
         } else {
             try EntityTables.save(written, with: statements.upsert(of: entity, in: db))
-            if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
+        }
+        if asPrepared?.namesParentByServerID ?? true { try ServerIDs.noteUnmapped(in: written, db: db) }
+        if rowClock == nil {
             if let encoded {
                 try FieldClocks.write(encoded: encoded, entity, id, with: statements.fieldClocks(in: db))
             } else {

@@ -958,9 +958,7 @@ enum FieldClocks {
             sql: "DELETE FROM field_clocks WHERE entity = ? AND record_id = ?", arguments: [entity.rawValue, id.storageText])
         let layout = TableLayout.of(entity)
         guard try layout.keepsClocksInRow(in: db) else { return }
-        try db.execute(
-            sql: "UPDATE \(entity.description.table.quotedDatabaseIdentifier) SET \(LocalApp.rowClocksColumn.quotedDatabaseIdentifier) = NULL WHERE id = ?",
-            arguments: [id.storageText])
+        try db.cachedStatement(sql: layout.updateRowClocks).execute(arguments: [nil as String?, id.storageText])
     }
 
     /// `read`, nil for a row that does not read as for none: for a reader looking for something a
